@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The one ABI header shared by BPF programs and userspace: event layouts in
+ * the ring buffer. Only __u8..__u64 here; userspace checks sizes with
+ * _Static_assert in src/record/events.c.
+ */
+#ifndef EPROF_ABI_H
+#define EPROF_ABI_H
+
+#ifndef EPROF_MAX_STACK
+#define EPROF_MAX_STACK 127 /* kernel.perf_event_max_stack default */
+#endif
+#ifndef EPROF_MAX_SNAPSHOT
+#define EPROF_MAX_SNAPSHOT (32 * 1024) /* largest user stack copy for DWARF unwinding */
+#endif
+#ifndef EPROF_TASK_COMM_LEN
+#define EPROF_TASK_COMM_LEN 16
+#endif
+#ifndef EPROF_PATH_LEN
+#define EPROF_PATH_LEN 256
+#endif
+
+enum eprof_event_kind {
+	EV_SAMPLE = 1,
+	EV_FORK = 2,
+	EV_EXEC = 3,
+	EV_EXIT = 4,
+};
+
+/* Common header of every event: size covers the whole event, header included. */
+struct ev_hdr {
+	__u32 size;
+	__u16 kind;
+	__u16 flags;
+	__u32 pid; /* tgid */
+	__u32 tid;
+	__u64 ts; /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns) */
+};
+
+enum ev_sample_flags {
+	SAMPLE_F_USER_REGS = 1 << 0,   /* user_ip/sp/bp are valid */
+	SAMPLE_F_IN_KERNEL = 1 << 1,   /* the CPU was in kernel mode */
+	SAMPLE_F_SNAP_TRUNC = 1 << 2,  /* snapshot stopped at its size limit, not at a fault */
+};
+
+/*
+ * A CPU sample. After the fixed part: __u64 ips[kstack_n + ustack_n] (kernel
+ * first, each leaf first), then stack_len bytes copied from user_sp upwards
+ * when DWARF unwinding is on (ustack_n is then 0: userspace unwinds).
+ */
+struct ev_sample {
+	struct ev_hdr h;
+	__u64 period; /* ns of CPU this sample stands for */
+	__u64 user_ip, user_sp, user_bp;
+	__u32 cpu;
+	__u16 kstack_n, ustack_n;
+	__s32 kstack_err, ustack_err; /* negative errno from bpf_get_stack, or 0 */
+	__u32 stack_len;
+	__u32 pad;
+	char comm[EPROF_TASK_COMM_LEN];
+};
+
+struct ev_fork {
+	struct ev_hdr h; /* pid/tid: the child */
+	__u32 ppid;
+	__u32 pad;
+	char comm[EPROF_TASK_COMM_LEN];
+};
+
+struct ev_exec {
+	struct ev_hdr h;
+	__u32 old_tid;
+	__u32 pad;
+	char comm[EPROF_TASK_COMM_LEN];
+	char filename[EPROF_PATH_LEN];
+};
+
+struct ev_exit {
+	struct ev_hdr h;
+	__s32 exit_code; /* wait status style: code << 8 | signal */
+	__u32 group_dead;
+	char comm[EPROF_TASK_COMM_LEN];
+};
+
+/* Indexes of the per-CPU stats array: every failure in BPF is counted here. */
+enum eprof_bpf_stat {
+	BSTAT_SAMPLES = 0,     /* samples of target tasks seen */
+	BSTAT_RB_FULL,	       /* sample dropped: ring buffer full */
+	BSTAT_KSTACK_ERR,      /* bpf_get_stack (kernel) failed */
+	BSTAT_USTACK_ERR,      /* bpf_get_stack (user) failed */
+	BSTAT_SNAP_FAULT,      /* user stack snapshot could not be read at all */
+	BSTAT_EVENT_RB_FULL,   /* fork/exec/exit event dropped */
+	BSTAT_TARGETS_FULL,    /* a forked child could not be added to the target set */
+	BSTAT_MAX
+};
+
+#endif

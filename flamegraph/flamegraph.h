@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/* Interactive SVG flamegraph renderer (our own): zoom, search, tooltips. */
+#ifndef EPROF_FLAMEGRAPH_H
+#define EPROF_FLAMEGRAPH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sink;
+
+struct fg_frame {
+	const char *name; /* frame label (function name, maybe with " (file:line)") */
+	uint8_t kind;	  /* enum frame_kind from model/profile.h: user, kernel, jit, unknown, special */
+};
+
+struct fg_stack {
+	const struct fg_frame *frames; /* ROOT first */
+	uint32_t n;
+	uint64_t weight; /* samples, ns or bytes */
+	uint64_t base;	 /* differential mode: the same stack's weight in the base profile */
+};
+
+struct fg_opts {
+	const char *title;	/* "CPU flamegraph" */
+	const char *subtitle;	/* e.g. the command line; may be NULL */
+	const char *unit;	/* "samples", "ns", "bytes": how the tooltip prints weights */
+	unsigned width;		/* px, default 1200 */
+	bool differential;	/* colour by (weight - base): red grew, blue shrank */
+	bool inverted;		/* icicle graph: leaves at the top (callers below) */
+};
+
+/* Merges stacks into a tree and writes a self-contained SVG. Returns 0 or -errno. */
+int flamegraph_write_svg(struct sink *out, const struct fg_stack *stacks, size_t n,
+			 const struct fg_opts *opts);
+
+#endif

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../flamegraph/flamegraph.h"
+#include "analysis/stacks.h"
+#include "cmds.h"
+#include "format/open.h"
+#include "output/folded.h"
+#include "util/log.h"
+#include "util/sink.h"
+
+#define FG_MAX_DEPTH 4096
+
+static void flamegraph_usage(FILE *f)
+{
+	fprintf(f, "usage: eprof flamegraph [FILE] [options]   (FILE defaults to eprof.data)\n"
+		   "  -o, --output FILE   SVG (default flamegraph.svg) or folded text (default stdout)\n"
+		   "      --cpu           CPU samples (the default)\n"
+		   "      --folded        folded stacks (comm;root;...;leaf COUNT) instead of SVG\n"
+		   "      --lines         add (file:line) to frames\n"
+		   "      --ns            weigh by CPU ns instead of sample counts\n"
+		   "      --no-comm       no thread-name root frame\n"
+		   "      --pid PID, --tid TID  only these samples\n"
+		   "      --title TEXT, --width PX, --inverted (icicle graph)\n");
+}
+
+enum { F_CPU = 256, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
+
+static int fg_opt(int c, const char *arg, struct flamegraph_cli *o)
+{
+	switch (c) {
+	case 'o':
+		o->output = arg;
+		return 0;
+	case F_CPU:
+		return 0;
+	case F_FOLDED:
+		o->folded = true;
+		return 0;
+	case F_LINES:
+		o->lines = true;
+		return 0;
+	case F_NS:
+		o->weight_ns = true;
+		return 0;
+	case F_NOCOMM:
+		o->no_comm = true;
+		return 0;
+	case F_PID:
+		return parse_u32_arg("--pid", arg, 1, 0x7fffffff, &o->filter.pid);
+	case F_TID:
+		return parse_u32_arg("--tid", arg, 1, 0x7fffffff, &o->filter.tid);
+	case F_TITLE:
+		o->title = arg;
+		return 0;
+	case F_WIDTH:
+		return parse_u32_arg("--width", arg, 200, 100000, &o->width);
+	case F_INV:
+		o->inverted = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "cpu", no_argument, NULL, F_CPU },
+		{ "folded", no_argument, NULL, F_FOLDED },
+		{ "lines", no_argument, NULL, F_LINES },
+		{ "ns", no_argument, NULL, F_NS },
+		{ "no-comm", no_argument, NULL, F_NOCOMM },
+		{ "pid", required_argument, NULL, F_PID },
+		{ "tid", required_argument, NULL, F_TID },
+		{ "title", required_argument, NULL, F_TITLE },
+		{ "width", required_argument, NULL, F_WIDTH },
+		{ "inverted", no_argument, NULL, F_INV },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->input = "eprof.data";
+	o->width = 1200;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		if (c == 'h')
+			return 1;
+		if (c == '?' || c == ':') {
+			log_err("flamegraph: unknown option or missing argument '%s'",
+				argv[optind - 1]);
+			return -EINVAL;
+		}
+		if (fg_opt(c, optarg, o))
+			return -EINVAL;
+	}
+	if (optind < argc)
+		o->input = argv[optind++];
+	if (optind < argc) {
+		log_err("flamegraph: unexpected argument '%s'", argv[optind]);
+		return -EINVAL;
+	}
+	if (!o->output)
+		o->output = o->folded ? "-" : "flamegraph.svg";
+	return 0;
+}
+
+/* Turns collapsed stacks into the renderer's input; labels live in labels[] (owned). */
+static int build_fg_input(const struct profile *p, const struct flamegraph_cli *o,
+			  struct fg_stack **out, size_t *nout, struct fg_frame **frames_out,
+			  char ***labels_out, size_t *nlabels)
+{
+	const struct frame **tmp = malloc(FG_MAX_DEPTH * sizeof(*tmp));
+	struct collapsed *c = NULL;
+	struct fg_frame *frames = NULL;
+	struct fg_stack *st = NULL;
+	size_t n = 0, total = 0, pos = 0;
+	char buf[1024], **labels = NULL;
+	size_t nl = 0;
+	int err = -ENOMEM;
+
+	if (!tmp || collapse_stacks(p, &o->filter, &c, &n))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		size_t t;
+
+		stack_frames(p, c[i].node, tmp, 0, &t);
+		total += (t < FG_MAX_DEPTH ? t : FG_MAX_DEPTH) + 1;
+	}
+	st = calloc(n ? n : 1, sizeof(*st));
+	frames = calloc(total ? total : 1, sizeof(*frames));
+	labels = o->lines ? calloc(total ? total : 1, sizeof(*labels)) : NULL;
+	if (!st || !frames || (o->lines && !labels))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		size_t nf = stack_frames(p, c[i].node, tmp, FG_MAX_DEPTH, NULL);
+
+		st[i].frames = &frames[pos];
+		st[i].weight = o->weight_ns ? c[i].weight : c[i].samples;
+		if (!o->no_comm) {
+			const char *comm = profile__str(p, c[i].comm);
+
+			frames[pos++] = (struct fg_frame){ *comm ? comm : "[unknown]", FRAME_SPECIAL };
+			st[i].n++;
+		}
+		for (size_t k = 0; k < nf; k++, st[i].n++) {
+			const char *l = frame_label(p, tmp[k], o->lines, buf, sizeof(buf));
+
+			if (l == buf) {
+				labels[nl] = strdup(buf);
+				if (!labels[nl])
+					goto out;
+				l = labels[nl++];
+			}
+			frames[pos++] = (struct fg_frame){ l, tmp[k]->kind };
+		}
+	}
+	*out = st;
+	*nout = n;
+	*frames_out = frames;
+	*labels_out = labels;
+	*nlabels = nl;
+	st = NULL;
+	frames = NULL;
+	labels = NULL;
+	err = 0;
+out:
+	for (size_t i = 0; labels && i < nl; i++)
+		free(labels[i]);
+	free(labels);
+	free(st);
+	free(frames);
+	free(c);
+	free(tmp);
+	return err;
+}
+
+static int write_svg(struct sink *out, const struct profile *p, const struct flamegraph_cli *o)
+{
+	struct fg_opts fo = { .title = o->title ? o->title : "CPU flamegraph",
+			      .subtitle = profile__meta(p, "command"),
+			      .unit = o->weight_ns ? "ns" : "samples",
+			      .width = o->width,
+			      .inverted = o->inverted };
+	struct fg_stack *st = NULL;
+	struct fg_frame *frames = NULL;
+	char **labels = NULL;
+	size_t n = 0, nl = 0;
+	int err;
+
+	err = build_fg_input(p, o, &st, &n, &frames, &labels, &nl);
+	if (err)
+		return err;
+	err = flamegraph_write_svg(out, st, n, &fo);
+	for (size_t i = 0; i < nl; i++)
+		free(labels[i]);
+	free(labels);
+	free(st);
+	free(frames);
+	return err;
+}
+
+int cmd_flamegraph(int argc, char **argv)
+{
+	struct flamegraph_cli o;
+	struct profile *p = NULL;
+	struct sink *out;
+	int err;
+
+	err = parse_flamegraph_args(argc, argv, &o);
+	if (err == 1) {
+		flamegraph_usage(stdout);
+		return 0;
+	}
+	if (err)
+		return 2;
+	if (profile_open(o.input, &p))
+		return 1;
+	out = sink_open(o.output, 0644);
+	if (!out) {
+		log_err("failed to open '%s': %s", o.output, strerror(errno));
+		profile__free(p);
+		return 1;
+	}
+	if (o.folded) {
+		struct folded_opts fo = { .filter = o.filter, .lines = o.lines,
+					  .weight_ns = o.weight_ns, .no_comm = o.no_comm };
+
+		err = folded_write(out, p, &fo);
+	} else {
+		err = write_svg(out, p, &o);
+	}
+	err = sink_close(out) ?: err;
+	profile__free(p);
+	if (err) {
+		log_err("failed to write '%s': %s", o.output, strerror(-err));
+		return 1;
+	}
+	if (!o.folded && strcmp(o.output, "-"))
+		fprintf(stderr, "eprof: flamegraph written to %s\n", o.output);
+	return 0;
+}

@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The reader treats a file as untrusted input: every count is bounded by the
+ * bytes left, every id is checked against the tables read so far.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../util/buf.h"
+#include "format.h"
+
+#define BAD(cond)                                                                                  \
+	do {                                                                                       \
+		if (cond)                                                                          \
+			return -EINVAL;                                                            \
+	} while (0)
+
+static size_t nstr(const struct profile *p)
+{
+	return strtab__count(p->strs);
+}
+
+/* Each record is at least min_bytes long: a count that cannot fit is corruption. */
+static int check_count(const struct rbuf *r, uint64_t count, size_t min_bytes)
+{
+	return count > rbuf_left(r) / min_bytes ? -EINVAL : 0;
+}
+
+static int read_strings(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		uint32_t before = nstr(p), id;
+		size_t len;
+		const char *s = rbuf_str(r, &len);
+
+		BAD(!r->ok);
+		id = strtab__intern_len(p->strs, s, len);
+		if (id == UINT32_MAX)
+			return -ENOMEM;
+		/* Ids are positional: a duplicate string would shift every later id. */
+		BAD(id != before);
+	}
+	return 0;
+}
+
+static int read_objects(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		struct object *o = vec_push(p->objects);
+
+		if (!o)
+			return -ENOMEM;
+		o->path = rbuf_varint(r);
+		o->build_id = rbuf_varint(r);
+		o->pid = rbuf_varint(r);
+		o->kind = rbuf_u8(r);
+		BAD(!r->ok || o->path >= nstr(p) || o->build_id >= nstr(p) || o->kind >= OBJ_KIND_MAX);
+	}
+	return 0;
+}
+
+static int read_locations(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		struct location *l = vec_push(p->locations);
+
+		if (!l)
+			return -ENOMEM;
+		l->object = rbuf_varint(r);
+		l->addr = rbuf_varint(r);
+		BAD(!r->ok || l->object == 0 || l->object >= p->objects.n);
+	}
+	return 0;
+}
+
+static int read_stacks(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		struct stack_node *s = vec_push(p->stacks);
+
+		if (!s)
+			return -ENOMEM;
+		s->parent = rbuf_varint(r);
+		s->loc = rbuf_varint(r);
+		/* A parent always precedes its child, so the trie has no cycles. */
+		BAD(!r->ok || s->parent >= p->stacks.n - 1 || s->loc == 0 || s->loc >= p->locations.n);
+		s->depth = s->parent ? p->stacks.v[s->parent].depth + 1 : 1;
+	}
+	return 0;
+}
+
+static int read_procs(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		struct process tmp, *pr;
+
+		tmp.pid = rbuf_varint(r);
+		tmp.ppid = rbuf_varint(r);
+		tmp.comm = rbuf_varint(r);
+		tmp.cmdline = rbuf_varint(r);
+		tmp.start_ts = rbuf_varint(r);
+		tmp.exit_ts = rbuf_varint(r);
+		tmp.exit_code = rbuf_svarint(r);
+		BAD(!r->ok || tmp.comm >= nstr(p) || tmp.cmdline >= nstr(p));
+		pr = profile__proc(p, tmp.pid, true);
+		if (!pr)
+			return -ENOMEM;
+		*pr = tmp;
+	}
+	return 0;
+}
+
+static int read_threads(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		uint32_t pid = rbuf_varint(r), tid = rbuf_varint(r), comm = rbuf_varint(r);
+		struct thread *t;
+
+		BAD(!r->ok || comm >= nstr(p));
+		t = profile__thread(p, pid, tid, true);
+		if (!t)
+			return -ENOMEM;
+		t->pid = pid;
+		t->comm = comm;
+	}
+	return 0;
+}
+
+static int read_mappings(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		struct mapping *m = vec_push(p->mappings);
+
+		if (!m)
+			return -ENOMEM;
+		m->pid = rbuf_varint(r);
+		m->start = rbuf_varint(r);
+		m->end = m->start + rbuf_varint(r);
+		m->pgoff = rbuf_varint(r);
+		m->object = rbuf_varint(r);
+		m->ts = rbuf_varint(r);
+		BAD(!r->ok || m->object >= p->objects.n);
+	}
+	return 0;
+}
+
+static int read_samples(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	uint64_t prev = 0;
+
+	if (vec_reserve(p->samples, p->samples.n + count))
+		return -ENOMEM;
+	for (uint64_t i = 0; i < count; i++) {
+		struct sample *s = &p->samples.v[p->samples.n];
+
+		s->ts = prev + rbuf_svarint(r);
+		prev = s->ts;
+		s->pid = rbuf_varint(r);
+		s->tid = rbuf_varint(r);
+		s->cpu = rbuf_varint(r);
+		s->stack = rbuf_varint(r);
+		s->weight = rbuf_varint(r);
+		BAD(!r->ok || s->stack >= p->stacks.n);
+		p->samples.n++;
+	}
+	return 0;
+}
+
+static int read_meta(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		uint32_t k = rbuf_varint(r), v = rbuf_varint(r);
+
+		BAD(!r->ok || k >= nstr(p) || v >= nstr(p));
+		if (profile__set_meta(p, profile__str(p, k), profile__str(p, v)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int read_stats(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t v = rbuf_varint(r);
+
+		BAD(!r->ok);
+		/* Counters a newer writer added are skipped, not an error. */
+		if (i < STAT_MAX)
+			p->stats[i] = v;
+	}
+	return 0;
+}
+
+static int read_frames(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t loc = rbuf_varint(r), n = rbuf_varint(r);
+
+		BAD(!r->ok || loc == 0 || loc >= p->locations.n || n == 0 || n > 256);
+		p->locations.v[loc].frame_first = p->frames.n;
+		p->locations.v[loc].frame_n = n;
+		for (uint64_t k = 0; k < n; k++) {
+			struct frame *f = vec_push(p->frames);
+			uint8_t kind;
+
+			if (!f)
+				return -ENOMEM;
+			f->name = rbuf_varint(r);
+			f->module = rbuf_varint(r);
+			f->file = rbuf_varint(r);
+			f->line = rbuf_varint(r);
+			kind = rbuf_u8(r);
+			f->kind = kind & 0x7f;
+			f->inlined = !!(kind & 0x80);
+			BAD(!r->ok || f->name >= nstr(p) || f->module >= nstr(p) ||
+			    f->file >= nstr(p) || f->kind > FRAME_SPECIAL);
+		}
+	}
+	return 0;
+}
+
+typedef int (*section_fn)(struct rbuf *, struct profile *, uint64_t);
+
+static const struct {
+	section_fn fn;
+	size_t min_bytes; /* smallest encoding of one record */
+} sections[] = {
+	[SEC_STRINGS] = { read_strings, 1 },   [SEC_OBJECTS] = { read_objects, 4 },
+	[SEC_LOCATIONS] = { read_locations, 2 }, [SEC_STACKS] = { read_stacks, 2 },
+	[SEC_PROCS] = { read_procs, 7 },       [SEC_THREADS] = { read_threads, 3 },
+	[SEC_MAPPINGS] = { read_mappings, 6 }, [SEC_SAMPLES] = { read_samples, 6 },
+	[SEC_META] = { read_meta, 2 },	       [SEC_STATS] = { read_stats, 1 },
+	[SEC_FRAMES] = { read_frames, 2 },
+};
+
+static int read_payload(const uint8_t *data, size_t len, struct profile *p)
+{
+	struct rbuf r;
+
+	rbuf_init(&r, data, len);
+	while (rbuf_left(&r)) {
+		uint8_t tag = rbuf_u8(&r);
+		uint64_t count = rbuf_varint(&r);
+		int err;
+
+		BAD(!r.ok || tag == 0 || tag >= sizeof(sections) / sizeof(sections[0]) ||
+		    !sections[tag].fn);
+		if (check_count(&r, count, sections[tag].min_bytes) && count)
+			return -EINVAL;
+		err = sections[tag].fn(&r, p, count);
+		if (err)
+			return err;
+	}
+	return r.ok ? 0 : -EINVAL;
+}
+
+static void set_error(struct read_info *info, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(info->error, sizeof(info->error), fmt, ap);
+	va_end(ap);
+}
+
+/* Returns 0, 1 when the chunk is cut off (end of usable data), or -errno. */
+static int read_chunk(struct rbuf *r, struct profile *p, struct read_info *info, uint8_t **zout)
+{
+	uint32_t magic = rbuf_u32le(r), type = rbuf_u32le(r), raw_len = rbuf_u32le(r);
+	uint32_t zlen = rbuf_u32le(r), crc = rbuf_u32le(r);
+	uLongf out_len = raw_len;
+	int err;
+
+	rbuf_u32le(r);
+	if (!r->ok || zlen > rbuf_left(r))
+		return 1; /* header or payload incomplete: the writer was stopped mid-chunk */
+	if (magic != EPROF_CHUNK_MAGIC || type < CHUNK_DATA || type > CHUNK_END ||
+	    raw_len > EPROF_CHUNK_MAX)
+		return -EBADMSG;
+	if (crc32(0, r->p, zlen) != crc)
+		return -EBADMSG;
+	*zout = realloc(*zout, raw_len ? raw_len : 1);
+	if (!*zout)
+		return -ENOMEM;
+	if (uncompress(*zout, &out_len, r->p, zlen) != Z_OK || out_len != raw_len)
+		return -EBADMSG;
+	r->p += zlen;
+	err = read_payload(*zout, raw_len, p);
+	if (err)
+		return err == -ENOMEM ? err : -EBADMSG;
+	info->chunks++;
+	if (type == CHUNK_SYMBOLS)
+		info->has_symbols = true;
+	if (type == CHUNK_END)
+		info->complete = true;
+	return 0;
+}
+
+/* Synthetic frames need no symbolizer: name them from their object even in a cut-off file. */
+static int name_special_locations(struct profile *p)
+{
+	for (size_t i = 1; i < p->locations.n; i++) {
+		struct location *l = &p->locations.v[i];
+		struct frame *f;
+
+		if (l->frame_n || p->objects.v[l->object].kind != OBJ_SPECIAL)
+			continue;
+		f = vec_push(p->frames);
+		if (!f)
+			return -ENOMEM;
+		f->name = p->objects.v[l->object].path;
+		f->module = profile__intern(p, "[eprof]");
+		f->kind = FRAME_SPECIAL;
+		l->frame_first = p->frames.n - 1;
+		l->frame_n = 1;
+	}
+	return 0;
+}
+
+int eprof_read_mem(const void *data, size_t len, struct profile **out, struct read_info *info)
+{
+	struct profile *p = NULL;
+	uint8_t *zbuf = NULL;
+	struct rbuf r;
+	int err = 0;
+
+	memset(info, 0, sizeof(*info));
+	*out = NULL;
+	rbuf_init(&r, data, len);
+	if (len < EPROF_HEADER_SIZE || memcmp(data, EPROF_FILE_MAGIC, 8)) {
+		set_error(info, "not an eprof data file (bad magic)");
+		return -EINVAL;
+	}
+	r.p += 8;
+	if (rbuf_u32le(&r) != EPROF_FILE_VERSION) {
+		set_error(info, "unsupported eprof data file version");
+		return -EPROTO;
+	}
+	r.p = (const uint8_t *)data + EPROF_HEADER_SIZE;
+	p = profile__new();
+	if (!p) {
+		err = -ENOMEM;
+		goto out;
+	}
+	while (rbuf_left(&r) && !info->complete) {
+		const uint8_t *at = r.p;
+
+		err = read_chunk(&r, p, info, &zbuf);
+		if (err == 1) {
+			info->bytes_lost = (const uint8_t *)data + len - at;
+			err = 0;
+			break;
+		}
+		if (err) {
+			set_error(info, "corrupt chunk %u at byte %zu", info->chunks + 1,
+				  (size_t)(at - (const uint8_t *)data));
+			goto out;
+		}
+	}
+	err = name_special_locations(p);
+	if (!err)
+		err = profile__reindex(p);
+out:
+	free(zbuf);
+	if (err) {
+		if (!info->error[0])
+			set_error(info, "%s", strerror(-err));
+		profile__free(p);
+		return err;
+	}
+	*out = p;
+	return 0;
+}
+
+int eprof_read_file(const char *path, struct profile **out, struct read_info *info)
+{
+	struct stat st;
+	void *map;
+	int fd, err;
+
+	memset(info, 0, sizeof(*info));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		set_error(info, "cannot open: %s", strerror(errno));
+		return err;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		set_error(info, "not a regular file");
+		return -EINVAL;
+	}
+	if (st.st_size == 0) {
+		close(fd);
+		set_error(info, "empty file");
+		return -EINVAL;
+	}
+	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		err = -errno;
+		set_error(info, "cannot map: %s", strerror(errno));
+		return err;
+	}
+	err = eprof_read_mem(map, st.st_size, out, info);
+	munmap(map, st.st_size);
+	return err;
+}

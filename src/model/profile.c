@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile.h"
+
+const char *const profile_stat_names[STAT_MAX] = {
+	[STAT_SAMPLES_LOST] = "samples_lost",
+	[STAT_KSTACK_ERR] = "kernel_stack_errors",
+	[STAT_USTACK_ERR] = "user_stack_errors",
+	[STAT_UNWIND_NO_CFI] = "unwind_no_cfi",
+	[STAT_UNWIND_TOO_DEEP] = "unwind_too_deep",
+	[STAT_UNWIND_READ_FAULT] = "unwind_read_fault",
+	[STAT_UNWIND_BAD_FRAME] = "unwind_bad_frame",
+	[STAT_UNKNOWN_FRAMES] = "unknown_frames",
+	[STAT_UNMAPPED_ADDR] = "unmapped_addresses",
+	[STAT_EVENTS_LOST] = "events_lost",
+	[STAT_DECODE_ERR] = "decode_errors",
+};
+
+void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)
+{
+	char *p;
+
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		void *nv = realloc(*v, ncap * elem);
+
+		if (!nv) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		*v = nv;
+		*cap = ncap;
+	}
+	p = (char *)*v + (*n)++ * elem;
+	memset(p, 0, elem);
+	return p;
+}
+
+int vec_reserve_(void **v, size_t *cap, size_t want, size_t elem)
+{
+	void *nv;
+
+	if (want <= *cap)
+		return 0;
+	nv = realloc(*v, want * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = want;
+	return 0;
+}
+
+struct profile *profile__new(void)
+{
+	struct profile *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->strs = strtab__new();
+	p->obj_index = hmap__new(64);
+	p->loc_index = hmap__new(4096);
+	p->stack_index = hmap__new(4096);
+	p->proc_index = hmap__new(64);
+	p->thread_index = hmap__new(64);
+	if (!p->strs || !p->obj_index || !p->loc_index || !p->stack_index || !p->proc_index ||
+	    !p->thread_index)
+		goto err;
+	/* id 0 of objects, locations and stacks is a placeholder, so 0 can mean "none". */
+	if (!vec_push(p->objects) || !vec_push(p->locations) || !vec_push(p->stacks))
+		goto err;
+	p->objects.v[0].kind = OBJ_SPECIAL;
+	return p;
+err:
+	profile__free(p);
+	return NULL;
+}
+
+void profile__free(struct profile *p)
+{
+	if (!p)
+		return;
+	strtab__free(p->strs);
+	hmap__free(p->obj_index);
+	hmap__free(p->loc_index);
+	hmap__free(p->stack_index);
+	hmap__free(p->proc_index);
+	hmap__free(p->thread_index);
+	free(p->objects.v);
+	free(p->locations.v);
+	free(p->frames.v);
+	free(p->stacks.v);
+	free(p->samples.v);
+	free(p->procs.v);
+	free(p->threads.v);
+	free(p->mappings.v);
+	free(p->meta.v);
+	free(p);
+}
+
+uint32_t profile__intern(struct profile *p, const char *s)
+{
+	uint32_t id = strtab__intern(p->strs, s);
+
+	return id == UINT32_MAX ? 0 : id;
+}
+
+static uint64_t obj_k1(uint32_t path, uint32_t build_id)
+{
+	return (uint64_t)path << 32 | build_id;
+}
+
+static uint64_t obj_k2(uint32_t pid, uint8_t kind)
+{
+	return (uint64_t)pid << 8 | kind;
+}
+
+int64_t profile__object(struct profile *p, enum object_kind kind, const char *path,
+			const char *build_id, uint32_t pid)
+{
+	uint32_t ps = strtab__intern(p->strs, path), bs = strtab__intern(p->strs, build_id);
+	struct object *o;
+	uint64_t id;
+
+	if (ps == UINT32_MAX || bs == UINT32_MAX)
+		return -ENOMEM;
+	if (hmap__get(p->obj_index, obj_k1(ps, bs), obj_k2(pid, kind), &id))
+		return id;
+	o = vec_push(p->objects);
+	if (!o)
+		return -ENOMEM;
+	o->path = ps;
+	o->build_id = bs;
+	o->pid = pid;
+	o->kind = kind;
+	id = p->objects.n - 1;
+	if (hmap__put(p->obj_index, obj_k1(ps, bs), obj_k2(pid, kind), id))
+		return -ENOMEM;
+	return id;
+}
+
+int64_t profile__location(struct profile *p, uint32_t object, uint64_t addr)
+{
+	struct location *l;
+	uint64_t id;
+
+	if (hmap__get(p->loc_index, object, addr, &id))
+		return id;
+	l = vec_push(p->locations);
+	if (!l)
+		return -ENOMEM;
+	l->object = object;
+	l->addr = addr;
+	id = p->locations.n - 1;
+	if (hmap__put(p->loc_index, object, addr, id))
+		return -ENOMEM;
+	return id;
+}
+
+int64_t profile__stack_child(struct profile *p, uint32_t parent, uint32_t loc)
+{
+	struct stack_node *s;
+	uint64_t id;
+
+	if (hmap__get(p->stack_index, parent, loc, &id))
+		return id;
+	s = vec_push(p->stacks);
+	if (!s)
+		return -ENOMEM;
+	s->parent = parent;
+	s->loc = loc;
+	s->depth = parent ? p->stacks.v[parent].depth + 1 : 1;
+	id = p->stacks.n - 1;
+	if (hmap__put(p->stack_index, parent, loc, id))
+		return -ENOMEM;
+	return id;
+}
+
+int64_t profile__stack(struct profile *p, const uint32_t *locs, size_t n)
+{
+	int64_t node = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		node = profile__stack_child(p, (uint32_t)node, locs[i]);
+		if (node < 0)
+			return node;
+	}
+	return node;
+}
+
+int64_t profile__special(struct profile *p, const char *name)
+{
+	int64_t obj = profile__object(p, OBJ_SPECIAL, name, "", 0);
+	int64_t loc;
+	struct frame *f;
+
+	if (obj < 0)
+		return obj;
+	loc = profile__location(p, (uint32_t)obj, 0);
+	if (loc < 0 || p->locations.v[loc].frame_n)
+		return loc;
+	/* Synthetic frames carry their name at once: they need no symbolizer. */
+	f = vec_push(p->frames);
+	if (!f)
+		return -ENOMEM;
+	f->name = profile__intern(p, name);
+	f->module = profile__intern(p, "[eprof]");
+	f->kind = FRAME_SPECIAL;
+	p->locations.v[loc].frame_first = p->frames.n - 1;
+	p->locations.v[loc].frame_n = 1;
+	return loc;
+}
+
+struct process *profile__proc(struct profile *p, uint32_t pid, bool create)
+{
+	struct process *pr;
+	uint64_t idx;
+
+	if (hmap__get(p->proc_index, pid, 0, &idx))
+		return &p->procs.v[idx];
+	if (!create)
+		return NULL;
+	pr = vec_push(p->procs);
+	if (!pr)
+		return NULL;
+	pr->pid = pid;
+	if (hmap__put(p->proc_index, pid, 0, p->procs.n - 1)) {
+		p->procs.n--;
+		return NULL;
+	}
+	return pr;
+}
+
+struct thread *profile__thread(struct profile *p, uint32_t pid, uint32_t tid, bool create)
+{
+	struct thread *t;
+	uint64_t idx;
+
+	if (hmap__get(p->thread_index, tid, 0, &idx))
+		return &p->threads.v[idx];
+	if (!create)
+		return NULL;
+	t = vec_push(p->threads);
+	if (!t)
+		return NULL;
+	t->pid = pid;
+	t->tid = tid;
+	if (hmap__put(p->thread_index, tid, 0, p->threads.n - 1)) {
+		p->threads.n--;
+		return NULL;
+	}
+	return t;
+}
+
+int profile__add_sample(struct profile *p, const struct sample *s)
+{
+	struct sample *d = vec_push(p->samples);
+
+	if (!d)
+		return -ENOMEM;
+	*d = *s;
+	return 0;
+}
+
+int profile__add_mapping(struct profile *p, const struct mapping *m)
+{
+	struct mapping *d = vec_push(p->mappings);
+
+	if (!d)
+		return -ENOMEM;
+	*d = *m;
+	return 0;
+}
+
+int profile__set_meta(struct profile *p, const char *key, const char *value)
+{
+	uint32_t k = profile__intern(p, key), v = profile__intern(p, value);
+	struct meta_kv *kv;
+
+	for (size_t i = 0; i < p->meta.n; i++) {
+		if (p->meta.v[i].key == k) {
+			p->meta.v[i].value = v;
+			return 0;
+		}
+	}
+	kv = vec_push(p->meta);
+	if (!kv)
+		return -ENOMEM;
+	kv->key = k;
+	kv->value = v;
+	return 0;
+}
+
+const char *profile__meta(const struct profile *p, const char *key)
+{
+	/* Later entries win: a file's end chunk overrides what its start chunk said. */
+	for (size_t i = p->meta.n; i-- > 0;) {
+		if (!strcmp(profile__str(p, p->meta.v[i].key), key))
+			return profile__str(p, p->meta.v[i].value);
+	}
+	return NULL;
+}
+
+uint64_t profile__meta_u64(const struct profile *p, const char *key, uint64_t dflt)
+{
+	const char *v = profile__meta(p, key);
+	char *end;
+	unsigned long long x;
+
+	if (!v || !*v)
+		return dflt;
+	x = strtoull(v, &end, 10);
+	return *end ? dflt : x;
+}
+
+int profile__reindex(struct profile *p)
+{
+	for (size_t i = 1; i < p->objects.n; i++) {
+		const struct object *o = &p->objects.v[i];
+
+		if (hmap__put(p->obj_index, obj_k1(o->path, o->build_id), obj_k2(o->pid, o->kind), i))
+			return -ENOMEM;
+	}
+	for (size_t i = 1; i < p->locations.n; i++) {
+		if (hmap__put(p->loc_index, p->locations.v[i].object, p->locations.v[i].addr, i))
+			return -ENOMEM;
+	}
+	for (size_t i = 1; i < p->stacks.n; i++) {
+		if (hmap__put(p->stack_index, p->stacks.v[i].parent, p->stacks.v[i].loc, i))
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->procs.n; i++) {
+		if (hmap__put(p->proc_index, p->procs.v[i].pid, 0, i))
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->threads.n; i++) {
+		if (hmap__put(p->thread_index, p->threads.v[i].tid, 0, i))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+const char *profile__object_module(const struct profile *p, uint32_t object)
+{
+	const char *path, *slash;
+
+	if (object >= p->objects.n)
+		return "[unknown]";
+	switch (p->objects.v[object].kind) {
+	case OBJ_KERNEL:
+		return "[kernel]";
+	case OBJ_VDSO:
+		return "[vdso]";
+	case OBJ_ANON:
+		return "[anon]";
+	case OBJ_PERFMAP:
+		return "[jit]";
+	default:
+		break;
+	}
+	path = profile__str(p, p->objects.v[object].path);
+	slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The profile model: what `record` builds and every reader analyses.
+ *
+ * Tables are append-only with dense u32 ids so the file format can write
+ * them incrementally (a chunk holds the entries added since the last one).
+ *
+ *  strings   interned, id 0 is ""
+ *  objects   a binary or address space: ELF file (path + build-id), the
+ *            kernel, a JIT perf map (per pid), the vDSO, anonymous memory
+ *  locations (object, address): for ELF objects the address is a FILE OFFSET
+ *            so the same code in two processes is one location; for the
+ *            kernel and JIT maps it is the absolute address
+ *  frames    symbolic frames of a location (function, file, line), leaf
+ *            first, inline frames expanded; filled by symbolization
+ *  stacks    a trie of locations, root first; node 0 is the empty root; a
+ *            sample points at its leaf node
+ *  samples   (time, pid, tid, cpu, stack, weight in ns)
+ */
+#ifndef EPROF_PROFILE_H
+#define EPROF_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/hmap.h"
+#include "../util/strtab.h"
+
+enum object_kind {
+	OBJ_ELF = 0,	 /* a mapped ELF file */
+	OBJ_KERNEL = 1,	 /* kernel text and modules, addresses from kallsyms */
+	OBJ_PERFMAP = 2, /* JIT code named in /tmp/perf-PID.map */
+	OBJ_VDSO = 3,	 /* the vDSO image */
+	OBJ_ANON = 4,	 /* anonymous or unmapped memory: never symbolized */
+	OBJ_SPECIAL = 5, /* synthetic frames: [truncated], [lost] ... */
+	OBJ_KIND_MAX
+};
+
+enum frame_kind {
+	FRAME_USER = 0,
+	FRAME_KERNEL = 1,
+	FRAME_JIT = 2,
+	FRAME_UNKNOWN = 3,
+	FRAME_SPECIAL = 4,
+};
+
+struct object {
+	uint32_t path;	   /* string id: file path as the target saw it, or "[kernel.kallsyms]" */
+	uint32_t build_id; /* string id: lower-case hex, or 0 */
+	uint32_t pid;	   /* owning pid for per-process objects (perf map), else 0 */
+	uint8_t kind;	   /* enum object_kind */
+};
+
+struct location {
+	uint32_t object;
+	uint64_t addr;
+	uint32_t frame_first; /* index into profile.frames, valid when frame_n > 0 */
+	uint32_t frame_n;     /* 0 until symbolized */
+};
+
+struct frame {
+	uint32_t name;	 /* string id: demangled function name without parameters */
+	uint32_t module; /* string id: file name of the binary ("libc.so.6", "[kernel]") */
+	uint32_t file;	 /* string id: source file, or 0 */
+	uint32_t line;	 /* 0 when unknown */
+	uint8_t kind;	 /* enum frame_kind */
+	uint8_t inlined; /* 1 when this frame was inlined into the next (outer) one */
+};
+
+struct stack_node {
+	uint32_t parent; /* node id, 0 for a root-level frame */
+	uint32_t loc;	 /* location id */
+	uint32_t depth;	 /* 1 for a root-level frame */
+};
+
+struct sample {
+	uint64_t ts; /* CLOCK_MONOTONIC ns */
+	uint32_t pid, tid, cpu;
+	uint32_t stack; /* leaf node id; 0 = empty stack */
+	uint64_t weight; /* ns of CPU time this sample stands for */
+};
+
+struct process {
+	uint32_t pid, ppid;
+	uint32_t comm;	  /* string id */
+	uint32_t cmdline; /* string id, args separated by spaces */
+	uint64_t start_ts, exit_ts; /* 0 when unknown / still running */
+	int32_t exit_code;
+};
+
+struct thread {
+	uint32_t pid, tid;
+	uint32_t comm; /* latest name */
+};
+
+struct mapping {
+	uint32_t pid;
+	uint64_t start, end, pgoff;
+	uint32_t object;
+	uint64_t ts; /* when it was seen */
+};
+
+/* Counters: nothing is lost silently. Index names in profile_stat_names[]. */
+enum profile_stat {
+	STAT_SAMPLES_LOST = 0,	  /* ring buffer full in BPF */
+	STAT_KSTACK_ERR,	  /* kernel stack could not be read */
+	STAT_USTACK_ERR,	  /* user stack could not be read */
+	STAT_UNWIND_NO_CFI,	  /* DWARF unwinding stopped: no CFI for a pc */
+	STAT_UNWIND_TOO_DEEP,	  /* stack deeper than the limit */
+	STAT_UNWIND_READ_FAULT,	  /* a frame lay outside the captured stack */
+	STAT_UNWIND_BAD_FRAME,	  /* CFI gave an impossible CFA/return address */
+	STAT_UNKNOWN_FRAMES,	  /* locations that could not be symbolized (counted per sample frame) */
+	STAT_UNMAPPED_ADDR,	  /* user pc in no known mapping */
+	STAT_EVENTS_LOST,	  /* non-sample events lost */
+	STAT_DECODE_ERR,	  /* malformed events from BPF */
+	STAT_MAX
+};
+extern const char *const profile_stat_names[STAT_MAX];
+
+struct meta_kv {
+	uint32_t key, value; /* string ids */
+};
+
+#define VEC(type)                                                                                  \
+	struct {                                                                                   \
+		type *v;                                                                           \
+		size_t n, cap;                                                                     \
+	}
+
+struct profile {
+	struct strtab *strs;
+	VEC(struct object) objects;
+	VEC(struct location) locations;
+	VEC(struct frame) frames;
+	VEC(struct stack_node) stacks;
+	VEC(struct sample) samples;
+	VEC(struct process) procs;
+	VEC(struct thread) threads;
+	VEC(struct mapping) mappings;
+	VEC(struct meta_kv) meta;
+	uint64_t stats[STAT_MAX];
+
+	/* lookup indexes (not serialized) */
+	struct hmap *obj_index;   /* (path<<32|build_id, pid<<8|kind) -> object id */
+	struct hmap *loc_index;   /* (object, addr) -> location id */
+	struct hmap *stack_index; /* (parent, loc) -> node id */
+	struct hmap *proc_index;  /* pid -> procs index */
+	struct hmap *thread_index; /* tid -> threads index */
+	uint32_t special_truncated;  /* location id of "[truncated]", 0 until needed */
+};
+
+struct profile *profile__new(void);
+void profile__free(struct profile *p);
+
+/* Grows a VEC by one zeroed element; returns a pointer to it or NULL (ENOMEM). */
+void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem);
+#define vec_push(vec) ((__typeof__((vec).v))vec_push_((void **)&(vec).v, &(vec).n, &(vec).cap, sizeof(*(vec).v)))
+int vec_reserve_(void **v, size_t *cap, size_t want, size_t elem);
+#define vec_reserve(vec, want) vec_reserve_((void **)&(vec).v, &(vec).cap, (want), sizeof(*(vec).v))
+
+static inline const char *profile__str(const struct profile *p, uint32_t id)
+{
+	return strtab__get(p->strs, id);
+}
+uint32_t profile__intern(struct profile *p, const char *s); /* 0 on ENOMEM or "" */
+
+/* Interning of model entities; each returns the id (>= 1 for stacks), or -errno. */
+int64_t profile__object(struct profile *p, enum object_kind kind, const char *path,
+			const char *build_id, uint32_t pid);
+int64_t profile__location(struct profile *p, uint32_t object, uint64_t addr);
+/* locs[0] is the ROOT-most location, locs[n-1] the leaf. Returns the leaf node id. */
+int64_t profile__stack(struct profile *p, const uint32_t *locs, size_t n);
+int64_t profile__stack_child(struct profile *p, uint32_t parent, uint32_t loc);
+/* Location id of a synthetic frame such as "[truncated]". */
+int64_t profile__special(struct profile *p, const char *name);
+
+struct process *profile__proc(struct profile *p, uint32_t pid, bool create);
+struct thread *profile__thread(struct profile *p, uint32_t pid, uint32_t tid, bool create);
+int profile__add_sample(struct profile *p, const struct sample *s);
+int profile__add_mapping(struct profile *p, const struct mapping *m);
+
+int profile__set_meta(struct profile *p, const char *key, const char *value);
+const char *profile__meta(const struct profile *p, const char *key); /* NULL if unset */
+uint64_t profile__meta_u64(const struct profile *p, const char *key, uint64_t dflt);
+
+/* After loading: rebuild the lookup indexes from the tables. */
+int profile__reindex(struct profile *p);
+
+/* Frames of a location, leaf (innermost inline) first. n = 0 when unsymbolized. */
+static inline const struct frame *profile__loc_frames(const struct profile *p, uint32_t loc,
+						      uint32_t *n)
+{
+	const struct location *l = &p->locations.v[loc];
+
+	*n = l->frame_n;
+	return l->frame_n ? &p->frames.v[l->frame_first] : NULL;
+}
+
+/* Human-readable module name (file name) of an object. */
+const char *profile__object_module(const struct profile *p, uint32_t object);
+
+#endif

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../analysis/stacks.h"
+#include "../util/sink.h"
+#include "folded.h"
+
+#define MAX_DEPTH 4096
+
+const char *frame_label(const struct profile *p, const struct frame *f, bool lines, char *buf,
+			size_t len)
+{
+	const char *name = profile__str(p, f->name), *file, *slash;
+
+	if (!lines || !f->file || !f->line)
+		return name;
+	file = profile__str(p, f->file);
+	slash = strrchr(file, '/');
+	snprintf(buf, len, "%s (%s:%u)", name, slash ? slash + 1 : file, f->line);
+	return buf;
+}
+
+/* Folded lines are split on ';' and on the last space: keep both out of labels. */
+static void write_label(struct sink *out, const char *s)
+{
+	const char *run = s;
+
+	for (; *s; s++) {
+		if (*s != ';' && *s != '\n')
+			continue;
+		sink_write(out, run, s - run);
+		sink_puts(out, *s == ';' ? ":" : " ");
+		run = s + 1;
+	}
+	sink_write(out, run, s - run);
+}
+
+int folded_write(struct sink *out, const struct profile *p, const struct folded_opts *o)
+{
+	const struct frame **frames = malloc(MAX_DEPTH * sizeof(*frames));
+	struct collapsed *c = NULL;
+	char buf[1024];
+	size_t n = 0;
+	int err;
+
+	if (!frames)
+		return -ENOMEM;
+	err = collapse_stacks(p, &o->filter, &c, &n);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < n && !out->err; i++) {
+		size_t nf = stack_frames(p, c[i].node, frames, MAX_DEPTH, NULL);
+		const char *comm = profile__str(p, c[i].comm);
+
+		if (!o->no_comm)
+			write_label(out, *comm ? comm : "[unknown]");
+		for (size_t k = 0; k < nf; k++) {
+			if (k || !o->no_comm)
+				sink_puts(out, ";");
+			write_label(out, frame_label(p, frames[k], o->lines, buf, sizeof(buf)));
+		}
+		if (!nf && o->no_comm)
+			sink_puts(out, "[no stack]");
+		sink_printf(out, " %" PRIu64 "\n", o->weight_ns ? c[i].weight : c[i].samples);
+	}
+	err = out->err;
+out:
+	free(c);
+	free(frames);
+	return err;
+}

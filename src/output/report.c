@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/sink.h"
+#include "report.h"
+
+static bool stack_truncated(const struct profile *p, uint32_t node)
+{
+	uint32_t root = node;
+
+	while (root && p->stacks.v[root].parent)
+		root = p->stacks.v[root].parent;
+	return root && p->objects.v[p->locations.v[p->stacks.v[root].loc].object].kind == OBJ_SPECIAL;
+}
+
+static bool leaf_unknown(const struct profile *p, uint32_t node)
+{
+	uint32_t n;
+	const struct frame *f;
+
+	if (!node)
+		return false;
+	f = profile__loc_frames(p, p->stacks.v[node].loc, &n);
+	return !n || f[0].kind == FRAME_UNKNOWN;
+}
+
+void profile_summarize(const struct profile *p, const struct sample_filter *f,
+		       struct profile_summary *s)
+{
+	uint64_t start = profile__meta_u64(p, "start_ns", 0), end = profile__meta_u64(p, "end_ns", 0);
+	struct stack_counts c;
+
+	memset(s, 0, sizeof(*s));
+	s->command = profile__meta(p, "command");
+	if (!s->command)
+		s->command = "?";
+	s->rate = profile__meta_u64(p, "sample_rate", 0);
+	s->ncpus = profile__meta_u64(p, "ncpus", 0);
+	s->lost = p->stats[STAT_SAMPLES_LOST];
+	if (!stack_counts(p, f, &c)) {
+		for (size_t i = 0; i < c.n; i++) {
+			if (!c.samples[i])
+				continue;
+			s->samples += c.samples[i];
+			s->weight += c.weight[i];
+			if (stack_truncated(p, i))
+				s->truncated += c.samples[i];
+			if (leaf_unknown(p, i))
+				s->unknown_samples += c.samples[i];
+		}
+		stack_counts__free(&c);
+	}
+	/* A cut-off file has no end time: use its last sample. */
+	if (!end)
+		for (size_t i = 0; i < p->samples.n; i++)
+			if (p->samples.v[i].ts > end)
+				end = p->samples.v[i].ts;
+	if (!start && p->samples.n)
+		start = p->samples.v[0].ts;
+	s->duration_s = end > start ? (end - start) / 1e9 : 0;
+	s->cores = s->duration_s > 0 ? s->weight / 1e9 / s->duration_s : 0;
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * part / whole : 0;
+}
+
+static void fmt_count(char *buf, size_t len, uint64_t v)
+{
+	char tmp[32];
+	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v), o = 0;
+
+	for (int i = 0; i < n && (size_t)o < len - 1; i++) {
+		if (i && (n - i) % 3 == 0 && (size_t)o < len - 2)
+			buf[o++] = ',';
+		buf[o++] = tmp[i];
+	}
+	buf[o] = '\0';
+}
+
+static void text_header(struct sink *out, const struct profile *p, const struct report_opts *o,
+			const struct profile_summary *s)
+{
+	char smp[32], lost[32];
+
+	fmt_count(smp, sizeof(smp), s->samples);
+	fmt_count(lost, sizeof(lost), s->lost);
+	sink_printf(out, "# eprof report: %s\n", o->path ? o->path : "");
+	sink_printf(out, "# command:  %s\n", s->command);
+	sink_printf(out, "# duration: %.2f s   samples: %s at %u Hz   CPU: %.2f cores", s->duration_s,
+		    smp, s->rate, s->cores);
+	if (s->ncpus)
+		sink_printf(out, " (%.1f%% of %u CPUs)", pct(s->cores * 1000, s->ncpus * 1000),
+			    s->ncpus);
+	sink_printf(out, "\n# lost: %s samples   unknown leaf frames: %.1f%%   truncated stacks: %.1f%%",
+		    lost, pct(s->unknown_samples, s->samples), pct(s->truncated, s->samples));
+	if (p->stats[STAT_KSTACK_ERR] + p->stats[STAT_USTACK_ERR])
+		sink_printf(out, "   stack read errors: %" PRIu64,
+			    p->stats[STAT_KSTACK_ERR] + p->stats[STAT_USTACK_ERR]);
+	sink_puts(out, "\n");
+}
+
+static void text_functions(struct sink *out, const struct profile *p, const struct report_opts *o,
+			   const struct hot_result *r)
+{
+	size_t n = o->limit && o->limit < r->n ? o->limit : r->n;
+	char smp[32];
+
+	sink_printf(out, "\n%7s %7s %9s  %-50s %s\n", "Self%", "Total%", "Samples",
+		    o->hot.by_line ? "Function (line)" : "Function", "Module");
+	for (size_t i = 0; i < n; i++) {
+		const struct func_stat *f = &r->funcs[i];
+
+		fmt_count(smp, sizeof(smp),
+			  o->hot.sort == SORT_TOTAL ? f->total : f->self);
+		sink_printf(out, "%7.2f %7.2f %9s  %-50s %s\n", pct(f->self, r->samples),
+			    pct(f->total, r->samples), smp, profile__str(p, f->name),
+			    profile__str(p, f->module));
+	}
+	if (n < r->n)
+		sink_printf(out, "... %zu more functions (--limit 0 shows all)\n", r->n - n);
+}
+
+static int text_threads(struct sink *out, const struct profile *p, const struct report_opts *o,
+			uint64_t total)
+{
+	struct thread_stat *t;
+	size_t n;
+	int err = thread_stats(p, &o->hot.filter, &t, &n);
+
+	if (err)
+		return err;
+	sink_printf(out, "\n%8s %8s  %-16s %9s %7s  %s\n", "PID", "TID", "Thread", "Samples", "%",
+		    "Hottest function (self samples)");
+	for (size_t i = 0; i < n && (!o->limit || i < o->limit); i++)
+		sink_printf(out, "%8u %8u  %-16s %9" PRIu64 " %7.2f  %s (%" PRIu64 ")\n", t[i].pid,
+			    t[i].tid, profile__str(p, t[i].comm), t[i].samples,
+			    pct(t[i].samples, total), profile__str(p, t[i].top_func), t[i].top_self);
+	free(t);
+	return 0;
+}
+
+static void json_kv_str(struct sink *out, const char *k, const char *v, bool comma)
+{
+	sink_printf(out, "%s\"%s\": \"", comma ? ", " : "", k);
+	sink_json_str(out, v ? v : "");
+	sink_puts(out, "\"");
+}
+
+static const char *kind_name(uint8_t kind)
+{
+	static const char *const names[] = { "user", "kernel", "jit", "unknown", "special" };
+
+	return kind < 5 ? names[kind] : "unknown";
+}
+
+static void json_functions(struct sink *out, const struct profile *p, const struct report_opts *o,
+			   const struct hot_result *r)
+{
+	size_t n = o->limit && o->limit < r->n ? o->limit : r->n;
+
+	sink_puts(out, ",\n  \"functions\": [");
+	for (size_t i = 0; i < n; i++) {
+		const struct func_stat *f = &r->funcs[i];
+
+		sink_puts(out, i ? ",\n    {" : "\n    {");
+		json_kv_str(out, "name", profile__str(p, f->name), false);
+		json_kv_str(out, "module", profile__str(p, f->module), true);
+		json_kv_str(out, "kind", kind_name(f->kind), true);
+		sink_printf(out,
+			    ", \"self\": %" PRIu64 ", \"total\": %" PRIu64
+			    ", \"self_pct\": %.4f, \"total_pct\": %.4f, \"self_ns\": %" PRIu64
+			    ", \"total_ns\": %" PRIu64 "}",
+			    f->self, f->total, pct(f->self, r->samples), pct(f->total, r->samples),
+			    f->self_ns, f->total_ns);
+	}
+	sink_puts(out, "\n  ]");
+}
+
+static int json_threads(struct sink *out, const struct profile *p, const struct report_opts *o)
+{
+	struct thread_stat *t;
+	size_t n;
+	int err = thread_stats(p, &o->hot.filter, &t, &n);
+
+	if (err)
+		return err;
+	sink_puts(out, ",\n  \"threads\": [");
+	for (size_t i = 0; i < n; i++) {
+		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u", i ? ",\n    " : "\n    ", t[i].pid,
+			    t[i].tid);
+		json_kv_str(out, "comm", profile__str(p, t[i].comm), true);
+		sink_printf(out, ", \"samples\": %" PRIu64 ", \"cpu_ns\": %" PRIu64, t[i].samples,
+			    t[i].weight);
+		json_kv_str(out, "top_function", profile__str(p, t[i].top_func), true);
+		sink_puts(out, "}");
+	}
+	sink_puts(out, "\n  ]");
+	free(t);
+	return 0;
+}
+
+static void json_summary(struct sink *out, const struct profile *p, const struct profile_summary *s)
+{
+	sink_puts(out, "{\n  \"version\": 1");
+	json_kv_str(out, "command", s->command, true);
+	json_kv_str(out, "hostname", profile__meta(p, "hostname"), true);
+	json_kv_str(out, "kernel", profile__meta(p, "kernel"), true);
+	sink_printf(out,
+		    ",\n  \"duration_s\": %.6f, \"samples\": %" PRIu64 ", \"sample_rate\": %u"
+		    ", \"cpu_ns\": %" PRIu64 ", \"cpu_cores\": %.4f, \"lost\": %" PRIu64
+		    ", \"truncated_samples\": %" PRIu64 ", \"unknown_leaf_samples\": %" PRIu64,
+		    s->duration_s, s->samples, s->rate, s->weight, s->cores, s->lost, s->truncated,
+		    s->unknown_samples);
+	sink_puts(out, ",\n  \"stats\": {");
+	for (int i = 0; i < STAT_MAX; i++)
+		sink_printf(out, "%s\"%s\": %" PRIu64, i ? ", " : "", profile_stat_names[i],
+			    p->stats[i]);
+	sink_puts(out, "}");
+}
+
+int report_write(struct sink *out, struct profile *p, const struct report_opts *o)
+{
+	struct profile_summary s;
+	struct hot_result r;
+	int err;
+
+	profile_summarize(p, &o->hot.filter, &s);
+	err = hot_functions(p, &o->hot, &r);
+	if (err)
+		return err;
+	if (o->json) {
+		json_summary(out, p, &s);
+		json_functions(out, p, o, &r);
+		if (o->threads)
+			err = json_threads(out, p, o);
+		sink_puts(out, "\n}\n");
+	} else {
+		text_header(out, p, o, &s);
+		if (!s.samples)
+			sink_puts(out, "\nno samples (was the target idle, or filtered out?)\n");
+		else
+			text_functions(out, p, o, &r);
+		if (o->threads && s.samples)
+			err = text_threads(out, p, o, s.samples);
+	}
+	hot_result__free(&r);
+	return err ? err : out->err;
+}

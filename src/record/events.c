@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "../unwind/unwind.h"
+#include "events.h"
+#include "proc.h"
+
+#define MAX_FRAMES 512
+
+_Static_assert(sizeof(struct ev_hdr) == 24, "ev_hdr layout");
+_Static_assert(sizeof(struct ev_sample) == 24 + 8 * 4 + 4 + 4 + 8 + 8 + 16, "ev_sample layout");
+_Static_assert(sizeof(struct ev_exec) == 24 + 8 + 16 + EPROF_PATH_LEN, "ev_exec layout");
+_Static_assert(sizeof(struct ev_exit) == 24 + 8 + 16, "ev_exit layout");
+_Static_assert(sizeof(struct ev_fork) == 24 + 8 + 16, "ev_fork layout");
+
+int events_init(struct event_ctx *c, struct profile *p, struct proc_tracker *t,
+		enum callgraph_mode cg)
+{
+	int64_t kobj;
+
+	memset(c, 0, sizeof(*c));
+	c->p = p;
+	c->tracker = t;
+	c->cg = cg;
+	c->proc_root = "/proc";
+	kobj = profile__object(p, OBJ_KERNEL, "[kernel.kallsyms]", "", 0);
+	if (kobj < 0)
+		return (int)kobj;
+	c->kernel_obj = kobj;
+	return 0;
+}
+
+static void comm_copy(char *dst, const char *src)
+{
+	memcpy(dst, src, EPROF_TASK_COMM_LEN);
+	dst[EPROF_TASK_COMM_LEN] = '\0';
+}
+
+static void set_thread_comm(struct event_ctx *c, uint32_t pid, uint32_t tid, const char *comm16)
+{
+	struct thread *t = profile__thread(c->p, pid, tid, true);
+	char comm[EPROF_TASK_COMM_LEN + 1];
+
+	if (!t)
+		return;
+	comm_copy(comm, comm16);
+	if (strcmp(profile__str(c->p, t->comm), comm))
+		t->comm = profile__intern(c->p, comm);
+}
+
+static char *read_small_file(const char *path, size_t *len)
+{
+	char *buf = malloc(4096);
+	ssize_t n;
+	int fd;
+
+	if (!buf)
+		return NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		free(buf);
+		return NULL;
+	}
+	n = read(fd, buf, 4095);
+	close(fd);
+	if (n < 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+void events_read_proc_info(struct event_ctx *c, uint32_t pid, uint64_t ts)
+{
+	struct process *pr = profile__proc(c->p, pid, true);
+	char path[64], *s;
+	size_t len;
+
+	if (!pr)
+		return;
+	if (!pr->start_ts)
+		pr->start_ts = ts;
+	snprintf(path, sizeof(path), "%s/%u/cmdline", c->proc_root, pid);
+	s = read_small_file(path, &len);
+	if (s) {
+		for (size_t i = 0; len && i < len - 1; i++)
+			if (s[i] == '\0')
+				s[i] = ' ';
+		pr->cmdline = profile__intern(c->p, s);
+		free(s);
+	}
+	snprintf(path, sizeof(path), "%s/%u/comm", c->proc_root, pid);
+	s = read_small_file(path, &len);
+	if (s) {
+		s[strcspn(s, "\n")] = '\0';
+		pr->comm = profile__intern(c->p, s);
+		free(s);
+	}
+	snprintf(path, sizeof(path), "%s/%u/stat", c->proc_root, pid);
+	s = read_small_file(path, &len);
+	if (s) {
+		/* ppid is the 2nd field after the parenthesised comm, which may contain spaces. */
+		char *rp = strrchr(s, ')');
+		unsigned ppid;
+
+		if (rp && sscanf(rp + 1, " %*c %u", &ppid) == 1)
+			pr->ppid = ppid;
+		free(s);
+	}
+}
+
+struct unwind_cb_ctx {
+	struct event_ctx *c;
+	uint32_t pid;
+	uint64_t now;
+};
+
+static bool unwind_find(void *ctx, uint64_t pc, const struct cfi_table **table, uint64_t *bias)
+{
+	struct unwind_cb_ctx *u = ctx;
+
+	return proc_tracker__find_cfi(u->c->tracker, u->pid, pc, table, bias, u->now);
+}
+
+static void count_unwind_stop(struct profile *p, enum unwind_stop why)
+{
+	switch (why) {
+	case UNWIND_NO_CFI:
+		p->stats[STAT_UNWIND_NO_CFI]++;
+		break;
+	case UNWIND_TOO_DEEP:
+		p->stats[STAT_UNWIND_TOO_DEEP]++;
+		break;
+	case UNWIND_READ_FAULT:
+		p->stats[STAT_UNWIND_READ_FAULT]++;
+		break;
+	case UNWIND_BAD_FRAME:
+	case UNWIND_UNMAPPED:
+		p->stats[STAT_UNWIND_BAD_FRAME]++;
+		break;
+	default:
+		break;
+	}
+}
+
+/* User frames, leaf first, into ips. Returns the count; *truncated when incomplete. */
+static int user_ips(struct event_ctx *c, const struct ev_sample *e, const uint64_t *ips,
+		    uint64_t *out, int max, bool *truncated)
+{
+	const uint8_t *stack = (const uint8_t *)(ips + e->kstack_n + e->ustack_n);
+	struct unwind_cb_ctx u = { c, e->h.pid, e->h.ts };
+	struct unwind_map_ops ops = { unwind_find };
+	struct unwind_regs regs = { e->user_ip, e->user_sp, e->user_bp };
+	enum unwind_stop why = UNWIND_END;
+	int n;
+
+	*truncated = false;
+	if (!(e->h.flags & SAMPLE_F_USER_REGS))
+		return 0;
+	if (!e->stack_len) {
+		/* Frame pointers, walked in BPF. */
+		n = e->ustack_n < max ? e->ustack_n : max;
+		memcpy(out, ips + e->kstack_n, n * sizeof(*out));
+		if (e->ustack_err)
+			*truncated = true;
+		return n;
+	}
+	n = unwind_stack(&ops, &u, &regs, stack, e->stack_len, out, max, &why);
+	if (why != UNWIND_END) {
+		count_unwind_stop(c->p, why);
+		*truncated = true;
+	}
+	return n;
+}
+
+static int handle_sample(struct event_ctx *c, const struct ev_sample *e, size_t size)
+{
+	static uint64_t uips[MAX_FRAMES];
+	static uint32_t locs[MAX_FRAMES + EPROF_MAX_STACK + 1];
+	const uint64_t *ips = (const uint64_t *)(e + 1);
+	struct sample s = { 0 };
+	bool truncated = false;
+	int nu, nl = 0, err;
+	int64_t node;
+
+	if (size < sizeof(*e) ||
+	    sizeof(*e) + ((size_t)e->kstack_n + e->ustack_n) * 8 + e->stack_len > size ||
+	    e->kstack_n > EPROF_MAX_STACK || e->ustack_n > EPROF_MAX_STACK)
+		return -EINVAL;
+	nu = user_ips(c, e, ips, uips, MAX_FRAMES, &truncated);
+	if (truncated) {
+		node = profile__special(c->p, "[truncated]");
+		if (node < 0)
+			return (int)node;
+		locs[nl++] = node;
+	}
+	/* Root first: outermost user frame ... user leaf, outermost kernel frame ... kernel leaf. */
+	for (int i = nu - 1; i >= 0; i--) {
+		err = proc_tracker__location(c->tracker, e->h.pid, uips[i], i > 0, &locs[nl],
+					     e->h.ts);
+		if (err)
+			return err;
+		nl++;
+	}
+	for (int i = e->kstack_n - 1; i >= 0; i--) {
+		int64_t l = profile__location(c->p, c->kernel_obj, ips[i] - (i > 0));
+
+		if (l < 0)
+			return (int)l;
+		locs[nl++] = l;
+	}
+	if (e->kstack_err)
+		c->p->stats[STAT_KSTACK_ERR]++;
+	if (e->ustack_err)
+		c->p->stats[STAT_USTACK_ERR]++;
+	node = profile__stack(c->p, locs, nl);
+	if (node < 0)
+		return (int)node;
+	s.ts = e->h.ts;
+	s.pid = e->h.pid;
+	s.tid = e->h.tid;
+	s.cpu = e->cpu;
+	s.stack = node;
+	s.weight = e->period;
+	set_thread_comm(c, e->h.pid, e->h.tid, e->comm);
+	if (!profile__proc(c->p, e->h.pid, false))
+		events_read_proc_info(c, e->h.pid, e->h.ts);
+	c->samples++;
+	if (!c->first_ts || e->h.ts < c->first_ts)
+		c->first_ts = e->h.ts;
+	if (e->h.ts > c->last_ts)
+		c->last_ts = e->h.ts;
+	return profile__add_sample(c->p, &s);
+}
+
+static int handle_fork(struct event_ctx *c, const struct ev_fork *e)
+{
+	struct process *pr = profile__proc(c->p, e->h.pid, true);
+	struct process *parent = profile__proc(c->p, e->ppid, false);
+	char comm[EPROF_TASK_COMM_LEN + 1];
+
+	if (!pr)
+		return -ENOMEM;
+	comm_copy(comm, e->comm);
+	pr->ppid = e->ppid;
+	pr->start_ts = e->h.ts;
+	pr->comm = profile__intern(c->p, comm);
+	if (parent)
+		pr->cmdline = parent->cmdline;
+	/* The child shares the parent's mappings until it execs: scan while it is alive. */
+	proc_tracker__scan(c->tracker, e->h.pid, e->h.ts);
+	return 0;
+}
+
+static int handle_exec(struct event_ctx *c, const struct ev_exec *e)
+{
+	struct process *pr;
+	char comm[EPROF_TASK_COMM_LEN + 1];
+
+	events_read_proc_info(c, e->h.pid, e->h.ts);
+	pr = profile__proc(c->p, e->h.pid, true);
+	if (!pr)
+		return -ENOMEM;
+	comm_copy(comm, e->comm);
+	pr->comm = profile__intern(c->p, comm);
+	if (!pr->cmdline) {
+		char fn[EPROF_PATH_LEN + 1];
+
+		memcpy(fn, e->filename, EPROF_PATH_LEN);
+		fn[EPROF_PATH_LEN] = '\0';
+		pr->cmdline = profile__intern(c->p, fn);
+	}
+	proc_tracker__exec(c->tracker, e->h.pid, e->h.ts);
+	return 0;
+}
+
+static int handle_exit(struct event_ctx *c, const struct ev_exit *e)
+{
+	struct process *pr = profile__proc(c->p, e->h.pid, true);
+
+	if (!pr)
+		return -ENOMEM;
+	pr->exit_ts = e->h.ts;
+	pr->exit_code = e->exit_code;
+	proc_tracker__exit(c->tracker, e->h.pid);
+	if (c->on_exit)
+		c->on_exit(c->arg, e->h.pid, e->exit_code);
+	return 0;
+}
+
+int events_handle(struct event_ctx *c, const void *data, size_t size)
+{
+	const struct ev_hdr *h = data;
+	int err = -EINVAL;
+
+	if (size < sizeof(*h) || h->size > size)
+		goto bad;
+	switch (h->kind) {
+	case EV_SAMPLE:
+		err = handle_sample(c, data, h->size);
+		break;
+	case EV_FORK:
+		if (h->size >= sizeof(struct ev_fork))
+			err = handle_fork(c, data);
+		break;
+	case EV_EXEC:
+		if (h->size >= sizeof(struct ev_exec))
+			err = handle_exec(c, data);
+		break;
+	case EV_EXIT:
+		if (h->size >= sizeof(struct ev_exit))
+			err = handle_exit(c, data);
+		break;
+	}
+	if (err == -ENOMEM)
+		return err;
+	if (!err)
+		return 0;
+bad:
+	c->p->stats[STAT_DECODE_ERR]++;
+	return 0;
+}

@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../sym/symbolizer.h"
+#include "../unwind/unwind.h"
+#include "../util/log.h"
+#include "proc.h"
+
+#define MAX_SEGS 8
+
+/* One mapped file, opened once for the whole record. */
+struct objinfo {
+	uint32_t obj; /* profile object id */
+	int fd;
+	char fdpath[32];
+	struct {
+		uint64_t off, vaddr, filesz;
+	} segs[MAX_SEGS];
+	int nsegs;
+	struct cfi_table *cfi;
+	bool cfi_tried;
+	bool is_vdso;
+};
+
+struct pmap {
+	uint64_t start, end, pgoff;
+	uint32_t obj;	       /* profile object id */
+	struct objinfo *oi;    /* NULL for anonymous memory and JIT */
+	uint8_t kind;	       /* enum object_kind */
+};
+
+struct pstate {
+	uint32_t pid;
+	struct pmap *maps; /* sorted by start */
+	size_t n;
+	uint64_t last_scan;
+	bool exited;
+};
+
+struct proc_tracker {
+	struct profile *p;
+	struct tracker_opts opts;
+	struct hmap *pid_index; /* pid -> pstates index */
+	struct pstate *ps;
+	size_t nps, capps;
+	struct hmap *file_index; /* (dev, ino) -> objinfo index + 1 */
+	struct objinfo **objs;	 /* by insertion */
+	size_t nobjs, capobjs;
+	struct objinfo **by_obj; /* profile object id -> objinfo */
+	size_t nby_obj;
+	struct objinfo vdso;
+};
+
+static int by_obj_set(struct proc_tracker *t, uint32_t obj, struct objinfo *oi)
+{
+	if (obj >= t->nby_obj) {
+		size_t n = obj * 2 + 16;
+		struct objinfo **nb = realloc(t->by_obj, n * sizeof(*nb));
+
+		if (!nb)
+			return -ENOMEM;
+		memset(nb + t->nby_obj, 0, (n - t->nby_obj) * sizeof(*nb));
+		t->by_obj = nb;
+		t->nby_obj = n;
+	}
+	t->by_obj[obj] = oi;
+	return 0;
+}
+
+static void load_vdso_info(struct proc_tracker *t)
+{
+	const void *img = (const void *)getauxval(AT_SYSINFO_EHDR);
+	const Elf64_Ehdr *eh = img;
+	size_t size = 0;
+
+	t->vdso.fd = -1;
+	t->vdso.is_vdso = true;
+	t->vdso.cfi_tried = true;
+	if (!img || !t->opts.want_cfi)
+		return;
+	/* The vDSO has no file: its size is the end of its last section header table or segment. */
+	for (int i = 0; i < eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = (const Elf64_Phdr *)((const char *)img + eh->e_phoff) + i;
+
+		if (ph->p_type == PT_LOAD && ph->p_offset + ph->p_filesz > size)
+			size = ph->p_offset + ph->p_filesz;
+	}
+	if (eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize > size)
+		size = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	t->vdso.cfi = cfi_table__load_mem(img, size, &(int){ 0 });
+}
+
+struct proc_tracker *proc_tracker__new(struct profile *p, const struct tracker_opts *opts)
+{
+	struct proc_tracker *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->p = p;
+	t->opts = *opts;
+	if (!t->opts.proc_root)
+		t->opts.proc_root = "/proc";
+	if (!t->opts.rescan_ns)
+		t->opts.rescan_ns = 20 * 1000000ULL;
+	t->pid_index = hmap__new(64);
+	t->file_index = hmap__new(64);
+	if (!t->pid_index || !t->file_index) {
+		proc_tracker__free(t);
+		return NULL;
+	}
+	elf_version(EV_CURRENT);
+	load_vdso_info(t);
+	return t;
+}
+
+void proc_tracker__free(struct proc_tracker *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nps; i++)
+		free(t->ps[i].maps);
+	free(t->ps);
+	for (size_t i = 0; i < t->nobjs; i++) {
+		if (t->objs[i]->fd >= 0)
+			close(t->objs[i]->fd);
+		cfi_table__free(t->objs[i]->cfi);
+		free(t->objs[i]);
+	}
+	cfi_table__free(t->vdso.cfi);
+	free(t->objs);
+	free(t->by_obj);
+	hmap__free(t->pid_index);
+	hmap__free(t->file_index);
+	free(t);
+}
+
+static struct pstate *pstate_get(struct proc_tracker *t, uint32_t pid, bool create)
+{
+	uint64_t idx;
+
+	if (hmap__get(t->pid_index, pid, 0, &idx))
+		return &t->ps[idx];
+	if (!create)
+		return NULL;
+	if (t->nps == t->capps) {
+		size_t ncap = t->capps ? t->capps * 2 : 16;
+		struct pstate *np = realloc(t->ps, ncap * sizeof(*np));
+
+		if (!np)
+			return NULL;
+		t->ps = np;
+		t->capps = ncap;
+	}
+	memset(&t->ps[t->nps], 0, sizeof(t->ps[0]));
+	t->ps[t->nps].pid = pid;
+	if (hmap__put(t->pid_index, pid, 0, t->nps))
+		return NULL;
+	return &t->ps[t->nps++];
+}
+
+static void read_segments(struct objinfo *oi)
+{
+	Elf *elf = elf_begin(oi->fd, ELF_C_READ_MMAP, NULL);
+	size_t nph = 0;
+
+	if (!elf)
+		return;
+	if (elf_kind(elf) == ELF_K_ELF && !elf_getphdrnum(elf, &nph)) {
+		for (size_t i = 0; i < nph && oi->nsegs < MAX_SEGS; i++) {
+			GElf_Phdr ph;
+
+			if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
+				continue;
+			oi->segs[oi->nsegs].off = ph.p_offset;
+			oi->segs[oi->nsegs].vaddr = ph.p_vaddr;
+			oi->segs[oi->nsegs].filesz = ph.p_filesz;
+			oi->nsegs++;
+		}
+	}
+	elf_end(elf);
+}
+
+static int open_mapped_file(struct proc_tracker *t, uint32_t pid, uint64_t start, uint64_t end,
+			    const char *path)
+{
+	char buf[PATH_MAX + 64];
+	int fd;
+
+	/* map_files reaches the very inode mapped, even when deleted or in another mount ns. */
+	snprintf(buf, sizeof(buf), "%s/%u/map_files/%" PRIx64 "-%" PRIx64, t->opts.proc_root, pid,
+		 start, end);
+	fd = open(buf, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	snprintf(buf, sizeof(buf), "%s/%u/root%s", t->opts.proc_root, pid, path);
+	fd = open(buf, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static struct objinfo *objinfo_get(struct proc_tracker *t, uint32_t pid, uint64_t start,
+				   uint64_t end, uint64_t dev, uint64_t ino, const char *path)
+{
+	char build_id[128] = "";
+	struct objinfo *oi;
+	uint64_t idx;
+	int64_t obj;
+
+	if (hmap__get(t->file_index, dev, ino, &idx))
+		return t->objs[idx];
+	oi = calloc(1, sizeof(*oi));
+	if (!oi)
+		return NULL;
+	oi->fd = open_mapped_file(t, pid, start, end, path);
+	if (oi->fd >= 0) {
+		snprintf(oi->fdpath, sizeof(oi->fdpath), "/proc/self/fd/%d", oi->fd);
+		read_segments(oi);
+		if (elf_read_build_id(oi->fdpath, build_id, sizeof(build_id)))
+			build_id[0] = '\0';
+	} else {
+		log_debug("cannot open '%s' of pid %u: %s", path, pid, strerror(errno));
+	}
+	obj = profile__object(t->p, OBJ_ELF, path, build_id, 0);
+	if (obj < 0)
+		goto fail;
+	if (t->nobjs == t->capobjs) {
+		size_t ncap = t->capobjs ? t->capobjs * 2 : 32;
+		struct objinfo **no = realloc(t->objs, ncap * sizeof(*no));
+
+		if (!no)
+			goto fail;
+		t->objs = no;
+		t->capobjs = ncap;
+	}
+	oi->obj = obj;
+	t->objs[t->nobjs] = oi;
+	if (hmap__put(t->file_index, dev, ino, t->nobjs) || by_obj_set(t, obj, oi))
+		return NULL;
+	t->nobjs++;
+	return oi;
+fail:
+	if (oi->fd >= 0)
+		close(oi->fd);
+	free(oi);
+	return NULL;
+}
+
+static bool is_anon_path(const char *path)
+{
+	return !*path || !strncmp(path, "[anon", 5) || !strncmp(path, "//anon", 6) ||
+	       !strcmp(path, "[heap]") || !strcmp(path, "[stack]");
+}
+
+/* Classifies one executable mapping and interns its object. */
+static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64_t dev,
+		    uint64_t ino, const char *path)
+{
+	char pm[PATH_MAX];
+	int64_t obj;
+
+	if (!strcmp(path, "[vdso]")) {
+		m->kind = OBJ_VDSO;
+		m->oi = &t->vdso;
+		obj = profile__object(t->p, OBJ_VDSO, "[vdso]", "", 0);
+	} else if (is_anon_path(path) || !strcmp(path, "[vsyscall]") || !ino) {
+		/* JIT code: named by the process's perf map when it writes one. */
+		snprintf(pm, sizeof(pm), "%s/%u/root/tmp/perf-%u.map", t->opts.proc_root, pid, pid);
+		if (!access(pm, R_OK)) {
+			m->kind = OBJ_PERFMAP;
+			obj = profile__object(t->p, OBJ_PERFMAP, pm, "", pid);
+		} else {
+			m->kind = OBJ_ANON;
+			obj = profile__object(t->p, OBJ_ANON, *path ? path : "[anon]", "", pid);
+		}
+	} else {
+		m->kind = OBJ_ELF;
+		m->oi = objinfo_get(t, pid, m->start, m->end, dev, ino, path);
+		if (!m->oi)
+			return -ENOMEM;
+		obj = m->oi->obj;
+	}
+	if (obj < 0)
+		return (int)obj;
+	m->obj = obj;
+	return 0;
+}
+
+static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct pstate *ps)
+{
+	char line[PATH_MAX + 128];
+	size_t cap = 0;
+
+	ps->n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, off, ino;
+		unsigned int maj, min;
+		char perms[8], *path;
+		int pos = 0;
+		struct pmap *m;
+		int err;
+
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj,
+			   &min, &ino, &pos) < 7 || !strchr(perms, 'x'))
+			continue;
+		path = line + pos;
+		path[strcspn(path, "\n")] = '\0';
+		if (ps->n == cap) {
+			size_t ncap = cap ? cap * 2 : 32;
+			struct pmap *nm = realloc(ps->maps, ncap * sizeof(*nm));
+
+			if (!nm)
+				return -ENOMEM;
+			ps->maps = nm;
+			cap = ncap;
+		}
+		m = &ps->maps[ps->n];
+		memset(m, 0, sizeof(*m));
+		m->start = start;
+		m->end = end;
+		m->pgoff = off;
+		err = classify(t, pid, m, (uint64_t)maj << 32 | min, ino, path);
+		if (err)
+			return err;
+		ps->n++;
+	}
+	return 0;
+}
+
+static int record_mappings(struct proc_tracker *t, struct pstate *ps, uint64_t now_ns)
+{
+	for (size_t i = 0; i < ps->n; i++) {
+		struct mapping m = { .pid = ps->pid, .start = ps->maps[i].start,
+				     .end = ps->maps[i].end, .pgoff = ps->maps[i].pgoff,
+				     .object = ps->maps[i].obj, .ts = now_ns };
+		int err = profile__add_mapping(t->p, &m);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
+{
+	struct pstate *ps = pstate_get(t, pid, true);
+	size_t old_n;
+	char path[64];
+	FILE *f;
+	int err;
+
+	if (!ps)
+		return -ENOMEM;
+	ps->last_scan = now_ns;
+	snprintf(path, sizeof(path), "%s/%u/maps", t->opts.proc_root, pid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	old_n = ps->n;
+	err = parse_maps(t, pid, f, ps);
+	fclose(f);
+	if (!err && ps->n != old_n)
+		err = record_mappings(t, ps, now_ns);
+	return err;
+}
+
+int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
+{
+	struct pstate *ps = pstate_get(t, pid, true);
+
+	if (!ps)
+		return -ENOMEM;
+	ps->n = 0;
+	ps->exited = false;
+	return proc_tracker__scan(t, pid, now_ns);
+}
+
+void proc_tracker__exit(struct proc_tracker *t, uint32_t pid)
+{
+	struct pstate *ps = pstate_get(t, pid, false);
+
+	if (ps)
+		ps->exited = true;
+}
+
+static struct pmap *find_map(struct pstate *ps, uint64_t pc)
+{
+	size_t lo = 0, hi = ps->n;
+
+	/* Maps come sorted from the kernel; binary search over start. */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (ps->maps[mid].end <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < ps->n && ps->maps[lo].start <= pc)
+		return &ps->maps[lo];
+	return NULL;
+}
+
+static struct pmap *lookup(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint64_t now_ns)
+{
+	struct pstate *ps = pstate_get(t, pid, false);
+	struct pmap *m;
+
+	if (!ps) {
+		if (proc_tracker__scan(t, pid, now_ns))
+			return NULL;
+		ps = pstate_get(t, pid, false);
+		if (!ps)
+			return NULL;
+	}
+	m = find_map(ps, pc);
+	if (m || ps->exited || now_ns - ps->last_scan < t->opts.rescan_ns)
+		return m;
+	/* A miss on a live process: a library loaded since the last scan. */
+	if (proc_tracker__scan(t, pid, now_ns))
+		return NULL;
+	return find_map(ps, pc);
+}
+
+static int unknown_location(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint32_t *loc)
+{
+	int64_t obj = profile__object(t->p, OBJ_ANON, "[unknown]", "", pid);
+	int64_t l;
+
+	if (obj < 0)
+		return (int)obj;
+	l = profile__location(t->p, obj, pc);
+	if (l < 0)
+		return (int)l;
+	*loc = l;
+	return 0;
+}
+
+int proc_tracker__location(struct proc_tracker *t, uint32_t pid, uint64_t pc, bool is_return,
+			   uint32_t *loc, uint64_t now_ns)
+{
+	struct pmap *m = lookup(t, pid, pc, now_ns);
+	uint64_t addr;
+	int64_t l;
+
+	if (is_return && pc)
+		pc--;
+	if (!m || pc < m->start) {
+		t->p->stats[STAT_UNMAPPED_ADDR]++;
+		return unknown_location(t, pid, pc, loc);
+	}
+	switch (m->kind) {
+	case OBJ_ELF:
+		addr = pc - m->start + m->pgoff;
+		break;
+	case OBJ_VDSO:
+		addr = pc - m->start;
+		break;
+	default:
+		addr = pc;
+	}
+	l = profile__location(t->p, m->obj, addr);
+	if (l < 0)
+		return (int)l;
+	*loc = l;
+	return 0;
+}
+
+static bool seg_bias(const struct objinfo *oi, const struct pmap *m, uint64_t pc, uint64_t *bias)
+{
+	uint64_t off = pc - m->start + m->pgoff;
+
+	for (int i = 0; i < oi->nsegs; i++) {
+		if (off >= oi->segs[i].off && off < oi->segs[i].off + oi->segs[i].filesz) {
+			*bias = pc - (off - oi->segs[i].off + oi->segs[i].vaddr);
+			return true;
+		}
+	}
+	return false;
+}
+
+bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
+			    const struct cfi_table **table, uint64_t *bias, uint64_t now_ns)
+{
+	struct pmap *m = lookup(t, pid, pc, now_ns);
+	struct objinfo *oi;
+
+	*table = NULL;
+	*bias = 0;
+	if (!m)
+		return false;
+	oi = m->oi;
+	if (!oi)
+		return true; /* JIT / anonymous: no CFI, frame pointers only */
+	if (oi->is_vdso) {
+		*table = oi->cfi;
+		*bias = m->start;
+		return true;
+	}
+	if (!oi->cfi_tried && oi->fd >= 0) {
+		int err = 0;
+
+		oi->cfi_tried = true;
+		oi->cfi = cfi_table__load(oi->fdpath, NULL, &err);
+		if (!oi->cfi)
+			log_debug("no CFI for '%s': %s",
+				  profile__str(t->p, t->p->objects.v[oi->obj].path), strerror(-err));
+	}
+	*table = oi->cfi;
+	if (!seg_bias(oi, m, pc, bias))
+		*table = NULL;
+	return true;
+}
+
+const char *proc_tracker__object_path(struct proc_tracker *t, uint32_t obj)
+{
+	if (obj >= t->nby_obj || !t->by_obj[obj] || t->by_obj[obj]->fd < 0)
+		return NULL;
+	return t->by_obj[obj]->fdpath;
+}
+
+void proc_tracker__counts(const struct proc_tracker *t, uint32_t *pids, uint32_t *files)
+{
+	*pids = t->nps;
+	*files = t->nobjs;
+}

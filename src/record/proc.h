@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Process tracker: the executable mappings of every target process, read
+ * from /proc/PID/maps at attach, at exec and when a pc lands in no known
+ * mapping (dlopen). Each mapped file is opened once and the handle kept, so
+ * a process that exits (or a binary replaced on disk) is still symbolized.
+ */
+#ifndef EPROF_PROC_H
+#define EPROF_PROC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../model/profile.h"
+
+struct cfi_table;
+struct proc_tracker;
+
+struct tracker_opts {
+	const char *proc_root; /* "/proc", for tests */
+	bool want_cfi;	       /* load CFI tables for DWARF unwinding */
+	uint64_t rescan_ns;    /* minimum gap between two rescans of one pid on a miss */
+};
+
+struct proc_tracker *proc_tracker__new(struct profile *p, const struct tracker_opts *opts);
+void proc_tracker__free(struct proc_tracker *t);
+
+/* (Re)reads /proc/PID/maps. Returns 0, or -ESRCH when the process is gone. */
+int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
+/* exec replaced the address space: forget the old mappings, scan anew. */
+int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
+/* The process exited: keep its mappings (samples still in flight), stop rescanning. */
+void proc_tracker__exit(struct proc_tracker *t, uint32_t pid);
+
+/*
+ * Location id of a user pc in pid. is_return: pc is a return address (the
+ * caller's frame): the location is pc-1 so it names the call, not the next
+ * instruction. Returns 0 or -errno; unmapped pcs get an [unknown] location.
+ */
+int proc_tracker__location(struct proc_tracker *t, uint32_t pid, uint64_t pc, bool is_return,
+			   uint32_t *loc, uint64_t now_ns);
+
+/* For the unwinder: CFI table and bias of the object that maps pc. */
+bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
+			    const struct cfi_table **table, uint64_t *bias, uint64_t now_ns);
+
+/* A path that opens profile object obj now ("/proc/self/fd/N"), or NULL. */
+const char *proc_tracker__object_path(struct proc_tracker *t, uint32_t obj);
+
+/* Number of pids tracked and of distinct files opened. */
+void proc_tracker__counts(const struct proc_tracker *t, uint32_t *pids, uint32_t *files);
+
+#endif

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "record.h"
+
+void record_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: eprof record [-p PID[,PID..] | -a | -- CMD ARGS] [options]\n"
+		"  -p, --pid PID[,PID]     attach to running processes (all threads, and children forked later)\n"
+		"  -a, --all-cpus          the whole system\n"
+		"  -F, --freq HZ           samples per second per CPU (default 99, max 100000)\n"
+		"  -d, --duration SECONDS  stop after this long\n"
+		"  -o, --output FILE       output file (default eprof.data, written 0600)\n"
+		"  -g, --call-graph MODE   auto (default: complete stacks from DWARF CFI), fp, dwarf\n"
+		"      --stack-size BYTES  user stack copied per sample for DWARF unwinding (default 16384)\n"
+		"      --ringbuf-mb MB     ring buffer size (default 16)\n"
+		"      --no-kernel         user stacks only\n"
+		"  -q, --quiet             no status line or summary\n"
+		"  -v, --verbose           more messages (repeat for debug)\n");
+}
+
+static int parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || *out > max)
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_pids(const char *arg, struct record_opts *o)
+{
+	char *copy = strdup(arg), *save = NULL, *tok;
+	int err = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned long long v;
+
+		if (parse_uint(tok, 0x7fffffff, &v) || v == 0) {
+			log_err("invalid PID '%s'", tok);
+			err = -EINVAL;
+			break;
+		}
+		if (o->npids == RECORD_MAX_PIDS) {
+			log_err("too many PIDs (at most %d)", RECORD_MAX_PIDS);
+			err = -EINVAL;
+			break;
+		}
+		o->pids[o->npids++] = v;
+	}
+	free(copy);
+	if (!err && !o->npids) {
+		log_err("-p needs at least one PID");
+		err = -EINVAL;
+	}
+	return err;
+}
+
+static int parse_callgraph(const char *arg, struct record_opts *o)
+{
+	if (!strcmp(arg, "auto"))
+		o->callgraph = CG_AUTO;
+	else if (!strcmp(arg, "fp"))
+		o->callgraph = CG_FP;
+	else if (!strcmp(arg, "dwarf"))
+		o->callgraph = CG_DWARF;
+	else {
+		log_err("invalid --call-graph '%s': use auto, fp or dwarf", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL };
+
+static int parse_one(int c, const char *arg, struct record_opts *o)
+{
+	unsigned long long v;
+	char *end;
+
+	switch (c) {
+	case 'p':
+		return parse_pids(arg, o);
+	case 'a':
+		o->all = true;
+		return 0;
+	case 'F':
+		if (parse_uint(arg, 100000, &v) || v == 0) {
+			log_err("invalid frequency '%s': use 1..100000", arg);
+			return -EINVAL;
+		}
+		o->freq = v;
+		return 0;
+	case 'd':
+		o->duration = strtod(arg, &end);
+		if (*end || end == arg || !(o->duration > 0) || o->duration > 1e7) {
+			log_err("invalid duration '%s': use seconds > 0", arg);
+			return -EINVAL;
+		}
+		return 0;
+	case 'o':
+		o->output = arg;
+		return 0;
+	case 'g':
+		return parse_callgraph(arg, o);
+	case OPT_STACK_SIZE:
+		if (parse_uint(arg, 32768, &v) || v < 512) {
+			log_err("invalid --stack-size '%s': use 512..32768", arg);
+			return -EINVAL;
+		}
+		o->snapshot_bytes = v;
+		return 0;
+	case OPT_RINGBUF:
+		if (parse_uint(arg, 4096, &v) || v == 0) {
+			log_err("invalid --ringbuf-mb '%s': use 1..4096", arg);
+			return -EINVAL;
+		}
+		o->ringbuf_mb = v;
+		return 0;
+	case OPT_NO_KERNEL:
+		o->no_kernel = true;
+		return 0;
+	case 'q':
+		o->quiet = true;
+		return 0;
+	case 'v':
+		o->verbose++;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int parse_record_args(int argc, char **argv, struct record_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "all-cpus", no_argument, NULL, 'a' },
+		{ "freq", required_argument, NULL, 'F' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "call-graph", required_argument, NULL, 'g' },
+		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
+		{ "ringbuf-mb", required_argument, NULL, OPT_RINGBUF },
+		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c, modes;
+
+	memset(o, 0, sizeof(*o));
+	o->freq = 99;
+	o->output = "eprof.data";
+	o->snapshot_bytes = 16384;
+	o->ringbuf_mb = 16;
+	optind = 1;
+	opterr = 0;
+	/* "+": stop at the first non-option so "-- CMD -x" and "CMD -x" keep CMD's flags. */
+	while ((c = getopt_long(argc, argv, "+p:aF:d:o:g:qvh", longopts, NULL)) != -1) {
+		if (c == 'h')
+			return 1;
+		if (c == '?' || c == ':') {
+			log_err("record: unknown option or missing argument '%s' (see eprof record --help)",
+				argv[optind - 1]);
+			return -EINVAL;
+		}
+		if (parse_one(c, optarg, o))
+			return -EINVAL;
+	}
+	if (optind < argc)
+		o->argv = &argv[optind];
+	modes = (o->npids > 0) + o->all + (o->argv != NULL);
+	if (modes != 1) {
+		log_err(modes ? "record: choose one of -p PID, -a, or -- CMD"
+			      : "record: nothing to profile: give -p PID, -a, or -- CMD ARGS");
+		return -EINVAL;
+	}
+	if (o->all && !o->duration)
+		log_info("recording the whole system until Ctrl-C");
+	return 0;
+}

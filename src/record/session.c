@@ -1,0 +1,647 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One record: setup (output, permissions, BPF load), attach (targets, perf
+ * events, launch), run (poll the ring buffer, flush chunks), teardown
+ * (detach, drain, symbolize, finish the file).
+ */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "../format/format.h"
+#include "../sym/symbolizer.h"
+#include "../util/log.h"
+#include "profile.skel.h"
+#include "proc.h"
+#include "record.h"
+#include "symbolize.h"
+
+#define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
+
+static volatile sig_atomic_t stop_signal;
+
+struct session {
+	const struct record_opts *o;
+	struct profile *p;
+	struct eprof_writer *w;
+	struct proc_tracker *tracker;
+	struct event_ctx ev;
+	struct profile_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link **links;
+	int *pfds;
+	int ncpus;
+	pid_t child;
+	int go_pipe, err_pipe; /* launch: release the child / learn exec failure */
+	int child_status;
+	bool child_done;
+	uint32_t live_targets;
+	uint64_t start_ns, stop_ns;
+	const char *stop_reason;
+	uint64_t lost_shown;
+	bool status_line;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char buf[1024];
+
+	if ((level == LIBBPF_DEBUG && log_get_level() < LOG_DEBUG) ||
+	    (level == LIBBPF_INFO && log_get_level() < LOG_INFO) || log_get_level() < LOG_INFO)
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	log_msg(level == LIBBPF_WARN ? LOG_WARN : LOG_DEBUG, "libbpf: %s", buf);
+	return 0;
+}
+
+static int check_environment(void)
+{
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		log_err("kernel without BTF (/sys/kernel/btf/vmlinux missing): eprof needs CONFIG_DEBUG_INFO_BTF=y");
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int check_pids(const struct record_opts *o)
+{
+	for (size_t i = 0; i < o->npids; i++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%u", o->pids[i]);
+		if (access(path, F_OK)) {
+			log_err("no such process: %u", o->pids[i]);
+			return -ESRCH;
+		}
+	}
+	return 0;
+}
+
+/* Forks the command stopped before exec; it runs once BPF is attached. */
+static int launch_prepare(struct session *s)
+{
+	int go[2], ep[2];
+	char c;
+
+	if (pipe2(go, O_CLOEXEC) || pipe2(ep, O_CLOEXEC))
+		return -errno;
+	s->child = fork();
+	if (s->child < 0)
+		return -errno;
+	if (s->child == 0) {
+		int e;
+
+		close(go[1]);
+		close(ep[0]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(127);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		execvp(s->o->argv[0], s->o->argv);
+		e = errno;
+		if (write(ep[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(go[0]);
+	close(ep[1]);
+	s->go_pipe = go[1];
+	s->err_pipe = ep[0];
+	return 0;
+}
+
+static int launch_release(struct session *s)
+{
+	int e = 0;
+	ssize_t n;
+
+	if (write(s->go_pipe, "x", 1) != 1)
+		return -errno;
+	close(s->go_pipe);
+	s->go_pipe = -1;
+	/* The exec-error pipe closes on a successful exec (CLOEXEC) and returns 0 bytes. */
+	n = read(s->err_pipe, &e, sizeof(e));
+	close(s->err_pipe);
+	s->err_pipe = -1;
+	if (n == sizeof(e)) {
+		log_err("failed to run '%s': %s", s->o->argv[0], strerror(e));
+		waitpid(s->child, NULL, 0);
+		s->child = 0;
+		return -e;
+	}
+	return 0;
+}
+
+static int open_perf_events(struct session *s)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_freq = s->o->freq,
+		.freq = 1,
+	};
+	int opened = 0;
+
+	s->ncpus = libbpf_num_possible_cpus();
+	if (s->ncpus <= 0)
+		return -EINVAL;
+	s->pfds = calloc(s->ncpus, sizeof(*s->pfds));
+	s->links = calloc(s->ncpus, sizeof(*s->links));
+	if (!s->pfds || !s->links)
+		return -ENOMEM;
+	for (int cpu = 0; cpu < s->ncpus; cpu++) {
+		int fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		s->pfds[cpu] = fd;
+		if (fd < 0) {
+			if (errno == ENODEV || errno == ENOENT)
+				continue; /* offline CPU */
+			if (errno == EACCES || errno == EPERM) {
+				log_err("failed to open perf event on CPU %d: %s (%s)", cpu,
+					strerror(errno), PERM_HINT);
+				return -EPERM;
+			}
+			log_err("failed to open perf event on CPU %d: %s", cpu, strerror(errno));
+			return -errno;
+		}
+		s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.on_sample, fd);
+		if (!s->links[cpu]) {
+			log_err("failed to attach BPF program to CPU %d: %s", cpu, strerror(errno));
+			return -errno;
+		}
+		opened++;
+	}
+	return opened ? 0 : -ENODEV;
+}
+
+static int load_bpf(struct session *s)
+{
+	struct profile_bpf *skel;
+	int err;
+
+	skel = profile_bpf__open();
+	if (!skel) {
+		err = -errno;
+		log_err("failed to open BPF object: %s", strerror(errno));
+		return err;
+	}
+	s->skel = skel;
+	skel->rodata->trace_all = s->o->all;
+	skel->rodata->self_pid = getpid();
+	skel->rodata->want_kernel = !s->o->no_kernel;
+	skel->rodata->snapshot_bytes = s->o->callgraph == CG_FP ? 0 : s->o->snapshot_bytes;
+	bpf_map__set_max_entries(skel->maps.events, (uint32_t)s->o->ringbuf_mb << 20);
+	bpf_map__set_max_entries(skel->maps.targets, 65536);
+	err = profile_bpf__load(skel);
+	if (err) {
+		if (err == -EPERM || err == -EACCES)
+			log_err("failed to load BPF programs: %s (%s)", strerror(-err), PERM_HINT);
+		else
+			log_err("failed to load BPF programs: %s (run with -vv for the verifier log)",
+				strerror(-err));
+		return err;
+	}
+	err = profile_bpf__attach(skel); /* the fork/exec/exit tracepoints */
+	if (err) {
+		log_err("failed to attach process tracepoints: %s", strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+static int handle_rb(void *ctx, void *data, size_t size)
+{
+	struct session *s = ctx;
+
+	return events_handle(&s->ev, data, size) == -ENOMEM ? -ENOMEM : 0;
+}
+
+static void on_target_exit(void *arg, uint32_t pid, int32_t status)
+{
+	struct session *s = arg;
+
+	for (size_t i = 0; i < s->o->npids; i++) {
+		if (s->o->pids[i] == pid && s->live_targets) {
+			s->live_targets--;
+			log_info("process %u exited", pid);
+		}
+	}
+}
+
+static int add_targets(struct session *s)
+{
+	uint64_t t = now_ns();
+	uint8_t one = 1;
+
+	for (size_t i = 0; i < s->o->npids; i++) {
+		uint32_t pid = s->o->pids[i];
+
+		if (bpf_map__update_elem(s->skel->maps.targets, &pid, sizeof(pid), &one, 1, BPF_ANY))
+			return -errno;
+		events_read_proc_info(&s->ev, pid, t);
+		if (proc_tracker__scan(s->tracker, pid, t) == -ESRCH) {
+			log_err("no such process: %u", pid);
+			return -ESRCH;
+		}
+	}
+	s->live_targets = s->o->npids;
+	if (s->child) {
+		uint32_t pid = s->child;
+
+		if (bpf_map__update_elem(s->skel->maps.targets, &pid, sizeof(pid), &one, 1, BPF_ANY))
+			return -errno;
+	}
+	return 0;
+}
+
+static void set_start_meta(struct session *s, int argc_total, char **eprof_argv)
+{
+	struct utsname u;
+	char buf[4096] = "", host[256] = "";
+	size_t off = 0;
+
+	if (s->o->argv) {
+		for (char **a = s->o->argv; *a && off < sizeof(buf) - 2; a++)
+			off += snprintf(buf + off, sizeof(buf) - off, "%s%s", off ? " " : "", *a);
+	} else if (s->o->all) {
+		snprintf(buf, sizeof(buf), "[system-wide]");
+	} else {
+		for (size_t i = 0; i < s->o->npids && off < sizeof(buf) - 16; i++) {
+			struct process *pr = profile__proc(s->p, s->o->pids[i], false);
+
+			off += snprintf(buf + off, sizeof(buf) - off, "%s%s", off ? "; " : "",
+					pr && pr->cmdline ? profile__str(s->p, pr->cmdline) : "?");
+		}
+	}
+	profile__set_meta(s->p, "command", buf);
+	uname(&u);
+	gethostname(host, sizeof(host) - 1);
+	profile__set_meta(s->p, "hostname", host);
+	profile__set_meta(s->p, "kernel", u.release);
+	profile__set_meta(s->p, "arch", u.machine);
+	profile__set_meta(s->p, "eprof_version", EPROF_VERSION);
+	snprintf(buf, sizeof(buf), "%u", s->o->freq);
+	profile__set_meta(s->p, "sample_rate", buf);
+	snprintf(buf, sizeof(buf), "%d", s->ncpus);
+	profile__set_meta(s->p, "ncpus", buf);
+	profile__set_meta(s->p, "call_graph", s->o->callgraph == CG_FP ? "fp" : "dwarf");
+	profile__set_meta(s->p, "target", s->o->all ? "system" : s->o->argv ? "launch" : "pid");
+	snprintf(buf, sizeof(buf), "%" PRIu64, s->start_ns);
+	profile__set_meta(s->p, "start_ns", buf);
+	snprintf(buf, sizeof(buf), "%lld", (long long)time(NULL));
+	profile__set_meta(s->p, "start_time", buf);
+	(void)argc_total;
+	(void)eprof_argv;
+}
+
+static uint64_t bpf_stat(struct session *s, int idx)
+{
+	uint64_t *vals = calloc(s->ncpus, sizeof(uint64_t)), sum = 0;
+	uint32_t key = idx;
+
+	if (!vals)
+		return 0;
+	if (!bpf_map__lookup_elem(s->skel->maps.stats, &key, sizeof(key), vals,
+				  s->ncpus * sizeof(uint64_t), 0))
+		for (int i = 0; i < s->ncpus; i++)
+			sum += vals[i];
+	free(vals);
+	return sum;
+}
+
+static void collect_bpf_stats(struct session *s)
+{
+	struct profile *p = s->p;
+
+	p->stats[STAT_SAMPLES_LOST] = bpf_stat(s, BSTAT_RB_FULL);
+	p->stats[STAT_EVENTS_LOST] = bpf_stat(s, BSTAT_EVENT_RB_FULL) + bpf_stat(s, BSTAT_TARGETS_FULL);
+	/* Stack errors are counted per sample in userspace too; BPF's count covers dropped ones. */
+	if (bpf_stat(s, BSTAT_SNAP_FAULT) > p->stats[STAT_USTACK_ERR])
+		p->stats[STAT_USTACK_ERR] = bpf_stat(s, BSTAT_SNAP_FAULT);
+}
+
+static void show_status(struct session *s, uint64_t t)
+{
+	fprintf(stderr, "\r\033[K[eprof] %.1f s  %" PRIu64 " samples  %" PRIu64 " lost",
+		(t - s->start_ns) / 1e9, s->ev.samples, s->lost_shown);
+	fflush(stderr);
+}
+
+static bool check_child(struct session *s)
+{
+	int status;
+
+	if (!s->child || s->child_done)
+		return false;
+	if (waitpid(s->child, &status, WNOHANG) != s->child)
+		return false;
+	s->child_done = true;
+	s->child_status = status;
+	return true;
+}
+
+static int flush(struct session *s)
+{
+	int err = eprof_writer__flush(s->w, s->p);
+
+	if (err) {
+		log_err("failed to write '%s': %s", s->o->output, strerror(-err));
+		return err;
+	}
+	eprof_writer__forget_samples(s->w, s->p);
+	return 0;
+}
+
+static int run_loop(struct session *s)
+{
+	uint64_t last_flush = now_ns(), last_status = 0, end = 0;
+	int err = 0;
+
+	if (s->o->duration)
+		end = s->start_ns + (uint64_t)(s->o->duration * 1e9);
+	while (!stop_signal) {
+		uint64_t t;
+
+		err = ring_buffer__poll(s->rb, 100);
+		if (err == -EINTR)
+			err = 0;
+		if (err < 0) {
+			log_err("failed to read the ring buffer: %s", strerror(-err));
+			return err;
+		}
+		t = now_ns();
+		if (check_child(s)) {
+			s->stop_reason = "command exited";
+			break;
+		}
+		if (s->o->npids && !s->live_targets) {
+			s->stop_reason = "all target processes exited";
+			break;
+		}
+		if (end && t >= end) {
+			s->stop_reason = "duration reached";
+			break;
+		}
+		if (t - last_flush > 1000000000ULL || s->p->samples.n > 100000) {
+			err = flush(s);
+			if (err)
+				return err;
+			last_flush = t;
+		}
+		if (s->status_line && t - last_status > 500000000ULL) {
+			s->lost_shown = bpf_stat(s, BSTAT_RB_FULL);
+			show_status(s, t);
+			last_status = t;
+		}
+	}
+	if (stop_signal)
+		s->stop_reason = stop_signal == SIGINT ? "interrupted" : "terminated";
+	return 0;
+}
+
+static void detach(struct session *s)
+{
+	for (int i = 0; s->links && i < s->ncpus; i++) {
+		bpf_link__destroy(s->links[i]);
+		s->links[i] = NULL;
+	}
+	for (int i = 0; s->pfds && i < s->ncpus; i++) {
+		if (s->pfds[i] >= 0)
+			close(s->pfds[i]);
+		s->pfds[i] = -1;
+	}
+}
+
+static const char *tracker_path(void *ctx, uint32_t obj)
+{
+	return proc_tracker__object_path(ctx, obj);
+}
+
+static int finish(struct session *s)
+{
+	struct symbolizer_opts so = { .want_lines = true, .use_debuginfod = true };
+	struct symbolize_stats st;
+	struct symbolizer *sym;
+	char buf[64];
+	int err;
+
+	/* Samples still in the ring buffer after detach belong to the record. */
+	ring_buffer__consume(s->rb);
+	collect_bpf_stats(s);
+	s->stop_ns = now_ns();
+	snprintf(buf, sizeof(buf), "%" PRIu64, s->stop_ns);
+	profile__set_meta(s->p, "end_ns", buf);
+	profile__set_meta(s->p, "stop_reason", s->stop_reason ? s->stop_reason : "");
+	err = flush(s);
+	if (err)
+		return err;
+	sym = symbolizer__new(&so);
+	if (!sym)
+		return -ENOMEM;
+	err = symbolize_profile(s->p, sym, tracker_path, s->tracker, &st);
+	symbolizer__free(sym);
+	if (err)
+		return err;
+	s->p->stats[STAT_UNKNOWN_FRAMES] = st.unknown;
+	err = eprof_writer__finish(s->w, s->p);
+	s->w = NULL;
+	if (err)
+		log_err("failed to finish '%s': %s", s->o->output, strerror(-err));
+	return err;
+}
+
+static void session_free(struct session *s)
+{
+	detach(s);
+	ring_buffer__free(s->rb);
+	profile_bpf__destroy(s->skel);
+	free(s->links);
+	free(s->pfds);
+	proc_tracker__free(s->tracker);
+	if (s->w)
+		eprof_writer__abort(s->w);
+	profile__free(s->p);
+}
+
+static int setup(struct session *s)
+{
+	struct tracker_opts to = { .want_cfi = s->o->callgraph != CG_FP };
+	int err;
+
+	err = check_environment();
+	if (err)
+		return err;
+	err = check_pids(s->o);
+	if (err)
+		return err;
+	s->p = profile__new();
+	if (!s->p)
+		return -ENOMEM;
+	s->tracker = proc_tracker__new(s->p, &to);
+	if (!s->tracker)
+		return -ENOMEM;
+	err = events_init(&s->ev, s->p, s->tracker, s->o->callgraph);
+	if (err)
+		return err;
+	s->ev.on_exit = on_target_exit;
+	s->ev.arg = s;
+	/* The output first: an unwritable path fails before anything is attached. */
+	s->w = eprof_writer__open(s->o->output);
+	if (!s->w) {
+		err = -errno;
+		log_err("failed to create output '%s': %s", s->o->output, strerror(errno));
+		return err;
+	}
+	libbpf_set_print(libbpf_print);
+	return load_bpf(s);
+}
+
+static int attach(struct session *s)
+{
+	int err;
+
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), handle_rb, s, NULL);
+	if (!s->rb)
+		return -errno;
+	if (s->o->argv) {
+		err = launch_prepare(s);
+		if (err) {
+			log_err("failed to start '%s': %s", s->o->argv[0], strerror(-err));
+			return err;
+		}
+	}
+	err = add_targets(s);
+	if (err)
+		return err;
+	err = open_perf_events(s);
+	if (err)
+		return err;
+	s->start_ns = now_ns();
+	set_start_meta(s, 0, NULL);
+	if (s->child) {
+		err = launch_release(s);
+		if (err)
+			return err;
+		events_read_proc_info(&s->ev, s->child, s->start_ns);
+	}
+	return 0;
+}
+
+static void print_summary(struct session *s)
+{
+	const struct profile *p = s->p;
+
+	if (s->status_line)
+		fprintf(stderr, "\r\033[K");
+	if (s->o->quiet)
+		return;
+	fprintf(stderr,
+		"eprof: %" PRIu64 " samples in %.2f s (%s), %" PRIu64 " lost, written to %s\n",
+		s->ev.samples, (s->stop_ns - s->start_ns) / 1e9,
+		s->stop_reason ? s->stop_reason : "stopped", p->stats[STAT_SAMPLES_LOST],
+		s->o->output);
+}
+
+static int exit_status(struct session *s, int err)
+{
+	if (err)
+		return 1;
+	if (s->child && s->child_done) {
+		if (WIFEXITED(s->child_status))
+			return WEXITSTATUS(s->child_status);
+		if (WIFSIGNALED(s->child_status))
+			return 128 + WTERMSIG(s->child_status);
+	}
+	if (stop_signal && s->child && !s->child_done)
+		return 128 + stop_signal;
+	return 0;
+}
+
+static void reap_child(struct session *s)
+{
+	/* After Ctrl-C the command got the signal too: give it a moment, never kill it. */
+	for (int i = 0; i < 50 && s->child && !s->child_done; i++) {
+		if (check_child(s))
+			break;
+		usleep(10000);
+	}
+	if (s->child && !s->child_done && stop_signal)
+		log_warn("'%s' (pid %d) is still running; not waiting for it", s->o->argv[0],
+			 (int)s->child);
+}
+
+int record_run(const struct record_opts *o)
+{
+	struct session s = { .o = o, .go_pipe = -1, .err_pipe = -1 };
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+	int err;
+
+	log_set_level(o->verbose >= 2 ? LOG_DEBUG : o->verbose ? LOG_INFO : LOG_WARN);
+	setrlimit(RLIMIT_MEMLOCK, &rl);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	s.status_line = !o->quiet && isatty(STDERR_FILENO);
+	err = setup(&s);
+	if (!err)
+		err = attach(&s);
+	if (!err)
+		err = run_loop(&s);
+	if (!err || (s.w && s.start_ns)) {
+		int ferr;
+
+		detach(&s);
+		ferr = finish(&s);
+		err = err ? err : ferr;
+		if (!ferr)
+			print_summary(&s);
+	}
+	if (err && !s.start_ns && s.w) {
+		/* Nothing was recorded: leave no empty file behind. */
+		eprof_writer__abort(s.w);
+		s.w = NULL;
+		unlink(o->output);
+	}
+	if (s.child && !s.child_done && s.go_pipe >= 0) {
+		/* Never released: the command must not run unprofiled. */
+		kill(s.child, SIGKILL);
+		waitpid(s.child, NULL, 0);
+		s.child = 0;
+	}
+	reap_child(&s);
+	err = exit_status(&s, err);
+	session_free(&s);
+	return err;
+}

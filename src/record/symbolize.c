@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../sym/symbolizer.h"
+#include "../util/log.h"
+#include "symbolize.h"
+
+/* Per-object state: the path to open, or why the object cannot be opened. */
+struct objstate {
+	const char *path;
+	int8_t usable; /* -1 unknown, 0 no, 1 yes */
+};
+
+static int add_frames(struct profile *p, struct location *l, const struct sym_result *r,
+		      uint32_t module, uint8_t kind)
+{
+	uint32_t first = p->frames.n;
+
+	for (uint32_t i = 0; i < r->n; i++) {
+		struct frame *f = vec_push(p->frames);
+
+		if (!f)
+			return -ENOMEM;
+		f->name = profile__intern(p, r->frames[i].name ? r->frames[i].name : "");
+		f->file = profile__intern(p, r->frames[i].file ? r->frames[i].file : "");
+		f->line = r->frames[i].line;
+		f->module = module;
+		f->kind = kind;
+		f->inlined = r->frames[i].inlined;
+	}
+	l->frame_first = first;
+	l->frame_n = r->n;
+	return 0;
+}
+
+static int add_unknown(struct profile *p, struct location *l, uint32_t module)
+{
+	char name[256];
+	struct frame *f;
+
+	snprintf(name, sizeof(name), "[unknown] %s+0x%" PRIx64, profile__str(p, module), l->addr);
+	f = vec_push(p->frames);
+	if (!f)
+		return -ENOMEM;
+	f->name = profile__intern(p, name);
+	f->module = module;
+	f->kind = FRAME_UNKNOWN;
+	l->frame_first = p->frames.n - 1;
+	l->frame_n = 1;
+	return 0;
+}
+
+static const char *usable_path(struct profile *p, struct objstate *os, uint32_t obj,
+			       object_path_fn path_fn, void *ctx, struct symbolize_stats *st)
+{
+	const struct object *o = &p->objects.v[obj];
+	char bid[128];
+
+	if (os[obj].usable >= 0)
+		return os[obj].usable ? os[obj].path : NULL;
+	os[obj].path = path_fn ? path_fn(ctx, obj) : NULL;
+	if (!os[obj].path) {
+		/* Offline: the recorded path, only if it is still the same build. */
+		os[obj].path = profile__str(p, o->path);
+		if (o->build_id && (elf_read_build_id(os[obj].path, bid, sizeof(bid)) ||
+				    strcmp(bid, profile__str(p, o->build_id)))) {
+			log_debug("'%s' is gone or was rebuilt: its frames stay unnamed",
+				  os[obj].path);
+			st->objects_missing++;
+			os[obj].usable = 0;
+			return NULL;
+		}
+	}
+	os[obj].usable = 1;
+	return os[obj].path;
+}
+
+static int resolve(struct profile *p, struct symbolizer *sym, struct location *l,
+		   const char *path, struct sym_result *r, uint32_t *module, uint8_t *kind)
+{
+	const struct object *o = &p->objects.v[l->object];
+	const char *kmod;
+
+	*kind = FRAME_USER;
+	*module = profile__intern(p, profile__object_module(p, l->object));
+	switch (o->kind) {
+	case OBJ_ELF:
+		if (!path)
+			return -ENOENT;
+		return symbolizer__elf(sym, path, profile__str(p, o->build_id), l->addr, r);
+	case OBJ_KERNEL:
+		*kind = FRAME_KERNEL;
+		kmod = symbolizer__kernel_module(sym, l->addr);
+		if (kmod) {
+			char m[96];
+
+			snprintf(m, sizeof(m), "[%s]", kmod);
+			*module = profile__intern(p, m);
+		}
+		return symbolizer__kernel(sym, l->addr, r);
+	case OBJ_PERFMAP:
+		*kind = FRAME_JIT;
+		return symbolizer__perfmap(sym, profile__str(p, o->path), l->addr, r);
+	case OBJ_VDSO:
+		return symbolizer__vdso(sym, l->addr, r);
+	default:
+		return -ENOENT;
+	}
+}
+
+int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn path_fn, void *ctx,
+		      struct symbolize_stats *st)
+{
+	struct objstate *os = calloc(p->objects.n, sizeof(*os));
+	int err = 0;
+
+	memset(st, 0, sizeof(*st));
+	if (!os)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->objects.n; i++)
+		os[i].usable = -1;
+	for (size_t i = 1; i < p->locations.n; i++) {
+		struct location *l = &p->locations.v[i];
+		struct sym_result r = { 0 };
+		const char *path = NULL;
+		uint32_t module;
+		uint8_t kind;
+
+		if (l->frame_n)
+			continue;
+		st->locations++;
+		if (p->objects.v[l->object].kind == OBJ_ELF)
+			path = usable_path(p, os, l->object, path_fn, ctx, st);
+		if (!resolve(p, sym, l, path, &r, &module, &kind) && r.n) {
+			err = add_frames(p, l, &r, module, kind);
+			st->named++;
+		} else {
+			err = add_unknown(p, l, module);
+			st->unknown++;
+		}
+		sym_result__free(&r);
+		if (err)
+			break;
+	}
+	free(os);
+	return err;
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * DWARF-CFI unwinding of user stacks from a register set and a stack snapshot
+ * (the bytes from sp upwards, copied by BPF at sample time).
+ *
+ * cfi_table: compact rows built once per ELF file from .eh_frame (and
+ * .debug_frame when given), sorted by pc: for each pc range, how to find the
+ * CFA (rsp+off, rbp+off, PLT rule) and where the caller's rbp was saved.
+ * The return address is always at CFA-8 on x86-64.
+ */
+#ifndef EPROF_UNWIND_H
+#define EPROF_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cfi_table;
+
+/* Builds the table of an ELF file; debug_path (may be NULL) adds its .debug_frame. */
+struct cfi_table *cfi_table__load(const char *path, const char *debug_path, int *err);
+/* Same from an ELF image in memory (the vDSO). */
+struct cfi_table *cfi_table__load_mem(const void *image, size_t size, int *err);
+void cfi_table__free(struct cfi_table *t);
+size_t cfi_table__nrows(const struct cfi_table *t);
+
+struct unwind_regs {
+	uint64_t ip, sp, bp;
+};
+
+enum unwind_stop {
+	UNWIND_END = 0,	       /* reached the outermost frame (RA undefined or 0) */
+	UNWIND_NO_CFI,	       /* a pc had no CFI row and frame pointers failed too */
+	UNWIND_TOO_DEEP,       /* hit max frames */
+	UNWIND_READ_FAULT,     /* needed a stack word outside the snapshot */
+	UNWIND_BAD_FRAME,      /* CFA or return address impossible (not increasing, 0) */
+	UNWIND_UNMAPPED,       /* a return address in no known mapping */
+};
+
+struct unwind_map_ops {
+	/*
+	 * Finds what covers pc: *table (NULL when the object has no CFI, e.g.
+	 * JIT code), *bias so that the ELF vaddr is pc - bias. Returns false
+	 * when pc lies in no executable mapping.
+	 */
+	bool (*find)(void *ctx, uint64_t pc, const struct cfi_table **table, uint64_t *bias);
+};
+
+/*
+ * Unwinds: ips[0] = regs->ip, then each caller's return address. stack holds
+ * stack_len bytes copied from address regs->sp. Frames without CFI fall
+ * back to the frame-pointer chain. Returns the number of ips (>= 1 when
+ * regs->ip != 0) and sets *why.
+ */
+int unwind_stack(const struct unwind_map_ops *ops, void *ctx, const struct unwind_regs *regs,
+		 const uint8_t *stack, size_t stack_len, uint64_t *ips, int max,
+		 enum unwind_stop *why);
+
+#endif

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+
+void buf_free(struct buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+}
+
+void buf_reset(struct buf *b)
+{
+	b->len = 0;
+}
+
+void buf_put(struct buf *b, const void *p, size_t n)
+{
+	if (b->err)
+		return;
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		uint8_t *nd;
+
+		while (cap < b->len + n)
+			cap *= 2;
+		nd = realloc(b->data, cap);
+		if (!nd) {
+			b->err = -ENOMEM;
+			return;
+		}
+		b->data = nd;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+}
+
+void buf_u8(struct buf *b, uint8_t v)
+{
+	buf_put(b, &v, 1);
+}
+
+void buf_u32le(struct buf *b, uint32_t v)
+{
+	uint8_t x[4] = { v, v >> 8, v >> 16, v >> 24 };
+
+	buf_put(b, x, 4);
+}
+
+void buf_u64le(struct buf *b, uint64_t v)
+{
+	buf_u32le(b, (uint32_t)v);
+	buf_u32le(b, (uint32_t)(v >> 32));
+}
+
+void buf_varint(struct buf *b, uint64_t v)
+{
+	uint8_t x[10];
+	size_t n = 0;
+
+	do {
+		x[n] = v & 0x7f;
+		v >>= 7;
+		if (v)
+			x[n] |= 0x80;
+		n++;
+	} while (v);
+	buf_put(b, x, n);
+}
+
+void buf_svarint(struct buf *b, int64_t v)
+{
+	buf_varint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+void buf_str(struct buf *b, const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	buf_varint(b, n);
+	buf_put(b, s, n);
+}
+
+uint8_t rbuf_u8(struct rbuf *r)
+{
+	if (!r->ok || r->p >= r->end) {
+		r->ok = false;
+		return 0;
+	}
+	return *r->p++;
+}
+
+uint32_t rbuf_u32le(struct rbuf *r)
+{
+	uint32_t v = 0;
+
+	if (!r->ok || r->end - r->p < 4) {
+		r->ok = false;
+		return 0;
+	}
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)r->p[i] << (8 * i);
+	r->p += 4;
+	return v;
+}
+
+uint64_t rbuf_u64le(struct rbuf *r)
+{
+	uint64_t lo = rbuf_u32le(r);
+
+	return lo | (uint64_t)rbuf_u32le(r) << 32;
+}
+
+uint64_t rbuf_varint(struct rbuf *r)
+{
+	uint64_t v = 0;
+
+	for (int shift = 0; shift < 64; shift += 7) {
+		uint8_t c = rbuf_u8(r);
+
+		v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return v;
+	}
+	r->ok = false;
+	return 0;
+}
+
+int64_t rbuf_svarint(struct rbuf *r)
+{
+	uint64_t u = rbuf_varint(r);
+
+	return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+const char *rbuf_str(struct rbuf *r, size_t *len)
+{
+	uint64_t n = rbuf_varint(r);
+	const char *s;
+
+	if (!r->ok || n > (uint64_t)(r->end - r->p)) {
+		r->ok = false;
+		*len = 0;
+		return "";
+	}
+	s = (const char *)r->p;
+	r->p += n;
+	*len = n;
+	return s;
+}

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sink.h"
+
+struct file_sink {
+	struct sink base;
+	FILE *f;
+	int own;
+};
+
+struct mem_sink {
+	struct sink base;
+	char *buf;
+	size_t len, cap;
+};
+
+static int file_write(struct sink *s, const void *buf, size_t len)
+{
+	struct file_sink *fs = (struct file_sink *)s;
+
+	if (len && fwrite(buf, 1, len, fs->f) != len)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+static int file_close(struct sink *s)
+{
+	struct file_sink *fs = (struct file_sink *)s;
+	int err = 0;
+
+	if (fflush(fs->f) || ferror(fs->f))
+		err = errno ? -errno : -EIO;
+	if (fs->own && fclose(fs->f) && !err)
+		err = errno ? -errno : -EIO;
+	return err;
+}
+
+struct sink *sink_file(FILE *f, int own_file)
+{
+	struct file_sink *fs = calloc(1, sizeof(*fs));
+
+	if (!fs)
+		return NULL;
+	fs->base.write = file_write;
+	fs->base.close = file_close;
+	fs->f = f;
+	fs->own = own_file;
+	return &fs->base;
+}
+
+struct sink *sink_open(const char *path, int mode)
+{
+	struct sink *s;
+	FILE *f;
+	int fd;
+
+	if (!strcmp(path, "-"))
+		return sink_file(stdout, 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
+	if (fd < 0)
+		return NULL;
+	f = fdopen(fd, "w");
+	if (!f) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return NULL;
+	}
+	s = sink_file(f, 1);
+	if (!s)
+		fclose(f);
+	return s;
+}
+
+static int mem_write(struct sink *s, const void *buf, size_t len)
+{
+	struct mem_sink *ms = (struct mem_sink *)s;
+
+	if (ms->len + len + 1 > ms->cap) {
+		size_t cap = ms->cap ? ms->cap : 4096;
+		char *nb;
+
+		while (cap < ms->len + len + 1)
+			cap *= 2;
+		nb = realloc(ms->buf, cap);
+		if (!nb)
+			return -ENOMEM;
+		ms->buf = nb;
+		ms->cap = cap;
+	}
+	memcpy(ms->buf + ms->len, buf, len);
+	ms->len += len;
+	ms->buf[ms->len] = '\0';
+	return 0;
+}
+
+static int mem_close(struct sink *s)
+{
+	struct mem_sink *ms = (struct mem_sink *)s;
+
+	free(ms->buf);
+	ms->buf = NULL;
+	return 0;
+}
+
+struct sink *sink_mem(void)
+{
+	struct mem_sink *ms = calloc(1, sizeof(*ms));
+
+	if (!ms)
+		return NULL;
+	ms->base.write = mem_write;
+	ms->base.close = mem_close;
+	return &ms->base;
+}
+
+const char *sink_mem_data(struct sink *s, size_t *len)
+{
+	struct mem_sink *ms = (struct mem_sink *)s;
+
+	if (len)
+		*len = ms->len;
+	return ms->buf ? ms->buf : "";
+}
+
+int sink_write(struct sink *s, const void *buf, size_t len)
+{
+	int err;
+
+	if (s->err)
+		return s->err;
+	err = s->write(s, buf, len);
+	if (err)
+		s->err = err;
+	else
+		s->bytes += len;
+	return err;
+}
+
+int sink_puts(struct sink *s, const char *str)
+{
+	return sink_write(s, str, strlen(str));
+}
+
+int sink_printf(struct sink *s, const char *fmt, ...)
+{
+	char small[512], *big = NULL;
+	va_list ap;
+	int n, err;
+
+	va_start(ap, fmt);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return s->err = -EINVAL;
+	if ((size_t)n < sizeof(small))
+		return sink_write(s, small, n);
+	big = malloc(n + 1);
+	if (!big)
+		return s->err = -ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf(big, n + 1, fmt, ap);
+	va_end(ap);
+	err = sink_write(s, big, n);
+	free(big);
+	return err;
+}
+
+int sink_json_str(struct sink *s, const char *str)
+{
+	const unsigned char *p = (const unsigned char *)str, *run = p;
+	char esc[8];
+
+	for (; *p; p++) {
+		const char *rep = NULL;
+
+		switch (*p) {
+		case '"': rep = "\\\""; break;
+		case '\\': rep = "\\\\"; break;
+		case '\n': rep = "\\n"; break;
+		case '\r': rep = "\\r"; break;
+		case '\t': rep = "\\t"; break;
+		default:
+			if (*p < 0x20) {
+				snprintf(esc, sizeof(esc), "\\u%04x", *p);
+				rep = esc;
+			}
+		}
+		if (!rep)
+			continue;
+		sink_write(s, run, p - run);
+		sink_puts(s, rep);
+		run = p + 1;
+	}
+	return sink_write(s, run, p - run);
+}
+
+int sink_xml_str(struct sink *s, const char *str)
+{
+	const char *p = str, *run = p;
+
+	for (; *p; p++) {
+		const char *rep = NULL;
+
+		switch (*p) {
+		case '<': rep = "&lt;"; break;
+		case '>': rep = "&gt;"; break;
+		case '&': rep = "&amp;"; break;
+		case '"': rep = "&quot;"; break;
+		case '\'': rep = "&#39;"; break;
+		default:
+			if ((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n')
+				rep = "?";
+		}
+		if (!rep)
+			continue;
+		sink_write(s, run, p - run);
+		sink_puts(s, rep);
+		run = p + 1;
+	}
+	return sink_write(s, run, p - run);
+}
+
+int sink_close(struct sink *s)
+{
+	int err, cerr;
+
+	if (!s)
+		return 0;
+	err = s->err;
+	cerr = s->close(s);
+	free(s);
+	return err ? err : cerr;
+}

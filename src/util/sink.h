@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Output sink: every writer (folded, SVG, JSON, trace, pprof) writes through
+ * this so tests can write into memory and so write errors are never lost.
+ */
+#ifndef EPROF_SINK_H
+#define EPROF_SINK_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct sink {
+	int (*write)(struct sink *s, const void *buf, size_t len);
+	int (*close)(struct sink *s); /* flushes; returns 0 or -errno */
+	int err;		      /* first error seen (sticky), 0 or -errno */
+	size_t bytes;		      /* bytes accepted so far */
+};
+
+/* Writes to an open FILE; close() flushes and checks ferror, and fcloses it if own_file. */
+struct sink *sink_file(FILE *f, int own_file);
+/* Opens path for writing (0644 unless mode given, O_NOFOLLOW, truncating); "-" means stdout. */
+struct sink *sink_open(const char *path, int mode);
+/* Grows a heap buffer; sink_mem_data() returns it NUL-terminated. */
+struct sink *sink_mem(void);
+const char *sink_mem_data(struct sink *s, size_t *len);
+
+int sink_write(struct sink *s, const void *buf, size_t len);
+int sink_puts(struct sink *s, const char *str);
+int sink_printf(struct sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes str with JSON string escaping (no surrounding quotes). */
+int sink_json_str(struct sink *s, const char *str);
+/* Writes str with XML/HTML escaping. */
+int sink_xml_str(struct sink *s, const char *str);
+/* Closes and frees; returns the first error seen during the sink's life, or 0. */
+int sink_close(struct sink *s);
+
+#endif

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+#include "test_util.h"
+
+#include "analysis/hot.h"
+#include "analysis/stacks.h"
+#include "output/folded.h"
+#include "output/report.h"
+#include "util/sink.h"
+
+/*
+ * main -> a -> leaf1       60 samples
+ * main -> b -> leaf2       30 samples (thread 2)
+ * main -> b                10 samples
+ * main -> r -> r -> r       5 samples (recursion: total counted once)
+ * main -> c[helper inlined] 5 samples
+ */
+static struct profile *make(void)
+{
+	struct profile *p = profile__new();
+	uint32_t m = test_loc(p, "/bin/app", "main", NULL, 1), a = test_loc(p, "/bin/app", "a", NULL, 2),
+		 b = test_loc(p, "/bin/app", "b", NULL, 3), l1 = test_loc(p, "/lib/x.so", "leaf1", NULL, 4),
+		 l2 = test_loc(p, "/lib/x.so", "leaf2", NULL, 5), r1 = test_loc(p, "/bin/app", "r", NULL, 6),
+		 r2 = test_loc(p, "/bin/app", "r", NULL, 7), c = test_loc(p, "/bin/app", "c", "helper", 8);
+
+	test_samples(p, 10, 10, "app", 60, (uint32_t[]){ m, a, l1 }, 3);
+	test_samples(p, 10, 11, "worker", 30, (uint32_t[]){ m, b, l2 }, 3);
+	test_samples(p, 10, 10, "app", 10, (uint32_t[]){ m, b }, 2);
+	test_samples(p, 10, 10, "app", 5, (uint32_t[]){ m, r1, r2, r2 }, 4);
+	test_samples(p, 10, 10, "app", 5, (uint32_t[]){ m, c }, 2);
+	return p;
+}
+
+static const struct func_stat *find(const struct profile *p, const struct hot_result *r,
+				     const char *name)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (!strcmp(profile__str(p, r->funcs[i].name), name))
+			return &r->funcs[i];
+	return NULL;
+}
+
+static void test_hot_self_total(void **state)
+{
+	struct profile *p = make();
+	struct hot_opts o = { 0 };
+	struct hot_result r;
+
+	assert_int_equal(hot_functions(p, &o, &r), 0);
+	assert_int_equal(r.samples, 110);
+	assert_string_equal(profile__str(p, r.funcs[0].name), "leaf1");
+	assert_int_equal(find(p, &r, "leaf1")->self, 60);
+	assert_int_equal(find(p, &r, "main")->total, 110);
+	assert_int_equal(find(p, &r, "main")->self, 0);
+	assert_int_equal(find(p, &r, "b")->self, 10);
+	assert_int_equal(find(p, &r, "b")->total, 40);
+	assert_int_equal(find(p, &r, "r")->total, 5); /* not 15 */
+	assert_int_equal(find(p, &r, "r")->self, 5);
+	/* Inlined frames belong to their function unless asked for. */
+	assert_null(find(p, &r, "helper"));
+	assert_int_equal(find(p, &r, "c")->self, 5);
+	assert_string_equal(profile__str(p, find(p, &r, "leaf1")->module), "x.so");
+	hot_result__free(&r);
+
+	o.inlined = true;
+	assert_int_equal(hot_functions(p, &o, &r), 0);
+	assert_int_equal(find(p, &r, "helper")->self, 5);
+	assert_int_equal(find(p, &r, "c")->self, 0);
+	assert_int_equal(find(p, &r, "c")->total, 5);
+	hot_result__free(&r);
+
+	o.inlined = false;
+	o.sort = SORT_TOTAL;
+	assert_int_equal(hot_functions(p, &o, &r), 0);
+	assert_string_equal(profile__str(p, r.funcs[0].name), "main");
+	hot_result__free(&r);
+
+	o.sort = SORT_SELF;
+	o.filter.tid = 11;
+	assert_int_equal(hot_functions(p, &o, &r), 0);
+	assert_int_equal(r.samples, 30);
+	assert_string_equal(profile__str(p, r.funcs[0].name), "leaf2");
+	hot_result__free(&r);
+	profile__free(p);
+}
+
+static void test_hot_by_line(void **state)
+{
+	struct profile *p = make();
+	struct hot_opts o = { .by_line = true };
+	struct hot_result r;
+
+	assert_int_equal(hot_functions(p, &o, &r), 0);
+	assert_string_equal(profile__str(p, r.funcs[0].name), "leaf1 (main.c:14)");
+	hot_result__free(&r);
+	profile__free(p);
+}
+
+static void test_folded(void **state)
+{
+	struct profile *p = make();
+	struct folded_opts o = { 0 };
+	struct sink *s = sink_mem();
+	const char *out;
+
+	assert_int_equal(folded_write(s, p, &o), 0);
+	out = sink_mem_data(s, NULL);
+	assert_non_null(strstr(out, "app;main;a;leaf1 60\n"));
+	assert_non_null(strstr(out, "worker;main;b;leaf2 30\n"));
+	assert_non_null(strstr(out, "app;main;r;r;r 5\n"));
+	/* Inline frames are expanded, outer first. */
+	assert_non_null(strstr(out, "app;main;c;helper 5\n"));
+	sink_close(s);
+
+	s = sink_mem();
+	o.lines = true;
+	o.no_comm = true;
+	assert_int_equal(folded_write(s, p, &o), 0);
+	assert_non_null(strstr(sink_mem_data(s, NULL), "main (main.c:11);a (main.c:12);leaf1 (main.c:14) 60\n"));
+	sink_close(s);
+	profile__free(p);
+}
+
+static void test_report_json_and_text(void **state)
+{
+	struct profile *p = make();
+	struct report_opts o = { .limit = 3, .json = true, .threads = true };
+	struct sink *s = sink_mem();
+	const char *out;
+
+	profile__set_meta(p, "command", "app \"quoted\"");
+	assert_int_equal(report_write(s, p, &o), 0);
+	out = sink_mem_data(s, NULL);
+	assert_non_null(strstr(out, "\"samples\": 110"));
+	assert_non_null(strstr(out, "\"command\": \"app \\\"quoted\\\"\""));
+	assert_non_null(strstr(out, "{\"name\": \"leaf1\", \"module\": \"x.so\", \"kind\": \"user\", \"self\": 60, \"total\": 60, \"self_pct\": 54.5455"));
+	assert_non_null(strstr(out, "\"threads\": ["));
+	assert_non_null(strstr(out, "\"tid\": 11, \"comm\": \"worker\", \"samples\": 30"));
+	sink_close(s);
+
+	s = sink_mem();
+	o.json = false;
+	assert_int_equal(report_write(s, p, &o), 0);
+	out = sink_mem_data(s, NULL);
+	assert_non_null(strstr(out, "samples: 110"));
+	assert_non_null(strstr(out, "  54.55   54.55        60  leaf1"));
+	assert_non_null(strstr(out, "more functions"));
+	sink_close(s);
+	profile__free(p);
+}
+
+static void test_stack_frames_cut(void **state)
+{
+	struct profile *p = make();
+	const struct frame *f[2];
+	size_t total;
+	uint32_t node = p->samples.v[0].stack;
+	size_t n = stack_frames(p, node, f, 2, &total);
+
+	assert_int_equal(total, 3);
+	assert_int_equal(n, 2);
+	/* The leaf side is kept when the buffer is short. */
+	assert_string_equal(profile__str(p, f[1]->name), "leaf1");
+	assert_string_equal(profile__str(p, f[0]->name), "a");
+	profile__free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hot_self_total),
+		cmocka_unit_test(test_hot_by_line),
+		cmocka_unit_test(test_folded),
+		cmocka_unit_test(test_report_json_and_text),
+		cmocka_unit_test(test_stack_frames_cut),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

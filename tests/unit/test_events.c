@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+#include "test_util.h"
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "record/events.h"
+#include "record/proc.h"
+
+static char proc_root[PATH_MAX];
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* A fake /proc with one process whose code maps /usr/bin/true at 0x400000. */
+static int setup_proc(void **state)
+{
+	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+
+	snprintf(proc_root, sizeof(proc_root), "%s", test_path("proc"));
+	mkdir(proc_root, 0755);
+	snprintf(dir, sizeof(dir), "%s/100", proc_root);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/maps", dir);
+	write_file(path, "00400000-00500000 r-xp 00001000 08:01 1234   /usr/bin/true\n"
+			 "00600000-00601000 rw-p 00000000 00:00 0 \n"
+			 "7fff0000-7fff2000 r-xp 00000000 00:00 0   [vdso]\n");
+	snprintf(path, sizeof(path), "%s/cmdline", dir);
+	write_file(path, "true\0--version\0");
+	snprintf(path, sizeof(path), "%s/comm", dir);
+	write_file(path, "true\n");
+	snprintf(path, sizeof(path), "%s/stat", dir);
+	write_file(path, "100 (tr ue) S 77 100 100 0 -1\n");
+	return 0;
+}
+
+struct fixture {
+	struct profile *p;
+	struct proc_tracker *t;
+	struct event_ctx c;
+};
+
+static void fx_init(struct fixture *fx)
+{
+	struct tracker_opts to = { .proc_root = proc_root };
+
+	fx->p = profile__new();
+	fx->t = proc_tracker__new(fx->p, &to);
+	assert_non_null(fx->t);
+	assert_int_equal(events_init(&fx->c, fx->p, fx->t, CG_FP), 0);
+	fx->c.proc_root = proc_root;
+}
+
+static void fx_free(struct fixture *fx)
+{
+	proc_tracker__free(fx->t);
+	profile__free(fx->p);
+}
+
+struct sample_ev {
+	struct ev_sample s;
+	__u64 ips[4];
+};
+
+static void make_sample(struct sample_ev *e, int kn, int un)
+{
+	memset(e, 0, sizeof(*e));
+	e->s.h.kind = EV_SAMPLE;
+	e->s.h.size = sizeof(e->s) + (kn + un) * 8;
+	e->s.h.pid = 100;
+	e->s.h.tid = 101;
+	e->s.h.ts = 5000;
+	e->s.h.flags = SAMPLE_F_USER_REGS;
+	e->s.period = 1001001;
+	e->s.cpu = 1;
+	e->s.kstack_n = kn;
+	e->s.ustack_n = un;
+	memcpy(e->s.comm, "worker-thread", 14);
+}
+
+static void test_sample_fp(void **state)
+{
+	struct fixture fx;
+	struct sample_ev e;
+	const struct stack_node *n;
+	const struct location *l;
+
+	fx_init(&fx);
+	make_sample(&e, 2, 2);
+	e.ips[0] = 0xffffffff81000010ULL; /* kernel leaf */
+	e.ips[1] = 0xffffffff81000020ULL;
+	e.ips[2] = 0x400100; /* user leaf */
+	e.ips[3] = 0x400200; /* return address in the caller */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->samples.n, 1);
+	assert_int_equal(fx.p->samples.v[0].weight, 1001001);
+	assert_int_equal(fx.p->samples.v[0].tid, 101);
+
+	/* Leaf node: the kernel leaf, exact address. */
+	n = &fx.p->stacks.v[fx.p->samples.v[0].stack];
+	assert_int_equal(n->depth, 4);
+	l = &fx.p->locations.v[n->loc];
+	assert_int_equal(fx.p->objects.v[l->object].kind, OBJ_KERNEL);
+	assert_int_equal(l->addr, 0xffffffff81000010ULL);
+	/* Kernel caller: return address - 1. */
+	n = &fx.p->stacks.v[n->parent];
+	assert_int_equal(fx.p->locations.v[n->loc].addr, 0xffffffff8100001fULL);
+	/* User leaf: file offset = pc - start + pgoff. */
+	n = &fx.p->stacks.v[n->parent];
+	l = &fx.p->locations.v[n->loc];
+	assert_int_equal(fx.p->objects.v[l->object].kind, OBJ_ELF);
+	assert_string_equal(profile__str(fx.p, fx.p->objects.v[l->object].path), "/usr/bin/true");
+	assert_int_equal(l->addr, 0x1100);
+	n = &fx.p->stacks.v[n->parent];
+	assert_int_equal(fx.p->locations.v[n->loc].addr, 0x11ff);
+	assert_int_equal(n->parent, 0);
+
+	/* Thread name from the sample, process info from /proc. */
+	assert_string_equal(profile__str(fx.p, profile__thread(fx.p, 100, 101, false)->comm),
+			    "worker-thread");
+	assert_string_equal(profile__str(fx.p, profile__proc(fx.p, 100, false)->cmdline),
+			    "true --version");
+	assert_int_equal(profile__proc(fx.p, 100, false)->ppid, 77);
+	/* The same stack again is the same node. */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->samples.v[1].stack, fx.p->samples.v[0].stack);
+	fx_free(&fx);
+}
+
+static void test_sample_unmapped_and_vdso(void **state)
+{
+	struct fixture fx;
+	struct sample_ev e;
+	const struct location *l;
+
+	fx_init(&fx);
+	make_sample(&e, 0, 2);
+	e.ips[0] = 0x7fff0100; /* vdso */
+	e.ips[1] = 0x12345678; /* nowhere */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	l = &fx.p->locations.v[fx.p->stacks.v[fx.p->samples.v[0].stack].loc];
+	assert_int_equal(fx.p->objects.v[l->object].kind, OBJ_VDSO);
+	assert_int_equal(l->addr, 0x100);
+	assert_int_equal(fx.p->stats[STAT_UNMAPPED_ADDR], 1);
+	fx_free(&fx);
+}
+
+static void test_truncated_and_malformed(void **state)
+{
+	struct fixture fx;
+	struct sample_ev e;
+	uint32_t node, root;
+
+	fx_init(&fx);
+	make_sample(&e, 0, 1);
+	e.ips[0] = 0x400100;
+	e.s.ustack_err = -14;
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	node = fx.p->samples.v[0].stack;
+	root = fx.p->stacks.v[node].parent;
+	assert_int_equal(fx.p->objects.v[fx.p->locations.v[fx.p->stacks.v[root].loc].object].kind,
+			 OBJ_SPECIAL);
+	assert_int_equal(fx.p->stats[STAT_USTACK_ERR], 1);
+
+	/* Claims more ips than it carries: counted, never read. */
+	make_sample(&e, 2, 2);
+	e.s.h.size = sizeof(e.s) + 8;
+	assert_int_equal(events_handle(&fx.c, &e, sizeof(e)), 0);
+	e.s.h.size = 10;
+	assert_int_equal(events_handle(&fx.c, &e, 10), 0);
+	assert_int_equal(fx.p->stats[STAT_DECODE_ERR], 2);
+	assert_int_equal(fx.p->samples.n, 1);
+	fx_free(&fx);
+}
+
+static void exit_cb(void *arg, uint32_t pid, int32_t status)
+{
+	*(uint32_t *)arg = pid;
+}
+
+static void test_process_events(void **state)
+{
+	struct fixture fx;
+	struct ev_fork f = { .h = { sizeof(f), EV_FORK, 0, 200, 200, 10 }, .ppid = 100 };
+	struct ev_exit x = { .h = { sizeof(x), EV_EXIT, 0, 200, 200, 20 }, .exit_code = 3 << 8 };
+	uint32_t exited = 0;
+
+	fx_init(&fx);
+	fx.c.on_exit = exit_cb;
+	fx.c.arg = &exited;
+	memcpy(f.comm, "child", 6);
+	assert_int_equal(events_handle(&fx.c, &f, sizeof(f)), 0);
+	assert_int_equal(profile__proc(fx.p, 200, false)->ppid, 100);
+	assert_string_equal(profile__str(fx.p, profile__proc(fx.p, 200, false)->comm), "child");
+	assert_int_equal(events_handle(&fx.c, &x, sizeof(x)), 0);
+	assert_int_equal(profile__proc(fx.p, 200, false)->exit_ts, 20);
+	assert_int_equal(profile__proc(fx.p, 200, false)->exit_code, 3 << 8);
+	assert_int_equal(exited, 200);
+	fx_free(&fx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sample_fp),
+		cmocka_unit_test(test_sample_unmapped_and_vdso),
+		cmocka_unit_test(test_truncated_and_malformed),
+		cmocka_unit_test(test_process_events),
+	};
+
+	return cmocka_run_group_tests(tests, setup_proc, NULL);
+}

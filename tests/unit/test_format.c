@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+#include "test_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "format/format.h"
+
+static struct profile *make_profile(void)
+{
+	struct profile *p = profile__new();
+	uint32_t a, b, c, k;
+	int64_t kobj;
+	struct process *pr;
+	struct mapping m = { .pid = 42, .start = 0x400000, .end = 0x500000, .pgoff = 0x1000,
+			     .object = 1, .ts = 5 };
+
+	assert_non_null(p);
+	a = test_loc(p, "/usr/bin/app", "main", NULL, 0x10);
+	b = test_loc(p, "/usr/bin/app", "compute", "helper_inlined", 0x20);
+	c = test_loc(p, "/lib/libm.so.6", "std::vector<int>::push_back", NULL, 0x30);
+	kobj = profile__object(p, OBJ_KERNEL, "[kernel.kallsyms]", "", 0);
+	k = profile__location(p, kobj, 0xffffffff81000000ULL);
+	test_samples(p, 42, 42, "app", 5, (uint32_t[]){ a, b }, 2);
+	test_samples(p, 42, 43, "worker", 3, (uint32_t[]){ a, c, k }, 3);
+	pr = profile__proc(p, 42, true);
+	pr->comm = profile__intern(p, "app");
+	pr->cmdline = profile__intern(p, "app --fast");
+	pr->exit_code = -9;
+	pr->start_ts = 1;
+	pr->exit_ts = 99;
+	profile__add_mapping(p, &m);
+	profile__set_meta(p, "command", "app --fast");
+	profile__set_meta(p, "sample_rate", "999");
+	p->stats[STAT_SAMPLES_LOST] = 7;
+	return p;
+}
+
+static void assert_same(const struct profile *a, const struct profile *b, bool symbols)
+{
+	assert_int_equal(a->samples.n, b->samples.n);
+	for (size_t i = 0; i < a->samples.n; i++)
+		assert_memory_equal(&a->samples.v[i], &b->samples.v[i], sizeof(struct sample));
+	assert_int_equal(a->stacks.n, b->stacks.n);
+	for (size_t i = 1; i < a->stacks.n; i++) {
+		assert_int_equal(a->stacks.v[i].parent, b->stacks.v[i].parent);
+		assert_int_equal(a->stacks.v[i].loc, b->stacks.v[i].loc);
+		assert_int_equal(a->stacks.v[i].depth, b->stacks.v[i].depth);
+	}
+	assert_int_equal(a->locations.n, b->locations.n);
+	for (size_t i = 1; i < a->locations.n; i++) {
+		uint32_t na, nb;
+		const struct frame *fa = profile__loc_frames(a, i, &na);
+		const struct frame *fb = profile__loc_frames(b, i, &nb);
+
+		assert_int_equal(a->locations.v[i].addr, b->locations.v[i].addr);
+		if (!symbols)
+			continue;
+		assert_int_equal(na, nb);
+		for (uint32_t k = 0; k < na; k++) {
+			assert_string_equal(profile__str(a, fa[k].name), profile__str(b, fb[k].name));
+			assert_string_equal(profile__str(a, fa[k].file), profile__str(b, fb[k].file));
+			assert_int_equal(fa[k].line, fb[k].line);
+			assert_int_equal(fa[k].inlined, fb[k].inlined);
+		}
+	}
+	assert_int_equal(a->procs.n, b->procs.n);
+	assert_int_equal(a->threads.n, b->threads.n);
+	assert_int_equal(a->mappings.n, b->mappings.n);
+	assert_string_equal(profile__meta(b, "command"), "app --fast");
+	assert_int_equal(b->stats[STAT_SAMPLES_LOST], 7);
+	assert_int_equal(profile__proc((struct profile *)b, 42, false)->exit_code, -9);
+}
+
+static void test_round_trip(void **state)
+{
+	struct profile *p = make_profile(), *q = NULL;
+	const char *path = test_path("rt.eprof");
+	struct eprof_writer *w = eprof_writer__open(path);
+	struct read_info info;
+	struct stat st;
+
+	assert_non_null(w);
+	assert_int_equal(eprof_writer__finish(w, p), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	assert_true(info.complete);
+	assert_true(info.has_symbols);
+	assert_int_equal(info.bytes_lost, 0);
+	assert_same(p, q, true);
+	profile__free(p);
+	profile__free(q);
+}
+
+/* Three flushes with samples dropped from memory in between, as record does. */
+static struct profile *write_chunks(const char *path, bool finish)
+{
+	struct profile *p = make_profile(), *all = make_profile();
+	struct eprof_writer *w = eprof_writer__open(path);
+	uint32_t a = test_loc(p, "/usr/bin/app", "main", NULL, 0x10);
+
+	assert_non_null(w);
+	for (int round = 0; round < 3; round++) {
+		uint32_t l = test_loc(p, "/usr/bin/app", "round", NULL, 0x100 + round);
+		uint32_t la = test_loc(all, "/usr/bin/app", "round", NULL, 0x100 + round);
+
+		if (round) {
+			test_samples(p, 42, 42, "app", 10, (uint32_t[]){ a, l }, 2);
+			test_samples(all, 42, 42, "app", 10, (uint32_t[]){ a, la }, 2);
+		}
+		assert_int_equal(eprof_writer__flush(w, p), 0);
+		eprof_writer__forget_samples(w, p);
+	}
+	if (finish)
+		assert_int_equal(eprof_writer__finish(w, p), 0);
+	else
+		eprof_writer__abort(w);
+	profile__free(p);
+	return all;
+}
+
+static void test_chunks_and_forget(void **state)
+{
+	const char *path = test_path("chunks.eprof");
+	struct profile *want = write_chunks(path, true), *q = NULL;
+	struct read_info info;
+
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	assert_int_equal(q->samples.n, want->samples.n);
+	assert_int_equal(q->samples.n, 8 + 20);
+	profile__free(q);
+	profile__free(want);
+}
+
+static void test_killed_recorder(void **state)
+{
+	const char *path = test_path("killed.eprof");
+	struct profile *want = write_chunks(path, false), *q = NULL;
+	struct read_info info;
+	struct stat st;
+
+	/* No END chunk: everything flushed is there, symbols are not. */
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	assert_false(info.complete);
+	assert_false(info.has_symbols);
+	assert_int_equal(q->samples.n, want->samples.n);
+	profile__free(q);
+
+	/* Cut mid-chunk: the last chunk is lost, the earlier ones open. */
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(truncate(path, st.st_size - 10), 0);
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	assert_false(info.complete);
+	assert_true(info.bytes_lost > 0);
+	assert_int_equal(info.chunks, 2);
+	assert_int_equal(q->samples.n, 8 + 10);
+	profile__free(q);
+	profile__free(want);
+}
+
+static void test_corrupt(void **state)
+{
+	const char *path = test_path("corrupt.eprof");
+	struct profile *want = write_chunks(path, true), *q = NULL;
+	struct read_info info;
+	int fd = open(path, O_RDWR);
+	char c;
+
+	assert_true(fd >= 0);
+	/* A byte inside the first chunk's payload: its CRC no longer matches. */
+	assert_int_equal(pread(fd, &c, 1, EPROF_HEADER_SIZE + EPROF_CHUNK_HDR_SIZE + 5), 1);
+	c ^= 0x5a;
+	assert_int_equal(pwrite(fd, &c, 1, EPROF_HEADER_SIZE + EPROF_CHUNK_HDR_SIZE + 5), 1);
+	close(fd);
+	assert_true(eprof_read_file(path, &q, &info) < 0);
+	assert_null(q);
+	assert_non_null(strstr(info.error, "corrupt chunk 1"));
+	profile__free(want);
+}
+
+static void test_garbage_inputs(void **state)
+{
+	struct profile *q = NULL;
+	struct read_info info;
+	unsigned char junk[4096];
+	const char *empty = test_path("empty.eprof");
+
+	assert_true(eprof_read_mem("hello", 5, &q, &info) < 0);
+	assert_non_null(strstr(info.error, "not an eprof"));
+	srand(1);
+	for (int round = 0; round < 200; round++) {
+		for (size_t i = 0; i < sizeof(junk); i++)
+			junk[i] = rand();
+		memcpy(junk, EPROF_FILE_MAGIC, 8);
+		junk[8] = EPROF_FILE_VERSION;
+		junk[9] = junk[10] = junk[11] = 0;
+		if (eprof_read_mem(junk, sizeof(junk), &q, &info) == 0)
+			profile__free(q); /* random bytes read as a cut-off header: fine, no crash */
+	}
+	close(open(empty, O_CREAT | O_WRONLY, 0600));
+	assert_true(eprof_read_file(empty, &q, &info) < 0);
+	assert_true(eprof_read_file(test_path("missing.eprof"), &q, &info) < 0);
+}
+
+/* Bytes with a valid CRC but an id pointing past its table must be refused. */
+static void test_hostile_ids(void **state)
+{
+	struct profile *p = profile__new(), *q = NULL;
+	const char *path = test_path("ids.eprof");
+	struct eprof_writer *w = eprof_writer__open(path);
+	struct read_info info;
+	struct sample s = { .ts = 1, .pid = 1, .tid = 1, .stack = 12345, .weight = 1 };
+
+	profile__add_sample(p, &s);
+	assert_int_equal(eprof_writer__finish(w, p), 0);
+	assert_true(eprof_read_file(path, &q, &info) < 0);
+	assert_non_null(strstr(info.error, "corrupt"));
+	profile__free(p);
+}
+
+static void test_writer_refuses_symlink_and_foreign_file(void **state)
+{
+	const char *link = test_path("link.eprof"), *victim = test_path("victim"),
+		   *foreign = test_path("foreign.eprof");
+	int fd = open(victim, O_CREAT | O_WRONLY, 0644);
+
+	close(fd);
+	unlink(link);
+	assert_int_equal(symlink(victim, link), 0);
+	assert_null(eprof_writer__open(link));
+	if (geteuid() == 0) {
+		fd = open(foreign, O_CREAT | O_WRONLY, 0644);
+		close(fd);
+		assert_int_equal(chown(foreign, 65534, 65534), 0);
+		assert_null(eprof_writer__open(foreign));
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_chunks_and_forget),
+		cmocka_unit_test(test_killed_recorder),
+		cmocka_unit_test(test_corrupt),
+		cmocka_unit_test(test_garbage_inputs),
+		cmocka_unit_test(test_hostile_ids),
+		cmocka_unit_test(test_writer_refuses_symlink_and_foreign_file),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
