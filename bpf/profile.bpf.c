@@ -45,9 +45,13 @@ struct sample_buf {
 	__u8 user[EPROF_MAX_SNAPSHOT > EPROF_MAX_STACK * 8 ? EPROF_MAX_SNAPSHOT : EPROF_MAX_STACK * 8];
 };
 
+/*
+ * One sample buffer per CPU. Not a per-CPU map: those cap values at 32 KB.
+ * perf-event programs are not preempted, so indexing by CPU is safe.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* set to the number of possible CPUs */
 	__type(key, __u32);
 	__type(value, struct sample_buf);
 } scratch SEC(".maps");
@@ -73,8 +77,7 @@ static __always_inline bool is_target(__u32 pid)
  */
 static __always_inline __u32 copy_user_stack(struct sample_buf *b, __u32 kbytes, __u64 sp)
 {
-	__u32 want = snapshot_bytes, off = 0, chunk;
-	__u64 addr = sp;
+	__u64 want = snapshot_bytes, off = 0, chunk, pos, addr = sp;
 
 	if (want > EPROF_MAX_SNAPSHOT)
 		want = EPROF_MAX_SNAPSHOT;
@@ -82,15 +85,15 @@ static __always_inline __u32 copy_user_stack(struct sample_buf *b, __u32 kbytes,
 		return 0;
 	chunk = 4096 - (sp & 4095);
 	for (int i = 0; i < EPROF_MAX_SNAPSHOT / 4096 + 1; i++) {
-		__u32 pos;
-
 		if (off >= want)
 			break;
 		if (chunk > want - off)
 			chunk = want - off;
-		if (off > EPROF_MAX_SNAPSHOT - 4096 || chunk == 0 || chunk > 4096)
-			break;
 		pos = kbytes + off;
+		/* Bounds the verifier can follow: 1 <= chunk <= 4096, pos + chunk inside the buffer. */
+		asm volatile("" : "+r"(chunk), "+r"(pos));
+		if (chunk < 1 || chunk > 4096)
+			break;
 		if (pos > EPROF_MAX_STACK * 8 + EPROF_MAX_SNAPSHOT - 4096)
 			break;
 		if (bpf_probe_read_user((__u8 *)b->ips + pos, chunk, (void *)addr))
@@ -108,7 +111,7 @@ SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32, tid = (__u32)id, zero = 0, kbytes = 0, ubytes = 0, size;
+	__u32 pid = id >> 32, tid = (__u32)id, cpu, kbytes = 0, ubytes = 0, size;
 	struct task_struct *task;
 	struct sample_buf *b;
 	struct pt_regs *uregs;
@@ -117,7 +120,8 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	if (!is_target(pid) || tid == 0)
 		return 0;
 	stat_inc(BSTAT_SAMPLES);
-	b = bpf_map_lookup_elem(&scratch, &zero);
+	cpu = bpf_get_smp_processor_id();
+	b = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!b)
 		return 0;
 
@@ -127,7 +131,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	b->s.h.tid = tid;
 	b->s.h.ts = bpf_ktime_get_ns();
 	b->s.period = ctx->sample_period;
-	b->s.cpu = bpf_get_smp_processor_id();
+	b->s.cpu = cpu;
 	b->s.kstack_err = 0;
 	b->s.ustack_err = 0;
 	b->s.stack_len = 0;
@@ -135,7 +139,8 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	b->s.user_ip = b->s.user_sp = b->s.user_bp = 0;
 	bpf_get_current_comm(b->s.comm, sizeof(b->s.comm));
 
-	if (want_kernel && !(ctx->regs.cs & 3)) {
+	/* Kernel mode: the interrupted ip is a kernel address (top half of the address space). */
+	if (want_kernel && (__s64)PT_REGS_IP(&ctx->regs) < 0) {
 		b->s.h.flags |= SAMPLE_F_IN_KERNEL;
 		n = bpf_get_stack(ctx, b->ips, EPROF_MAX_STACK * 8, 0);
 		if (n < 0) {
@@ -178,9 +183,11 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	b->s.ustack_n = ubytes / 8;
 
 	size = sizeof(struct ev_sample) + kbytes + ubytes + b->s.stack_len;
-	if (size > sizeof(*b))
-		size = sizeof(*b);
 	b->s.h.size = size;
+	/* Keep the compiler from folding the bound away: the verifier must see it on this register. */
+	asm volatile("" : "+r"(size));
+	if (size > sizeof(*b))
+		return 0;
 	if (bpf_ringbuf_output(&events, b, size, 0))
 		stat_inc(BSTAT_RB_FULL);
 	return 0;

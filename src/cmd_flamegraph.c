@@ -117,7 +117,8 @@ static int build_fg_input(const struct profile *p, const struct flamegraph_cli *
 			  char ***labels_out, size_t *nlabels)
 {
 	const struct frame **tmp = malloc(FG_MAX_DEPTH * sizeof(*tmp));
-	struct collapsed *c = NULL;
+	struct collapsed_set cs = { 0 };
+	struct collapsed *c;
 	struct fg_frame *frames = NULL;
 	struct fg_stack *st = NULL;
 	size_t n = 0, total = 0, pos = 0;
@@ -125,12 +126,14 @@ static int build_fg_input(const struct profile *p, const struct flamegraph_cli *
 	size_t nl = 0;
 	int err = -ENOMEM;
 
-	if (!tmp || collapse_stacks(p, &o->filter, &c, &n))
+	if (!tmp || collapse_stacks(p, &o->filter, o->lines, &cs))
 		goto out;
+	c = cs.v;
+	n = cs.n;
 	for (size_t i = 0; i < n; i++) {
 		size_t t;
 
-		stack_frames(p, c[i].node, tmp, 0, &t);
+		collapsed_frames(&cs, p, c[i].node, tmp, 0, &t);
 		total += (t < FG_MAX_DEPTH ? t : FG_MAX_DEPTH) + 1;
 	}
 	st = calloc(n ? n : 1, sizeof(*st));
@@ -139,7 +142,7 @@ static int build_fg_input(const struct profile *p, const struct flamegraph_cli *
 	if (!st || !frames || (o->lines && !labels))
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		size_t nf = stack_frames(p, c[i].node, tmp, FG_MAX_DEPTH, NULL);
+		size_t nf = collapsed_frames(&cs, p, c[i].node, tmp, FG_MAX_DEPTH, NULL);
 
 		st[i].frames = &frames[pos];
 		st[i].weight = o->weight_ns ? c[i].weight : c[i].samples;
@@ -176,7 +179,7 @@ out:
 	free(labels);
 	free(st);
 	free(frames);
-	free(c);
+	collapsed_set__free(&cs);
 	free(tmp);
 	return err;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "stacks.h"
 
@@ -13,52 +14,163 @@ static int cmp_collapsed(const void *a, const void *b)
 	return x->node < y->node ? -1 : x->node > y->node;
 }
 
-int collapse_stacks(const struct profile *p, const struct sample_filter *f, struct collapsed **out,
-		    size_t *n)
-{
-	struct hmap *idx = hmap__new(4096);
-	struct collapsed *v = NULL;
-	size_t cnt = 0, cap = 0;
+struct trie_builder {
+	const struct profile *p;
+	bool lines;
+	struct collapsed_set *c;
+	struct hmap *idx;     /* (parent << 32 | name, module << 32 | fileline) -> node */
+	struct hmap *fileline; /* (file, line) -> small id */
+	uint32_t *of_stack;   /* address stack node -> symbolic node, 0 = not yet */
+	size_t cap;
+};
 
-	if (!idx)
+static int64_t trie_child(struct trie_builder *b, uint32_t parent, uint32_t frame)
+{
+	const struct frame *f = &b->p->frames.v[frame];
+	uint64_t fl = 0, id;
+
+	if (b->lines && (f->file || f->line)) {
+		if (!hmap__get(b->fileline, f->file, f->line, &fl)) {
+			fl = hmap__count(b->fileline) + 1;
+			if (hmap__put(b->fileline, f->file, f->line, fl))
+				return -ENOMEM;
+		}
+	}
+	if (hmap__get(b->idx, (uint64_t)parent << 32 | f->name, (uint64_t)f->module << 32 | fl, &id))
+		return id;
+	if (b->c->nnodes == b->cap) {
+		size_t ncap = b->cap * 2;
+		struct sym_node *nn = realloc(b->c->nodes, ncap * sizeof(*nn));
+
+		if (!nn)
+			return -ENOMEM;
+		b->c->nodes = nn;
+		b->cap = ncap;
+	}
+	id = b->c->nnodes++;
+	b->c->nodes[id] = (struct sym_node){ parent, frame };
+	if (hmap__put(b->idx, (uint64_t)parent << 32 | f->name, (uint64_t)f->module << 32 | fl, id))
 		return -ENOMEM;
+	return id;
+}
+
+/* Symbolic node of an address stack node; parents first, memoized. */
+static int64_t trie_of_stack(struct trie_builder *b, uint32_t node)
+{
+	uint32_t chain[1024], n = 0;
+	int64_t sn = 0;
+
+	if (!node)
+		return 0;
+	/* Walk up to the nearest mapped ancestor without recursion. */
+	for (uint32_t s = node; s && !b->of_stack[s] && n < 1024; s = b->p->stacks.v[s].parent)
+		chain[n++] = s;
+	if (n && b->p->stacks.v[chain[n - 1]].parent)
+		sn = b->of_stack[b->p->stacks.v[chain[n - 1]].parent];
+	if (!n)
+		return b->of_stack[node];
+	while (n--) {
+		uint32_t nf, loc = b->p->stacks.v[chain[n]].loc;
+		const struct location *l = &b->p->locations.v[loc];
+
+		profile__loc_frames(b->p, loc, &nf);
+		/* A location's frames are leaf first: the outer (real) function comes first here. */
+		for (uint32_t k = nf; k-- > 0;) {
+			sn = trie_child(b, (uint32_t)sn, l->frame_first + k);
+			if (sn < 0)
+				return sn;
+		}
+		b->of_stack[chain[n]] = (uint32_t)sn;
+	}
+	return sn;
+}
+
+int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool lines,
+		    struct collapsed_set *out)
+{
+	struct trie_builder b = { .p = p, .lines = lines, .c = out, .cap = 1024 };
+	struct hmap *groups = hmap__new(4096);
+	size_t cap = 0;
+	int err = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	b.idx = hmap__new(4096);
+	b.fileline = hmap__new(256);
+	b.of_stack = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(uint32_t));
+	out->nodes = malloc(b.cap * sizeof(*out->nodes));
+	if (!groups || !b.idx || !b.fileline || !b.of_stack || !out->nodes)
+		goto out;
+	out->nnodes = 1;
+	out->nodes[0] = (struct sym_node){ 0, 0 };
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const struct sample *s = &p->samples.v[i];
 		const struct thread *t;
 		uint32_t comm = 0;
+		int64_t sn;
 		uint64_t k;
 
-		if (!sample_filter__match(f, s))
+		if (!sample_filter__match(f, s) || s->stack >= p->stacks.n)
 			continue;
+		sn = trie_of_stack(&b, s->stack);
+		if (sn < 0)
+			goto out;
 		t = profile__thread((struct profile *)p, s->pid, s->tid, false);
 		if (t)
 			comm = t->comm;
-		if (!hmap__get(idx, comm, s->stack, &k)) {
-			if (cnt == cap) {
-				struct collapsed *nv = realloc(v, (cap = cap ? cap * 2 : 1024) * sizeof(*nv));
+		if (!hmap__get(groups, comm, sn, &k)) {
+			if (out->n == cap) {
+				struct collapsed *nv = realloc(out->v, (cap = cap ? cap * 2 : 1024) * sizeof(*nv));
 
 				if (!nv)
-					goto nomem;
-				v = nv;
+					goto out;
+				out->v = nv;
 			}
-			v[cnt] = (struct collapsed){ .comm = comm, .node = s->stack };
-			k = cnt++;
-			if (hmap__put(idx, comm, s->stack, k))
-				goto nomem;
+			out->v[out->n] = (struct collapsed){ .comm = comm, .node = sn };
+			k = out->n++;
+			if (hmap__put(groups, comm, sn, k))
+				goto out;
 		}
-		v[k].samples++;
-		v[k].weight += s->weight;
+		out->v[k].samples++;
+		out->v[k].weight += s->weight;
 	}
-	hmap__free(idx);
-	if (cnt)
-		qsort(v, cnt, sizeof(*v), cmp_collapsed);
-	*out = v;
-	*n = cnt;
-	return 0;
-nomem:
-	hmap__free(idx);
-	free(v);
-	return -ENOMEM;
+	if (out->n)
+		qsort(out->v, out->n, sizeof(*out->v), cmp_collapsed);
+	err = 0;
+out:
+	hmap__free(groups);
+	hmap__free(b.idx);
+	hmap__free(b.fileline);
+	free(b.of_stack);
+	if (err)
+		collapsed_set__free(out);
+	return err;
+}
+
+void collapsed_set__free(struct collapsed_set *c)
+{
+	free(c->v);
+	free(c->nodes);
+	memset(c, 0, sizeof(*c));
+}
+
+size_t collapsed_frames(const struct collapsed_set *c, const struct profile *p, uint32_t node,
+			const struct frame **out, size_t max, size_t *total)
+{
+	size_t n = 0, skip, i;
+
+	for (uint32_t s = node; s; s = c->nodes[s].parent)
+		n++;
+	if (total)
+		*total = n;
+	/* Keep the leaf side when max is short: drop `skip` frames at the root. */
+	skip = n > max ? n - max : 0;
+	i = n;
+	for (uint32_t s = node; s; s = c->nodes[s].parent) {
+		i--;
+		if (i >= skip)
+			out[i - skip] = &p->frames.v[c->nodes[s].frame];
+	}
+	return n - skip;
 }
 
 size_t stack_frames(const struct profile *p, uint32_t node, const struct frame **out, size_t max,

@@ -1,28 +1,50 @@
 /* SPDX-License-Identifier: MIT */
-/* Stacks as users see them: per (thread name, stack) totals, frames root first. */
+/*
+ * Stacks as users see them. Samples point at address stacks; two addresses in
+ * one function are one frame to a user, so stacks are re-keyed into a
+ * symbolic trie (function name, module, and with `lines` file:line) and
+ * grouped per (thread name, symbolic stack).
+ */
 #ifndef EPROF_STACKS_H
 #define EPROF_STACKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hot.h"
 
+struct sym_node {
+	uint32_t parent; /* 0 = root level */
+	uint32_t frame;	 /* index into profile.frames: a representative frame */
+};
+
 struct collapsed {
 	uint32_t comm; /* thread name string id */
-	uint32_t node; /* leaf stack node */
+	uint32_t node; /* leaf symbolic node */
 	uint64_t samples, weight;
 };
 
-/* Groups samples by (thread name, stack), sorted by name then node. */
-int collapse_stacks(const struct profile *p, const struct sample_filter *f, struct collapsed **out,
-		    size_t *n);
+struct collapsed_set {
+	struct collapsed *v;
+	size_t n;
+	struct sym_node *nodes; /* symbolic trie, node 0 unused */
+	size_t nnodes;
+};
+
+/* Groups samples by (thread name, symbolic stack), sorted by name then node. */
+int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool lines,
+		    struct collapsed_set *out);
+void collapsed_set__free(struct collapsed_set *c);
 
 /*
- * Frames of a stack node, ROOT first, inline frames expanded (outer before
- * inner). Returns the number of frames written (at most max); *total gets
- * the full count so callers can size a buffer.
+ * Frames of a symbolic node, ROOT first. Returns how many were written (at
+ * most max, the leaf side kept); *total gets the full depth.
  */
+size_t collapsed_frames(const struct collapsed_set *c, const struct profile *p, uint32_t node,
+			const struct frame **out, size_t max, size_t *total);
+
+/* Frames of an address stack node, ROOT first, inline frames expanded (outer before inner). */
 size_t stack_frames(const struct profile *p, uint32_t node, const struct frame **out, size_t max,
 		    size_t *total);
 

@@ -274,22 +274,33 @@ static void set_error(struct read_info *info, const char *fmt, ...)
 /* Returns 0, 1 when the chunk is cut off (end of usable data), or -errno. */
 static int read_chunk(struct rbuf *r, struct profile *p, struct read_info *info, uint8_t **zout)
 {
-	uint32_t magic = rbuf_u32le(r), type = rbuf_u32le(r), raw_len = rbuf_u32le(r);
-	uint32_t zlen = rbuf_u32le(r), crc = rbuf_u32le(r);
-	uLongf out_len = raw_len;
+	uint32_t magic, type, raw_len, zlen, crc;
+	uLongf out_len;
 	int err;
 
+	if (rbuf_left(r) < EPROF_CHUNK_HDR_SIZE)
+		return 1; /* the writer was stopped inside a chunk header */
+	magic = rbuf_u32le(r);
+	type = rbuf_u32le(r);
+	raw_len = rbuf_u32le(r);
+	zlen = rbuf_u32le(r);
+	crc = rbuf_u32le(r);
 	rbuf_u32le(r);
-	if (!r->ok || zlen > rbuf_left(r))
-		return 1; /* header or payload incomplete: the writer was stopped mid-chunk */
 	if (magic != EPROF_CHUNK_MAGIC || type < CHUNK_DATA || type > CHUNK_END ||
 	    raw_len > EPROF_CHUNK_MAX)
 		return -EBADMSG;
+	if (zlen > rbuf_left(r))
+		return 1; /* payload cut off */
+	out_len = raw_len;
 	if (crc32(0, r->p, zlen) != crc)
 		return -EBADMSG;
-	*zout = realloc(*zout, raw_len ? raw_len : 1);
-	if (!*zout)
-		return -ENOMEM;
+	{
+		uint8_t *nz = realloc(*zout, raw_len ? raw_len : 1);
+
+		if (!nz)
+			return -ENOMEM;
+		*zout = nz;
+	}
 	if (uncompress(*zout, &out_len, r->p, zlen) != Z_OK || out_len != raw_len)
 		return -EBADMSG;
 	r->p += zlen;

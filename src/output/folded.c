@@ -42,19 +42,18 @@ static void write_label(struct sink *out, const char *s)
 int folded_write(struct sink *out, const struct profile *p, const struct folded_opts *o)
 {
 	const struct frame **frames = malloc(MAX_DEPTH * sizeof(*frames));
-	struct collapsed *c = NULL;
+	struct collapsed_set c;
 	char buf[1024];
-	size_t n = 0;
 	int err;
 
 	if (!frames)
 		return -ENOMEM;
-	err = collapse_stacks(p, &o->filter, &c, &n);
+	err = collapse_stacks(p, &o->filter, o->lines, &c);
 	if (err)
 		goto out;
-	for (size_t i = 0; i < n && !out->err; i++) {
-		size_t nf = stack_frames(p, c[i].node, frames, MAX_DEPTH, NULL);
-		const char *comm = profile__str(p, c[i].comm);
+	for (size_t i = 0; i < c.n && !out->err; i++) {
+		size_t nf = collapsed_frames(&c, p, c.v[i].node, frames, MAX_DEPTH, NULL);
+		const char *comm = profile__str(p, c.v[i].comm);
 
 		if (!o->no_comm)
 			write_label(out, *comm ? comm : "[unknown]");
@@ -65,11 +64,11 @@ int folded_write(struct sink *out, const struct profile *p, const struct folded_
 		}
 		if (!nf && o->no_comm)
 			sink_puts(out, "[no stack]");
-		sink_printf(out, " %" PRIu64 "\n", o->weight_ns ? c[i].weight : c[i].samples);
+		sink_printf(out, " %" PRIu64 "\n", o->weight_ns ? c.v[i].weight : c.v[i].samples);
 	}
 	err = out->err;
+	collapsed_set__free(&c);
 out:
-	free(c);
 	free(frames);
 	return err;
 }

@@ -73,14 +73,11 @@ static void on_signal(int sig)
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	char buf[1024];
-
-	if ((level == LIBBPF_DEBUG && log_get_level() < LOG_DEBUG) ||
-	    (level == LIBBPF_INFO && log_get_level() < LOG_INFO) || log_get_level() < LOG_INFO)
+	/* libbpf's messages (the verifier log above all) are long: pass them through whole. */
+	if ((level == LIBBPF_DEBUG && log_get_level() < LOG_DEBUG) || log_get_level() < LOG_INFO)
 		return 0;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	log_msg(level == LIBBPF_WARN ? LOG_WARN : LOG_DEBUG, "libbpf: %s", buf);
-	return 0;
+	fputs("eprof: libbpf: ", stderr);
+	return vfprintf(stderr, fmt, ap);
 }
 
 static int check_environment(void)
@@ -222,6 +219,7 @@ static int load_bpf(struct session *s)
 	skel->rodata->snapshot_bytes = s->o->callgraph == CG_FP ? 0 : s->o->snapshot_bytes;
 	bpf_map__set_max_entries(skel->maps.events, (uint32_t)s->o->ringbuf_mb << 20);
 	bpf_map__set_max_entries(skel->maps.targets, 65536);
+	bpf_map__set_max_entries(skel->maps.scratch, libbpf_num_possible_cpus());
 	err = profile_bpf__load(skel);
 	if (err) {
 		if (err == -EPERM || err == -EACCES)

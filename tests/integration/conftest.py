@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: MIT
+"""Shared fixtures for eprof's integration tests: real BPF, real programs, as root."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def eprof_bin():
+    path = os.environ.get("EPROF_BIN", os.path.join(ROOT, "build", "eprof"))
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"eprof binary not found at {path}: build first (tools/build)")
+    return path
+
+
+def bpf_unavailable_reason():
+    if os.geteuid() != 0:
+        return "not root (need CAP_BPF and CAP_PERFMON)"
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        return "kernel without BTF"
+    return None
+
+
+@pytest.fixture(scope="session")
+def eprof():
+    return eprof_bin()
+
+
+@pytest.fixture(scope="session")
+def need_bpf():
+    reason = bpf_unavailable_reason()
+    if reason:
+        print(f"skipped: {reason}", file=sys.stderr)
+        pytest.skip(f"skipped: {reason}")
+
+
+@pytest.fixture(scope="session")
+def bins(tmp_path_factory):
+    """Builds the fixture programs once per session, with and without frame pointers."""
+    out = tmp_path_factory.mktemp("fixtures")
+    built = {}
+    variants = {
+        "fp": ["-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"],
+        "nofp": ["-O2", "-g", "-fomit-frame-pointer", "-fno-optimize-sibling-calls"],
+    }
+    for src in ("hot3", "forkexec", "syscalls"):
+        for var, flags in variants.items():
+            exe = out / f"{src}-{var}"
+            subprocess.run(["cc", *flags, "-o", str(exe), os.path.join(FIXTURES, src + ".c")],
+                           check=True)
+            built[f"{src}-{var}"] = str(exe)
+    return built
+
+
+class Eprof:
+    def __init__(self, binary, workdir):
+        self.bin = binary
+        self.dir = workdir
+
+    def run(self, *args, check=True, timeout=120, **kw):
+        r = subprocess.run([self.bin, *args], cwd=self.dir, capture_output=True, text=True,
+                           timeout=timeout, **kw)
+        if check and r.returncode != 0:
+            raise AssertionError(f"eprof {' '.join(args)} exited {r.returncode}:\n{r.stderr}")
+        return r
+
+    def report_json(self, data="eprof.data", *extra):
+        r = self.run("report", data, "--json", "--limit", "0", *extra)
+        return json.loads(r.stdout)
+
+    def folded(self, data="eprof.data", *extra):
+        r = self.run("flamegraph", data, "--folded", *extra)
+        out = []
+        for line in r.stdout.splitlines():
+            stack, _, count = line.rpartition(" ")
+            out.append((stack.split(";"), int(count)))
+        return out
+
+
+@pytest.fixture
+def ep(eprof, tmp_path):
+    return Eprof(eprof, str(tmp_path))
+
+
+def func_pct(report, name):
+    """self % of a function (0 when absent)."""
+    for f in report["functions"]:
+        if f["name"] == name:
+            return f["self_pct"]
+    return 0.0
+

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: MIT
+"""eprof record end to end: real BPF sampling of fixture programs, then report/flamegraph."""
+import json
+import os
+import signal
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import func_pct
+
+pytestmark = pytest.mark.usefixtures("need_bpf")
+
+CHAIN = ["main", "run_phases", "stage_one", "stage_two"]
+SHARES = {"work_a": 50.0, "work_b": 30.0, "work_c": 20.0}
+
+
+def assert_shares(report):
+    for name, want in SHARES.items():
+        got = func_pct(report, name)
+        assert abs(got - want) <= 5.0, f"{name}: {got:.1f}% (want {want}% ± 5)"
+
+
+def chain_fraction(folded, leaf):
+    """Share of leaf's samples whose stack holds main -> ... -> stage_two -> leaf in order."""
+    hit = total = 0
+    for frames, count in folded:
+        if frames[-1] != leaf:
+            continue
+        total += count
+        tail = frames[-(len(CHAIN) + 1):]
+        if tail == CHAIN + [leaf]:
+            hit += count
+    assert total > 0, f"no samples of {leaf}"
+    return hit / total
+
+
+def test_launch_fp_shares_and_chain(ep, bins):
+    r = ep.run("record", "-F", "999", "-g", "fp", "-q", "--", bins["hot3-fp"], "3")
+    assert "hot3 done" in r.stdout
+    rep = ep.report_json()
+    assert rep["samples"] > 2000, rep["samples"]
+    assert rep["lost"] == 0
+    assert_shares(rep)
+    folded = ep.folded()
+    for leaf in SHARES:
+        assert chain_fraction(folded, leaf) >= 0.95
+
+
+def test_launch_dwarf_without_frame_pointers(ep, bins):
+    ep.run("record", "-F", "999", "-q", "--", bins["hot3-nofp"], "3")
+    rep = ep.report_json()
+    assert_shares(rep)
+    folded = ep.folded()
+    for leaf in SHARES:
+        frac = chain_fraction(folded, leaf)
+        assert frac >= 0.98, f"{leaf}: chain in {frac:.1%} of samples"
+    # complete stacks reach the process start
+    rooted = sum(c for f, c in folded if "__libc_start_call_main" in f or "_start" in f)
+    assert rooted / sum(c for _, c in folded) >= 0.95
+
+
+def test_attach_by_pid(ep, bins):
+    proc = subprocess.Popen([bins["hot3-fp"], "20"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        ep.run("record", "-F", "499", "-p", str(proc.pid), "-d", "2", "-q")
+        rep = ep.report_json()
+        assert rep["samples"] > 500
+        assert_shares(rep)
+        assert rep["duration_s"] == pytest.approx(2.0, abs=0.5)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_fork_exec_child_named_after_exit(ep, bins):
+    ep.run("record", "-F", "999", "-q", "--", bins["forkexec-nofp"], bins["hot3-nofp"], "1")
+    data = ep.report_json("eprof.data", "--threads")
+    child = [t for t in data["threads"] if t["comm"].startswith("hot3")]
+    assert child, data["threads"]
+    cpid = child[0]["pid"]
+    rep = ep.report_json("eprof.data", "--pid", str(cpid))
+    assert rep["samples"] > 500
+    assert_shares(rep)
+    parent = ep.report_json("eprof.data", "--tid", str(data["threads"][0]["tid"]))
+    assert any(f["name"] == "parent_spin" for f in parent["functions"])
+
+
+def test_exit_code_passes_through(ep):
+    r = ep.run("record", "-q", "--", "sh", "-c", "exit 7", check=False)
+    assert r.returncode == 7
+    assert os.path.exists(os.path.join(ep.dir, "eprof.data"))
+
+
+def test_kernel_frames(ep, bins):
+    ep.run("record", "-F", "999", "-q", "--", bins["syscalls-fp"], "1.5")
+    rep = ep.report_json()
+    kernel = [f for f in rep["functions"] if f["kind"] == "kernel"]
+    assert sum(f["self_pct"] for f in kernel) > 30, "a write() loop spends most time in the kernel"
+    assert all(f["module"].startswith("[") for f in kernel)
+    totals = {f["name"]: f["total_pct"] for f in rep["functions"]}
+    assert totals.get("do_writes", 0) > 80
+    # kernel frames sit above the user frames in the same stack
+    assert any("do_writes" in f and f.index("do_writes") < len(f) - 1 for f, _ in ep.folded())
+
+
+def test_duration_stops_record(ep):
+    t0 = time.time()
+    ep.run("record", "-q", "-d", "1", "--", "sleep", "30", check=False, timeout=20)
+    assert time.time() - t0 < 10
+
+
+def test_sigint_finishes_file(ep, bins):
+    hot = subprocess.Popen([bins["hot3-fp"], "20"], stdout=subprocess.DEVNULL)
+    p = subprocess.Popen([ep.bin, "record", "-F", "999", "-q", "-p", str(hot.pid), "-d", "30"],
+                         cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=30)
+        assert p.returncode == 0
+        r = ep.run("report", "--json")
+        assert "incomplete" not in r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["duration_s"] < 10
+        assert rep["samples"] > 500
+    finally:
+        hot.kill()
+        hot.wait()
+
+
+def test_sigkill_leaves_readable_file(ep, bins):
+    p = subprocess.Popen([ep.bin, "record", "-F", "999", "-q", "--", bins["hot3-nofp"], "20"],
+                         cwd=ep.dir, stdout=subprocess.DEVNULL)
+    time.sleep(3.5)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    subprocess.run(["pkill", "-f", bins["hot3-nofp"]])
+    r = ep.run("report", "--json")
+    assert "incomplete" in r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["samples"] > 1000
+    # symbolized offline from the recorded mappings: the binary is still here
+    assert_shares(rep)
+
+
+def test_flamegraph_svg(ep, bins):
+    ep.run("record", "-F", "999", "-q", "--", bins["hot3-fp"], "1")
+    r = ep.run("flamegraph", "-o", "flame.svg")
+    assert "flame.svg" in r.stderr
+    svg = open(os.path.join(ep.dir, "flame.svg")).read()
+    ET.fromstring(svg)  # well-formed XML
+    assert "work_a" in svg and "stage_two" in svg
+
+
+def test_no_such_pid(ep):
+    r = ep.run("record", "-p", "999999", "-d", "1", check=False)
+    assert r.returncode != 0
+    assert r.stderr.strip().count("\n") == 0
+    assert "no such process: 999999" in r.stderr
+    assert not os.path.exists(os.path.join(ep.dir, "eprof.data"))
+
+
+def test_unwritable_output(ep):
+    r = ep.run("record", "-o", "/nonexistent/dir/x.data", "--", "true", check=False)
+    assert r.returncode != 0
+    assert "failed to create output '/nonexistent/dir/x.data'" in r.stderr
+
+
+def test_not_root_gets_hint(ep, tmp_path):
+    os.chmod(tmp_path, 0o777)
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", ep.bin, "record", "-o", str(tmp_path / "n.data"),
+                        "--", "true"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "CAP_BPF" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2
+
+
+def test_corrupt_file_one_line_error(ep):
+    path = os.path.join(ep.dir, "bad.data")
+    with open(path, "wb") as f:
+        f.write(b"EPROFDAT\x01\x00\x00\x00" + os.urandom(5000))
+    r = ep.run("report", path, check=False)
+    assert r.returncode != 0
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = ep.run("report", os.path.join(ep.dir, "missing.data"), check=False)
+    assert r.returncode != 0 and "cannot open" in r.stderr
