@@ -15,7 +15,7 @@ void record_usage(FILE *f)
 		"  -p, --pid PID[,PID]     attach to running processes (all threads, and children forked later)\n"
 		"  -a, --all-cpus          the whole system\n"
 		"  -F, --freq HZ           samples per second per CPU (default 99, max 100000)\n"
-		"  -d, --duration SECONDS  stop after this long\n"
+		"  -d, --duration SECONDS  stop after this long (a launched command then gets SIGTERM)\n"
 		"  -o, --output FILE       output file (default eprof.data, written 0600)\n"
 		"  -g, --call-graph MODE   auto (default: complete stacks from DWARF CFI), fp, dwarf\n"
 		"      --stack-size BYTES  user stack copied per sample for DWARF unwinding (default 16384)\n"

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/capability.h>
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <stdio.h>
@@ -80,8 +81,25 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
+/* Effective capabilities, read with capget(2) so eprof needs no libcap. */
+static bool have_cap(int cap)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[2] = { 0 };
+
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	return data[cap / 32].effective & (1u << (cap % 32));
+}
+
 static int check_environment(void)
 {
+	/* CAP_SYS_ADMIN covers both on kernels older than 5.8. */
+	if (geteuid() != 0 && !have_cap(CAP_SYS_ADMIN) &&
+	    !(have_cap(CAP_BPF) && have_cap(CAP_PERFMON))) {
+		log_err("no permission for BPF and perf events: " PERM_HINT);
+		return -EPERM;
+	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
 		log_err("kernel without BTF (/sys/kernel/btf/vmlinux missing): eprof needs CONFIG_DEBUG_INFO_BTF=y");
 		return -ENOTSUP;
@@ -592,6 +610,17 @@ static void reap_child(struct session *s)
 		if (check_child(s))
 			break;
 		usleep(10000);
+	}
+	if (s->child && !s->child_done && !stop_signal && s->stop_reason &&
+	    !strcmp(s->stop_reason, "duration reached")) {
+		/* -d on a launched command: the command ends with the record, as with timeout(1). */
+		kill(s->child, SIGTERM);
+		for (int i = 0; i < 300 && !check_child(s); i++)
+			usleep(10000);
+		if (!s->child_done)
+			log_warn("'%s' (pid %d) ignored SIGTERM; not waiting for it", s->o->argv[0],
+				 (int)s->child);
+		return;
 	}
 	if (s->child && !s->child_done && stop_signal)
 		log_warn("'%s' (pid %d) is still running; not waiting for it", s->o->argv[0],
