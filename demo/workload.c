@@ -6,6 +6,7 @@
  * qsort (a callback through code without frame pointers) and writes them to
  * /dev/null (kernel time). Usage: workload [SECONDS]
  */
+#define _GNU_SOURCE
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>

@@ -4,8 +4,8 @@
 // this process (own code without frame pointers + libc + ld.so).
 //
 // Build and run by hand from the repository root:
-//   gcc -std=gnu11 -D_GNU_SOURCE -O2 -fomit-frame-pointer -Isrc \
-//       tools/bench/unwind_bench.c src/unwind/*.c src/util/log.c -lelf -o /tmp/unwind_bench
+//   gcc -std=gnu11 -D_GNU_SOURCE -O2 -fomit-frame-pointer -Isrc tools/bench/unwind_bench.c
+//       src/unwind/*.c src/util/log.c -lelf -o /tmp/unwind_bench
 //   /tmp/unwind_bench [ELF...]
 // Without arguments it measures libc, /usr/bin/python3.11 and gcc's cc1.
 #include <elf.h>
