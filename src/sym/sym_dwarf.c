@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: MIT
+/*
+ * DWARF lookups: address -> CU -> function DIE -> chain of inlined
+ * subroutines, plus source lines. We index CU ranges ourselves (clang emits
+ * no .debug_aranges) and index each CU's functions on first use, so a lookup
+ * descends only into the one function that holds the address rather than
+ * walking the whole CU as dwarf_getscopes does.
+ */
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sym/sym_internal.h"
+
+#define MAX_DIE_DEPTH 64 /* hostile DWARF must not recurse us off the stack */
+#define MAX_INLINE 64
+#define SCAN_BACK 16
+
+struct dw_range {
+	uint64_t lo, hi; /* DWARF addresses */
+	size_t idx;	 /* CU index, or function index within a CU */
+};
+
+struct dw_cu {
+	Dwarf_Die die;
+	Dwarf_Die *funcs; /* the DIEs that dw_cu.ranges point at */
+	struct dw_range *ranges;
+	size_t nfuncs, nranges, cap_funcs, cap_ranges;
+	bool indexed;
+	bool deep; /* indexed down into function bodies too */
+};
+
+struct dw_index {
+	Dwarf *dw;
+	uint64_t bias; /* DWARF address = module address - bias */
+	struct dw_cu *cus;
+	size_t ncus, cap_cus;
+	struct dw_range *ranges;
+	size_t nranges, cap_ranges;
+};
+
+static int grow(void **buf, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	p = reallocarray(*buf, ncap, elem);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*cap = ncap;
+	return 0;
+}
+
+static int push_range(struct dw_range **r, size_t *n, size_t *cap, uint64_t lo, uint64_t hi,
+		      size_t idx)
+{
+	/* Functions dropped by the linker keep their DWARF at 0 or at a tombstone. */
+	if (lo == 0 || lo >= hi || lo >= (uint64_t)-2)
+		return 0;
+	if (grow((void **)r, cap, *n + 1, sizeof(**r)))
+		return -ENOMEM;
+	(*r)[*n].lo = lo;
+	(*r)[*n].hi = hi;
+	(*r)[*n].idx = idx;
+	(*n)++;
+	return 0;
+}
+
+static int range_cmp(const void *pa, const void *pb)
+{
+	const struct dw_range *a = pa, *b = pb;
+
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return a->hi < b->hi ? -1 : a->hi > b->hi;
+}
+
+/* The innermost (latest-starting) range covering addr, or NULL. */
+static const struct dw_range *range_find(const struct dw_range *r, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+	long i, stop;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	stop = (long)lo - SCAN_BACK;
+	for (i = (long)lo - 1; i >= 0 && i >= stop; i--) {
+		if (addr < r[i].hi)
+			return &r[i];
+	}
+	return NULL;
+}
+
+/* Adds every address range of die; returns how many, or -ENOMEM. */
+static int add_die_ranges(Dwarf_Die *die, struct dw_range **r, size_t *n, size_t *cap, size_t idx)
+{
+	Dwarf_Addr base, start, end;
+	ptrdiff_t off = 0;
+	int count = 0;
+
+	while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
+		if (push_range(r, n, cap, start, end, idx))
+			return -ENOMEM;
+		count++;
+	}
+	return count;
+}
+
+static bool is_block(int tag)
+{
+	return tag == DW_TAG_lexical_block || tag == DW_TAG_try_block || tag == DW_TAG_catch_block;
+}
+
+static bool is_container(int tag)
+{
+	return tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+	       tag == DW_TAG_structure_type || tag == DW_TAG_union_type || tag == DW_TAG_module;
+}
+
+/*
+ * Collects the functions with code under parent, through namespaces and
+ * classes. deep also looks inside functions and blocks, where GCC puts the
+ * definitions of lambdas and nested functions: slower, so done only for a
+ * CU where the shallow index missed an address.
+ */
+static int index_funcs(struct dw_cu *cu, Dwarf_Die *parent, int depth, bool deep)
+{
+	Dwarf_Die child;
+	int n, tag;
+
+	if (depth > MAX_DIE_DEPTH || dwarf_child(parent, &child) != 0)
+		return 0;
+	do {
+		tag = dwarf_tag(&child);
+		if (tag == DW_TAG_subprogram) {
+			if (grow((void **)&cu->funcs, &cu->cap_funcs, cu->nfuncs + 1,
+				 sizeof(*cu->funcs)))
+				return -ENOMEM;
+			cu->funcs[cu->nfuncs] = child;
+			n = add_die_ranges(&child, &cu->ranges, &cu->nranges, &cu->cap_ranges,
+					   cu->nfuncs);
+			if (n < 0)
+				return n;
+			if (n > 0)
+				cu->nfuncs++;
+		}
+		if (is_container(tag) || (deep && (tag == DW_TAG_subprogram || is_block(tag) ||
+						   tag == DW_TAG_inlined_subroutine))) {
+			n = index_funcs(cu, &child, depth + 1, deep);
+			if (n < 0)
+				return n;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return 0;
+}
+
+static int index_cu(struct dw_cu *cu, bool deep)
+{
+	int err;
+
+	if (cu->indexed && (cu->deep || !deep))
+		return 0;
+	cu->nfuncs = cu->nranges = 0;
+	err = index_funcs(cu, &cu->die, 0, deep);
+	if (err)
+		return err;
+	if (cu->nranges)
+		qsort(cu->ranges, cu->nranges, sizeof(*cu->ranges), range_cmp);
+	cu->indexed = true;
+	cu->deep = deep;
+	return 0;
+}
+
+/* One CU: its own ranges, or (when it has none) those of its functions. */
+static int add_cu(struct dw_index *x, Dwarf_Die *cudie)
+{
+	struct dw_cu *cu;
+	size_t idx = x->ncus;
+	int n;
+
+	if (grow((void **)&x->cus, &x->cap_cus, x->ncus + 1, sizeof(*x->cus)))
+		return -ENOMEM;
+	cu = &x->cus[x->ncus++];
+	memset(cu, 0, sizeof(*cu));
+	cu->die = *cudie;
+	n = add_die_ranges(cudie, &x->ranges, &x->nranges, &x->cap_ranges, idx);
+	if (n)
+		return n < 0 ? n : 0;
+	n = index_cu(cu, false);
+	for (size_t i = 0; i < cu->nranges && !n; i++)
+		n = push_range(&x->ranges, &x->nranges, &x->cap_ranges, cu->ranges[i].lo,
+			       cu->ranges[i].hi, idx);
+	return n;
+}
+
+void dw_index__free(struct dw_index *x)
+{
+	if (!x)
+		return;
+	for (size_t i = 0; i < x->ncus; i++) {
+		free(x->cus[i].funcs);
+		free(x->cus[i].ranges);
+	}
+	free(x->cus);
+	free(x->ranges);
+	free(x);
+}
+
+struct dw_index *dw_index__new(Dwarf *dw, uint64_t bias)
+{
+	struct dw_index *x = calloc(1, sizeof(*x));
+	Dwarf_CU *cu = NULL, *next;
+	Dwarf_Die cudie, sub;
+	Dwarf_Half ver;
+	uint8_t type;
+
+	if (!x)
+		return NULL;
+	x->dw = dw;
+	x->bias = bias;
+	while (dwarf_get_units(dw, cu, &next, &ver, &type, &cudie, &sub) == 0) {
+		cu = next;
+		if (type != DW_UT_compile || dwarf_tag(&cudie) != DW_TAG_compile_unit)
+			continue; /* type units and dwz partial units hold no code */
+		if (add_cu(x, &cudie)) {
+			dw_index__free(x);
+			return NULL;
+		}
+	}
+	if (x->nranges)
+		qsort(x->ranges, x->nranges, sizeof(*x->ranges), range_cmp);
+	return x;
+}
+
+/* --- resolving ------------------------------------------------------------------------ */
+
+/* Appends to chain the inlined subroutines under scope that hold addr, outermost first. */
+static int inline_chain(Dwarf_Die *scope, uint64_t addr, Dwarf_Die *chain, int n, int depth)
+{
+	Dwarf_Die child;
+	int tag, m;
+
+	if (depth > MAX_DIE_DEPTH || dwarf_child(scope, &child) != 0)
+		return n;
+	do {
+		tag = dwarf_tag(&child);
+		if (tag != DW_TAG_inlined_subroutine && !is_block(tag))
+			continue;
+		if (dwarf_haspc(&child, addr) <= 0) {
+			/* A block without addresses of its own can still hold inlined code. */
+			if (is_block(tag) && !dwarf_hasattr(&child, DW_AT_low_pc) &&
+			    !dwarf_hasattr(&child, DW_AT_ranges)) {
+				m = inline_chain(&child, addr, chain, n, depth + 1);
+				if (m > n)
+					return m;
+			}
+			continue;
+		}
+		if (tag == DW_TAG_inlined_subroutine && n < MAX_INLINE)
+			chain[n++] = child;
+		return inline_chain(&child, addr, chain, n, depth + 1);
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return n;
+}
+
+/* The function's name: demangled linkage name, else its plain name; malloc'd. */
+static char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+	const char *name = NULL;
+
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr)) {
+		name = dwarf_formstring(&attr);
+		if (name)
+			return sym_demangle(name);
+	}
+	if (dwarf_attr_integrate(die, DW_AT_name, &attr))
+		name = dwarf_formstring(&attr);
+	return strdup(name ? name : "??");
+}
+
+/* Where an inlined subroutine was called from. */
+static void call_site(Dwarf_Die *cudie, Dwarf_Die *inl, const char **file, uint32_t *line)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Files *files;
+	Dwarf_Word v;
+	size_t nfiles;
+
+	*file = NULL;
+	*line = 0;
+	if (dwarf_attr(inl, DW_AT_call_line, &attr) && !dwarf_formudata(&attr, &v))
+		*line = v > UINT32_MAX ? 0 : (uint32_t)v;
+	if (dwarf_attr(inl, DW_AT_call_file, &attr) && !dwarf_formudata(&attr, &v) &&
+	    !dwarf_getsrcfiles(cudie, &files, &nfiles) && v < nfiles)
+		*file = dwarf_filesrc(files, v, NULL, NULL);
+}
+
+/* Frame k of n (0 innermost) from chain[n - 1 - k]; the innermost takes the line table's line. */
+static int fill_frame(struct sym_result *out, Dwarf_Die *cudie, Dwarf_Die *chain, int n, int k,
+		      Dwarf_Line *line, const char *outer_name)
+{
+	Dwarf_Die *die = &chain[n - 1 - k];
+	const char *file = NULL;
+	uint32_t lineno = 0;
+	char *name = NULL;
+	int err, l;
+
+	if (k == 0 && line) {
+		file = dwarf_linesrc(line, NULL, NULL);
+		if (!dwarf_lineno(line, &l) && l > 0)
+			lineno = (uint32_t)l;
+	} else if (k > 0) {
+		call_site(cudie, &chain[n - k], &file, &lineno);
+	}
+	if (k < n - 1 || !outer_name) {
+		name = die_name(die);
+		if (!name)
+			return -ENOMEM;
+	}
+	err = sym_frame__set(&out->frames[k], name ? name : outer_name, file, lineno, k < n - 1);
+	free(name);
+	return err;
+}
+
+int dw_index__resolve(struct dw_index *x, uint64_t maddr, const char *outer_name,
+		      struct sym_result *out)
+{
+	uint64_t addr = maddr - x->bias;
+	const struct dw_range *r, *fr;
+	Dwarf_Die chain[MAX_INLINE];
+	Dwarf_Line *line;
+	struct dw_cu *cu;
+	int n = 0, err;
+
+	r = range_find(x->ranges, x->nranges, addr);
+	if (!r)
+		return -ENOENT;
+	cu = &x->cus[r->idx];
+	err = index_cu(cu, false);
+	if (err)
+		return err;
+	fr = range_find(cu->ranges, cu->nranges, addr);
+	if (!fr && !cu->deep) {
+		err = index_cu(cu, true);
+		if (err)
+			return err;
+		fr = range_find(cu->ranges, cu->nranges, addr);
+	}
+	if (fr) {
+		chain[0] = cu->funcs[fr->idx];
+		n = inline_chain(&chain[0], addr, chain, 1, 0);
+	}
+	line = dwarf_getsrc_die(&cu->die, addr);
+	if (!n && (!line || !outer_name))
+		return -ENOENT;
+	if (!n) {
+		/* Lines but no function DIE: the symbol's name with the line's place. */
+		chain[0] = cu->die;
+		n = 1;
+	}
+	err = sym_result__alloc(out, (uint32_t)n);
+	for (int k = 0; k < n && !err; k++) {
+		err = fill_frame(out, &cu->die, chain, n, k, line, outer_name);
+		if (!err)
+			out->n++;
+	}
+	if (err)
+		sym_result__free(out);
+	return err;
+}

@@ -1,0 +1,707 @@
+// SPDX-License-Identifier: MIT
+/*
+ * User-space ELF objects. libdwfl opens the file and finds its symbol tables
+ * (.symtab, .dynsym, MiniDebugInfo) and separate debug info through our
+ * find_debuginfo callback, which searches build-id, .gnu_debuglink and
+ * debuginfod only as the options allow. Lookups then run on our own sorted
+ * tables, not on libdwfl's linear symbol search.
+ */
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "sym/sym_internal.h"
+#include "util/log.h"
+
+#define MAX_BUILD_ID 64
+
+struct sym_obj {
+	struct symbolizer *s;
+	char *path;
+	int err; /* why the object cannot be used, cached */
+	Dwfl_Callbacks cb;
+	char *debuginfo_path;
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	Dwarf_Addr bias; /* module address = file vaddr + bias */
+	struct stat st;
+	GElf_Phdr *loads;
+	size_t nloads;
+	struct symtab syms;
+	bool syms_done;
+	struct dw_index *dwx;
+	bool dw_done;
+};
+
+void sym_hex(const unsigned char *bits, size_t len, char *hex)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++) {
+		hex[2 * i] = digits[bits[i] >> 4];
+		hex[2 * i + 1] = digits[bits[i] & 0xf];
+	}
+	hex[2 * len] = '\0';
+}
+
+int elf_read_build_id(const char *path, char *hex, size_t hexlen)
+{
+	const void *bits;
+	ssize_t len;
+	Elf *elf = NULL;
+	int fd, err = 0;
+
+	elf_version(EV_CURRENT);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		err = -ENOEXEC;
+		goto out;
+	}
+	len = dwelf_elf_gnu_build_id(elf, &bits);
+	if (len <= 0) {
+		err = len < 0 ? -ENOEXEC : -ENODATA;
+		goto out;
+	}
+	if ((size_t)len * 2 + 1 > hexlen) {
+		err = -ENOSPC;
+		goto out;
+	}
+	sym_hex(bits, (size_t)len, hex);
+out:
+	elf_end(elf);
+	close(fd);
+	return err;
+}
+
+/* --- finding separate debug info ------------------------------------------------ */
+
+/* The build-id of an open candidate file, compared with want. */
+static bool fd_has_build_id(int fd, const unsigned char *want, size_t len)
+{
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	const void *bits;
+	ssize_t n;
+	bool ok;
+
+	if (!elf)
+		return false;
+	n = dwelf_elf_gnu_build_id(elf, &bits);
+	ok = n > 0 && (size_t)n == len && !memcmp(bits, want, len);
+	elf_end(elf);
+	return ok;
+}
+
+static bool fd_crc_matches(int fd, GElf_Word want)
+{
+	unsigned char buf[65536];
+	uLong crc = crc32(0L, Z_NULL, 0);
+	off_t off = 0;
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		crc = crc32(crc, buf, (uInt)n);
+		off += n;
+	}
+	return n == 0 && (GElf_Word)crc == want;
+}
+
+/*
+ * A .gnu_debuglink target must match the main file: by build-id when both
+ * have one (cheap), else by the CRC the link records.
+ */
+static bool debuglink_matches(struct sym_obj *o, int fd, GElf_Word crc)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(o->mod, &bits, &vaddr);
+	const void *cbits;
+	Elf *elf;
+	ssize_t clen = 0;
+
+	if (len > 0) {
+		elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		if (elf)
+			clen = dwelf_elf_gnu_build_id(elf, &cbits);
+		if (clen > 0) {
+			bool ok = clen == len && !memcmp(cbits, bits, (size_t)len);
+
+			elf_end(elf);
+			return ok;
+		}
+		elf_end(elf);
+	}
+	return fd_crc_matches(fd, crc);
+}
+
+/* Opens a candidate unless it is the main file under another name. */
+static int open_candidate(struct sym_obj *o, const char *name)
+{
+	struct stat st;
+	int fd = open(name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (st.st_ino == o->st.st_ino && st.st_dev == o->st.st_dev)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* "/proc/123/root/usr/lib" -> "/usr/lib": the debug dir is laid out by host paths. */
+static const char *strip_proc_root(const char *dir)
+{
+	const char *p;
+
+	if (strncmp(dir, "/proc/", 6))
+		return dir;
+	p = dir + 6;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (p == dir + 6 || strncmp(p, "/root", 5) || (p[5] && p[5] != '/'))
+		return dir;
+	return p[5] ? p + 5 : "/";
+}
+
+static int try_debuglink_dir(struct sym_obj *o, const char *dir, const char *link, GElf_Word crc,
+			     char **out)
+{
+	const char *dbg = symbolizer__debug_dir(o->s);
+	char *cand[3] = {NULL, NULL, NULL};
+	int fd = -1;
+
+	if (asprintf(&cand[0], "%s/%s", dir, link) < 0)
+		cand[0] = NULL;
+	if (asprintf(&cand[1], "%s/.debug/%s", dir, link) < 0)
+		cand[1] = NULL;
+	if (asprintf(&cand[2], "%s%s/%s", dbg, strip_proc_root(dir), link) < 0)
+		cand[2] = NULL;
+	for (int i = 0; i < 3 && fd < 0; i++) {
+		if (!cand[i])
+			continue;
+		fd = open_candidate(o, cand[i]);
+		if (fd >= 0 && !debuglink_matches(o, fd, crc)) {
+			log_debug("debug link '%s' does not match '%s'", cand[i], o->path);
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0) {
+			*out = cand[i];
+			cand[i] = NULL;
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		free(cand[i]);
+	return fd;
+}
+
+static int find_by_debuglink(struct sym_obj *o, const char *file, const char *link, GElf_Word crc,
+			     char **out)
+{
+	char *copy = strdup(file), *real = realpath(file, NULL), *rcopy = NULL;
+	int fd = -1;
+
+	if (!copy)
+		goto out;
+	fd = try_debuglink_dir(o, dirname(copy), link, crc, out);
+	/* A symlinked file may have its debug info under the target's directory. */
+	if (fd < 0 && real && strcmp(real, file)) {
+		rcopy = strdup(real);
+		if (rcopy)
+			fd = try_debuglink_dir(o, dirname(rcopy), link, crc, out);
+	}
+out:
+	free(copy);
+	free(real);
+	free(rcopy);
+	return fd;
+}
+
+/* The dwz "alt" file named by the debug file, checked by its build-id. */
+static int find_alt_by_name(struct sym_obj *o, const char *file, const char *alt,
+			    const unsigned char *id, size_t id_len, char **out)
+{
+	const char *dbg = symbolizer__debug_dir(o->s), *std = "/usr/lib/debug/";
+	char *cand[2] = {NULL, NULL}, *copy = strdup(file);
+	int fd = -1;
+
+	if (!copy)
+		return -1;
+	if (alt[0] == '/') {
+		cand[0] = strdup(alt);
+		if (!strncmp(alt, std, strlen(std)) &&
+		    asprintf(&cand[1], "%s/%s", dbg, alt + strlen(std)) < 0)
+			cand[1] = NULL;
+	} else if (asprintf(&cand[0], "%s/%s", dirname(copy), alt) < 0) {
+		cand[0] = NULL;
+	}
+	for (int i = 1; i >= 0 && fd < 0; i--) {
+		if (!cand[i])
+			continue;
+		fd = open_candidate(o, cand[i]);
+		if (fd >= 0 && !fd_has_build_id(fd, id, id_len)) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd >= 0) {
+			*out = cand[i];
+			cand[i] = NULL;
+		}
+	}
+	free(cand[0]);
+	free(cand[1]);
+	free(copy);
+	return fd;
+}
+
+/* The build-id being looked for: the alt file's (dwz) or the module's own. */
+static int wanted_build_id(Dwfl_Module *mod, bool alt, const unsigned char **id,
+			   const char **altname)
+{
+	Dwarf_Addr b;
+	GElf_Addr vaddr;
+
+	*altname = NULL;
+	if (alt) {
+		Dwarf *dw = dwfl_module_getdwarf(mod, &b);
+		const void *bits;
+		ssize_t n = dw ? dwelf_dwarf_gnu_debugaltlink(dw, altname, &bits) : -1;
+
+		*id = bits;
+		return n > 0 ? (int)n : -1;
+	}
+	return dwfl_module_build_id(mod, id, &vaddr);
+}
+
+static int find_debuginfo_cb(Dwfl_Module *mod, void **userdata, const char *modname,
+			     Dwarf_Addr base, const char *file, const char *link, GElf_Word crc,
+			     char **out)
+{
+	struct sym_obj *o = *userdata;
+	const unsigned char *id = NULL;
+	const char *altname;
+	Dwarf_Addr dwbias = (Dwarf_Addr)-1;
+	bool alt;
+	int fd, id_len;
+
+	if (!o)
+		return -1;
+	/* libdwfl asks again, once the Dwarf is open, for a dwz alt file. */
+	dwfl_module_info(mod, NULL, NULL, NULL, &dwbias, NULL, NULL, NULL);
+	alt = dwbias != (Dwarf_Addr)-1;
+	fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file, link, crc, out);
+	if (fd >= 0)
+		return fd;
+	id_len = wanted_build_id(mod, alt, &id, &altname);
+	if (alt && id_len > 0 && altname)
+		fd = find_alt_by_name(o, file ? file : o->path, altname, id, (size_t)id_len, out);
+	else if (!alt && link && *link)
+		fd = find_by_debuglink(o, file ? file : o->path, link, crc, out);
+	if (fd < 0 && id_len > 0) {
+		fd = symbolizer__debuginfod(o->s, id, (size_t)id_len, out);
+		if (fd < 0)
+			fd = -1;
+	}
+	return fd;
+}
+
+static int no_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		       char **file_name, Elf **elfp)
+{
+	/* Every module is reported with its file: nothing to search for. */
+	return -1;
+}
+
+/* --- opening ------------------------------------------------------------------------ */
+
+static int read_loads(struct sym_obj *o)
+{
+	Elf *elf = dwfl_module_getelf(o->mod, &o->bias);
+	size_t phnum;
+
+	if (!elf || elf_getphdrnum(elf, &phnum))
+		return -ENOEXEC;
+	o->loads = calloc(phnum ? phnum : 1, sizeof(*o->loads));
+	if (!o->loads)
+		return -ENOMEM;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_filesz)
+			o->loads[o->nloads++] = ph;
+	}
+	return o->nloads ? 0 : -ENOEXEC;
+}
+
+/* A build-id given by the caller that the file no longer has: the file was replaced. */
+static int check_build_id(struct sym_obj *o, const char *want)
+{
+	const unsigned char *bits;
+	char hex[2 * MAX_BUILD_ID + 1];
+	GElf_Addr vaddr;
+	int len;
+
+	if (!want || !*want)
+		return 0;
+	len = dwfl_module_build_id(o->mod, &bits, &vaddr);
+	if (len <= 0 || len > MAX_BUILD_ID)
+		return 0; /* nothing to compare with: trust the path */
+	sym_hex(bits, (size_t)len, hex);
+	if (!strcasecmp(hex, want))
+		return 0;
+	log_warn("'%s' has build-id %s, expected %s: the file changed since it was mapped", o->path,
+		 hex, want);
+	return -ESTALE;
+}
+
+static int report(struct sym_obj *o, int fd)
+{
+	void **ud;
+
+	o->cb.find_elf = no_find_elf;
+	o->cb.find_debuginfo = find_debuginfo_cb;
+	o->cb.section_address = dwfl_offline_section_address;
+	o->cb.debuginfo_path = &o->debuginfo_path;
+	o->dwfl = dwfl_begin(&o->cb);
+	if (!o->dwfl) {
+		close(fd);
+		return -ENOMEM;
+	}
+	dwfl_report_begin(o->dwfl);
+	/* base 0 with p_vaddr added: module addresses are the file's own vaddrs. */
+	o->mod = dwfl_report_elf(o->dwfl, o->path, o->path, fd, 0, true);
+	if (!o->mod) {
+		log_debug("cannot read ELF '%s': %s", o->path, dwfl_errmsg(-1));
+		close(fd);
+		return -ENOEXEC;
+	}
+	dwfl_report_end(o->dwfl, NULL, NULL);
+	dwfl_module_info(o->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+	*ud = o;
+	return 0;
+}
+
+static int open_obj(struct sym_obj *o, int fd, const char *build_id)
+{
+	int err;
+
+	if (fd < 0) {
+		fd = open(o->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			return -errno;
+	}
+	if (fstat(fd, &o->st) || !S_ISREG(o->st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	o->debuginfo_path = strdup(symbolizer__debug_dir(o->s));
+	if (!o->debuginfo_path) {
+		close(fd);
+		return -ENOMEM;
+	}
+	err = report(o, fd);
+	if (!err)
+		err = read_loads(o);
+	if (!err)
+		err = check_build_id(o, build_id);
+	return err;
+}
+
+/*
+ * Opens an object once; a failure is kept in the object (sym_obj__err) so
+ * that later lookups fail fast instead of reopening. fd, when >= 0, is taken.
+ */
+struct sym_obj *sym_obj__open(struct symbolizer *s, const char *path, int fd, const char *build_id)
+{
+	struct sym_obj *o = calloc(1, sizeof(*o));
+
+	if (!o || !(o->path = strdup(path))) {
+		free(o);
+		if (fd >= 0)
+			close(fd);
+		errno = ENOMEM;
+		return NULL;
+	}
+	o->s = s;
+	symtab__init(&o->syms);
+	o->err = open_obj(o, fd, build_id);
+	if (o->err && o->err != -ENOMEM)
+		log_debug("cannot use '%s': %s", path, strerror(-o->err));
+	return o;
+}
+
+void sym_obj__free(struct sym_obj *o)
+{
+	if (!o)
+		return;
+	dw_index__free(o->dwx);
+	symtab__clear(&o->syms);
+	if (o->dwfl)
+		dwfl_end(o->dwfl);
+	free(o->loads);
+	free(o->debuginfo_path);
+	free(o->path);
+	free(o);
+}
+
+int sym_obj__err(const struct sym_obj *o)
+{
+	return o->err;
+}
+
+/* --- symbols ------------------------------------------------------------------------ */
+
+/* Lower is better among aliases: sized FUNC, global, fewer leading underscores. */
+static uint8_t sym_rank(const GElf_Sym *sym, const char *name)
+{
+	int bind = GELF_ST_BIND(sym->st_info), under = 0;
+	uint8_t rank = 0;
+
+	if (GELF_ST_TYPE(sym->st_info) == STT_NOTYPE)
+		rank += 32;
+	if (!sym->st_size)
+		rank += 16;
+	rank += bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 4 : 8;
+	while (name[under] == '_' && under < 3)
+		under++;
+	return rank + (uint8_t)under;
+}
+
+/* Section bounds of a symbol, in module addresses; false unless executable. */
+static bool exec_section(Elf *elf, GElf_Word shndx, Dwarf_Addr bias, uint64_t *end)
+{
+	Elf_Scn *scn = elf ? elf_getscn(elf, shndx) : NULL;
+	GElf_Shdr shdr;
+
+	if (!scn || !gelf_getshdr(scn, &shdr) || !(shdr.sh_flags & SHF_EXECINSTR))
+		return false;
+	*end = shdr.sh_addr + shdr.sh_size + bias;
+	return true;
+}
+
+static int add_sym(struct sym_obj *o, int i)
+{
+	GElf_Sym sym;
+	GElf_Addr addr;
+	GElf_Word shndx;
+	Elf *elf = NULL;
+	Dwarf_Addr bias = 0;
+	uint64_t sec_end, end;
+	const char *name;
+	int type;
+
+	name = dwfl_module_getsym_info(o->mod, i, &sym, &addr, &shndx, &elf, &bias);
+	if (!name || !*name || shndx == SHN_UNDEF || shndx == SHN_ABS || shndx == (GElf_Word)-1)
+		return 0;
+	type = GELF_ST_TYPE(sym.st_info);
+	if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
+		return 0;
+	/* Untyped symbols are labels; mapping symbols ("$x") and locals (".L") are noise. */
+	if (type == STT_NOTYPE && (name[0] == '$' || name[0] == '.'))
+		return 0;
+	if (!exec_section(elf, shndx, bias, &sec_end))
+		return 0;
+	if (sym.st_size) {
+		end = addr + sym.st_size;
+		return symtab__add(&o->syms, addr, end < addr ? UINT64_MAX : end, name,
+				   strlen(name), 0, sym_rank(&sym, name), 0);
+	}
+	return symtab__add(&o->syms, addr, sec_end, name, strlen(name), SYMTAB_GUESSED,
+			   sym_rank(&sym, name), 0);
+}
+
+/*
+ * PLT stubs have no symbols; perf names them "callee@plt" from .rela.plt,
+ * whose entries are in PLT slot order. x86-64 and arm64 layouts only.
+ */
+struct plt_layout {
+	Elf_Scn *plt, *rela;
+	uint64_t first, entsize; /* offset of slot 0 within the PLT section, slot size */
+	uint32_t jump_slot;	 /* the relocation type of a PLT slot */
+};
+
+static Elf_Scn *find_scn(Elf *elf, size_t shstrndx, const char *want)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (name && !strcmp(name, want))
+			return scn;
+	}
+	return NULL;
+}
+
+static bool plt_layout(Elf *elf, struct plt_layout *l)
+{
+	GElf_Ehdr eh;
+	size_t shstrndx;
+
+	if (!gelf_getehdr(elf, &eh) || elf_getshdrstrndx(elf, &shstrndx))
+		return false;
+	if (eh.e_machine == EM_X86_64) {
+		l->jump_slot = R_X86_64_JUMP_SLOT;
+		l->entsize = 16;
+		/* With IBT the callable stubs are in .plt.sec, slot 0 first. */
+		l->plt = find_scn(elf, shstrndx, ".plt.sec");
+		l->first = l->plt ? 0 : 16;
+	} else if (eh.e_machine == EM_AARCH64) {
+		l->jump_slot = R_AARCH64_JUMP_SLOT;
+		l->entsize = 16;
+		l->first = 32;
+		l->plt = NULL;
+	} else {
+		return false;
+	}
+	if (!l->plt)
+		l->plt = find_scn(elf, shstrndx, ".plt");
+	l->rela = find_scn(elf, shstrndx, ".rela.plt");
+	return l->plt && l->rela;
+}
+
+static int add_plt_syms(struct sym_obj *o)
+{
+	Dwarf_Addr bias;
+	Elf *elf = dwfl_module_getelf(o->mod, &bias);
+	struct plt_layout l;
+	GElf_Shdr psh, rsh, dsh;
+	Elf_Data *rd, *dd;
+	Elf_Scn *dyn;
+	char name[512];
+	int err = 0;
+
+	if (!elf || !plt_layout(elf, &l) || !gelf_getshdr(l.plt, &psh) ||
+	    !gelf_getshdr(l.rela, &rsh) || !rsh.sh_entsize ||
+	    !(dyn = elf_getscn(elf, rsh.sh_link)) || !gelf_getshdr(dyn, &dsh) ||
+	    !(rd = elf_getdata(l.rela, NULL)) || !(dd = elf_getdata(dyn, NULL)))
+		return 0;
+	for (size_t i = 0; i < rsh.sh_size / rsh.sh_entsize && !err; i++) {
+		uint64_t addr = psh.sh_addr + l.first + i * l.entsize + bias;
+		const char *sname;
+		GElf_Rela r;
+		GElf_Sym sym;
+
+		if (l.first + (i + 1) * l.entsize > psh.sh_size)
+			break;
+		if (!gelf_getrela(rd, (int)i, &r) || GELF_R_TYPE(r.r_info) != l.jump_slot ||
+		    !gelf_getsym(dd, (int)GELF_R_SYM(r.r_info), &sym))
+			continue;
+		sname = elf_strptr(elf, dsh.sh_link, sym.st_name);
+		if (!sname || !*sname)
+			continue;
+		snprintf(name, sizeof(name), "%s@plt", sname);
+		err = symtab__add(&o->syms, addr, addr + l.entsize, name, strlen(name), 0, 64, 0);
+	}
+	return err;
+}
+
+static int load_syms(struct sym_obj *o)
+{
+	int n = dwfl_module_getsymtab(o->mod), err = 0;
+
+	o->syms_done = true;
+	for (int i = 1; i < n && !err; i++)
+		err = add_sym(o, i);
+	if (!err)
+		err = add_plt_syms(o);
+	if (!err)
+		err = symtab__finish(&o->syms);
+	if (err)
+		symtab__clear(&o->syms);
+	return err;
+}
+
+/* --- lookups ------------------------------------------------------------------------ */
+
+static int off_to_addr(const struct sym_obj *o, uint64_t off, uint64_t *addr)
+{
+	for (size_t i = 0; i < o->nloads; i++) {
+		const GElf_Phdr *ph = &o->loads[i];
+
+		if (off >= ph->p_offset && off - ph->p_offset < ph->p_filesz) {
+			*addr = off - ph->p_offset + ph->p_vaddr + o->bias;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static struct dw_index *get_dwarf(struct sym_obj *o)
+{
+	Dwarf_Addr dwbias;
+	Dwarf *dw;
+
+	if (o->dw_done)
+		return o->dwx;
+	o->dw_done = true;
+	dw = dwfl_module_getdwarf(o->mod, &dwbias);
+	if (!dw) {
+		log_debug("no DWARF for '%s': %s", o->path, dwfl_errmsg(-1));
+		return NULL;
+	}
+	o->dwx = dw_index__new(dw, dwbias);
+	return o->dwx;
+}
+
+int sym_obj__resolve(struct sym_obj *o, uint64_t file_off, bool want_lines, struct sym_result *out)
+{
+	const struct symtab_ent *e;
+	const char *name = NULL;
+	struct dw_index *dwx;
+	uint64_t addr;
+	int err;
+
+	if (o->err)
+		return o->err;
+	err = off_to_addr(o, file_off, &addr);
+	if (err)
+		return err;
+	if (!o->syms_done) {
+		err = load_syms(o);
+		if (err)
+			return err;
+	}
+	e = symtab__find(&o->syms, addr);
+	if (e) {
+		name = symtab__pretty(&o->syms, e);
+		if (!name)
+			return -ENOMEM;
+	}
+	dwx = want_lines ? get_dwarf(o) : NULL;
+	if (dwx) {
+		err = dw_index__resolve(dwx, addr, name, out);
+		if (err != -ENOENT)
+			return err;
+	}
+	if (!name)
+		return -ENOENT;
+	err = sym_result__alloc(out, 1);
+	if (!err)
+		err = sym_frame__set(&out->frames[0], name, NULL, 0, false);
+	if (err) {
+		sym_result__free(out);
+		return err;
+	}
+	out->n = 1;
+	return 0;
+}
