@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Interactive SVG flamegraph.
+ *
+ * The file holds two things: a static picture of the frames at least a pixel
+ * wide (so the SVG still shows something where scripts do not run, e.g. in an
+ * <img>), and a compact JSON model of the widest FG_MODEL_MAX frames that
+ * flamegraph.js draws from. Zooming re-lays out the model in the browser, so
+ * frames too narrow for the first picture appear once zoomed in.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fg_internal.h"
+#include "util/sink.h"
+
+extern const unsigned char asset_flamegraph_js[];
+extern const size_t asset_flamegraph_js_len;
+extern const unsigned char asset_flamegraph_css[];
+extern const size_t asset_flamegraph_css_len;
+
+struct fg_ctx {
+	struct sink *out;
+	struct fg_opts o; /* defaults filled in */
+	struct fg_tree t;
+	double plot_w;	     /* px across which the root spans */
+	uint64_t static_min; /* narrowest weight in the static picture */
+	bool static_cut;     /* too many frames: only those ranking above static_bar */
+	struct fg_key static_bar;
+	uint32_t rows;	     /* rows of the static picture */
+	unsigned height;
+	unsigned kinds_seen; /* bit per frame kind in the static picture */
+};
+
+static const char *const kind_names[FG_KIND_N] = { "user", "kernel", "JIT", "unknown", "special" };
+
+static void xml_str(struct sink *s, const char *str)
+{
+	fg_xml_text(s, str, strlen(str));
+}
+
+static double frame_px(const struct fg_ctx *c, uint64_t w)
+{
+	return (double)w / (double)c->t.total * c->plot_w;
+}
+
+static int cmp_key_best_first(const void *a, const void *b)
+{
+	const struct fg_key *x = a, *y = b;
+
+	return fg_key_worse(*x, *y) ? 1 : fg_key_worse(*y, *x) ? -1 : 0;
+}
+
+static bool is_static(const struct fg_ctx *c, const struct fg_node *nd)
+{
+	struct fg_key k = { nd->w, nd->depth };
+
+	return nd->w >= c->static_min && (!c->static_cut || fg_key_worse(c->static_bar, k));
+}
+
+/*
+ * The static picture holds the frames at least FG_MIN_PX wide, at most
+ * FG_DRAW_MAX of them: the best ranked (see fg_key), a connected tree.
+ */
+static int pick_static(struct fg_ctx *c)
+{
+	uint64_t min_w = (uint64_t)ceil((double)c->t.total * FG_MIN_PX / c->plot_w - 1e-9);
+	struct fg_key *keys;
+	size_t n = 0;
+
+	c->static_min = min_w ? min_w : 1;
+	for (size_t i = 0; i < c->t.n_nodes; i++)
+		n += c->t.nodes[i].w >= c->static_min;
+	if (n > FG_DRAW_MAX) {
+		keys = malloc(n * sizeof(*keys));
+		if (!keys)
+			return -ENOMEM;
+		n = 0;
+		for (size_t i = 0; i < c->t.n_nodes; i++) {
+			if (c->t.nodes[i].w >= c->static_min)
+				keys[n++] = (struct fg_key){ c->t.nodes[i].w, c->t.nodes[i].depth };
+		}
+		qsort(keys, n, sizeof(*keys), cmp_key_best_first);
+		c->static_cut = true;
+		c->static_bar = keys[FG_DRAW_MAX];
+		free(keys);
+	}
+	c->rows = 1;
+	for (size_t i = 0; i < c->t.n_nodes; i++) {
+		const struct fg_node *nd = &c->t.nodes[i];
+
+		if (!is_static(c, nd))
+			continue;
+		if (nd->depth + 1 > c->rows)
+			c->rows = nd->depth + 1;
+		if (i)
+			c->kinds_seen |= 1u << c->t.names[nd->name].kind;
+	}
+	return 0;
+}
+
+static double row_y(const struct fg_ctx *c, uint32_t depth)
+{
+	if (c->o.inverted)
+		return FG_HEADER_H + (double)depth * FG_FRAME_H;
+	return FG_HEADER_H + (double)(c->rows - 1 - depth) * FG_FRAME_H;
+}
+
+/* --- document head ------------------------------------------------------------ */
+
+static void write_head(struct fg_ctx *c)
+{
+	struct sink *s = c->out;
+	unsigned w = c->o.width;
+
+	sink_puts(s, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n");
+	sink_printf(s,
+		    "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%u\" "
+		    "height=\"%u\" viewBox=\"0 0 %u %u\" class=\"eprof-fg%s%s\">\n",
+		    w, c->height, w, c->height, c->o.differential ? " diff" : "",
+		    c->o.inverted ? " inverted" : "");
+	sink_puts(s, "<title>");
+	xml_str(s, c->o.title);
+	sink_puts(s, "</title>\n<style><![CDATA[\n");
+	sink_write(s, asset_flamegraph_css, asset_flamegraph_css_len);
+	sink_puts(s, "]]></style>\n<defs><linearGradient id=\"fg-bg-fill\" x1=\"0\" y1=\"0\" x2=\"0\" "
+		     "y2=\"1\"><stop offset=\"0\" stop-color=\"#f8f8f8\"/><stop offset=\"1\" "
+		     "stop-color=\"#ebebef\"/></linearGradient></defs>\n");
+	sink_puts(s, "<rect id=\"fg-bg\" class=\"bg\" x=\"0\" y=\"0\" width=\"100%\" "
+		     "height=\"100%\" fill=\"url(#fg-bg-fill)\"/>\n");
+}
+
+/* Cuts str to about max_chars characters with a ".." tail, writing it escaped. */
+static void write_cut(struct sink *s, const char *str, size_t len, size_t max_chars)
+{
+	size_t chars, bytes;
+
+	fg_utf8_prefix(str, len, SIZE_MAX, &chars);
+	if (chars <= max_chars) {
+		fg_xml_text(s, str, len);
+		return;
+	}
+	bytes = fg_utf8_prefix(str, len, max_chars > 2 ? max_chars - 2 : 0, NULL);
+	fg_xml_text(s, str, bytes);
+	sink_puts(s, "..");
+}
+
+static void write_legend(struct fg_ctx *c)
+{
+	static const char *const diff_names[] = { "grew", "shrank", "unchanged" };
+	static const uint32_t diff_rgb[] = { 0xde2d26, 0x2e6ed6, 0xffffff };
+	double x = FG_PAD_X;
+
+	sink_puts(c->out, "<g class=\"legend\">");
+	for (unsigned k = 0; k < (c->o.differential ? 3u : FG_KIND_N); k++) {
+		const char *label = c->o.differential ? diff_names[k] : kind_names[k];
+		uint32_t rgb = c->o.differential ? diff_rgb[k] : fg_name_rgb("", 0, k);
+
+		if (!c->o.differential && !(c->kinds_seen & (1u << k)))
+			continue;
+		sink_printf(c->out,
+			    "<rect x=\"%.0f\" y=\"55\" width=\"10\" height=\"10\" fill=\"#%06x\"/>"
+			    "<text x=\"%.0f\" y=\"64\">%s</text>",
+			    x, rgb, x + 14, label);
+		x += 14 + strlen(label) * 7.0 + 16;
+	}
+	if (c->o.differential)
+		sink_puts(c->out, "<text x=\"280\" y=\"64\">colour: change against the base "
+				  "profile</text>");
+	sink_puts(c->out, "</g>\n");
+}
+
+static void write_header(struct fg_ctx *c)
+{
+	struct sink *s = c->out;
+	double mid = c->o.width / 2.0;
+	/* leave room for the controls on either side of the title */
+	size_t room = (size_t)((c->o.width - 2.0 * (FG_PAD_X + 260)) / 9.5);
+
+	sink_printf(s, "<text id=\"fg-title\" class=\"title\" x=\"%.1f\" y=\"26\">", mid);
+	write_cut(s, c->o.title, strlen(c->o.title), room > 10 ? room : 10);
+	sink_puts(s, "</text>\n");
+	if (c->o.subtitle && *c->o.subtitle) {
+		sink_printf(s, "<text id=\"fg-subtitle\" class=\"subtitle\" x=\"%.1f\" y=\"45\">",
+			    mid);
+		write_cut(s, c->o.subtitle, strlen(c->o.subtitle),
+			  (size_t)((c->o.width - 2.0 * FG_PAD_X) / 6.8));
+		sink_puts(s, "</text>\n");
+	}
+	if (c->t.total && (c->o.differential || __builtin_popcount(c->kinds_seen) > 1))
+		write_legend(c);
+	/* Controls need the script: hidden until it runs. */
+	sink_printf(s,
+		    "<g id=\"fg-controls\" display=\"none\">"
+		    "<text id=\"fg-reset\" class=\"ctl\" x=\"%d\" y=\"26\" visibility=\"hidden\">"
+		    "Reset Zoom</text>"
+		    "<text id=\"fg-search-btn\" class=\"ctl\" x=\"%d\" y=\"26\">Search</text>"
+		    "<foreignObject x=\"%d\" y=\"10\" width=\"200\" height=\"24\">"
+		    "<input xmlns=\"http://www.w3.org/1999/xhtml\" id=\"fg-search\" "
+		    "type=\"search\" placeholder=\"regex or text (Ctrl-F)\" spellcheck=\"false\" "
+		    "autocomplete=\"off\"/></foreignObject></g>\n",
+		    FG_PAD_X, c->o.width - FG_PAD_X - 252, c->o.width - FG_PAD_X - 200);
+}
+
+static void write_footer(struct fg_ctx *c)
+{
+	unsigned y = c->height - 10;
+
+	sink_printf(c->out,
+		    "<text id=\"fg-status\" class=\"status\" x=\"%d\" y=\"%u\"> </text>\n"
+		    "<text id=\"fg-matched\" class=\"status matched\" x=\"%d\" y=\"%u\"> </text>\n",
+		    FG_PAD_X, y, c->o.width - FG_PAD_X, y);
+}
+
+/* --- static picture ------------------------------------------------------------ */
+
+static void write_weight_title(struct fg_ctx *c, const struct fg_node *nd)
+{
+	char a[48], b[48], d[48];
+	uint64_t delta;
+
+	fg_fmt_weight(a, sizeof(a), c->o.unit, nd->w);
+	sink_printf(c->out, " (%s, %.2f%%", a, 100.0 * nd->w / c->t.total);
+	if (c->o.differential) {
+		delta = nd->w > nd->base ? nd->w - nd->base : nd->base - nd->w;
+		fg_fmt_weight(b, sizeof(b), c->o.unit, nd->base);
+		fg_fmt_weight(d, sizeof(d), c->o.unit, delta);
+		sink_printf(c->out, "; base %s, delta %s%s", b, nd->w >= nd->base ? "+" : "-", d);
+		if (nd->base)
+			sink_printf(c->out, " (%+.2f%%)",
+				    100.0 * ((double)nd->w - (double)nd->base) / nd->base);
+	}
+	sink_puts(c->out, ")");
+}
+
+/*
+ * A frame of the static picture. Only labelled frames get a <title>: the
+ * picture matters where scripts do not run, and there (an <img>) nothing
+ * shows tooltips; thousands of titles for slivers would only add megabytes.
+ */
+static void write_static_frame(struct fg_ctx *c, const struct fg_node *nd)
+{
+	const struct fg_name *nm = &c->t.names[nd->name];
+	struct sink *s = c->out;
+	double x = FG_PAD_X + frame_px(c, nd->x), w = frame_px(c, nd->w);
+	double y = row_y(c, nd->depth), fit = (w - 2 * FG_LABEL_PAD) / FG_CHAR_W;
+	uint32_t rgb = c->o.differential && nd != c->t.nodes ? fg_diff_rgb(nd->w, nd->base)
+							      : nm->rgb;
+
+	if (fit >= 3) {
+		sink_puts(s, "<g><title>");
+		fg_xml_text(s, nm->s, nm->len);
+		write_weight_title(c, nd);
+		sink_puts(s, "</title>");
+	}
+	sink_printf(s, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" fill=\"#%06x\"/>",
+		    x, y, w, FG_FRAME_H - 1, rgb);
+	if (fit >= 3) {
+		sink_printf(s, "<text x=\"%.1f\" y=\"%.1f\">", x + FG_LABEL_PAD, y + 11.5);
+		write_cut(s, nm->s, nm->len, (size_t)fit);
+		sink_puts(s, "</text></g>");
+	}
+	sink_puts(s, "\n");
+}
+
+static void write_static(struct fg_ctx *c)
+{
+	sink_printf(c->out, "<g id=\"fg-frames\" class=\"frames\" font-family=\"monospace\" "
+			    "font-size=\"%d\">\n",
+		    FG_FONT_PX);
+	for (size_t i = 0; i < c->t.n_nodes; i++) {
+		if (is_static(c, &c->t.nodes[i]))
+			write_static_frame(c, &c->t.nodes[i]);
+	}
+	sink_puts(c->out, "</g>\n");
+}
+
+/* --- model for the script ------------------------------------------------------ */
+
+static void write_json_str(struct sink *s, const char *str, size_t len)
+{
+	sink_puts(s, "\"");
+	fg_json_text(s, str, len);
+	sink_puts(s, "\"");
+}
+
+/* Names used by the nodes; map[old id] = dense id. */
+static int write_names(struct fg_ctx *c, uint32_t *map)
+{
+	struct sink *s = c->out;
+	uint32_t n = 0;
+	size_t i;
+
+	for (i = 0; i < c->t.n_names; i++)
+		map[i] = UINT32_MAX;
+	for (i = 0; i < c->t.n_nodes; i++)
+		map[c->t.nodes[i].name] = 0;
+	sink_puts(s, ",\n\"names\":[");
+	for (i = 0; i < c->t.n_names; i++) {
+		if (map[i] == UINT32_MAX)
+			continue;
+		map[i] = n++;
+		if (map[i])
+			sink_puts(s, ",");
+		write_json_str(s, c->t.names[i].s, c->t.names[i].len);
+	}
+	sink_puts(s, "],\n\"kinds\":\"");
+	for (i = 0; i < c->t.n_names; i++) {
+		if (map[i] != UINT32_MAX)
+			sink_printf(s, "%u", c->t.names[i].kind);
+	}
+	sink_puts(s, "\",\n\"colors\":\"");
+	for (i = 0; i < c->t.n_names; i++) {
+		if (map[i] != UINT32_MAX)
+			sink_printf(s, "%06x", c->t.names[i].rgb);
+	}
+	return sink_puts(s, "\"");
+}
+
+/*
+ * Frames in preorder as flat integers: depth, name, gap, weight, self[, base],
+ * weights divided by the scale. gap is the weight of the dropped siblings
+ * between this frame and the previous kept one, so positions are exact.
+ */
+static int write_frames(struct fg_ctx *c, const uint32_t *map)
+{
+	uint64_t *next = calloc(c->t.max_depth + 2, sizeof(*next)), k = c->t.scale;
+	char buf[128];
+
+	if (!next)
+		return -ENOMEM;
+	sink_printf(c->out, ",\n\"nf\":%d,\n\"frames\":[", c->o.differential ? 6 : 5);
+	for (size_t i = 0; i < c->t.n_nodes; i++) {
+		const struct fg_node *nd = &c->t.nodes[i];
+		int n = snprintf(buf, sizeof(buf), "%s%u,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64,
+				 i ? (i % 8 ? "," : ",\n") : "", nd->depth, map[nd->name],
+				 (nd->x - next[nd->depth]) / k, nd->w / k, nd->self / k);
+
+		sink_write(c->out, buf, n);
+		if (c->o.differential)
+			sink_printf(c->out, ",%" PRIu64, nd->base / k);
+		next[nd->depth] = nd->x + nd->w;
+		next[nd->depth + 1] = nd->x;
+	}
+	free(next);
+	return sink_puts(c->out, "]");
+}
+
+static int write_data(struct fg_ctx *c)
+{
+	struct sink *s = c->out;
+	uint32_t *map = malloc(c->t.n_names * sizeof(*map));
+	int err;
+
+	if (!map)
+		return -ENOMEM;
+	sink_puts(s, "<script type=\"application/json\" id=\"fg-data\">{\"version\":1,\"unit\":");
+	write_json_str(s, c->o.unit, strlen(c->o.unit));
+	sink_printf(s,
+		    ",\"diff\":%d,\"inverted\":%d,\n\"layout\":{\"width\":%u,\"padX\":%d,"
+		    "\"frameH\":%d,\"headerH\":%d,\"footerH\":%d,\"fontPx\":%d,\"labelPad\":%.1f,"
+		    "\"minPx\":%.2f,\"maxDraw\":%d,\"rows\":%u},\n\"total\":%" PRIu64
+		    ",\"baseTotal\":%" PRIu64 ",\"scale\":%" PRIu64,
+		    c->o.differential, c->o.inverted, c->o.width, FG_PAD_X, FG_FRAME_H,
+		    FG_HEADER_H, FG_FOOTER_H, FG_FONT_PX, FG_LABEL_PAD, FG_MIN_PX, FG_DRAW_MAX,
+		    c->rows, c->t.total, c->t.base_total, c->t.scale);
+	err = write_names(c, map);
+	if (!err)
+		err = write_frames(c, map);
+	free(map);
+	sink_puts(s, "}</script>\n<script type=\"text/javascript\"><![CDATA[\n");
+	sink_write(s, asset_flamegraph_js, asset_flamegraph_js_len);
+	sink_puts(s, "]]></script>\n");
+	return err;
+}
+
+/* --- entry --------------------------------------------------------------------- */
+
+static void fill_opts(struct fg_opts *o, const struct fg_opts *in)
+{
+	if (in)
+		*o = *in;
+	else
+		memset(o, 0, sizeof(*o));
+	if (!o->title || !*o->title)
+		o->title = o->differential ? "Differential flame graph" : "Flame graph";
+	if (!o->unit || !*o->unit)
+		o->unit = "samples";
+	if (!o->width)
+		o->width = FG_DEFAULT_WIDTH;
+	if (o->width < FG_MIN_WIDTH)
+		o->width = FG_MIN_WIDTH;
+	if (o->width > FG_MAX_WIDTH)
+		o->width = FG_MAX_WIDTH;
+}
+
+static void write_empty(struct fg_ctx *c)
+{
+	c->rows = 3;
+	c->height = FG_HEADER_H + c->rows * FG_FRAME_H + FG_FOOTER_H;
+	write_head(c);
+	write_header(c);
+	sink_printf(c->out,
+		    "<text id=\"fg-empty\" class=\"empty\" x=\"%.1f\" y=\"%d\">no samples</text>\n",
+		    c->o.width / 2.0, FG_HEADER_H + 2 * FG_FRAME_H);
+	write_footer(c);
+}
+
+int flamegraph_write_svg(struct sink *out, const struct fg_stack *stacks, size_t n,
+			 const struct fg_opts *opts)
+{
+	struct fg_ctx c = { .out = out };
+	int err;
+
+	if (!out || (n && !stacks))
+		return -EINVAL;
+	fill_opts(&c.o, opts);
+	c.plot_w = c.o.width - 2.0 * FG_PAD_X;
+	err = fg_tree_build(&c.t, stacks, n, FG_MODEL_MAX);
+	if (err)
+		return err;
+	if (!c.t.total) {
+		write_empty(&c);
+		goto done;
+	}
+	err = pick_static(&c);
+	if (err)
+		goto out;
+	c.height = FG_HEADER_H + c.rows * FG_FRAME_H + FG_FOOTER_H;
+	write_head(&c);
+	write_header(&c);
+	write_static(&c);
+	write_footer(&c);
+	err = write_data(&c);
+	if (err)
+		goto out;
+done:
+	sink_puts(out, "</svg>\n");
+	err = out->err;
+out:
+	fg_tree_free(&c.t);
+	return err;
+}

@@ -1,0 +1,693 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * eprof flamegraph: draws, zooms and searches the frames embedded as JSON in
+ * the SVG (#fg-data, written by flamegraph/flamegraph.c). The static picture
+ * in #fg-frames is replaced on start-up by frames drawn from that model, so
+ * zooming can show frames that were too narrow for the first picture.
+ *
+ * Frames are flat arrays indexed in preorder; end[i] is one past the last
+ * frame of i's subtree, so a subtree is a range and skipping it is O(1).
+ */
+(function () {
+	'use strict';
+
+	var SVG_NS = 'http://www.w3.org/2000/svg';
+	var KINDS = ['user', 'kernel', 'JIT', 'unknown', 'special'];
+	var doc = document;
+	var dataEl = doc.getElementById('fg-data');
+
+	if (!dataEl)
+		return;
+
+	/* the root <svg>, also when the graph is inlined into an HTML page */
+	var svg = dataEl.ownerSVGElement || doc.documentElement;
+
+	var D = JSON.parse(dataEl.textContent);
+	var L = D.layout;
+	var names = D.names;
+	var nf = D.nf;
+	var n = D.frames.length / nf;
+	var total = D.total;
+	var plotW = L.width - 2 * L.padX;
+
+	var depth = new Uint32Array(n);
+	var name = new Uint32Array(n);
+	var parent = new Int32Array(n);
+	var end = new Int32Array(n);
+	var fx = new Float64Array(n);
+	var fw = new Float64Array(n);
+	var fself = new Float64Array(n);
+	var fbase = D.diff ? new Float64Array(n) : null;
+	var colors = [];
+
+	function decode() {
+		var raw = D.frames, scale = D.scale, open = [], next = [0];
+		var i, j, d, p;
+
+		for (i = 0; i < n; i++) {
+			j = i * nf;
+			d = raw[j];
+			while (open.length > d)
+				end[open.pop()] = i;
+			p = d ? open[d - 1] : -1;
+			parent[i] = p;
+			depth[i] = d;
+			name[i] = raw[j + 1];
+			fw[i] = raw[j + 3] * scale;
+			fself[i] = raw[j + 4] * scale;
+			if (fbase)
+				fbase[i] = raw[j + 5] * scale;
+			fx[i] = d ? next[d] + raw[j + 2] * scale : 0;
+			next[d] = fx[i] + fw[i];
+			next[d + 1] = fx[i];
+			open.push(i);
+		}
+		while (open.length)
+			end[open.pop()] = n;
+		for (i = 0; i < names.length; i++)
+			colors.push('#' + D.colors.substr(i * 6, 6));
+		D.frames = null; /* let the parsed array go */
+	}
+
+	/* --- formatting ----------------------------------------------------------------------- */
+
+	function group(v) {
+		return String(Math.round(v)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+	}
+
+	function scaled(v, suffix) {
+		return v.toFixed(v < 9.995 ? 2 : v < 99.95 ? 1 : 0) + ' ' + suffix;
+	}
+
+	function fmt(v) {
+		var u = D.unit, units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'], i = 0;
+
+		if (u === 'ns') {
+			if (v < 1e3)
+				return Math.round(v) + ' ns';
+			if (v < 1e6)
+				return scaled(v / 1e3, '\u00b5s');
+			if (v < 1e9)
+				return scaled(v / 1e6, 'ms');
+			return scaled(v / 1e9, 's');
+		}
+		if (u === 'bytes') {
+			if (v < 1024)
+				return Math.round(v) + ' B';
+			for (v /= 1024; v >= 1023.95 && i < 4; i++)
+				v /= 1024;
+			return scaled(v, units[i]);
+		}
+		if (u === 'samples')
+			return group(v) + (v === 1 ? ' sample' : ' samples');
+		return group(v) + ' ' + u;
+	}
+
+	function pct(v, of) {
+		return (of ? (100 * v) / of : 0).toFixed(2) + '%';
+	}
+
+	/* Same formula as fg_diff_rgb() in flamegraph/fg_style.c. */
+	function diffColor(w, b) {
+		var hi = Math.max(w, b), to = w >= b ? [222, 45, 38] : [46, 110, 214], k, c = [];
+
+		if (!hi)
+			return '#ffffff';
+		k = Math.pow(Math.abs(w - b) / hi, 0.7);
+		for (var i = 0; i < 3; i++)
+			c.push(Math.round(255 + k * (to[i] - 255)));
+		return 'rgb(' + c.join(',') + ')';
+	}
+
+	function frameColor(i) {
+		return fbase && i ? diffColor(fw[i], fbase[i]) : colors[name[i]];
+	}
+
+	/* --- text width: labels are monospace, East Asian wide characters count double -------- */
+
+	var charW = 0.6 * L.fontPx;
+
+	function isWide(c) {
+		return (c >= 0x1100 && c <= 0x115f) || (c >= 0x2e80 && c <= 0xa4cf) ||
+		       (c >= 0xac00 && c <= 0xd7a3) || (c >= 0xf900 && c <= 0xfaff) ||
+		       (c >= 0xfe30 && c <= 0xfe4f) || (c >= 0xff00 && c <= 0xff60) ||
+		       (c >= 0xffe0 && c <= 0xffe6);
+	}
+
+	function charWidth(s, i) {
+		var c = s.charCodeAt(i);
+
+		if (c >= 0xdc00 && c <= 0xdfff)
+			return 0; /* low surrogate: counted with its pair */
+		return isWide(c) || (c >= 0xd800 && c <= 0xdbff) ? 2 * charW : charW;
+	}
+
+	function measureFont(g) {
+		var t = doc.createElementNS(SVG_NS, 'text'), w;
+
+		t.textContent = 'MMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMM';
+		g.appendChild(t);
+		w = t.getComputedTextLength ? t.getComputedTextLength() / 40 : 0;
+		g.removeChild(t);
+		if (w > 0)
+			charW = w;
+	}
+
+	/* The label that fits w px: the name, or a prefix and "..", or nothing. */
+	function label(s, w) {
+		var room = w - 2 * L.labelPad, acc = 0, i, cw;
+
+		if (room < 3 * charW)
+			return '';
+		if (s.length * charW <= room) {
+			for (i = 0; i < s.length; i++)
+				acc += charWidth(s, i);
+			if (acc <= room)
+				return s;
+			acc = 0;
+		}
+		room -= 2 * charW;
+		for (i = 0; i < s.length; i++) {
+			cw = charWidth(s, i);
+			if (acc + cw > room)
+				break;
+			acc += cw;
+		}
+		if (i > 0 && s.charCodeAt(i) >= 0xdc00 && s.charCodeAt(i) <= 0xdfff)
+			i--;
+		return i > 0 ? s.slice(0, i) + '..' : '';
+	}
+
+	/* --- state and elements --------------------------------------------------------------- */
+
+	var frames = doc.getElementById('fg-frames');
+	var statusEl = doc.getElementById('fg-status');
+	var matchedEl = doc.getElementById('fg-matched');
+	var resetEl = doc.getElementById('fg-reset');
+	var input = doc.getElementById('fg-search');
+	var searchBtn = doc.getElementById('fg-search-btn');
+	var tip, tipRect, tipLines = [], tipFrame = -1, tipW = 0, tipH = 0;
+	var pool = [], used = 0;
+	var cur = 0, rows = L.rows, height = 0;
+	var query = '', match = null, searchTimer = 0;
+	var inverse = null; /* cached inverse screen matrix, see toSvg() */
+
+	function rowY(d) {
+		if (D.inverted)
+			return L.headerH + d * L.frameH;
+		return L.headerH + (rows - 1 - d) * L.frameH;
+	}
+
+	function resize(h) {
+		if (h === height)
+			return;
+		height = h;
+		inverse = null;
+		svg.setAttribute('height', h);
+		svg.setAttribute('viewBox', '0 0 ' + L.width + ' ' + h);
+		statusEl.setAttribute('y', h - 10);
+		matchedEl.setAttribute('y', h - 10);
+	}
+
+	/* One drawn frame: its elements and what was last written to them. */
+	function Slot() {
+		this.g = doc.createElementNS(SVG_NS, 'g');
+		this.rect = doc.createElementNS(SVG_NS, 'rect');
+		this.rect.setAttribute('height', L.frameH - 1);
+		this.g.appendChild(this.rect);
+		this.g.fgSlot = this;
+		this.text = null;
+		this.fi = -1;
+		this.x = this.w = this.fill = this.label = this.cls = '';
+		this.y = -1;
+	}
+
+	/* Writes only what changed: a search or a small zoom touches few attributes. */
+	Slot.prototype.draw = function (i, x, y, w, cls) {
+		var xs = x.toFixed(1), ws = w.toFixed(1), fill = frameColor(i);
+		var lbl = label(names[name[i]], w), t = this.text;
+
+		this.fi = i;
+		if (cls !== this.cls)
+			this.g.setAttribute('class', (this.cls = cls));
+		if (xs !== this.x)
+			this.rect.setAttribute('x', xs);
+		if (y !== this.y)
+			this.rect.setAttribute('y', y);
+		if (ws !== this.w)
+			this.rect.setAttribute('width', (this.w = ws));
+		if (fill !== this.fill)
+			this.rect.setAttribute('fill', (this.fill = fill));
+		if (lbl && !t) {
+			t = this.text = doc.createElementNS(SVG_NS, 'text');
+			this.g.appendChild(t);
+			this.x = '';
+			this.y = -1;
+		}
+		if (t) {
+			if (xs !== this.x)
+				t.setAttribute('x', (x + L.labelPad).toFixed(1));
+			if (y !== this.y)
+				t.setAttribute('y', y + 11.5);
+			if (lbl !== this.label)
+				t.textContent = this.label = lbl;
+		}
+		this.x = xs;
+		this.y = y;
+	};
+
+	function slotAt(k) {
+		var s = pool[k] || (pool[k] = new Slot());
+
+		if (!s.g.parentNode)
+			frames.appendChild(s.g);
+		return s;
+	}
+
+	function classOf(i, anc) {
+		return (anc ? 'anc' : '') + (match && i && match[name[i]] ? ' match' : '');
+	}
+
+	/* Worse rank: narrower, or as wide and deeper (fg_key_worse() in C). */
+	function worse(a, b) {
+		return fw[a] < fw[b] || (fw[a] === fw[b] && depth[a] > depth[b]);
+	}
+
+	/*
+	 * Keeps the best ranked max frames of list[from..]; a parent always ranks
+	 * before its children, so what is kept is a connected tree.
+	 */
+	function capCount(list, from, max) {
+		var rest = list.slice(from), out = list.slice(0, from), bar, i;
+
+		rest.sort(function (a, b) {
+			return worse(a, b) ? 1 : worse(b, a) ? -1 : 0;
+		});
+		bar = rest[max];
+		for (i = from; i < list.length; i++) {
+			if (worse(bar, list[i]))
+				out.push(list[i]);
+		}
+		return out;
+	}
+
+	/* The ancestors of the zoomed frame, then its subtree down to minPx wide. */
+	function visibleFrames() {
+		var list = [], k = plotW / fw[cur], i, nanc;
+
+		for (i = parent[cur]; i >= 0; i = parent[i])
+			list.push(i);
+		list.reverse();
+		nanc = list.length;
+		for (i = cur; i < end[cur];) {
+			if (fw[i] * k < L.minPx) {
+				i = end[i];
+				continue;
+			}
+			list.push(i++);
+		}
+		if (list.length - nanc > L.maxDraw)
+			list = capCount(list, nanc, L.maxDraw);
+		return list;
+	}
+
+	function render() {
+		var list = visibleFrames(), k = plotW / fw[cur], x0 = fx[cur], nanc = depth[cur];
+		var dmax = 0, j, i, anc;
+
+		for (j = 0; j < list.length; j++)
+			dmax = Math.max(dmax, depth[list[j]]);
+		rows = Math.max(L.rows, dmax + 1);
+		resize(L.headerH + rows * L.frameH + L.footerH);
+		for (j = 0; j < list.length; j++) {
+			i = list[j];
+			anc = j < nanc;
+			slotAt(j).draw(i, anc ? L.padX : L.padX + (fx[i] - x0) * k, rowY(depth[i]),
+				       anc ? plotW : fw[i] * k, classOf(i, anc));
+		}
+		for (j = list.length; j < used; j++)
+			frames.removeChild(pool[j].g);
+		used = list.length;
+	}
+
+	/* After a search: only the classes change. */
+	function restyle() {
+		var nanc = depth[cur], s, cls;
+
+		for (var j = 0; j < used; j++) {
+			s = pool[j];
+			cls = classOf(s.fi, j < nanc);
+			if (cls !== s.cls)
+				s.g.setAttribute('class', (s.cls = cls));
+		}
+	}
+
+	/* --- tooltip and status line ---------------------------------------------------------- */
+
+	function makeTip() {
+		tip = doc.createElementNS(SVG_NS, 'g');
+		tip.setAttribute('class', 'tip');
+		tip.setAttribute('visibility', 'hidden');
+		tipRect = doc.createElementNS(SVG_NS, 'rect');
+		tip.appendChild(tipRect);
+		svg.appendChild(tip);
+	}
+
+	function inZoom(i) {
+		return i >= cur && i < end[cur];
+	}
+
+	function kindOf(i) {
+		return KINDS[D.kinds.charCodeAt(name[i]) - 48];
+	}
+
+	/* A long name over up to three lines. */
+	function nameLines(s, out) {
+		var per = Math.floor((L.width * 0.55) / charW), part;
+
+		for (var k = 0; k < s.length && out.length < 3; k += per) {
+			part = s.slice(k, k + per);
+			if (out.length === 2 && k + per < s.length)
+				part = part.slice(0, per - 2) + '..';
+			out.push([part, 'name']);
+		}
+	}
+
+	function diffLines(i, out) {
+		var b = fbase[i], d = fw[i] - b, rel;
+
+		rel = b ? ' (' + (d >= 0 ? '+' : '') + ((100 * d) / b).toFixed(2) + '%)' : ' (new)';
+		out.push(['base: ' + fmt(b) + ' (' + pct(b, D.baseTotal) + ' of base total)', '']);
+		out.push(['delta: ' + (d >= 0 ? '+' : '-') + fmt(Math.abs(d)) + rel,
+			  d > 0 ? 'up' : d < 0 ? 'down' : '']);
+	}
+
+	/* Tooltip lines of frame i: [text, class]. */
+	function describe(i) {
+		var out = [], line = fmt(fw[i]) + ' (' + pct(fw[i], total) + ' of total';
+
+		nameLines(names[name[i]], out);
+		if (cur && i !== cur && inZoom(i))
+			line += ', ' + pct(fw[i], fw[cur]) + ' of zoomed';
+		out.push([line + ')', '']);
+		out.push(['self: ' + fmt(fself[i]) + ' (' + pct(fself[i], total) + ')', '']);
+		if (fbase)
+			diffLines(i, out);
+		out.push([i ? kindOf(i) + ' frame, depth ' + depth[i] : 'all samples', 'dim']);
+		return out;
+	}
+
+	var pt = svg.createSVGPoint ? svg.createSVGPoint() : null;
+
+	/* Client to SVG coordinates; the matrix is cached, reading it forces a layout. */
+	function toSvg(e) {
+		var m;
+
+		if (!inverse && pt && svg.getScreenCTM) {
+			m = svg.getScreenCTM();
+			inverse = m ? m.inverse() : null;
+		}
+		if (!inverse)
+			return { x: e.clientX, y: e.clientY };
+		pt.x = e.clientX;
+		pt.y = e.clientY;
+		return pt.matrixTransform(inverse);
+	}
+
+	function forgetMatrix() {
+		inverse = null;
+	}
+
+	/* Fills the tooltip for frame i, laid out from (0, 0); returns its size. */
+	function fillTip(i) {
+		var lines = describe(i), lh = L.fontPx + 4, w = 0, t, j, bold;
+
+		for (j = 0; j < lines.length; j++) {
+			t = tipLines[j];
+			if (!t) {
+				t = tipLines[j] = doc.createElementNS(SVG_NS, 'text');
+				t.setAttribute('x', 8);
+				t.setAttribute('y', 1 + (j + 1) * lh);
+				tip.appendChild(t);
+			}
+			t.textContent = lines[j][0];
+			t.setAttribute('class', lines[j][1]);
+			t.setAttribute('visibility', 'inherit');
+			bold = lines[j][1] === 'name' ? 1.1 : 1;
+			w = Math.max(w, lines[j][0].length * charW * bold);
+		}
+		for (; j < tipLines.length; j++)
+			tipLines[j].setAttribute('visibility', 'hidden');
+		tipW = w + 16;
+		tipH = lines.length * lh + 10;
+		tipRect.setAttribute('width', tipW);
+		tipRect.setAttribute('height', tipH);
+	}
+
+	/* Moving over the same frame only moves the tooltip. */
+	function showTip(i, e) {
+		var p = toSvg(e), x = p.x + 14, y = p.y + 18;
+
+		if (i !== tipFrame) {
+			fillTip(i);
+			tipFrame = i;
+		}
+		if (x + tipW > L.width - 4)
+			x = Math.max(4, p.x - tipW - 10);
+		if (y + tipH > height - 4)
+			y = Math.max(4, p.y - tipH - 10);
+		tip.setAttribute('transform', 'translate(' + x.toFixed(1) + ',' + y.toFixed(1) + ')');
+		tip.setAttribute('visibility', 'visible');
+	}
+
+	function hideTip() {
+		tipFrame = -1; /* the zoom or the search may change its text */
+		if (tip)
+			tip.setAttribute('visibility', 'hidden');
+	}
+
+	function setStatus(i) {
+		var s, max = Math.floor((plotW * 0.62) / charW);
+
+		if (i < 0) {
+			statusEl.textContent = ' ';
+			return;
+		}
+		s = names[name[i]] + ' \u2014 ' + fmt(fw[i]) + ' (' + pct(fw[i], total) + ')';
+		if (fbase)
+			s += ', base ' + fmt(fbase[i]);
+		statusEl.textContent = s.length > max ? s.slice(0, max - 2) + '..' : s;
+	}
+
+	/* --- zoom and search ------------------------------------------------------------------ */
+
+	function saveState() {
+		var h = [], url;
+
+		if (cur)
+			h.push('z=' + cur);
+		if (query)
+			h.push('s=' + encodeURIComponent(query));
+		url = h.length ? '#' + h.join('&') : location.pathname + location.search;
+
+		try {
+			history.replaceState(null, '', url);
+		} catch (err) {
+			/* file:// in some browsers, or no history: not important */
+		}
+	}
+
+	function loadState() {
+		var h = (location.hash || '').replace(/^#/, '').split('&'), kv, z;
+
+		for (var j = 0; j < h.length; j++) {
+			kv = h[j].split('=');
+			try {
+				if (kv[0] === 'z') {
+					z = parseInt(kv[1], 10);
+					cur = z > 0 && z < n ? z : 0;
+				} else if (kv[0] === 's') {
+					query = decodeURIComponent(kv[1] || '');
+				}
+			} catch (err) {
+				query = '';
+			}
+		}
+	}
+
+	function zoom(i) {
+		cur = i;
+		hideTip();
+		render();
+		resetEl.setAttribute('visibility', cur ? 'visible' : 'hidden');
+		updateMatched();
+		saveState();
+	}
+
+	/* Weight of the matching frames in [from, to), each matching subtree once. */
+	function matchedIn(from, to) {
+		var sum = 0, i = from;
+
+		while (i < to) {
+			if (i && match[name[i]]) {
+				sum += fw[i];
+				i = end[i];
+			} else {
+				i++;
+			}
+		}
+		return sum;
+	}
+
+	function updateMatched() {
+		var all, z, i, txt;
+
+		if (!match) {
+			matchedEl.textContent = ' ';
+			return;
+		}
+		all = matchedIn(0, n);
+		txt = 'Matched: ' + pct(all, total) + ' (' + fmt(all) + ')';
+		if (cur) {
+			z = -1;
+			for (i = parent[cur]; i > 0; i = parent[i]) {
+				if (match[name[i]])
+					z = fw[cur];
+			}
+			if (z < 0)
+				z = matchedIn(cur, end[cur]);
+			txt += ', ' + pct(z, fw[cur]) + ' of zoomed';
+		}
+		matchedEl.textContent = txt;
+	}
+
+	function compile(q) {
+		var flags = /[A-Z]/.test(q) ? '' : 'i'; /* smart case */
+
+		try {
+			return new RegExp(q, flags);
+		} catch (err) {
+			return new RegExp(q.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), flags);
+		}
+	}
+
+	function setSearch(q) {
+		var re, j;
+
+		query = q;
+		if (input && input.value !== q)
+			input.value = q;
+		if (!q) {
+			match = null;
+		} else {
+			re = compile(q);
+			match = new Uint8Array(names.length);
+			for (j = 0; j < names.length; j++)
+				match[j] = re.test(names[j]) ? 1 : 0;
+		}
+		frames.setAttribute('class', match ? 'frames searching' : 'frames');
+		restyle();
+		updateMatched();
+		saveState();
+	}
+
+	function focusSearch() {
+		var q;
+
+		if (input && input.getBoundingClientRect().width > 0) {
+			input.focus();
+			input.select();
+			return;
+		}
+		q = window.prompt('Search frames (regex or text):', query);
+		if (q !== null)
+			setSearch(q);
+	}
+
+	function onKey(e) {
+		var k = e.key;
+
+		if ((e.ctrlKey || e.metaKey) && !e.altKey && (k === 'f' || k === 'F')) {
+			e.preventDefault();
+			focusSearch();
+		} else if (k === 'Escape') {
+			clearTimeout(searchTimer);
+			if (query || (input && input.value))
+				setSearch('');
+			else if (cur)
+				zoom(0);
+			if (input && doc.activeElement === input)
+				input.blur();
+		} else if (k === 'Enter' && e.target === input) {
+			clearTimeout(searchTimer);
+			setSearch(input.value);
+		} else if (k === '/' && e.target !== input && !e.ctrlKey && !e.metaKey) {
+			e.preventDefault();
+			focusSearch();
+		}
+	}
+
+	/* --- wiring --------------------------------------------------------------------------- */
+
+	function frameAt(e) {
+		for (var g = e.target; g && g !== frames; g = g.parentNode) {
+			if (g.fgSlot)
+				return g.fgSlot.fi;
+		}
+		return -1;
+	}
+
+	function wire() {
+		frames.addEventListener('mousemove', function (e) {
+			var i = frameAt(e);
+
+			if (i < 0)
+				return;
+			showTip(i, e);
+			setStatus(i);
+		});
+		frames.addEventListener('mouseleave', function () {
+			hideTip();
+			setStatus(-1);
+		});
+		frames.addEventListener('click', function (e) {
+			var i = frameAt(e);
+
+			if (i >= 0)
+				zoom(i === cur ? (parent[i] > 0 ? parent[i] : 0) : i);
+		});
+		resetEl.addEventListener('click', function () {
+			zoom(0);
+		});
+		searchBtn.addEventListener('click', focusSearch);
+		if (input) {
+			input.addEventListener('input', function () {
+				clearTimeout(searchTimer);
+				searchTimer = setTimeout(function () {
+					setSearch(input.value);
+				}, 150);
+			});
+		}
+		doc.addEventListener('keydown', onKey);
+		window.addEventListener('scroll', forgetMatrix, true);
+		window.addEventListener('resize', forgetMatrix);
+	}
+
+	function init() {
+		var controls = doc.getElementById('fg-controls');
+
+		decode();
+		if (controls)
+			controls.removeAttribute('display');
+		measureFont(frames);
+		frames.textContent = ''; /* the static picture: redrawn from the model */
+		makeTip();
+		loadState();
+		wire();
+		if (query)
+			setSearch(query);
+		zoom(cur);
+	}
+
+	init();
+})();
