@@ -87,7 +87,7 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 	memset(o, 0, sizeof(*o));
 	o->input = "eprof.data";
 	o->width = 1200;
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
 		if (c == 'h')

@@ -99,7 +99,7 @@ int parse_report_args(int argc, char **argv, struct report_cli *o)
 	o->input = "eprof.data";
 	o->output = "-";
 	o->r.limit = 30;
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
 		if (c == 'h')

@@ -103,6 +103,12 @@ static void text_header(struct sink *out, const struct profile *p, const struct 
 		sink_printf(out, "   stack read errors: %" PRIu64,
 			    p->stats[STAT_KSTACK_ERR] + p->stats[STAT_USTACK_ERR]);
 	sink_puts(out, "\n");
+	if (s->truncated)
+		sink_printf(out,
+			    "# unwinding stopped early: no CFI %" PRIu64 ", too deep %" PRIu64
+			    ", beyond the copied stack %" PRIu64 ", bad frame %" PRIu64 "\n",
+			    p->stats[STAT_UNWIND_NO_CFI], p->stats[STAT_UNWIND_TOO_DEEP],
+			    p->stats[STAT_UNWIND_READ_FAULT], p->stats[STAT_UNWIND_BAD_FRAME]);
 }
 
 static void text_functions(struct sink *out, const struct profile *p, const struct report_opts *o,

@@ -164,7 +164,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 	o->output = "eprof.data";
 	o->snapshot_bytes = 16384;
 	o->ringbuf_mb = 16;
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
 	opterr = 0;
 	/* "+": stop at the first non-option so "-- CMD -x" and "CMD -x" keep CMD's flags. */
 	while ((c = getopt_long(argc, argv, "+p:aF:d:o:g:qvh", longopts, NULL)) != -1) {

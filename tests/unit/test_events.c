@@ -9,13 +9,18 @@
 
 static char proc_root[PATH_MAX];
 
-static void write_file(const char *path, const char *text)
+static void write_bytes(const char *path, const char *data, size_t len)
 {
 	FILE *f = fopen(path, "w");
 
 	assert_non_null(f);
-	fputs(text, f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
 	fclose(f);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	write_bytes(path, text, strlen(text));
 }
 
 /* A fake /proc with one process whose code maps /usr/bin/true at 0x400000. */
@@ -32,7 +37,7 @@ static int setup_proc(void **state)
 			 "00600000-00601000 rw-p 00000000 00:00 0 \n"
 			 "7fff0000-7fff2000 r-xp 00000000 00:00 0   [vdso]\n");
 	snprintf(path, sizeof(path), "%s/cmdline", dir);
-	write_file(path, "true\0--version\0");
+	write_bytes(path, "true\0--version\0", 15);
 	snprintf(path, sizeof(path), "%s/comm", dir);
 	write_file(path, "true\n");
 	snprintf(path, sizeof(path), "%s/stat", dir);

@@ -3,6 +3,7 @@
 #ifndef EPROF_TEST_UTIL_H
 #define EPROF_TEST_UTIL_H
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,11 +37,11 @@ static inline const char *test_tmpdir(void)
 
 static inline char *test_path(const char *name)
 {
-	static char path[8][PATH_MAX];
+	static char path[8][PATH_MAX + 64];
 	static int slot;
 	char *p = path[slot++ % 8];
 
-	snprintf(p, PATH_MAX, "%s/%s", test_tmpdir(), name);
+	snprintf(p, PATH_MAX + 64, "%.*s/%s", PATH_MAX - 1, test_tmpdir(), name);
 	return p;
 }
 

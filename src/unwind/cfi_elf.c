@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Finds the CFI sections of an ELF file (or in-memory image such as the
+ * vDSO) and hands their bytes to the table builder. libelf only locates
+ * sections; the records themselves are parsed by cfi_build.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cfi.h"
+#include "dwarf_read.h"
+#include "unwind.h"
+#include "util/log.h"
+
+/* The pcs an FDE may cover: the union of the executable PT_LOADs. */
+static void text_range(Elf *e, uint64_t *lo, uint64_t *hi)
+{
+	size_t n = 0;
+
+	*lo = UINT64_MAX;
+	*hi = 0;
+	if (elf_getphdrnum(e, &n))
+		n = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+			continue;
+		if (ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
+			continue;
+		if (ph.p_vaddr < *lo)
+			*lo = ph.p_vaddr;
+		if (ph.p_vaddr + ph.p_memsz > *hi)
+			*hi = ph.p_vaddr + ph.p_memsz;
+	}
+	if (*lo >= *hi) {
+		/* No program headers (a relocatable object): trust the FDEs. */
+		*lo = 0;
+		*hi = UINT64_MAX;
+	}
+}
+
+static Elf_Scn *find_section(Elf *e, const char *name, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(e, &shstrndx))
+		return NULL;
+	while ((scn = elf_nextscn(e, scn))) {
+		const char *n;
+
+		if (!gelf_getshdr(scn, sh))
+			continue;
+		n = elf_strptr(e, shstrndx, sh->sh_name);
+		if (n && !strcmp(n, name))
+			return sh->sh_type == SHT_NOBITS ? NULL : scn;
+	}
+	return NULL;
+}
+
+/*
+ * Without section headers, PT_GNU_EH_FRAME (.eh_frame_hdr) still points at
+ * .eh_frame; its size is unknown, so walk to the end of its segment: the
+ * walker stops at the zero terminator.
+ */
+static int add_eh_frame_from_phdr(struct cfi_builder *b, Elf *e, unsigned int asz)
+{
+	size_t raw_size = 0, n = 0;
+	const uint8_t *raw = (const uint8_t *)elf_rawfile(e, &raw_size);
+	GElf_Phdr hdr = { 0 }, ph;
+	struct dw_cursor c;
+	uint64_t ehf;
+	uint8_t enc;
+
+	if (!raw || elf_getphdrnum(e, &n))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME)
+			hdr = ph;
+	if (hdr.p_type != PT_GNU_EH_FRAME || hdr.p_offset > raw_size ||
+	    hdr.p_filesz > raw_size - hdr.p_offset)
+		return 0;
+	c = (struct dw_cursor){ .p = raw + hdr.p_offset, .sec = raw + hdr.p_offset,
+				.sec_vaddr = hdr.p_vaddr, .data_base = hdr.p_vaddr };
+	c.end = c.p + hdr.p_filesz;
+	if (dw_u8(&c) != 1)
+		return 0;
+	enc = dw_u8(&c);
+	dw_u8(&c);
+	dw_u8(&c);
+	ehf = dw_encoded(&c, enc, asz);
+	for (size_t i = 0; i < n && !c.err; i++) {
+		uint64_t off;
+
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || ehf < ph.p_vaddr ||
+		    ehf - ph.p_vaddr >= ph.p_filesz)
+			continue;
+		off = ph.p_offset + (ehf - ph.p_vaddr);
+		if (ph.p_offset > raw_size || off >= raw_size)
+			return 0;
+		return cfi_builder__add(b, raw + off, raw_size - off, ehf, true, asz);
+	}
+	return 0;
+}
+
+static int add_eh_frame(struct cfi_builder *b, Elf *e, unsigned int asz)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(e, ".eh_frame", &sh);
+	Elf_Data *d;
+
+	if (!scn)
+		return add_eh_frame_from_phdr(b, e, asz);
+	d = elf_getdata(scn, NULL);
+	if (!d || !d->d_buf || !d->d_size)
+		return 0;
+	return cfi_builder__add(b, d->d_buf, d->d_size, sh.sh_addr, true, asz);
+}
+
+static int add_debug_frame(struct cfi_builder *b, Elf *e, const char *path, unsigned int asz)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(e, ".debug_frame", &sh);
+	Elf_Data *d;
+
+	if (scn && (sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+		scn = NULL;
+	if (!scn) {
+		scn = find_section(e, ".zdebug_frame", &sh);
+		if (scn && elf_compress_gnu(scn, 0, 0) < 0)
+			scn = NULL;
+	}
+	if (!scn) {
+		if (path) /* only worth a word when a debug file was asked for */
+			log_debug("no usable .debug_frame in '%s'", path);
+		return 0;
+	}
+	d = elf_getdata(scn, NULL);
+	if (!d || !d->d_buf || !d->d_size)
+		return 0;
+	return cfi_builder__add(b, d->d_buf, d->d_size, 0, false, asz);
+}
+
+static struct cfi_table *build(Elf *e, Elf *dbg, const char *path, const char *dbg_path, int *err)
+{
+	struct cfi_builder *b = NULL;
+	struct cfi_table *t = NULL;
+	uint64_t lo, hi;
+	unsigned int asz;
+	int rc;
+
+	if (elf_kind(e) != ELF_K_ELF || (dbg && elf_kind(dbg) != ELF_K_ELF)) {
+		*err = -ENOEXEC;
+		return NULL;
+	}
+	asz = gelf_getclass(e) == ELFCLASS32 ? 4 : 8;
+	text_range(e, &lo, &hi);
+	b = cfi_builder__new(lo, hi);
+	if (!b) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	rc = add_eh_frame(b, e, asz);
+	/* An unstripped -g build without unwind tables has its CFI only here. */
+	if (!rc)
+		rc = add_debug_frame(b, e, NULL, asz);
+	if (!rc && dbg)
+		rc = add_debug_frame(b, dbg, dbg_path, asz);
+	if (rc)
+		*err = rc;
+	else
+		t = cfi_builder__finish(b, err);
+	cfi_builder__free(b);
+	if (t)
+		log_debug("cfi: %zu rows for '%s'", t->n, path);
+	return t;
+}
+
+static Elf *open_elf(const char *path, int *fd, int *err)
+{
+	Elf *e;
+
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0) {
+		*err = -errno;
+		return NULL;
+	}
+	e = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+	if (!e) {
+		*err = -ENOEXEC;
+		close(*fd);
+		*fd = -1;
+	}
+	return e;
+}
+
+struct cfi_table *cfi_table__load(const char *path, const char *debug_path, int *err)
+{
+	int fd = -1, dfd = -1, rc = 0;
+	Elf *e, *dbg = NULL;
+	struct cfi_table *t = NULL;
+
+	elf_version(EV_CURRENT);
+	e = open_elf(path, &fd, &rc);
+	if (!e)
+		goto out;
+	if (debug_path) {
+		dbg = open_elf(debug_path, &dfd, &rc);
+		if (!dbg)
+			goto out;
+	}
+	t = build(e, dbg, path, debug_path, &rc);
+out:
+	if (!t)
+		log_debug("failed to load CFI of '%s': %s", path, strerror(-rc));
+	if (dbg)
+		elf_end(dbg);
+	if (dfd >= 0)
+		close(dfd);
+	if (e)
+		elf_end(e);
+	if (fd >= 0)
+		close(fd);
+	if (err)
+		*err = t ? 0 : rc;
+	if (!t)
+		errno = -rc;
+	return t;
+}
+
+struct cfi_table *cfi_table__load_mem(const void *image, size_t size, int *err)
+{
+	struct cfi_table *t = NULL;
+	Elf *e = NULL;
+	void *copy;
+	int rc = 0;
+
+	elf_version(EV_CURRENT);
+	/* libelf may convert in place; the vDSO is read-only, so work on a copy. */
+	copy = malloc(size ? size : 1);
+	if (!copy) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(copy, image, size);
+	e = elf_memory(copy, size);
+	if (!e) {
+		rc = -ENOEXEC;
+		goto out;
+	}
+	t = build(e, NULL, "[memory]", NULL, &rc);
+out:
+	if (e)
+		elf_end(e);
+	free(copy);
+	if (err)
+		*err = t ? 0 : rc;
+	if (!t)
+		errno = -rc;
+	return t;
+}
+
+void cfi_table__free(struct cfi_table *t)
+{
+	if (!t)
+		return;
+	free(t->pcs);
+	free(t->rules);
+	free(t->idx);
+	free(t);
+}
+
+size_t cfi_table__nrows(const struct cfi_table *t)
+{
+	return t ? t->n : 0;
+}
