@@ -10,6 +10,7 @@
 
 #include "eprof_abi.h"
 #include "../unwind/unwind.h"
+#include "../util/log.h"
 #include "events.h"
 #include "proc.h"
 
@@ -177,8 +178,15 @@ static int user_ips(struct event_ctx *c, const struct ev_sample *e, const uint64
 	}
 	n = unwind_stack(&ops, &u, &regs, stack, e->stack_len, out, max, &why);
 	if (why != UNWIND_END) {
+		static unsigned logged;
+
 		count_unwind_stop(c->p, why);
 		*truncated = true;
+		if (logged++ < 20)
+			log_debug("unwind of pid %u stopped (%d) after %d frames at %#llx (sp %#llx, %u bytes copied%s)",
+				  e->h.pid, why, n, n ? (unsigned long long)out[n - 1] : 0ULL,
+				  (unsigned long long)e->user_sp, e->stack_len,
+				  e->h.flags & SAMPLE_F_SNAP_TRUNC ? ", limit hit" : "");
 	}
 	return n;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../sym/symbolizer.h"
@@ -44,7 +45,7 @@ struct pstate {
 	uint32_t pid;
 	struct pmap *maps; /* sorted by start */
 	size_t n;
-	uint64_t last_scan;
+	uint64_t last_scan; /* CLOCK_MONOTONIC when /proc/PID/maps was last read */
 	bool exited;
 };
 
@@ -111,8 +112,6 @@ struct proc_tracker *proc_tracker__new(struct profile *p, const struct tracker_o
 	t->opts = *opts;
 	if (!t->opts.proc_root)
 		t->opts.proc_root = "/proc";
-	if (!t->opts.rescan_ns)
-		t->opts.rescan_ns = 20 * 1000000ULL;
 	t->pid_index = hmap__new(64);
 	t->file_index = hmap__new(64);
 	if (!t->pid_index || !t->file_index) {
@@ -352,6 +351,14 @@ static int record_mappings(struct proc_tracker *t, struct pstate *ps, uint64_t n
 	return 0;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
 int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
 {
 	struct pstate *ps = pstate_get(t, pid, true);
@@ -362,7 +369,7 @@ int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
 
 	if (!ps)
 		return -ENOMEM;
-	ps->last_scan = now_ns;
+	ps->last_scan = mono_ns();
 	snprintf(path, sizeof(path), "%s/%u/maps", t->opts.proc_root, pid);
 	f = fopen(path, "re");
 	if (!f)
@@ -412,23 +419,29 @@ static struct pmap *find_map(struct pstate *ps, uint64_t pc)
 	return NULL;
 }
 
-static struct pmap *lookup(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint64_t now_ns)
+static struct pmap *lookup(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint64_t ts)
 {
 	struct pstate *ps = pstate_get(t, pid, false);
 	struct pmap *m;
 
 	if (!ps) {
-		if (proc_tracker__scan(t, pid, now_ns))
+		if (proc_tracker__scan(t, pid, ts))
 			return NULL;
 		ps = pstate_get(t, pid, false);
 		if (!ps)
 			return NULL;
 	}
 	m = find_map(ps, pc);
-	if (m || ps->exited || now_ns - ps->last_scan < t->opts.rescan_ns)
+	/*
+	 * A miss from a sample taken after our last read of the maps may be a
+	 * library mapped since (ld.so right after exec, dlopen): read them again.
+	 * A miss from before that read is genuine, so an address that stays
+	 * unmapped costs at most one read per batch of newer samples.
+	 */
+	if (m || ps->exited || ts <= ps->last_scan)
 		return m;
 	/* A miss on a live process: a library loaded since the last scan. */
-	if (proc_tracker__scan(t, pid, now_ns))
+	if (proc_tracker__scan(t, pid, ts))
 		return NULL;
 	return find_map(ps, pc);
 }

@@ -19,7 +19,6 @@ struct proc_tracker;
 struct tracker_opts {
 	const char *proc_root; /* "/proc", for tests */
 	bool want_cfi;	       /* load CFI tables for DWARF unwinding */
-	uint64_t rescan_ns;    /* minimum gap between two rescans of one pid on a miss */
 };
 
 struct proc_tracker *proc_tracker__new(struct profile *p, const struct tracker_opts *opts);
