@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,7 @@ static char *read_small_file(const char *path, size_t *len)
 void events_read_proc_info(struct event_ctx *c, uint32_t pid, uint64_t ts)
 {
 	struct process *pr = profile__proc(c->p, pid, true);
-	char path[64], *s;
+	char path[PATH_MAX], *s;
 	size_t len;
 
 	if (!pr)

@@ -363,7 +363,7 @@ int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
 {
 	struct pstate *ps = pstate_get(t, pid, true);
 	size_t old_n;
-	char path[64];
+	char path[PATH_MAX];
 	FILE *f;
 	int err;
 

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Times eprof's readers on a big synthetic recording (tools/bench/gen_profile.c:
+# 1,000,000 samples, 100,000 unique stacks of depth 10-40, 5,000 functions) and
+# prints wall time and max RSS against the targets: under 2 s and 500 MB each.
+#
+#   tools/bench/big_file.sh [--runs N] [--samples N] [--stacks N] [--eprof PATH]
+#
+# Needs eprof's build in $BUILD (default /tmp/build-bench; libeprof_core.a is
+# linked into gen_profile, built here with the cc line at the top of gen_profile.c).
+# The file goes to tools/bench/work/ (git-ignored) and is remade when the generator
+# changes. Each command runs N times (default 3); the median time and the largest
+# RSS are reported, next to the same figures for a 10,000-sample file (fixed cost).
+# Exit status 1 when a command misses a target or fails.
+set -euo pipefail
+export LC_ALL=C
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+build="${BUILD:-/tmp/build-bench}"
+eprof="${EPROF:-$build/eprof}"
+runs=3 samples=1000000 stacks=100000
+while (($#)); do
+	case $1 in
+	--runs) runs=$2; shift 2 ;;
+	--samples) samples=$2; shift 2 ;;
+	--stacks) stacks=$2; shift 2 ;;
+	--eprof) eprof=$2; shift 2 ;;
+	-h|--help) sed -n '3,15p' "$0"; exit 0 ;;
+	*) echo "unknown option $1" >&2; exit 2 ;;
+	esac
+done
+[[ -x $eprof ]] || { echo "no eprof at $eprof: build it (see tools/bench/overhead.py --help)" >&2; exit 2; }
+[[ -f $build/libeprof_core.a ]] || { echo "no $build/libeprof_core.a: build eprof into $build first" >&2; exit 2; }
+[[ -x /usr/bin/time ]] || { echo "/usr/bin/time missing (apt-get install time)" >&2; exit 2; }
+
+gen="$build/gen_profile"
+if [[ ! -x $gen || $here/gen_profile.c -nt $gen || $build/libeprof_core.a -nt $gen ]]; then
+	echo "building $gen" >&2
+	(cd "$repo" && cc -O2 -std=gnu11 -D_GNU_SOURCE -Isrc tools/bench/gen_profile.c \
+		"$build/libeprof_core.a" -lz -o "$gen")
+fi
+
+mkdir -p "$here/work"
+big="$here/work/big-$samples-$stacks.eprof"
+small="$here/work/small-10000-1000.eprof"
+if [[ ! -s $big || $gen -nt $big ]]; then
+	rm -f "$big"
+	"$gen" -o "$big" -n "$samples" -s "$stacks"
+fi
+if [[ ! -s $small || $gen -nt $small ]]; then
+	rm -f "$small"
+	"$gen" -o "$small" -n 10000 -s 1000
+fi
+
+tmp="$(mktemp -d /tmp/eprof-bigfile.XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# measure ARGS... -> "median_s max_kb" of eprof ARGS over $runs runs
+measure() {
+	local i ts=() kb=0 s k
+	for ((i = 0; i < runs; i++)); do
+		if ! /usr/bin/time -o "$tmp/time" -f '%e %M' "$eprof" "$@" >"$tmp/out" 2>"$tmp/err"; then
+			echo "FAILED: eprof $*" >&2; cat "$tmp/err" >&2; return 1
+		fi
+		read -r s k <"$tmp/time"
+		ts+=("$s")
+		((k > kb)) && kb=$k
+	done
+	printf '%s %s\n' "$(printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" "$kb"
+}
+
+printf '# eprof readers on %s (%s bytes, %s samples, %s stacks); %s runs each\n' \
+	"${big#"$repo"/}" "$(stat -c %s "$big")" "$samples" "$stacks" "$runs"
+printf '# load average %s on %s CPUs\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
+printf '%-36s %8s %7s %9s %7s %12s %9s  %s\n' command time "/2 s" "max RSS" "/500MB" \
+	"small file" "small RSS" result
+run() {
+	local label=$1; shift
+	local r rs t kb st skb verdict
+	r=$(measure "$@" "$big") || { fail=1; printf '%-36s FAILED\n' "$label"; return; }
+	rs=$(measure "$@" "$small") || { fail=1; printf '%-36s FAILED (small)\n' "$label"; return; }
+	read -r t kb <<<"$r"
+	read -r st skb <<<"$rs"
+	verdict=PASS
+	if awk -v t="$t" -v kb="$kb" 'BEGIN {exit !(t >= 2 || kb >= 500 * 1000)}'; then
+		verdict=FAIL; fail=1
+	fi
+	printf '%-36s %7.2fs %7.2f %6.0f MB %7.2f %11.2fs %6.0f MB  %s\n' "$label" "$t" \
+		"$(awk -v t="$t" 'BEGIN {print t / 2}')" "$(awk -v k="$kb" 'BEGIN {print k / 1000}')" \
+		"$(awk -v k="$kb" 'BEGIN {print k / 500000}')" "$st" \
+		"$(awk -v k="$skb" 'BEGIN {print k / 1000}')" "$verdict"
+}
+
+run "report" report -o /dev/null
+run "report --json --limit 0" report --json --limit 0 -o /dev/null
+run "flamegraph -o /dev/null (SVG)" flamegraph -o /dev/null
+run "flamegraph --folded -o /dev/null" flamegraph --folded -o /dev/null
+echo "# targets: under 2 s and 500 MB each (MB = 1,000,000 bytes; RSS from /usr/bin/time %M)"
+if ((fail)); then echo "# summary: FAIL"; exit 1; fi
+echo "# summary: PASS"
