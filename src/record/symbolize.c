@@ -5,15 +5,83 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <gelf.h>
+#include <unistd.h>
+
 #include "../sym/symbolizer.h"
+#include "../unwind/unwind.h"
 #include "../util/log.h"
 #include "symbolize.h"
+
+#define MAX_SEGS 8
 
 /* Per-object state: the path to open, or why the object cannot be opened. */
 struct objstate {
 	const char *path;
 	int8_t usable; /* -1 unknown, 0 no, 1 yes */
+	/* For code without symbols: function ranges from CFI, and offset -> vaddr. */
+	bool fn_tried;
+	struct cfi_table *cfi;
+	struct {
+		uint64_t off, vaddr, filesz;
+	} segs[MAX_SEGS];
+	int nsegs;
 };
+
+static void load_segments(struct objstate *os)
+{
+	int fd = open(os->path, O_RDONLY | O_CLOEXEC);
+	size_t nph = 0;
+	Elf *elf;
+
+	if (fd < 0)
+		return;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF && !elf_getphdrnum(elf, &nph)) {
+		for (size_t i = 0; i < nph && os->nsegs < MAX_SEGS; i++) {
+			GElf_Phdr ph;
+
+			if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
+				continue;
+			os->segs[os->nsegs].off = ph.p_offset;
+			os->segs[os->nsegs].vaddr = ph.p_vaddr;
+			os->segs[os->nsegs].filesz = ph.p_filesz;
+			os->nsegs++;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+}
+
+/*
+ * File offset of the start of the function containing file offset off, from
+ * the object's CFI (every function has an FDE even in a stripped binary).
+ */
+static bool function_start(struct objstate *os, uint64_t off, uint64_t *start_off)
+{
+	uint64_t start, end;
+	int err = 0;
+
+	if (!os->fn_tried) {
+		os->fn_tried = true;
+		os->cfi = cfi_table__load(os->path, NULL, &err);
+		load_segments(os);
+	}
+	for (int i = 0; os->cfi && i < os->nsegs; i++) {
+		uint64_t vaddr;
+
+		if (off < os->segs[i].off || off >= os->segs[i].off + os->segs[i].filesz)
+			continue;
+		vaddr = off - os->segs[i].off + os->segs[i].vaddr;
+		if (!cfi_table__func_range(os->cfi, vaddr, &start, &end))
+			return false;
+		*start_off = off - (vaddr - start);
+		return true;
+	}
+	return false;
+}
 
 static int add_frames(struct profile *p, struct location *l, const struct sym_result *r,
 		      uint32_t module, uint8_t kind)
@@ -37,12 +105,16 @@ static int add_frames(struct profile *p, struct location *l, const struct sym_re
 	return 0;
 }
 
-static int add_unknown(struct profile *p, struct location *l, uint32_t module)
+/* "[unknown] module+0xOFFSET": the function's start when CFI tells it, else the address. */
+static int add_unknown(struct profile *p, struct location *l, uint32_t module, struct objstate *os)
 {
+	uint64_t at = l->addr;
 	char name[256];
 	struct frame *f;
 
-	snprintf(name, sizeof(name), "[unknown] %s+0x%" PRIx64, profile__str(p, module), l->addr);
+	if (os && os->usable == 1 && !function_start(os, l->addr, &at))
+		at = l->addr;
+	snprintf(name, sizeof(name), "[unknown] %s+0x%" PRIx64, profile__str(p, module), at);
 	f = vec_push(p->frames);
 	if (!f)
 		return -ENOMEM;
@@ -139,13 +211,16 @@ int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn 
 			err = add_frames(p, l, &r, module, kind);
 			st->named++;
 		} else {
-			err = add_unknown(p, l, module);
+			err = add_unknown(p, l, module,
+					  p->objects.v[l->object].kind == OBJ_ELF ? &os[l->object] : NULL);
 			st->unknown++;
 		}
 		sym_result__free(&r);
 		if (err)
 			break;
 	}
+	for (size_t i = 0; i < p->objects.n; i++)
+		cfi_table__free(os[i].cfi);
 	free(os);
 	return err;
 }

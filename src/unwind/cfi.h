@@ -62,6 +62,9 @@ struct cfi_table {
 	struct cfi_rule *rules;
 	uint32_t *idx;		/* nbuckets + 1 entries */
 	unsigned int shift;
+	/* Function ranges from the FDEs, sorted by start: names code a symbol table lacks. */
+	uint64_t *fn_start, *fn_end;
+	size_t nfn;
 };
 
 /* The rule covering ELF vaddr pc, or NULL when none. */

@@ -868,6 +868,30 @@ oom:
 	return NULL;
 }
 
+/* Keeps each FDE's range (the first one wins where .debug_frame repeats .eh_frame). */
+static struct cfi_table *add_functions(struct cfi_builder *b, struct cfi_table *t, int *err)
+{
+	uint64_t covered = 0;
+
+	if (!t)
+		return NULL;
+	t->fn_start = malloc((b->nfdes ? b->nfdes : 1) * sizeof(*t->fn_start));
+	t->fn_end = malloc((b->nfdes ? b->nfdes : 1) * sizeof(*t->fn_end));
+	if (!t->fn_start || !t->fn_end) {
+		cfi_table__free(t);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	for (size_t i = 0; i < b->nfdes; i++) {
+		if (b->fdes[i].start < covered)
+			continue;
+		t->fn_start[t->nfn] = b->fdes[i].start;
+		t->fn_end[t->nfn++] = b->fdes[i].end;
+		covered = b->fdes[i].end;
+	}
+	return t;
+}
+
 struct cfi_table *cfi_builder__finish(struct cfi_builder *b, int *err)
 {
 	uint64_t covered = 0;
@@ -892,5 +916,5 @@ struct cfi_table *cfi_builder__finish(struct cfi_builder *b, int *err)
 		*err = -ENOMEM;
 		return NULL;
 	}
-	return make_table(b, err);
+	return add_functions(b, make_table(b, err), err);
 }

@@ -273,7 +273,30 @@ void cfi_table__free(struct cfi_table *t)
 	free(t->pcs);
 	free(t->rules);
 	free(t->idx);
+	free(t->fn_start);
+	free(t->fn_end);
 	free(t);
+}
+
+bool cfi_table__func_range(const struct cfi_table *t, uint64_t vaddr, uint64_t *start,
+			   uint64_t *end)
+{
+	size_t lo = 0, hi = t ? t->nfn : 0;
+
+	/* Last function starting at or before vaddr. */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (t->fn_start[mid] <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || vaddr >= t->fn_end[lo - 1])
+		return false;
+	*start = t->fn_start[lo - 1];
+	*end = t->fn_end[lo - 1];
+	return true;
 }
 
 size_t cfi_table__nrows(const struct cfi_table *t)
