@@ -192,3 +192,21 @@ def test_corrupt_file_one_line_error(ep):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = ep.run("report", os.path.join(ep.dir, "missing.data"), check=False)
     assert r.returncode != 0 and "cannot open" in r.stderr
+
+
+def test_stripped_binary_groups_by_function(ep, bins, tmp_path):
+    """No symbols at all: frames are named by their function's start from .eh_frame."""
+    exe = tmp_path / "hot3-stripped"
+    subprocess.run(["strip", "--strip-all", "-o", str(exe), bins["hot3-nofp"]], check=True)
+    ep.run("record", "-F", "999", "-q", "--", str(exe), "2")
+    rep = ep.report_json()
+    top = [f for f in rep["functions"] if f["module"] == "hot3-stripped"][:3]
+    assert all(f["name"].startswith("[unknown] hot3-stripped+0x") for f in top)
+    got = sorted((f["self_pct"] for f in top), reverse=True)
+    for g, want in zip(got, (50, 30, 20)):
+        assert abs(g - want) <= 5, got
+    # one name per function, not per address: few distinct names in the binary
+    names = {f["name"] for f in rep["functions"] if f["module"] == "hot3-stripped"}
+    assert len(names) <= 8, names
+    rooted = sum(c for f, c in ep.folded() if "__libc_start_call_main" in f)
+    assert rooted / rep["samples"] >= 0.95
