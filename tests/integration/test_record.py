@@ -210,3 +210,42 @@ def test_stripped_binary_groups_by_function(ep, bins, tmp_path):
     assert len(names) <= 8, names
     rooted = sum(c for f, c in ep.folded() if "__libc_start_call_main" in f)
     assert rooted / rep["samples"] >= 0.95
+
+
+def rooted_share(folded):
+    roots = ("_start", "__libc_start_call_main", "start_thread", "clone3")
+    total = sum(c for _, c in folded)
+    rooted = sum(c for f, c in folded if any(r in f for r in roots))
+    return rooted / total
+
+
+def test_complete_stacks_xz(ep, tmp_path):
+    """Debian's xz and liblzma: stripped, no frame pointers."""
+    data = tmp_path / "xz.in"
+    with open(data, "wb") as out:
+        for name in sorted(os.listdir("/usr/lib/x86_64-linux-gnu")):
+            path = os.path.join("/usr/lib/x86_64-linux-gnu", name)
+            if out.tell() > 4_000_000 or not os.path.isfile(path) or os.path.islink(path):
+                continue
+            if os.path.getsize(path) > 200_000:
+                with open(path, "rb") as f:
+                    out.write(f.read(4_000_000 - out.tell()))
+    ep.run("record", "-F", "999", "-q", "--", "xz", "-9", "-T1", "-k", "-f", str(data))
+    rep = ep.report_json()
+    assert rep["samples"] > 500
+    assert rooted_share(ep.folded("eprof.data", "--no-comm")) >= 0.95
+    lzma = [f for f in rep["functions"] if f["module"].startswith("liblzma")]
+    assert sum(f["self_pct"] for f in lzma) > 80
+
+
+def test_complete_stacks_python(ep, tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text("import time\n"
+                      "def inner(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
+                      "t = time.time()\nwhile time.time() - t < 1.5:\n    inner(10000)\n")
+    ep.run("record", "-F", "999", "-q", "--", "/usr/bin/python3", str(script))
+    rep = ep.report_json()
+    assert rep["samples"] > 1000
+    assert rooted_share(ep.folded("eprof.data", "--no-comm")) >= 0.95
+    assert any(f["name"] == "_PyEval_EvalFrameDefault" and f["total_pct"] > 90
+               for f in rep["functions"])
