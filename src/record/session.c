@@ -42,6 +42,7 @@ struct session {
 	struct profile *p;
 	struct eprof_writer *w;
 	struct proc_tracker *tracker;
+	struct symbolizer *sym;
 	struct event_ctx ev;
 	struct profile_bpf *skel;
 	struct ring_buffer *rb;
@@ -70,6 +71,11 @@ static uint64_t now_ns(void)
 static void on_signal(int sig)
 {
 	stop_signal = sig;
+}
+
+/* Only interrupts epoll_wait, so a launched command's exit is noticed at once. */
+static void on_sigchld(int sig)
+{
 }
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -465,9 +471,7 @@ static const char *tracker_path(void *ctx, uint32_t obj)
 
 static int finish(struct session *s)
 {
-	struct symbolizer_opts so = { .want_lines = true, .use_debuginfod = true };
 	struct symbolize_stats st;
-	struct symbolizer *sym;
 	char buf[64];
 	int err;
 
@@ -481,11 +485,8 @@ static int finish(struct session *s)
 	err = flush(s);
 	if (err)
 		return err;
-	sym = symbolizer__new(&so);
-	if (!sym)
-		return -ENOMEM;
-	err = symbolize_profile(s->p, sym, tracker_path, s->tracker, &st);
-	symbolizer__free(sym);
+	err = symbolize_profile(s->p, s->sym, tracker_path, s->tracker, &st);
+	log_debug("symbolized %" PRIu64 " locations (%" PRIu64 " unnamed)", st.locations, st.unknown);
 	if (err)
 		return err;
 	s->p->stats[STAT_UNKNOWN_FRAMES] = st.unknown;
@@ -504,6 +505,7 @@ static void session_free(struct session *s)
 	free(s->links);
 	free(s->pfds);
 	proc_tracker__free(s->tracker);
+	symbolizer__free(s->sym);
 	if (s->w)
 		eprof_writer__abort(s->w);
 	profile__free(s->p);
@@ -512,6 +514,7 @@ static void session_free(struct session *s)
 static int setup(struct session *s)
 {
 	struct tracker_opts to = { .want_cfi = s->o->callgraph != CG_FP };
+	struct symbolizer_opts so = { .want_lines = true, .use_debuginfod = true };
 	int err;
 
 	err = check_environment();
@@ -521,8 +524,11 @@ static int setup(struct session *s)
 	if (err)
 		return err;
 	s->p = profile__new();
-	if (!s->p)
+	s->sym = symbolizer__new(&so);
+	if (!s->p || !s->sym)
 		return -ENOMEM;
+	if (!s->o->no_kernel)
+		symbolizer__preload_kernel(s->sym);
 	s->tracker = proc_tracker__new(s->p, &to);
 	if (!s->tracker)
 		return -ENOMEM;
@@ -632,6 +638,7 @@ int record_run(const struct record_opts *o)
 	struct session s = { .o = o, .go_pipe = -1, .err_pipe = -1 };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+	uint64_t t0;
 	int err;
 
 	log_set_level(o->verbose >= 2 ? LOG_DEBUG : o->verbose ? LOG_INFO : LOG_WARN);
@@ -640,17 +647,26 @@ int record_run(const struct record_opts *o)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	sa.sa_handler = on_sigchld; /* no SA_RESTART: the poll returns EINTR */
+	sigaction(SIGCHLD, &sa, NULL);
 	s.status_line = !o->quiet && isatty(STDERR_FILENO);
+	t0 = now_ns();
 	err = setup(&s);
-	if (!err)
+	log_debug("setup (BPF load) took %.1f ms", (now_ns() - t0) / 1e6);
+	if (!err) {
+		t0 = now_ns();
 		err = attach(&s);
+		log_debug("attach took %.1f ms", (now_ns() - t0) / 1e6);
+	}
 	if (!err)
 		err = run_loop(&s);
 	if (!err || (s.w && s.start_ns)) {
 		int ferr;
 
 		detach(&s);
+		t0 = now_ns();
 		ferr = finish(&s);
+		log_debug("finish (drain, symbolize, write) took %.1f ms", (now_ns() - t0) / 1e6);
 		err = err ? err : ferr;
 		if (!ferr)
 			print_summary(&s);

@@ -5,6 +5,7 @@
  */
 #include <elf.h>
 #include <errno.h>
+#include <pthread.h>
 #include <libelf.h>
 #include <link.h>
 #include <stdlib.h>
@@ -55,6 +56,8 @@ struct symbolizer {
 	struct ksyms *ksyms;
 	int ksyms_err;
 	bool ksyms_tried;
+	pthread_t kthread; /* background kallsyms load (symbolizer__preload_kernel) */
+	bool kthread_running;
 
 	struct perfmap **maps;
 	size_t nmaps, cap_maps;
@@ -111,6 +114,8 @@ void symbolizer__free(struct symbolizer *s)
 {
 	if (!s)
 		return;
+	if (s->kthread_running)
+		pthread_join(s->kthread, NULL);
 	for (size_t i = 0; i < s->nobjs; i++) {
 		sym_obj__free(s->objs[i].obj);
 		free(s->objs[i].path);
@@ -374,8 +379,39 @@ int symbolizer__vdso(struct symbolizer *s, uint64_t off, struct sym_result *out)
 
 /* --- kernel -------------------------------------------------------------------------- */
 
+static void *ksyms_thread(void *arg)
+{
+	struct symbolizer *s = arg;
+
+	s->ksyms_err = ksyms__load(s->kallsyms_path, &s->ksyms);
+	return NULL;
+}
+
+int symbolizer__preload_kernel(struct symbolizer *s)
+{
+	int err;
+
+	if (s->ksyms_tried || s->kthread_running)
+		return 0;
+	/* Reading kallsyms costs ~40 ms of kernel time alone: do it while the record runs. */
+	err = pthread_create(&s->kthread, NULL, ksyms_thread, s);
+	if (err)
+		return -err;
+	s->kthread_running = true;
+	return 0;
+}
+
 static int load_ksyms(struct symbolizer *s)
 {
+	if (s->kthread_running) {
+		pthread_join(s->kthread, NULL);
+		s->kthread_running = false;
+		s->ksyms_tried = true;
+		if (s->ksyms_err == -EACCES)
+			log_warn("kernel addresses in '%s' are hidden: run as root or lower "
+				 "kernel.kptr_restrict",
+				 s->kallsyms_path);
+	}
 	if (!s->ksyms_tried) {
 		s->ksyms_tried = true;
 		s->ksyms_err = ksyms__load(s->kallsyms_path, &s->ksyms);

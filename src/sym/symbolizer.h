@@ -44,7 +44,9 @@ void symbolizer__free(struct symbolizer *s);
  */
 int symbolizer__elf(struct symbolizer *s, const char *path, const char *build_id,
 		    uint64_t file_off, struct sym_result *out);
-/* Kernel text and modules from kallsyms; names a module frame "func [mod]"? no: name only. */
+/* Starts reading kallsyms in a background thread; the first kernel lookup waits for it. */
+int symbolizer__preload_kernel(struct symbolizer *s);
+/* Kernel text and modules from kallsyms: the function name (the module: symbolizer__kernel_module). */
 int symbolizer__kernel(struct symbolizer *s, uint64_t addr, struct sym_result *out);
 /* Module name ("ext4") of a kernel address, or NULL for core kernel / unknown. */
 const char *symbolizer__kernel_module(struct symbolizer *s, uint64_t addr);
