@@ -11,7 +11,7 @@ passes when |eprof - perf| <= max(1 point, 15% of perf's value).
 
   tools/bench/accuracy.py                     # gcc and py, top 8, DWARF eprof
   tools/bench/accuracy.py --workloads py --fib 36 --callgraph fp
-  tools/bench/accuracy.py --quick             # gcc -O0, fib(32)
+  tools/bench/accuracy.py --quick             # gcc -O0, fib(36)
   tools/bench/accuracy.py --keep DIR          # keep both recordings in DIR
   tools/bench/accuracy.py --reuse DIR         # compare what --keep left, no recording
 Exit status: 0 all pass, 1 a function failed, 2 a run failed.
@@ -192,7 +192,7 @@ def main():
                          "sampling noise of a 5-10%% function nears the 15%% tolerance)")
     ap.add_argument("--python", help="pyenv CPython version (3.11.7, 3.12.1, 3.13.0)")
     ap.add_argument("--callgraph", choices=["dwarf", "fp"], help="eprof -g (default: its own)")
-    ap.add_argument("--quick", action="store_true", help="gcc -O0 and fib(32)")
+    ap.add_argument("--quick", action="store_true", help="gcc -O0 and fib(36)")
     ap.add_argument("--eprof", help="eprof binary")
     ap.add_argument("--keep", metavar="DIR", help="copy both recordings of each workload to DIR")
     ap.add_argument("--reuse", metavar="DIR", help="compare the recordings --keep left in DIR "
@@ -204,7 +204,7 @@ def main():
     eprof = bl.find_eprof(a.eprof)
     bl.prepare_workloads()
     wls = bl.workloads(quick=a.quick, py_version=a.python,
-                       fib_n=a.fib or (32 if a.quick else 38))
+                       fib_n=a.fib or (36 if a.quick else 38))
     print(f"# eprof {eprof}; {bl.load_note()}; top {a.top} by self time, tolerance "
           f"max(1 point, 15% of perf)")
     total_fail = 0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Prepares the benchmark workloads of docs/shared BENCHMARKS.md, reproducibly,
+# Prepares the benchmark workloads of shared/BENCHMARKS.md, reproducibly,
 # into tools/bench/work/ (git-ignored). Idempotent: what is there is kept.
 #
 #   tools/bench/workloads.sh            prepare everything (xz input, sqlite3.c, perf)
