@@ -18,6 +18,8 @@ const volatile __u32 self_pid = 0;	  /* never sample the recorder itself */
 const volatile __u32 snapshot_bytes = 0; /* >0: copy user stack for DWARF unwinding */
 const volatile bool want_kernel = true;
 const volatile bool want_user = true;
+/* Wake userspace only when this much is waiting; it polls on a timer otherwise. */
+const volatile __u64 wakeup_bytes = 1 << 20;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -111,10 +113,12 @@ SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 pid = id >> 32, tid = (__u32)id, cpu, kbytes = 0, ubytes = 0, size;
+	__u32 pid = id >> 32, tid = (__u32)id, cpu, kbytes = 0, ubytes = 0;
+	__u64 size; /* 64-bit: the verifier must see its bound on the register passed */
 	struct task_struct *task;
 	struct sample_buf *b;
 	struct pt_regs *uregs;
+	__u64 flags;
 	long n;
 
 	if (!is_target(pid) || tid == 0)
@@ -182,13 +186,20 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	b->s.kstack_n = kbytes / 8;
 	b->s.ustack_n = ubytes / 8;
 
+	/*
+	 * A wakeup per sample would cost the recorder a context switch each time;
+	 * it reads the ring on a short timer instead, and is woken early only
+	 * when the ring fills up.
+	 */
+	flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									      : BPF_RB_NO_WAKEUP;
 	size = sizeof(struct ev_sample) + kbytes + ubytes + b->s.stack_len;
 	b->s.h.size = size;
 	/* Keep the compiler from folding the bound away: the verifier must see it on this register. */
 	asm volatile("" : "+r"(size));
 	if (size > sizeof(*b))
 		return 0;
-	if (bpf_ringbuf_output(&events, b, size, 0))
+	if (bpf_ringbuf_output(&events, b, size, flags))
 		stat_inc(BSTAT_RB_FULL);
 	return 0;
 }

@@ -34,6 +34,7 @@
 #include "symbolize.h"
 
 #define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
+#define POLL_MS 50 /* samples do not wake us: read the ring this often */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -241,6 +242,8 @@ static int load_bpf(struct session *s)
 	skel->rodata->self_pid = getpid();
 	skel->rodata->want_kernel = !s->o->no_kernel;
 	skel->rodata->snapshot_bytes = s->o->callgraph == CG_FP ? 0 : s->o->snapshot_bytes;
+	/* Early wakeup at a quarter full: the 50 ms poll timer handles the steady state. */
+	skel->rodata->wakeup_bytes = ((uint64_t)s->o->ringbuf_mb << 20) / 4;
 	bpf_map__set_max_entries(skel->maps.events, (uint32_t)s->o->ringbuf_mb << 20);
 	bpf_map__set_max_entries(skel->maps.targets, 65536);
 	bpf_map__set_max_entries(skel->maps.scratch, libbpf_num_possible_cpus());
@@ -414,7 +417,7 @@ static int run_loop(struct session *s)
 	while (!stop_signal) {
 		uint64_t t;
 
-		err = ring_buffer__poll(s->rb, 100);
+		err = ring_buffer__poll(s->rb, POLL_MS);
 		if (err == -EINTR)
 			err = 0;
 		if (err < 0) {
