@@ -420,6 +420,9 @@ static int run_loop(struct session *s)
 		err = ring_buffer__poll(s->rb, POLL_MS);
 		if (err == -EINTR)
 			err = 0;
+		/* Samples come without wakeups: the poll timing out is the cue to read them. */
+		if (err >= 0)
+			err = ring_buffer__consume(s->rb);
 		if (err < 0) {
 			log_err("failed to read the ring buffer: %s", strerror(-err));
 			return err;
