@@ -11,7 +11,7 @@
 #define EPROF_MAX_STACK 127 /* kernel.perf_event_max_stack default */
 #endif
 #ifndef EPROF_MAX_SNAPSHOT
-#define EPROF_MAX_SNAPSHOT (32 * 1024) /* largest user stack copy for DWARF unwinding */
+#define EPROF_MAX_SNAPSHOT (64 * 1024) /* largest user stack copy for DWARF unwinding */
 #endif
 #ifndef EPROF_TASK_COMM_LEN
 #define EPROF_TASK_COMM_LEN 16

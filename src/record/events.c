@@ -178,6 +178,9 @@ static int user_ips(struct event_ctx *c, const struct ev_sample *e, const uint64
 		return n;
 	}
 	n = unwind_stack(&ops, &u, &regs, stack, e->stack_len, out, max, &why);
+	if (why != UNWIND_END && n > 1 &&
+	    proc_tracker__at_entry(c->tracker, e->h.pid, out[n - 1] - 1, e->h.ts))
+		why = UNWIND_END; /* reached the process's entry point: the stack is complete */
 	if (why != UNWIND_END) {
 		static unsigned logged;
 

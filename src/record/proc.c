@@ -29,6 +29,7 @@ struct objinfo {
 		uint64_t off, vaddr, filesz;
 	} segs[MAX_SEGS];
 	int nsegs;
+	uint64_t entry; /* ELF e_entry: the process's first frame when this is its loader or exe */
 	struct cfi_table *cfi;
 	bool cfi_tried;
 	bool is_vdso;
@@ -176,6 +177,10 @@ static void read_segments(struct objinfo *oi)
 	if (!elf)
 		return;
 	if (elf_kind(elf) == ELF_K_ELF && !elf_getphdrnum(elf, &nph)) {
+		GElf_Ehdr eh;
+
+		if (gelf_getehdr(elf, &eh))
+			oi->entry = eh.e_entry;
 		for (size_t i = 0; i < nph && oi->nsegs < MAX_SEGS; i++) {
 			GElf_Phdr ph;
 
@@ -534,6 +539,17 @@ bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 	if (!seg_bias(oi, m, pc, bias))
 		*table = NULL;
 	return true;
+}
+
+bool proc_tracker__at_entry(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint64_t ts)
+{
+	struct pmap *m = lookup(t, pid, pc, ts);
+	uint64_t bias;
+
+	if (!m || !m->oi || m->oi->is_vdso || !m->oi->entry || !seg_bias(m->oi, m, pc, &bias))
+		return false;
+	/* The entry stub is a few instructions that call into the loader or libc. */
+	return pc - bias >= m->oi->entry && pc - bias < m->oi->entry + 64;
 }
 
 const char *proc_tracker__object_path(struct proc_tracker *t, uint32_t obj)

@@ -43,6 +43,13 @@ int proc_tracker__location(struct proc_tracker *t, uint32_t pid, uint64_t pc, bo
 bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 			    const struct cfi_table **table, uint64_t *bias, uint64_t now_ns);
 
+/*
+ * True when pc lies in the entry stub (ELF e_entry) of its object: the
+ * outermost frame of a process, even where the stub's CFI does not say so
+ * (Debian's ld.so).
+ */
+bool proc_tracker__at_entry(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint64_t ts);
+
 /* A path that opens profile object obj now ("/proc/self/fd/N"), or NULL. */
 const char *proc_tracker__object_path(struct proc_tracker *t, uint32_t obj);
 

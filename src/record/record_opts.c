@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <linux/types.h>
+
+#include "eprof_abi.h"
 #include "../util/log.h"
 #include "record.h"
 
@@ -18,7 +21,7 @@ void record_usage(FILE *f)
 		"  -d, --duration SECONDS  stop after this long (a launched command then gets SIGTERM)\n"
 		"  -o, --output FILE       output file (default eprof.data, written 0600)\n"
 		"  -g, --call-graph MODE   auto (default: complete stacks from DWARF CFI), fp, dwarf\n"
-		"      --stack-size BYTES  user stack copied per sample for DWARF unwinding (default 16384)\n"
+		"      --stack-size BYTES  user stack copied per sample for DWARF unwinding (default 32768, max 65536)\n"
 		"      --ringbuf-mb MB     ring buffer size (default 16)\n"
 		"      --no-kernel         user stacks only\n"
 		"  -q, --quiet             no status line or summary\n"
@@ -114,8 +117,8 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 	case 'g':
 		return parse_callgraph(arg, o);
 	case OPT_STACK_SIZE:
-		if (parse_uint(arg, 32768, &v) || v < 512) {
-			log_err("invalid --stack-size '%s': use 512..32768", arg);
+		if (parse_uint(arg, EPROF_MAX_SNAPSHOT, &v) || v < 512) {
+			log_err("invalid --stack-size '%s': use 512..65536", arg);
 			return -EINVAL;
 		}
 		o->snapshot_bytes = v;
@@ -162,7 +165,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->freq = 99;
 	o->output = "eprof.data";
-	o->snapshot_bytes = 16384;
+	o->snapshot_bytes = 32768;
 	o->ringbuf_mb = 16;
 	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
 	opterr = 0;

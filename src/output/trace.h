@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Chrome Trace Event JSON, as Perfetto UI, chrome://tracing and speedscope read it.
+ *
+ * Two layers:
+ *  - trace_writer: a streaming event writer (tracks, slices, counters, instants,
+ *    flow arrows). Events go straight to the sink through a fixed buffer, so
+ *    memory stays flat whatever the output size. Timestamps are CLOCK_MONOTONIC
+ *    nanoseconds in, microseconds (3 decimals) out.
+ *  - trace_write(): a profile's timeline. Each kind of data is one "source"
+ *    (CPU slices, CPU utilisation counters, lost-sample markers; later memory,
+ *    GPU and regions) that emits through the writer; see trace_sources in trace.c.
+ */
+#ifndef EPROF_TRACE_H
+#define EPROF_TRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../analysis/hot.h"
+
+struct sink;
+struct trace_writer;
+
+/* Starts the JSON document; NULL with errno on ENOMEM. */
+struct trace_writer *trace_writer__new(struct sink *out);
+/*
+ * Ends the document (otherData holds meta_json, a JSON object text, or NULL),
+ * flushes and frees the writer. Returns the first error of the writer or sink.
+ */
+int trace_writer__finish(struct trace_writer *w, const char *meta_json);
+uint64_t trace_writer__events(const struct trace_writer *w);
+uint64_t trace_writer__bytes(const struct trace_writer *w);
+
+/* Track metadata ("M" events). */
+void trace_process_name(struct trace_writer *w, uint32_t pid, const char *name);
+void trace_process_labels(struct trace_writer *w, uint32_t pid, const char *labels);
+void trace_process_sort_index(struct trace_writer *w, uint32_t pid, int index);
+void trace_thread_name(struct trace_writer *w, uint32_t pid, uint32_t tid, const char *name);
+void trace_thread_sort_index(struct trace_writer *w, uint32_t pid, uint32_t tid, int index);
+
+/*
+ * Slices on a thread track. args_json is NULL or a JSON object text ("{...}").
+ * Nested slices of one thread must be written parent first (a child that
+ * starts with its parent comes after it), which is what viewers expect.
+ */
+void trace_complete(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
+		    uint64_t dur_ns, const char *name, const char *cat, const char *args_json);
+void trace_begin(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
+		 const char *name, const char *cat, const char *args_json);
+void trace_end(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns);
+
+/* A counter track of a process: one value per series name at ts. */
+void trace_counter(struct trace_writer *w, uint32_t pid, const char *name, uint64_t ts_ns,
+		   const char *const *series, const double *values, size_t n);
+
+/* Instant events; scope 'g' (global), 'p' (process) or 't' (thread). */
+void trace_instant(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
+		   const char *name, char scope, const char *args_json);
+
+/*
+ * Flow arrows between slices: phase 's' starts flow id at the slice enclosing
+ * ts on (pid, tid), 't' continues it, 'f' ends it (bound to the enclosing slice).
+ */
+void trace_flow(struct trace_writer *w, char phase, uint64_t id, uint32_t pid, uint32_t tid,
+		uint64_t ts_ns, const char *name, const char *cat);
+
+/* Raw event for what the helpers above do not cover: fields_json without braces. */
+void trace_raw(struct trace_writer *w, const char *fields_json);
+
+struct trace_opts {
+	struct sample_filter filter;
+	bool no_counters; /* leave out the CPU utilisation tracks */
+};
+
+struct trace_stats {
+	uint64_t events, bytes;
+	uint64_t slices, samples, threads;
+};
+
+/* Writes the profile's timeline as one JSON document. Returns 0 or -errno. */
+int trace_write(struct sink *out, const struct profile *p, const struct trace_opts *o,
+		struct trace_stats *st);
+
+/* One kind of timeline data; trace.c holds the list. */
+struct trace_source {
+	const char *name;
+	int (*emit)(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		    struct trace_stats *st);
+};
+
+/* Formats ns as microseconds with up to 3 decimals; returns the length (buf >= 32). */
+size_t trace_fmt_us(char *buf, uint64_t ns);
+
+#endif
