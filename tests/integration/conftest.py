@@ -49,6 +49,9 @@ def bins(tmp_path_factory):
     variants = {
         "fp": ["-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"],
         "nofp": ["-O2", "-g", "-fomit-frame-pointer", "-fno-optimize-sibling-calls"],
+        # no CFI at all in the program's own code: the unwinder must fall back to frame pointers
+        "nocfi": ["-O2", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
+                  "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"],
     }
     for src in ("hot3", "forkexec", "syscalls"):
         for var, flags in variants.items():

@@ -2,6 +2,7 @@
 """eprof record end to end: real BPF sampling of fixture programs, then report/flamegraph."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -60,6 +61,22 @@ def test_launch_dwarf_without_frame_pointers(ep, bins):
     # complete stacks reach the process start
     rooted = sum(c for f, c in folded if "__libc_start_call_main" in f or "_start" in f)
     assert rooted / sum(c for _, c in folded) >= 0.95
+
+
+def test_dwarf_falls_back_to_frame_pointers_without_cfi(ep, bins):
+    exe = bins["hot3-nocfi"]
+    nm = subprocess.run(["nm", exe], capture_output=True, text=True).stdout
+    work_a = int(next(l.split()[0] for l in nm.splitlines() if l.endswith(" work_a")), 16)
+    frames = subprocess.run(["readelf", "-wf", exe], capture_output=True, text=True).stdout
+    for m in re.finditer(r"pc=([0-9a-f]+)\.\.([0-9a-f]+)", frames):
+        assert not int(m.group(1), 16) <= work_a < int(m.group(2), 16), "work_a has CFI"
+    ep.run("record", "-F", "999", "-q", "--", bins["hot3-nocfi"], "2")
+    rep = ep.report_json()
+    assert_shares(rep)
+    folded = ep.folded()
+    for leaf in SHARES:
+        assert chain_fraction(folded, leaf) >= 0.98
+    assert rep["truncated_samples"] / rep["samples"] < 0.02
 
 
 def test_attach_by_pid(ep, bins):
