@@ -261,6 +261,42 @@ fail:
 	return NULL;
 }
 
+/*
+ * A JIT's perf map, opened once and kept: the JIT appends to it while it runs
+ * and may delete it at exit, and /proc/PID/root is gone once the process is.
+ */
+static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, const char *path)
+{
+	char shown[64];
+	struct objinfo *oi;
+	int64_t obj;
+
+	snprintf(shown, sizeof(shown), "/tmp/perf-%u.map", pid);
+	obj = profile__object(t->p, OBJ_PERFMAP, shown, "", pid);
+	if (obj < 0 || proc_tracker__object_path(t, obj))
+		return obj;
+	if (t->nobjs == t->capobjs) {
+		size_t ncap = t->capobjs ? t->capobjs * 2 : 32;
+		struct objinfo **no = realloc(t->objs, ncap * sizeof(*no));
+
+		if (!no)
+			return -ENOMEM;
+		t->objs = no;
+		t->capobjs = ncap;
+	}
+	oi = calloc(1, sizeof(*oi));
+	if (!oi)
+		return -ENOMEM;
+	oi->obj = obj;
+	oi->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (oi->fd >= 0)
+		snprintf(oi->fdpath, sizeof(oi->fdpath), "/proc/self/fd/%d", oi->fd);
+	t->objs[t->nobjs++] = oi;
+	if (by_obj_set(t, obj, oi))
+		return -ENOMEM;
+	return obj;
+}
+
 static bool is_anon_path(const char *path)
 {
 	return !*path || !strncmp(path, "[anon", 5) || !strncmp(path, "//anon", 6) ||
@@ -283,7 +319,7 @@ static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64
 		snprintf(pm, sizeof(pm), "%s/%u/root/tmp/perf-%u.map", t->opts.proc_root, pid, pid);
 		if (!access(pm, R_OK)) {
 			m->kind = OBJ_PERFMAP;
-			obj = profile__object(t->p, OBJ_PERFMAP, pm, "", pid);
+			obj = perfmap_object(t, pid, pm);
 		} else {
 			m->kind = OBJ_ANON;
 			obj = profile__object(t->p, OBJ_ANON, *path ? path : "[anon]", "", pid);

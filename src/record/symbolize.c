@@ -152,7 +152,8 @@ static const char *usable_path(struct profile *p, struct objstate *os, uint32_t 
 }
 
 static int resolve(struct profile *p, struct symbolizer *sym, struct location *l,
-		   const char *path, struct sym_result *r, uint32_t *module, uint8_t *kind)
+		   const char *path, struct sym_result *r, uint32_t *module, uint8_t *kind,
+		   object_path_fn path_fn, void *ctx)
 {
 	const struct object *o = &p->objects.v[l->object];
 	const char *kmod;
@@ -176,7 +177,9 @@ static int resolve(struct profile *p, struct symbolizer *sym, struct location *l
 		return symbolizer__kernel(sym, l->addr, r);
 	case OBJ_PERFMAP:
 		*kind = FRAME_JIT;
-		return symbolizer__perfmap(sym, profile__str(p, o->path), l->addr, r);
+		/* The recorder's kept handle, else the recorded path (offline). */
+		path = path_fn ? path_fn(ctx, l->object) : NULL;
+		return symbolizer__perfmap(sym, path ? path : profile__str(p, o->path), l->addr, r);
 	case OBJ_VDSO:
 		return symbolizer__vdso(sym, l->addr, r);
 	default:
@@ -207,7 +210,7 @@ int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn 
 		st->locations++;
 		if (p->objects.v[l->object].kind == OBJ_ELF)
 			path = usable_path(p, os, l->object, path_fn, ctx, st);
-		if (!resolve(p, sym, l, path, &r, &module, &kind) && r.n) {
+		if (!resolve(p, sym, l, path, &r, &module, &kind, path_fn, ctx) && r.n) {
 			err = add_frames(p, l, &r, module, kind);
 			st->named++;
 		} else {

@@ -53,7 +53,7 @@ def bins(tmp_path_factory):
         "nocfi": ["-O2", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
                   "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls"],
     }
-    for src in ("hot3", "forkexec", "syscalls"):
+    for src in ("hot3", "forkexec", "syscalls", "jit"):
         for var, flags in variants.items():
             exe = out / f"{src}-{var}"
             subprocess.run(["cc", *flags, "-o", str(exe), os.path.join(FIXTURES, src + ".c")],

@@ -266,3 +266,13 @@ def test_complete_stacks_python(ep, tmp_path):
     assert rooted_share(ep.folded("eprof.data", "--no-comm")) >= 0.95
     assert any(f["name"] == "_PyEval_EvalFrameDefault" and f["total_pct"] > 90
                for f in rep["functions"])
+
+
+def test_jit_frames_from_perf_map(ep, bins):
+    """The JIT deletes its perf map at exit: eprof must have kept it open."""
+    ep.run("record", "-F", "999", "-q", "--", bins["jit-fp"], "1.5")
+    rep = ep.report_json()
+    jit = [f for f in rep["functions"] if f["kind"] == "jit"]
+    assert jit and jit[0]["name"] == "jit_spin_loop", rep["functions"][:5]
+    assert jit[0]["module"] == "[jit]"
+    assert jit[0]["self_pct"] > 80
