@@ -48,7 +48,7 @@ static int64_t trie_child(struct trie_builder *b, uint32_t parent, uint32_t fram
 		b->cap = ncap;
 	}
 	id = b->c->nnodes++;
-	b->c->nodes[id] = (struct sym_node){ parent, frame };
+	b->c->nodes[id] = (struct sym_node){ parent, frame, b->c->nodes[parent].depth + 1 };
 	if (hmap__put(b->idx, (uint64_t)parent << 32 | f->name, (uint64_t)f->module << 32 | fl, id))
 		return -ENOMEM;
 	return id;
@@ -90,6 +90,8 @@ int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool
 {
 	struct trie_builder b = { .p = p, .lines = lines, .c = out, .cap = 1024 };
 	struct hmap *groups = hmap__new(4096);
+	uint32_t last_tid = 0, comm = 0;
+	bool have_last = false;
 	size_t cap = 0;
 	int err = -ENOMEM;
 
@@ -101,11 +103,10 @@ int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool
 	if (!groups || !b.idx || !b.fileline || !b.of_stack || !out->nodes)
 		goto out;
 	out->nnodes = 1;
-	out->nodes[0] = (struct sym_node){ 0, 0 };
+	out->nodes[0] = (struct sym_node){ 0, 0, 0 };
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const struct sample *s = &p->samples.v[i];
 		const struct thread *t;
-		uint32_t comm = 0;
 		int64_t sn;
 		uint64_t k;
 
@@ -114,9 +115,13 @@ int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool
 		sn = trie_of_stack(&b, s->stack);
 		if (sn < 0)
 			goto out;
-		t = profile__thread((struct profile *)p, s->pid, s->tid, false);
-		if (t)
-			comm = t->comm;
+		/* Samples come in runs per thread: look its name up once per run. */
+		if (s->tid != last_tid || !have_last) {
+			t = profile__thread((struct profile *)p, s->pid, s->tid, false);
+			comm = t ? t->comm : 0;
+			last_tid = s->tid;
+			have_last = true;
+		}
 		if (!hmap__get(groups, comm, sn, &k)) {
 			if (out->n == cap) {
 				struct collapsed *nv = realloc(out->v, (cap = cap ? cap * 2 : 1024) * sizeof(*nv));
@@ -156,10 +161,8 @@ void collapsed_set__free(struct collapsed_set *c)
 size_t collapsed_frames(const struct collapsed_set *c, const struct profile *p, uint32_t node,
 			const struct frame **out, size_t max, size_t *total)
 {
-	size_t n = 0, skip, i;
+	size_t n = c->nodes[node].depth, skip, i;
 
-	for (uint32_t s = node; s; s = c->nodes[s].parent)
-		n++;
 	if (total)
 		*total = n;
 	/* Keep the leaf side when max is short: drop `skip` frames at the root. */

@@ -17,6 +17,7 @@
 struct sym_node {
 	uint32_t parent; /* 0 = root level */
 	uint32_t frame;	 /* index into profile.frames: a representative frame */
+	uint32_t depth;	 /* 1 at root level */
 };
 
 struct collapsed {

@@ -72,6 +72,7 @@ struct profile *profile__new(void)
 	if (!vec_push(p->objects) || !vec_push(p->locations) || !vec_push(p->stacks))
 		goto err;
 	p->objects.v[0].kind = OBJ_SPECIAL;
+	p->loc_indexed = p->stack_indexed = true;
 	return p;
 err:
 	profile__free(p);
@@ -141,11 +142,33 @@ int64_t profile__object(struct profile *p, enum object_kind kind, const char *pa
 	return id;
 }
 
+static int index_locations(struct profile *p)
+{
+	for (size_t i = 1; i < p->locations.n; i++) {
+		if (hmap__put(p->loc_index, p->locations.v[i].object, p->locations.v[i].addr, i))
+			return -ENOMEM;
+	}
+	p->loc_indexed = true;
+	return 0;
+}
+
+static int index_stacks(struct profile *p)
+{
+	for (size_t i = 1; i < p->stacks.n; i++) {
+		if (hmap__put(p->stack_index, p->stacks.v[i].parent, p->stacks.v[i].loc, i))
+			return -ENOMEM;
+	}
+	p->stack_indexed = true;
+	return 0;
+}
+
 int64_t profile__location(struct profile *p, uint32_t object, uint64_t addr)
 {
 	struct location *l;
 	uint64_t id;
 
+	if (!p->loc_indexed && index_locations(p))
+		return -ENOMEM;
 	if (hmap__get(p->loc_index, object, addr, &id))
 		return id;
 	l = vec_push(p->locations);
@@ -164,6 +187,8 @@ int64_t profile__stack_child(struct profile *p, uint32_t parent, uint32_t loc)
 	struct stack_node *s;
 	uint64_t id;
 
+	if (!p->stack_indexed && index_stacks(p))
+		return -ENOMEM;
 	if (hmap__get(p->stack_index, parent, loc, &id))
 		return id;
 	s = vec_push(p->stacks);
@@ -323,14 +348,8 @@ int profile__reindex(struct profile *p)
 		if (hmap__put(p->obj_index, obj_k1(o->path, o->build_id), obj_k2(o->pid, o->kind), i))
 			return -ENOMEM;
 	}
-	for (size_t i = 1; i < p->locations.n; i++) {
-		if (hmap__put(p->loc_index, p->locations.v[i].object, p->locations.v[i].addr, i))
-			return -ENOMEM;
-	}
-	for (size_t i = 1; i < p->stacks.n; i++) {
-		if (hmap__put(p->stack_index, p->stacks.v[i].parent, p->stacks.v[i].loc, i))
-			return -ENOMEM;
-	}
+	/* Location and stack indexes: built lazily, only if something interns into them. */
+	p->loc_indexed = p->stack_indexed = false;
 	for (size_t i = 0; i < p->procs.n; i++) {
 		if (hmap__put(p->proc_index, p->procs.v[i].pid, 0, i))
 			return -ENOMEM;

@@ -147,7 +147,8 @@ struct profile {
 	struct hmap *stack_index; /* (parent, loc) -> node id */
 	struct hmap *proc_index;  /* pid -> procs index */
 	struct hmap *thread_index; /* tid -> threads index */
-	uint32_t special_truncated;  /* location id of "[truncated]", 0 until needed */
+	/* Readers never intern locations or stacks: these two indexes are built on first use. */
+	bool loc_indexed, stack_indexed;
 };
 
 struct profile *profile__new(void);

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Comparing two recordings of the same program (BASE and NEW).
+ *
+ * Runs differ in length and sample rate, so functions are compared
+ * normalised two ways: per second of run time (CPU ms the function burned
+ * per wall second: "rate") and per sample (share of the run's samples). The
+ * overall speedup compares wall time and CPU time. A function "regressed by
+ * X%" when its self rate grew by X% relative to BASE; functions under
+ * min_share % of the samples in both runs are too noisy to gate on.
+ */
+#ifndef EPROF_DIFF_H
+#define EPROF_DIFF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../flamegraph/flamegraph.h"
+#include "../model/profile.h"
+
+enum { DIFF_BASE = 0, DIFF_NEW = 1 };
+
+struct diff_run {
+	const char *command;
+	double duration_s;
+	uint64_t samples, cpu_ns;
+	unsigned rate;
+};
+
+struct diff_func {
+	const char *name, *module; /* strings of NEW's profile, or BASE's when gone */
+	uint8_t kind;
+	uint64_t self[2], total[2];	  /* samples, [DIFF_BASE] and [DIFF_NEW] */
+	uint64_t self_ns[2], total_ns[2]; /* CPU ns */
+	double self_pct[2], total_pct[2]; /* share of the run's samples, % */
+	double self_rate[2], total_rate[2]; /* CPU ms per second of run time */
+	double change_pct;		  /* relative change of self_rate, %; +inf when new */
+	bool gated;			  /* at least min_share % in either run */
+	bool regressed;			  /* gated and change_pct > fail_above */
+};
+
+struct diff_opts {
+	bool inlined;	   /* count inlined functions on their own */
+	double min_share;  /* %, default 1 when 0 */
+	double fail_above; /* %, regressions above this count */
+};
+
+struct diff_result {
+	struct diff_run run[2];
+	struct diff_func *funcs; /* sorted by |change of self rate| descending */
+	size_t n;
+	double speedup_wall, speedup_cpu; /* BASE / NEW: above 1, NEW is faster */
+	double wall_change_pct, cpu_change_pct; /* NEW against BASE, % */
+	bool total_regressed;		     /* wall or CPU time grew more than fail_above */
+	size_t nregressed;		     /* functions that regressed */
+};
+
+int diff_profiles(struct profile *base, struct profile *new, const struct diff_opts *o,
+		  struct diff_result *out);
+void diff_result__free(struct diff_result *r);
+
+/*
+ * Differential flamegraph input: NEW's stacks (thread name root, then
+ * functions) with, as base, BASE's samples of the same stack scaled by
+ * NEW's total / BASE's total so that runs of different length compare by share.
+ */
+struct diff_stacks {
+	struct fg_stack *st;
+	size_t n;
+	struct fg_frame *frames;
+	uint64_t base_total, new_total; /* samples */
+};
+int diff_fg_stacks(const struct profile *base, const struct profile *new,
+		   struct diff_stacks *out);
+void diff_stacks__free(struct diff_stacks *d);
+
+#endif
