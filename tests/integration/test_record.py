@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import func_pct
+from conftest import FIXTURES, func_pct
 
 pytestmark = pytest.mark.usefixtures("need_bpf")
 
@@ -276,3 +276,46 @@ def test_jit_frames_from_perf_map(ep, bins):
     assert jit and jit[0]["name"] == "jit_spin_loop", rep["functions"][:5]
     assert jit[0]["module"] == "[jit]"
     assert jit[0]["self_pct"] > 80
+
+
+def test_dlopen_library_mapped_mid_record(ep, tmp_path):
+    lib = tmp_path / "libhot.so"
+    exe = tmp_path / "dlopen"
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-fno-optimize-sibling-calls", "-o",
+                    str(lib), os.path.join(FIXTURES, "libhot.c")], check=True)
+    subprocess.run(["cc", "-O2", "-g", "-o", str(exe), os.path.join(FIXTURES, "dlopen.c"), "-ldl"],
+                   check=True)
+    ep.run("record", "-F", "999", "-q", "--", str(exe), str(lib), "1.5")
+    rep = ep.report_json()
+    funcs = {f["name"]: f for f in rep["functions"]}
+    assert funcs["inner_lib_loop"]["module"] == "libhot.so"
+    assert funcs["inner_lib_loop"]["self_pct"] > 60
+    assert funcs["hot_in_lib"]["total_pct"] > 70
+    chains = [f for f, _ in ep.folded() if f[-1] == "inner_lib_loop"]
+    assert all(f[-3:] == ["main", "hot_in_lib", "inner_lib_loop"] for f in chains)
+
+
+def test_status_line_on_a_terminal(ep, bins):
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(ep.dir)
+        os.execv(ep.bin, [ep.bin, "record", "-F", "99", "-d", "1.6", "--", bins["hot3-fp"], "5"])
+    out = b""
+    while True:
+        r, _, _ = select.select([fd], [], [], 10)
+        if not r:
+            break
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert "\r\x1b[K[eprof] " in text and " samples " in text and " lost" in text, text
+    assert "written to eprof.data" in text
