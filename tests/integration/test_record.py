@@ -93,6 +93,25 @@ def test_attach_by_pid(ep, bins):
         proc.wait()
 
 
+def test_attach_follows_children_forked_later(ep, bins):
+    env = dict(os.environ, FORK_DELAY="0.8", PARENT_SECONDS="0.3")
+    parent = subprocess.Popen([bins["forkexec-nofp"], bins["hot3-nofp"], "1"], env=env,
+                              stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.1)
+        ep.run("record", "-F", "999", "-q", "-p", str(parent.pid), "-d", "10")
+    finally:
+        parent.wait(timeout=30)
+    data = ep.report_json("eprof.data", "--threads")
+    child = [t for t in data["threads"] if t["comm"].startswith("hot3")]
+    assert child and child[0]["pid"] != parent.pid, data["threads"]
+    rep = ep.report_json("eprof.data", "--pid", str(child[0]["pid"]))
+    assert rep["samples"] > 500
+    assert_shares(rep)
+    # the record ended because the attached process exited, long before -d
+    assert data["duration_s"] < 5
+
+
 def test_fork_exec_child_named_after_exit(ep, bins):
     ep.run("record", "-F", "999", "-q", "--", bins["forkexec-nofp"], bins["hot3-nofp"], "1")
     data = ep.report_json("eprof.data", "--threads")
