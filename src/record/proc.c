@@ -15,21 +15,16 @@
 
 #include "../sym/symbolizer.h"
 #include "../unwind/unwind.h"
+#include "../util/elf_layout.h"
 #include "../util/log.h"
 #include "proc.h"
-
-#define MAX_SEGS 8
 
 /* One mapped file, opened once for the whole record. */
 struct objinfo {
 	uint32_t obj; /* profile object id */
 	int fd;
 	char fdpath[32];
-	struct {
-		uint64_t off, vaddr, filesz;
-	} segs[MAX_SEGS];
-	int nsegs;
-	uint64_t entry; /* ELF e_entry: the process's first frame when this is its loader or exe */
+	struct elf_layout layout; /* segments, and e_entry: a process's first frame */
 	struct cfi_table *cfi;
 	bool cfi_tried;
 	bool is_vdso;
@@ -169,32 +164,6 @@ static struct pstate *pstate_get(struct proc_tracker *t, uint32_t pid, bool crea
 	return &t->ps[t->nps++];
 }
 
-static void read_segments(struct objinfo *oi)
-{
-	Elf *elf = elf_begin(oi->fd, ELF_C_READ_MMAP, NULL);
-	size_t nph = 0;
-
-	if (!elf)
-		return;
-	if (elf_kind(elf) == ELF_K_ELF && !elf_getphdrnum(elf, &nph)) {
-		GElf_Ehdr eh;
-
-		if (gelf_getehdr(elf, &eh))
-			oi->entry = eh.e_entry;
-		for (size_t i = 0; i < nph && oi->nsegs < MAX_SEGS; i++) {
-			GElf_Phdr ph;
-
-			if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
-				continue;
-			oi->segs[oi->nsegs].off = ph.p_offset;
-			oi->segs[oi->nsegs].vaddr = ph.p_vaddr;
-			oi->segs[oi->nsegs].filesz = ph.p_filesz;
-			oi->nsegs++;
-		}
-	}
-	elf_end(elf);
-}
-
 static int open_mapped_file(struct proc_tracker *t, uint32_t pid, uint64_t start, uint64_t end,
 			    const char *path)
 {
@@ -230,7 +199,7 @@ static struct objinfo *objinfo_get(struct proc_tracker *t, uint32_t pid, uint64_
 	oi->fd = open_mapped_file(t, pid, start, end, path);
 	if (oi->fd >= 0) {
 		snprintf(oi->fdpath, sizeof(oi->fdpath), "/proc/self/fd/%d", oi->fd);
-		read_segments(oi);
+		elf_layout_read(oi->fd, &oi->layout);
 		if (elf_read_build_id(oi->fdpath, build_id, sizeof(build_id)))
 			build_id[0] = '\0';
 	} else {
@@ -533,15 +502,12 @@ int proc_tracker__location(struct proc_tracker *t, uint32_t pid, uint64_t pc, bo
 
 static bool seg_bias(const struct objinfo *oi, const struct pmap *m, uint64_t pc, uint64_t *bias)
 {
-	uint64_t off = pc - m->start + m->pgoff;
+	uint64_t vaddr;
 
-	for (int i = 0; i < oi->nsegs; i++) {
-		if (off >= oi->segs[i].off && off < oi->segs[i].off + oi->segs[i].filesz) {
-			*bias = pc - (off - oi->segs[i].off + oi->segs[i].vaddr);
-			return true;
-		}
-	}
-	return false;
+	if (!elf_layout_vaddr(&oi->layout, pc - m->start + m->pgoff, &vaddr))
+		return false;
+	*bias = pc - vaddr;
+	return true;
 }
 
 bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
@@ -582,10 +548,10 @@ bool proc_tracker__at_entry(struct proc_tracker *t, uint32_t pid, uint64_t pc, u
 	struct pmap *m = lookup(t, pid, pc, ts);
 	uint64_t bias;
 
-	if (!m || !m->oi || m->oi->is_vdso || !m->oi->entry || !seg_bias(m->oi, m, pc, &bias))
+	if (!m || !m->oi || m->oi->is_vdso || !m->oi->layout.entry || !seg_bias(m->oi, m, pc, &bias))
 		return false;
 	/* The entry stub is a few instructions that call into the loader or libc. */
-	return pc - bias >= m->oi->entry && pc - bias < m->oi->entry + 64;
+	return pc - bias >= m->oi->layout.entry && pc - bias < m->oi->layout.entry + 64;
 }
 
 const char *proc_tracker__object_path(struct proc_tracker *t, uint32_t obj)

@@ -6,15 +6,13 @@
 #include <string.h>
 
 #include <fcntl.h>
-#include <gelf.h>
 #include <unistd.h>
 
 #include "../sym/symbolizer.h"
 #include "../unwind/unwind.h"
+#include "../util/elf_layout.h"
 #include "../util/log.h"
 #include "symbolize.h"
-
-#define MAX_SEGS 8
 
 /* Per-object state: the path to open, or why the object cannot be opened. */
 struct objstate {
@@ -23,37 +21,8 @@ struct objstate {
 	/* For code without symbols: function ranges from CFI, and offset -> vaddr. */
 	bool fn_tried;
 	struct cfi_table *cfi;
-	struct {
-		uint64_t off, vaddr, filesz;
-	} segs[MAX_SEGS];
-	int nsegs;
+	struct elf_layout layout;
 };
-
-static void load_segments(struct objstate *os)
-{
-	int fd = open(os->path, O_RDONLY | O_CLOEXEC);
-	size_t nph = 0;
-	Elf *elf;
-
-	if (fd < 0)
-		return;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF && !elf_getphdrnum(elf, &nph)) {
-		for (size_t i = 0; i < nph && os->nsegs < MAX_SEGS; i++) {
-			GElf_Phdr ph;
-
-			if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
-				continue;
-			os->segs[os->nsegs].off = ph.p_offset;
-			os->segs[os->nsegs].vaddr = ph.p_vaddr;
-			os->segs[os->nsegs].filesz = ph.p_filesz;
-			os->nsegs++;
-		}
-	}
-	elf_end(elf);
-	close(fd);
-}
 
 /*
  * File offset of the start of the function containing file offset off, from
@@ -64,23 +33,23 @@ static bool function_start(struct objstate *os, uint64_t off, uint64_t *start_of
 	uint64_t start, end;
 	int err = 0;
 
+	uint64_t vaddr;
+
 	if (!os->fn_tried) {
+		int fd = open(os->path, O_RDONLY | O_CLOEXEC);
+
 		os->fn_tried = true;
 		os->cfi = cfi_table__load(os->path, NULL, &err);
-		load_segments(os);
+		if (fd >= 0) {
+			elf_layout_read(fd, &os->layout);
+			close(fd);
+		}
 	}
-	for (int i = 0; os->cfi && i < os->nsegs; i++) {
-		uint64_t vaddr;
-
-		if (off < os->segs[i].off || off >= os->segs[i].off + os->segs[i].filesz)
-			continue;
-		vaddr = off - os->segs[i].off + os->segs[i].vaddr;
-		if (!cfi_table__func_range(os->cfi, vaddr, &start, &end))
-			return false;
-		*start_off = off - (vaddr - start);
-		return true;
-	}
-	return false;
+	if (!os->cfi || !elf_layout_vaddr(&os->layout, off, &vaddr) ||
+	    !cfi_table__func_range(os->cfi, vaddr, &start, &end))
+		return false;
+	*start_off = off - (vaddr - start);
+	return true;
 }
 
 static int add_frames(struct profile *p, struct location *l, const struct sym_result *r,

