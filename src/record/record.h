@@ -25,6 +25,7 @@ struct record_opts {
 	bool no_kernel;
 	bool quiet;
 	int verbose;
+	bool live; /* eprof top: no output file, fast symbolization (no lines, no debuginfod) */
 };
 
 /* Fills opts from argv (after "record"). Returns 0, 1 for --help, or -EINVAL (message printed). */
@@ -33,5 +34,27 @@ void record_usage(FILE *f);
 
 /* Runs a whole record; returns the process exit status for main(). */
 int record_run(const struct record_opts *opts);
+
+/*
+ * A live session (eprof top): setup and attach as record does, without an output file; the
+ * caller polls, symbolizes new locations and consumes p->samples itself.
+ */
+struct session;
+struct live_stats {
+	uint64_t samples, lost; /* since the start */
+	uint64_t start_ns, now_ns; /* CLOCK_MONOTONIC */
+	int ncpus;
+	const char *stop_reason; /* set once live_poll() returned 1 */
+};
+
+/* o must outlive the session. Errors are printed; returns 0 or -errno. */
+int live_open(const struct record_opts *o, struct session **out);
+/* Reads samples for up to 50 ms. Returns 0, 1 when the session should stop, or -errno. */
+int live_poll(struct session *s);
+struct profile *live_profile(struct session *s);
+/* Symbolizes the locations added since the last call (the symbolizer caches per object). */
+int live_symbolize(struct session *s);
+void live_stats(struct session *s, struct live_stats *st);
+void live_close(struct session *s);
 
 #endif

@@ -407,6 +407,35 @@ static int flush(struct session *s)
 	return 0;
 }
 
+/* One step: waits up to POLL_MS for samples, reads them. 1 when the session should stop. */
+static int poll_step(struct session *s)
+{
+	int err = ring_buffer__poll(s->rb, POLL_MS);
+
+	if (err == -EINTR)
+		err = 0;
+	/* Samples come without wakeups: the poll timing out is the cue to read them. */
+	if (err >= 0)
+		err = ring_buffer__consume(s->rb);
+	if (err < 0) {
+		log_err("failed to read the ring buffer: %s", strerror(-err));
+		return err;
+	}
+	if (stop_signal) {
+		s->stop_reason = stop_signal == SIGINT ? "interrupted" : "terminated";
+		return 1;
+	}
+	if (check_child(s)) {
+		s->stop_reason = "command exited";
+		return 1;
+	}
+	if (s->o->npids && !s->live_targets) {
+		s->stop_reason = "all target processes exited";
+		return 1;
+	}
+	return 0;
+}
+
 static int run_loop(struct session *s)
 {
 	uint64_t last_flush = now_ns(), last_status = 0, end = 0;
@@ -414,28 +443,15 @@ static int run_loop(struct session *s)
 
 	if (s->o->duration)
 		end = s->start_ns + (uint64_t)(s->o->duration * 1e9);
-	while (!stop_signal) {
+	for (;;) {
 		uint64_t t;
 
-		err = ring_buffer__poll(s->rb, POLL_MS);
-		if (err == -EINTR)
-			err = 0;
-		/* Samples come without wakeups: the poll timing out is the cue to read them. */
-		if (err >= 0)
-			err = ring_buffer__consume(s->rb);
-		if (err < 0) {
-			log_err("failed to read the ring buffer: %s", strerror(-err));
+		err = poll_step(s);
+		if (err < 0)
 			return err;
-		}
+		if (err)
+			break;
 		t = now_ns();
-		if (check_child(s)) {
-			s->stop_reason = "command exited";
-			break;
-		}
-		if (s->o->npids && !s->live_targets) {
-			s->stop_reason = "all target processes exited";
-			break;
-		}
 		if (end && t >= end) {
 			s->stop_reason = "duration reached";
 			break;
@@ -452,8 +468,6 @@ static int run_loop(struct session *s)
 			last_status = t;
 		}
 	}
-	if (stop_signal)
-		s->stop_reason = stop_signal == SIGINT ? "interrupted" : "terminated";
 	return 0;
 }
 
@@ -520,7 +534,8 @@ static void session_free(struct session *s)
 static int setup(struct session *s)
 {
 	struct tracker_opts to = { .want_cfi = s->o->callgraph != CG_FP };
-	struct symbolizer_opts so = { .want_lines = true, .use_debuginfod = true };
+	/* A live view must not wait on DWARF line tables or the network. */
+	struct symbolizer_opts so = { .want_lines = !s->o->live, .use_debuginfod = !s->o->live };
 	int err;
 
 	err = check_environment();
@@ -544,8 +559,8 @@ static int setup(struct session *s)
 	s->ev.on_exit = on_target_exit;
 	s->ev.arg = s;
 	/* The output first: an unwritable path fails before anything is attached. */
-	s->w = eprof_writer__open(s->o->output);
-	if (!s->w) {
+	s->w = s->o->output ? eprof_writer__open(s->o->output) : NULL;
+	if (s->o->output && !s->w) {
 		err = -errno;
 		log_err("failed to create output '%s': %s", s->o->output, strerror(errno));
 		return err;
@@ -639,13 +654,10 @@ static void reap_child(struct session *s)
 			 (int)s->child);
 }
 
-int record_run(const struct record_opts *o)
+static void install_signals(const struct record_opts *o)
 {
-	struct session s = { .o = o, .go_pipe = -1, .err_pipe = -1 };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
-	uint64_t t0;
-	int err;
 
 	log_set_level(o->verbose >= 2 ? LOG_DEBUG : o->verbose ? LOG_INFO : LOG_WARN);
 	setrlimit(RLIMIT_MEMLOCK, &rl);
@@ -655,6 +667,15 @@ int record_run(const struct record_opts *o)
 	signal(SIGPIPE, SIG_IGN);
 	sa.sa_handler = on_sigchld; /* no SA_RESTART: the poll returns EINTR */
 	sigaction(SIGCHLD, &sa, NULL);
+}
+
+int record_run(const struct record_opts *o)
+{
+	struct session s = { .o = o, .go_pipe = -1, .err_pipe = -1 };
+	uint64_t t0;
+	int err;
+
+	install_signals(o);
 	s.status_line = !o->quiet && isatty(STDERR_FILENO);
 	t0 = now_ns();
 	err = setup(&s);
@@ -693,4 +714,62 @@ int record_run(const struct record_opts *o)
 	err = exit_status(&s, err);
 	session_free(&s);
 	return err;
+}
+
+/* --- live sessions (eprof top): the same setup and attach, no output file ------------------ */
+
+int live_open(const struct record_opts *o, struct session **out)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	s->o = o;
+	s->go_pipe = s->err_pipe = -1;
+	install_signals(o);
+	err = setup(s);
+	if (!err)
+		err = attach(s);
+	if (err) {
+		live_close(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+int live_poll(struct session *s)
+{
+	return poll_step(s);
+}
+
+struct profile *live_profile(struct session *s)
+{
+	return s->p;
+}
+
+int live_symbolize(struct session *s)
+{
+	struct symbolize_stats st;
+
+	return symbolize_profile(s->p, s->sym, tracker_path, s->tracker, &st);
+}
+
+void live_stats(struct session *s, struct live_stats *st)
+{
+	st->samples = s->ev.samples;
+	st->lost = bpf_stat(s, BSTAT_RB_FULL);
+	st->start_ns = s->start_ns;
+	st->now_ns = now_ns();
+	st->ncpus = s->ncpus;
+	st->stop_reason = s->stop_reason;
+}
+
+void live_close(struct session *s)
+{
+	if (!s)
+		return;
+	session_free(s);
+	free(s);
 }
