@@ -8,6 +8,8 @@
 
 #include "analysis/hot.h"
 #include "output/report.h"
+#include "record/record.h"
+#include "tui/top_model.h"
 
 enum cmd_flags {
 	CMD_NEEDS_ROOT = 1 << 0, /* BPF and perf events: checked once in main() */
@@ -23,6 +25,10 @@ struct cmd {
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 struct report_cli {
 	struct report_opts r;
@@ -37,9 +43,65 @@ struct flamegraph_cli {
 	unsigned width;
 };
 
+/* --time-range START:END in seconds from the start of the record; either side may be empty. */
+struct time_range {
+	bool has_from, has_to;
+	double from_s, to_s;
+};
+int parse_time_range(const char *arg, struct time_range *r);
+/* Sets f->t0/t1 (CLOCK_MONOTONIC ns) from r and the record's start. */
+void time_range_apply(const struct time_range *r, const struct profile *p, struct sample_filter *f);
+
+struct trace_cli {
+	const char *input, *output;
+	struct sample_filter filter;
+	struct time_range range;
+	bool no_counters;
+};
+
+enum export_format {
+	EXPORT_NONE = 0,
+	EXPORT_PPROF,
+	EXPORT_FOLDED,
+	EXPORT_JSON,
+	EXPORT_CSV,
+	EXPORT_HTML,
+};
+
+struct export_cli {
+	const char *input, *output;
+	enum export_format format;
+	struct sample_filter filter;
+	struct time_range range;
+	bool lines;
+};
+
+struct diff_cli {
+	const char *base, *new;
+	const char *output;	    /* table or JSON, default stdout */
+	const char *flamegraph_out; /* --flamegraph -o FILE */
+	bool flamegraph, json, has_fail;
+	bool inlined;		    /* count inlined functions on their own */
+	double fail_above;	    /* percent */
+	double min_share;	    /* percent of samples below which functions are not gated */
+	unsigned limit;
+};
+
 /* Return 0, 1 for --help, -EINVAL on a bad argument (message printed). */
 int parse_report_args(int argc, char **argv, struct report_cli *o);
 int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o);
+int parse_trace_args(int argc, char **argv, struct trace_cli *o);
+int parse_export_args(int argc, char **argv, struct export_cli *o);
+int parse_diff_args(int argc, char **argv, struct diff_cli *o);
+
+struct top_cli {
+	struct record_opts rec; /* targets, -F, -g, --no-kernel, -v; rec.live is set */
+	double delay;		/* seconds between refreshes */
+	unsigned iterations;	/* -n: snapshots before exiting, 0 = until stopped */
+	bool batch;
+	enum top_sort sort;
+};
+int parse_top_args(int argc, char **argv, struct top_cli *o);
 
 /* Common option parsing helpers. */
 int parse_u32_arg(const char *opt, const char *arg, unsigned long min, unsigned long max,

@@ -11,6 +11,10 @@ static const struct cmd commands[] = {
 	{ "record", cmd_record, CMD_NEEDS_ROOT, "sample CPU stacks of a command, processes or the system" },
 	{ "report", cmd_report, 0, "hot functions, threads and counters of a recording" },
 	{ "flamegraph", cmd_flamegraph, 0, "interactive SVG flamegraph or folded stacks" },
+	{ "trace", cmd_trace, 0, "timeline as Chrome/Perfetto trace JSON" },
+	{ "export", cmd_export, 0, "pprof, folded, JSON, CSV or a self-contained HTML report" },
+	{ "diff", cmd_diff, 0, "compare two recordings; differential flamegraph; CI gate" },
+	{ "top", cmd_top, CMD_NEEDS_ROOT, "live view of the hottest functions of processes or the system" },
 };
 
 static void usage(FILE *f)

@@ -5,9 +5,16 @@
  * Runs differ in length and sample rate, so functions are compared
  * normalised two ways: per second of run time (CPU ms the function burned
  * per wall second: "rate") and per sample (share of the run's samples). The
- * overall speedup compares wall time and CPU time. A function "regressed by
- * X%" when its self rate grew by X% relative to BASE; functions under
- * min_share % of the samples in both runs are too noisy to gate on.
+ * overall speedup compares wall time and CPU time.
+ *
+ * A function "regressed by X%" when its share of the samples grew by X%
+ * relative to BASE (20% -> 24% is +20%): shares do not move when a run is
+ * longer, or gets fewer CPUs on a busy machine, while the per-second rate
+ * does. Sampling noise is not a regression: the growth must also be beyond
+ * 3 standard deviations of the two shares (a two-proportion z-test), and
+ * functions under min_share % of the samples in both runs are not gated.
+ * A program that got slower everywhere keeps its shares: the total (wall
+ * and CPU time) is gated too.
  */
 #ifndef EPROF_DIFF_H
 #define EPROF_DIFF_H
@@ -31,13 +38,14 @@ struct diff_run {
 struct diff_func {
 	const char *name, *module; /* strings of NEW's profile, or BASE's when gone */
 	uint8_t kind;
-	uint64_t self[2], total[2];	  /* samples, [DIFF_BASE] and [DIFF_NEW] */
-	uint64_t self_ns[2], total_ns[2]; /* CPU ns */
-	double self_pct[2], total_pct[2]; /* share of the run's samples, % */
+	uint64_t self[2], total[2];	    /* samples, [DIFF_BASE] and [DIFF_NEW] */
+	uint64_t self_ns[2], total_ns[2];   /* CPU ns */
+	double self_pct[2], total_pct[2];   /* share of the run's samples, % */
 	double self_rate[2], total_rate[2]; /* CPU ms per second of run time */
-	double change_pct;		  /* relative change of self_rate, %; +inf when new */
-	bool gated;			  /* at least min_share % in either run */
-	bool regressed;			  /* gated and change_pct > fail_above */
+	double change_pct;		    /* relative change of self_pct, %; +inf when new */
+	double z;			    /* significance of the share's change */
+	bool gated;			    /* at least min_share % in either run */
+	bool regressed;			    /* gated and change_pct > fail_above */
 };
 
 struct diff_opts {
@@ -48,12 +56,12 @@ struct diff_opts {
 
 struct diff_result {
 	struct diff_run run[2];
-	struct diff_func *funcs; /* sorted by |change of self rate| descending */
+	struct diff_func *funcs; /* sorted by |change of self share| descending */
 	size_t n;
-	double speedup_wall, speedup_cpu; /* BASE / NEW: above 1, NEW is faster */
+	double speedup_wall, speedup_cpu;	/* BASE / NEW: above 1, NEW is faster */
 	double wall_change_pct, cpu_change_pct; /* NEW against BASE, % */
-	bool total_regressed;		     /* wall or CPU time grew more than fail_above */
-	size_t nregressed;		     /* functions that regressed */
+	bool total_regressed;			/* wall or CPU time grew more than fail_above */
+	size_t nregressed;			/* functions that regressed */
 };
 
 int diff_profiles(struct profile *base, struct profile *new, const struct diff_opts *o,
@@ -71,8 +79,7 @@ struct diff_stacks {
 	struct fg_frame *frames;
 	uint64_t base_total, new_total; /* samples */
 };
-int diff_fg_stacks(const struct profile *base, const struct profile *new,
-		   struct diff_stacks *out);
+int diff_fg_stacks(const struct profile *base, const struct profile *new, struct diff_stacks *out);
 void diff_stacks__free(struct diff_stacks *d);
 
 #endif

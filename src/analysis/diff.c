@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../output/report.h"
+#include "diff.h"
+#include "hot.h"
+#include "stacks.h"
+
+#define DIFF_DEPTH 4096
+
+static void str_key(const char *a, const char *b, uint64_t *k1, uint64_t *k2)
+{
+	*k1 = hash_bytes(a, strlen(a));
+	*k2 = hash_mix64(hash_bytes(b, strlen(b)) ^ *k1 * 0x9e3779b97f4a7c15ull);
+}
+
+static void fill_run(struct profile *p, struct diff_run *r)
+{
+	struct profile_summary s;
+
+	profile_summarize(p, NULL, &s);
+	r->command = s.command;
+	r->duration_s = s.duration_s;
+	r->samples = s.samples;
+	r->cpu_ns = s.weight;
+	r->rate = s.rate;
+}
+
+static double rate_ms(uint64_t ns, double duration_s)
+{
+	return duration_s > 0 ? ns / 1e6 / duration_s : 0;
+}
+
+/* Adds one run's functions to the table, merging by (name, module) text. */
+static int add_side(struct diff_result *r, struct hmap *idx, size_t *cap, struct profile *p,
+		    const struct hot_result *h, int side)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		const struct func_stat *f = &h->funcs[i];
+		const char *name = profile__str(p, f->name), *module = profile__str(p, f->module);
+		struct diff_func *d;
+		uint64_t k1, k2, at;
+
+		str_key(name, module, &k1, &k2);
+		if (!hmap__get(idx, k1, k2, &at)) {
+			if (r->n == *cap) {
+				size_t nc = *cap ? *cap * 2 : 256;
+				struct diff_func *nf = realloc(r->funcs, nc * sizeof(*nf));
+
+				if (!nf)
+					return -ENOMEM;
+				r->funcs = nf;
+				*cap = nc;
+			}
+			memset(&r->funcs[r->n], 0, sizeof(r->funcs[0]));
+			r->funcs[r->n].name = name;
+			r->funcs[r->n].module = module;
+			r->funcs[r->n].kind = f->kind;
+			at = r->n++;
+			if (hmap__put(idx, k1, k2, at))
+				return -ENOMEM;
+		}
+		d = &r->funcs[at];
+		if (side == DIFF_NEW) { /* NEW's strings outlive nothing less than BASE's */
+			d->name = name;
+			d->module = module;
+		}
+		d->self[side] = f->self;
+		d->total[side] = f->total;
+		d->self_ns[side] = f->self_ns;
+		d->total_ns[side] = f->total_ns;
+	}
+	return 0;
+}
+
+static double abs_delta(const struct diff_func *f)
+{
+	return fabs(f->self_pct[DIFF_NEW] - f->self_pct[DIFF_BASE]);
+}
+
+/* Two-proportion z statistic of the self share's growth (pooled variance). */
+static double share_z(const struct diff_func *f, uint64_t nb, uint64_t nn)
+{
+	double pb, pn, pool, se;
+
+	if (!nb || !nn)
+		return 0;
+	pb = (double)f->self[DIFF_BASE] / nb;
+	pn = (double)f->self[DIFF_NEW] / nn;
+	pool = (double)(f->self[DIFF_BASE] + f->self[DIFF_NEW]) / (nb + nn);
+	se = sqrt(pool * (1 - pool) * (1.0 / nb + 1.0 / nn));
+	return se > 0 ? (pn - pb) / se : 0;
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+	const struct diff_func *x = a, *y = b;
+	double dx = abs_delta(x), dy = abs_delta(y);
+
+	if (dx != dy)
+		return dx < dy ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+static void judge(struct diff_result *r, const struct diff_opts *o)
+{
+	double min_share = o->min_share > 0 ? o->min_share : 1.0;
+
+	for (size_t i = 0; i < r->n; i++) {
+		struct diff_func *f = &r->funcs[i];
+
+		for (int s = 0; s < 2; s++) {
+			uint64_t n = r->run[s].samples;
+
+			f->self_pct[s] = n ? 100.0 * f->self[s] / n : 0;
+			f->total_pct[s] = n ? 100.0 * f->total[s] / n : 0;
+			f->self_rate[s] = rate_ms(f->self_ns[s], r->run[s].duration_s);
+			f->total_rate[s] = rate_ms(f->total_ns[s], r->run[s].duration_s);
+		}
+		if (f->self_pct[DIFF_BASE] > 0)
+			f->change_pct = 100.0 * (f->self_pct[DIFF_NEW] - f->self_pct[DIFF_BASE]) /
+					f->self_pct[DIFF_BASE];
+		else
+			f->change_pct = f->self_pct[DIFF_NEW] > 0 ? INFINITY : 0;
+		f->z = share_z(f, r->run[DIFF_BASE].samples, r->run[DIFF_NEW].samples);
+		f->gated =
+		    f->self_pct[DIFF_BASE] >= min_share || f->self_pct[DIFF_NEW] >= min_share;
+		f->regressed = f->gated && f->change_pct > o->fail_above && f->z > 3;
+		r->nregressed += f->regressed;
+	}
+}
+
+int diff_profiles(struct profile *base, struct profile *new, const struct diff_opts *o,
+		  struct diff_result *out)
+{
+	struct hot_opts ho = {.inlined = o->inlined};
+	struct hot_result h[2] = {0};
+	struct hmap *idx = hmap__new(1024);
+	struct diff_run *b = &out->run[DIFF_BASE], *n = &out->run[DIFF_NEW];
+	size_t cap = 0;
+	int err = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	if (!idx)
+		return -ENOMEM;
+	fill_run(base, b);
+	fill_run(new, n);
+	err = hot_functions(base, &ho, &h[0]);
+	if (!err)
+		err = hot_functions(new, &ho, &h[1]);
+	if (!err)
+		err = add_side(out, idx, &cap, new, &h[1], DIFF_NEW);
+	if (!err)
+		err = add_side(out, idx, &cap, base, &h[0], DIFF_BASE);
+	if (err)
+		goto out;
+	judge(out, o);
+	if (out->n)
+		qsort(out->funcs, out->n, sizeof(*out->funcs), cmp_delta);
+	out->speedup_wall = n->duration_s > 0 ? b->duration_s / n->duration_s : 0;
+	out->speedup_cpu = n->cpu_ns ? (double)b->cpu_ns / n->cpu_ns : 0;
+	out->wall_change_pct =
+	    b->duration_s > 0 ? 100.0 * (n->duration_s - b->duration_s) / b->duration_s : 0;
+	out->cpu_change_pct = b->cpu_ns ? 100.0 * ((double)n->cpu_ns - b->cpu_ns) / b->cpu_ns : 0;
+	out->total_regressed =
+	    out->wall_change_pct > o->fail_above || out->cpu_change_pct > o->fail_above;
+out:
+	hot_result__free(&h[0]);
+	hot_result__free(&h[1]);
+	hmap__free(idx);
+	if (err)
+		diff_result__free(out);
+	return err;
+}
+
+void diff_result__free(struct diff_result *r)
+{
+	free(r->funcs);
+	r->funcs = NULL;
+	r->n = 0;
+}
+
+/* --- differential flamegraph ------------------------------------------------------ */
+
+static const char *comm_label(const struct profile *p, uint32_t comm)
+{
+	const char *s = profile__str(p, comm);
+
+	return *s ? s : "[unknown]";
+}
+
+/* 128-bit key of a symbolic stack by its text: thread name, then functions root first. */
+static void stack_key(const struct profile *p, const struct collapsed_set *cs,
+		      const struct collapsed *c, const struct frame **tmp, uint64_t *k1,
+		      uint64_t *k2)
+{
+	size_t nf = collapsed_frames(cs, p, c->node, tmp, DIFF_DEPTH, NULL);
+	const char *s = comm_label(p, c->comm);
+	uint64_t a = 0x243f6a8885a308d3ull, b = 0x13198a2e03707344ull;
+
+	for (size_t i = 0;; i++) {
+		uint64_t h = hash_bytes(s, strlen(s));
+
+		a = hash_mix64(a ^ h);
+		b = hash_mix64(b + h * 0x9e3779b97f4a7c15ull + i);
+		if (i == nf)
+			break;
+		s = profile__str(p, tmp[i]->name);
+	}
+	*k1 = a;
+	*k2 = b;
+}
+
+int diff_fg_stacks(const struct profile *base, const struct profile *new, struct diff_stacks *out)
+{
+	const struct frame **tmp = malloc(DIFF_DEPTH * sizeof(*tmp));
+	struct collapsed_set cb = {0}, cn = {0};
+	struct hmap *idx = hmap__new(4096);
+	size_t total = 0, pos = 0;
+	int err = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	if (!tmp || !idx || collapse_stacks(base, NULL, false, &cb) ||
+	    collapse_stacks(new, NULL, false, &cn))
+		goto out;
+	for (size_t i = 0; i < cb.n; i++) {
+		uint64_t k1, k2, v = 0;
+
+		stack_key(base, &cb, &cb.v[i], tmp, &k1, &k2);
+		hmap__get(idx, k1, k2, &v);
+		if (hmap__put(idx, k1, k2, v + cb.v[i].samples))
+			goto out;
+		out->base_total += cb.v[i].samples;
+	}
+	for (size_t i = 0; i < cn.n; i++) {
+		size_t t;
+
+		collapsed_frames(&cn, new, cn.v[i].node, tmp, 0, &t);
+		total += (t < DIFF_DEPTH ? t : DIFF_DEPTH) + 1;
+		out->new_total += cn.v[i].samples;
+	}
+	out->st = calloc(cn.n ? cn.n : 1, sizeof(*out->st));
+	out->frames = calloc(total ? total : 1, sizeof(*out->frames));
+	if (!out->st || !out->frames)
+		goto out;
+	for (size_t i = 0; i < cn.n; i++) {
+		size_t nf = collapsed_frames(&cn, new, cn.v[i].node, tmp, DIFF_DEPTH, NULL);
+		struct fg_stack *s = &out->st[i];
+		uint64_t k1, k2, b = 0;
+
+		s->frames = &out->frames[pos];
+		s->weight = cn.v[i].samples;
+		out->frames[pos++] =
+		    (struct fg_frame){comm_label(new, cn.v[i].comm), FRAME_SPECIAL};
+		for (size_t k = 0; k < nf; k++)
+			out->frames[pos++] =
+			    (struct fg_frame){profile__str(new, tmp[k]->name), tmp[k]->kind};
+		s->n = (uint32_t)nf + 1;
+		stack_key(new, &cn, &cn.v[i], tmp, &k1, &k2);
+		hmap__get(idx, k1, k2, &b);
+		/* scale BASE to NEW's total: compare shares, not run lengths */
+		s->base = out->base_total
+			      ? (uint64_t)llround((double)b * out->new_total / out->base_total)
+			      : 0;
+	}
+	out->n = cn.n;
+	err = 0;
+out:
+	free(tmp);
+	hmap__free(idx);
+	collapsed_set__free(&cb);
+	collapsed_set__free(&cn);
+	if (err)
+		diff_stacks__free(out);
+	return err;
+}
+
+void diff_stacks__free(struct diff_stacks *d)
+{
+	free(d->st);
+	free(d->frames);
+	memset(d, 0, sizeof(*d));
+}

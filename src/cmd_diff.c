@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../flamegraph/flamegraph.h"
+#include "analysis/diff.h"
+#include "cmds.h"
+#include "format/open.h"
+#include "util/log.h"
+#include "util/sink.h"
+
+#define DIFF_EXIT_REGRESSED 3
+
+static void diff_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: eprof diff BASE NEW [options]\n"
+	    "Per-function comparison normalised per second of run time (CPU ms/s) and per\n"
+	    "sample (%% of the run's samples), and the overall speedup (wall, CPU).\n"
+	    "  --flamegraph            write a differential flamegraph (NEW's shape; red grew,\n"
+	    "                          blue shrank, by share of samples) to -o (default diff.svg)\n"
+	    "  -o, --output FILE       the SVG with --flamegraph, else the table (default stdout)\n"
+	    "  --fail-above PCT        exit 3 when a function's share of the samples (self), or\n"
+	    "                          the run's wall or CPU time, grew by more than PCT%%\n"
+	    "                          (relative: 20%% -> 24%% is +20%%) beyond sampling noise\n"
+	    "                          (z > 3): a CI performance gate\n"
+	    "  --min-share PCT         gate only functions with at least PCT%% of the samples in\n"
+	    "                          either run (default 1; smaller ones are noise)\n"
+	    "  --limit N               rows to show (default 30, 0 = all)\n"
+	    "  --inline                count inlined functions on their own\n"
+	    "  --json                  machine-readable output\n");
+}
+
+enum { D_FG = 256, D_FAIL, D_MIN, D_LIMIT, D_JSON, D_INLINE };
+
+static int parse_pct(const char *opt, const char *arg, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(arg, &end);
+	if (errno || end == arg || (*end && strcmp(end, "%")) || !isfinite(*out) || *out < 0) {
+		log_err("invalid %s '%s' (expected a percentage, e.g. 5 or 2.5)", opt, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int diff_opt(int c, const char *arg, struct diff_cli *o)
+{
+	switch (c) {
+	case 'o':
+		o->output = arg;
+		return 0;
+	case D_FG:
+		o->flamegraph = true;
+		return 0;
+	case D_FAIL:
+		o->has_fail = true;
+		return parse_pct("--fail-above", arg, &o->fail_above);
+	case D_MIN:
+		return parse_pct("--min-share", arg, &o->min_share);
+	case D_LIMIT:
+		return parse_u32_arg("--limit", arg, 0, 10000000, &o->limit);
+	case D_JSON:
+		o->json = true;
+		return 0;
+	case D_INLINE:
+		o->inlined = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int parse_diff_args(int argc, char **argv, struct diff_cli *o)
+{
+	static const struct option longopts[] = {
+	    {"output", required_argument, NULL, 'o'},
+	    {"flamegraph", no_argument, NULL, D_FG},
+	    {"fail-above", required_argument, NULL, D_FAIL},
+	    {"min-share", required_argument, NULL, D_MIN},
+	    {"limit", required_argument, NULL, D_LIMIT},
+	    {"json", no_argument, NULL, D_JSON},
+	    {"inline", no_argument, NULL, D_INLINE},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->limit = 30;
+	o->min_share = 1.0;
+	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		if (c == 'h')
+			return 1;
+		if (c == '?' || c == ':') {
+			log_err("diff: unknown option or missing argument '%s'", argv[optind - 1]);
+			return -EINVAL;
+		}
+		if (diff_opt(c, optarg, o))
+			return -EINVAL;
+	}
+	if (argc - optind != 2) {
+		log_err("diff: expected two recordings: eprof diff BASE NEW");
+		return -EINVAL;
+	}
+	o->base = argv[optind];
+	o->new = argv[optind + 1];
+	if (o->flamegraph) {
+		o->flamegraph_out = o->output ? o->output : "diff.svg";
+		o->output = "-";
+	} else if (!o->output) {
+		o->output = "-";
+	}
+	return 0;
+}
+
+static void fmt_change(char *buf, size_t len, const struct diff_func *f)
+{
+	if (isinf(f->change_pct))
+		snprintf(buf, len, "new");
+	else if (!f->self[DIFF_NEW] && f->self[DIFF_BASE])
+		snprintf(buf, len, "gone");
+	else
+		snprintf(buf, len, "%+.1f%%", f->change_pct);
+}
+
+static void write_text(struct sink *out, const struct diff_cli *o, const struct diff_result *r)
+{
+	const struct diff_run *b = &r->run[DIFF_BASE], *n = &r->run[DIFF_NEW];
+	size_t rows = o->limit && o->limit < r->n ? o->limit : r->n;
+	char ch[32];
+
+	sink_printf(out, "# eprof diff: %s -> %s\n", o->base, o->new);
+	sink_printf(out, "# %-5s %10s %10s %10s %6s  %s\n", "", "duration", "samples", "CPU time",
+		    "cores", "command");
+	for (int s = 0; s < 2; s++) {
+		const struct diff_run *x = &r->run[s];
+
+		sink_printf(out, "# %-5s %8.2f s %10" PRIu64 " %8.2f s %6.2f  %s\n",
+			    s ? "new" : "base", x->duration_s, x->samples, x->cpu_ns / 1e9,
+			    x->duration_s > 0 ? x->cpu_ns / 1e9 / x->duration_s : 0, x->command);
+	}
+	sink_printf(out,
+		    "# speedup: wall %.2fx, cpu %.2fx   (BASE time / NEW time: above 1, NEW is "
+		    "faster; wall %+.1f%%, CPU %+.1f%%)\n",
+		    r->speedup_wall, r->speedup_cpu, r->wall_change_pct, r->cpu_change_pct);
+	if (b->rate != n->rate)
+		sink_printf(out,
+			    "# note: sample rates differ (%u vs %u Hz); the comparison is by "
+			    "CPU time and share\n",
+			    b->rate, n->rate);
+	sink_printf(out, "\n  %-32s %-18s %-24s\n", "Self % of samples", "Self CPU ms/s",
+		    "Total % of samples");
+	sink_printf(out, "%7s %7s %8s %8s %8s %8s %7s %7s %8s  %-40s %s\n", "base", "new", "delta",
+		    "change", "base", "new", "base", "new", "delta", "Function", "Module");
+	for (size_t i = 0; i < rows; i++) {
+		const struct diff_func *f = &r->funcs[i];
+
+		fmt_change(ch, sizeof(ch), f);
+		sink_printf(out,
+			    "%7.2f %7.2f %+8.2f %8s %8.1f %8.1f %7.2f %7.2f %+8.2f  %-40s %s%s\n",
+			    f->self_pct[0], f->self_pct[1], f->self_pct[1] - f->self_pct[0], ch,
+			    f->self_rate[0], f->self_rate[1], f->total_pct[0], f->total_pct[1],
+			    f->total_pct[1] - f->total_pct[0], f->name, f->module,
+			    o->has_fail && f->regressed ? "   << regressed" : "");
+	}
+	if (rows < r->n)
+		sink_printf(out, "... %zu more functions (--limit 0 shows all)\n", r->n - rows);
+}
+
+static void json_str(struct sink *out, const char *k, const char *v)
+{
+	sink_printf(out, "\"%s\": \"", k);
+	sink_json_str(out, v ? v : "");
+	sink_puts(out, "\"");
+}
+
+static void json_side(struct sink *out, const struct diff_func *f, int s)
+{
+	sink_printf(out,
+		    "{\"self\": %" PRIu64 ", \"total\": %" PRIu64 ", \"self_ns\": %" PRIu64
+		    ", \"total_ns\": %" PRIu64 ", \"self_pct\": %.4f, \"total_pct\": %.4f"
+		    ", \"self_ms_per_s\": %.4f, \"total_ms_per_s\": %.4f}",
+		    f->self[s], f->total[s], f->self_ns[s], f->total_ns[s], f->self_pct[s],
+		    f->total_pct[s], f->self_rate[s], f->total_rate[s]);
+}
+
+static void write_json(struct sink *out, const struct diff_cli *o, const struct diff_result *r)
+{
+	size_t rows = o->limit && o->limit < r->n ? o->limit : r->n;
+
+	sink_puts(out, "{\n  \"version\": 1");
+	for (int s = 0; s < 2; s++) {
+		const struct diff_run *x = &r->run[s];
+
+		sink_printf(out, ",\n  \"%s\": {", s ? "new" : "base");
+		json_str(out, "file", s ? o->new : o->base);
+		sink_puts(out, ", ");
+		json_str(out, "command", x->command);
+		sink_printf(out,
+			    ", \"duration_s\": %.6f, \"samples\": %" PRIu64 ", \"cpu_ns\": %" PRIu64
+			    ", \"sample_rate\": %u}",
+			    x->duration_s, x->samples, x->cpu_ns, x->rate);
+	}
+	sink_printf(out,
+		    ",\n  \"speedup\": {\"wall\": %.4f, \"cpu\": %.4f}, \"wall_change_pct\": %.4f, "
+		    "\"cpu_change_pct\": %.4f",
+		    r->speedup_wall, r->speedup_cpu, r->wall_change_pct, r->cpu_change_pct);
+	if (o->has_fail)
+		sink_printf(
+		    out,
+		    ",\n  \"fail_above\": %.4f, \"min_share\": %.4f, \"total_regressed\": %s, "
+		    "\"regressed_functions\": %zu",
+		    o->fail_above, o->min_share, r->total_regressed ? "true" : "false",
+		    r->nregressed);
+	sink_puts(out, ",\n  \"functions\": [");
+	for (size_t i = 0; i < rows; i++) {
+		const struct diff_func *f = &r->funcs[i];
+
+		sink_puts(out, i ? ",\n    {" : "\n    {");
+		json_str(out, "name", f->name);
+		sink_puts(out, ", ");
+		json_str(out, "module", f->module);
+		sink_puts(out, ", \"base\": ");
+		json_side(out, f, DIFF_BASE);
+		sink_puts(out, ", \"new\": ");
+		json_side(out, f, DIFF_NEW);
+		if (isinf(f->change_pct))
+			sink_puts(out, ", \"change_pct\": null, \"appeared\": true");
+		else
+			sink_printf(out, ", \"change_pct\": %.4f", f->change_pct);
+		sink_printf(out, ", \"z\": %.3f", f->z);
+		if (o->has_fail)
+			sink_printf(out, ", \"regressed\": %s", f->regressed ? "true" : "false");
+		sink_puts(out, "}");
+	}
+	sink_puts(out, "\n  ]\n}\n");
+}
+
+static int write_flamegraph(const struct diff_cli *o, const struct profile *base,
+			    const struct profile *new)
+{
+	struct diff_stacks d;
+	char sub[512];
+	struct sink *out;
+	int err = diff_fg_stacks(base, new, &d);
+
+	if (err)
+		return err;
+	snprintf(sub, sizeof(sub),
+		 "%s vs %s: widths are NEW's samples, colours the change in share", o->new,
+		 o->base);
+	out = sink_open(o->flamegraph_out, 0644);
+	if (!out) {
+		err = errno ? -errno : -EIO;
+		diff_stacks__free(&d);
+		return err;
+	}
+	err = flamegraph_write_svg(out, d.st, d.n,
+				   &(struct fg_opts){.title = "Differential CPU flamegraph",
+						     .subtitle = sub,
+						     .unit = "samples",
+						     .differential = true});
+	err = sink_close(out) ?: err;
+	diff_stacks__free(&d);
+	return err;
+}
+
+static int report_gate(const struct diff_cli *o, const struct diff_result *r)
+{
+	if (!o->has_fail || (!r->nregressed && !r->total_regressed))
+		return 0;
+	for (size_t i = 0; i < r->n; i++) {
+		const struct diff_func *f = &r->funcs[i];
+		char ch[32];
+
+		if (!f->regressed)
+			continue;
+		fmt_change(ch, sizeof(ch), f);
+		log_err("regression: %s (%s) self share %s: %.2f%% -> %.2f%% of samples "
+			"(%.1f -> %.1f CPU ms/s, z = %.1f)",
+			f->name, f->module, ch, f->self_pct[0], f->self_pct[1], f->self_rate[0],
+			f->self_rate[1], f->z);
+	}
+	if (r->total_regressed)
+		log_err("regression: the run took %+.1f%% wall time and %+.1f%% CPU time",
+			r->wall_change_pct, r->cpu_change_pct);
+	log_err("diff: regressed by more than %.1f%% (--fail-above): exit status 3", o->fail_above);
+	return DIFF_EXIT_REGRESSED;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+	struct diff_cli o;
+	struct diff_result r;
+	struct profile *base = NULL, *new = NULL;
+	struct sink *out = NULL;
+	int err, rc = 1;
+
+	err = parse_diff_args(argc, argv, &o);
+	if (err == 1) {
+		diff_usage(stdout);
+		return 0;
+	}
+	if (err)
+		return 2;
+	if (profile_open(o.base, &base) || profile_open(o.new, &new))
+		goto out;
+	err = diff_profiles(base, new,
+			    &(struct diff_opts){.inlined = o.inlined,
+						.min_share = o.min_share,
+						.fail_above = o.has_fail ? o.fail_above : INFINITY},
+			    &r);
+	if (err) {
+		log_err("failed to compare '%s' and '%s': %s", o.base, o.new, strerror(-err));
+		goto out;
+	}
+	out = sink_open(o.output, 0644);
+	if (!out) {
+		log_err("failed to open '%s': %s", o.output, strerror(errno));
+		goto free_result;
+	}
+	if (o.json)
+		write_json(out, &o, &r);
+	else
+		write_text(out, &o, &r);
+	err = sink_close(out);
+	if (err) {
+		log_err("failed to write '%s': %s", o.output, strerror(-err));
+		goto free_result;
+	}
+	if (o.flamegraph) {
+		err = write_flamegraph(&o, base, new);
+		if (err) {
+			log_err("failed to write '%s': %s", o.flamegraph_out, strerror(-err));
+			goto free_result;
+		}
+		fprintf(stderr, "eprof: differential flamegraph written to %s\n", o.flamegraph_out);
+	}
+	rc = report_gate(&o, &r);
+free_result:
+	diff_result__free(&r);
+out:
+	profile__free(base);
+	profile__free(new);
+	return rc;
+}

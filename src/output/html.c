@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../flamegraph/flamegraph.h"
+#include "../analysis/stacks.h"
+#include "../util/sink.h"
+#include "html.h"
+#include "report.h"
+
+#define HTML_FUNC_ROWS 1000
+#define FG_DEPTH 4096
+
+static const char html_css[] =
+    "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1d1d1f;"
+    "background:#fafafa}\n"
+    "header{background:#263238;color:#eceff1;padding:14px 24px}\n"
+    "header h1{margin:0;font-size:20px;font-weight:600}\n"
+    "header .cmd{font-family:ui-monospace,monospace;color:#b0bec5;margin:4px 0 0;"
+    "word-break:break-all}\n"
+    "nav{padding:6px 24px;background:#eceff1;border-bottom:1px solid #cfd8dc}\n"
+    "nav a{margin-right:16px;color:#37474f;text-decoration:none}\n"
+    "section{padding:8px 24px 16px}\n"
+    "h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px}\n"
+    "dl.summary{display:grid;grid-template-columns:max-content auto;gap:2px 16px;margin:0}\n"
+    "dl.summary dt{color:#555}dl.summary dd{margin:0;font-variant-numeric:tabular-nums}\n"
+    ".fg{overflow-x:auto;border:1px solid #ddd;background:#fff}\n"
+    "table{border-collapse:collapse;font-variant-numeric:tabular-nums}\n"
+    "th,td{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}\n"
+    "td.n,th.n{text-align:right}\n"
+    "th{cursor:pointer;user-select:none;background:#f0f0f0;position:sticky;top:0}\n"
+    "th[aria-sort=ascending]::after{content:' \\25B2'}\n"
+    "th[aria-sort=descending]::after{content:' \\25BC'}\n"
+    "td.fn{font-family:ui-monospace,monospace;max-width:60em;overflow-wrap:anywhere}\n"
+    ".note{color:#666}\n#js-errors{color:#b00020;white-space:pre-wrap}\n"
+    "footer{padding:12px 24px;color:#888;font-size:12px}\n";
+
+/* Sortable tables: click a header to sort by it, again to reverse. */
+static const char html_js[] =
+    "(function(){'use strict';\n"
+    "function key(td,num){if(!td)return num?-Infinity:'';"
+    "if(num){var v=parseFloat(td.getAttribute('data-v'));return isNaN(v)?-Infinity:v;}"
+    "return td.textContent.toLowerCase();}\n"
+    "function sortBy(table,th,col){var num=th.getAttribute('data-type')==='n';"
+    "var desc=th.getAttribute('aria-sort')!=='descending';"
+    "if(!num&&!th.hasAttribute('aria-sort'))desc=false;"
+    "var ths=table.tHead.rows[0].cells;for(var i=0;i<ths.length;i++)ths[i].removeAttribute("
+    "'aria-sort');"
+    "th.setAttribute('aria-sort',desc?'descending':'ascending');"
+    "var body=table.tBodies[0],rows=Array.prototype.slice.call(body.rows);"
+    "rows.sort(function(a,b){var x=key(a.cells[col],num),y=key(b.cells[col],num);"
+    "var r=x<y?-1:x>y?1:0;return desc?-r:r;});"
+    "for(var k=0;k<rows.length;k++)body.appendChild(rows[k]);}\n"
+    "var tables=document.querySelectorAll('table.sortable');"
+    "Array.prototype.forEach.call(tables,function(t){"
+    "Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th,col){"
+    "th.addEventListener('click',function(){sortBy(t,th,col);});});});\n"
+    "document.body.setAttribute('data-ready','1');})();\n";
+
+static void esc(struct sink *out, const char *s)
+{
+	sink_xml_str(out, s ? s : "");
+}
+
+void html_table_begin(struct sink *out, const char *id, const char *const *headers,
+		      const char *types, size_t ncols)
+{
+	sink_puts(out, "<table class=\"sortable\" id=\"");
+	esc(out, id);
+	sink_puts(out, "\"><thead><tr>");
+	for (size_t i = 0; i < ncols; i++) {
+		bool num = types[i] == 'n';
+
+		sink_printf(out, "<th%s data-type=\"%c\">", num ? " class=\"n\"" : "",
+			    num ? 'n' : 's');
+		esc(out, headers[i]);
+		sink_puts(out, "</th>");
+	}
+	sink_puts(out, "</tr></thead>\n<tbody>\n");
+}
+
+void html_cell_text(struct sink *out, const char *text)
+{
+	sink_puts(out, "<td class=\"fn\">");
+	esc(out, text);
+	sink_puts(out, "</td>");
+}
+
+void html_cell_num(struct sink *out, double sort_value, const char *shown)
+{
+	sink_printf(out, "<td class=\"n\" data-v=\"%.17g\">", sort_value);
+	esc(out, shown);
+	sink_puts(out, "</td>");
+}
+
+void html_table_end(struct sink *out)
+{
+	sink_puts(out, "</tbody></table>\n");
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * part / whole : 0;
+}
+
+static void dd(struct sink *out, const char *term, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void dd(struct sink *out, const char *term, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	sink_puts(out, "<dt>");
+	esc(out, term);
+	sink_puts(out, "</dt><dd>");
+	esc(out, buf);
+	sink_puts(out, "</dd>\n");
+}
+
+static void recorded_at(const struct profile *p, char *buf, size_t len)
+{
+	const char *v = profile__meta(p, "start_time");
+	char *end;
+	time_t t;
+	struct tm tm;
+
+	snprintf(buf, len, "%s", v ? v : "?");
+	if (!v)
+		return;
+	t = (time_t)strtoll(v, &end, 10);
+	if (*end || !gmtime_r(&t, &tm))
+		return;
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+static int section_summary(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	struct profile_summary s;
+	char when[64];
+
+	profile_summarize(p, &o->filter, &s);
+	recorded_at(p, when, sizeof(when));
+	sink_puts(out, "<dl class=\"summary\">\n");
+	dd(out, "File", "%s", o->path ? o->path : "");
+	dd(out, "Command", "%s", s.command);
+	dd(out, "Recorded", "%s on %s (%s)", when, profile__meta(p, "hostname") ?: "?",
+	   profile__meta(p, "kernel") ?: "?");
+	dd(out, "Duration", "%.2f s", s.duration_s);
+	dd(out, "Samples", "%" PRIu64 " at %u Hz", s.samples, s.rate);
+	if (s.ncpus)
+		dd(out, "CPU", "%.2f cores (%.1f%% of %u CPUs)", s.cores, 100.0 * s.cores / s.ncpus,
+		   s.ncpus);
+	else
+		dd(out, "CPU", "%.2f cores", s.cores);
+	dd(out, "Lost samples", "%" PRIu64, s.lost);
+	dd(out, "Unknown leaf frames", "%.1f%%", pct(s.unknown_samples, s.samples));
+	dd(out, "Truncated stacks", "%.1f%%", pct(s.truncated, s.samples));
+	sink_puts(out, "</dl>\n");
+	return out->err;
+}
+
+/* Collapsed stacks -> flamegraph input; labels are the profile's own strings. */
+static int section_flamegraph(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	const struct frame **tmp = malloc(FG_DEPTH * sizeof(*tmp));
+	struct collapsed_set cs = {0};
+	struct fg_stack *st = NULL;
+	struct fg_frame *frames = NULL;
+	struct sink *svg = NULL;
+	size_t total = 0, pos = 0, len;
+	const char *data;
+	int err = -ENOMEM;
+
+	if (!tmp || collapse_stacks(p, &o->filter, false, &cs))
+		goto out;
+	for (size_t i = 0; i < cs.n; i++) {
+		size_t t;
+
+		collapsed_frames(&cs, p, cs.v[i].node, tmp, 0, &t);
+		total += (t < FG_DEPTH ? t : FG_DEPTH) + 1;
+	}
+	st = calloc(cs.n ? cs.n : 1, sizeof(*st));
+	frames = calloc(total ? total : 1, sizeof(*frames));
+	svg = sink_mem();
+	if (!st || !frames || !svg)
+		goto out;
+	for (size_t i = 0; i < cs.n; i++) {
+		size_t nf = collapsed_frames(&cs, p, cs.v[i].node, tmp, FG_DEPTH, NULL);
+		const char *comm = profile__str(p, cs.v[i].comm);
+
+		st[i].frames = &frames[pos];
+		st[i].weight = cs.v[i].samples;
+		frames[pos++] = (struct fg_frame){*comm ? comm : "[unknown]", FRAME_SPECIAL};
+		for (size_t k = 0; k < nf; k++)
+			frames[pos++] =
+			    (struct fg_frame){profile__str(p, tmp[k]->name), tmp[k]->kind};
+		st[i].n = (uint32_t)nf + 1;
+	}
+	err = flamegraph_write_svg(svg, st, cs.n,
+				   &(struct fg_opts){.title = "CPU flamegraph",
+						     .subtitle = profile__meta(p, "command"),
+						     .unit = "samples",
+						     .width = 1200});
+	if (err)
+		goto out;
+	data = sink_mem_data(svg, &len);
+	/* inline SVG in HTML: drop the XML declaration */
+	if (!strncmp(data, "<?xml", 5) && strchr(data, '\n'))
+		data = strchr(data, '\n') + 1;
+	sink_puts(out, "<p class=\"note\">Click a frame to zoom, Ctrl+F or the search box to "
+		       "highlight functions.</p>\n<div class=\"fg\">\n");
+	sink_puts(out, data);
+	sink_puts(out, "</div>\n");
+	err = out->err;
+out:
+	if (svg)
+		sink_close(svg);
+	free(st);
+	free(frames);
+	collapsed_set__free(&cs);
+	free(tmp);
+	return err;
+}
+
+static const char *kind_name(uint8_t kind)
+{
+	static const char *const names[] = {"user", "kernel", "jit", "unknown", "special"};
+
+	return kind < 5 ? names[kind] : "unknown";
+}
+
+static int section_functions(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	static const char *const hdr[] = {"Self %",	 "Total %",  "Self",   "Total",
+					  "Self CPU ms", "Function", "Module", "Kind"};
+	struct hot_opts ho = {.filter = o->filter};
+	struct hot_result r;
+	size_t limit = o->limit ? o->limit : HTML_FUNC_ROWS;
+	char b[64];
+	int err = hot_functions(p, &ho, &r);
+
+	if (err)
+		return err;
+	html_table_begin(out, "functions-table", hdr, "nnnnnsss", 8);
+	for (size_t i = 0; i < r.n && i < limit; i++) {
+		const struct func_stat *f = &r.funcs[i];
+
+		sink_puts(out, "<tr>");
+		snprintf(b, sizeof(b), "%.2f", pct(f->self, r.samples));
+		html_cell_num(out, pct(f->self, r.samples), b);
+		snprintf(b, sizeof(b), "%.2f", pct(f->total, r.samples));
+		html_cell_num(out, pct(f->total, r.samples), b);
+		snprintf(b, sizeof(b), "%" PRIu64, f->self);
+		html_cell_num(out, (double)f->self, b);
+		snprintf(b, sizeof(b), "%" PRIu64, f->total);
+		html_cell_num(out, (double)f->total, b);
+		snprintf(b, sizeof(b), "%.1f", f->self_ns / 1e6);
+		html_cell_num(out, f->self_ns / 1e6, b);
+		html_cell_text(out, profile__str(p, f->name));
+		html_cell_text(out, profile__str(p, f->module));
+		html_cell_text(out, kind_name(f->kind));
+		sink_puts(out, "</tr>\n");
+	}
+	html_table_end(out);
+	if (r.n > limit)
+		sink_printf(out,
+			    "<p class=\"note\">%zu more functions: <code>eprof report --limit 0"
+			    "</code> lists them all.</p>\n",
+			    r.n - limit);
+	hot_result__free(&r);
+	return out->err;
+}
+
+static int section_threads(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	static const char *const hdr[] = {
+	    "PID", "TID", "Thread", "Samples", "%", "CPU ms", "Hottest function (self)"};
+	struct thread_stat *t;
+	uint64_t total = 0;
+	size_t n;
+	char b[64];
+	int err = thread_stats(p, &o->filter, &t, &n);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < n; i++)
+		total += t[i].samples;
+	html_table_begin(out, "threads-table", hdr, "nnsnnns", 7);
+	for (size_t i = 0; i < n; i++) {
+		sink_puts(out, "<tr>");
+		snprintf(b, sizeof(b), "%u", t[i].pid);
+		html_cell_num(out, t[i].pid, b);
+		snprintf(b, sizeof(b), "%u", t[i].tid);
+		html_cell_num(out, t[i].tid, b);
+		html_cell_text(out, profile__str(p, t[i].comm));
+		snprintf(b, sizeof(b), "%" PRIu64, t[i].samples);
+		html_cell_num(out, (double)t[i].samples, b);
+		snprintf(b, sizeof(b), "%.2f", pct(t[i].samples, total));
+		html_cell_num(out, pct(t[i].samples, total), b);
+		snprintf(b, sizeof(b), "%.1f", t[i].weight / 1e6);
+		html_cell_num(out, t[i].weight / 1e6, b);
+		snprintf(b, sizeof(b), " (%" PRIu64 ")", t[i].top_self);
+		sink_puts(out, "<td class=\"fn\">");
+		esc(out, profile__str(p, t[i].top_func));
+		esc(out, t[i].top_func ? b : "");
+		sink_puts(out, "</td></tr>\n");
+	}
+	html_table_end(out);
+	free(t);
+	return out->err;
+}
+
+/* Later issues (memory, regions, GPU) add their sections here. */
+static const struct html_section html_sections[] = {
+    {"summary", "Summary", section_summary},
+    {"flamegraph", "CPU flamegraph", section_flamegraph},
+    {"functions", "Top functions", section_functions},
+    {"threads", "Threads", section_threads},
+};
+#define NSECTIONS (sizeof(html_sections) / sizeof(html_sections[0]))
+
+int html_write(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	const char *cmd = profile__meta(p, "command");
+	int err = 0;
+
+	sink_puts(out,
+		  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+		  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+		  "<meta name=\"generator\" content=\"eprof " EPROF_VERSION "\">\n<title>eprof: ");
+	esc(out, cmd ? cmd : o->path);
+	sink_puts(out, "</title>\n<style>\n");
+	sink_puts(out, html_css);
+	sink_puts(out,
+		  "</style>\n<script>window.addEventListener('error',function(e){var d="
+		  "document.getElementById('js-errors');if(d)d.textContent+=e.message+'\\n';});"
+		  "</script>\n</head>\n<body>\n<header><h1>eprof report</h1><p class=\"cmd\">");
+	esc(out, cmd ? cmd : "");
+	sink_puts(out, "</p></header>\n<nav>");
+	for (size_t i = 0; i < NSECTIONS; i++) {
+		sink_printf(out, "<a href=\"#%s\">", html_sections[i].id);
+		esc(out, html_sections[i].title);
+		sink_puts(out, "</a>");
+	}
+	sink_puts(out, "</nav>\n<div id=\"js-errors\"></div>\n");
+	for (size_t i = 0; i < NSECTIONS && !err; i++) {
+		sink_printf(out, "<section id=\"%s\"><h2>", html_sections[i].id);
+		esc(out, html_sections[i].title);
+		sink_puts(out, "</h2>\n");
+		err = html_sections[i].write(out, p, o);
+		if (err == -ENODATA) {
+			sink_puts(out, "<p class=\"note\">no data</p>\n");
+			err = 0;
+		}
+		sink_puts(out, "</section>\n");
+	}
+	sink_puts(out, "<footer>eprof " EPROF_VERSION " &middot; self-contained report: no network "
+		       "access needed</footer>\n<script>\n");
+	sink_puts(out, html_js);
+	sink_puts(out, "</script>\n</body></html>\n");
+	return err ? err : out->err;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One self-contained HTML report (no network): summary, the interactive
+ * flamegraph inlined as SVG, top functions and threads in tables sortable by
+ * column. Other kinds of data (memory, regions, GPU) add a section each to
+ * html_sections[] in html.c.
+ */
+#ifndef EPROF_HTML_H
+#define EPROF_HTML_H
+
+#include "../analysis/hot.h"
+
+struct sink;
+
+struct html_opts {
+	struct sample_filter filter;
+	const char *path; /* the record's file name, shown in the header */
+	unsigned limit;	  /* function rows, 0 = default (1000) */
+};
+
+int html_write(struct sink *out, struct profile *p, const struct html_opts *o);
+
+/* A section of the report: writes its body (inside <section>) or returns -ENODATA to be left out.
+ */
+struct html_section {
+	const char *id, *title;
+	int (*write)(struct sink *out, struct profile *p, const struct html_opts *o);
+};
+
+/* Helpers for sections: a sortable table. Cells are escaped text; num cells sort numerically. */
+void html_table_begin(struct sink *out, const char *id, const char *const *headers,
+		      const char *types /* one of 'n' (number) or 's' per column */, size_t ncols);
+void html_cell_text(struct sink *out, const char *text);
+void html_cell_num(struct sink *out, double sort_value, const char *shown);
+void html_table_end(struct sink *out);
+
+#endif

@@ -1,0 +1,1040 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../analysis/stacks.h"
+#include "../util/sink.h"
+#include "trace.h"
+
+#define TW_BUF (256 * 1024)
+#define MAX_FRAMES 8192
+
+/* --- the streaming writer -------------------------------------------------------- */
+
+struct trace_writer {
+	struct sink *out;
+	char *buf;
+	size_t len;
+	uint64_t events, flushed;
+};
+
+static void tw_flush(struct trace_writer *w)
+{
+	if (!w->len)
+		return;
+	sink_write(w->out, w->buf, w->len);
+	w->flushed += w->len;
+	w->len = 0;
+}
+
+static inline void tw_put(struct trace_writer *w, const void *p, size_t n)
+{
+	if (n > TW_BUF - w->len) {
+		tw_flush(w);
+		if (n > TW_BUF) {
+			sink_write(w->out, p, n);
+			w->flushed += n;
+			return;
+		}
+	}
+	memcpy(w->buf + w->len, p, n);
+	w->len += n;
+}
+
+#define TW_LIT(w, s) tw_put((w), (s), sizeof(s) - 1)
+
+static inline void tw_event(struct trace_writer *w)
+{
+	if (w->events++)
+		TW_LIT(w, ",\n{");
+	else
+		TW_LIT(w, "\n{");
+}
+
+static inline size_t fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
+size_t trace_fmt_us(char *buf, uint64_t ns)
+{
+	size_t n = fmt_u64(buf, ns / 1000);
+	unsigned frac = ns % 1000;
+
+	if (frac) {
+		buf[n++] = '.';
+		buf[n++] = (char)('0' + frac / 100);
+		frac %= 100;
+		if (frac) {
+			buf[n++] = (char)('0' + frac / 10);
+			if (frac % 10)
+				buf[n++] = (char)('0' + frac % 10);
+		}
+	}
+	buf[n] = '\0';
+	return n;
+}
+
+static void tw_u64(struct trace_writer *w, uint64_t v)
+{
+	char b[24];
+
+	tw_put(w, b, fmt_u64(b, v));
+}
+
+static void tw_us(struct trace_writer *w, uint64_t ns)
+{
+	char b[32];
+
+	tw_put(w, b, trace_fmt_us(b, ns));
+}
+
+/* Length of a valid UTF-8 sequence at p, or 0. */
+static size_t utf8_len(const unsigned char *p)
+{
+	size_t n;
+	uint32_t cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if ((p[0] & 0xe0) == 0xc0)
+		n = 2, cp = p[0] & 0x1f;
+	else if ((p[0] & 0xf0) == 0xe0)
+		n = 3, cp = p[0] & 0x0f;
+	else if ((p[0] & 0xf8) == 0xf0)
+		n = 4, cp = p[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/*
+ * JSON string body: escapes quotes, backslashes and control characters, and
+ * replaces invalid UTF-8 with U+FFFD so strict parsers accept every name.
+ */
+static void json_escape(void (*put)(void *ctx, const void *p, size_t n), void *ctx, const char *str)
+{
+	const unsigned char *p = (const unsigned char *)(str ? str : ""), *run = p;
+	char esc[8];
+
+	while (*p) {
+		const char *rep = NULL;
+		size_t adv = 1;
+
+		if (*p == '"')
+			rep = "\\\"";
+		else if (*p == '\\')
+			rep = "\\\\";
+		else if (*p == '\n')
+			rep = "\\n";
+		else if (*p == '\t')
+			rep = "\\t";
+		else if (*p < 0x20) {
+			snprintf(esc, sizeof(esc), "\\u%04x", *p);
+			rep = esc;
+		} else if (*p >= 0x80) {
+			adv = utf8_len(p);
+			if (!adv) {
+				rep = "\\ufffd";
+				adv = 1;
+			}
+		}
+		if (rep) {
+			put(ctx, run, p - run);
+			put(ctx, rep, strlen(rep));
+			p += adv;
+			run = p;
+		} else {
+			p += adv;
+		}
+	}
+	put(ctx, run, p - run);
+}
+
+static void tw_put_cb(void *ctx, const void *p, size_t n)
+{
+	tw_put(ctx, p, n);
+}
+
+static void tw_str(struct trace_writer *w, const char *s)
+{
+	TW_LIT(w, "\"");
+	json_escape(tw_put_cb, w, s);
+	TW_LIT(w, "\"");
+}
+
+struct trace_writer *trace_writer__new(struct sink *out)
+{
+	struct trace_writer *w = calloc(1, sizeof(*w));
+
+	if (!w || !(w->buf = malloc(TW_BUF))) {
+		free(w);
+		errno = ENOMEM;
+		return NULL;
+	}
+	w->out = out;
+	w->len = sizeof("{\"traceEvents\":[") - 1;
+	memcpy(w->buf, "{\"traceEvents\":[", w->len);
+	return w;
+}
+
+int trace_writer__finish(struct trace_writer *w, const char *meta_json)
+{
+	int err;
+
+	TW_LIT(w, "\n],\n\"displayTimeUnit\":\"ms\"");
+	if (meta_json) {
+		TW_LIT(w, ",\n\"otherData\":");
+		tw_put(w, meta_json, strlen(meta_json));
+	}
+	TW_LIT(w, "}\n");
+	tw_flush(w);
+	err = w->out->err;
+	free(w->buf);
+	free(w);
+	return err;
+}
+
+uint64_t trace_writer__events(const struct trace_writer *w)
+{
+	return w->events;
+}
+
+uint64_t trace_writer__bytes(const struct trace_writer *w)
+{
+	return w->flushed + w->len;
+}
+
+static void tw_head(struct trace_writer *w, const char *ph, uint32_t pid)
+{
+	tw_event(w);
+	TW_LIT(w, "\"ph\":\"");
+	tw_put(w, ph, strlen(ph));
+	TW_LIT(w, "\",\"pid\":");
+	tw_u64(w, pid);
+}
+
+static void meta_event(struct trace_writer *w, uint32_t pid, const uint32_t *tid, const char *what,
+		       const char *key, const char *str, const int *num)
+{
+	tw_head(w, "M", pid);
+	if (tid) {
+		TW_LIT(w, ",\"tid\":");
+		tw_u64(w, *tid);
+	}
+	TW_LIT(w, ",\"name\":");
+	tw_str(w, what);
+	TW_LIT(w, ",\"args\":{");
+	tw_str(w, key);
+	TW_LIT(w, ":");
+	if (str) {
+		tw_str(w, str);
+	} else {
+		char b[16];
+
+		tw_put(w, b, snprintf(b, sizeof(b), "%d", *num));
+	}
+	TW_LIT(w, "}}");
+}
+
+void trace_process_name(struct trace_writer *w, uint32_t pid, const char *name)
+{
+	meta_event(w, pid, NULL, "process_name", "name", name, NULL);
+}
+
+void trace_process_labels(struct trace_writer *w, uint32_t pid, const char *labels)
+{
+	meta_event(w, pid, NULL, "process_labels", "labels", labels, NULL);
+}
+
+void trace_process_sort_index(struct trace_writer *w, uint32_t pid, int index)
+{
+	meta_event(w, pid, NULL, "process_sort_index", "sort_index", NULL, &index);
+}
+
+void trace_thread_name(struct trace_writer *w, uint32_t pid, uint32_t tid, const char *name)
+{
+	meta_event(w, pid, &tid, "thread_name", "name", name, NULL);
+}
+
+void trace_thread_sort_index(struct trace_writer *w, uint32_t pid, uint32_t tid, int index)
+{
+	meta_event(w, pid, &tid, "thread_sort_index", "sort_index", NULL, &index);
+}
+
+static void tw_tail(struct trace_writer *w, const char *name, const char *cat, const char *args)
+{
+	TW_LIT(w, ",\"name\":");
+	tw_str(w, name);
+	if (cat) {
+		TW_LIT(w, ",\"cat\":");
+		tw_str(w, cat);
+	}
+	if (args) {
+		TW_LIT(w, ",\"args\":");
+		tw_put(w, args, strlen(args));
+	}
+	TW_LIT(w, "}");
+}
+
+static void tw_thread_ts(struct trace_writer *w, uint32_t tid, uint64_t ts_ns)
+{
+	TW_LIT(w, ",\"tid\":");
+	tw_u64(w, tid);
+	TW_LIT(w, ",\"ts\":");
+	tw_us(w, ts_ns);
+}
+
+void trace_complete(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
+		    uint64_t dur_ns, const char *name, const char *cat, const char *args_json)
+{
+	tw_head(w, "X", pid);
+	tw_thread_ts(w, tid, ts_ns);
+	TW_LIT(w, ",\"dur\":");
+	tw_us(w, dur_ns);
+	tw_tail(w, name, cat, args_json);
+}
+
+void trace_begin(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
+		 const char *name, const char *cat, const char *args_json)
+{
+	tw_head(w, "B", pid);
+	tw_thread_ts(w, tid, ts_ns);
+	tw_tail(w, name, cat, args_json);
+}
+
+void trace_end(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns)
+{
+	tw_head(w, "E", pid);
+	tw_thread_ts(w, tid, ts_ns);
+	TW_LIT(w, "}");
+}
+
+static void tw_double(struct trace_writer *w, double v)
+{
+	char b[32];
+
+	if (!isfinite(v))
+		v = 0;
+	tw_put(w, b, snprintf(b, sizeof(b), "%.6g", v));
+}
+
+void trace_counter(struct trace_writer *w, uint32_t pid, const char *name, uint64_t ts_ns,
+		   const char *const *series, const double *values, size_t n)
+{
+	tw_head(w, "C", pid);
+	TW_LIT(w, ",\"ts\":");
+	tw_us(w, ts_ns);
+	TW_LIT(w, ",\"name\":");
+	tw_str(w, name);
+	TW_LIT(w, ",\"args\":{");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			TW_LIT(w, ",");
+		tw_str(w, series[i]);
+		TW_LIT(w, ":");
+		tw_double(w, values[i]);
+	}
+	TW_LIT(w, "}}");
+}
+
+void trace_instant(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
+		   const char *name, char scope, const char *args_json)
+{
+	char s[] = {',', '"', 's', '"', ':', '"', scope, '"'};
+
+	tw_head(w, "i", pid);
+	tw_thread_ts(w, tid, ts_ns);
+	tw_put(w, s, sizeof(s));
+	tw_tail(w, name, NULL, args_json);
+}
+
+void trace_flow(struct trace_writer *w, char phase, uint64_t id, uint32_t pid, uint32_t tid,
+		uint64_t ts_ns, const char *name, const char *cat)
+{
+	char ph[2] = {phase, 0};
+
+	tw_head(w, ph, pid);
+	tw_thread_ts(w, tid, ts_ns);
+	TW_LIT(w, ",\"id\":");
+	tw_u64(w, id);
+	if (phase == 'f' || phase == 't')
+		TW_LIT(w, ",\"bp\":\"e\"");
+	tw_tail(w, name, cat ? cat : "flow", NULL);
+}
+
+void trace_raw(struct trace_writer *w, const char *fields_json)
+{
+	tw_event(w);
+	tw_put(w, fields_json, strlen(fields_json));
+	TW_LIT(w, "}");
+}
+
+/* --- CPU samples as nested slices ------------------------------------------------ */
+
+struct tthread {
+	uint32_t pid, tid;
+	uint64_t weight;
+	size_t first, n;
+};
+
+struct frag {
+	uint32_t off, len;
+};
+
+struct cpu_ctx {
+	const struct profile *p;
+	const struct trace_opts *o;
+	struct trace_writer *w;
+	struct trace_stats *st;
+	uint32_t *order; /* sample indexes by (pid, tid, ts) */
+	struct tthread *thr;
+	size_t nthr;
+	uint64_t t_min, t_max, period;
+	/* ',"name":"...","cat":"..."}' per (name, module), rendered once */
+	struct hmap *frag_idx;
+	uint32_t *frag_of_frame; /* profile frame index -> frag index + 1 */
+	struct frag *frags;
+	size_t nfrags, capfrags;
+	char *arena;
+	size_t arena_len, arena_cap;
+	/* per-thread work arrays */
+	uint32_t *lcp;
+	uint32_t *endk;
+	const struct frame **fa, **fb;
+	/* CPU utilisation buckets of the current process */
+	double *bucket;
+	size_t nbuckets;
+	uint64_t bucket_ns;
+};
+
+static void arena_put(void *ctx, const void *p, size_t n)
+{
+	struct cpu_ctx *c = ctx;
+
+	if (!c->arena || c->arena_len + n > c->arena_cap) {
+		size_t cap = c->arena_cap ? c->arena_cap : 1 << 16;
+		char *na;
+
+		while (c->arena_len + n > cap)
+			cap *= 2;
+		na = realloc(c->arena, cap);
+		if (!na) {
+			c->arena_cap = SIZE_MAX; /* marks ENOMEM; checked by the caller */
+			return;
+		}
+		c->arena = na;
+		c->arena_cap = cap;
+	}
+	memcpy(c->arena + c->arena_len, p, n);
+	c->arena_len += n;
+}
+
+static const struct frag *frame_frag_slow(struct cpu_ctx *c, const struct frame *f)
+{
+	uint64_t idx;
+	size_t off = c->arena_len;
+
+	if (hmap__get(c->frag_idx, f->name, f->module, &idx))
+		return &c->frags[idx];
+	if (c->nfrags == c->capfrags) {
+		size_t cap = c->capfrags ? c->capfrags * 2 : 1024;
+		struct frag *nf = realloc(c->frags, cap * sizeof(*nf));
+
+		if (!nf)
+			return NULL;
+		c->frags = nf;
+		c->capfrags = cap;
+	}
+	arena_put(c, ",\"name\":\"", 9);
+	json_escape(arena_put, c, profile__str(c->p, f->name));
+	arena_put(c, "\",\"cat\":\"", 9);
+	json_escape(arena_put, c, profile__str(c->p, f->module));
+	arena_put(c, "\"}", 2);
+	if (c->arena_cap == SIZE_MAX || c->arena_len - off > UINT32_MAX)
+		return NULL;
+	c->frags[c->nfrags] = (struct frag){(uint32_t)off, (uint32_t)(c->arena_len - off)};
+	if (hmap__put(c->frag_idx, f->name, f->module, c->nfrags))
+		return NULL;
+	return &c->frags[c->nfrags++];
+}
+
+static inline const struct frag *frame_frag(struct cpu_ctx *c, const struct frame *f)
+{
+	size_t fi = (size_t)(f - c->p->frames.v);
+	const struct frag *fr;
+
+	if (c->frag_of_frame[fi])
+		return &c->frags[c->frag_of_frame[fi] - 1];
+	fr = frame_frag_slow(c, f);
+	if (fr)
+		c->frag_of_frame[fi] = (uint32_t)(fr - c->frags) + 1;
+	return fr;
+}
+
+static int cmp_tthread(const void *a, const void *b)
+{
+	const struct tthread *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static const struct sample *g_samples; /* for qsort of one thread's range */
+
+static int cmp_by_ts(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint64_t tx = g_samples[x].ts, ty = g_samples[y].ts;
+
+	if (tx != ty)
+		return tx < ty ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/* Groups the filtered samples by thread (pid, tid order), each thread's in time order. */
+static int order_samples(struct cpu_ctx *c)
+{
+	const struct profile *p = c->p;
+	struct hmap *idx = hmap__new(64);
+	uint32_t *prov = malloc((p->samples.n ? p->samples.n : 1) * sizeof(*prov));
+	uint32_t *rank = NULL;
+	size_t *fill = NULL, cap = 0, total = 0;
+	int err = -ENOMEM;
+
+	c->t_min = UINT64_MAX;
+	if (!idx || !prov)
+		goto out;
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const struct sample *s = &p->samples.v[i];
+		uint64_t k;
+
+		prov[i] = UINT32_MAX;
+		if (!sample_filter__match(&c->o->filter, s))
+			continue;
+		if (!hmap__get(idx, s->pid, s->tid, &k)) {
+			if (c->nthr == cap) {
+				struct tthread *nt =
+				    realloc(c->thr, (cap = cap ? cap * 2 : 64) * sizeof(*nt));
+
+				if (!nt)
+					goto out;
+				c->thr = nt;
+			}
+			c->thr[c->nthr] = (struct tthread){.pid = s->pid, .tid = s->tid};
+			k = c->nthr++;
+			if (hmap__put(idx, s->pid, s->tid, k))
+				goto out;
+		}
+		prov[i] = (uint32_t)k;
+		c->thr[k].n++;
+		c->thr[k].weight += s->weight;
+		total++;
+		if (s->ts < c->t_min)
+			c->t_min = s->ts;
+		if (s->ts > c->t_max)
+			c->t_max = s->ts;
+	}
+	c->order = malloc((total ? total : 1) * sizeof(*c->order));
+	rank = malloc((c->nthr ? c->nthr : 1) * sizeof(*rank));
+	fill = malloc((c->nthr ? c->nthr : 1) * sizeof(*fill));
+	if (!c->order || !rank || !fill)
+		goto out;
+	/* remember the provisional id in .first while sorting */
+	for (size_t t = 0; t < c->nthr; t++)
+		c->thr[t].first = t;
+	if (c->nthr)
+		qsort(c->thr, c->nthr, sizeof(*c->thr), cmp_tthread);
+	for (size_t t = 0, off = 0; t < c->nthr; t++) {
+		rank[c->thr[t].first] = (uint32_t)t;
+		c->thr[t].first = off;
+		fill[t] = off;
+		off += c->thr[t].n;
+	}
+	for (size_t i = 0; i < p->samples.n; i++)
+		if (prov[i] != UINT32_MAX)
+			c->order[fill[rank[prov[i]]]++] = (uint32_t)i;
+	g_samples = p->samples.v;
+	for (size_t t = 0; t < c->nthr; t++) {
+		uint32_t *o = c->order + c->thr[t].first;
+
+		for (size_t j = 1; j < c->thr[t].n; j++) {
+			if (g_samples[o[j]].ts < g_samples[o[j - 1]].ts) {
+				qsort(o, c->thr[t].n, sizeof(*o), cmp_by_ts);
+				break;
+			}
+		}
+	}
+	err = 0;
+out:
+	hmap__free(idx);
+	free(prov);
+	free(rank);
+	free(fill);
+	return err;
+}
+
+static inline bool contiguous(const struct cpu_ctx *c, const struct sample *prev,
+			      const struct sample *s)
+{
+	uint64_t w = s->weight ? s->weight : c->period;
+
+	/* cpu-clock samples fire every `weight` ns of running: a longer gap is time off CPU */
+	return s->ts - prev->ts <= w + w / 2;
+}
+
+/*
+ * Frames of a sample's stack, root first, inline frames expanded (outer before
+ * inner), as stack_frames() gives them but in one walk: they are filled from
+ * the end of buf, and *out points at the root. Keeps the leaf side when deeper
+ * than MAX_FRAMES.
+ */
+static inline size_t frames_of(const struct cpu_ctx *c, uint32_t si, const struct frame **buf,
+			       const struct frame ***out)
+{
+	const struct profile *p = c->p;
+	uint32_t node = p->samples.v[si].stack;
+	size_t pos = MAX_FRAMES;
+
+	if (node >= p->stacks.n)
+		node = 0;
+	for (; node && pos; node = p->stacks.v[node].parent) {
+		const struct location *l = &p->locations.v[p->stacks.v[node].loc];
+		const struct frame *fr = &p->frames.v[l->frame_first];
+
+		for (uint32_t k = 0; k < l->frame_n && pos; k++)
+			buf[--pos] = &fr[k];
+	}
+	*out = buf + pos;
+	return MAX_FRAMES - pos;
+}
+
+/*
+ * Frames continue by function name alone, as viewers key slices: two
+ * same-named functions of two binaries meeting at one depth would otherwise
+ * end and start a slice of one name at one instant, which speedscope nests
+ * inside each other. The slice keeps the binary of its first sample.
+ */
+static inline uint32_t common_prefix(const struct frame **a, size_t na, const struct frame **b,
+				     size_t nb)
+{
+	size_t n = na < nb ? na : nb, i = 0;
+
+	while (i < n && (a[i] == b[i] || a[i]->name == b[i]->name))
+		i++;
+	return (uint32_t)i;
+}
+
+static void add_busy(struct cpu_ctx *c, const struct sample *s)
+{
+	size_t b;
+
+	if (!c->bucket)
+		return;
+	b = (s->ts - c->t_min) / c->bucket_ns;
+	if (b < c->nbuckets)
+		c->bucket[b] += (double)s->weight;
+}
+
+/* Pass A: per sample, how many root-side frames it shares with the next one (0 across a gap). */
+static void thread_lcp(struct cpu_ctx *c, const struct tthread *t)
+{
+	const struct sample *sv = c->p->samples.v;
+	const uint32_t *ord = c->order + t->first;
+	const struct frame **ba = c->fa, **bb = c->fb, **tmp, **fa, **fb;
+	uint32_t *L = c->lcp;
+	size_t na, nb;
+
+	na = frames_of(c, ord[0], ba, &fa);
+	for (size_t j = 0; j + 1 < t->n; j++) {
+		nb = frames_of(c, ord[j + 1], bb, &fb);
+		L[j] = contiguous(c, &sv[ord[j]], &sv[ord[j + 1]]) ? common_prefix(fa, na, fb, nb)
+								     : 0;
+		tmp = ba, ba = bb, bb = tmp;
+		fa = fb;
+		na = nb;
+	}
+	L[t->n - 1] = 0;
+}
+
+/*
+ * Whether a frame named like the first slice opening at a boundary ends there.
+ * Viewers that order same-time events by name (speedscope opens before it
+ * closes when the names match) would nest the new slice in the old one.
+ */
+static bool name_closes(const struct frame **prev, size_t pn, uint32_t a, const struct frame *f)
+{
+	for (size_t d = a; d < pn; d++)
+		if (prev[d]->name == f->name)
+			return true;
+	return false;
+}
+
+/* Writes the slices of frames a..n-1 of sample j, which begin at begin_us, parents first. */
+static int open_slices(struct cpu_ctx *c, const uint32_t *ord, size_t j, const struct frame **fr,
+		       uint32_t a, size_t n, uint64_t begin_us, const char *prefix, size_t prefix_len)
+{
+	const struct sample *sv = c->p->samples.v;
+	uint32_t top, last_k = UINT32_MAX;
+	size_t k = j, hlen, blen = 0;
+	char b[32], head[160];
+
+	for (top = (uint32_t)n; top > a; k++)
+		while (top > a && top > c->lcp[k])
+			c->endk[--top] = (uint32_t)k;
+	/* the slices opened here share their head ('"ph":"X",...,"dur":'), and often their end */
+	memcpy(head, prefix, prefix_len);
+	hlen = prefix_len + fmt_u64(head + prefix_len, begin_us);
+	memcpy(head + hlen, ",\"dur\":", 7);
+	hlen += 7;
+	for (uint32_t d = a; d < n; d++) {
+		const struct frag *f = frame_frag(c, fr[d]);
+
+		if (!f)
+			return -ENOMEM;
+		if (c->endk[d] != last_k) {
+			uint64_t end_us = (sv[ord[c->endk[d]]].ts + 500) / 1000;
+
+			last_k = c->endk[d];
+			blen = fmt_u64(b, end_us > begin_us ? end_us - begin_us : 0);
+		}
+		tw_event(c->w);
+		tw_put(c->w, head, hlen);
+		tw_put(c->w, b, blen);
+		tw_put(c->w, c->arena + f->off, f->len);
+		c->st->slices++;
+	}
+	return 0;
+}
+
+/*
+ * One thread: pass A (thread_lcp) stores how many frames each sample shares
+ * with the next; pass B opens the frames a sample does not share with the
+ * previous one and finds each one's last sample by scanning that array
+ * forward, so every slice is written once, complete ("X"), parent first.
+ *
+ * Times are whole microseconds: a slice's end (ts + dur) then equals its
+ * neighbour's start exactly in viewers that add them as doubles (speedscope),
+ * so adjacent slices never appear to overlap.
+ */
+static int cpu_thread(struct cpu_ctx *c, const struct tthread *t, const char *prefix,
+		      size_t prefix_len)
+{
+	const struct sample *sv = c->p->samples.v;
+	const uint32_t *ord = c->order + t->first;
+	const struct frame **fr, **prev = NULL;
+	size_t pn = 0;
+	int err = 0;
+
+	thread_lcp(c, t);
+	for (size_t j = 0; j < t->n && !err; j++) {
+		const struct sample *s = &sv[ord[j]];
+		uint64_t w = s->weight ? s->weight : c->period, begin, begin_us;
+		uint32_t a = j ? c->lcp[j - 1] : 0;
+		bool cont = j && contiguous(c, &sv[ord[j - 1]], s);
+		size_t n = frames_of(c, ord[j], j & 1 ? c->fb : c->fa, &fr);
+
+		add_busy(c, s);
+		c->st->samples++;
+		begin = cont ? sv[ord[j - 1]].ts : s->ts > w ? s->ts - w : 0;
+		begin_us = (begin + 500) / 1000;
+		/* a same-named frame ends here (recursion): start 1 us later, see name_closes() */
+		if (cont && a < n && name_closes(prev, pn, a, fr[a]) &&
+		    (s->ts + 500) / 1000 > begin_us + 1)
+			begin_us++;
+		if (a < n)
+			err = open_slices(c, ord, j, fr, a, n, begin_us, prefix, prefix_len);
+		prev = fr;
+		pn = n;
+	}
+	return err ? err : c->w->out->err;
+}
+
+static void flush_counters(struct cpu_ctx *c, uint32_t pid)
+{
+	static const char *const series[] = {"cores"};
+	size_t first = c->nbuckets, last = 0;
+
+	if (!c->bucket)
+		return;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		if (c->bucket[i] == 0)
+			continue;
+		if (first == c->nbuckets)
+			first = i;
+		last = i;
+	}
+	for (size_t i = first; i < c->nbuckets && i <= last + 1; i++) {
+		double v = c->bucket[i] / (double)c->bucket_ns;
+
+		trace_counter(c->w, pid, "CPU utilization", c->t_min + i * c->bucket_ns, series, &v,
+			      1);
+	}
+	memset(c->bucket, 0, c->nbuckets * sizeof(*c->bucket));
+}
+
+static const char *process_name(const struct profile *p, uint32_t pid, char *buf, size_t len)
+{
+	const struct process *pr = profile__proc((struct profile *)p, pid, false);
+	const struct thread *t = profile__thread((struct profile *)p, pid, pid, false);
+
+	if (pr && pr->comm && *profile__str(p, pr->comm))
+		return profile__str(p, pr->comm);
+	if (t && t->comm && *profile__str(p, t->comm))
+		return profile__str(p, t->comm);
+	snprintf(buf, len, "pid %u", pid);
+	return buf;
+}
+
+static void process_tracks(struct cpu_ctx *c, uint32_t pid, int sort_index)
+{
+	const struct process *pr = profile__proc((struct profile *)c->p, pid, false);
+	char buf[32];
+
+	trace_process_name(c->w, pid, process_name(c->p, pid, buf, sizeof(buf)));
+	trace_process_sort_index(c->w, pid, sort_index);
+	if (pr && pr->cmdline && *profile__str(c->p, pr->cmdline))
+		trace_process_labels(c->w, pid, profile__str(c->p, pr->cmdline));
+}
+
+static void thread_track(struct cpu_ctx *c, const struct tthread *t, int sort_index)
+{
+	const struct thread *th = profile__thread((struct profile *)c->p, t->pid, t->tid, false);
+	char buf[32];
+	const char *name = th && th->comm ? profile__str(c->p, th->comm) : "";
+
+	if (!*name) {
+		snprintf(buf, sizeof(buf), "tid %u", t->tid);
+		name = buf;
+	}
+	trace_thread_name(c->w, t->pid, t->tid, name);
+	trace_thread_sort_index(c->w, t->pid, t->tid, sort_index);
+}
+
+struct pid_rank {
+	uint32_t pid;
+	uint64_t weight;
+};
+
+static int cmp_pid_rank(const void *a, const void *b)
+{
+	const struct pid_rank *x = a, *y = b;
+
+	if (x->weight != y->weight)
+		return x->weight < y->weight ? 1 : -1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Processes sorted by CPU time, busiest first: their track order. */
+static int process_rank(const struct cpu_ctx *c, uint32_t pid, const struct pid_rank *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (r[i].pid == pid)
+			return (int)i;
+	return (int)n;
+}
+
+static int cpu_alloc(struct cpu_ctx *c)
+{
+	size_t maxn = 1;
+
+	for (size_t t = 0; t < c->nthr; t++)
+		if (c->thr[t].n > maxn)
+			maxn = c->thr[t].n;
+	c->lcp = malloc(maxn * sizeof(*c->lcp));
+	c->endk = malloc(MAX_FRAMES * sizeof(*c->endk));
+	c->fa = malloc(MAX_FRAMES * sizeof(*c->fa));
+	c->fb = malloc(MAX_FRAMES * sizeof(*c->fb));
+	c->frag_idx = hmap__new(4096);
+	c->frag_of_frame = calloc(c->p->frames.n ? c->p->frames.n : 1, sizeof(*c->frag_of_frame));
+	if (!c->lcp || !c->endk || !c->fa || !c->fb || !c->frag_idx || !c->frag_of_frame)
+		return -ENOMEM;
+	if (!c->o->no_counters && c->nthr) {
+		/* about 2000 points per process, 10 ms at the finest */
+		uint64_t span = c->t_max - c->t_min + 1;
+
+		c->bucket_ns = span / 2000 > 10000000 ? span / 2000 : 10000000;
+		c->nbuckets = span / c->bucket_ns + 2; /* + a last one back at 0 */
+		c->bucket = calloc(c->nbuckets, sizeof(*c->bucket));
+		if (!c->bucket)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void cpu_free(struct cpu_ctx *c)
+{
+	free(c->order);
+	free(c->thr);
+	free(c->lcp);
+	free(c->endk);
+	free(c->fa);
+	free(c->fb);
+	hmap__free(c->frag_idx);
+	free(c->frag_of_frame);
+	free(c->frags);
+	free(c->arena);
+	free(c->bucket);
+}
+
+static int cpu_processes(struct cpu_ctx *c, const struct pid_rank *ranks, size_t nranks)
+{
+	char prefix[96];
+	int err = 0;
+
+	for (size_t t = 0; t < c->nthr && !err; t++) {
+		const struct tthread *th = &c->thr[t];
+		size_t plen;
+
+		if (!t || th->pid != c->thr[t - 1].pid)
+			process_tracks(c, th->pid, process_rank(c, th->pid, ranks, nranks));
+		thread_track(c, th, th->tid == th->pid ? 0 : (int)(t + 1));
+		plen = (size_t)snprintf(prefix, sizeof(prefix),
+					"\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":", th->pid,
+					th->tid);
+		err = cpu_thread(c, th, prefix, plen);
+		c->st->threads++;
+		if (t + 1 == c->nthr || c->thr[t + 1].pid != th->pid)
+			flush_counters(c, th->pid);
+	}
+	return err;
+}
+
+static int source_cpu(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		      struct trace_stats *st)
+{
+	struct cpu_ctx c = {.p = p, .o = o, .w = w, .st = st};
+	unsigned rate = (unsigned)profile__meta_u64(p, "sample_rate", 0);
+	struct pid_rank *ranks = NULL;
+	size_t nranks = 0;
+	int err;
+
+	c.period = rate ? 1000000000ull / rate : 1000000;
+	err = order_samples(&c);
+	if (!err)
+		err = cpu_alloc(&c);
+	if (err)
+		goto out;
+	ranks = calloc(c.nthr ? c.nthr : 1, sizeof(*ranks));
+	if (!ranks) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t t = 0; t < c.nthr; t++) {
+		if (!t || c.thr[t].pid != c.thr[t - 1].pid)
+			ranks[nranks++].pid = c.thr[t].pid;
+		ranks[nranks - 1].weight += c.thr[t].weight;
+	}
+	qsort(ranks, nranks, sizeof(*ranks), cmp_pid_rank);
+	err = cpu_processes(&c, ranks, nranks);
+out:
+	free(ranks);
+	cpu_free(&c);
+	return err;
+}
+
+/* The record counts ring-buffer drops but not when they happened: one marker at its end. */
+static int source_lost(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		       struct trace_stats *st)
+{
+	uint64_t lost = p->stats[STAT_SAMPLES_LOST], evlost = p->stats[STAT_EVENTS_LOST];
+	uint64_t end = profile__meta_u64(p, "end_ns", 0);
+	uint32_t pid = 0;
+	char args[256];
+
+	if (!lost && !evlost)
+		return 0;
+	for (size_t i = 0; i < p->samples.n; i++) {
+		if (!end || p->samples.v[i].ts > end)
+			end = p->samples.v[i].ts;
+		if (!pid)
+			pid = p->samples.v[i].pid;
+	}
+	if (o->filter.t1 && end > o->filter.t1)
+		end = o->filter.t1;
+	snprintf(args, sizeof(args),
+		 "{\"samples_lost\":%" PRIu64 ",\"events_lost\":%" PRIu64
+		 ",\"where\":\"ring buffer full; the recording counts drops, not their times\"}",
+		 lost, evlost);
+	trace_instant(w, pid, pid, end, "samples lost (ring buffer full)", 'g', args);
+	return 0;
+}
+
+/* Later issues add memory, GPU and region sources here. */
+static const struct trace_source trace_sources[] = {
+    {"cpu", source_cpu},
+    {"lost", source_lost},
+};
+
+static char *meta_json(const struct profile *p)
+{
+	static const char *const keys[] = {"command", "hostname",   "kernel",	   "start_ns",
+					   "end_ns",  "start_time", "sample_rate", "eprof_version"};
+	struct sink *s = sink_mem();
+	char *ret = NULL;
+	size_t len;
+
+	if (!s)
+		return NULL;
+	sink_puts(s, "{\"producer\":\"eprof\",\"clock\":\"CLOCK_MONOTONIC\",\"ts_unit\":\"us\"");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = profile__meta(p, keys[i]);
+
+		if (!v)
+			continue;
+		sink_printf(s, ",\"%s\":\"", keys[i]);
+		sink_json_str(s, v);
+		sink_puts(s, "\"");
+	}
+	sink_puts(s, "}");
+	if (!s->err)
+		ret = strdup(sink_mem_data(s, &len));
+	sink_close(s);
+	return ret;
+}
+
+int trace_write(struct sink *out, const struct profile *p, const struct trace_opts *o,
+		struct trace_stats *st)
+{
+	struct trace_stats local;
+	struct trace_writer *w;
+	char *meta;
+	int err = 0, ferr;
+
+	if (!st)
+		st = &local;
+	memset(st, 0, sizeof(*st));
+	w = trace_writer__new(out);
+	if (!w)
+		return -ENOMEM;
+	for (size_t i = 0; i < sizeof(trace_sources) / sizeof(trace_sources[0]) && !err; i++)
+		err = trace_sources[i].emit(w, p, o, st);
+	st->events = trace_writer__events(w);
+	meta = meta_json(p);
+	ferr = trace_writer__finish(w, meta);
+	free(meta);
+	st->bytes = out->bytes;
+	return err ? err : ferr;
+}
