@@ -10,6 +10,7 @@
 #include "analysis/diff.h"
 #include "cmds.h"
 #include "format/open.h"
+#include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"
 
@@ -51,8 +52,10 @@ static int parse_pct(const char *opt, const char *arg, double *out)
 	return 0;
 }
 
-static int diff_opt(int c, const char *arg, struct diff_cli *o)
+static int diff_opt(int c, const char *arg, void *opts)
 {
+	struct diff_cli *o = opts;
+
 	switch (c) {
 	case 'o':
 		o->output = arg;
@@ -90,29 +93,22 @@ int parse_diff_args(int argc, char **argv, struct diff_cli *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	int c;
+	static const struct cli_spec spec = { "diff", "o:h", longopts, diff_opt };
+	const char *pos[2];
+	int npos, err;
 
 	memset(o, 0, sizeof(*o));
 	o->limit = 30;
 	o->min_share = 1.0;
-	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-		if (c == 'h')
-			return 1;
-		if (c == '?' || c == ':') {
-			log_err("diff: unknown option or missing argument '%s'", argv[optind - 1]);
-			return -EINVAL;
-		}
-		if (diff_opt(c, optarg, o))
-			return -EINVAL;
-	}
-	if (argc - optind != 2) {
+	err = cli_parse(&spec, argc, argv, o, pos, 2, &npos);
+	if (err)
+		return err;
+	if (npos != 2) {
 		log_err("diff: expected two recordings: eprof diff BASE NEW");
 		return -EINVAL;
 	}
-	o->base = argv[optind];
-	o->new = argv[optind + 1];
+	o->base = pos[0];
+	o->new = pos[1];
 	if (o->flamegraph) {
 		o->flamegraph_out = o->output ? o->output : "diff.svg";
 		o->output = "-";

@@ -12,6 +12,7 @@
 #include "output/html.h"
 #include "output/pprof.h"
 #include "output/report.h"
+#include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"
 
@@ -68,8 +69,10 @@ static enum export_format format_of_path(const char *path)
 
 enum { E_PID = 256, E_TID, E_RANGE, E_LINES };
 
-static int export_opt(int c, const char *arg, struct export_cli *o)
+static int export_opt(int c, const char *arg, void *opts)
 {
+	struct export_cli *o = opts;
+
 	switch (c) {
 	case 'o':
 		o->output = arg;
@@ -108,29 +111,17 @@ int parse_export_args(int argc, char **argv, struct export_cli *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	int c;
+	static const struct cli_spec spec = { "export", "f:o:h", longopts, export_opt };
+	const char *pos[1];
+	int npos, err;
 
 	memset(o, 0, sizeof(*o));
 	o->input = "eprof.data";
-	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "f:o:h", longopts, NULL)) != -1) {
-		if (c == 'h')
-			return 1;
-		if (c == '?' || c == ':') {
-			log_err("export: unknown option or missing argument '%s'",
-				argv[optind - 1]);
-			return -EINVAL;
-		}
-		if (export_opt(c, optarg, o))
-			return -EINVAL;
-	}
-	if (optind < argc)
-		o->input = argv[optind++];
-	if (optind < argc) {
-		log_err("export: unexpected argument '%s'", argv[optind]);
-		return -EINVAL;
-	}
+	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
+	if (err)
+		return err;
+	if (npos)
+		o->input = pos[0];
 	if (!o->format)
 		o->format = format_of_path(o->output);
 	if (!o->format) {

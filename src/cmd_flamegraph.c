@@ -9,6 +9,7 @@
 #include "cmds.h"
 #include "format/open.h"
 #include "output/folded.h"
+#include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"
 
@@ -29,8 +30,10 @@ static void flamegraph_usage(FILE *f)
 
 enum { F_CPU = 256, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
 
-static int fg_opt(int c, const char *arg, struct flamegraph_cli *o)
+static int fg_opt(int c, const char *arg, void *opts)
 {
+	struct flamegraph_cli *o = opts;
+
 	switch (c) {
 	case 'o':
 		o->output = arg;
@@ -82,30 +85,18 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	int c;
+	static const struct cli_spec spec = { "flamegraph", "o:h", longopts, fg_opt };
+	const char *pos[1];
+	int npos, err;
 
 	memset(o, 0, sizeof(*o));
 	o->input = "eprof.data";
 	o->width = 1200;
-	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-		if (c == 'h')
-			return 1;
-		if (c == '?' || c == ':') {
-			log_err("flamegraph: unknown option or missing argument '%s'",
-				argv[optind - 1]);
-			return -EINVAL;
-		}
-		if (fg_opt(c, optarg, o))
-			return -EINVAL;
-	}
-	if (optind < argc)
-		o->input = argv[optind++];
-	if (optind < argc) {
-		log_err("flamegraph: unexpected argument '%s'", argv[optind]);
-		return -EINVAL;
-	}
+	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
+	if (err)
+		return err;
+	if (npos)
+		o->input = pos[0];
 	if (!o->output)
 		o->output = o->folded ? "-" : "flamegraph.svg";
 	return 0;

@@ -6,6 +6,7 @@
 
 #include "cmds.h"
 #include "format/open.h"
+#include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"
 
@@ -40,8 +41,10 @@ int parse_u32_arg(const char *opt, const char *arg, unsigned long min, unsigned 
 
 enum { R_SORT = 256, R_LIMIT, R_THREADS, R_LINES, R_INLINE, R_PID, R_TID, R_JSON };
 
-static int report_opt(int c, const char *arg, struct report_cli *o)
+static int report_opt(int c, const char *arg, void *opts)
 {
+	struct report_cli *o = opts;
+
 	switch (c) {
 	case R_SORT:
 		if (!strcmp(arg, "self"))
@@ -93,30 +96,19 @@ int parse_report_args(int argc, char **argv, struct report_cli *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	int c;
+	static const struct cli_spec spec = { "report", "o:h", longopts, report_opt };
+	const char *pos[1];
+	int npos, err;
 
 	memset(o, 0, sizeof(*o));
 	o->input = "eprof.data";
 	o->output = "-";
 	o->r.limit = 30;
-	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-		if (c == 'h')
-			return 1;
-		if (c == '?' || c == ':') {
-			log_err("report: unknown option or missing argument '%s'", argv[optind - 1]);
-			return -EINVAL;
-		}
-		if (report_opt(c, optarg, o))
-			return -EINVAL;
-	}
-	if (optind < argc)
-		o->input = argv[optind++];
-	if (optind < argc) {
-		log_err("report: unexpected argument '%s'", argv[optind]);
-		return -EINVAL;
-	}
+	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
+	if (err)
+		return err;
+	if (npos)
+		o->input = pos[0];
 	o->r.path = o->input;
 	return 0;
 }

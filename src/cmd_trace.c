@@ -8,6 +8,7 @@
 #include "cmds.h"
 #include "format/open.h"
 #include "output/trace.h"
+#include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"
 
@@ -94,8 +95,10 @@ void time_range_apply(const struct time_range *r, const struct profile *p, struc
 
 enum { T_PID = 256, T_TID, T_RANGE, T_NOCNT };
 
-static int trace_opt(int c, const char *arg, struct trace_cli *o)
+static int trace_opt(int c, const char *arg, void *opts)
 {
+	struct trace_cli *o = opts;
+
 	switch (c) {
 	case 'o':
 		o->output = arg;
@@ -124,29 +127,18 @@ int parse_trace_args(int argc, char **argv, struct trace_cli *o)
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	int c;
+	static const struct cli_spec spec = { "trace", "o:h", longopts, trace_opt };
+	const char *pos[1];
+	int npos, err;
 
 	memset(o, 0, sizeof(*o));
 	o->input = "eprof.data";
 	o->output = "trace.json";
-	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-		if (c == 'h')
-			return 1;
-		if (c == '?' || c == ':') {
-			log_err("trace: unknown option or missing argument '%s'", argv[optind - 1]);
-			return -EINVAL;
-		}
-		if (trace_opt(c, optarg, o))
-			return -EINVAL;
-	}
-	if (optind < argc)
-		o->input = argv[optind++];
-	if (optind < argc) {
-		log_err("trace: unexpected argument '%s'", argv[optind]);
-		return -EINVAL;
-	}
+	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
+	if (err)
+		return err;
+	if (npos)
+		o->input = pos[0];
 	return 0;
 }
 
