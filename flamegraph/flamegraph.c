@@ -177,8 +177,9 @@ static void write_header(struct fg_ctx *c)
 {
 	struct sink *s = c->out;
 	double mid = c->o.width / 2.0;
-	/* leave room for the controls on either side of the title */
-	size_t room = (size_t)((c->o.width - 2.0 * (FG_PAD_X + 260)) / 9.5);
+	/* leave room for the controls on either side of the title (narrow widths: 10 chars) */
+	double chars = (c->o.width - 2.0 * (FG_PAD_X + 260)) / 9.5;
+	size_t room = chars > 10 ? (size_t)chars : 10;
 
 	sink_printf(s, "<text id=\"fg-title\" class=\"title\" x=\"%.1f\" y=\"26\">", mid);
 	write_cut(s, c->o.title, strlen(c->o.title), room > 10 ? room : 10);

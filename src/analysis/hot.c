@@ -170,7 +170,8 @@ int hot_functions(struct profile *p, const struct hot_opts *o, struct hot_result
 		if (err)
 			goto out;
 	}
-	qsort(h.funcs, h.n, sizeof(*h.funcs), o->sort == SORT_TOTAL ? cmp_total : cmp_self);
+	if (h.n)
+		qsort(h.funcs, h.n, sizeof(*h.funcs), o->sort == SORT_TOTAL ? cmp_total : cmp_self);
 	out->funcs = h.funcs;
 	out->n = h.n;
 	h.funcs = NULL;
@@ -250,7 +251,8 @@ int thread_stats(const struct profile *p, const struct sample_filter *f, struct 
 		v[k].weight += s->weight;
 	}
 	hmap__free(idx);
-	qsort(v, cnt, sizeof(*v), cmp_thread);
+	if (cnt)
+		qsort(v, cnt, sizeof(*v), cmp_thread);
 	for (size_t i = 0; i < cnt && i < 64; i++)
 		thread_top(p, &v[i]);
 	*out = v;

@@ -16,6 +16,8 @@ const char *frame_label(const struct profile *p, const struct frame *f, bool lin
 {
 	const char *name = profile__str(p, f->name), *file, *slash;
 
+	if (!*name)
+		name = "[unknown]"; /* an empty label would break the folded and SVG formats */
 	if (!lines || !f->file || !f->line)
 		return name;
 	file = profile__str(p, f->file);

@@ -9,6 +9,7 @@
 
 #include "../util/buf.h"
 #include "../util/sink.h"
+#include "../util/utf8.h"
 #include "pprof.h"
 
 #define ZCHUNK (64 * 1024)
@@ -488,9 +489,16 @@ static void write_strings(struct pp *c)
 
 	for (uint32_t i = 0; i < n && !c->err; i++) {
 		const char *s = strtab__get(c->strs, i);
-		size_t len = strlen(s);
+		/* profile.proto strings must be UTF-8: names from binaries may be anything. */
+		size_t len;
+		char *valid = utf8_sanitize(s, &len);
 
-		pb_bytes_field(&c->msg, PROFILE_STRING_TABLE, s, len);
+		if (!valid) {
+			c->err = -ENOMEM;
+			break;
+		}
+		pb_bytes_field(&c->msg, PROFILE_STRING_TABLE, valid, len);
+		free(valid);
 		if (c->msg.len > ZCHUNK) {
 			if (c->msg.err)
 				c->err = -ENOMEM;

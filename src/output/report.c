@@ -95,8 +95,7 @@ static void text_header(struct sink *out, const struct profile *p, const struct 
 	sink_printf(out, "# duration: %.2f s   samples: %s at %u Hz   CPU: %.2f cores", s->duration_s,
 		    smp, s->rate, s->cores);
 	if (s->ncpus)
-		sink_printf(out, " (%.1f%% of %u CPUs)", pct(s->cores * 1000, s->ncpus * 1000),
-			    s->ncpus);
+		sink_printf(out, " (%.1f%% of %u CPUs)", 100.0 * s->cores / s->ncpus, s->ncpus);
 	sink_printf(out, "\n# lost: %s samples   unknown leaf frames: %.1f%%   truncated stacks: %.1f%%",
 		    lost, pct(s->unknown_samples, s->samples), pct(s->truncated, s->samples));
 	if (p->stats[STAT_KSTACK_ERR] + p->stats[STAT_USTACK_ERR])

@@ -621,10 +621,10 @@ static inline size_t frames_of(const struct cpu_ctx *c, uint32_t si, const struc
 	if (node >= p->stacks.n)
 		node = 0;
 	for (; node && pos; node = p->stacks.v[node].parent) {
-		const struct location *l = &p->locations.v[p->stacks.v[node].loc];
-		const struct frame *fr = &p->frames.v[l->frame_first];
+		uint32_t nf;
+		const struct frame *fr = profile__loc_frames(p, p->stacks.v[node].loc, &nf);
 
-		for (uint32_t k = 0; k < l->frame_n && pos; k++)
+		for (uint32_t k = 0; k < nf && pos; k++)
 			buf[--pos] = &fr[k];
 	}
 	*out = buf + pos;

@@ -269,8 +269,8 @@ static int handle_fork(struct event_ctx *c, const struct ev_fork *e)
 	pr->comm = profile__intern(c->p, comm);
 	if (parent)
 		pr->cmdline = parent->cmdline;
-	/* The child shares the parent's mappings until it execs: scan while it is alive. */
-	proc_tracker__scan(c->tracker, e->h.pid, e->h.ts);
+	/* The child shares the parent's mappings until it execs. */
+	proc_tracker__fork(c->tracker, e->ppid, e->h.pid, e->h.ts);
 	return 0;
 }
 

@@ -173,14 +173,14 @@ static int open_mapped_file(struct proc_tracker *t, uint32_t pid, uint64_t start
 	/* map_files reaches the very inode mapped, even when deleted or in another mount ns. */
 	snprintf(buf, sizeof(buf), "%s/%u/map_files/%" PRIx64 "-%" PRIx64, t->opts.proc_root, pid,
 		 start, end);
-	fd = open(buf, O_RDONLY | O_CLOEXEC);
+	fd = open_regular(buf);
 	if (fd >= 0)
 		return fd;
 	snprintf(buf, sizeof(buf), "%s/%u/root%s", t->opts.proc_root, pid, path);
-	fd = open(buf, O_RDONLY | O_CLOEXEC);
+	fd = open_regular(buf);
 	if (fd >= 0)
 		return fd;
-	return open(path, O_RDONLY | O_CLOEXEC);
+	return open_regular(path);
 }
 
 static struct objinfo *objinfo_get(struct proc_tracker *t, uint32_t pid, uint64_t start,
@@ -257,7 +257,7 @@ static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, const char *
 	if (!oi)
 		return -ENOMEM;
 	oi->obj = obj;
-	oi->fd = open(path, O_RDONLY | O_CLOEXEC);
+	oi->fd = open_regular(path); /* a FIFO planted as a perf map must not hang us */
 	if (oi->fd >= 0)
 		snprintf(oi->fdpath, sizeof(oi->fdpath), "/proc/self/fd/%d", oi->fd);
 	t->objs[t->nobjs++] = oi;
@@ -390,6 +390,31 @@ int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
 	if (!err && ps->n != old_n)
 		err = record_mappings(t, ps, now_ns);
 	return err;
+}
+
+int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint64_t now_ns)
+{
+	struct pstate *child, *parent;
+	struct pmap *maps;
+
+	if (proc_tracker__scan(t, pid, now_ns) != -ESRCH)
+		return 0;
+	parent = pstate_get(t, ppid, false);
+	if (!parent || !parent->n)
+		return -ESRCH;
+	maps = malloc(parent->n * sizeof(*maps));
+	child = pstate_get(t, pid, true); /* may move parent: pstates live in one array */
+	if (!maps || !child) {
+		free(maps);
+		return -ENOMEM;
+	}
+	parent = pstate_get(t, ppid, false);
+	memcpy(maps, parent->maps, parent->n * sizeof(*maps));
+	free(child->maps);
+	child->maps = maps;
+	child->n = parent->n;
+	child->last_scan = parent->last_scan;
+	return 0;
 }
 
 int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)

@@ -26,6 +26,11 @@ void proc_tracker__free(struct proc_tracker *t);
 
 /* (Re)reads /proc/PID/maps. Returns 0, or -ESRCH when the process is gone. */
 int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
+/*
+ * A forked child: read its maps, or when it is already gone (a fork storm of
+ * short-lived children), take its parent's: fork copies the address space.
+ */
+int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint64_t now_ns);
 /* exec replaced the address space: forget the old mappings, scan anew. */
 int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
 /* The process exited: keep its mappings (samples still in flight), stop rescanning. */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -59,6 +60,7 @@ struct session {
 	const char *stop_reason;
 	uint64_t lost_shown;
 	bool status_line;
+	int write_err; /* first write error, already reported */
 };
 
 static uint64_t now_ns(void)
@@ -117,12 +119,19 @@ static int check_environment(void)
 static int check_pids(const struct record_opts *o)
 {
 	for (size_t i = 0; i < o->npids; i++) {
+		struct stat st;
 		char path[64];
 
 		snprintf(path, sizeof(path), "/proc/%u", o->pids[i]);
-		if (access(path, F_OK)) {
+		if (stat(path, &st)) {
 			log_err("no such process: %u", o->pids[i]);
 			return -ESRCH;
+		}
+		/* Capabilities are not a licence to read other users' processes: only root is. */
+		if (geteuid() != 0 && st.st_uid != geteuid()) {
+			log_err("process %u belongs to another user: only root may profile it",
+				o->pids[i]);
+			return -EPERM;
 		}
 	}
 	return 0;
@@ -400,7 +409,10 @@ static int flush(struct session *s)
 	int err = eprof_writer__flush(s->w, s->p);
 
 	if (err) {
-		log_err("failed to write '%s': %s", s->o->output, strerror(-err));
+		/* One line per failure, however many flushes meet it (disk full). */
+		if (!s->write_err)
+			log_err("failed to write '%s': %s", s->o->output, strerror(-err));
+		s->write_err = err;
 		return err;
 	}
 	eprof_writer__forget_samples(s->w, s->p);
@@ -512,7 +524,7 @@ static int finish(struct session *s)
 	s->p->stats[STAT_UNKNOWN_FRAMES] = st.unknown;
 	err = eprof_writer__finish(s->w, s->p);
 	s->w = NULL;
-	if (err)
+	if (err && !s->write_err)
 		log_err("failed to finish '%s': %s", s->o->output, strerror(-err));
 	return err;
 }

@@ -36,7 +36,7 @@ static bool function_start(struct objstate *os, uint64_t off, uint64_t *start_of
 	uint64_t vaddr;
 
 	if (!os->fn_tried) {
-		int fd = open(os->path, O_RDONLY | O_CLOEXEC);
+		int fd = open_regular(os->path);
 
 		os->fn_tried = true;
 		os->cfi = cfi_table__load(os->path, NULL, &err);

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "sym/sym_internal.h"
+#include "util/elf_layout.h"
 
 struct perfmap {
 	char *path;
@@ -48,7 +50,13 @@ static int read_map(struct perfmap *m)
 	int err = 0;
 
 	symtab__init(&t);
-	f = fopen(m->path, "re");
+	{
+		int fd = open_regular(m->path);
+
+		f = fd >= 0 ? fdopen(fd, "re") : NULL;
+		if (!f && fd >= 0)
+			close(fd);
+	}
 	if (!f)
 		return -errno;
 	if (fstat(fileno(f), &m->st)) {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../util/elf_layout.h"
 #include "cfi.h"
 #include "dwarf_read.h"
 #include "unwind.h"
@@ -186,7 +187,7 @@ static Elf *open_elf(const char *path, int *fd, int *err)
 {
 	Elf *e;
 
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	*fd = open_regular(path);
 	if (*fd < 0) {
 		*err = -errno;
 		return NULL;

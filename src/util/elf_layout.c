@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <gelf.h>
 #include <string.h>
 
@@ -44,4 +47,21 @@ bool elf_layout_vaddr(const struct elf_layout *l, uint64_t off, uint64_t *vaddr)
 		}
 	}
 	return false;
+}
+
+int open_regular(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	/* Regular files ignore O_NONBLOCK; clear it anyway for the readers that follow. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
 }

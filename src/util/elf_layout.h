@@ -21,4 +21,11 @@ int elf_layout_read(int fd, struct elf_layout *out);
 /* ELF vaddr of a file offset; false when no loadable segment holds it. */
 bool elf_layout_vaddr(const struct elf_layout *l, uint64_t off, uint64_t *vaddr);
 
+/*
+ * Opens a path that must be a regular file (O_RDONLY, O_CLOEXEC) without ever
+ * blocking: paths come from targets and from recorded files, and a FIFO or a
+ * device planted there must not hang eprof. Returns the fd, or -1 with errno.
+ */
+int open_regular(const char *path);
+
 #endif

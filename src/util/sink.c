@@ -4,9 +4,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sink.h"
+#include "utf8.h"
 
 struct file_sink {
 	struct sink base;
@@ -57,26 +59,41 @@ struct sink *sink_file(FILE *f, int own_file)
 struct sink *sink_open(const char *path, int mode)
 {
 	struct sink *s;
+	struct stat st;
 	FILE *f;
-	int fd;
+	int fd, e;
 
 	if (!strcmp(path, "-"))
 		return sink_file(stdout, 0);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
+	/* No O_TRUNC yet: someone else's file must be refused before it is touched. */
+	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
 	if (fd < 0)
 		return NULL;
+	if (fstat(fd, &st)) {
+		e = errno;
+		goto fail;
+	}
+	if (S_ISREG(st.st_mode) && st.st_uid != geteuid()) {
+		e = EPERM;
+		goto fail;
+	}
+	if (S_ISREG(st.st_mode) && ftruncate(fd, 0)) {
+		e = errno;
+		goto fail;
+	}
 	f = fdopen(fd, "w");
 	if (!f) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return NULL;
+		e = errno;
+		goto fail;
 	}
 	s = sink_file(f, 1);
 	if (!s)
 		fclose(f);
 	return s;
+fail:
+	close(fd);
+	errno = e;
+	return NULL;
 }
 
 static int mem_write(struct sink *s, const void *buf, size_t len)
@@ -181,6 +198,16 @@ int sink_json_str(struct sink *s, const char *str)
 	for (; *p; p++) {
 		const char *rep = NULL;
 
+		if (*p >= 0x80) {
+			int l = utf8_seq_len(p);
+
+			/* JSON is UTF-8: an invalid byte becomes U+FFFD. */
+			if (l) {
+				p += l - 1;
+				continue;
+			}
+			rep = "\\ufffd";
+		}
 		switch (*p) {
 		case '"': rep = "\\\""; break;
 		case '\\': rep = "\\\\"; break;
