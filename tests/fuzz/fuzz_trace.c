@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+/* `eprof trace` on untrusted files: the Chrome trace writer. The JSON must always parse. */
+#include <stdint.h>
+#include <string.h>
+
+#include "fuzz_common.h"
+#include "model/profile.h"
+#include "output/trace.h"
+#include "util/sink.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	fuzz_quiet();
+	return 0;
+}
+
+static void one(const struct profile *p, const struct trace_opts *o)
+{
+	struct sink *s = sink_mem();
+	struct trace_stats st;
+	const char *out;
+	size_t len;
+
+	if (!s)
+		return;
+	if (!trace_write(s, p, o, &st)) {
+		out = sink_mem_data(s, &len);
+		FUZZ_CHECK(strlen(out) == len, "NUL byte in the trace");
+		FUZZ_CHECK(fuzz_json_valid(out, len), "trace is not valid JSON:\n%.*s",
+			   len > 4000 ? 4000 : (int)len, out);
+	}
+	sink_close(s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct profile *p = fuzz_read_profile(data, size);
+	struct trace_opts o;
+
+	if (!p)
+		return 0;
+	memset(&o, 0, sizeof(o));
+	one(p, &o);
+	o.no_counters = true;
+	if (p->samples.n)
+		o.filter.tid = p->samples.v[p->samples.n - 1].tid;
+	one(p, &o);
+	profile__free(p);
+	return 0;
+}

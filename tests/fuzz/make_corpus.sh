@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Regenerates the seed corpus in tests/fuzz/corpus/ with the real tools: small eprof.data
+# files recorded by eprof (needs root and BPF), small ELF files compiled here, kallsyms
+# and perf-map text. Run from anywhere: tests/fuzz/make_corpus.sh [EPROF_BIN]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+eprof=${1:-${EPROF_BIN:-$root/build/eprof}}
+c=$here/corpus
+w=$(mktemp -d)
+trap 'rm -rf "$w"' EXIT
+
+mkdir -p "$c"/{reader,elf,ehframe,perfmap,kallsyms,unwind,demangle}
+
+# --- ELF files ----------------------------------------------------------------------------
+# No page padding between segments: the same structure in a quarter of the bytes.
+LDFLAGS_SEED="-Wl,-z,noseparate-code"
+cc -O2 -g -fno-omit-frame-pointer $LDFLAGS_SEED -o "$w/small-g" "$here/seeds/small.c"
+cc -Os -g1 -fomit-frame-pointer $LDFLAGS_SEED -o "$w/small-g1" "$here/seeds/small.c"
+cc -O1 -gdwarf-4 -fno-asynchronous-unwind-tables $LDFLAGS_SEED -o "$w/small-debugframe" "$here/seeds/small.c"
+c++ -O2 -g $LDFLAGS_SEED -o "$w/small-cxx" "$here/seeds/small.cc"
+cc -O2 -shared -fPIC $LDFLAGS_SEED -o "$w/lib.so" "$here/seeds/lib.c"
+strip --strip-all -o "$w/lib-stripped.so" "$w/lib.so"
+# MiniDebugInfo: a stripped binary carrying an xz-compressed symbol table in .gnu_debugdata.
+cc -O2 $LDFLAGS_SEED -o "$w/mini" "$here/seeds/small.c"
+nm -D "$w/mini" --format=posix --defined-only | awk '{ print $1 }' | sort >"$w/dynsyms"
+nm "$w/mini" --format=posix --defined-only | awk '$2 ~ /[TtWw]/ { print $1 }' | sort >"$w/funcs"
+comm -13 "$w/dynsyms" "$w/funcs" >"$w/keep"
+objcopy --only-keep-debug "$w/mini" "$w/mini.dbg"
+objcopy -S --remove-section .gdb_index --remove-section .comment --keep-symbols="$w/keep" \
+	"$w/mini.dbg" "$w/mini.syms"
+strip --remove-section=.comment --remove-section=.note "$w/mini.syms" 2>/dev/null || true
+xz -f "$w/mini.syms"
+strip --strip-all "$w/mini"
+objcopy --add-section .gnu_debugdata="$w/mini.syms.xz" "$w/mini"
+for f in small-g small-g1 small-debugframe small-cxx lib.so lib-stripped.so mini; do
+	cp "$w/$f" "$c/elf/$f"
+done
+
+# --- raw CFI sections: u8 flags, u32 vaddr, bytes (fuzz_ehframe.c) -----------------------
+section() { # ELF SECTION FLAGS OUT
+	local vaddr
+	vaddr=$(readelf -SW "$1" | awk -v s="$2" '$2 == s { print $4 } $3 == s { print $5 }' | head -1)
+	[ -n "$vaddr" ] || return 0
+	objcopy --dump-section "$2=$w/sec" "$1" "$w/junk"
+	python3 - "$3" "$vaddr" "$w/sec" "$4" <<'PY'
+import struct, sys
+flags, vaddr, sec, out = int(sys.argv[1]), int(sys.argv[2], 16), sys.argv[3], sys.argv[4]
+open(out, "wb").write(struct.pack("<BI", flags, vaddr & 0xffffffff) + open(sec, "rb").read())
+PY
+}
+section "$w/small-g" .eh_frame 1 "$c/ehframe/small-eh_frame"
+section "$w/small-cxx" .eh_frame 1 "$c/ehframe/cxx-eh_frame"
+section "$w/lib.so" .eh_frame 5 "$c/ehframe/lib-eh_frame-twice"
+section "$w/small-debugframe" .debug_frame 0 "$c/ehframe/small-debug_frame"
+
+# --- text maps ------------------------------------------------------------------------------
+printf '%s\n' "7f0000001000 40 jit_add" "7f0000001040 80 Interpreter::run(int)" \
+	"7f00000010c0 1c LazyCompile:*foo /app/x.js:10:3" "7f0000002000 1000 [stub] big" \
+	"7f0000001050 10 overlapping" >"$c/perfmap/basic.map"
+printf '7f0000003000 20 grown_later\r\nzz bad line\n7f0000003020 0 zero_size\n' >"$c/perfmap/mixed.map"
+printf '%s\n' "ffffffff81000000 T _stext" "ffffffff81000000 T startup_64" \
+	"ffffffff81001000 t early_fn" "ffffffff81002000 W weak_fn" "ffffffff81003000 D data_sym" \
+	"ffffffffc0000000 t ext4_fn\t[ext4]" "ffffffffc0001000 T ext4_other\t[ext4]" \
+	"ffffffffc0100000 t nf_fn\t[nf_tables]" "ffffffffc0200000 t broken [unterminated" \
+	>"$c/kallsyms/basic"
+printf '%s\n' "0000000000000000 T hidden_a" "0000000000000000 T hidden_b" >"$c/kallsyms/hidden"
+
+# --- unwinder inputs: ip offset, sp, bp, stack bytes ------------------------------------------
+python3 - "$c/unwind" <<'PY'
+import struct, sys, os
+out = sys.argv[1]
+sp = 0x7ffc00001000
+stack = b"".join(struct.pack("<Q", v) for v in
+                 [sp + 0x40, 0x1234, 0, sp + 0x80, 0x2000, sp + 0xc0, 0, 0] * 8)
+open(os.path.join(out, "chain"), "wb").write(struct.pack("<QQQ", 0x400, sp, sp + 0x10) + stack)
+open(os.path.join(out, "empty"), "wb").write(struct.pack("<QQQ", 0, sp, 0))
+open(os.path.join(out, "wrap"), "wb").write(struct.pack("<QQQ", 0x10, 2**64 - 16, 2**64 - 8) + b"\xff" * 64)
+PY
+
+# --- demangler --------------------------------------------------------------------------------
+i=0
+for name in _ZN2ns3BoxIiE3getEv _ZNKSt6vectorIiSaIiEE4sizeEv '_ZZN2ns3sumERKSt6vectorINS_3BoxIiEESaIS2_EEENKUliE_clEi' \
+	_ZN4core3fmt5write17h0123456789abcdefE _RNvCs1234_7mycrate4main '_ZN2nsltERKNS_3BoxIiEES3_' \
+	'_Z1fIiEvT_' 'operator<<(std::ostream&, int) const' 'void (anonymous namespace)::f<int>(int)' \
+	'main' '_GLOBAL__sub_I_main.cc' '_ZNSt8ios_base4InitC1Ev@plt'; do
+	printf '%s' "$name" >"$c/demangle/$i"
+	i=$((i + 1))
+done
+
+# --- eprof.data files (root, real BPF) ----------------------------------------------------------
+if [ "$(id -u)" -ne 0 ] || [ ! -x "$eprof" ]; then
+	echo "make_corpus: eprof.data seeds skipped (need root and $eprof)"
+	exit 0
+fi
+cc -O2 -g -fno-omit-frame-pointer -o "$w/hot3" "$root/tests/fixtures/hot3.c"
+cc -O2 -g -fomit-frame-pointer -o "$w/hot3-nofp" "$root/tests/fixtures/hot3.c"
+cc -O2 -g -o "$w/forkexec" "$root/tests/fixtures/forkexec.c"
+cc -O2 -g -o "$w/syscalls" "$root/tests/fixtures/syscalls.c"
+r="$c/reader"
+"$eprof" record -q -F 499 -g fp -o "$r/fp.data" -- "$w/hot3" 0.2 >/dev/null
+"$eprof" record -q -F 499 -o "$r/dwarf.data" -- "$w/hot3-nofp" 0.2 >/dev/null
+"$eprof" record -q -F 499 -o "$r/kernel.data" -- "$w/syscalls" 0.2 >/dev/null
+PARENT_SECONDS=0.1 "$eprof" record -q -F 499 -o "$r/forkexec.data" -- "$w/forkexec" "$w/hot3" 0.1 >/dev/null
+# Cut off: the recorder killed after its first chunk, and a file cut inside its last chunk.
+"$eprof" record -q -F 199 -o "$r/killed.data" -- "$w/hot3-nofp" 5 >/dev/null &
+sleep 1.6
+kill -KILL $! 2>/dev/null || true
+wait $! 2>/dev/null || true
+pkill -KILL -f "^$w/hot3-nofp" || true
+size=$(stat -c %s "$r/fp.data")
+head -c $((size - 7)) "$r/fp.data" >"$r/cut.data"
+ls -la "$r"
