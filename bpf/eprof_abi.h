@@ -13,6 +13,7 @@
 #ifndef EPROF_MAX_SNAPSHOT
 #define EPROF_MAX_SNAPSHOT (64 * 1024) /* largest user stack copy for DWARF unwinding */
 #endif
+#define EPROF_SCRATCH_SLOTS 4 /* scratch buffers per CPU (bpf/common.bpf.h) */
 #ifndef EPROF_TASK_COMM_LEN
 #define EPROF_TASK_COMM_LEN 16
 #endif
@@ -25,6 +26,17 @@ enum eprof_event_kind {
 	EV_FORK = 2,
 	EV_EXEC = 3,
 	EV_EXIT = 4,
+	EV_LOST = 5,	      /* reserved */
+	/* memory (bpf/mem.bpf.h): 16..31 */
+	EV_MEM_FIRST = 16,
+	/* off-CPU and wakeups (bpf/offcpu.bpf.h): 32..39 */
+	EV_OFFCPU_FIRST = 32,
+	/* regions: uprobe pairs, USDT, NVTX (bpf/region.bpf.h): 40..47 */
+	EV_REGION_FIRST = 40,
+	/* CUDA API (bpf/cuda.bpf.h): 48..63 */
+	EV_CUDA_FIRST = 48,
+	/* Python frames (bpf/python.bpf.h): 64..71 */
+	EV_PY_FIRST = 64,
 };
 
 /* Common header of every event: size covers the whole event, header included. */
@@ -37,27 +49,36 @@ struct ev_hdr {
 	__u64 ts; /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns) */
 };
 
-enum ev_sample_flags {
+/* Flags in ev_hdr.flags of every event that carries a struct ev_stack (bits 0-7). */
+enum ev_stack_flags {
 	SAMPLE_F_USER_REGS = 1 << 0,   /* user_ip/sp/bp are valid */
 	SAMPLE_F_IN_KERNEL = 1 << 1,   /* the CPU was in kernel mode */
 	SAMPLE_F_SNAP_TRUNC = 1 << 2,  /* snapshot stopped at its size limit, not at a fault */
 };
+/* Bits 8-15 of ev_hdr.flags are free for each event kind. */
 
 /*
- * A CPU sample. After the fixed part: __u64 ips[kstack_n + ustack_n] (kernel
- * first, each leaf first), then stack_len bytes copied from user_sp upwards
- * when DWARF unwinding is on (ustack_n is then 0: userspace unwinds).
+ * The stack part of an event, always its LAST member: right after it come
+ * __u64 ips[kstack_n + ustack_n] (kernel first, each leaf first), then
+ * stack_len bytes copied from user_sp upwards when DWARF unwinding is on
+ * (ustack_n is then 0: userspace unwinds). Filled by capture_stack() in
+ * bpf/common.bpf.h, decoded by events_stack() in src/record/events.c.
  */
-struct ev_sample {
-	struct ev_hdr h;
-	__u64 period; /* ns of CPU this sample stands for */
+struct ev_stack {
 	__u64 user_ip, user_sp, user_bp;
-	__u32 cpu;
 	__u16 kstack_n, ustack_n;
 	__s32 kstack_err, ustack_err; /* negative errno from bpf_get_stack, or 0 */
 	__u32 stack_len;
+};
+
+/* A CPU sample. */
+struct ev_sample {
+	struct ev_hdr h;
+	__u64 period; /* ns of CPU this sample stands for */
+	__u32 cpu;
 	__u32 pad;
 	char comm[EPROF_TASK_COMM_LEN];
+	struct ev_stack st;
 };
 
 struct ev_fork {
@@ -91,6 +112,7 @@ enum eprof_bpf_stat {
 	BSTAT_SNAP_FAULT,      /* user stack snapshot could not be read at all */
 	BSTAT_EVENT_RB_FULL,   /* fork/exec/exit event dropped */
 	BSTAT_TARGETS_FULL,    /* a forked child could not be added to the target set */
+	/* Features add their counters below, each in its own block. */
 	BSTAT_MAX
 };
 

@@ -39,6 +39,7 @@ enum section_tag {
 	SEC_META = 9,
 	SEC_STATS = 10,
 	SEC_FRAMES = 11,
+	SEC_EVENTS = 12, /* struct event, appended like samples */
 };
 
 struct eprof_writer;
@@ -55,6 +56,8 @@ int eprof_writer__flush(struct eprof_writer *w, struct profile *p);
  * (record does this to keep its memory flat); the writer keeps its position.
  */
 void eprof_writer__forget_samples(struct eprof_writer *w, struct profile *p);
+/* The same for p->events. */
+void eprof_writer__forget_events(struct eprof_writer *w, struct profile *p);
 /* Flushes, writes the symbols of every location and the END chunk, closes. */
 int eprof_writer__finish(struct eprof_writer *w, struct profile *p);
 /* Closes without finishing (error paths); the file stays readable up to its last chunk. */

@@ -174,6 +174,38 @@ static int read_samples(struct rbuf *r, struct profile *p, uint64_t count)
 	return 0;
 }
 
+static int read_events(struct rbuf *r, struct profile *p, uint64_t count)
+{
+	uint64_t prev = 0;
+
+	if (vec_reserve(p->events, p->events.n + count))
+		return -ENOMEM;
+	for (uint64_t i = 0; i < count; i++) {
+		struct event *e = &p->events.v[p->events.n];
+		uint64_t kind, flags;
+
+		e->ts = prev + rbuf_svarint(r);
+		prev = e->ts;
+		e->dur = rbuf_varint(r);
+		e->pid = rbuf_varint(r);
+		e->tid = rbuf_varint(r);
+		e->stack = rbuf_varint(r);
+		e->stack2 = rbuf_varint(r);
+		e->name = rbuf_varint(r);
+		kind = rbuf_varint(r);
+		flags = rbuf_varint(r);
+		e->a = rbuf_varint(r);
+		e->b = rbuf_varint(r);
+		e->c = rbuf_varint(r);
+		BAD(!r->ok || e->stack >= p->stacks.n || e->stack2 >= p->stacks.n ||
+		    e->name >= nstr(p) || kind == 0 || kind >= EVK_KIND_MAX || flags > 0xffff);
+		e->kind = kind;
+		e->flags = flags;
+		p->events.n++;
+	}
+	return 0;
+}
+
 static int read_meta(struct rbuf *r, struct profile *p, uint64_t count)
 {
 	for (uint64_t i = 0; i < count; i++) {
@@ -238,7 +270,7 @@ static const struct {
 	[SEC_PROCS] = { read_procs, 7 },       [SEC_THREADS] = { read_threads, 3 },
 	[SEC_MAPPINGS] = { read_mappings, 6 }, [SEC_SAMPLES] = { read_samples, 6 },
 	[SEC_META] = { read_meta, 2 },	       [SEC_STATS] = { read_stats, 1 },
-	[SEC_FRAMES] = { read_frames, 2 },
+	[SEC_FRAMES] = { read_frames, 2 },     [SEC_EVENTS] = { read_events, 12 },
 };
 
 static int read_payload(const uint8_t *data, size_t len, struct profile *p)

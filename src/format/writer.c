@@ -18,6 +18,7 @@ struct eprof_writer {
 	size_t strings, objects, locations, stacks, mappings;
 	uint64_t samples_written;
 	size_t samples_in_mem_written; /* of p->samples.v[] */
+	size_t events_in_mem_written;  /* of p->events.v[] */
 	struct buf raw;
 	uint8_t *zbuf;
 	size_t zcap;
@@ -226,6 +227,34 @@ static void encode_samples(struct eprof_writer *w, const struct profile *p)
 	w->samples_in_mem_written = p->samples.n;
 }
 
+static void encode_events(struct eprof_writer *w, const struct profile *p)
+{
+	struct buf *b = &w->raw;
+	uint64_t prev = 0;
+
+	if (p->events.n == w->events_in_mem_written)
+		return;
+	put_section(b, SEC_EVENTS, p->events.n - w->events_in_mem_written);
+	for (size_t i = w->events_in_mem_written; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+
+		buf_svarint(b, (int64_t)(e->ts - prev));
+		prev = e->ts;
+		buf_varint(b, e->dur);
+		buf_varint(b, e->pid);
+		buf_varint(b, e->tid);
+		buf_varint(b, e->stack);
+		buf_varint(b, e->stack2);
+		buf_varint(b, e->name);
+		buf_varint(b, e->kind);
+		buf_varint(b, e->flags);
+		buf_varint(b, e->a);
+		buf_varint(b, e->b);
+		buf_varint(b, e->c);
+	}
+	w->events_in_mem_written = p->events.n;
+}
+
 static void encode_meta_stats(struct eprof_writer *w, const struct profile *p)
 {
 	struct buf *b = &w->raw;
@@ -245,6 +274,7 @@ int eprof_writer__flush(struct eprof_writer *w, struct profile *p)
 	/* Strings come first in a chunk: the reader checks every id against what it has. */
 	encode_tables(w, p);
 	encode_samples(w, p);
+	encode_events(w, p);
 	encode_procs(w, p);
 	encode_meta_stats(w, p);
 	return write_chunk(w, CHUNK_DATA);
@@ -254,6 +284,12 @@ void eprof_writer__forget_samples(struct eprof_writer *w, struct profile *p)
 {
 	p->samples.n = 0;
 	w->samples_in_mem_written = 0;
+}
+
+void eprof_writer__forget_events(struct eprof_writer *w, struct profile *p)
+{
+	p->events.n = 0;
+	w->events_in_mem_written = 0;
 }
 
 static void encode_frames(struct eprof_writer *w, const struct profile *p)

@@ -94,6 +94,7 @@ void profile__free(struct profile *p)
 	free(p->frames.v);
 	free(p->stacks.v);
 	free(p->samples.v);
+	free(p->events.v);
 	free(p->procs.v);
 	free(p->threads.v);
 	free(p->mappings.v);
@@ -286,6 +287,16 @@ int profile__add_sample(struct profile *p, const struct sample *s)
 	if (!d)
 		return -ENOMEM;
 	*d = *s;
+	return 0;
+}
+
+int profile__add_event(struct profile *p, const struct event *e)
+{
+	struct event *d = vec_push(p->events);
+
+	if (!d)
+		return -ENOMEM;
+	*d = *e;
 	return 0;
 }
 

@@ -81,6 +81,41 @@ struct sample {
 	uint64_t weight; /* ns of CPU time this sample stands for */
 };
 
+/*
+ * Everything that is not a CPU sample: one table of typed events, so memory,
+ * off-CPU, regions, counters and GPU activity share one encoding. What a, b,
+ * c, name, stack2 and flags mean depends on kind (see docs/file-format.md).
+ */
+enum event_kind {
+	EVK_COUNTER = 1,   /* name = counter, b = value at ts (pid 0: global) */
+	EVK_LOST = 2,	   /* b = samples lost since the previous EVK_LOST, dur = interval */
+	/* memory (issue 5) */
+	EVK_ALLOC = 16,	   /* a = address, b = size, c = bytes this event stands for (sampling) */
+	EVK_FREE = 17,	   /* a = address of a recorded allocation */
+	EVK_MMAP = 18,	   /* a = address, b = length */
+	EVK_MUNMAP = 19,   /* a = address, b = length */
+	/* wall-clock (issue 6) */
+	EVK_OFFCPU = 32,   /* ts..ts+dur blocked; flags = state; a = waker tid; stack2 = waker stack */
+	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost) */
+	/* GPU (issue 7) */
+	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = correlation id */
+	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; c = correlation id */
+	EVK_GPU_MEMCPY = 50, /* b = bytes; flags = direction; a = device<<32|stream; c = correlation */
+	EVK_GPU_MEMSET = 51, /* b = bytes; a = device<<32|stream; c = correlation id */
+	EVK_KIND_MAX = 64,
+};
+
+struct event {
+	uint64_t ts;  /* CLOCK_MONOTONIC ns (start for intervals) */
+	uint64_t dur; /* ns, 0 for instants */
+	uint32_t pid, tid;
+	uint32_t stack, stack2; /* stack nodes, 0 = none */
+	uint32_t name;		/* string id, 0 = none */
+	uint16_t kind;		/* enum event_kind */
+	uint16_t flags;
+	uint64_t a, b, c;
+};
+
 struct process {
 	uint32_t pid, ppid;
 	uint32_t comm;	  /* string id */
@@ -135,6 +170,7 @@ struct profile {
 	VEC(struct frame) frames;
 	VEC(struct stack_node) stacks;
 	VEC(struct sample) samples;
+	VEC(struct event) events; /* sorted by nothing: writers append in arrival order */
 	VEC(struct process) procs;
 	VEC(struct thread) threads;
 	VEC(struct mapping) mappings;
@@ -179,6 +215,7 @@ int64_t profile__special(struct profile *p, const char *name);
 struct process *profile__proc(struct profile *p, uint32_t pid, bool create);
 struct thread *profile__thread(struct profile *p, uint32_t pid, uint32_t tid, bool create);
 int profile__add_sample(struct profile *p, const struct sample *s);
+int profile__add_event(struct profile *p, const struct event *e);
 int profile__add_mapping(struct profile *p, const struct mapping *m);
 
 int profile__set_meta(struct profile *p, const char *key, const char *value);

@@ -18,7 +18,8 @@
 #define MAX_FRAMES 512
 
 _Static_assert(sizeof(struct ev_hdr) == 24, "ev_hdr layout");
-_Static_assert(sizeof(struct ev_sample) == 24 + 8 * 4 + 4 + 4 + 8 + 8 + 16, "ev_sample layout");
+_Static_assert(sizeof(struct ev_stack) == 40, "ev_stack layout");
+_Static_assert(sizeof(struct ev_sample) == 24 + 8 + 8 + 16 + 40, "ev_sample layout");
 _Static_assert(sizeof(struct ev_exec) == 24 + 8 + 16 + EPROF_PATH_LEN, "ev_exec layout");
 _Static_assert(sizeof(struct ev_exit) == 24 + 8 + 16, "ev_exit layout");
 _Static_assert(sizeof(struct ev_fork) == 24 + 8 + 16, "ev_fork layout");
@@ -155,31 +156,31 @@ static void count_unwind_stop(struct profile *p, enum unwind_stop why)
 	}
 }
 
-/* User frames, leaf first, into ips. Returns the count; *truncated when incomplete. */
-static int user_ips(struct event_ctx *c, const struct ev_sample *e, const uint64_t *ips,
-		    uint64_t *out, int max, bool *truncated)
+/* User frames, leaf first, into out. Returns the count; *truncated when incomplete. */
+static int user_ips(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
+		    const uint64_t *ips, uint64_t *out, int max, bool *truncated)
 {
-	const uint8_t *stack = (const uint8_t *)(ips + e->kstack_n + e->ustack_n);
-	struct unwind_cb_ctx u = { c, e->h.pid, e->h.ts };
+	const uint8_t *stack = (const uint8_t *)(ips + st->kstack_n + st->ustack_n);
+	struct unwind_cb_ctx u = { c, h->pid, h->ts };
 	struct unwind_map_ops ops = { unwind_find };
-	struct unwind_regs regs = { e->user_ip, e->user_sp, e->user_bp };
+	struct unwind_regs regs = { st->user_ip, st->user_sp, st->user_bp };
 	enum unwind_stop why = UNWIND_END;
 	int n;
 
 	*truncated = false;
-	if (!(e->h.flags & SAMPLE_F_USER_REGS))
+	if (!(h->flags & SAMPLE_F_USER_REGS))
 		return 0;
-	if (!e->stack_len) {
+	if (!st->stack_len) {
 		/* Frame pointers, walked in BPF. */
-		n = e->ustack_n < max ? e->ustack_n : max;
-		memcpy(out, ips + e->kstack_n, n * sizeof(*out));
-		if (e->ustack_err)
+		n = st->ustack_n < max ? st->ustack_n : max;
+		memcpy(out, ips + st->kstack_n, n * sizeof(*out));
+		if (st->ustack_err)
 			*truncated = true;
 		return n;
 	}
-	n = unwind_stack(&ops, &u, &regs, stack, e->stack_len, out, max, &why);
+	n = unwind_stack(&ops, &u, &regs, stack, st->stack_len, out, max, &why);
 	if (why != UNWIND_END && n > 1 &&
-	    proc_tracker__at_entry(c->tracker, e->h.pid, out[n - 1] - 1, e->h.ts))
+	    proc_tracker__at_entry(c->tracker, h->pid, out[n - 1] - 1, h->ts))
 		why = UNWIND_END; /* reached the process's entry point: the stack is complete */
 	if (why != UNWIND_END) {
 		static unsigned logged;
@@ -188,54 +189,80 @@ static int user_ips(struct event_ctx *c, const struct ev_sample *e, const uint64
 		*truncated = true;
 		if (logged++ < 20)
 			log_debug("unwind of pid %u stopped (%d) after %d frames at %#llx (sp %#llx, %u bytes copied%s)",
-				  e->h.pid, why, n, n ? (unsigned long long)out[n - 1] : 0ULL,
-				  (unsigned long long)e->user_sp, e->stack_len,
-				  e->h.flags & SAMPLE_F_SNAP_TRUNC ? ", limit hit" : "");
+				  h->pid, why, n, n ? (unsigned long long)out[n - 1] : 0ULL,
+				  (unsigned long long)st->user_sp, st->stack_len,
+				  h->flags & SAMPLE_F_SNAP_TRUNC ? ", limit hit" : "");
 	}
 	return n;
 }
 
-static int handle_sample(struct event_ctx *c, const struct ev_sample *e, size_t size)
+int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
+		     size_t avail, int skip_user)
 {
 	static uint64_t uips[MAX_FRAMES];
 	static uint32_t locs[MAX_FRAMES + EPROF_MAX_STACK + 1];
-	const uint64_t *ips = (const uint64_t *)(e + 1);
-	struct sample s = { 0 };
+	const uint64_t *ips = (const uint64_t *)(st + 1);
 	bool truncated = false;
 	int nu, nl = 0, err;
 	int64_t node;
 
-	if (size < sizeof(*e) ||
-	    sizeof(*e) + ((size_t)e->kstack_n + e->ustack_n) * 8 + e->stack_len > size ||
-	    e->kstack_n > EPROF_MAX_STACK || e->ustack_n > EPROF_MAX_STACK)
+	if (((size_t)st->kstack_n + st->ustack_n) * 8 + st->stack_len > avail ||
+	    st->kstack_n > EPROF_MAX_STACK || st->ustack_n > EPROF_MAX_STACK)
 		return -EINVAL;
-	nu = user_ips(c, e, ips, uips, MAX_FRAMES, &truncated);
+	nu = user_ips(c, h, st, ips, uips, MAX_FRAMES, &truncated);
+	if (skip_user > 0) {
+		/* Drop the innermost frames (a probe's own trampoline, say). */
+		if (skip_user > nu)
+			skip_user = nu;
+		memmove(uips, uips + skip_user, (nu - skip_user) * sizeof(*uips));
+		nu -= skip_user;
+	}
 	if (truncated) {
 		node = profile__special(c->p, "[truncated]");
 		if (node < 0)
-			return (int)node;
+			return node;
 		locs[nl++] = node;
 	}
 	/* Root first: outermost user frame ... user leaf, outermost kernel frame ... kernel leaf. */
 	for (int i = nu - 1; i >= 0; i--) {
-		err = proc_tracker__location(c->tracker, e->h.pid, uips[i], i > 0, &locs[nl],
-					     e->h.ts);
+		err = proc_tracker__location(c->tracker, h->pid, uips[i], i > 0, &locs[nl], h->ts);
 		if (err)
 			return err;
 		nl++;
 	}
-	for (int i = e->kstack_n - 1; i >= 0; i--) {
+	for (int i = st->kstack_n - 1; i >= 0; i--) {
 		int64_t l = profile__location(c->p, c->kernel_obj, ips[i] - (i > 0));
 
 		if (l < 0)
-			return (int)l;
+			return l;
 		locs[nl++] = l;
 	}
-	if (e->kstack_err)
+	if (st->kstack_err)
 		c->p->stats[STAT_KSTACK_ERR]++;
-	if (e->ustack_err)
+	if (st->ustack_err)
 		c->p->stats[STAT_USTACK_ERR]++;
-	node = profile__stack(c->p, locs, nl);
+	return nl ? profile__stack(c->p, locs, nl) : 0;
+}
+
+void events_note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, const char *comm16,
+			uint64_t ts)
+{
+	if (comm16)
+		set_thread_comm(c, pid, tid, comm16);
+	else if (!profile__thread(c->p, pid, tid, false))
+		profile__thread(c->p, pid, tid, true);
+	if (!profile__proc(c->p, pid, false))
+		events_read_proc_info(c, pid, ts);
+}
+
+static int handle_sample(struct event_ctx *c, const struct ev_sample *e, size_t size)
+{
+	struct sample s = { 0 };
+	int64_t node;
+
+	if (size < sizeof(*e))
+		return -EINVAL;
+	node = events_stack(c, &e->h, &e->st, size - sizeof(*e), 0);
 	if (node < 0)
 		return (int)node;
 	s.ts = e->h.ts;
@@ -244,9 +271,7 @@ static int handle_sample(struct event_ctx *c, const struct ev_sample *e, size_t 
 	s.cpu = e->cpu;
 	s.stack = node;
 	s.weight = e->period;
-	set_thread_comm(c, e->h.pid, e->h.tid, e->comm);
-	if (!profile__proc(c->p, e->h.pid, false))
-		events_read_proc_info(c, e->h.pid, e->h.ts);
+	events_note_thread(c, e->h.pid, e->h.tid, e->comm, e->h.ts);
 	c->samples++;
 	if (!c->first_ts || e->h.ts < c->first_ts)
 		c->first_ts = e->h.ts;
@@ -333,6 +358,14 @@ int events_handle(struct event_ctx *c, const void *data, size_t size)
 		if (h->size >= sizeof(struct ev_exit))
 			err = handle_exit(c, data);
 		break;
+	default:
+		/* Feature events (memory, off-CPU, regions, CUDA, Python): their own decoders. */
+		for (size_t i = 0; i < c->nhandlers; i++)
+			if (h->kind >= c->handlers[i].first && h->kind <= c->handlers[i].last) {
+				err = c->handlers[i].fn(c, c->handlers[i].arg, data, h->size);
+				break;
+			}
+		break;
 	}
 	if (err == -ENOMEM)
 		return err;
@@ -340,5 +373,18 @@ int events_handle(struct event_ctx *c, const void *data, size_t size)
 		return 0;
 bad:
 	c->p->stats[STAT_DECODE_ERR]++;
+	return 0;
+}
+
+int events_add_handler(struct event_ctx *c, uint16_t first, uint16_t last, event_handler_fn fn,
+		       void *arg)
+{
+	if (c->nhandlers >= EVENTS_MAX_HANDLERS)
+		return -ENOSPC;
+	c->handlers[c->nhandlers].first = first;
+	c->handlers[c->nhandlers].last = last;
+	c->handlers[c->nhandlers].fn = fn;
+	c->handlers[c->nhandlers].arg = arg;
+	c->nhandlers++;
 	return 0;
 }

@@ -10,6 +10,14 @@
 #include "../model/profile.h"
 
 struct proc_tracker;
+struct ev_hdr;
+struct ev_stack;
+struct event_ctx;
+
+/* Decoder of one feature's ring-buffer events (kinds first..last); returns 0 or -errno. */
+typedef int (*event_handler_fn)(struct event_ctx *c, void *arg, const void *data, size_t size);
+
+#define EVENTS_MAX_HANDLERS 8
 
 enum callgraph_mode {
 	CG_AUTO = 0, /* DWARF from a stack copy: complete stacks */
@@ -28,12 +36,32 @@ struct event_ctx {
 	void (*on_exit)(void *arg, uint32_t pid, int32_t status);
 	void *arg;
 	const char *proc_root; /* "/proc" */
+	struct {
+		uint16_t first, last;
+		event_handler_fn fn;
+		void *arg;
+	} handlers[EVENTS_MAX_HANDLERS];
+	size_t nhandlers;
 };
 
 int events_init(struct event_ctx *c, struct profile *p, struct proc_tracker *t,
 		enum callgraph_mode cg);
 /* Returns 0; malformed events are counted (STAT_DECODE_ERR), never fatal. */
 int events_handle(struct event_ctx *c, const void *data, size_t size);
+/* Routes event kinds first..last (enum eprof_event_kind) to fn. Returns 0 or -ENOSPC. */
+int events_add_handler(struct event_ctx *c, uint16_t first, uint16_t last, event_handler_fn fn,
+		       void *arg);
+/*
+ * Turns the stack part of an event (st, followed by avail bytes of ips and
+ * stack copy) into a stack node of c->p, unwinding the copy with DWARF.
+ * skip_user drops that many innermost user frames. Returns the node (0 for
+ * an empty stack) or -errno (-EINVAL: malformed).
+ */
+int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
+		     size_t avail, int skip_user);
+/* Makes sure the thread (and its process, read from /proc) is known; comm16 may be NULL. */
+void events_note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, const char *comm16,
+			uint64_t ts);
 /* Fills comm, cmdline and ppid of a process from /proc (at attach or exec). */
 void events_read_proc_info(struct event_ctx *c, uint32_t pid, uint64_t ts);
 

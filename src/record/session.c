@@ -30,6 +30,7 @@
 #include "../sym/symbolizer.h"
 #include "../util/log.h"
 #include "profile.skel.h"
+#include "feature.h"
 #include "proc.h"
 #include "record.h"
 #include "symbolize.h"
@@ -61,7 +62,14 @@ struct session {
 	uint64_t lost_shown;
 	bool status_line;
 	int write_err; /* first write error, already reported */
+	struct feature_ctx fctx;
+	void *fstate[16]; /* per record_features[] entry; NULL when the feature is off */
+	bool fon[16];
 };
+
+#define FOR_EACH_FEATURE(s, i, f)                                                                  \
+	for (size_t i = 0; (f = record_features[i]) != NULL; i++)                                   \
+		if ((s)->fon[i])
 
 static uint64_t now_ns(void)
 {
@@ -235,6 +243,45 @@ static int open_perf_events(struct session *s)
 	return opened ? 0 : -ENODEV;
 }
 
+static uint64_t bpf_stat(struct session *s, int idx);
+
+static uint64_t feature_bpf_stat(struct feature_ctx *f, int idx)
+{
+	return bpf_stat(f->session, idx);
+}
+
+static int feature_consume(struct feature_ctx *f)
+{
+	struct session *s = f->session;
+
+	return s->rb ? ring_buffer__consume(s->rb) : 0;
+}
+
+static int features_configure(struct session *s)
+{
+	const struct feature *f;
+	int err;
+
+	s->fctx.o = s->o;
+	s->fctx.p = s->p;
+	s->fctx.skel = s->skel;
+	s->fctx.ev = &s->ev;
+	s->fctx.tracker = s->tracker;
+	s->fctx.ncpus = libbpf_num_possible_cpus();
+	s->fctx.bpf_stat = feature_bpf_stat;
+	s->fctx.consume = feature_consume;
+	s->fctx.session = s;
+	for (size_t i = 0; (f = record_features[i]) != NULL && i < 16; i++) {
+		if (!f->enabled(s->o))
+			continue;
+		s->fon[i] = true;
+		err = f->configure ? f->configure(&s->fctx, &s->fstate[i]) : 0;
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int load_bpf(struct session *s)
 {
 	struct profile_bpf *skel;
@@ -255,7 +302,10 @@ static int load_bpf(struct session *s)
 	skel->rodata->wakeup_bytes = ((uint64_t)s->o->ringbuf_mb << 20) / 4;
 	bpf_map__set_max_entries(skel->maps.events, (uint32_t)s->o->ringbuf_mb << 20);
 	bpf_map__set_max_entries(skel->maps.targets, 65536);
-	bpf_map__set_max_entries(skel->maps.scratch, libbpf_num_possible_cpus());
+	bpf_map__set_max_entries(skel->maps.scratch, EPROF_SCRATCH_SLOTS * libbpf_num_possible_cpus());
+	err = features_configure(s);
+	if (err)
+		return err;
 	err = profile_bpf__load(skel);
 	if (err) {
 		if (err == -EPERM || err == -EACCES)
@@ -416,6 +466,7 @@ static int flush(struct session *s)
 		return err;
 	}
 	eprof_writer__forget_samples(s->w, s->p);
+	eprof_writer__forget_events(s->w, s->p);
 	return 0;
 }
 
@@ -464,11 +515,22 @@ static int run_loop(struct session *s)
 		if (err)
 			break;
 		t = now_ns();
+		{
+			const struct feature *f;
+
+			FOR_EACH_FEATURE(s, i, f)
+			{
+				err = f->poll ? f->poll(&s->fctx, s->fstate[i], t) : 0;
+				if (err)
+					return err;
+			}
+		}
 		if (end && t >= end) {
 			s->stop_reason = "duration reached";
 			break;
 		}
-		if (t - last_flush > 1000000000ULL || s->p->samples.n > 100000) {
+		if (t - last_flush > 1000000000ULL || s->p->samples.n > 100000 ||
+		    s->p->events.n > 100000) {
 			err = flush(s);
 			if (err)
 				return err;
@@ -504,12 +566,19 @@ static const char *tracker_path(void *ctx, uint32_t obj)
 static int finish(struct session *s)
 {
 	struct symbolize_stats st;
+	const struct feature *f;
 	char buf[64];
 	int err;
 
 	/* Samples still in the ring buffer after detach belong to the record. */
 	ring_buffer__consume(s->rb);
 	collect_bpf_stats(s);
+	FOR_EACH_FEATURE(s, i, f)
+	{
+		err = f->finish ? f->finish(&s->fctx, s->fstate[i]) : 0;
+		if (err)
+			return err;
+	}
 	s->stop_ns = now_ns();
 	snprintf(buf, sizeof(buf), "%" PRIu64, s->stop_ns);
 	profile__set_meta(s->p, "end_ns", buf);
@@ -531,7 +600,15 @@ static int finish(struct session *s)
 
 static void session_free(struct session *s)
 {
+	const struct feature *f;
+
 	detach(s);
+	FOR_EACH_FEATURE(s, i, f)
+	{
+		if (f->destroy)
+			f->destroy(&s->fctx, s->fstate[i]);
+		s->fon[i] = false;
+	}
 	ring_buffer__free(s->rb);
 	profile_bpf__destroy(s->skel);
 	free(s->links);
@@ -598,6 +675,18 @@ static int attach(struct session *s)
 	err = add_targets(s);
 	if (err)
 		return err;
+	s->fctx.child = s->child;
+	s->fctx.start_ns = now_ns();
+	{
+		const struct feature *f;
+
+		FOR_EACH_FEATURE(s, i, f)
+		{
+			err = f->attach ? f->attach(&s->fctx, s->fstate[i]) : 0;
+			if (err)
+				return err;
+		}
+	}
 	err = open_perf_events(s);
 	if (err)
 		return err;

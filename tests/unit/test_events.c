@@ -84,8 +84,8 @@ static void make_sample(struct sample_ev *e, int kn, int un)
 	e->s.h.flags = SAMPLE_F_USER_REGS;
 	e->s.period = 1001001;
 	e->s.cpu = 1;
-	e->s.kstack_n = kn;
-	e->s.ustack_n = un;
+	e->s.st.kstack_n = kn;
+	e->s.st.ustack_n = un;
 	memcpy(e->s.comm, "worker-thread", 14);
 }
 
@@ -165,7 +165,7 @@ static void test_truncated_and_malformed(void **state)
 	fx_init(&fx);
 	make_sample(&e, 0, 1);
 	e.ips[0] = 0x400100;
-	e.s.ustack_err = -14;
+	e.s.st.ustack_err = -14;
 	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
 	node = fx.p->samples.v[0].stack;
 	root = fx.p->stacks.v[node].parent;

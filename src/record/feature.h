@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Record features beyond CPU sampling (memory, off-CPU, regions, CUDA,
+ * Python) plug into the session through this table. Each feature owns its
+ * BPF programs (a header included by bpf/profile.bpf.c, programs autoloaded
+ * only when the feature is on), its event kinds (enum eprof_event_kind) and
+ * its decoder, which turns ring-buffer events into struct event rows of the
+ * profile (src/model/profile.h).
+ *
+ * Order of calls in a record:
+ *   configure  before the BPF object is loaded: set autoload, rodata, map
+ *              sizes; setenv() for a launched command (it is forked after)
+ *   attach     after load, the ring buffer and the target PIDs are in
+ *              place and before sampling starts and a launched command execs
+ *   poll       every loop iteration (~50 ms): probe new mappings, read
+ *              counters; now is CLOCK_MONOTONIC ns
+ *   finish     after sampling stopped and the last ring-buffer read, before
+ *              the final flush and symbolization: detach the feature's own
+ *              probes, read what they left in the ring (ring_buffer__consume
+ *              is done by the caller before: a feature that detaches later
+ *              reads its leftovers with f->consume), copy BPF
+ *              counters into p->stats, emit what is still pending
+ *   destroy    always, on every path: detach what attach made, free state
+ */
+#ifndef EPROF_FEATURE_H
+#define EPROF_FEATURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct record_opts;
+struct profile;
+struct profile_bpf;
+struct event_ctx;
+struct proc_tracker;
+
+struct feature_ctx {
+	const struct record_opts *o;
+	struct profile *p;
+	struct profile_bpf *skel;
+	struct event_ctx *ev;
+	struct proc_tracker *tracker;
+	pid_t child;	    /* launched command (stopped before exec until sampling starts), or 0 */
+	int ncpus;	    /* possible CPUs (size of per-CPU map values) */
+	uint64_t start_ns;  /* set before attach */
+	/* Sum over CPUs of a BPF stats counter (enum eprof_bpf_stat). */
+	uint64_t (*bpf_stat)(struct feature_ctx *f, int idx);
+	/* Reads everything waiting in the ring buffer now (after detaching in finish). */
+	int (*consume)(struct feature_ctx *f);
+	void *session;
+};
+
+struct feature {
+	const char *name;
+	bool (*enabled)(const struct record_opts *o);
+	int (*configure)(struct feature_ctx *f, void **state);
+	int (*attach)(struct feature_ctx *f, void *state);
+	int (*poll)(struct feature_ctx *f, void *state, uint64_t now);
+	int (*finish)(struct feature_ctx *f, void *state);
+	void (*destroy)(struct feature_ctx *f, void *state);
+};
+
+/* NULL-terminated, in src/record/features.c. */
+extern const struct feature *const record_features[];
+
+#endif

@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: MIT
+#include <stddef.h>
+
+#include "feature.h"
+
+/* One line per feature; each is defined in its own file of src/record/. */
+const struct feature *const record_features[] = {
+	NULL,
+};
