@@ -88,7 +88,7 @@ struct sample {
  */
 enum event_kind {
 	EVK_COUNTER = 1,   /* name = counter, b = value at ts (pid 0: global) */
-	EVK_LOST = 2,	   /* b = samples lost since the previous EVK_LOST, dur = interval */
+	EVK_LOST = 2,	   /* b samples, c other events lost in [ts - dur, ts] */
 	/* memory (issue 5) */
 	EVK_ALLOC = 16,	   /* a = address, b = size, c = bytes this event stands for (sampling) */
 	EVK_FREE = 17,	   /* a = address of a recorded allocation */

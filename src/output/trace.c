@@ -955,16 +955,35 @@ out:
 	return err;
 }
 
-/* The record counts ring-buffer drops but not when they happened: one marker at its end. */
+/*
+ * Ring-buffer drops: one global instant per flush interval that saw drops
+ * (EVK_LOST, placed at the interval's end, args say its length). Files from
+ * before EVK_LOST existed get one marker at the end with the totals.
+ */
 static int source_lost(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
 		       struct trace_stats *st)
 {
 	uint64_t lost = p->stats[STAT_SAMPLES_LOST], evlost = p->stats[STAT_EVENTS_LOST];
 	uint64_t end = profile__meta_u64(p, "end_ns", 0);
 	uint32_t pid = 0;
+	bool timed = false;
 	char args[256];
 
-	if (!lost && !evlost)
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+
+		if (e->kind != EVK_LOST)
+			continue;
+		timed = true;
+		if ((o->filter.t0 && e->ts < o->filter.t0) || (o->filter.t1 && e->ts - e->dur > o->filter.t1))
+			continue;
+		snprintf(args, sizeof(args),
+			 "{\"samples_lost\":%" PRIu64 ",\"events_lost\":%" PRIu64
+			 ",\"interval_ms\":%.1f,\"where\":\"ring buffer full in this interval\"}",
+			 e->b, e->c, e->dur / 1e6);
+		trace_instant(w, 0, 0, e->ts, "samples lost (ring buffer full)", 'g', args);
+	}
+	if (timed || (!lost && !evlost))
 		return 0;
 	for (size_t i = 0; i < p->samples.n; i++) {
 		if (!end || p->samples.v[i].ts > end)
@@ -976,7 +995,7 @@ static int source_lost(struct trace_writer *w, const struct profile *p, const st
 		end = o->filter.t1;
 	snprintf(args, sizeof(args),
 		 "{\"samples_lost\":%" PRIu64 ",\"events_lost\":%" PRIu64
-		 ",\"where\":\"ring buffer full; the recording counts drops, not their times\"}",
+		 ",\"where\":\"ring buffer full; this recording has no drop times\"}",
 		 lost, evlost);
 	trace_instant(w, pid, pid, end, "samples lost (ring buffer full)", 'g', args);
 	return 0;

@@ -60,6 +60,7 @@ struct session {
 	uint64_t start_ns, stop_ns;
 	const char *stop_reason;
 	uint64_t lost_shown;
+	uint64_t lost_noted, evlost_noted, lost_noted_ts; /* drops already turned into EVK_LOST */
 	bool status_line;
 	int write_err; /* first write error, already reported */
 	struct feature_ctx fctx;
@@ -454,9 +455,36 @@ static bool check_child(struct session *s)
 	return true;
 }
 
+/*
+ * Drops are counted in BPF, not timestamped: at each flush the drops since the
+ * previous one become an EVK_LOST event, so the timeline shows where data is
+ * missing to within the flush interval (about a second).
+ */
+static void note_losses(struct session *s)
+{
+	uint64_t t = now_ns(), lost = bpf_stat(s, BSTAT_RB_FULL);
+	uint64_t evlost = bpf_stat(s, BSTAT_EVENT_RB_FULL);
+	struct event e = { 0 };
+
+	if (lost > s->lost_noted || evlost > s->evlost_noted) {
+		e.kind = EVK_LOST;
+		e.ts = t;
+		e.dur = s->lost_noted_ts ? t - s->lost_noted_ts : t - s->start_ns;
+		e.b = lost - s->lost_noted;
+		e.c = evlost - s->evlost_noted;
+		profile__add_event(s->p, &e);
+	}
+	s->lost_noted = lost;
+	s->evlost_noted = evlost;
+	s->lost_noted_ts = t;
+}
+
 static int flush(struct session *s)
 {
-	int err = eprof_writer__flush(s->w, s->p);
+	int err;
+
+	note_losses(s);
+	err = eprof_writer__flush(s->w, s->p);
 
 	if (err) {
 		/* One line per failure, however many flushes meet it (disk full). */

@@ -194,6 +194,15 @@ def test_tiny_ring_buffer_storm(ep, fbins):
     text = ep.run("report").stdout
     shown = re.search(r"# lost: ([\d,]+) samples", text)
     assert shown and int(shown.group(1).replace(",", "")) == rep["lost"], text[:600]
+    # The timeline says when: one marker per flush interval with drops, adding up to the total.
+    tr = ep.run("trace", "-o", "-")
+    events = json.loads(tr.stdout)["traceEvents"]
+    marks = [e for e in events if e.get("ph") == "i" and "lost" in e.get("name", "")]
+    assert marks, "no lost-samples markers in the trace"
+    assert sum(m["args"]["samples_lost"] for m in marks) == rep["lost"]
+    assert all(m["args"]["interval_ms"] > 0 for m in marks)
+    samples_ts = [e["ts"] for e in events if e.get("ph") == "X"]
+    assert min(m["ts"] for m in marks) <= max(samples_ts) + 2e6
 
 
 @pytest.fixture
