@@ -20,15 +20,21 @@ anything.
 import argparse
 import json
 import os
+import re
+import shlex
+import shutil
 import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the tree
 import benchlib as bl  # noqa: E402
 
-DEFAULT_TOOLS = ["perf-g", "perf-dwarf", "eprof", "eprof-fp"]
+DEFAULT_TOOLS = ["perf-g", "perf-dwarf", "bpftrace", "eprof", "eprof-fp"]
 ALL_TOOLS = ["perf-g", "perf-g-nobpf", "perf-dwarf", "perf-dwarf-nobpf", "perf-nocg",
-             "eprof", "eprof-fp"]
+             "bpftrace", "eprof", "eprof-fp"]
+BPFTRACE = "/usr/bin/bpftrace"
+# The one-liner of BENCHMARKS.md: frame-pointer stacks counted in a BPF map, printed at exit.
+BPFTRACE_PROG = "profile:hz:999 { @[ustack, kstack] = count(); }"
 # Figures of BENCHMARKS.md (wall ratio, median of 5 pairs) for side-by-side reading.
 REFERENCE = {
     "perf-g": {"xz": 1.120, "py": 1.153, "gcc": 1.145},
@@ -41,8 +47,15 @@ REFERENCE = {
 }
 
 
-def tool_argv(tool, eprof, out):
+def tool_argv(tool, eprof, out, cmd):
+    """The whole command line of a tool profiling cmd."""
     f = str(bl.FREQ)
+    if tool == "bpftrace":
+        # bpftrace runs one command given as a string (-c) and exits when it does.
+        # It wants an absolute path for the command.
+        prog = [shutil.which(cmd[0]) or cmd[0]] + cmd[1:]
+        return [BPFTRACE, "-o", out, "-e", BPFTRACE_PROG.replace("999", f),
+                "-c", " ".join(shlex.quote(x) for x in prog)]
     perf = [bl.PERF, "record", "-F", f, "-o", out]
     table = {
         "perf-g": perf + ["-g"],
@@ -53,7 +66,7 @@ def tool_argv(tool, eprof, out):
         "eprof": [eprof, "record", "-F", f, "-q", "-o", out],
         "eprof-fp": [eprof, "record", "-F", f, "-g", "fp", "-q", "-o", out],
     }
-    return table[tool] + ["--"]
+    return table[tool] + ["--"] + cmd
 
 
 def inspect_output(tool, eprof, out):
@@ -66,6 +79,11 @@ def inspect_output(tool, eprof, out):
                     truncated=rep.get("truncated_samples", 0),
                     unknown_leaf=rep.get("unknown_leaf_samples", 0),
                     ustack_err=rep.get("stats", {}).get("user_stack_errors", 0))
+    elif tool == "bpftrace":
+        # Its map, printed at exit: "@[\n stack...\n]: count" per distinct stack pair.
+        with open(out, errors="replace") as f:
+            n = sum(int(m) for m in re.findall(r"^\]: (\d+)$", f.read(), re.M))
+        info.update(samples=n, lost=0)
     else:
         n, lost = bl.perf_sample_count(out)
         info.update(samples=n, lost=lost)
@@ -98,7 +116,7 @@ def run_workload(name, cmd, tools, rounds, eprof, tmp, log):
             out = os.path.join(tmp, f"{t}.data")
             clean(out)
             try:
-                run = measure(tool_argv(t, eprof, out) + cmd, tmp, t)
+                run = measure(tool_argv(t, eprof, out, cmd), tmp, t)
                 info = inspect_output(t, eprof, out)
             finally:
                 clean(out)
@@ -138,7 +156,7 @@ def fixed_costs(tools, eprof, n, tmp, log):
             out = os.path.join(tmp, f"true-{t}.data")
             clean(out)
             try:
-                res[t].append(measure(tool_argv(t, eprof, out) + ["/bin/true"], tmp, t).wall)
+                res[t].append(measure(tool_argv(t, eprof, out, ["/bin/true"]), tmp, t).wall)
             finally:
                 clean(out)
     med = {t: bl.median(v) for t, v in res.items()}
@@ -169,6 +187,11 @@ def main():
     for t in tools:
         if t not in ALL_TOOLS:
             bl.die(f"unknown tool {t} (known: {', '.join(ALL_TOOLS)})")
+    if "bpftrace" in tools and not os.access(BPFTRACE, os.X_OK):
+        if a.tools != ",".join(DEFAULT_TOOLS):
+            bl.die(f"{BPFTRACE} not found: apt-get install bpftrace")
+        print(f"note: {BPFTRACE} not found (apt-get install bpftrace): left out", file=sys.stderr)
+        tools.remove("bpftrace")
     if os.geteuid() != 0:
         bl.die("run as root: perf and eprof both need it for these measurements")
     eprof = bl.find_eprof(a.eprof)
@@ -273,7 +296,7 @@ def report(res, tools, names):
             cells.append(f"{fnum(v, '.3f')}" + (f" ({ref:.3f})" if ref else "        "))
         print(f"{t:18}" + "".join(f"{c:>14}" for c in cells))
     for t in [x for x in tools if x.startswith("eprof")]:
-        for base in [x for x in tools if x.startswith("perf")]:
+        for base in [x for x in tools if x.startswith("perf") or x == "bpftrace"]:
             diffs = []
             for w in names:
                 if w in res["workloads"]:
