@@ -56,8 +56,9 @@ int eprof_writer__flush(struct eprof_writer *w, struct profile *p);
  * (record does this to keep its memory flat); the writer keeps its position.
  */
 void eprof_writer__forget_samples(struct eprof_writer *w, struct profile *p);
-/* The same for p->events. */
+/* The same for p->events and p->mappings (the recorder never reads them back). */
 void eprof_writer__forget_events(struct eprof_writer *w, struct profile *p);
+void eprof_writer__forget_mappings(struct eprof_writer *w, struct profile *p);
 /* Flushes, writes the symbols of every location and the END chunk, closes. */
 int eprof_writer__finish(struct eprof_writer *w, struct profile *p);
 /* Closes without finishing (error paths); the file stays readable up to its last chunk. */

@@ -19,6 +19,11 @@ struct eprof_writer {
 	uint64_t samples_written;
 	size_t samples_in_mem_written; /* of p->samples.v[] */
 	size_t events_in_mem_written;  /* of p->events.v[] */
+	/* Processes and threads as last written: a chunk carries only what changed. */
+	struct process *wprocs;
+	size_t nwprocs, capwprocs;
+	struct thread *wthreads;
+	size_t nwthreads, capwthreads;
 	struct buf raw;
 	uint8_t *zbuf;
 	size_t zcap;
@@ -169,15 +174,54 @@ static void encode_tables(struct eprof_writer *w, const struct profile *p)
 	w->stacks = p->stacks.n;
 }
 
+static bool proc_same(const struct process *a, const struct process *b)
+{
+	return a->pid == b->pid && a->ppid == b->ppid && a->comm == b->comm &&
+	       a->cmdline == b->cmdline && a->start_ts == b->start_ts && a->exit_ts == b->exit_ts &&
+	       a->exit_code == b->exit_code;
+}
+
+static bool thread_same(const struct thread *a, const struct thread *b)
+{
+	return a->pid == b->pid && a->tid == b->tid && a->comm == b->comm;
+}
+
+/* Keeps a copy of n elements of src in dst (capacity *cap); NULL n = 0 when out of memory. */
+static void *keep_copy(void *dst, size_t *cap, const void *src, size_t n, size_t elem)
+{
+	if (n > *cap) {
+		size_t ncap = n + n / 2 + 16;
+		void *nd = realloc(dst, ncap * elem);
+
+		if (!nd)
+			return dst; /* the next chunk writes everything again: still correct */
+		dst = nd;
+		*cap = ncap;
+	}
+	if (n)
+		memcpy(dst, src, n * elem);
+	return dst;
+}
+
 static void encode_procs(struct eprof_writer *w, const struct profile *p)
 {
 	struct buf *b = &w->raw;
+	size_t n = 0;
 
-	/* Processes and threads change (exit, rename): each chunk carries their current state. */
-	put_section(b, SEC_PROCS, p->procs.n);
+	/*
+	 * Processes and threads change (exit, rename): a chunk carries the entries that
+	 * changed since the last one, in full; readers let later records override. Only
+	 * changes: with thousands of short-lived processes, rewriting all of them every
+	 * second would make the recorder's cost grow with the length of the record.
+	 */
+	for (size_t i = 0; i < p->procs.n; i++)
+		n += i >= w->nwprocs || !proc_same(&p->procs.v[i], &w->wprocs[i]);
+	put_section(b, SEC_PROCS, n);
 	for (size_t i = 0; i < p->procs.n; i++) {
 		const struct process *pr = &p->procs.v[i];
 
+		if (i < w->nwprocs && proc_same(pr, &w->wprocs[i]))
+			continue;
 		buf_varint(b, pr->pid);
 		buf_varint(b, pr->ppid);
 		buf_varint(b, pr->comm);
@@ -186,12 +230,24 @@ static void encode_procs(struct eprof_writer *w, const struct profile *p)
 		buf_varint(b, pr->exit_ts);
 		buf_svarint(b, pr->exit_code);
 	}
-	put_section(b, SEC_THREADS, p->threads.n);
+	w->wprocs = keep_copy(w->wprocs, &w->capwprocs, p->procs.v, p->procs.n, sizeof(*w->wprocs));
+	w->nwprocs = w->capwprocs >= p->procs.n ? p->procs.n : 0;
+
+	n = 0;
+	for (size_t i = 0; i < p->threads.n; i++)
+		n += i >= w->nwthreads || !thread_same(&p->threads.v[i], &w->wthreads[i]);
+	put_section(b, SEC_THREADS, n);
 	for (size_t i = 0; i < p->threads.n; i++) {
+		if (i < w->nwthreads && thread_same(&p->threads.v[i], &w->wthreads[i]))
+			continue;
 		buf_varint(b, p->threads.v[i].pid);
 		buf_varint(b, p->threads.v[i].tid);
 		buf_varint(b, p->threads.v[i].comm);
 	}
+	w->wthreads = keep_copy(w->wthreads, &w->capwthreads, p->threads.v, p->threads.n,
+				sizeof(*w->wthreads));
+	w->nwthreads = w->capwthreads >= p->threads.n ? p->threads.n : 0;
+
 	put_section(b, SEC_MAPPINGS, p->mappings.n - w->mappings);
 	for (size_t i = w->mappings; i < p->mappings.n; i++) {
 		const struct mapping *m = &p->mappings.v[i];
@@ -292,6 +348,12 @@ void eprof_writer__forget_events(struct eprof_writer *w, struct profile *p)
 	w->events_in_mem_written = 0;
 }
 
+void eprof_writer__forget_mappings(struct eprof_writer *w, struct profile *p)
+{
+	p->mappings.n = 0;
+	w->mappings = 0;
+}
+
 static void encode_frames(struct eprof_writer *w, const struct profile *p)
 {
 	struct buf *b = &w->raw;
@@ -341,6 +403,8 @@ out:
 	w->fd = -1;
 	buf_free(&w->raw);
 	free(w->zbuf);
+	free(w->wprocs);
+	free(w->wthreads);
 	free(w);
 	return err;
 }
@@ -353,6 +417,8 @@ void eprof_writer__abort(struct eprof_writer *w)
 		close(w->fd);
 	buf_free(&w->raw);
 	free(w->zbuf);
+	free(w->wprocs);
+	free(w->wthreads);
 	free(w);
 }
 

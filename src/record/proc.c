@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +43,7 @@ struct pstate {
 	struct pmap *maps; /* sorted by start */
 	size_t n;
 	uint64_t last_scan; /* CLOCK_MONOTONIC when /proc/PID/maps was last read */
+	uint64_t exit_ns;   /* CLOCK_MONOTONIC when its exit was seen */
 	bool exited;
 };
 
@@ -397,6 +399,13 @@ int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint
 	struct pstate *child, *parent;
 	struct pmap *maps;
 
+	/* A pid used again: the new process is alive whatever the old one did. */
+	child = pstate_get(t, pid, false);
+	if (child) {
+		child->exited = false;
+		child->exit_ns = 0;
+	}
+
 	if (proc_tracker__scan(t, pid, now_ns) != -ESRCH)
 		return 0;
 	parent = pstate_get(t, ppid, false);
@@ -431,9 +440,31 @@ int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
 void proc_tracker__exit(struct proc_tracker *t, uint32_t pid)
 {
 	struct pstate *ps = pstate_get(t, pid, false);
+	struct timespec ts;
 
-	if (ps)
-		ps->exited = true;
+	if (!ps)
+		return;
+	ps->exited = true;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ps->exit_ns = (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+void proc_tracker__gc(struct proc_tracker *t, uint64_t now_ns)
+{
+	/*
+	 * The exit event follows the process's last samples in the ring buffer, so its
+	 * maps are not needed once that has been read; a few seconds of slack cover
+	 * samples of other CPUs still in flight. The small pstate stays (pid index).
+	 */
+	for (size_t i = 0; i < t->nps; i++) {
+		struct pstate *ps = &t->ps[i];
+
+		if (ps->exited && ps->maps && ps->exit_ns && now_ns > ps->exit_ns + 5000000000ULL) {
+			free(ps->maps);
+			ps->maps = NULL;
+			ps->n = 0;
+		}
+	}
 }
 
 static struct pmap *find_map(struct pstate *ps, uint64_t pc)

@@ -35,6 +35,8 @@ int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint
 int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
 /* The process exited: keep its mappings (samples still in flight), stop rescanning. */
 void proc_tracker__exit(struct proc_tracker *t, uint32_t pid);
+/* Frees the maps of processes that exited more than a few seconds before now_ns. */
+void proc_tracker__gc(struct proc_tracker *t, uint64_t now_ns);
 
 /*
  * Location id of a user pc in pid. is_return: pc is a return address (the

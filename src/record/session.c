@@ -495,6 +495,9 @@ static int flush(struct session *s)
 	}
 	eprof_writer__forget_samples(s->w, s->p);
 	eprof_writer__forget_events(s->w, s->p);
+	eprof_writer__forget_mappings(s->w, s->p);
+	/* Maps of processes gone for a while: their last samples have been read. */
+	proc_tracker__gc(s->tracker, now_ns());
 	return 0;
 }
 
@@ -870,6 +873,9 @@ int live_open(const struct record_opts *o, struct session **out)
 
 int live_poll(struct session *s)
 {
+	/* top reads samples only: mapping rows and the maps of long-gone processes can go. */
+	s->p->mappings.n = 0;
+	proc_tracker__gc(s->tracker, now_ns());
 	return poll_step(s);
 }
 

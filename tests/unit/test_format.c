@@ -133,6 +133,76 @@ static void test_chunks_and_forget(void **state)
 	profile__free(want);
 }
 
+/*
+ * A record's life: processes appear, exit and are renamed between flushes; events and
+ * mappings are dropped from memory after each flush. The file must hold the final state
+ * of every process, every event once, every mapping once, and a chunk must not grow with
+ * the number of processes that did not change.
+ */
+static void test_changes_only(void **state)
+{
+	const char *path = test_path("changes.eprof");
+	struct profile *p = profile__new(), *q = NULL;
+	struct eprof_writer *w = eprof_writer__open(path);
+	uint64_t before, grew_unchanged, grew_changed;
+	struct read_info info;
+
+	assert_non_null(p);
+	assert_non_null(w);
+	for (uint32_t pid = 100; pid < 600; pid++) {
+		struct process *pr = profile__proc(p, pid, true);
+		struct mapping m = { .pid = pid, .start = 0x1000, .end = 0x2000, .object = 0 };
+
+		pr->comm = profile__intern(p, "short");
+		pr->start_ts = pid;
+		profile__thread(p, pid, pid, true)->comm = pr->comm;
+		assert_int_equal(profile__add_mapping(p, &m), 0);
+	}
+	assert_int_equal(eprof_writer__flush(w, p), 0);
+	eprof_writer__forget_mappings(w, p);
+	before = eprof_writer__bytes(w);
+	assert_int_equal(eprof_writer__flush(w, p), 0);
+	grew_unchanged = eprof_writer__bytes(w) - before;
+	/* Nothing changed: a chunk of empty sections, far smaller than 500 process records. */
+	assert_true(grew_unchanged < 200);
+
+	before = eprof_writer__bytes(w);
+	profile__proc(p, 300, false)->exit_ts = 12345;
+	profile__proc(p, 300, false)->exit_code = 9;
+	profile__thread(p, 301, 301, false)->comm = profile__intern(p, "renamed");
+	for (int i = 0; i < 3; i++) {
+		struct event e = { .ts = 1000 + i, .kind = EVK_LOST, .b = 10 + i, .dur = 5 };
+
+		assert_int_equal(profile__add_event(p, &e), 0);
+	}
+	assert_int_equal(eprof_writer__flush(w, p), 0);
+	grew_changed = eprof_writer__bytes(w) - before;
+	assert_true(grew_changed < 200);
+	eprof_writer__forget_events(w, p);
+	assert_int_equal(p->events.n, 0);
+	assert_int_equal(eprof_writer__finish(w, p), 0);
+
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	assert_true(info.complete);
+	assert_int_equal(q->procs.n, 500);
+	assert_int_equal(q->threads.n, 500);
+	assert_int_equal(q->mappings.n, 500);
+	assert_int_equal(profile__proc(q, 300, false)->exit_ts, 12345);
+	assert_int_equal(profile__proc(q, 300, false)->exit_code, 9);
+	assert_int_equal(profile__proc(q, 299, false)->exit_ts, 0);
+	assert_int_equal(profile__proc(q, 599, false)->start_ts, 599);
+	assert_string_equal(profile__str(q, profile__thread(q, 301, 301, false)->comm), "renamed");
+	assert_int_equal(q->events.n, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(q->events.v[i].kind, EVK_LOST);
+		assert_int_equal(q->events.v[i].ts, 1000 + i);
+		assert_int_equal(q->events.v[i].b, 10 + i);
+		assert_int_equal(q->events.v[i].dur, 5);
+	}
+	profile__free(p);
+	profile__free(q);
+}
+
 static void test_killed_recorder(void **state)
 {
 	const char *path = test_path("killed.eprof");
@@ -242,6 +312,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_chunks_and_forget),
+		cmocka_unit_test(test_changes_only),
 		cmocka_unit_test(test_killed_recorder),
 		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_garbage_inputs),
