@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <libelf.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ struct objinfo {
 	char fdpath[32];
 	struct elf_layout layout; /* segments, and e_entry: a process's first frame */
 	struct cfi_table *cfi;
+	size_t cfi_bytes;
+	uint64_t cfi_used; /* last unwind through it (CLOCK_MONOTONIC of the event), for eviction */
 	bool cfi_tried;
 	bool is_vdso;
 };
@@ -59,7 +62,18 @@ struct proc_tracker {
 	struct objinfo **by_obj; /* profile object id -> objinfo */
 	size_t nby_obj;
 	struct objinfo vdso;
+	size_t cfi_bytes;  /* held by all tables */
+	uint64_t cfi_evictions;
 };
+
+/*
+ * Unwind tables are built when a sample first needs them and kept; with -a a
+ * long record meets many large binaries (libLLVM: 13 MB of rows) most of which
+ * run once. Past this budget the least recently used tables are dropped and
+ * built again if needed, so the recorder's memory stays bounded.
+ */
+#define CFI_BUDGET_DEFAULT (64u << 20)
+#define CFI_BUDGET(t) ((t)->opts.cfi_budget ? (t)->opts.cfi_budget : CFI_BUDGET_DEFAULT)
 
 static int by_obj_set(struct proc_tracker *t, uint32_t obj, struct objinfo *oi)
 {
@@ -566,6 +580,29 @@ static bool seg_bias(const struct objinfo *oi, const struct pmap *m, uint64_t pc
 	return true;
 }
 
+/* Drops least recently used tables (never keep) until the total is under budget. */
+static void evict_cfi(struct proc_tracker *t, struct objinfo *keep)
+{
+	while (t->cfi_bytes > CFI_BUDGET(t)) {
+		struct objinfo *lru = NULL;
+
+		for (size_t i = 0; i < t->nobjs; i++) {
+			struct objinfo *oi = t->objs[i];
+
+			if (oi != keep && oi->cfi && (!lru || oi->cfi_used < lru->cfi_used))
+				lru = oi;
+		}
+		if (!lru)
+			return;
+		cfi_table__free(lru->cfi);
+		lru->cfi = NULL;
+		lru->cfi_tried = false; /* built again on its next use */
+		t->cfi_bytes -= lru->cfi_bytes;
+		lru->cfi_bytes = 0;
+		t->cfi_evictions++;
+	}
+}
+
 bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 			    const struct cfi_table **table, uint64_t *bias, uint64_t now_ns)
 {
@@ -592,11 +629,27 @@ bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 		if (!oi->cfi)
 			log_debug("no CFI for '%s': %s",
 				  profile__str(t->p, t->p->objects.v[oi->obj].path), strerror(-err));
+		oi->cfi_bytes = cfi_table__bytes(oi->cfi);
+		t->cfi_bytes += oi->cfi_bytes;
+		oi->cfi_used = now_ns;
+		if (t->cfi_bytes > CFI_BUDGET(t))
+			evict_cfi(t, oi);
+		/* Building a large table leaves freed scratch memory behind: give it back. */
+		if (oi->cfi_bytes > (1u << 20))
+			malloc_trim(0);
 	}
+	if (now_ns > oi->cfi_used)
+		oi->cfi_used = now_ns;
 	*table = oi->cfi;
 	if (!seg_bias(oi, m, pc, bias))
 		*table = NULL;
 	return true;
+}
+
+void proc_tracker__cfi_stats(const struct proc_tracker *t, size_t *bytes, uint64_t *evictions)
+{
+	*bytes = t->cfi_bytes;
+	*evictions = t->cfi_evictions;
 }
 
 bool proc_tracker__at_entry(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint64_t ts)

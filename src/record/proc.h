@@ -19,6 +19,7 @@ struct proc_tracker;
 struct tracker_opts {
 	const char *proc_root; /* "/proc", for tests */
 	bool want_cfi;	       /* load CFI tables for DWARF unwinding */
+	size_t cfi_budget;     /* bytes of CFI tables kept before evicting (0: 64 MiB) */
 };
 
 struct proc_tracker *proc_tracker__new(struct profile *p, const struct tracker_opts *opts);
@@ -37,6 +38,8 @@ int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
 void proc_tracker__exit(struct proc_tracker *t, uint32_t pid);
 /* Frees the maps of processes that exited more than a few seconds before now_ns. */
 void proc_tracker__gc(struct proc_tracker *t, uint64_t now_ns);
+/* Bytes of unwind tables held now, and how many were dropped to stay in budget. */
+void proc_tracker__cfi_stats(const struct proc_tracker *t, size_t *bytes, uint64_t *evictions);
 
 /*
  * Location id of a user pc in pid. is_return: pc is a return address (the

@@ -279,6 +279,17 @@ void cfi_table__free(struct cfi_table *t)
 	free(t);
 }
 
+size_t cfi_table__bytes(const struct cfi_table *t)
+{
+	size_t nb;
+
+	if (!t)
+		return 0;
+	nb = t->limit > t->base ? (size_t)((t->limit - t->base - 1) >> t->shift) + 2 : 1;
+	return sizeof(*t) + t->n * (sizeof(*t->pcs) + sizeof(*t->rules)) + nb * sizeof(*t->idx) +
+	       t->nfn * 2 * sizeof(*t->fn_start);
+}
+
 bool cfi_table__func_range(const struct cfi_table *t, uint64_t vaddr, uint64_t *start,
 			   uint64_t *end)
 {

@@ -22,6 +22,8 @@ struct cfi_table *cfi_table__load(const char *path, const char *debug_path, int 
 /* Same from an ELF image in memory (the vDSO). */
 struct cfi_table *cfi_table__load_mem(const void *image, size_t size, int *err);
 void cfi_table__free(struct cfi_table *t);
+/* Heap bytes the table holds. */
+size_t cfi_table__bytes(const struct cfi_table *t);
 size_t cfi_table__nrows(const struct cfi_table *t);
 /* The function (FDE) containing vaddr: how code without symbols is still grouped by function. */
 bool cfi_table__func_range(const struct cfi_table *t, uint64_t vaddr, uint64_t *start,

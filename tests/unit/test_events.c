@@ -210,6 +210,45 @@ static void test_process_events(void **state)
 	fx_free(&fx);
 }
 
+/*
+ * Unwind tables stay within their budget: with a budget smaller than any table,
+ * loading one drops the other, and the dropped one is built again when needed.
+ * Uses this test process itself (its own binary and libc).
+ */
+static void test_cfi_budget(void **state)
+{
+	struct tracker_opts to = { .proc_root = "/proc", .want_cfi = true, .cfi_budget = 1 };
+	struct profile *p = profile__new();
+	struct proc_tracker *t;
+	const struct cfi_table *tab;
+	uint64_t bias, ev, own = (uint64_t)(uintptr_t)&test_cfi_budget;
+	uint64_t libc = (uint64_t)(uintptr_t)&fopen;
+	uint32_t pid = getpid();
+	size_t bytes, own_bytes;
+
+	assert_non_null(p);
+	t = proc_tracker__new(p, &to);
+	assert_non_null(t);
+	assert_int_equal(proc_tracker__scan(t, pid, 1), 0);
+	assert_true(proc_tracker__find_cfi(t, pid, own, &tab, &bias, 10));
+	assert_non_null(tab);
+	proc_tracker__cfi_stats(t, &own_bytes, &ev);
+	assert_true(own_bytes > 0);
+	assert_int_equal(ev, 0);
+	assert_true(proc_tracker__find_cfi(t, pid, libc, &tab, &bias, 20));
+	assert_non_null(tab);
+	proc_tracker__cfi_stats(t, &bytes, &ev);
+	assert_int_equal(ev, 1); /* our binary's table went */
+	assert_true(bytes > 0 && bytes != own_bytes);
+	assert_true(proc_tracker__find_cfi(t, pid, own, &tab, &bias, 30));
+	assert_non_null(tab); /* built again */
+	proc_tracker__cfi_stats(t, &bytes, &ev);
+	assert_int_equal(ev, 2);
+	assert_int_equal(bytes, own_bytes);
+	proc_tracker__free(t);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -217,6 +256,7 @@ int main(void)
 		cmocka_unit_test(test_sample_unmapped_and_vdso),
 		cmocka_unit_test(test_truncated_and_malformed),
 		cmocka_unit_test(test_process_events),
+		cmocka_unit_test(test_cfi_budget),
 	};
 
 	return cmocka_run_group_tests(tests, setup_proc, NULL);
