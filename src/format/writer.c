@@ -166,12 +166,15 @@ static void encode_tables(struct eprof_writer *w, const struct profile *p)
 	}
 	w->locations = p->locations.n;
 
-	put_section(b, SEC_STACKS, p->stacks.n - w->stacks);
-	for (size_t i = w->stacks; i < p->stacks.n; i++) {
-		buf_varint(b, p->stacks.v[i].parent);
-		buf_varint(b, p->stacks.v[i].loc);
+	/* w->stacks is an id; the recorder may have dropped ids below p->stacks_base. */
+	put_section(b, SEC_STACKS, profile__stacks_end(p) - w->stacks);
+	for (size_t i = w->stacks; i < profile__stacks_end(p); i++) {
+		const struct stack_node *sn = &p->stacks.v[i - p->stacks_base];
+
+		buf_varint(b, sn->parent);
+		buf_varint(b, sn->loc);
 	}
-	w->stacks = p->stacks.n;
+	w->stacks = profile__stacks_end(p);
 }
 
 static bool proc_same(const struct process *a, const struct process *b)

@@ -192,16 +192,37 @@ int64_t profile__stack_child(struct profile *p, uint32_t parent, uint32_t loc)
 		return -ENOMEM;
 	if (hmap__get(p->stack_index, parent, loc, &id))
 		return id;
+	/* Within one epoch every parent is in memory (the index was reset with the nodes). */
+	if (parent && (parent < p->stacks_base || parent - p->stacks_base >= p->stacks.n))
+		return -EINVAL;
 	s = vec_push(p->stacks);
 	if (!s)
 		return -ENOMEM;
 	s->parent = parent;
 	s->loc = loc;
-	s->depth = parent ? p->stacks.v[parent].depth + 1 : 1;
-	id = p->stacks.n - 1;
+	s->depth = parent ? p->stacks.v[parent - p->stacks_base].depth + 1 : 1;
+	id = p->stacks_base + p->stacks.n - 1;
 	if (hmap__put(p->stack_index, parent, loc, id))
 		return -ENOMEM;
 	return id;
+}
+
+int profile__forget_stacks(struct profile *p)
+{
+	struct hmap *fresh = hmap__new(1024);
+
+	if (!fresh)
+		return -ENOMEM;
+	hmap__free(p->stack_index);
+	p->stack_index = fresh;
+	p->stack_indexed = true;
+	p->stacks_base += p->stacks.n;
+	p->stacks.n = 0;
+	/* Give the memory back: the next epoch grows its own vector. */
+	free(p->stacks.v);
+	p->stacks.v = NULL;
+	p->stacks.cap = 0;
+	return 0;
 }
 
 int64_t profile__stack(struct profile *p, const uint32_t *locs, size_t n)

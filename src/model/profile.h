@@ -185,6 +185,11 @@ struct profile {
 	struct hmap *thread_index; /* tid -> threads index */
 	/* Readers never intern locations or stacks: these two indexes are built on first use. */
 	bool loc_indexed, stack_indexed;
+	/*
+	 * Recorder only: stack ids below stacks_base were written and dropped from memory
+	 * (profile__forget_stacks); stacks.v[i] holds id stacks_base + i. Always 0 in readers.
+	 */
+	uint32_t stacks_base;
 };
 
 struct profile *profile__new(void);
@@ -209,6 +214,18 @@ int64_t profile__location(struct profile *p, uint32_t object, uint64_t addr);
 /* locs[0] is the ROOT-most location, locs[n-1] the leaf. Returns the leaf node id. */
 int64_t profile__stack(struct profile *p, const uint32_t *locs, size_t n);
 int64_t profile__stack_child(struct profile *p, uint32_t parent, uint32_t loc);
+/* Ids the stack table has handed out (including dropped ones). */
+static inline uint64_t profile__stacks_end(const struct profile *p)
+{
+	return (uint64_t)p->stacks_base + p->stacks.n;
+}
+/*
+ * Drops every stack node from memory and starts a fresh index: later stacks get new
+ * ids even for paths seen before (readers merge them by their frames). The caller
+ * must have written every node. Keeps a long record's memory flat when its stacks
+ * never stop changing. Returns 0 or -ENOMEM.
+ */
+int profile__forget_stacks(struct profile *p);
 /* Location id of a synthetic frame such as "[truncated]". */
 int64_t profile__special(struct profile *p, const char *name);
 

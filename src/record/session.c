@@ -36,6 +36,7 @@
 #include "symbolize.h"
 
 #define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
+#define STACK_EPOCH_NODES (256u << 10) /* ~3 MB of nodes + ~14 MB of index */
 #define POLL_MS 50 /* samples do not wake us: read the ring this often */
 
 static volatile sig_atomic_t stop_signal;
@@ -496,6 +497,12 @@ static int flush(struct session *s)
 	eprof_writer__forget_samples(s->w, s->p);
 	eprof_writer__forget_events(s->w, s->p);
 	eprof_writer__forget_mappings(s->w, s->p);
+	/*
+	 * A workload whose stacks never stop changing (-a on a build machine) would grow
+	 * the stack trie and its index without end: past this many nodes, start afresh.
+	 */
+	if (s->p->stacks.n > STACK_EPOCH_NODES && profile__forget_stacks(s->p))
+		return -ENOMEM;
 	/* Maps of processes gone for a while: their last samples have been read. */
 	proc_tracker__gc(s->tracker, now_ns());
 	return 0;

@@ -203,6 +203,63 @@ static void test_changes_only(void **state)
 	profile__free(q);
 }
 
+/* Locations of a stack, root first, as names: the same whatever the node ids. */
+static void stack_names(const struct profile *p, uint32_t node, char *out, size_t len)
+{
+	out[0] = '\0';
+	for (; node; node = p->stacks.v[node].parent) {
+		uint32_t n;
+		const struct frame *f = profile__loc_frames(p, p->stacks.v[node].loc, &n);
+		char tmp[256];
+
+		snprintf(tmp, sizeof(tmp), "%s;%s", n ? profile__str(p, f[0].name) : "?", out);
+		snprintf(out, len, "%s", tmp);
+	}
+}
+
+/* The recorder drops written stack nodes and starts a fresh trie: files stay whole. */
+static void test_stack_epochs(void **state)
+{
+	const char *path = test_path("epochs.eprof");
+	struct profile *p = profile__new(), *q = NULL;
+	struct eprof_writer *w = eprof_writer__open(path);
+	uint32_t a, b, c;
+	int64_t first, second, stale;
+	struct read_info info;
+	char n1[512], n2[512];
+
+	assert_non_null(w);
+	a = test_loc(p, "/usr/bin/app", "main", NULL, 0x10);
+	b = test_loc(p, "/usr/bin/app", "work", NULL, 0x20);
+	c = test_loc(p, "/usr/bin/app", "leaf", NULL, 0x30);
+	test_samples(p, 1, 1, "app", 2, (uint32_t[]){ a, b, c }, 3);
+	first = p->samples.v[0].stack;
+	assert_int_equal(eprof_writer__flush(w, p), 0);
+	eprof_writer__forget_samples(w, p);
+	assert_int_equal(profile__forget_stacks(p), 0);
+	assert_int_equal(p->stacks.n, 0);
+	/* A parent of the dropped epoch cannot be extended. */
+	stale = profile__stack_child(p, (uint32_t)first, a);
+	assert_int_equal(stale, -EINVAL);
+	test_samples(p, 1, 1, "app", 3, (uint32_t[]){ a, b, c }, 3);
+	second = p->samples.v[0].stack;
+	assert_true(second > first);
+	assert_int_equal(p->stacks.v[second - p->stacks_base].depth, 3);
+	assert_int_equal(eprof_writer__finish(w, p), 0);
+
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	assert_true(info.complete);
+	assert_int_equal(q->samples.n, 5);
+	assert_int_equal(q->stacks.n, 1 + 3 + 3);
+	stack_names(q, q->samples.v[0].stack, n1, sizeof(n1));
+	stack_names(q, q->samples.v[4].stack, n2, sizeof(n2));
+	assert_string_equal(n1, "main;work;leaf;");
+	assert_string_equal(n1, n2);
+	assert_int_not_equal(q->samples.v[0].stack, q->samples.v[4].stack);
+	profile__free(p);
+	profile__free(q);
+}
+
 static void test_killed_recorder(void **state)
 {
 	const char *path = test_path("killed.eprof");
@@ -313,6 +370,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_chunks_and_forget),
 		cmocka_unit_test(test_changes_only),
+		cmocka_unit_test(test_stack_epochs),
 		cmocka_unit_test(test_killed_recorder),
 		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_garbage_inputs),
