@@ -646,6 +646,20 @@ bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 	return true;
 }
 
+void proc_tracker__drop_cfi(struct proc_tracker *t)
+{
+	for (size_t i = 0; i < t->nobjs; i++) {
+		struct objinfo *oi = t->objs[i];
+
+		cfi_table__free(oi->cfi);
+		oi->cfi = NULL;
+		oi->cfi_tried = false;
+		oi->cfi_bytes = 0;
+	}
+	t->cfi_bytes = 0;
+	malloc_trim(0);
+}
+
 void proc_tracker__cfi_stats(const struct proc_tracker *t, size_t *bytes, uint64_t *evictions)
 {
 	*bytes = t->cfi_bytes;

@@ -38,6 +38,8 @@ int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
 void proc_tracker__exit(struct proc_tracker *t, uint32_t pid);
 /* Frees the maps of processes that exited more than a few seconds before now_ns. */
 void proc_tracker__gc(struct proc_tracker *t, uint64_t now_ns);
+/* Frees every unwind table (built again if needed): symbolization at the end needs the room. */
+void proc_tracker__drop_cfi(struct proc_tracker *t);
 /* Bytes of unwind tables held now, and how many were dropped to stay in budget. */
 void proc_tracker__cfi_stats(const struct proc_tracker *t, size_t *bytes, uint64_t *evictions);
 

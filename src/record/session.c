@@ -624,6 +624,18 @@ static int finish(struct session *s)
 	err = flush(s);
 	if (err)
 		return err;
+	{
+		size_t cfi_bytes;
+		uint64_t evictions;
+
+		proc_tracker__cfi_stats(s->tracker, &cfi_bytes, &evictions);
+		log_debug("unwind tables: %.1f MB held, %" PRIu64 " dropped to stay in budget; "
+			  "%" PRIu64 " stack nodes, %zu locations",
+			  cfi_bytes / 1048576.0, evictions, profile__stacks_end(s->p),
+			  s->p->locations.n);
+		/* Nothing is unwound after this point. */
+		proc_tracker__drop_cfi(s->tracker);
+	}
 	err = symbolize_profile(s->p, s->sym, tracker_path, s->tracker, &st);
 	log_debug("symbolized %" PRIu64 " locations (%" PRIu64 " unnamed)", st.locations, st.unknown);
 	if (err)

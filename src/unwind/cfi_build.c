@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/hmap.h"
 #include "cfi.h"
 #include "dwarf_read.h"
 #include "unwind.h"
@@ -811,6 +812,76 @@ static int cmp_fde(const void *a, const void *b)
 	return (int)x->sec - (int)y->sec;
 }
 
+static uint64_t rule_key(const struct cfi_rule *r)
+{
+	uint64_t k;
+
+	memcpy(&k, r, sizeof(k));
+	return k;
+}
+
+/* Distinct rules once each, rows pointing at them; one rule per row if there are too many. */
+static int make_palette(struct cfi_table *t, struct cfi_builder *b)
+{
+	size_t n = t->n, cap = 64;
+	struct hmap *seen = hmap__new(256);
+	struct cfi_rule *pal = malloc(cap * sizeof(*pal));
+	uint16_t *ridx = malloc((n ? n : 1) * sizeof(*ridx));
+	int err = -ENOMEM;
+
+	if (!seen || !pal || !ridx)
+		goto out;
+	t->nrules = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k = rule_key(&b->rows[i].r), id;
+
+		if (!hmap__get(seen, k, 0, &id)) {
+			if (t->nrules == 65536)
+				break; /* too many: fall back below */
+			if (t->nrules == cap) {
+				struct cfi_rule *np = realloc(pal, cap * 2 * sizeof(*pal));
+
+				if (!np)
+					goto out;
+				pal = np;
+				cap *= 2;
+			}
+			id = t->nrules++;
+			pal[id] = b->rows[i].r;
+			if (hmap__put(seen, k, 0, id))
+				goto out;
+		}
+		ridx[i] = (uint16_t)id;
+	}
+	if (n && t->nrules == 65536) {
+		/* Not seen in practice; keep every row's rule. */
+		free(ridx);
+		ridx = NULL;
+		free(pal);
+		pal = malloc(n * sizeof(*pal));
+		if (!pal)
+			goto out;
+		for (size_t i = 0; i < n; i++)
+			pal[i] = b->rows[i].r;
+		t->nrules = n;
+	} else if (t->nrules < cap) {
+		struct cfi_rule *np = realloc(pal, (t->nrules ? t->nrules : 1) * sizeof(*pal));
+
+		if (np)
+			pal = np;
+	}
+	t->rules = pal;
+	t->ridx = ridx;
+	pal = NULL;
+	ridx = NULL;
+	err = 0;
+out:
+	free(pal);
+	free(ridx);
+	hmap__free(seen);
+	return err;
+}
+
 /* Buckets of ~8 rows: small enough to search in a cache line or two. */
 static int make_index(struct cfi_table *t)
 {
@@ -851,14 +922,13 @@ static struct cfi_table *make_table(struct cfi_builder *b, int *err)
 		t->limit = t->base + 1;
 	}
 	t->pcs = malloc((n ? n : 1) * sizeof(*t->pcs));
-	t->rules = malloc((n ? n : 1) * sizeof(*t->rules));
-	if (!t->pcs || !t->rules)
+	if (!t->pcs)
 		goto oom;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		t->pcs[i] = (uint32_t)(b->rows[i].pc - t->base);
-		t->rules[i] = b->rows[i].r;
-	}
 	t->n = n;
+	if (make_palette(t, b))
+		goto oom;
 	if (make_index(t))
 		goto oom;
 	return t;

@@ -273,6 +273,7 @@ void cfi_table__free(struct cfi_table *t)
 		return;
 	free(t->pcs);
 	free(t->rules);
+	free(t->ridx);
 	free(t->idx);
 	free(t->fn_start);
 	free(t->fn_end);
@@ -286,7 +287,8 @@ size_t cfi_table__bytes(const struct cfi_table *t)
 	if (!t)
 		return 0;
 	nb = t->limit > t->base ? (size_t)((t->limit - t->base - 1) >> t->shift) + 2 : 1;
-	return sizeof(*t) + t->n * (sizeof(*t->pcs) + sizeof(*t->rules)) + nb * sizeof(*t->idx) +
+	return sizeof(*t) + t->n * sizeof(*t->pcs) + (t->ridx ? t->n * sizeof(*t->ridx) : 0) +
+	       t->nrules * sizeof(*t->rules) + nb * sizeof(*t->idx) +
 	       t->nfn * 2 * sizeof(*t->fn_start);
 }
 

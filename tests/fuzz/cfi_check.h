@@ -10,6 +10,7 @@
 static inline void check_row(const struct cfi_table *t, uint64_t pc)
 {
 	const struct cfi_rule *r = cfi_lookup(t, pc);
+	ssize_t row = cfi_lookup_row(t, pc);
 	uint32_t off = (uint32_t)(pc - t->base);
 	size_t j;
 
@@ -21,8 +22,11 @@ static inline void check_row(const struct cfi_table *t, uint64_t pc)
 		FUZZ_CHECK(!t->n || t->pcs[0] > off, "no rule for a covered pc");
 		return;
 	}
-	j = (size_t)(r - t->rules);
-	FUZZ_CHECK(j < t->n, "rule index %zu of %zu", j, t->n);
+	FUZZ_CHECK(row >= 0 && r == cfi_row_rule(t, row), "lookup and row disagree");
+	j = (size_t)row;
+	FUZZ_CHECK(j < t->n, "row %zu of %zu", j, t->n);
+	FUZZ_CHECK(!t->ridx || t->ridx[j] < t->nrules, "rule %u of a palette of %zu",
+		   t->ridx ? t->ridx[j] : 0, t->nrules);
 	FUZZ_CHECK(t->pcs[j] <= off && (j + 1 == t->n || t->pcs[j + 1] > off),
 		   "lookup of +%#x found row %zu (+%#x)", off, j, t->pcs[j]);
 }

@@ -5,7 +5,8 @@
 //
 // Build and run by hand from the repository root:
 //   gcc -std=gnu11 -D_GNU_SOURCE -O2 -fomit-frame-pointer -Isrc tools/bench/unwind_bench.c
-//       src/unwind/*.c src/util/log.c -lelf -o /tmp/unwind_bench
+//       src/unwind/*.c src/util/log.c src/util/hmap.c src/util/elf_layout.c -lelf \
+//       -o /tmp/unwind_bench
 //   /tmp/unwind_bench [ELF...]
 // Without arguments it measures libc, /usr/bin/python3.11 and gcc's cc1.
 #include <elf.h>
@@ -52,13 +53,6 @@ static void bench_lookup(const struct cfi_table *t)
 }
 
 /* Rows (pc + rule) plus the bucket index. */
-static size_t table_bytes(const struct cfi_table *t)
-{
-	size_t buckets = (size_t)((t->limit - t->base - 1) >> t->shift) + 2;
-
-	return t->n * (sizeof(uint32_t) + sizeof(struct cfi_rule)) + buckets * sizeof(uint32_t);
-}
-
 static void bench_build(const char *path)
 {
 	double best = 1e30;
@@ -77,8 +71,8 @@ static void bench_build(const char *path)
 		if (now_ns() - t0 < best)
 			best = now_ns() - t0;
 	}
-	printf("%s: build %.2f ms (best of 5), %zu rows, %zu KiB\n", path, best / 1e6,
-	       cfi_table__nrows(t), table_bytes(t) / 1024);
+	printf("%s: build %.2f ms (best of 5), %zu rows, %zu rules, %zu KiB\n", path, best / 1e6,
+	       cfi_table__nrows(t), t->nrules, cfi_table__bytes(t) / 1024);
 	bench_lookup(t);
 	cfi_table__free(t);
 }
