@@ -94,8 +94,11 @@ int parse_critpath_args(int argc, char **argv, struct critpath_cli *o)
 static const char *track_comm(const struct profile *p, const struct cp_track *t)
 {
 	const struct thread *th = profile__thread((struct profile *)p, t->pid, t->tid, false);
+	const struct process *pr = profile__proc((struct profile *)p, t->pid, false);
 	const char *c = th && th->comm ? profile__str(p, th->comm) : "";
 
+	if (!*c && pr && pr->comm && t->tid == t->pid)
+		c = profile__str(p, pr->comm);
 	return *c ? c : "?";
 }
 

@@ -183,7 +183,7 @@ static int add_offcpu(const struct profile *p, struct cp_graph *g)
 		w.kind = offcpu_classify(p, e);
 		from = e->a ? critpath_find_track(g, CP_TRACK_THREAD, (uint32_t)e->c, (uint32_t)e->a)
 			    : -1;
-		if (from >= 0 && from != t && w.ready > w.start) {
+		if (from >= 0 && from != t) {
 			struct cp_edge ed = { (uint32_t)from, w.ready, (uint32_t)t, w.ready,
 					      (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
 						      ? CP_EDGE_CREATE
@@ -347,7 +347,8 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
 			stalls = 0;
 		}
 		bstart = w->start > start ? w->start : start;
-		if (t <= bstart)
+		/* A thread's creation edge starts at the wait's start: follow it there too. */
+		if (t <= bstart && (w->edge < 0 || g->edges[w->edge].kind != CP_EDGE_CREATE))
 			continue;
 		if (w->edge >= 0 && stalls < 4) {
 			const struct cp_edge *e = &g->edges[w->edge];
@@ -359,6 +360,8 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
 				continue;
 			}
 		}
+		if (t <= bstart)
+			continue;
 		err = err ? err : push_seg(path, &cap, tr, bstart, t, w->kind, w->stack);
 		t = bstart;
 		stalls = 0;
