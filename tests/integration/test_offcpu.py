@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: MIT
+"""record --offcpu, the off-CPU readers and eprof critical-path on fixture programs."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+
+pytestmark = pytest.mark.usefixtures("need_bpf")
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("offcpu-fixtures")
+    built = {}
+    for src, extra in (("sleephalf", []), ("condwait", ["-pthread"])):
+        exe = out / src
+        subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", *extra, "-o", str(exe),
+                        os.path.join(FIXTURES, src + ".c")], check=True)
+        built[src] = str(exe)
+    return built
+
+
+def offcpu_events(ep, data):
+    rep = ep.report_json(data)
+    return rep.get("offcpu")
+
+
+def test_sleep_half_share(ep, progs):
+    ep.run("record", "--offcpu", "-F", "499", "-q", "-o", "sh.eprof", "--", progs["sleephalf"], "2")
+    rep = ep.report_json("sh.eprof")
+    off = rep["offcpu"]
+    assert off["intervals"] >= 80  # 100 sleeps of 10 ms in 2 s
+    # Wall time of the thread = CPU samples + blocked time (flamegraph --wall).
+    wall = sum(c for _, c in ep.folded("sh.eprof", "--wall"))
+    sleep = off["by_kind"]["sleep"]
+    share = 100.0 * sleep / wall
+    assert 45.0 <= share <= 55.0, (share, sleep, wall)
+    assert abs(wall / 1e9 - rep["duration_s"]) / rep["duration_s"] < 0.1
+    # The blocking stack goes through the fixture's nap() down to the kernel's sleep.
+    top = off["stacks"][0]
+    assert top["kind"] == "sleep" and "nap" in top["stack"], top
+    # Off-CPU flamegraph: weight = blocked ns, leaf frame names the kind.
+    stacks = ep.folded("sh.eprof", "--offcpu")
+    naps = sum(c for s, c in stacks if "nap" in s and s[-1] == "[sleep]")
+    assert abs(naps - sleep) / sleep < 0.02
+
+
+def test_offcpu_min_us_filters(ep, progs):
+    ep.run("record", "--offcpu-min-us", "20000", "-q", "-o", "min.eprof", "--",
+           progs["sleephalf"], "1")
+    rep = ep.report_json("min.eprof")
+    # 10 ms sleeps are all shorter than 20 ms: none recorded, all counted as skipped.
+    assert rep.get("offcpu") is None or rep["offcpu"]["intervals"] == 0
+    assert rep["stats"]["offcpu_short_skipped"] >= 40
+
+
+def test_critical_path_through_worker(ep, progs):
+    ep.run("record", "--offcpu", "-F", "999", "-q", "-o", "cw.eprof", "--", progs["condwait"], "1")
+    r = ep.run("critical-path", "cw.eprof", "--json", "--limit", "0", "--segments")
+    cp = json.loads(r.stdout)
+    assert cp["total_ns"] > 0.9 * cp["wall_ns"]
+    assert set(cp["by_kind"]) >= {"on-cpu", "runnable", "io", "sleep", "lock"}
+    funcs = {f["name"]: f for f in cp["functions"]}
+    assert funcs["worker_compute"]["pct"] >= 80.0, funcs["worker_compute"]
+    worker = [t for t in cp["by_thread"] if t["comm"] == "cw-worker"]
+    assert worker and worker[0]["pct"] >= 80.0
+    # The path ends on the main thread (it waited for the worker, then exited).
+    assert cp["end_tid"] == cp["end_pid"]
+    kinds = [s["kind"] for s in cp["segments"]]
+    assert kinds and all(k in cp["by_kind"] for k in kinds)
+    assert sum(s["dur_ns"] for s in cp["segments"]) == cp["total_ns"]
+    # Text output and the flamegraph of the path.
+    txt = ep.run("critical-path", "cw.eprof").stdout
+    assert "worker_compute" in txt and "By thread" in txt
+    stacks = ep.folded("cw.eprof", "--critical-path")
+    total = sum(c for _, c in stacks)
+    assert abs(total - cp["total_ns"]) <= len(stacks) + 1
+    through = sum(c for s, c in stacks if "worker_compute" in s)
+    assert through >= 0.8 * total
+
+
+def test_trace_has_states_flows_and_path(ep, progs):
+    ep.run("record", "--offcpu", "-q", "-o", "cw.eprof", "--", progs["condwait"], "0.3")
+    ep.run("trace", "cw.eprof", "-o", "t.json")
+    with open(os.path.join(ep.dir, "t.json")) as f:
+        ev = json.load(f)["traceEvents"]
+    states = [e for e in ev if e.get("cat") == "state"]
+    assert any(e["name"].startswith("blocked: lock") for e in states)
+    assert any(e["name"] == "runnable" or e["name"] == "new thread" for e in states)
+    flows = [e for e in ev if e["ph"] in "sf" and e.get("cat") == "wakeup"]
+    assert flows and {e["ph"] for e in flows} == {"s", "f"}
+    assert any(e.get("cat") == "critical_path" for e in ev)
+
+
+def test_no_offcpu_data_says_so(ep, progs):
+    ep.run("record", "-q", "-o", "plain.eprof", "--", progs["sleephalf"], "0.2")
+    r = ep.run("flamegraph", "plain.eprof", "--offcpu", "--folded", check=False)
+    assert r.returncode != 0 and "--offcpu" in r.stderr
