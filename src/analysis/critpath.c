@@ -192,6 +192,8 @@ static int add_offcpu(const struct profile *p, struct cp_graph *g)
 			w.edge = critpath_add_edge(g, &ed);
 			if (w.edge < 0)
 				return (int)w.edge;
+			/* The waker was alive then, whatever else is known of it. */
+			track_seen(&g->tracks[from], w.ready, w.ready);
 		}
 		err = critpath_add_wait(g, (uint32_t)t, &w);
 		if (err)
@@ -219,6 +221,9 @@ int critpath_build(const struct profile *p, struct cp_graph *g)
 
 		if (t >= 0 && pr->exit_ts)
 			track_seen(&g->tracks[t], g->tracks[t].t_first, pr->exit_ts);
+		/* A main thread lives from its process's start (launch or attach). */
+		if (t >= 0 && pr->start_ts)
+			track_seen(&g->tracks[t], pr->start_ts, g->tracks[t].t_last);
 	}
 	critpath_finalize(g);
 	g->t_start = profile__meta_u64(p, "start_ns", 0);
