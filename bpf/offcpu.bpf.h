@@ -9,10 +9,13 @@
  *    marked pending. Short intervals cost two task-storage lookups.
  *  - sched_waking (runs in the waker): notes the wakeup time and the waker;
  *    if the wakee has been blocked >= the minimum, the waker's stack is sent.
- *  - sys_exit and rseq_update (run in the resumed thread before it returns
- *    to user mode, so its user stack is still the one it blocked with): a
- *    pending interval is sent with that user stack. A thread that blocks
- *    again before either ran sends it at that switch, without a user stack.
+ *  - rseq_update (runs in the resumed thread on its way back to user mode,
+ *    so its user stack is still the one it blocked with; glibc registers
+ *    rseq for every thread): a pending interval is sent with that user
+ *    stack (a copy of up to 8 KiB for DWARF, or frame pointers). A thread
+ *    that blocks again before that (no rseq, or a wait inside the kernel)
+ *    sends it at that switch, without a user stack. sys_exit would catch
+ *    more, but enabling it puts every syscall of the machine on a slow path.
  * Wakeups from interrupts (timers, I/O completions) have no waker thread:
  * a per-CPU depth counter on the irq, softirq and hrtimer tracepoints says
  * when sched_waking runs in one. (This kernel family may lack kprobes and
@@ -304,24 +307,14 @@ int BPF_PROG(offcpu_waking, struct task_struct *p)
 	e->wakee_off_ts = s->off_ts;
 	e->wakee_pid = p->tgid;
 	e->wakee_tid = p->pid;
-	/* A waker outside the targets: its user stack could not be named, keep the kernel's. */
-	if (is_target(id >> 32))
-		size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, true, offcpu_stack_bytes);
-	else
-		size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, true, 0);
+	/*
+	 * Frame pointers only: a stack copy here would double the cost of every
+	 * long wait in a storm. The kernel part (futex_wake, pipe_write ...) and
+	 * the user frames up to the first one without a frame pointer remain.
+	 */
+	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, true, 0);
 	if (size)
 		send_scratch(b, size, BSTAT_OFFCPU_RB_FULL);
-	return 0;
-}
-
-SEC("?tp_btf/sys_exit")
-int BPF_PROG(offcpu_sys_exit, struct pt_regs *regs, long ret)
-{
-	struct offcpu_task *s;
-
-	s = bpf_task_storage_get(&offcpu_tasks, bpf_get_current_task_btf(), NULL, 0);
-	if (s && s->pending)
-		offcpu_send(ctx, s, true);
 	return 0;
 }
 

@@ -96,7 +96,7 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 		   struct sample **out, size_t *n)
 {
 	int64_t leaf[WAIT_KIND_MAX];
-	size_t cap = offcpu_count(p) + (w == OFFCPU_W_WALL ? p->samples.n : 0), k = 0;
+	size_t cap = 2 * offcpu_count(p) + (w == OFFCPU_W_WALL ? p->samples.n : 0), k = 0;
 	struct sample *v = malloc((cap ? cap : 1) * sizeof(*v));
 	char name[32];
 
@@ -120,14 +120,23 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 
 		if (e.kind != EVK_OFFCPU || !event_match(f, &e))
 			continue;
-		node = profile__stack_child(p, e.stack < p->stacks.n ? e.stack : 0,
-					    (uint32_t)leaf[offcpu_classify(p, &e)]);
-		if (node < 0) {
-			free(v);
-			return (int)node;
+		uint64_t ready = offcpu_ready_ts(&e), end = e.ts + e.dur;
+		/* Blocked until the wakeup, then waiting for a CPU: two weights, two leaves. */
+		const uint64_t part[2] = { ready - e.ts, end - ready };
+		const int kind[2] = { offcpu_classify(p, &e), WAIT_RUNNABLE };
+
+		for (int j = 0; j < 2; j++) {
+			if (!part[j])
+				continue;
+			node = profile__stack_child(p, e.stack < p->stacks.n ? e.stack : 0,
+						    (uint32_t)leaf[kind[j]]);
+			if (node < 0) {
+				free(v);
+				return (int)node;
+			}
+			v[k++] = (struct sample){ .ts = end, .pid = e.pid, .tid = e.tid,
+						  .stack = (uint32_t)node, .weight = part[j] };
 		}
-		v[k++] = (struct sample){ .ts = e.ts + e.dur, .pid = e.pid, .tid = e.tid,
-					  .stack = (uint32_t)node, .weight = e.dur };
 	}
 	*out = v;
 	*n = k;
@@ -162,7 +171,9 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		k = offcpu_classify(p, e);
 		s->intervals++;
 		s->total_ns += e->dur;
-		s->by_kind[k] += e->dur;
+		/* The wait after the wakeup is CPU contention, whatever the thread waited for. */
+		s->by_kind[k] += offcpu_ready_ts(e) - e->ts;
+		s->by_kind[WAIT_RUNNABLE] += e->ts + e->dur - offcpu_ready_ts(e);
 		s->wakers_known += e->a != 0;
 		if (!hmap__get(idx, e->stack, k, &j)) {
 			if (s->nstacks == cap) {

@@ -26,7 +26,7 @@ _Static_assert(sizeof(struct ev_offcpu) == 24 + 16 + 8 + 8 + 40, "ev_offcpu layo
 _Static_assert(sizeof(struct ev_offcpu_wake) == 24 + 16 + 40, "ev_offcpu_wake layout");
 
 /* The off-CPU stack copy: blocking stacks sit in a syscall, rarely deep; the copy is per event. */
-#define OFFCPU_MAX_STACK_BYTES 16384
+#define OFFCPU_MAX_STACK_BYTES 8192
 
 struct waker_slot {
 	uint64_t off_ts; /* the wakee's interval it belongs to */
@@ -138,8 +138,7 @@ static int offcpu_configure(struct feature_ctx *f, void **state)
 		skel->progs.offcpu_softirq_entry, skel->progs.offcpu_softirq_exit,
 		skel->progs.offcpu_hrtimer_entry, skel->progs.offcpu_hrtimer_exit,
 		skel->progs.offcpu_switch,	  skel->progs.offcpu_wakeup_new,
-		skel->progs.offcpu_waking,	  skel->progs.offcpu_sys_exit,
-		skel->progs.offcpu_rseq,
+		skel->progs.offcpu_waking,	  skel->progs.offcpu_rseq,
 	};
 	struct offcpu_rec *st = calloc(1, sizeof(*st));
 	uint32_t bytes = f->o->callgraph == CG_FP ? 0 : f->o->snapshot_bytes;

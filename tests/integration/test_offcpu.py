@@ -29,31 +29,37 @@ def offcpu_events(ep, data):
 
 
 def test_sleep_half_share(ep, progs):
-    ep.run("record", "--offcpu", "-F", "499", "-q", "-o", "sh.eprof", "--", progs["sleephalf"], "2")
+    r = ep.run("record", "--offcpu", "-F", "499", "-q", "-o", "sh.eprof", "--",
+               progs["sleephalf"], "2")
+    napped_ns, loop_ns = (float(x) for x in r.stdout.split())
     rep = ep.report_json("sh.eprof")
     off = rep["offcpu"]
-    assert off["intervals"] >= 80  # 100 sleeps of 10 ms in 2 s
-    # Wall time of the thread = CPU samples + blocked time (flamegraph --wall).
+    assert off["intervals"] >= 50  # up to 100 sleeps of 10 ms in 2 s
+    # Off-CPU time inside nap() (blocked, then waiting for a CPU after the wakeup) as a
+    # share of the thread's wall time, against the share the program measured itself:
+    # about half, less on a busy machine.
+    stacks = ep.folded("sh.eprof", "--offcpu")
+    in_nap = sum(c for s, c in stacks if "nap" in s)
+    share, truth = 100.0 * in_nap / loop_ns, 100.0 * napped_ns / loop_ns
+    assert abs(share - truth) <= 5.0, (share, truth)
+    assert truth > 30.0
+    # Wall graph: CPU samples + blocked time cover the thread's wall time.
     wall = sum(c for _, c in ep.folded("sh.eprof", "--wall"))
-    sleep = off["by_kind"]["sleep"]
-    share = 100.0 * sleep / wall
-    assert 45.0 <= share <= 55.0, (share, sleep, wall)
-    assert abs(wall / 1e9 - rep["duration_s"]) / rep["duration_s"] < 0.1
-    # The blocking stack goes through the fixture's nap() down to the kernel's sleep.
+    assert abs(wall - loop_ns) / loop_ns < 0.1, (wall, loop_ns)
+    # The top blocking stack goes through the fixture's nap().
     top = off["stacks"][0]
     assert top["kind"] == "sleep" and "nap" in top["stack"], top
-    # Off-CPU flamegraph: weight = blocked ns, leaf frame names the kind.
-    stacks = ep.folded("sh.eprof", "--offcpu")
-    naps = sum(c for s, c in stacks if "nap" in s and s[-1] == "[sleep]")
-    assert abs(naps - sleep) / sleep < 0.02
+    sleeps = sum(c for s, c in stacks if "nap" in s and s[-1] == "[sleep]")
+    assert abs(sleeps - off["by_kind"]["sleep"]) / off["by_kind"]["sleep"] < 0.02
 
 
 def test_offcpu_min_us_filters(ep, progs):
     ep.run("record", "--offcpu-min-us", "20000", "-q", "-o", "min.eprof", "--",
            progs["sleephalf"], "1")
     rep = ep.report_json("min.eprof")
-    # 10 ms sleeps are all shorter than 20 ms: none recorded, all counted as skipped.
-    assert rep.get("offcpu") is None or rep["offcpu"]["intervals"] == 0
+    # 10 ms sleeps are all shorter than 20 ms: none recorded, all counted as skipped
+    # (a preemption of 20 ms or more on a busy machine may be).
+    assert rep.get("offcpu") is None or rep["offcpu"]["by_kind"]["sleep"] == 0
     assert rep["stats"]["offcpu_short_skipped"] >= 40
 
 

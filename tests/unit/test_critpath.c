@@ -133,13 +133,13 @@ static void test_offcpu_weights(void **state)
 
 	assert_int_equal(profile__add_sample(p, &s), 0);
 	assert_int_equal(offcpu_samples(p, OFFCPU_W_OFF, &f, &v, &n), 0);
-	assert_int_equal(n, 3);
+	assert_int_equal(n, 4); /* A's wait: blocked, then runnable */
 	for (size_t i = 0; i < n; i++)
 		off += v[i].weight;
 	free(v);
 	assert_int_equal(off, 50 + 3800 + 500);
 	assert_int_equal(offcpu_samples(p, OFFCPU_W_WALL, &f, &v, &n), 0);
-	assert_int_equal(n, 4);
+	assert_int_equal(n, 5);
 	for (size_t i = 0; i < n; i++)
 		wall += v[i].weight;
 	free(v);
