@@ -116,6 +116,7 @@ enum offcpu_state {
 };
 #define OFFCPU_STATE_MASK 0xf
 #define OFFCPU_F_IRQ_WAKE 0x10 /* woken from interrupt context: timer, I/O completion */
+#define OFFCPU_F_NO_STACK 0x20 /* over the stack budget: no stacks captured */
 
 /*
  * A blocked interval of a target thread: off at off_ts (sched_switch), made
@@ -157,6 +158,7 @@ enum eprof_bpf_stat {
 	BSTAT_OFFCPU_RB_FULL,  /* off-CPU or waker event dropped: ring buffer full */
 	BSTAT_OFFCPU_NO_STORAGE, /* per-thread state could not be created */
 	BSTAT_OFFCPU_IRQ_WAKE, /* wakeups from interrupt context (no waker thread) */
+	BSTAT_OFFCPU_NO_STACK, /* intervals sent without stacks: over --offcpu-stack-rate */
 	BSTAT_MAX
 };
 

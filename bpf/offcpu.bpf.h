@@ -28,6 +28,8 @@
 
 const volatile __u64 offcpu_min_ns = 10000;
 const volatile __u32 offcpu_stack_bytes = 0; /* user stack copy for DWARF; 0 = frame pointers */
+/* Intervals per second and CPU that get stacks; beyond, only times and wakers (0 = no limit). */
+const volatile __u64 offcpu_stack_rate = 0;
 
 #define OFFCPU_TASK_RUNNING 0x0000
 #define OFFCPU_TASK_INTERRUPTIBLE 0x0001
@@ -51,6 +53,44 @@ struct {
 	__type(key, int);
 	__type(value, struct offcpu_task);
 } offcpu_tasks SEC(".maps");
+
+/* Token bucket per CPU for stack captures: a storm of long waits costs times, not stacks. */
+struct offcpu_bucket {
+	__u64 last_ns;
+	__u64 tokens_ns; /* tokens in units of 1/rate s, scaled by 1e9 */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_bucket);
+} offcpu_budget SEC(".maps");
+
+static __always_inline bool offcpu_take_stack(__u64 now)
+{
+	const __u64 one = 1000000000ULL, burst = one * 64;
+	struct offcpu_bucket *bk;
+	__u32 k = 0;
+
+	if (!offcpu_stack_rate)
+		return true;
+	bk = bpf_map_lookup_elem(&offcpu_budget, &k);
+	if (!bk)
+		return true;
+	/* tokens_ns gains rate per ns elapsed: one token = 1e9 units; at most 64 banked. */
+	if (now > bk->last_ns) {
+		__u64 add = (now - bk->last_ns) * offcpu_stack_rate;
+
+		bk->tokens_ns = add >= burst || bk->tokens_ns + add >= burst ? burst
+									     : bk->tokens_ns + add;
+	}
+	bk->last_ns = now;
+	if (bk->tokens_ns < one)
+		return false;
+	bk->tokens_ns -= one;
+	return true;
+}
 
 /* Interrupt nesting per CPU: > 0 while a hardirq, softirq or hrtimer callback runs. */
 struct {
@@ -132,6 +172,30 @@ static __always_inline __u16 offcpu_state(bool preempt, unsigned int prev_state)
 	if (prev_state & OFFCPU_TASK_INTERRUPTIBLE)
 		return OFFCPU_SLEEP;
 	return OFFCPU_OTHER;
+}
+
+/* An interval over the stack budget: times, state and waker only, sent from the switch. */
+static __always_inline void offcpu_send_bare(struct offcpu_task *s, __u32 pid, __u32 tid)
+{
+	struct ev_offcpu *e = reserve_event(sizeof(*e), BSTAT_OFFCPU_RB_FULL);
+	__u64 off_ts = s->off_ts;
+
+	s->off_ts = 0;
+	if (!e)
+		return;
+	__builtin_memset(e, 0, sizeof(*e));
+	e->h.size = sizeof(*e);
+	e->h.kind = EV_OFFCPU;
+	e->h.pid = pid;
+	e->h.tid = tid;
+	e->h.ts = s->on_ts;
+	e->off_ts = off_ts;
+	e->wake_ts = s->wake_ts;
+	e->waker_pid = s->waker_pid;
+	e->waker_tid = s->waker_tid;
+	e->state = s->state;
+	e->wflags = s->wflags | OFFCPU_F_NO_STACK;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /*
@@ -233,6 +297,11 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 		return 0;
 	}
 	s->on_ts = now;
+	if (!offcpu_take_stack(now)) {
+		stat_inc(BSTAT_OFFCPU_NO_STACK);
+		offcpu_send_bare(s, next->tgid, next->pid);
+		return 0;
+	}
 	s->pending = 1;
 	s->kerr = 0;
 	s->kbytes = 0;
@@ -308,11 +377,11 @@ int BPF_PROG(offcpu_waking, struct task_struct *p)
 	e->wakee_pid = p->tgid;
 	e->wakee_tid = p->pid;
 	/*
-	 * Frame pointers only: a stack copy here would double the cost of every
-	 * long wait in a storm. The kernel part (futex_wake, pipe_write ...) and
-	 * the user frames up to the first one without a frame pointer remain.
+	 * User frames by frame pointer only: a stack copy or a kernel unwind here
+	 * would double the cost of every long wait in a storm. The kernel side of
+	 * a wakeup (futex_wake, pipe_write ...) mirrors the wakee's blocking stack.
 	 */
-	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, true, 0);
+	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, 0);
 	if (size)
 		send_scratch(b, size, BSTAT_OFFCPU_RB_FULL);
 	return 0;

@@ -102,6 +102,17 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 
 	if (!v)
 		return -ENOMEM;
+	int64_t nostack = profile__special(p, "[stack not captured]");
+
+	if (nostack < 0) {
+		free(v);
+		return (int)nostack;
+	}
+	nostack = profile__stack_child(p, 0, (uint32_t)nostack);
+	if (nostack < 0) {
+		free(v);
+		return (int)nostack;
+	}
 	for (int i = 0; i < WAIT_KIND_MAX; i++) {
 		snprintf(name, sizeof(name), "[%s]", wait_kind_name(i));
 		leaf[i] = profile__special(p, name);
@@ -128,7 +139,11 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 		for (int j = 0; j < 2; j++) {
 			if (!part[j])
 				continue;
-			node = profile__stack_child(p, e.stack < p->stacks.n ? e.stack : 0,
+			/* Over the stack budget: its time still shows, under a frame that says so. */
+			node = profile__stack_child(p,
+						    e.stack && e.stack < p->stacks.n
+							    ? e.stack
+							    : (e.flags & OFFCPU_F_NO_STACK ? (uint32_t)nostack : 0),
 						    (uint32_t)leaf[kind[j]]);
 			if (node < 0) {
 				free(v);

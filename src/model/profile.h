@@ -154,6 +154,7 @@ enum profile_stat {
 	STAT_OFFCPU_SEEN,	  /* blocked intervals of target threads that ended */
 	STAT_OFFCPU_SHORT,	  /* ... shorter than --offcpu-min-us, not recorded */
 	STAT_OFFCPU_LOST,	  /* off-CPU or waker events dropped (ring buffer full) */
+	STAT_OFFCPU_NO_STACK,	  /* intervals recorded without stacks (over --offcpu-stack-rate) */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

@@ -37,7 +37,7 @@ struct offcpu_rec {
 	struct hmap *by_tid; /* wakee tid -> index in slots */
 	struct waker_slot *slots;
 	size_t nslots, cap;
-	uint64_t events;
+	uint64_t events, waker_stacks;
 };
 
 static bool offcpu_enabled(const struct record_opts *o)
@@ -114,6 +114,7 @@ static int handle_offcpu(struct event_ctx *c, struct offcpu_rec *st, const void 
 	ev.c = e->waker_pid;
 	ev.stack = (uint32_t)node;
 	ev.stack2 = e->waker_tid ? take_waker(st, e->h.tid, e->off_ts) : 0;
+	st->waker_stacks += ev.stack2 != 0;
 	events_note_thread(c, e->h.pid, e->h.tid, NULL, e->h.ts);
 	st->events++;
 	return profile__add_event(c->p, &ev);
@@ -153,6 +154,7 @@ static int offcpu_configure(struct feature_ctx *f, void **state)
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
 		bpf_program__set_autoload(progs[i], true);
 	skel->rodata->offcpu_min_ns = (uint64_t)f->o->offcpu_min_us * 1000;
+	skel->rodata->offcpu_stack_rate = f->o->offcpu_stack_rate;
 	skel->rodata->offcpu_stack_bytes = bytes > OFFCPU_MAX_STACK_BYTES ? OFFCPU_MAX_STACK_BYTES
 									  : bytes;
 	err = events_add_handler(f->ev, EV_OFFCPU_FIRST, EV_OFFCPU_LAST, offcpu_decode, st);
@@ -167,10 +169,12 @@ static int offcpu_finish(struct feature_ctx *f, void *state)
 	f->consume(f);
 	p->stats[STAT_OFFCPU_SEEN] = f->bpf_stat(f, BSTAT_OFFCPU_SEEN);
 	p->stats[STAT_OFFCPU_SHORT] = f->bpf_stat(f, BSTAT_OFFCPU_SHORT);
+	p->stats[STAT_OFFCPU_NO_STACK] = f->bpf_stat(f, BSTAT_OFFCPU_NO_STACK);
 	p->stats[STAT_OFFCPU_LOST] = f->bpf_stat(f, BSTAT_OFFCPU_RB_FULL) +
 				     f->bpf_stat(f, BSTAT_OFFCPU_NO_STORAGE);
-	log_info("off-CPU: %llu intervals recorded, %llu shorter than %u us skipped, %llu lost",
-		 (unsigned long long)st->events, (unsigned long long)p->stats[STAT_OFFCPU_SHORT],
+	log_info("off-CPU: %llu intervals recorded (%llu without stacks over the rate, %llu with a waker stack), %llu shorter than %u us skipped, %llu lost",
+		 (unsigned long long)st->events, (unsigned long long)p->stats[STAT_OFFCPU_NO_STACK],
+		 (unsigned long long)st->waker_stacks, (unsigned long long)p->stats[STAT_OFFCPU_SHORT],
 		 f->o->offcpu_min_us, (unsigned long long)p->stats[STAT_OFFCPU_LOST]);
 	return 0;
 }

@@ -26,6 +26,8 @@ void record_usage(FILE *f)
 		"      --no-kernel         user stacks only\n"
 "      --offcpu            also record blocked intervals (off-CPU stacks) and wakeups\n"
 		"      --offcpu-min-us N   shortest blocked interval recorded (default 10)\n"
+		"      --offcpu-stack-rate N  intervals per second and CPU that get stacks (default 2000,\n"
+		"                          0 = all); the others keep their times and wakers\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
@@ -86,7 +88,7 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN };
+enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE };
 
 static int parse_one(int c, const char *arg, struct record_opts *o)
 {
@@ -146,6 +148,14 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 		o->offcpu_min_us = v;
 		o->offcpu = true;
 		return 0;
+	case OPT_OFFCPU_RATE:
+		if (parse_uint(arg, 10000000, &v)) {
+			log_err("invalid --offcpu-stack-rate '%s': use 0..10000000", arg);
+			return -EINVAL;
+		}
+		o->offcpu_stack_rate = v;
+		o->offcpu = true;
+		return 0;
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -170,6 +180,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
 		{ "offcpu", no_argument, NULL, OPT_OFFCPU },
 		{ "offcpu-min-us", required_argument, NULL, OPT_OFFCPU_MIN },
+		{ "offcpu-stack-rate", required_argument, NULL, OPT_OFFCPU_RATE },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -183,6 +194,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 	o->snapshot_bytes = 32768;
 	o->ringbuf_mb = 16;
 	o->offcpu_min_us = 10;
+	o->offcpu_stack_rate = 2000;
 	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
 	opterr = 0;
 	/* "+": stop at the first non-option so "-- CMD -x" and "CMD -x" keep CMD's flags. */

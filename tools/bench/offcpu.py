@@ -28,8 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = {
     "record": [],
     "record --offcpu": ["--offcpu"],
-    "record --offcpu (min 1 ms)": ["--offcpu", "--offcpu-min-us", "1000"],
-    "record --offcpu -g fp": ["--offcpu", "-g", "fp"],
+    "--offcpu-stack-rate 0": ["--offcpu-stack-rate", "0"],
+    "--offcpu-stack-rate 0 -g fp": ["--offcpu-stack-rate", "0", "-g", "fp"],
+    "--offcpu-min-us 1000": ["--offcpu-min-us", "1000"],
 }
 
 
@@ -59,7 +60,8 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     eprof = a.eprof or os.environ.get("EPROF") or os.path.join(HERE, "..", "..", "build", "eprof")
-    res = {k: {"wall": [], "cpu": [], "lost": [], "recorded": [], "short": []} for k in CONFIGS}
+    res = {k: {"wall": [], "cpu": [], "lost": [], "recorded": [], "short": [], "nostack": []}
+           for k in CONFIGS}
     bare_rates = []
     with tempfile.TemporaryDirectory() as tmp:
         exe = build(tmp)
@@ -77,18 +79,20 @@ def main():
                 st = rep.get("stats", {})
                 res[name]["lost"].append(st.get("offcpu_events_lost", 0))
                 res[name]["short"].append(st.get("offcpu_short_skipped", 0))
+                res[name]["nostack"].append(st.get("offcpu_no_stack", 0))
                 res[name]["recorded"].append((rep.get("offcpu") or {}).get("intervals", 0))
             print(f"round {r + 1}/{a.rounds}: bare {bsecs:.3f} s, "
                   f"{brate:,.0f} context switches/s", file=sys.stderr)
     print(f"ping-pong: {a.turns} turns, work {a.work}; bare run: "
           f"{bl.median(bare_rates):,.0f} context switches/s (median); -F {a.freq}")
-    print(f"{'configuration':30} {'wall':>7} {'CPU':>7} {'recorded':>9} {'skipped':>8} {'lost':>6}")
+    print(f"{'configuration':30} {'wall':>7} {'CPU':>7} {'recorded':>9} {'no stack':>9} "
+          f"{'skipped':>8} {'lost':>6}")
     summary = {"bare_cs_per_s": bl.median(bare_rates), "configs": {}}
     for name, v in res.items():
         row = {k: bl.median(x) for k, x in v.items()}
         summary["configs"][name] = row
         print(f"{name:30} {row['wall']:7.3f} {row['cpu']:7.3f} {row['recorded']:9.0f} "
-              f"{row['short']:8.0f} {row['lost']:6.0f}")
+              f"{row['nostack']:9.0f} {row['short']:8.0f} {row['lost']:6.0f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(summary, f, indent=1)
