@@ -105,3 +105,19 @@ def test_no_offcpu_data_says_so(ep, progs):
     ep.run("record", "-q", "-o", "plain.eprof", "--", progs["sleephalf"], "0.2")
     r = ep.run("flamegraph", "plain.eprof", "--offcpu", "--folded", check=False)
     assert r.returncode != 0 and "--offcpu" in r.stderr
+
+
+def test_stack_budget_keeps_times(ep, progs):
+    r = ep.run("record", "--offcpu", "--offcpu-stack-rate", "5", "-q", "-o", "sb.eprof", "--",
+               progs["sleephalf"], "2")
+    napped_ns, loop_ns = (float(x) for x in r.stdout.split())
+    rep = ep.report_json("sb.eprof")
+    # 64 banked tokens, then 5 per second and CPU: most of the ~100 sleeps have no stack ...
+    assert rep["stats"]["offcpu_no_stack"] >= 10
+    assert rep["offcpu"]["intervals"] >= 50
+    stacks = ep.folded("sb.eprof", "--offcpu")
+    assert any("[stack not captured]" in s for s, _ in stacks)
+    # ... but every interval keeps its time: the blocked time (up to each wakeup) is the
+    # program's own nap time less the wakeup latencies.
+    sleep = rep["offcpu"]["by_kind"]["sleep"]
+    assert 0.7 * napped_ns <= sleep <= 1.02 * napped_ns, (sleep, napped_ns)
