@@ -11,7 +11,12 @@ over rounds of the ratio to the bare run of the same round: wall time of the pin
 
   tools/bench/offcpu.py                     # 5 rounds
   tools/bench/offcpu.py --rounds 7 --work 6000 --turns 40000 --json out.json
-Run as root. eprof: --eprof PATH, $EPROF, or ./build/eprof.
+  tools/bench/offcpu.py --cost              # direct cost: BPF run time + recorder CPU
+
+--cost attaches `eprof record --offcpu -p` for a few seconds to a running ping-pong with
+kernel.bpf_stats_enabled=1 (restored after) and reports the time spent in each off-CPU
+BPF program and in the recorder per second: on a shared, noisy machine this is steadier
+than wall-time ratios. Run as root. eprof: --eprof PATH, $EPROF, or ./build/eprof.
 """
 import argparse
 import json
@@ -49,6 +54,72 @@ def run_one(argv, tmp, name):
     return float(secs), float(cs_rate), r.cpu
 
 
+def bpf_prog_stats():
+    out = json.loads(bl.capture(["bpftool", "-j", "prog", "show"]))
+    return {p["name"]: (p.get("run_time_ns", 0), p.get("run_cnt", 0))
+            for p in out if p.get("name", "").startswith("offcpu_")}
+
+
+def proc_cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cost(eprof, exe, work, extra, secs=4.0):
+    """Per-second cost of the off-CPU programs and the recorder on a running ping-pong."""
+    import time
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        old = f.read().strip()
+    wl = subprocess.Popen([exe, "100000000", str(work)], stdout=subprocess.DEVNULL)
+    rec = None
+    try:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("1")
+        time.sleep(0.3)
+        with tempfile.TemporaryDirectory() as tmp:
+            rec = subprocess.Popen([eprof, "record", "-q", "--offcpu", *extra, "-p", str(wl.pid),
+                                    "-d", str(secs + 2), "-o", os.path.join(tmp, "c.eprof")])
+            time.sleep(1.0)  # past the start-up
+            s0, c0, t0 = bpf_prog_stats(), proc_cpu_s(rec.pid), time.monotonic()
+            with open(f"/proc/{wl.pid}/status") as f:
+                sw0 = sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
+            time.sleep(secs)
+            s1, c1, t1 = bpf_prog_stats(), proc_cpu_s(rec.pid), time.monotonic()
+            with open(f"/proc/{wl.pid}/status") as f:
+                sw1 = sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
+            rec.wait()
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(old)
+        wl.kill()
+        wl.wait()
+        if rec and rec.poll() is None:
+            rec.kill()
+    dt = t1 - t0
+    progs = {n: ((s1[n][0] - s0.get(n, (0, 0))[0]) / dt, (s1[n][1] - s0.get(n, (0, 0))[1]) / dt)
+             for n in s1}
+    return {"seconds": dt, "switches_per_s": (sw1 - sw0) / dt,
+            "bpf_ns_per_s": sum(v[0] for v in progs.values()),
+            "recorder_cpu_per_s": (c1 - c0) / dt, "progs": progs}
+
+
+def main_cost(a, eprof):
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build(tmp)
+        for label, extra in (("--offcpu", []), ("--offcpu --offcpu-stack-rate 0", ["--offcpu-stack-rate", "0"]),
+                             ("--offcpu --offcpu-min-us 1000", ["--offcpu-min-us", "1000"])):
+            c = cost(eprof, exe, a.work, extra)
+            total = c["bpf_ns_per_s"] / 1e9 + c["recorder_cpu_per_s"]
+            print(f"{label}: {c['switches_per_s']:,.0f} context switches/s of the ping-pong; "
+                  f"BPF {c['bpf_ns_per_s'] / 1e7:.2f}% of a CPU, recorder "
+                  f"{100 * c['recorder_cpu_per_s']:.2f}% of a CPU; total {100 * total:.2f}% of a "
+                  f"CPU = {100 * total / os.cpu_count():.2f}% of the machine ({os.cpu_count()} CPUs)")
+            for n, (ns, cnt) in sorted(c["progs"].items()):
+                if cnt:
+                    print(f"    {n:28} {cnt:10,.0f} calls/s {ns / cnt:8.0f} ns/call")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -58,8 +129,11 @@ def main():
     ap.add_argument("--work", type=int, default=6000, help="loop iterations per turn")
     ap.add_argument("--freq", type=int, default=99)
     ap.add_argument("--json")
+    ap.add_argument("--cost", action="store_true")
     a = ap.parse_args()
     eprof = a.eprof or os.environ.get("EPROF") or os.path.join(HERE, "..", "..", "build", "eprof")
+    if a.cost:
+        return main_cost(a, eprof)
     res = {k: {"wall": [], "cpu": [], "lost": [], "recorded": [], "short": [], "nostack": []}
            for k in CONFIGS}
     bare_rates = []
