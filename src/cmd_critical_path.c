@@ -18,17 +18,22 @@
 
 static void critpath_usage(FILE *f)
 {
-	fprintf(f,
-		"usage: eprof critical-path [FILE] [options]   (FILE defaults to eprof.data; record with --offcpu)\n"
-		"From the run's end (the launched command's exit, or the last event) back to its start:\n"
-		"while a thread runs it is on the path; while it waited, the path goes to the thread that\n"
-		"woke it. Waits nobody explains (timers, I/O) and waits for a CPU stay on the path.\n"
-		"      --segments          list the path's segments (thread, start, length, kind, frame)\n"
-		"      --json              machine-readable (schema in docs/json-schema.md)\n"
-		"      --limit N           function rows (default 20, 0 = all)\n"
-		"      --tid TID           end on this thread (its last sign of life, or --end)\n"
-		"      --end SECONDS       end at this time, seconds from the start of the record\n"
-		"  -o, --output FILE       write to FILE instead of stdout\n");
+	fprintf(
+	    f,
+	    "usage: eprof critical-path [FILE] [options]   (FILE defaults to eprof.data; record "
+	    "with --offcpu)\n"
+	    "From the run's end (the launched command's exit, or the last event) back to its "
+	    "start:\n"
+	    "while a thread runs it is on the path; while it waited, the path goes to the thread "
+	    "that\n"
+	    "woke it. Waits nobody explains (timers, I/O) and waits for a CPU stay on the path.\n"
+	    "      --segments          list the path's segments (thread, start, length, kind, "
+	    "frame)\n"
+	    "      --json              machine-readable (schema in docs/json-schema.md)\n"
+	    "      --limit N           function rows (default 20, 0 = all)\n"
+	    "      --tid TID           end on this thread (its last sign of life, or --end)\n"
+	    "      --end SECONDS       end at this time, seconds from the start of the record\n"
+	    "  -o, --output FILE       write to FILE instead of stdout\n");
 }
 
 enum { C_SEGS = 256, C_JSON, C_LIMIT, C_TID, C_END };
@@ -66,16 +71,16 @@ static int cp_opt(int c, const char *arg, void *opts)
 int parse_critpath_args(int argc, char **argv, struct critpath_cli *o)
 {
 	static const struct option longopts[] = {
-		{ "segments", no_argument, NULL, C_SEGS },
-		{ "json", no_argument, NULL, C_JSON },
-		{ "limit", required_argument, NULL, C_LIMIT },
-		{ "tid", required_argument, NULL, C_TID },
-		{ "end", required_argument, NULL, C_END },
-		{ "output", required_argument, NULL, 'o' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	    {"segments", no_argument, NULL, C_SEGS},
+	    {"json", no_argument, NULL, C_JSON},
+	    {"limit", required_argument, NULL, C_LIMIT},
+	    {"tid", required_argument, NULL, C_TID},
+	    {"end", required_argument, NULL, C_END},
+	    {"output", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
-	static const struct cli_spec spec = { "critical-path", "o:h", longopts, cp_opt };
+	static const struct cli_spec spec = {"critical-path", "o:h", longopts, cp_opt};
 	const char *pos[1];
 	int npos, err;
 
@@ -196,8 +201,8 @@ static void write_text(struct sink *out, const struct critpath_cli *o, const str
 	size_t lim = o->limit && o->limit < nf ? o->limit : nf;
 
 	sink_printf(out, "# critical path: %s\n", o->input);
-	sink_printf(out, "# end: %s (pid %u, tid %u) at %.3f s\n", track_comm(p, et), et->pid, et->tid,
-		    (path->end - g->t_start) / 1e9);
+	sink_printf(out, "# end: %s (pid %u, tid %u) at %.3f s\n", track_comm(p, et), et->pid,
+		    et->tid, (path->end - g->t_start) / 1e9);
 	sink_printf(out, "# path: %.3f s of %.3f s wall (%.1f%%), %zu segments\n", total / 1e9,
 		    wall / 1e9, pct(total, wall), path->nsegs);
 	sink_puts(out, "\nBy kind:\n");
@@ -222,15 +227,15 @@ static void write_text(struct sink *out, const struct critpath_cli *o, const str
 		sink_printf(out, "... %zu more functions (--limit 0 shows all)\n", nf - lim);
 	if (!o->segments)
 		return;
-	sink_printf(out, "\n%12s %12s  %-16s %8s  %-10s %s\n", "Start(s)", "Dur(ms)", "Thread", "TID",
-		    "Kind", "Frame");
+	sink_printf(out, "\n%12s %12s  %-16s %8s  %-10s %s\n", "Start(s)", "Dur(ms)", "Thread",
+		    "TID", "Kind", "Frame");
 	for (size_t i = 0; i < path->nsegs; i++) {
 		const struct cp_segment *s = &path->segs[i];
 		const struct cp_track *t = &g->tracks[s->track];
 
-		sink_printf(out, "%12.6f %12.3f  %-16s %8u  %-10s %s\n", (s->start - g->t_start) / 1e9,
-			    (s->end - s->start) / 1e6, track_comm(p, t), t->tid,
-			    wait_kind_name(s->kind), segment_top(g, s));
+		sink_printf(out, "%12.6f %12.3f  %-16s %8u  %-10s %s\n",
+			    (s->start - g->t_start) / 1e9, (s->end - s->start) / 1e6,
+			    track_comm(p, t), t->tid, wait_kind_name(s->kind), segment_top(g, s));
 	}
 }
 
@@ -253,8 +258,8 @@ static void write_json(struct sink *out, const struct critpath_cli *o, const str
 		    "{\n  \"version\": 1, \"total_ns\": %" PRIu64 ", \"wall_ns\": %" PRIu64
 		    ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
 		    ", \"end_pid\": %u, \"end_tid\": %u,\n  \"by_kind\": {",
-		    total, path->end - g->t_start, path->start, path->end,
-		    g->tracks[end_track].pid, g->tracks[end_track].tid);
+		    total, path->end - g->t_start, path->start, path->end, g->tracks[end_track].pid,
+		    g->tracks[end_track].tid);
 	for (int k = 0; k < WAIT_KIND_MAX; k++)
 		sink_printf(out, "%s\"%s\": %" PRIu64, k ? ", " : "", wait_kind_name(k),
 			    path->by_kind[k]);
@@ -265,7 +270,8 @@ static void write_json(struct sink *out, const struct critpath_cli *o, const str
 		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u, ", i ? ",\n    " : "\n    ", t->pid,
 			    t->tid);
 		json_str(out, "comm", track_comm(p, t));
-		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", ts[i].ns, pct(ts[i].ns, total));
+		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", ts[i].ns,
+			    pct(ts[i].ns, total));
 	}
 	sink_puts(out, "\n  ],\n  \"functions\": [");
 	for (size_t i = 0; i < lim; i++) {
@@ -273,7 +279,8 @@ static void write_json(struct sink *out, const struct critpath_cli *o, const str
 		json_str(out, "name", profile__str(p, f[i].name));
 		sink_puts(out, ", ");
 		json_str(out, "module", profile__str(p, f[i].module));
-		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", f[i].ns, pct(f[i].ns, total));
+		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", f[i].ns,
+			    pct(f[i].ns, total));
 	}
 	sink_puts(out, "\n  ]");
 	if (o->segments) {
@@ -328,7 +335,7 @@ static int end_point(const struct critpath_cli *o, const struct cp_graph *g, uin
 static int run(struct sink *out, const struct critpath_cli *o, struct profile *p)
 {
 	struct cp_graph g;
-	struct cp_path path = { 0 };
+	struct cp_path path = {0};
 	struct cp_func *f = NULL;
 	struct thread_share *ts = NULL;
 	size_t nf = 0, nts = 0;
@@ -374,8 +381,9 @@ int cmd_critical_path(int argc, char **argv)
 	if (profile_open(o.input, &p))
 		return 1;
 	if (!offcpu_count(p))
-		log_warn("'%s' has no off-CPU data (record with --offcpu): the path cannot follow waits",
-			 o.input);
+		log_warn(
+		    "'%s' has no off-CPU data (record with --offcpu): the path cannot follow waits",
+		    o.input);
 	out = sink_open(o.output, 0644);
 	if (!out) {
 		log_err("failed to open '%s': %s", o.output, strerror(errno));

@@ -104,7 +104,8 @@ static const struct sample *g_cp_samples;
 
 static int cmp_sample_idx(const void *a, const void *b)
 {
-	uint64_t x = g_cp_samples[*(const uint32_t *)a].ts, y = g_cp_samples[*(const uint32_t *)b].ts;
+	uint64_t x = g_cp_samples[*(const uint32_t *)a].ts,
+		 y = g_cp_samples[*(const uint32_t *)b].ts;
 
 	return x < y ? -1 : x > y;
 }
@@ -171,8 +172,8 @@ static int add_offcpu(const struct profile *p, struct cp_graph *g)
 	}
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
-		struct cp_wait w = { .start = e->ts, .end = e->ts + e->dur, .edge = -1,
-				     .stack = e->stack };
+		struct cp_wait w = {
+		    .start = e->ts, .end = e->ts + e->dur, .edge = -1, .stack = e->stack};
 		int64_t t, from;
 		int err;
 
@@ -181,13 +182,14 @@ static int add_offcpu(const struct profile *p, struct cp_graph *g)
 		t = critpath_find_track(g, CP_TRACK_THREAD, e->pid, e->tid);
 		w.ready = offcpu_ready_ts(e);
 		w.kind = offcpu_classify(p, e);
-		from = e->a ? critpath_find_track(g, CP_TRACK_THREAD, (uint32_t)e->c, (uint32_t)e->a)
-			    : -1;
+		from = e->a
+			   ? critpath_find_track(g, CP_TRACK_THREAD, (uint32_t)e->c, (uint32_t)e->a)
+			   : -1;
 		if (from >= 0 && from != t) {
-			struct cp_edge ed = { (uint32_t)from, w.ready, (uint32_t)t, w.ready,
-					      (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
-						      ? CP_EDGE_CREATE
-						      : CP_EDGE_WAKEUP };
+			struct cp_edge ed = {(uint32_t)from, w.ready, (uint32_t)t, w.ready,
+					     (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
+						 ? CP_EDGE_CREATE
+						 : CP_EDGE_WAKEUP};
 
 			w.edge = critpath_add_edge(g, &ed);
 			if (w.edge < 0)
@@ -297,8 +299,8 @@ static ssize_t last_wait_before(const struct cp_track *t, uint64_t ts)
 	return (ssize_t)lo - 1;
 }
 
-static int push_seg(struct cp_path *path, size_t *cap, uint32_t track, uint64_t start,
-		    uint64_t end, uint8_t kind, uint32_t stack)
+static int push_seg(struct cp_path *path, size_t *cap, uint32_t track, uint64_t start, uint64_t end,
+		    uint8_t kind, uint32_t stack)
 {
 	if (end <= start)
 		return 0;
@@ -311,7 +313,7 @@ static int push_seg(struct cp_path *path, size_t *cap, uint32_t track, uint64_t 
 		path->segs = n;
 		*cap = ncap;
 	}
-	path->segs[path->nsegs++] = (struct cp_segment){ track, start, end, kind, stack };
+	path->segs[path->nsegs++] = (struct cp_segment){track, start, end, kind, stack};
 	path->by_kind[kind] += end - start;
 	path->total_ns += end - start;
 	return 0;
@@ -347,7 +349,8 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
 		if (ready < start)
 			ready = start;
 		if (ready < t) {
-			err = err ? err : push_seg(path, &cap, tr, ready, t, WAIT_RUNNABLE, w->stack);
+			err =
+			    err ? err : push_seg(path, &cap, tr, ready, t, WAIT_RUNNABLE, w->stack);
 			t = ready;
 			stalls = 0;
 		}
@@ -398,8 +401,9 @@ static int attribute(const struct cp_graph *g, struct cp_path *path)
 		for (hi = lo; s->kind == WAIT_ONCPU && hi < t->nsamples &&
 			      p->samples.v[t->samples[hi]].ts <= s->end;
 		     hi++)
-			wsum += p->samples.v[t->samples[hi]].weight ? p->samples.v[t->samples[hi]].weight
-								    : 1;
+			wsum += p->samples.v[t->samples[hi]].weight
+				    ? p->samples.v[t->samples[hi]].weight
+				    : 1;
 		need = wsum ? hi - lo : 1;
 		if (path->nattr + need > cap) {
 			size_t ncap = (path->nattr + need) * 2;
@@ -412,21 +416,23 @@ static int attribute(const struct cp_graph *g, struct cp_path *path)
 		}
 		if (!wsum) {
 			path->attr[path->nattr++] =
-				(struct cp_attr){ t->pid, t->tid, s->stack, s->kind, len };
+			    (struct cp_attr){t->pid, t->tid, s->stack, s->kind, len};
 			continue;
 		}
-		/* The segment's length spread over its samples by weight; rounding goes to the last. */
+		/* The segment's length spread over its samples by weight; rounding goes to the
+		 * last. */
 		for (size_t k = lo, left = len; k < hi; k++) {
 			const struct sample *sm = &p->samples.v[t->samples[k]];
-			uint64_t ns = k + 1 == hi ? left
-						  : (uint64_t)((double)len * (sm->weight ? sm->weight : 1) /
-							       wsum);
+			uint64_t ns =
+			    k + 1 == hi
+				? left
+				: (uint64_t)((double)len * (sm->weight ? sm->weight : 1) / wsum);
 
 			if (ns > left)
 				ns = left;
 			left -= ns;
 			path->attr[path->nattr++] =
-				(struct cp_attr){ t->pid, t->tid, sm->stack, WAIT_ONCPU, ns };
+			    (struct cp_attr){t->pid, t->tid, sm->stack, WAIT_ONCPU, ns};
 		}
 	}
 	return 0;
@@ -486,8 +492,7 @@ static int64_t attr_node(struct profile *p, const struct cp_attr *a)
 	return profile__stack_child(p, a->stack < p->stacks.n ? a->stack : 0, (uint32_t)leaf);
 }
 
-int critpath_samples(struct profile *p, const struct cp_path *path, struct sample **out,
-		     size_t *n)
+int critpath_samples(struct profile *p, const struct cp_path *path, struct sample **out, size_t *n)
 {
 	struct sample *v = malloc((path->nattr ? path->nattr : 1) * sizeof(*v));
 
@@ -500,9 +505,11 @@ int critpath_samples(struct profile *p, const struct cp_path *path, struct sampl
 			free(v);
 			return (int)node;
 		}
-		v[i] = (struct sample){ .ts = path->start, .pid = path->attr[i].pid,
-					.tid = path->attr[i].tid, .stack = (uint32_t)node,
-					.weight = path->attr[i].ns };
+		v[i] = (struct sample){.ts = path->start,
+				       .pid = path->attr[i].pid,
+				       .tid = path->attr[i].tid,
+				       .stack = (uint32_t)node,
+				       .weight = path->attr[i].ns};
 	}
 	*out = v;
 	*n = path->nattr;
@@ -556,7 +563,7 @@ int critpath_functions(struct profile *p, const struct cp_path *path, struct cp_
 					cap = ncap;
 				}
 				j = nv++;
-				v[j] = (struct cp_func){ fr[k]->name, fr[k]->module, 0 };
+				v[j] = (struct cp_func){fr[k]->name, fr[k]->module, 0};
 				seen[j] = SIZE_MAX;
 				if (hmap__put(idx, fr[k]->name, fr[k]->module, j))
 					goto out;

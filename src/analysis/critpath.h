@@ -44,14 +44,14 @@ struct cp_edge {
 /* A wait of a track: off from start to end, ready (runnable) from `ready`. */
 struct cp_wait {
 	uint64_t start, ready, end;
-	int64_t edge;  /* index in graph edges, -1 when nothing known ended it */
+	int64_t edge;	/* index in graph edges, -1 when nothing known ended it */
 	uint32_t stack; /* where the track waited, 0 = unknown */
 	uint8_t kind;	/* enum wait_kind */
 };
 
 struct cp_track {
 	uint32_t pid, tid;
-	uint8_t kind; /* enum cp_track_kind */
+	uint8_t kind;		  /* enum cp_track_kind */
 	uint64_t t_first, t_last; /* when it existed (first and last sign of life) */
 	struct cp_wait *waits;	  /* sorted by start after critpath_finalize */
 	size_t nwaits, cap;
@@ -65,7 +65,7 @@ struct cp_graph {
 	size_t ntracks, cap;
 	struct cp_edge *edges;
 	size_t nedges, ecap;
-	struct hmap *track_idx; /* (kind, pid << 32 | tid) -> track */
+	struct hmap *track_idx;	 /* (kind, pid << 32 | tid) -> track */
 	uint64_t t_start, t_end; /* of the recording */
 };
 
@@ -127,7 +127,6 @@ int critpath_functions(struct profile *p, const struct cp_path *path, struct cp_
 		       size_t *n);
 
 /* Pseudo-samples of the path for flamegraphs (weight = ns on the path); adds leaf frames to p. */
-int critpath_samples(struct profile *p, const struct cp_path *path, struct sample **out,
-		     size_t *n);
+int critpath_samples(struct profile *p, const struct cp_path *path, struct sample **out, size_t *n);
 
 #endif

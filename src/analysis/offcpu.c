@@ -11,8 +11,8 @@
 
 const char *wait_kind_name(enum wait_kind k)
 {
-	static const char *const names[WAIT_KIND_MAX] = { "on-cpu", "runnable", "io",
-							  "sleep",  "lock",	"other" };
+	static const char *const names[WAIT_KIND_MAX] = {"on-cpu", "runnable", "io",
+							 "sleep",  "lock",     "other"};
 
 	return (unsigned)k < WAIT_KIND_MAX ? names[k] : "other";
 }
@@ -133,24 +133,29 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 			continue;
 		uint64_t ready = offcpu_ready_ts(&e), end = e.ts + e.dur;
 		/* Blocked until the wakeup, then waiting for a CPU: two weights, two leaves. */
-		const uint64_t part[2] = { ready - e.ts, end - ready };
-		const int kind[2] = { offcpu_classify(p, &e), WAIT_RUNNABLE };
+		const uint64_t part[2] = {ready - e.ts, end - ready};
+		const int kind[2] = {offcpu_classify(p, &e), WAIT_RUNNABLE};
 
 		for (int j = 0; j < 2; j++) {
 			if (!part[j])
 				continue;
-			/* Over the stack budget: its time still shows, under a frame that says so. */
-			node = profile__stack_child(p,
-						    e.stack && e.stack < p->stacks.n
-							    ? e.stack
-							    : (e.flags & OFFCPU_F_NO_STACK ? (uint32_t)nostack : 0),
-						    (uint32_t)leaf[kind[j]]);
+			/* Over the stack budget: its time still shows, under a frame that says so.
+			 */
+			node = profile__stack_child(
+			    p,
+			    e.stack && e.stack < p->stacks.n
+				? e.stack
+				: (e.flags & OFFCPU_F_NO_STACK ? (uint32_t)nostack : 0),
+			    (uint32_t)leaf[kind[j]]);
 			if (node < 0) {
 				free(v);
 				return (int)node;
 			}
-			v[k++] = (struct sample){ .ts = end, .pid = e.pid, .tid = e.tid,
-						  .stack = (uint32_t)node, .weight = part[j] };
+			v[k++] = (struct sample){.ts = end,
+						 .pid = e.pid,
+						 .tid = e.tid,
+						 .stack = (uint32_t)node,
+						 .weight = part[j]};
 		}
 	}
 	*out = v;
@@ -201,7 +206,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 				s->stacks = nv;
 			}
 			j = s->nstacks++;
-			s->stacks[j] = (struct offcpu_stack_stat){ .stack = e->stack, .kind = k };
+			s->stacks[j] = (struct offcpu_stack_stat){.stack = e->stack, .kind = k};
 			if (hmap__put(idx, e->stack, k, j))
 				goto nomem;
 		}

@@ -58,7 +58,7 @@ struct offcpu_stack_stat {
 struct offcpu_summary {
 	uint64_t intervals, total_ns;
 	uint64_t by_kind[WAIT_KIND_MAX];
-	uint64_t wakers_known; /* intervals whose waker thread is known */
+	uint64_t wakers_known;		  /* intervals whose waker thread is known */
 	struct offcpu_stack_stat *stacks; /* by ns, descending */
 	size_t nstacks;
 };

@@ -45,24 +45,28 @@ int report_offcpu(struct sink *out, const struct profile *p, const struct report
 		return 0;
 	}
 	if (o->json) {
-		sink_printf(out, ",\n  \"offcpu\": {\"intervals\": %" PRIu64 ", \"total_ns\": %" PRIu64
-				 ", \"by_kind\": {",
+		sink_printf(out,
+			    ",\n  \"offcpu\": {\"intervals\": %" PRIu64 ", \"total_ns\": %" PRIu64
+			    ", \"by_kind\": {",
 			    s.intervals, s.total_ns);
 		for (int k = WAIT_RUNNABLE; k < WAIT_KIND_MAX; k++)
 			sink_printf(out, "%s\"%s\": %" PRIu64, k > WAIT_RUNNABLE ? ", " : "",
 				    wait_kind_name(k), s.by_kind[k]);
 		sink_puts(out, "}, \"stacks\": [");
 		for (size_t i = 0; i < s.nstacks && i < OFFCPU_TOP; i++) {
-			sink_printf(out, "%s{\"kind\": \"%s\", \"count\": %" PRIu64 ", \"ns\": %" PRIu64
-					 ", \"stack\": \"",
-				    i ? ", " : "", wait_kind_name(s.stacks[i].kind), s.stacks[i].count,
-				    s.stacks[i].ns);
+			sink_printf(out,
+				    "%s{\"kind\": \"%s\", \"count\": %" PRIu64 ", \"ns\": %" PRIu64
+				    ", \"stack\": \"",
+				    i ? ", " : "", wait_kind_name(s.stacks[i].kind),
+				    s.stacks[i].count, s.stacks[i].ns);
 			stack_line(out, p, s.stacks[i].stack, true);
 			sink_puts(out, "\"}");
 		}
 		sink_puts(out, "]}");
 	} else {
-		sink_printf(out, "\nOff-CPU: %" PRIu64 " blocked intervals, %.3f s in all (%.1f%% with a known waker)\n",
+		sink_printf(out,
+			    "\nOff-CPU: %" PRIu64
+			    " blocked intervals, %.3f s in all (%.1f%% with a known waker)\n",
 			    s.intervals, s.total_ns / 1e9,
 			    s.intervals ? 100.0 * s.wakers_known / s.intervals : 0);
 		for (int k = WAIT_RUNNABLE; k < WAIT_KIND_MAX; k++)

@@ -64,26 +64,31 @@ static void state_slices(struct trace_writer *w, const struct profile *p,
 		uint32_t tid = STATE_TID(e->tid);
 
 		if (!i || e->tid != p->events.v[idx[i - 1]].tid) {
-			snprintf(name, sizeof(name), "%s (state)", comm_of(p, e->pid, e->tid, buf, sizeof(buf)));
+			snprintf(name, sizeof(name), "%s (state)",
+				 comm_of(p, e->pid, e->tid, buf, sizeof(buf)));
 			trace_thread_name(w, e->pid, tid, name);
 			trace_thread_sort_index(w, e->pid, tid, (int)(e->tid % 100000) * 2 + 1);
 			prev_end = 0;
 		}
 		if (prev_end && e->ts > prev_end && in_range(o, prev_end, e->ts)) {
-			trace_complete(w, e->pid, tid, prev_end, e->ts - prev_end, "running", "state",
-				       NULL);
+			trace_complete(w, e->pid, tid, prev_end, e->ts - prev_end, "running",
+				       "state", NULL);
 			st->slices++;
 		}
 		if (in_range(o, e->ts, end)) {
-			snprintf(name, sizeof(name), "blocked: %s", wait_kind_name(offcpu_classify(p, e)));
-			snprintf(args, sizeof(args), "{\"waker_tid\":%" PRIu64 ",\"irq_wakeup\":%s}", e->a,
+			snprintf(name, sizeof(name), "blocked: %s",
+				 wait_kind_name(offcpu_classify(p, e)));
+			snprintf(args, sizeof(args),
+				 "{\"waker_tid\":%" PRIu64 ",\"irq_wakeup\":%s}", e->a,
 				 e->flags & OFFCPU_F_IRQ_WAKE ? "true" : "false");
 			if (ready > e->ts && (e->flags & OFFCPU_STATE_MASK) != OFFCPU_NEW)
-				trace_complete(w, e->pid, tid, e->ts, ready - e->ts, name, "state", args);
+				trace_complete(w, e->pid, tid, e->ts, ready - e->ts, name, "state",
+					       args);
 			if (end > ready)
 				trace_complete(w, e->pid, tid, ready, end - ready,
-					       (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW ? "new thread"
-											  : "runnable",
+					       (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
+						   ? "new thread"
+						   : "runnable",
 					       "state", args);
 			st->slices += 2;
 		}
@@ -139,8 +144,8 @@ static int critical_path_track(struct trace_writer *w, const struct profile *p,
 		snprintf(name, sizeof(name), "%s: %s", comm_of(p, t->pid, t->tid, buf, sizeof(buf)),
 			 wait_kind_name(s->kind));
 		snprintf(args, sizeof(args), "{\"pid\":%u,\"tid\":%u}", t->pid, t->tid);
-		trace_complete(w, CP_PID, CP_PID, s->start, s->end - s->start, name, "critical_path",
-			       args);
+		trace_complete(w, CP_PID, CP_PID, s->start, s->end - s->start, name,
+			       "critical_path", args);
 		st->slices++;
 	}
 	critpath_path_free(&path);

@@ -63,7 +63,7 @@ static int note_waker(struct offcpu_rec *st, uint32_t tid, uint64_t off_ts, uint
 		if (hmap__put(st->by_tid, tid, 0, idx))
 			return -ENOMEM;
 	}
-	st->slots[idx] = (struct waker_slot){ off_ts, node };
+	st->slots[idx] = (struct waker_slot){off_ts, node};
 	return 0;
 }
 
@@ -91,11 +91,10 @@ static int handle_wake(struct event_ctx *c, struct offcpu_rec *st, const void *d
 	return note_waker(st, e->wakee_tid, e->wakee_off_ts, (uint32_t)node);
 }
 
-static int handle_offcpu(struct event_ctx *c, struct offcpu_rec *st, const void *data,
-			 size_t size)
+static int handle_offcpu(struct event_ctx *c, struct offcpu_rec *st, const void *data, size_t size)
 {
 	const struct ev_offcpu *e = data;
-	struct event ev = { 0 };
+	struct event ev = {0};
 	int64_t node;
 
 	if (size < sizeof(*e) || e->h.ts < e->off_ts)
@@ -135,11 +134,11 @@ static int offcpu_configure(struct feature_ctx *f, void **state)
 {
 	struct profile_bpf *skel = f->skel;
 	struct bpf_program *progs[] = {
-		skel->progs.offcpu_irq_entry,	  skel->progs.offcpu_irq_exit,
-		skel->progs.offcpu_softirq_entry, skel->progs.offcpu_softirq_exit,
-		skel->progs.offcpu_hrtimer_entry, skel->progs.offcpu_hrtimer_exit,
-		skel->progs.offcpu_switch,	  skel->progs.offcpu_wakeup_new,
-		skel->progs.offcpu_waking,	  skel->progs.offcpu_rseq,
+	    skel->progs.offcpu_irq_entry,     skel->progs.offcpu_irq_exit,
+	    skel->progs.offcpu_softirq_entry, skel->progs.offcpu_softirq_exit,
+	    skel->progs.offcpu_hrtimer_entry, skel->progs.offcpu_hrtimer_exit,
+	    skel->progs.offcpu_switch,	      skel->progs.offcpu_wakeup_new,
+	    skel->progs.offcpu_waking,	      skel->progs.offcpu_rseq,
 	};
 	struct offcpu_rec *st = calloc(1, sizeof(*st));
 	uint32_t bytes = f->o->callgraph == CG_FP ? 0 : f->o->snapshot_bytes;
@@ -155,8 +154,8 @@ static int offcpu_configure(struct feature_ctx *f, void **state)
 		bpf_program__set_autoload(progs[i], true);
 	skel->rodata->offcpu_min_ns = (uint64_t)f->o->offcpu_min_us * 1000;
 	skel->rodata->offcpu_stack_rate = f->o->offcpu_stack_rate;
-	skel->rodata->offcpu_stack_bytes = bytes > OFFCPU_MAX_STACK_BYTES ? OFFCPU_MAX_STACK_BYTES
-									  : bytes;
+	skel->rodata->offcpu_stack_bytes =
+	    bytes > OFFCPU_MAX_STACK_BYTES ? OFFCPU_MAX_STACK_BYTES : bytes;
 	err = events_add_handler(f->ev, EV_OFFCPU_FIRST, EV_OFFCPU_LAST, offcpu_decode, st);
 	return err;
 }
@@ -170,12 +169,14 @@ static int offcpu_finish(struct feature_ctx *f, void *state)
 	p->stats[STAT_OFFCPU_SEEN] = f->bpf_stat(f, BSTAT_OFFCPU_SEEN);
 	p->stats[STAT_OFFCPU_SHORT] = f->bpf_stat(f, BSTAT_OFFCPU_SHORT);
 	p->stats[STAT_OFFCPU_NO_STACK] = f->bpf_stat(f, BSTAT_OFFCPU_NO_STACK);
-	p->stats[STAT_OFFCPU_LOST] = f->bpf_stat(f, BSTAT_OFFCPU_RB_FULL) +
-				     f->bpf_stat(f, BSTAT_OFFCPU_NO_STORAGE);
-	log_info("off-CPU: %llu intervals recorded (%llu without stacks over the rate, %llu with a waker stack), %llu shorter than %u us skipped, %llu lost",
+	p->stats[STAT_OFFCPU_LOST] =
+	    f->bpf_stat(f, BSTAT_OFFCPU_RB_FULL) + f->bpf_stat(f, BSTAT_OFFCPU_NO_STORAGE);
+	log_info("off-CPU: %llu intervals recorded (%llu without stacks over the rate, %llu with a "
+		 "waker stack), %llu shorter than %u us skipped, %llu lost",
 		 (unsigned long long)st->events, (unsigned long long)p->stats[STAT_OFFCPU_NO_STACK],
-		 (unsigned long long)st->waker_stacks, (unsigned long long)p->stats[STAT_OFFCPU_SHORT],
-		 f->o->offcpu_min_us, (unsigned long long)p->stats[STAT_OFFCPU_LOST]);
+		 (unsigned long long)st->waker_stacks,
+		 (unsigned long long)p->stats[STAT_OFFCPU_SHORT], f->o->offcpu_min_us,
+		 (unsigned long long)p->stats[STAT_OFFCPU_LOST]);
 	return 0;
 }
 
@@ -191,9 +192,9 @@ static void offcpu_destroy(struct feature_ctx *f, void *state)
 }
 
 const struct feature feature_offcpu = {
-	.name = "offcpu",
-	.enabled = offcpu_enabled,
-	.configure = offcpu_configure,
-	.finish = offcpu_finish,
-	.destroy = offcpu_destroy,
+    .name = "offcpu",
+    .enabled = offcpu_enabled,
+    .configure = offcpu_configure,
+    .finish = offcpu_finish,
+    .destroy = offcpu_destroy,
 };

@@ -7,12 +7,20 @@
 #include "eprof_abi.h"
 #include "analysis/critpath.h"
 #include "analysis/offcpu.h"
+#include "cmds.h"
 
 static void add_offcpu(struct profile *p, uint32_t tid, uint64_t ts, uint64_t end, uint16_t state,
 		       uint32_t waker, uint64_t wake)
 {
-	struct event e = { .kind = EVK_OFFCPU, .pid = 1, .tid = tid, .ts = ts, .dur = end - ts,
-			   .flags = state, .a = waker, .b = wake, .c = waker ? 1 : 0 };
+	struct event e = {.kind = EVK_OFFCPU,
+			  .pid = 1,
+			  .tid = tid,
+			  .ts = ts,
+			  .dur = end - ts,
+			  .flags = state,
+			  .a = waker,
+			  .b = wake,
+			  .c = waker ? 1 : 0};
 
 	assert_int_equal(profile__add_event(p, &e), 0);
 }
@@ -125,8 +133,8 @@ static void test_walk_terminates_on_cycles(void **state)
 static void test_offcpu_weights(void **state)
 {
 	struct profile *p = two_threads();
-	struct sample s = { .ts = 3000, .pid = 1, .tid = 2, .weight = 700 };
-	struct sample_filter f = { 0 };
+	struct sample s = {.ts = 3000, .pid = 1, .tid = 2, .weight = 700};
+	struct sample_filter f = {0};
 	struct sample *v;
 	size_t n;
 	uint64_t off = 0, wall = 0;
@@ -151,13 +159,45 @@ static void test_offcpu_weights(void **state)
 	profile__free(p);
 }
 
+static void test_cli(void **state)
+{
+	char *rec[] = { "record", "--offcpu-min-us", "50", "--offcpu-stack-rate", "0", "--", "true",
+			NULL };
+	char *rec2[] = { "record", "--offcpu", "-p", "1", NULL };
+	char *bad[] = { "record", "--offcpu-min-us", "-1", "--", "true", NULL };
+	char *cp[] = { "critical-path", "x.eprof", "--json", "--segments", "--tid", "7",
+		       "--end", "1.5", NULL };
+	char *fg[] = { "flamegraph", "--wall", NULL };
+	struct record_opts o;
+	struct critpath_cli c;
+	struct flamegraph_cli f;
+
+	assert_int_equal(parse_record_args(7, rec, &o), 0);
+	assert_true(o.offcpu);
+	assert_int_equal(o.offcpu_min_us, 50);
+	assert_int_equal(o.offcpu_stack_rate, 0);
+	assert_int_equal(parse_record_args(4, rec2, &o), 0);
+	assert_true(o.offcpu);
+	assert_int_equal(o.offcpu_min_us, 10);
+	assert_int_equal(o.offcpu_stack_rate, 2000);
+	assert_int_equal(parse_record_args(5, bad, &o), -EINVAL);
+	assert_int_equal(parse_critpath_args(8, cp, &c), 0);
+	assert_string_equal(c.input, "x.eprof");
+	assert_true(c.json && c.segments);
+	assert_int_equal(c.tid, 7);
+	assert_true(c.end_s > 1.49 && c.end_s < 1.51);
+	assert_int_equal(parse_flamegraph_args(2, fg, &f), 0);
+	assert_int_equal(f.weights, FG_WALL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_walk_follows_wakeups_and_creation),
-		cmocka_unit_test(test_walk_unexplained_wait),
-		cmocka_unit_test(test_walk_terminates_on_cycles),
-		cmocka_unit_test(test_offcpu_weights),
+	    cmocka_unit_test(test_walk_follows_wakeups_and_creation),
+	    cmocka_unit_test(test_walk_unexplained_wait),
+	    cmocka_unit_test(test_walk_terminates_on_cycles),
+	    cmocka_unit_test(test_offcpu_weights),
+	    cmocka_unit_test(test_cli),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
