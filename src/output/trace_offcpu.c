@@ -51,6 +51,19 @@ static const char *comm_of(const struct profile *p, uint32_t pid, uint32_t tid, 
 	return buf;
 }
 
+/* After a main thread's last wait, it runs until its process exits. */
+static void running_tail(struct trace_writer *w, const struct profile *p,
+			 const struct trace_opts *o, const struct event *e, uint32_t tid,
+			 uint64_t from, struct trace_stats *st)
+{
+	const struct process *pr = profile__proc((struct profile *)p, e->pid, false);
+
+	if (e->tid != e->pid || !pr || pr->exit_ts <= from || !in_range(o, from, pr->exit_ts))
+		return;
+	trace_complete(w, e->pid, tid, from, pr->exit_ts - from, "running", "state", NULL);
+	st->slices++;
+}
+
 static void state_slices(struct trace_writer *w, const struct profile *p,
 			 const struct trace_opts *o, const uint32_t *idx, size_t n,
 			 struct trace_stats *st)
@@ -68,7 +81,8 @@ static void state_slices(struct trace_writer *w, const struct profile *p,
 				 comm_of(p, e->pid, e->tid, buf, sizeof(buf)));
 			trace_thread_name(w, e->pid, tid, name);
 			trace_thread_sort_index(w, e->pid, tid, (int)(e->tid % 100000) * 2 + 1);
-			prev_end = 0;
+			/* A main thread runs from the start of the record to its first wait. */
+			prev_end = e->tid == e->pid ? profile__meta_u64(p, "start_ns", 0) : 0;
 		}
 		if (prev_end && e->ts > prev_end && in_range(o, prev_end, e->ts)) {
 			trace_complete(w, e->pid, tid, prev_end, e->ts - prev_end, "running",
@@ -93,6 +107,8 @@ static void state_slices(struct trace_writer *w, const struct profile *p,
 			st->slices += 2;
 		}
 		prev_end = end;
+		if (i + 1 == n || p->events.v[idx[i + 1]].tid != e->tid)
+			running_tail(w, p, o, e, tid, prev_end, st);
 	}
 }
 
