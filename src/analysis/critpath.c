@@ -378,6 +378,27 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
 	return err;
 }
 
+/*
+ * A running segment no sample fell in (short, or a low rate): it counts for
+ * the stack the thread had when it stopped running at the segment's end
+ * (the wait that starts there), or for "[on-cpu]" when none is known.
+ */
+static uint32_t stack_at_end(const struct profile *p, const struct cp_track *t,
+			     const struct cp_segment *s)
+{
+	ssize_t wi = last_wait_before(t, s->end + 1);
+	uint32_t node;
+
+	if (wi < 0 || t->waits[wi].start != s->end)
+		return 0;
+	/* Its user part: the kernel frames are those of the switch, not of the running. */
+	node = t->waits[wi].stack < p->stacks.n ? t->waits[wi].stack : 0;
+	while (node &&
+	       p->objects.v[p->locations.v[p->stacks.v[node].loc].object].kind == OBJ_KERNEL)
+		node = p->stacks.v[node].parent;
+	return node;
+}
+
 static int attribute(const struct cp_graph *g, struct cp_path *path)
 {
 	const struct profile *p = g->p;
@@ -415,8 +436,9 @@ static int attribute(const struct cp_graph *g, struct cp_path *path)
 			cap = ncap;
 		}
 		if (!wsum) {
-			path->attr[path->nattr++] =
-			    (struct cp_attr){t->pid, t->tid, s->stack, s->kind, len};
+			path->attr[path->nattr++] = (struct cp_attr){
+			    t->pid, t->tid,
+			    s->kind == WAIT_ONCPU ? stack_at_end(p, t, s) : s->stack, s->kind, len};
 			continue;
 		}
 		/* The segment's length spread over its samples by weight; rounding goes to the
