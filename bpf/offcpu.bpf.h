@@ -28,7 +28,7 @@
 
 const volatile __u64 offcpu_min_ns = 10000;
 const volatile __u32 offcpu_stack_bytes = 0; /* user stack copy for DWARF; 0 = frame pointers */
-/* Intervals per second and CPU that get stacks; beyond, only times and wakers (0 = no limit). */
+/* Stack captures (blocking or waker) per second and CPU; beyond, times and wakers only (0 = all). */
 const volatile __u64 offcpu_stack_rate = 0;
 
 #define OFFCPU_TASK_RUNNING 0x0000
@@ -365,7 +365,7 @@ int BPF_PROG(offcpu_waking, struct task_struct *p)
 	}
 	s->waker_pid = id >> 32;
 	s->waker_tid = (__u32)id;
-	if (now - s->off_ts < offcpu_min_ns)
+	if (now - s->off_ts < offcpu_min_ns || !offcpu_take_stack(now))
 		return 0;
 	b = scratch_get(SLOT_SCHED);
 	if (!b)

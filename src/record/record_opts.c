@@ -26,8 +26,8 @@ void record_usage(FILE *f)
 		"      --no-kernel         user stacks only\n"
 "      --offcpu            also record blocked intervals (off-CPU stacks) and wakeups\n"
 		"      --offcpu-min-us N   shortest blocked interval recorded (default 10)\n"
-		"      --offcpu-stack-rate N  intervals per second and CPU that get stacks (default 2000,\n"
-		"                          0 = all); the others keep their times and wakers\n"
+		"      --offcpu-stack-rate N  stack captures per second and CPU (default 2000, 0 = all);\n"
+		"                          intervals beyond keep their times and wakers\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
