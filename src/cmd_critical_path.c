@@ -102,7 +102,8 @@ static const char *track_comm(const struct profile *p, const struct cp_track *t)
 	const struct process *pr = profile__proc((struct profile *)p, t->pid, false);
 	const char *c = th && th->comm ? profile__str(p, th->comm) : "";
 
-	if (!*c && pr && pr->comm && t->tid == t->pid)
+	/* A main thread's process name follows exec; its thread name only follows samples. */
+	if (pr && pr->comm && t->tid == t->pid && *profile__str(p, pr->comm))
 		c = profile__str(p, pr->comm);
 	return *c ? c : "?";
 }

@@ -43,10 +43,11 @@ static const char *comm_of(const struct profile *p, uint32_t pid, uint32_t tid, 
 	const struct thread *t = profile__thread((struct profile *)p, pid, tid, false);
 	const struct process *pr = profile__proc((struct profile *)p, pid, false);
 
-	if (t && t->comm && *profile__str(p, t->comm))
-		return profile__str(p, t->comm);
+	/* A main thread's process name follows exec; its thread name only follows samples. */
 	if (pr && pr->comm && tid == pid && *profile__str(p, pr->comm))
 		return profile__str(p, pr->comm);
+	if (t && t->comm && *profile__str(p, t->comm))
+		return profile__str(p, t->comm);
 	snprintf(buf, len, "tid %u", tid);
 	return buf;
 }
