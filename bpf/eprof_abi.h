@@ -31,6 +31,9 @@ enum eprof_event_kind {
 	EV_MEM_FIRST = 16,
 	/* off-CPU and wakeups (bpf/offcpu.bpf.h): 32..39 */
 	EV_OFFCPU_FIRST = 32,
+	EV_OFFCPU = 32,	      /* struct ev_offcpu: one blocked interval, sent when it ends */
+	EV_OFFCPU_WAKE = 33,  /* struct ev_offcpu_wake: the waker's stack, sent at the wakeup */
+	EV_OFFCPU_LAST = 39,
 	/* regions: uprobe pairs, USDT, NVTX (bpf/region.bpf.h): 40..47 */
 	EV_REGION_FIRST = 40,
 	/* CUDA API (bpf/cuda.bpf.h): 48..63 */
@@ -103,6 +106,42 @@ struct ev_exit {
 	char comm[EPROF_TASK_COMM_LEN];
 };
 
+/* State of a thread in a blocked interval: ev_offcpu.state and EVK_OFFCPU flags bits 0-3. */
+enum offcpu_state {
+	OFFCPU_SLEEP = 1,    /* TASK_INTERRUPTIBLE: waiting for an event, a lock, a timer */
+	OFFCPU_DISK = 2,     /* TASK_UNINTERRUPTIBLE: disk I/O, some kernel locks */
+	OFFCPU_RUNNABLE = 3, /* preempted: ready, waiting for a CPU */
+	OFFCPU_NEW = 4,	     /* a new thread from its creation to its first run */
+	OFFCPU_OTHER = 5,    /* stopped, traced, dead ... */
+};
+#define OFFCPU_STATE_MASK 0xf
+#define OFFCPU_F_IRQ_WAKE 0x10 /* woken from interrupt context: timer, I/O completion */
+#define OFFCPU_F_NO_STACK 0x20 /* over the stack budget: no stacks captured */
+
+/*
+ * A blocked interval of a target thread: off at off_ts (sched_switch), made
+ * runnable at wake_ts (sched_waking; = off_ts when preempted; 0 unknown) by
+ * waker_tid (0: an interrupt or an unseen waker), running again at h.ts.
+ * The stack is the thread's own, captured as it resumes (it is unchanged
+ * since it blocked), so only intervals >= the minimum pay for a stack.
+ */
+struct ev_offcpu {
+	struct ev_hdr h;
+	__u64 off_ts, wake_ts;
+	__u32 waker_pid, waker_tid;
+	__u16 state, wflags;
+	__u32 pad;
+	struct ev_stack st;
+};
+
+/* The waker's stack, captured in the waker as it wakes a thread that blocked >= the minimum. */
+struct ev_offcpu_wake {
+	struct ev_hdr h; /* pid/tid: the waker; ts: the wakeup */
+	__u64 wakee_off_ts;
+	__u32 wakee_pid, wakee_tid;
+	struct ev_stack st;
+};
+
 /* Indexes of the per-CPU stats array: every failure in BPF is counted here. */
 enum eprof_bpf_stat {
 	BSTAT_SAMPLES = 0,     /* samples of target tasks seen */
@@ -113,6 +152,13 @@ enum eprof_bpf_stat {
 	BSTAT_EVENT_RB_FULL,   /* fork/exec/exit event dropped */
 	BSTAT_TARGETS_FULL,    /* a forked child could not be added to the target set */
 	/* Features add their counters below, each in its own block. */
+	/* off-CPU (bpf/offcpu.bpf.h) */
+	BSTAT_OFFCPU_SEEN,     /* blocked intervals of target threads that ended */
+	BSTAT_OFFCPU_SHORT,    /* ... shorter than --offcpu-min-us: not sent */
+	BSTAT_OFFCPU_RB_FULL,  /* off-CPU or waker event dropped: ring buffer full */
+	BSTAT_OFFCPU_NO_STORAGE, /* per-thread state could not be created */
+	BSTAT_OFFCPU_IRQ_WAKE, /* wakeups from interrupt context (no waker thread) */
+	BSTAT_OFFCPU_NO_STACK, /* intervals sent without stacks: over --offcpu-stack-rate */
 	BSTAT_MAX
 };
 

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "../flamegraph/flamegraph.h"
+#include "analysis/critpath.h"
+#include "analysis/offcpu.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -20,6 +22,9 @@ static void flamegraph_usage(FILE *f)
 	fprintf(f, "usage: eprof flamegraph [FILE] [options]   (FILE defaults to eprof.data)\n"
 		   "  -o, --output FILE   SVG (default flamegraph.svg) or folded text (default stdout)\n"
 		   "      --cpu           CPU samples (the default)\n"
+		   "      --offcpu        blocked time (record --offcpu), weighted by ns\n"
+		   "      --wall          CPU time and blocked time per thread, in ns\n"
+		   "      --critical-path the critical path's time (see eprof critical-path)\n"
 		   "      --folded        folded stacks (comm;root;...;leaf COUNT) instead of SVG\n"
 		   "      --lines         add (file:line) to frames\n"
 		   "      --ns            weigh by CPU ns instead of sample counts\n"
@@ -28,7 +33,7 @@ static void flamegraph_usage(FILE *f)
 		   "      --title TEXT, --width PX, --inverted (icicle graph)\n");
 }
 
-enum { F_CPU = 256, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
+enum { F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
 
 static int fg_opt(int c, const char *arg, void *opts)
 {
@@ -39,6 +44,16 @@ static int fg_opt(int c, const char *arg, void *opts)
 		o->output = arg;
 		return 0;
 	case F_CPU:
+		o->weights = FG_CPU;
+		return 0;
+	case F_OFFCPU:
+		o->weights = FG_OFFCPU;
+		return 0;
+	case F_WALL:
+		o->weights = FG_WALL;
+		return 0;
+	case F_CRIT:
+		o->weights = FG_CRITICAL_PATH;
 		return 0;
 	case F_FOLDED:
 		o->folded = true;
@@ -73,6 +88,9 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "cpu", no_argument, NULL, F_CPU },
+		{ "offcpu", no_argument, NULL, F_OFFCPU },
+		{ "wall", no_argument, NULL, F_WALL },
+		{ "critical-path", no_argument, NULL, F_CRIT },
 		{ "folded", no_argument, NULL, F_FOLDED },
 		{ "lines", no_argument, NULL, F_LINES },
 		{ "ns", no_argument, NULL, F_NS },
@@ -177,7 +195,9 @@ out:
 
 static int write_svg(struct sink *out, const struct profile *p, const struct flamegraph_cli *o)
 {
-	struct fg_opts fo = { .title = o->title ? o->title : "CPU flamegraph",
+	static const char *const titles[] = { "CPU flamegraph", "Off-CPU flamegraph",
+					      "Wall-clock flamegraph", "Critical path flamegraph" };
+	struct fg_opts fo = { .title = o->title ? o->title : titles[o->weights],
 			      .subtitle = profile__meta(p, "command"),
 			      .unit = o->weight_ns ? "ns" : "samples",
 			      .width = o->width,
@@ -200,6 +220,54 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 	return err;
 }
 
+/*
+ * Off-CPU, wall and critical-path graphs: their weighted pseudo-samples
+ * replace the CPU samples, so folded and SVG writers need nothing new.
+ */
+static int swap_in_weights(struct profile *p, struct flamegraph_cli *o)
+{
+	struct sample *v = NULL;
+	size_t n = 0;
+	int err;
+
+	if (!offcpu_count(p)) {
+		log_err("'%s' has no off-CPU data: record with --offcpu", o->input);
+		return -ENOENT;
+	}
+	if (o->weights == FG_CRITICAL_PATH) {
+		struct cp_graph g;
+		struct cp_path path;
+		uint32_t track;
+		uint64_t end;
+
+		err = critpath_build(p, &g);
+		if (err)
+			return err;
+		err = critpath_default_end(&g, &track, &end);
+		if (!err)
+			err = critpath_walk(&g, track, end, 0, &path);
+		critpath_free(&g);
+		if (!err) {
+			err = critpath_samples(p, &path, &v, &n);
+			critpath_path_free(&path);
+		}
+	} else {
+		err = offcpu_samples(p, o->weights == FG_WALL ? OFFCPU_W_WALL : OFFCPU_W_OFF,
+				     &o->filter, &v, &n);
+	}
+	if (err) {
+		log_err("failed to compute the %s: %s", o->weights == FG_CRITICAL_PATH ? "critical path" : "off-CPU weights", strerror(-err));
+		return err;
+	}
+	free(p->samples.v);
+	p->samples.v = v;
+	p->samples.n = p->samples.cap = n;
+	/* The pseudo-samples are already filtered (the path is its own selection). */
+	memset(&o->filter, 0, sizeof(o->filter));
+	o->weight_ns = true;
+	return 0;
+}
+
 int cmd_flamegraph(int argc, char **argv)
 {
 	struct flamegraph_cli o;
@@ -216,6 +284,13 @@ int cmd_flamegraph(int argc, char **argv)
 		return 2;
 	if (profile_open(o.input, &p))
 		return 1;
+	if (o.weights != FG_CPU) {
+		err = swap_in_weights(p, &o);
+		if (err) {
+			profile__free(p);
+			return 1;
+		}
+	}
 	out = sink_open(o.output, 0644);
 	if (!out) {
 		log_err("failed to open '%s': %s", o.output, strerror(errno));

@@ -29,6 +29,7 @@ int cmd_trace(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_critical_path(int argc, char **argv);
 
 struct report_cli {
 	struct report_opts r;
@@ -36,11 +37,19 @@ struct report_cli {
 	const char *output;
 };
 
+enum fg_weights {
+	FG_CPU = 0,	      /* CPU samples */
+	FG_OFFCPU = 1,	      /* --offcpu: blocked ns */
+	FG_WALL = 2,	      /* --wall: CPU ns + blocked ns */
+	FG_CRITICAL_PATH = 3, /* --critical-path: ns on the critical path */
+};
+
 struct flamegraph_cli {
 	const char *input, *output, *title;
 	struct sample_filter filter;
 	bool folded, lines, inverted, weight_ns, no_comm;
 	unsigned width;
+	enum fg_weights weights;
 };
 
 /* --time-range START:END in seconds from the start of the record; either side may be empty. */
@@ -102,6 +111,15 @@ struct top_cli {
 	enum top_sort sort;
 };
 int parse_top_args(int argc, char **argv, struct top_cli *o);
+
+struct critpath_cli {
+	const char *input, *output;
+	bool json, segments;
+	unsigned limit;	  /* rows of functions, 0 = all */
+	uint32_t pid, tid; /* end thread (default: the launched command's main thread) */
+	double end_s;	  /* end, seconds from the start (0 = the default end) */
+};
+int parse_critpath_args(int argc, char **argv, struct critpath_cli *o);
 
 /* Common option parsing helpers. */
 int parse_u32_arg(const char *opt, const char *arg, unsigned long min, unsigned long max,

@@ -13,6 +13,7 @@ static const struct cmd commands[] = {
 	{ "flamegraph", cmd_flamegraph, 0, "interactive SVG flamegraph or folded stacks" },
 	{ "trace", cmd_trace, 0, "timeline as Chrome/Perfetto trace JSON" },
 	{ "export", cmd_export, 0, "pprof, folded, JSON, CSV or a self-contained HTML report" },
+	{ "critical-path", cmd_critical_path, 0, "the chain of work and waits that decided the run's length" },
 	{ "diff", cmd_diff, 0, "compare two recordings; differential flamegraph; CI gate" },
 	{ "top", cmd_top, CMD_NEEDS_ROOT, "live view of the hottest functions of processes or the system" },
 };

@@ -17,6 +17,10 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_UNMAPPED_ADDR] = "unmapped_addresses",
 	[STAT_EVENTS_LOST] = "events_lost",
 	[STAT_DECODE_ERR] = "decode_errors",
+	[STAT_OFFCPU_SEEN] = "offcpu_intervals",
+	[STAT_OFFCPU_SHORT] = "offcpu_short_skipped",
+	[STAT_OFFCPU_LOST] = "offcpu_events_lost",
+	[STAT_OFFCPU_NO_STACK] = "offcpu_no_stack",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

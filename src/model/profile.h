@@ -95,7 +95,8 @@ enum event_kind {
 	EVK_MMAP = 18,	   /* a = address, b = length */
 	EVK_MUNMAP = 19,   /* a = address, b = length */
 	/* wall-clock (issue 6) */
-	EVK_OFFCPU = 32,   /* ts..ts+dur blocked; flags = state; a = waker tid; stack2 = waker stack */
+	EVK_OFFCPU = 32,   /* ts..ts+dur blocked; flags = state; a = waker tid; b = wakeup ts;
+			      c = waker pid; stack = blocking stack; stack2 = waker stack */
 	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost) */
 	/* GPU (issue 7) */
 	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = correlation id */
@@ -149,6 +150,11 @@ enum profile_stat {
 	STAT_UNMAPPED_ADDR,	  /* user pc in no known mapping */
 	STAT_EVENTS_LOST,	  /* non-sample events lost */
 	STAT_DECODE_ERR,	  /* malformed events from BPF */
+	/* off-CPU (issue 6) */
+	STAT_OFFCPU_SEEN,	  /* blocked intervals of target threads that ended */
+	STAT_OFFCPU_SHORT,	  /* ... shorter than --offcpu-min-us, not recorded */
+	STAT_OFFCPU_LOST,	  /* off-CPU or waker events dropped (ring buffer full) */
+	STAT_OFFCPU_NO_STACK,	  /* intervals recorded without stacks (over --offcpu-stack-rate) */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

@@ -244,6 +244,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		json_functions(out, p, o, &r);
 		if (o->threads)
 			err = json_threads(out, p, o);
+		err = err ? err : report_offcpu(out, p, o);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -253,6 +254,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			text_functions(out, p, o, &r);
 		if (o->threads && s.samples)
 			err = text_threads(out, p, o, s.samples);
+		err = err ? err : report_offcpu(out, p, o);
 	}
 	hot_result__free(&r);
 	return err ? err : out->err;

@@ -32,5 +32,7 @@ struct profile_summary {
 void profile_summarize(const struct profile *p, const struct sample_filter *f,
 		       struct profile_summary *s);
 int report_write(struct sink *out, struct profile *p, const struct report_opts *o);
+/* Off-CPU section (report_offcpu.c): nothing when the record has no off-CPU data. */
+int report_offcpu(struct sink *out, const struct profile *p, const struct report_opts *o);
 
 #endif

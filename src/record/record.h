@@ -26,6 +26,9 @@ struct record_opts {
 	bool quiet;
 	int verbose;
 	bool live; /* eprof top: no output file, fast symbolization (no lines, no debuginfod) */
+	bool offcpu;		 /* --offcpu: blocked intervals, wakeups */
+	uint32_t offcpu_min_us; /* --offcpu-min-us: shorter blocked intervals are not recorded */
+	uint32_t offcpu_stack_rate; /* --offcpu-stack-rate: intervals/s/CPU with stacks, 0 = all */
 };
 
 /* Fills opts from argv (after "record"). Returns 0, 1 for --help, or -EINVAL (message printed). */

@@ -24,6 +24,10 @@ void record_usage(FILE *f)
 		"      --stack-size BYTES  user stack copied per sample for DWARF unwinding (default 32768, max 65536)\n"
 		"      --ringbuf-mb MB     ring buffer size (default 16)\n"
 		"      --no-kernel         user stacks only\n"
+"      --offcpu            also record blocked intervals (off-CPU stacks) and wakeups\n"
+		"      --offcpu-min-us N   shortest blocked interval recorded (default 10)\n"
+		"      --offcpu-stack-rate N  stack captures per second and CPU (default 2000, 0 = all);\n"
+		"                          intervals beyond keep their times and wakers\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
@@ -84,7 +88,7 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL };
+enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE };
 
 static int parse_one(int c, const char *arg, struct record_opts *o)
 {
@@ -133,6 +137,25 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 	case OPT_NO_KERNEL:
 		o->no_kernel = true;
 		return 0;
+	case OPT_OFFCPU:
+		o->offcpu = true;
+		return 0;
+	case OPT_OFFCPU_MIN:
+		if (parse_uint(arg, 10000000, &v)) {
+			log_err("invalid --offcpu-min-us '%s': use 0..10000000", arg);
+			return -EINVAL;
+		}
+		o->offcpu_min_us = v;
+		o->offcpu = true;
+		return 0;
+	case OPT_OFFCPU_RATE:
+		if (parse_uint(arg, 10000000, &v)) {
+			log_err("invalid --offcpu-stack-rate '%s': use 0..10000000", arg);
+			return -EINVAL;
+		}
+		o->offcpu_stack_rate = v;
+		o->offcpu = true;
+		return 0;
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -155,6 +178,9 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 		{ "ringbuf-mb", required_argument, NULL, OPT_RINGBUF },
 		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
+		{ "offcpu", no_argument, NULL, OPT_OFFCPU },
+		{ "offcpu-min-us", required_argument, NULL, OPT_OFFCPU_MIN },
+		{ "offcpu-stack-rate", required_argument, NULL, OPT_OFFCPU_RATE },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -167,6 +193,8 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 	o->output = "eprof.data";
 	o->snapshot_bytes = 32768;
 	o->ringbuf_mb = 16;
+	o->offcpu_min_us = 10;
+	o->offcpu_stack_rate = 2000;
 	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
 	opterr = 0;
 	/* "+": stop at the first non-option so "-- CMD -x" and "CMD -x" keep CMD's flags. */

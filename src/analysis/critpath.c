@@ -1,0 +1,612 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <string.h>
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "critpath.h"
+#include "stacks.h"
+
+#define CP_MAX_STEPS 50000000ULL
+#define CP_MAX_FRAMES 1024
+
+int64_t critpath_find_track(const struct cp_graph *g, uint8_t kind, uint32_t pid, uint32_t tid)
+{
+	uint64_t v;
+
+	if (!g->track_idx || !hmap__get(g->track_idx, kind, (uint64_t)pid << 32 | tid, &v))
+		return -ENOENT;
+	return (int64_t)v;
+}
+
+int64_t critpath_add_track(struct cp_graph *g, uint8_t kind, uint32_t pid, uint32_t tid)
+{
+	int64_t t = critpath_find_track(g, kind, pid, tid);
+	struct cp_track *tr;
+
+	if (t >= 0)
+		return t;
+	if (!g->track_idx && !(g->track_idx = hmap__new(64)))
+		return -ENOMEM;
+	if (g->ntracks == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 16;
+		struct cp_track *n = realloc(g->tracks, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		g->tracks = n;
+		g->cap = cap;
+	}
+	tr = &g->tracks[g->ntracks];
+	memset(tr, 0, sizeof(*tr));
+	tr->kind = kind;
+	tr->pid = pid;
+	tr->tid = tid;
+	tr->t_first = UINT64_MAX;
+	if (hmap__put(g->track_idx, kind, (uint64_t)pid << 32 | tid, g->ntracks))
+		return -ENOMEM;
+	return (int64_t)g->ntracks++;
+}
+
+int64_t critpath_add_edge(struct cp_graph *g, const struct cp_edge *e)
+{
+	if (g->nedges == g->ecap) {
+		size_t cap = g->ecap ? g->ecap * 2 : 256;
+		struct cp_edge *n = realloc(g->edges, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		g->edges = n;
+		g->ecap = cap;
+	}
+	g->edges[g->nedges] = *e;
+	return (int64_t)g->nedges++;
+}
+
+static void track_seen(struct cp_track *t, uint64_t from, uint64_t to)
+{
+	if (from < t->t_first)
+		t->t_first = from;
+	if (to > t->t_last)
+		t->t_last = to;
+}
+
+int critpath_add_wait(struct cp_graph *g, uint32_t track, const struct cp_wait *w)
+{
+	struct cp_track *t = &g->tracks[track];
+
+	if (t->nwaits == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		struct cp_wait *n = realloc(t->waits, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		t->waits = n;
+		t->cap = cap;
+	}
+	t->waits[t->nwaits++] = *w;
+	track_seen(t, w->start, w->end);
+	return 0;
+}
+
+static int cmp_wait(const void *a, const void *b)
+{
+	const struct cp_wait *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static const struct sample *g_cp_samples;
+
+static int cmp_sample_idx(const void *a, const void *b)
+{
+	uint64_t x = g_cp_samples[*(const uint32_t *)a].ts,
+		 y = g_cp_samples[*(const uint32_t *)b].ts;
+
+	return x < y ? -1 : x > y;
+}
+
+int critpath_finalize(struct cp_graph *g)
+{
+	for (size_t i = 0; i < g->ntracks; i++) {
+		struct cp_track *t = &g->tracks[i];
+
+		if (t->nwaits > 1)
+			qsort(t->waits, t->nwaits, sizeof(*t->waits), cmp_wait);
+		if (t->nsamples > 1 && g->p) {
+			g_cp_samples = g->p->samples.v;
+			qsort(t->samples, t->nsamples, sizeof(*t->samples), cmp_sample_idx);
+		}
+		if (t->t_first == UINT64_MAX)
+			t->t_first = t->t_last;
+	}
+	return 0;
+}
+
+static int add_samples(const struct profile *p, struct cp_graph *g)
+{
+	size_t *count;
+
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const struct sample *s = &p->samples.v[i];
+		int64_t t = critpath_add_track(g, CP_TRACK_THREAD, s->pid, s->tid);
+
+		if (t < 0)
+			return (int)t;
+		track_seen(&g->tracks[t], s->ts > s->weight ? s->ts - s->weight : s->ts, s->ts);
+		g->tracks[t].nsamples++;
+	}
+	count = calloc(g->ntracks ? g->ntracks : 1, sizeof(*count));
+	if (!count)
+		return -ENOMEM;
+	for (size_t i = 0; i < g->ntracks; i++) {
+		g->tracks[i].samples = malloc((g->tracks[i].nsamples + 1) * sizeof(uint32_t));
+		if (!g->tracks[i].samples) {
+			free(count);
+			return -ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < p->samples.n; i++) {
+		int64_t t = critpath_find_track(g, CP_TRACK_THREAD, p->samples.v[i].pid,
+						p->samples.v[i].tid);
+
+		g->tracks[t].samples[count[t]++] = (uint32_t)i;
+	}
+	free(count);
+	return 0;
+}
+
+static int add_offcpu(const struct profile *p, struct cp_graph *g)
+{
+	/* Tracks first, so a waker seen only later in the table is known. */
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+
+		if (e->kind == EVK_OFFCPU &&
+		    critpath_add_track(g, CP_TRACK_THREAD, e->pid, e->tid) < 0)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+		struct cp_wait w = {
+		    .start = e->ts, .end = e->ts + e->dur, .edge = -1, .stack = e->stack};
+		int64_t t, from;
+		int err;
+
+		if (e->kind != EVK_OFFCPU)
+			continue;
+		t = critpath_find_track(g, CP_TRACK_THREAD, e->pid, e->tid);
+		w.ready = offcpu_ready_ts(e);
+		w.kind = offcpu_classify(p, e);
+		from = e->a
+			   ? critpath_find_track(g, CP_TRACK_THREAD, (uint32_t)e->c, (uint32_t)e->a)
+			   : -1;
+		if (from >= 0 && from != t) {
+			struct cp_edge ed = {(uint32_t)from, w.ready, (uint32_t)t, w.ready,
+					     (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
+						 ? CP_EDGE_CREATE
+						 : CP_EDGE_WAKEUP};
+
+			w.edge = critpath_add_edge(g, &ed);
+			if (w.edge < 0)
+				return (int)w.edge;
+			/* The waker was alive then, whatever else is known of it. */
+			track_seen(&g->tracks[from], w.ready, w.ready);
+		}
+		err = critpath_add_wait(g, (uint32_t)t, &w);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int critpath_build(const struct profile *p, struct cp_graph *g)
+{
+	int err;
+
+	memset(g, 0, sizeof(*g));
+	g->p = p;
+	err = add_samples(p, g);
+	if (!err)
+		err = add_offcpu(p, g);
+	if (err) {
+		critpath_free(g);
+		return err;
+	}
+	for (size_t i = 0; i < p->procs.n; i++) {
+		const struct process *pr = &p->procs.v[i];
+		int64_t t = critpath_find_track(g, CP_TRACK_THREAD, pr->pid, pr->pid);
+
+		if (t >= 0 && pr->exit_ts)
+			track_seen(&g->tracks[t], g->tracks[t].t_first, pr->exit_ts);
+		/* A main thread lives from its process's start (launch or attach). */
+		if (t >= 0 && pr->start_ts)
+			track_seen(&g->tracks[t], pr->start_ts, g->tracks[t].t_last);
+	}
+	critpath_finalize(g);
+	g->t_start = profile__meta_u64(p, "start_ns", 0);
+	g->t_end = profile__meta_u64(p, "end_ns", 0);
+	for (size_t i = 0; i < g->ntracks; i++) {
+		if (!g->t_start || g->tracks[i].t_first < g->t_start)
+			g->t_start = g->tracks[i].t_first;
+		if (g->tracks[i].t_last > g->t_end)
+			g->t_end = g->tracks[i].t_last;
+	}
+	return 0;
+}
+
+void critpath_free(struct cp_graph *g)
+{
+	for (size_t i = 0; i < g->ntracks; i++) {
+		free(g->tracks[i].waits);
+		free(g->tracks[i].samples);
+	}
+	free(g->tracks);
+	free(g->edges);
+	hmap__free(g->track_idx);
+	memset(g, 0, sizeof(*g));
+}
+
+int critpath_default_end(const struct cp_graph *g, uint32_t *track, uint64_t *ts)
+{
+	const struct profile *p = g->p;
+	int64_t best = -1;
+	uint64_t best_ts = 0;
+
+	/* The launched command: the first process of the recording that exited. */
+	for (size_t i = 0; p && i < p->procs.n; i++) {
+		const struct process *pr = &p->procs.v[i];
+		int64_t t = critpath_find_track(g, CP_TRACK_THREAD, pr->pid, pr->pid);
+
+		if (t >= 0 && pr->exit_ts) {
+			best = t;
+			best_ts = pr->exit_ts;
+			break;
+		}
+	}
+	if (best < 0) {
+		for (size_t i = 0; i < g->ntracks; i++) {
+			if (g->tracks[i].t_last > best_ts || best < 0) {
+				best = (int64_t)i;
+				best_ts = g->tracks[i].t_last;
+			}
+		}
+	}
+	if (best < 0)
+		return -ENOENT;
+	*track = (uint32_t)best;
+	*ts = best_ts;
+	return 0;
+}
+
+/* Index of the last wait of t starting before ts, or -1. */
+static ssize_t last_wait_before(const struct cp_track *t, uint64_t ts)
+{
+	size_t lo = 0, hi = t->nwaits;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (t->waits[mid].start < ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (ssize_t)lo - 1;
+}
+
+static int push_seg(struct cp_path *path, size_t *cap, uint32_t track, uint64_t start, uint64_t end,
+		    uint8_t kind, uint32_t stack)
+{
+	if (end <= start)
+		return 0;
+	if (path->nsegs == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 256;
+		struct cp_segment *n = realloc(path->segs, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		path->segs = n;
+		*cap = ncap;
+	}
+	path->segs[path->nsegs++] = (struct cp_segment){track, start, end, kind, stack};
+	path->by_kind[kind] += end - start;
+	path->total_ns += end - start;
+	return 0;
+}
+
+/* Walks backwards; segments come out latest first and are reversed at the end. */
+static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t start,
+		struct cp_path *path)
+{
+	size_t cap = 0;
+	unsigned stalls = 0;
+	int err = 0;
+
+	for (uint64_t step = 0; t > start && step < CP_MAX_STEPS && !err; step++) {
+		const struct cp_track *trk = &g->tracks[tr];
+		ssize_t wi = last_wait_before(trk, t);
+		const struct cp_wait *w = wi >= 0 ? &trk->waits[wi] : NULL;
+		uint64_t lo = w ? w->end : trk->t_first, ready, bstart;
+
+		if (lo < t) {
+			uint64_t from = lo > start ? lo : start;
+
+			err = push_seg(path, &cap, tr, from, t, WAIT_ONCPU, 0);
+			t = from;
+			stalls = 0;
+			if (!w || t <= start)
+				break; /* the track's beginning, with nothing known before it */
+		}
+		if (!w)
+			break;
+		/* t lies in (w->start, w->end]: runnable from ready, blocked before. */
+		ready = w->ready < w->start ? w->start : w->ready > t ? t : w->ready;
+		if (ready < start)
+			ready = start;
+		if (ready < t) {
+			err =
+			    err ? err : push_seg(path, &cap, tr, ready, t, WAIT_RUNNABLE, w->stack);
+			t = ready;
+			stalls = 0;
+		}
+		bstart = w->start > start ? w->start : start;
+		/* A thread's creation edge starts at the wait's start: follow it there too. */
+		if (t <= bstart && (w->edge < 0 || g->edges[w->edge].kind != CP_EDGE_CREATE))
+			continue;
+		if (w->edge >= 0 && stalls < 4) {
+			const struct cp_edge *e = &g->edges[w->edge];
+
+			if (e->from_ts <= t && e->from_ts > start && e->from_track != tr) {
+				tr = e->from_track;
+				stalls += e->from_ts == t;
+				t = e->from_ts;
+				continue;
+			}
+		}
+		if (t <= bstart)
+			continue;
+		err = err ? err : push_seg(path, &cap, tr, bstart, t, w->kind, w->stack);
+		t = bstart;
+		stalls = 0;
+	}
+	path->start = t;
+	return err;
+}
+
+/*
+ * A running segment no sample fell in (short, or a low rate): it counts for
+ * the stack the thread had when it stopped running at the segment's end
+ * (the wait that starts there), or for "[on-cpu]" when none is known.
+ */
+static uint32_t stack_at_end(const struct profile *p, const struct cp_track *t,
+			     const struct cp_segment *s)
+{
+	ssize_t wi = last_wait_before(t, s->end + 1);
+	uint32_t node;
+
+	if (wi < 0 || t->waits[wi].start != s->end)
+		return 0;
+	/* Its user part: the kernel frames are those of the switch, not of the running. */
+	node = t->waits[wi].stack < p->stacks.n ? t->waits[wi].stack : 0;
+	while (node &&
+	       p->objects.v[p->locations.v[p->stacks.v[node].loc].object].kind == OBJ_KERNEL)
+		node = p->stacks.v[node].parent;
+	return node;
+}
+
+static int attribute(const struct cp_graph *g, struct cp_path *path)
+{
+	const struct profile *p = g->p;
+	size_t cap = 0;
+
+	for (size_t i = 0; i < path->nsegs; i++) {
+		const struct cp_segment *s = &path->segs[i];
+		const struct cp_track *t = &g->tracks[s->track];
+		uint64_t len = s->end - s->start, wsum = 0;
+		size_t lo = 0, hi = t->nsamples, need;
+
+		/* First sample after s->start. */
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+
+			if (p->samples.v[t->samples[mid]].ts <= s->start)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (hi = lo; s->kind == WAIT_ONCPU && hi < t->nsamples &&
+			      p->samples.v[t->samples[hi]].ts <= s->end;
+		     hi++)
+			wsum += p->samples.v[t->samples[hi]].weight
+				    ? p->samples.v[t->samples[hi]].weight
+				    : 1;
+		need = wsum ? hi - lo : 1;
+		if (path->nattr + need > cap) {
+			size_t ncap = (path->nattr + need) * 2;
+			struct cp_attr *n = realloc(path->attr, ncap * sizeof(*n));
+
+			if (!n)
+				return -ENOMEM;
+			path->attr = n;
+			cap = ncap;
+		}
+		if (!wsum) {
+			path->attr[path->nattr++] = (struct cp_attr){
+			    t->pid, t->tid,
+			    s->kind == WAIT_ONCPU ? stack_at_end(p, t, s) : s->stack, s->kind, len};
+			continue;
+		}
+		/* The segment's length spread over its samples by weight; rounding goes to the
+		 * last. */
+		for (size_t k = lo, left = len; k < hi; k++) {
+			const struct sample *sm = &p->samples.v[t->samples[k]];
+			uint64_t ns =
+			    k + 1 == hi
+				? left
+				: (uint64_t)((double)len * (sm->weight ? sm->weight : 1) / wsum);
+
+			if (ns > left)
+				ns = left;
+			left -= ns;
+			path->attr[path->nattr++] =
+			    (struct cp_attr){t->pid, t->tid, sm->stack, WAIT_ONCPU, ns};
+		}
+	}
+	return 0;
+}
+
+int critpath_walk(const struct cp_graph *g, uint32_t track, uint64_t end, uint64_t start,
+		  struct cp_path *out)
+{
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (track >= g->ntracks)
+		return -EINVAL;
+	if (!start)
+		start = g->t_start;
+	out->end = end;
+	err = walk(g, track, end, start, out);
+	if (!err) {
+		for (size_t i = 0, j = out->nsegs; i + 1 < j; i++, j--) {
+			struct cp_segment tmp = out->segs[i];
+
+			out->segs[i] = out->segs[j - 1];
+			out->segs[j - 1] = tmp;
+		}
+		err = attribute(g, out);
+	}
+	if (err)
+		critpath_path_free(out);
+	return err;
+}
+
+void critpath_path_free(struct cp_path *path)
+{
+	free(path->segs);
+	free(path->attr);
+	memset(path, 0, sizeof(*path));
+}
+
+static int64_t kind_leaf(struct profile *p, uint8_t kind)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "[%s]", wait_kind_name(kind));
+	return profile__special(p, name);
+}
+
+/* Stack node of an attribution: a wait's stack gets a leaf naming the wait. */
+static int64_t attr_node(struct profile *p, const struct cp_attr *a)
+{
+	int64_t leaf;
+
+	if (a->kind == WAIT_ONCPU && a->stack)
+		return a->stack;
+	leaf = kind_leaf(p, a->kind);
+	if (leaf < 0)
+		return leaf;
+	return profile__stack_child(p, a->stack < p->stacks.n ? a->stack : 0, (uint32_t)leaf);
+}
+
+int critpath_samples(struct profile *p, const struct cp_path *path, struct sample **out, size_t *n)
+{
+	struct sample *v = malloc((path->nattr ? path->nattr : 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < path->nattr; i++) {
+		int64_t node = attr_node(p, &path->attr[i]);
+
+		if (node < 0) {
+			free(v);
+			return (int)node;
+		}
+		v[i] = (struct sample){.ts = path->start,
+				       .pid = path->attr[i].pid,
+				       .tid = path->attr[i].tid,
+				       .stack = (uint32_t)node,
+				       .weight = path->attr[i].ns};
+	}
+	*out = v;
+	*n = path->nattr;
+	return 0;
+}
+
+static int cmp_func(const void *a, const void *b)
+{
+	const struct cp_func *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? 1 : -1;
+	return x->name < y->name ? -1 : x->name > y->name;
+}
+
+int critpath_functions(struct profile *p, const struct cp_path *path, struct cp_func **out,
+		       size_t *n)
+{
+	const struct frame **fr = malloc(CP_MAX_FRAMES * sizeof(*fr));
+	struct hmap *idx = hmap__new(1024);
+	struct cp_func *v = NULL;
+	size_t *seen = NULL, nv = 0, cap = 0;
+	int err = -ENOMEM;
+
+	if (!fr || !idx)
+		goto out;
+	for (size_t i = 0; i < path->nattr; i++) {
+		int64_t node = attr_node(p, &path->attr[i]);
+		size_t nf;
+
+		if (node < 0) {
+			err = (int)node;
+			goto out;
+		}
+		nf = stack_frames(p, (uint32_t)node, fr, CP_MAX_FRAMES, NULL);
+		for (size_t k = 0; k < nf; k++) {
+			uint64_t j;
+
+			if (!hmap__get(idx, fr[k]->name, fr[k]->module, &j)) {
+				if (nv == cap) {
+					size_t ncap = cap ? cap * 2 : 256;
+					struct cp_func *nvv = realloc(v, ncap * sizeof(*nvv));
+					size_t *ns = realloc(seen, ncap * sizeof(*ns));
+
+					if (nvv)
+						v = nvv;
+					if (ns)
+						seen = ns;
+					if (!nvv || !ns)
+						goto out;
+					cap = ncap;
+				}
+				j = nv++;
+				v[j] = (struct cp_func){fr[k]->name, fr[k]->module, 0};
+				seen[j] = SIZE_MAX;
+				if (hmap__put(idx, fr[k]->name, fr[k]->module, j))
+					goto out;
+			}
+			/* Inclusive: a function twice in one stack (recursion) counts once. */
+			if (seen[j] == i)
+				continue;
+			seen[j] = i;
+			v[j].ns += path->attr[i].ns;
+		}
+	}
+	if (nv)
+		qsort(v, nv, sizeof(*v), cmp_func);
+	*out = v;
+	*n = nv;
+	v = NULL;
+	err = 0;
+out:
+	free(v);
+	free(seen);
+	free(fr);
+	hmap__free(idx);
+	return err;
+}

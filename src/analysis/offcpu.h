@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Off-CPU analysis: what kind of wait each EVK_OFFCPU interval is, weighted
+ * pseudo-samples for off-CPU and wall-clock flamegraphs, and the summary the
+ * report shows.
+ */
+#ifndef EPROF_OFFCPU_H
+#define EPROF_OFFCPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hot.h"
+
+enum wait_kind {
+	WAIT_ONCPU = 0,	   /* not a wait: running (critical path segments) */
+	WAIT_RUNNABLE = 1, /* ready, waiting for a CPU (CPU contention) */
+	WAIT_IO = 2,	   /* uninterruptible: disk I/O */
+	WAIT_SLEEP = 3,	   /* interruptible sleep: timers, pipes, sockets, poll */
+	WAIT_LOCK = 4,	   /* futex, mutex, rwsem */
+	WAIT_OTHER = 5,
+	WAIT_KIND_MAX
+};
+
+/* "on-cpu", "runnable", "io", "sleep", "lock", "other". */
+const char *wait_kind_name(enum wait_kind k);
+
+/* Kind of an EVK_OFFCPU event: from its state, and its kernel stack for locks. */
+enum wait_kind offcpu_classify(const struct profile *p, const struct event *e);
+
+/* Time made runnable within [ts, ts+dur]: the wakeup, clamped; the start when preempted. */
+uint64_t offcpu_ready_ts(const struct event *e);
+
+enum offcpu_weights {
+	OFFCPU_W_OFF = 1,  /* blocked intervals, weight = blocked ns */
+	OFFCPU_W_WALL = 2, /* CPU samples (weight = CPU ns) and blocked intervals */
+};
+
+/*
+ * Weighted pseudo-samples, for the flamegraph and folded writers: each
+ * blocked interval is its stack plus a leaf frame naming its kind
+ * ("[sleep]", "[io]" ...), weighted by its length in ns. Adds the leaf frames
+ * and stack nodes to p. *out is malloc'ed.
+ */
+int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample_filter *f,
+		   struct sample **out, size_t *n);
+
+/* Number of EVK_OFFCPU events. */
+size_t offcpu_count(const struct profile *p);
+
+struct offcpu_stack_stat {
+	uint32_t stack;
+	uint8_t kind;
+	uint64_t count, ns;
+};
+
+struct offcpu_summary {
+	uint64_t intervals, total_ns;
+	uint64_t by_kind[WAIT_KIND_MAX];
+	uint64_t wakers_known;		  /* intervals whose waker thread is known */
+	struct offcpu_stack_stat *stacks; /* by ns, descending */
+	size_t nstacks;
+};
+
+int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
+		     struct offcpu_summary *s);
+void offcpu_summary__free(struct offcpu_summary *s);
+
+#endif

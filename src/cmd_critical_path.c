@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: MIT
+/* `eprof critical-path`: the chain of running and waiting that decided how long the run took. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/critpath.h"
+#include "analysis/stacks.h"
+#include "cmds.h"
+#include "format/open.h"
+#include "util/cli.h"
+#include "util/log.h"
+#include "util/sink.h"
+
+#define TOP_FRAMES 256
+
+static void critpath_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: eprof critical-path [FILE] [options]   (FILE defaults to eprof.data; record "
+	    "with --offcpu)\n"
+	    "From the run's end (the launched command's exit, or the last event) back to its "
+	    "start:\n"
+	    "while a thread runs it is on the path; while it waited, the path goes to the thread "
+	    "that\n"
+	    "woke it. Waits nobody explains (timers, I/O) and waits for a CPU stay on the path.\n"
+	    "      --segments          list the path's segments (thread, start, length, kind, "
+	    "frame)\n"
+	    "      --json              machine-readable (schema in docs/json-schema.md)\n"
+	    "      --limit N           function rows (default 20, 0 = all)\n"
+	    "      --tid TID           end on this thread (its last sign of life, or --end)\n"
+	    "      --end SECONDS       end at this time, seconds from the start of the record\n"
+	    "  -o, --output FILE       write to FILE instead of stdout\n");
+}
+
+enum { C_SEGS = 256, C_JSON, C_LIMIT, C_TID, C_END };
+
+static int cp_opt(int c, const char *arg, void *opts)
+{
+	struct critpath_cli *o = opts;
+	char *end;
+
+	switch (c) {
+	case 'o':
+		o->output = arg;
+		return 0;
+	case C_SEGS:
+		o->segments = true;
+		return 0;
+	case C_JSON:
+		o->json = true;
+		return 0;
+	case C_LIMIT:
+		return parse_u32_arg("--limit", arg, 0, 10000000, &o->limit);
+	case C_TID:
+		return parse_u32_arg("--tid", arg, 1, 0x7fffffff, &o->tid);
+	case C_END:
+		o->end_s = strtod(arg, &end);
+		if (*end || end == arg || !(o->end_s > 0) || !isfinite(o->end_s)) {
+			log_err("invalid --end '%s': use seconds > 0 from the start", arg);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int parse_critpath_args(int argc, char **argv, struct critpath_cli *o)
+{
+	static const struct option longopts[] = {
+	    {"segments", no_argument, NULL, C_SEGS},
+	    {"json", no_argument, NULL, C_JSON},
+	    {"limit", required_argument, NULL, C_LIMIT},
+	    {"tid", required_argument, NULL, C_TID},
+	    {"end", required_argument, NULL, C_END},
+	    {"output", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	static const struct cli_spec spec = {"critical-path", "o:h", longopts, cp_opt};
+	const char *pos[1];
+	int npos, err;
+
+	memset(o, 0, sizeof(*o));
+	o->input = "eprof.data";
+	o->output = "-";
+	o->limit = 20;
+	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
+	if (err)
+		return err;
+	if (npos)
+		o->input = pos[0];
+	return 0;
+}
+
+static const char *track_comm(const struct profile *p, const struct cp_track *t)
+{
+	const struct thread *th = profile__thread((struct profile *)p, t->pid, t->tid, false);
+	const struct process *pr = profile__proc((struct profile *)p, t->pid, false);
+	const char *c = th && th->comm ? profile__str(p, th->comm) : "";
+
+	/* A main thread's process name follows exec; its thread name only follows samples. */
+	if (pr && pr->comm && t->tid == t->pid && *profile__str(p, pr->comm))
+		c = profile__str(p, pr->comm);
+	return *c ? c : "?";
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * part / whole : 0;
+}
+
+/* The frame a user reads first: the innermost frame of the user's own code, else the leaf. */
+static const char *stack_top(const struct profile *p, uint32_t node)
+{
+	const struct frame *fr[TOP_FRAMES];
+	size_t n = stack_frames(p, node, fr, TOP_FRAMES, NULL);
+
+	for (size_t k = n; k-- > 0;)
+		if (fr[k]->kind == FRAME_USER || fr[k]->kind == FRAME_JIT)
+			return profile__str(p, fr[k]->name);
+	return n ? profile__str(p, fr[n - 1]->name) : "";
+}
+
+/* Most frequent leaf function among the samples of a running segment. */
+static const char *segment_top(const struct cp_graph *g, const struct cp_segment *s)
+{
+	const struct profile *p = g->p;
+	const struct cp_track *t = &g->tracks[s->track];
+	uint32_t best = 0, best_n = 0, cur = 0, cur_n = 0;
+
+	if (s->kind != WAIT_ONCPU)
+		return s->stack ? stack_top(p, s->stack) : "";
+	/* Few samples per segment: a quadratic count is fine and needs no memory. */
+	for (size_t i = 0; i < t->nsamples; i++) {
+		const struct sample *a = &p->samples.v[t->samples[i]];
+
+		if (a->ts <= s->start || a->ts > s->end || !a->stack)
+			continue;
+		cur = a->stack;
+		cur_n = 0;
+		for (size_t j = i; j < t->nsamples; j++) {
+			const struct sample *b = &p->samples.v[t->samples[j]];
+
+			if (b->ts > s->end)
+				break;
+			cur_n += b->stack == cur;
+		}
+		if (cur_n > best_n) {
+			best = cur;
+			best_n = cur_n;
+		}
+		if (best_n > 8)
+			break;
+	}
+	return best ? stack_top(p, best) : "";
+}
+
+struct thread_share {
+	uint32_t track;
+	uint64_t ns;
+};
+
+static int cmp_share(const void *a, const void *b)
+{
+	const struct thread_share *x = a, *y = b;
+
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? 1 : -1;
+	return x->track < y->track ? -1 : x->track > y->track;
+}
+
+static struct thread_share *by_thread(const struct cp_graph *g, const struct cp_path *path,
+				      size_t *n)
+{
+	struct thread_share *v = calloc(g->ntracks ? g->ntracks : 1, sizeof(*v));
+	size_t k = 0;
+
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < g->ntracks; i++)
+		v[i].track = i;
+	for (size_t i = 0; i < path->nsegs; i++)
+		v[path->segs[i].track].ns += path->segs[i].end - path->segs[i].start;
+	qsort(v, g->ntracks, sizeof(*v), cmp_share);
+	while (k < g->ntracks && v[k].ns)
+		k++;
+	*n = k;
+	return v;
+}
+
+static void write_text(struct sink *out, const struct critpath_cli *o, const struct cp_graph *g,
+		       const struct cp_path *path, const struct cp_func *f, size_t nf,
+		       const struct thread_share *ts, size_t nts, uint32_t end_track)
+{
+	const struct profile *p = g->p;
+	const struct cp_track *et = &g->tracks[end_track];
+	uint64_t wall = path->end - g->t_start, total = path->total_ns;
+	size_t lim = o->limit && o->limit < nf ? o->limit : nf;
+
+	sink_printf(out, "# critical path: %s\n", o->input);
+	sink_printf(out, "# end: %s (pid %u, tid %u) at %.3f s\n", track_comm(p, et), et->pid,
+		    et->tid, (path->end - g->t_start) / 1e9);
+	sink_printf(out, "# path: %.3f s of %.3f s wall (%.1f%%), %zu segments\n", total / 1e9,
+		    wall / 1e9, pct(total, wall), path->nsegs);
+	sink_puts(out, "\nBy kind:\n");
+	for (int k = 0; k < WAIT_KIND_MAX; k++)
+		if (path->by_kind[k])
+			sink_printf(out, "  %-10s %10.3f s %6.1f%%%s\n", wait_kind_name(k),
+				    path->by_kind[k] / 1e9, pct(path->by_kind[k], total),
+				    k == WAIT_RUNNABLE ? "   (CPU contention)" : "");
+	sink_puts(out, "\nBy thread:\n");
+	for (size_t i = 0; i < nts; i++) {
+		const struct cp_track *t = &g->tracks[ts[i].track];
+
+		sink_printf(out, "  %8u %8u  %-16s %10.3f s %6.1f%%\n", t->pid, t->tid,
+			    track_comm(p, t), ts[i].ns / 1e9, pct(ts[i].ns, total));
+	}
+	sink_printf(out, "\n%7s %12s  %-50s %s\n", "Path%", "Time(ms)", "Function (inclusive)",
+		    "Module");
+	for (size_t i = 0; i < lim; i++)
+		sink_printf(out, "%7.2f %12.3f  %-50s %s\n", pct(f[i].ns, total), f[i].ns / 1e6,
+			    profile__str(p, f[i].name), profile__str(p, f[i].module));
+	if (lim < nf)
+		sink_printf(out, "... %zu more functions (--limit 0 shows all)\n", nf - lim);
+	if (!o->segments)
+		return;
+	sink_printf(out, "\n%12s %12s  %-16s %8s  %-10s %s\n", "Start(s)", "Dur(ms)", "Thread",
+		    "TID", "Kind", "Frame");
+	for (size_t i = 0; i < path->nsegs; i++) {
+		const struct cp_segment *s = &path->segs[i];
+		const struct cp_track *t = &g->tracks[s->track];
+
+		sink_printf(out, "%12.6f %12.3f  %-16s %8u  %-10s %s\n",
+			    (s->start - g->t_start) / 1e9, (s->end - s->start) / 1e6,
+			    track_comm(p, t), t->tid, wait_kind_name(s->kind), segment_top(g, s));
+	}
+}
+
+static void json_str(struct sink *out, const char *key, const char *v)
+{
+	sink_printf(out, "\"%s\": \"", key);
+	sink_json_str(out, v ? v : "");
+	sink_puts(out, "\"");
+}
+
+static void write_json(struct sink *out, const struct critpath_cli *o, const struct cp_graph *g,
+		       const struct cp_path *path, const struct cp_func *f, size_t nf,
+		       const struct thread_share *ts, size_t nts, uint32_t end_track)
+{
+	const struct profile *p = g->p;
+	uint64_t total = path->total_ns;
+	size_t lim = o->limit && o->limit < nf ? o->limit : nf;
+
+	sink_printf(out,
+		    "{\n  \"version\": 1, \"total_ns\": %" PRIu64 ", \"wall_ns\": %" PRIu64
+		    ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
+		    ", \"end_pid\": %u, \"end_tid\": %u,\n  \"by_kind\": {",
+		    total, path->end - g->t_start, path->start, path->end, g->tracks[end_track].pid,
+		    g->tracks[end_track].tid);
+	for (int k = 0; k < WAIT_KIND_MAX; k++)
+		sink_printf(out, "%s\"%s\": %" PRIu64, k ? ", " : "", wait_kind_name(k),
+			    path->by_kind[k]);
+	sink_puts(out, "},\n  \"by_thread\": [");
+	for (size_t i = 0; i < nts; i++) {
+		const struct cp_track *t = &g->tracks[ts[i].track];
+
+		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u, ", i ? ",\n    " : "\n    ", t->pid,
+			    t->tid);
+		json_str(out, "comm", track_comm(p, t));
+		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", ts[i].ns,
+			    pct(ts[i].ns, total));
+	}
+	sink_puts(out, "\n  ],\n  \"functions\": [");
+	for (size_t i = 0; i < lim; i++) {
+		sink_puts(out, i ? ",\n    {" : "\n    {");
+		json_str(out, "name", profile__str(p, f[i].name));
+		sink_puts(out, ", ");
+		json_str(out, "module", profile__str(p, f[i].module));
+		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", f[i].ns,
+			    pct(f[i].ns, total));
+	}
+	sink_puts(out, "\n  ]");
+	if (o->segments) {
+		sink_puts(out, ",\n  \"segments\": [");
+		for (size_t i = 0; i < path->nsegs; i++) {
+			const struct cp_segment *s = &path->segs[i];
+			const struct cp_track *t = &g->tracks[s->track];
+
+			sink_printf(out,
+				    "%s{\"pid\": %u, \"tid\": %u, \"start_ns\": %" PRIu64
+				    ", \"dur_ns\": %" PRIu64 ", \"kind\": \"%s\", ",
+				    i ? ",\n    " : "\n    ", t->pid, t->tid, s->start,
+				    s->end - s->start, wait_kind_name(s->kind));
+			json_str(out, "frame", segment_top(g, s));
+			sink_puts(out, "}");
+		}
+		sink_puts(out, "\n  ]");
+	}
+	sink_puts(out, "\n}\n");
+}
+
+static int end_point(const struct critpath_cli *o, const struct cp_graph *g, uint32_t *track,
+		     uint64_t *end)
+{
+	int err = critpath_default_end(g, track, end);
+
+	if (o->tid) {
+		err = -ENOENT;
+		for (size_t i = 0; i < g->ntracks; i++) {
+			if (g->tracks[i].tid == o->tid) {
+				*track = i;
+				*end = g->tracks[i].t_last;
+				err = 0;
+			}
+		}
+		if (err) {
+			log_err("no thread %u in '%s'", o->tid, o->input);
+			return err;
+		}
+	}
+	if (o->end_s > 0) {
+		uint64_t e = g->t_start + (uint64_t)llround(o->end_s * 1e9);
+
+		if (e < *end)
+			*end = e;
+	}
+	if (err)
+		log_err("'%s' has no threads to follow", o->input);
+	return err;
+}
+
+static int run(struct sink *out, const struct critpath_cli *o, struct profile *p)
+{
+	struct cp_graph g;
+	struct cp_path path = {0};
+	struct cp_func *f = NULL;
+	struct thread_share *ts = NULL;
+	size_t nf = 0, nts = 0;
+	uint32_t track;
+	uint64_t end;
+	int err;
+
+	err = critpath_build(p, &g);
+	if (err)
+		return err;
+	err = end_point(o, &g, &track, &end);
+	if (!err)
+		err = critpath_walk(&g, track, end, 0, &path);
+	if (!err)
+		err = critpath_functions(p, &path, &f, &nf);
+	if (!err && !(ts = by_thread(&g, &path, &nts)))
+		err = -ENOMEM;
+	if (!err && o->json)
+		write_json(out, o, &g, &path, f, nf, ts, nts, track);
+	else if (!err)
+		write_text(out, o, &g, &path, f, nf, ts, nts, track);
+	free(ts);
+	free(f);
+	critpath_path_free(&path);
+	critpath_free(&g);
+	return err;
+}
+
+int cmd_critical_path(int argc, char **argv)
+{
+	struct critpath_cli o;
+	struct profile *p = NULL;
+	struct sink *out;
+	int err;
+
+	err = parse_critpath_args(argc, argv, &o);
+	if (err == 1) {
+		critpath_usage(stdout);
+		return 0;
+	}
+	if (err)
+		return 2;
+	if (profile_open(o.input, &p))
+		return 1;
+	if (!offcpu_count(p))
+		log_warn(
+		    "'%s' has no off-CPU data (record with --offcpu): the path cannot follow waits",
+		    o.input);
+	out = sink_open(o.output, 0644);
+	if (!out) {
+		log_err("failed to open '%s': %s", o.output, strerror(errno));
+		profile__free(p);
+		return 1;
+	}
+	err = run(out, &o, p);
+	err = sink_close(out) ?: err;
+	profile__free(p);
+	if (err && err != -ENOENT)
+		log_err("failed to write the critical path: %s", strerror(-err));
+	return err ? 1 : 0;
+}

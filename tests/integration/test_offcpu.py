@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: MIT
+"""record --offcpu, the off-CPU readers and eprof critical-path on fixture programs."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+
+pytestmark = pytest.mark.usefixtures("need_bpf")
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("offcpu-fixtures")
+    built = {}
+    for src, extra in (("sleephalf", []), ("condwait", ["-pthread"])):
+        exe = out / src
+        subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", *extra, "-o", str(exe),
+                        os.path.join(FIXTURES, src + ".c")], check=True)
+        built[src] = str(exe)
+    return built
+
+
+def offcpu_events(ep, data):
+    rep = ep.report_json(data)
+    return rep.get("offcpu")
+
+
+def test_sleep_half_share(ep, progs):
+    r = ep.run("record", "--offcpu", "-F", "499", "-q", "-o", "sh.eprof", "--",
+               progs["sleephalf"], "2")
+    napped_ns, loop_ns = (float(x) for x in r.stdout.split())
+    rep = ep.report_json("sh.eprof")
+    off = rep["offcpu"]
+    assert off["intervals"] >= 50  # up to 100 sleeps of 10 ms in 2 s
+    # Off-CPU time inside nap() (blocked, then waiting for a CPU after the wakeup) as a
+    # share of the thread's wall time, against the share the program measured itself:
+    # about half, less on a busy machine.
+    stacks = ep.folded("sh.eprof", "--offcpu")
+    in_nap = sum(c for s, c in stacks if "nap" in s)
+    share, truth = 100.0 * in_nap / loop_ns, 100.0 * napped_ns / loop_ns
+    assert abs(share - truth) <= 5.0, (share, truth)
+    assert truth > 30.0
+    # Wall graph: CPU samples + blocked time cover the thread's wall time.
+    wall = sum(c for _, c in ep.folded("sh.eprof", "--wall"))
+    assert abs(wall - loop_ns) / loop_ns < 0.1, (wall, loop_ns)
+    # The top blocking stack goes through the fixture's nap().
+    top = off["stacks"][0]
+    assert top["kind"] == "sleep" and "nap" in top["stack"], top
+    sleeps = sum(c for s, c in stacks if "nap" in s and s[-1] == "[sleep]")
+    assert abs(sleeps - off["by_kind"]["sleep"]) / off["by_kind"]["sleep"] < 0.02
+
+
+def test_offcpu_min_us_filters(ep, progs):
+    ep.run("record", "--offcpu-min-us", "20000", "-q", "-o", "min.eprof", "--",
+           progs["sleephalf"], "1")
+    rep = ep.report_json("min.eprof")
+    # 10 ms sleeps are all shorter than 20 ms: none recorded, all counted as skipped
+    # (a preemption of 20 ms or more on a busy machine may be).
+    assert rep.get("offcpu") is None or rep["offcpu"]["by_kind"]["sleep"] == 0
+    assert rep["stats"]["offcpu_short_skipped"] >= 40
+
+
+def test_critical_path_through_worker(ep, progs):
+    ep.run("record", "--offcpu", "-F", "999", "-q", "-o", "cw.eprof", "--", progs["condwait"], "1")
+    r = ep.run("critical-path", "cw.eprof", "--json", "--limit", "0", "--segments")
+    cp = json.loads(r.stdout)
+    assert cp["total_ns"] > 0.9 * cp["wall_ns"]
+    assert set(cp["by_kind"]) >= {"on-cpu", "runnable", "io", "sleep", "lock"}
+    funcs = {f["name"]: f for f in cp["functions"]}
+    assert funcs["worker_compute"]["pct"] >= 80.0, funcs["worker_compute"]
+    worker = [t for t in cp["by_thread"] if t["comm"] == "cw-worker"]
+    assert worker and worker[0]["pct"] >= 80.0
+    # The path ends on the main thread (it waited for the worker, then exited).
+    assert cp["end_tid"] == cp["end_pid"]
+    kinds = [s["kind"] for s in cp["segments"]]
+    assert kinds and all(k in cp["by_kind"] for k in kinds)
+    assert sum(s["dur_ns"] for s in cp["segments"]) == cp["total_ns"]
+    # Text output and the flamegraph of the path.
+    txt = ep.run("critical-path", "cw.eprof").stdout
+    assert "worker_compute" in txt and "By thread" in txt
+    stacks = ep.folded("cw.eprof", "--critical-path")
+    total = sum(c for _, c in stacks)
+    assert abs(total - cp["total_ns"]) <= len(stacks) + 1
+    through = sum(c for s, c in stacks if "worker_compute" in s)
+    assert through >= 0.8 * total
+
+
+def test_trace_has_states_flows_and_path(ep, progs):
+    ep.run("record", "--offcpu", "-q", "-o", "cw.eprof", "--", progs["condwait"], "0.3")
+    ep.run("trace", "cw.eprof", "-o", "t.json")
+    with open(os.path.join(ep.dir, "t.json")) as f:
+        ev = json.load(f)["traceEvents"]
+    states = [e for e in ev if e.get("cat") == "state"]
+    assert any(e["name"].startswith("blocked: lock") for e in states)
+    assert any(e["name"] == "runnable" or e["name"] == "new thread" for e in states)
+    flows = [e for e in ev if e["ph"] in "sf" and e.get("cat") == "wakeup"]
+    assert flows and {e["ph"] for e in flows} == {"s", "f"}
+    assert any(e.get("cat") == "critical_path" for e in ev)
+
+
+def test_no_offcpu_data_says_so(ep, progs):
+    ep.run("record", "-q", "-o", "plain.eprof", "--", progs["sleephalf"], "0.2")
+    r = ep.run("flamegraph", "plain.eprof", "--offcpu", "--folded", check=False)
+    assert r.returncode != 0 and "--offcpu" in r.stderr
+
+
+def test_stack_budget_keeps_times(ep, progs):
+    r = ep.run("record", "--offcpu", "--offcpu-stack-rate", "5", "-q", "-o", "sb.eprof", "--",
+               progs["sleephalf"], "2")
+    napped_ns, loop_ns = (float(x) for x in r.stdout.split())
+    rep = ep.report_json("sb.eprof")
+    # 64 banked tokens, then 5 per second and CPU: most of the ~100 sleeps have no stack ...
+    assert rep["stats"]["offcpu_no_stack"] >= 10
+    assert rep["offcpu"]["intervals"] >= 50
+    stacks = ep.folded("sb.eprof", "--offcpu")
+    assert any("[stack not captured]" in s for s, _ in stacks)
+    # ... but every interval keeps its time: the blocked time (up to each wakeup) is the
+    # program's own nap time less the wakeup latencies.
+    sleep = rep["offcpu"]["by_kind"]["sleep"]
+    assert 0.7 * napped_ns <= sleep <= 1.02 * napped_ns, (sleep, napped_ns)

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+/* The critical-path walk and the off-CPU weights on synthetic events. */
+#include "test_util.h"
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "analysis/critpath.h"
+#include "analysis/offcpu.h"
+#include "cmds.h"
+
+static void add_offcpu(struct profile *p, uint32_t tid, uint64_t ts, uint64_t end, uint16_t state,
+		       uint32_t waker, uint64_t wake)
+{
+	struct event e = {.kind = EVK_OFFCPU,
+			  .pid = 1,
+			  .tid = tid,
+			  .ts = ts,
+			  .dur = end - ts,
+			  .flags = state,
+			  .a = waker,
+			  .b = wake,
+			  .c = waker ? 1 : 0};
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+/*
+ * Main thread A (tid 1) runs from 1000, creates B (tid 2) at 1100 and blocks
+ * at 1200 until B wakes it at 4900; it runs again at 5000 and exits at 6000.
+ * B runs from 1150, is preempted 2000..2500, and wakes A at 4900.
+ */
+static struct profile *two_threads(void)
+{
+	struct profile *p = profile__new();
+	struct process *pr;
+
+	assert_non_null(p);
+	pr = profile__proc(p, 1, true);
+	pr->start_ts = 1000;
+	pr->exit_ts = 6000;
+	profile__thread(p, 1, 1, true);
+	profile__thread(p, 1, 2, true);
+	profile__set_meta(p, "start_ns", "1000");
+	add_offcpu(p, 2, 1100, 1150, OFFCPU_NEW, 1, 1100);
+	add_offcpu(p, 1, 1200, 5000, OFFCPU_SLEEP, 2, 4900);
+	add_offcpu(p, 2, 2000, 2500, OFFCPU_RUNNABLE, 0, 0);
+	return p;
+}
+
+static void test_walk_follows_wakeups_and_creation(void **state)
+{
+	struct profile *p = two_threads();
+	struct cp_graph g;
+	struct cp_path path;
+	uint32_t track;
+	uint64_t end;
+	int64_t a, b;
+
+	assert_int_equal(critpath_build(p, &g), 0);
+	assert_int_equal(critpath_default_end(&g, &track, &end), 0);
+	a = critpath_find_track(&g, CP_TRACK_THREAD, 1, 1);
+	b = critpath_find_track(&g, CP_TRACK_THREAD, 1, 2);
+	assert_true(a >= 0 && b >= 0);
+	assert_int_equal(track, a);
+	assert_int_equal(end, 6000);
+	assert_int_equal(critpath_walk(&g, track, end, 0, &path), 0);
+	assert_int_equal(path.total_ns, 5000);
+	assert_int_equal(path.start, 1000);
+	assert_int_equal(path.by_kind[WAIT_ONCPU], 100 + 850 + 2400 + 1000);
+	assert_int_equal(path.by_kind[WAIT_RUNNABLE], 50 + 500 + 100);
+	assert_int_equal(path.by_kind[WAIT_SLEEP], 0); /* explained by B */
+	/* In time order: A, B (new, running, preempted, running), A. */
+	assert_int_equal(path.nsegs, 7);
+	assert_int_equal(path.segs[0].track, a);
+	assert_int_equal(path.segs[0].start, 1000);
+	assert_int_equal(path.segs[0].end, 1100);
+	assert_int_equal(path.segs[1].track, b);
+	assert_int_equal(path.segs[1].kind, WAIT_RUNNABLE);
+	assert_int_equal(path.segs[3].start, 2000);
+	assert_int_equal(path.segs[3].kind, WAIT_RUNNABLE);
+	assert_int_equal(path.segs[5].track, a);
+	assert_int_equal(path.segs[5].start, 4900);
+	assert_int_equal(path.segs[6].end, 6000);
+	for (size_t i = 1; i < path.nsegs; i++)
+		assert_int_equal(path.segs[i].start, path.segs[i - 1].end);
+	critpath_path_free(&path);
+	critpath_free(&g);
+	profile__free(p);
+}
+
+/* Without a known waker, the wait stays on the path as its own kind. */
+static void test_walk_unexplained_wait(void **state)
+{
+	struct profile *p = profile__new();
+	struct cp_graph g;
+	struct cp_path path;
+	struct process *pr;
+
+	pr = profile__proc(p, 1, true);
+	pr->start_ts = 1;
+	pr->exit_ts = 10000;
+	profile__set_meta(p, "start_ns", "1");
+	add_offcpu(p, 1, 1000, 9000, OFFCPU_DISK, 0, 8000);
+	assert_int_equal(critpath_build(p, &g), 0);
+	assert_int_equal(critpath_walk(&g, 0, 10000, 1, &path), 0);
+	assert_int_equal(path.by_kind[WAIT_IO], 7000);
+	assert_int_equal(path.by_kind[WAIT_RUNNABLE], 1000);
+	assert_int_equal(path.by_kind[WAIT_ONCPU], 999 + 1000);
+	critpath_path_free(&path);
+	critpath_free(&g);
+	profile__free(p);
+}
+
+/* A cycle of wakeups at one instant must end, not spin. */
+static void test_walk_terminates_on_cycles(void **state)
+{
+	struct profile *p = profile__new();
+	struct cp_graph g;
+	struct cp_path path;
+
+	profile__set_meta(p, "start_ns", "100");
+	add_offcpu(p, 1, 200, 1000, OFFCPU_SLEEP, 2, 500);
+	add_offcpu(p, 2, 200, 1000, OFFCPU_SLEEP, 1, 500);
+	assert_int_equal(critpath_build(p, &g), 0);
+	assert_int_equal(critpath_walk(&g, 0, 1000, 0, &path), 0);
+	assert_true(path.total_ns <= 900);
+	critpath_path_free(&path);
+	critpath_free(&g);
+	profile__free(p);
+}
+
+static void test_offcpu_weights(void **state)
+{
+	struct profile *p = two_threads();
+	struct sample s = {.ts = 3000, .pid = 1, .tid = 2, .weight = 700};
+	struct sample_filter f = {0};
+	struct sample *v;
+	size_t n;
+	uint64_t off = 0, wall = 0;
+
+	assert_int_equal(profile__add_sample(p, &s), 0);
+	assert_int_equal(offcpu_samples(p, OFFCPU_W_OFF, &f, &v, &n), 0);
+	assert_int_equal(n, 4); /* A's wait: blocked, then runnable */
+	for (size_t i = 0; i < n; i++)
+		off += v[i].weight;
+	free(v);
+	assert_int_equal(off, 50 + 3800 + 500);
+	assert_int_equal(offcpu_samples(p, OFFCPU_W_WALL, &f, &v, &n), 0);
+	assert_int_equal(n, 5);
+	for (size_t i = 0; i < n; i++)
+		wall += v[i].weight;
+	free(v);
+	assert_int_equal(wall, off + 700);
+	assert_int_equal(offcpu_classify(p, &p->events.v[1]), WAIT_SLEEP);
+	assert_int_equal(offcpu_classify(p, &p->events.v[2]), WAIT_RUNNABLE);
+	assert_int_equal(offcpu_ready_ts(&p->events.v[1]), 4900);
+	assert_int_equal(offcpu_ready_ts(&p->events.v[2]), 2000);
+	profile__free(p);
+}
+
+static void test_cli(void **state)
+{
+	char *rec[] = { "record", "--offcpu-min-us", "50", "--offcpu-stack-rate", "0", "--", "true",
+			NULL };
+	char *rec2[] = { "record", "--offcpu", "-p", "1", NULL };
+	char *bad[] = { "record", "--offcpu-min-us", "-1", "--", "true", NULL };
+	char *cp[] = { "critical-path", "x.eprof", "--json", "--segments", "--tid", "7",
+		       "--end", "1.5", NULL };
+	char *fg[] = { "flamegraph", "--wall", NULL };
+	struct record_opts o;
+	struct critpath_cli c;
+	struct flamegraph_cli f;
+
+	assert_int_equal(parse_record_args(7, rec, &o), 0);
+	assert_true(o.offcpu);
+	assert_int_equal(o.offcpu_min_us, 50);
+	assert_int_equal(o.offcpu_stack_rate, 0);
+	assert_int_equal(parse_record_args(4, rec2, &o), 0);
+	assert_true(o.offcpu);
+	assert_int_equal(o.offcpu_min_us, 10);
+	assert_int_equal(o.offcpu_stack_rate, 2000);
+	assert_int_equal(parse_record_args(5, bad, &o), -EINVAL);
+	assert_int_equal(parse_critpath_args(8, cp, &c), 0);
+	assert_string_equal(c.input, "x.eprof");
+	assert_true(c.json && c.segments);
+	assert_int_equal(c.tid, 7);
+	assert_true(c.end_s > 1.49 && c.end_s < 1.51);
+	assert_int_equal(parse_flamegraph_args(2, fg, &f), 0);
+	assert_int_equal(f.weights, FG_WALL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_walk_follows_wakeups_and_creation),
+	    cmocka_unit_test(test_walk_unexplained_wait),
+	    cmocka_unit_test(test_walk_terminates_on_cycles),
+	    cmocka_unit_test(test_offcpu_weights),
+	    cmocka_unit_test(test_cli),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
