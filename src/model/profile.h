@@ -102,6 +102,8 @@ enum event_kind {
 	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; c = correlation id */
 	EVK_GPU_MEMCPY = 50, /* b = bytes; flags = direction; a = device<<32|stream; c = correlation */
 	EVK_GPU_MEMSET = 51, /* b = bytes; a = device<<32|stream; c = correlation id */
+	EVK_CUDA_CORR = 52,  /* CUPTI saw API call c (correlation id) on tid at ts */
+	EVK_GPU_SYNC = 53,   /* CUPTI synchronization: ts..ts+dur; a = device<<32|stream */
 	EVK_KIND_MAX = 64,
 };
 
@@ -149,6 +151,12 @@ enum profile_stat {
 	STAT_UNMAPPED_ADDR,	  /* user pc in no known mapping */
 	STAT_EVENTS_LOST,	  /* non-sample events lost */
 	STAT_DECODE_ERR,	  /* malformed events from BPF */
+	/* cuda (issue 7) */
+	STAT_CUDA_CALLS,	  /* CUDA API calls seen by the uprobes */
+	STAT_CUDA_NOSTACK,	  /* CUDA launches recorded without a stack (--cuda-stack-rate) */
+	STAT_CUDA_LOST,		  /* CUDA API events lost (ring buffer or in-flight map full) */
+	STAT_GPU_RECORDS_LOST,	  /* CUPTI records the injection library could not deliver */
+	STAT_GPU_BAD_RECORDS,	  /* malformed CUPTI messages or records */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];
