@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../flamegraph/flamegraph.h"
+#include "analysis/gpu.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -20,6 +21,8 @@ static void flamegraph_usage(FILE *f)
 	fprintf(f, "usage: eprof flamegraph [FILE] [options]   (FILE defaults to eprof.data)\n"
 		   "  -o, --output FILE   SVG (default flamegraph.svg) or folded text (default stdout)\n"
 		   "      --cpu           CPU samples (the default)\n"
+		   "      --gpu           GPU kernel/copy ns on the CPU stacks that launched them\n"
+		   "      --cuda-api      ns in CUDA API calls on the calling CPU stacks\n"
 		   "      --folded        folded stacks (comm;root;...;leaf COUNT) instead of SVG\n"
 		   "      --lines         add (file:line) to frames\n"
 		   "      --ns            weigh by CPU ns instead of sample counts\n"
@@ -28,7 +31,7 @@ static void flamegraph_usage(FILE *f)
 		   "      --title TEXT, --width PX, --inverted (icicle graph)\n");
 }
 
-enum { F_CPU = 256, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
+enum { F_CPU = 256, F_GPU, F_CUDA_API, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
 
 static int fg_opt(int c, const char *arg, void *opts)
 {
@@ -39,6 +42,13 @@ static int fg_opt(int c, const char *arg, void *opts)
 		o->output = arg;
 		return 0;
 	case F_CPU:
+		o->gpu = 0;
+		return 0;
+	case F_GPU:
+		o->gpu = 1;
+		return 0;
+	case F_CUDA_API:
+		o->gpu = 2;
 		return 0;
 	case F_FOLDED:
 		o->folded = true;
@@ -73,6 +83,8 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "cpu", no_argument, NULL, F_CPU },
+		{ "gpu", no_argument, NULL, F_GPU },
+		{ "cuda-api", no_argument, NULL, F_CUDA_API },
 		{ "folded", no_argument, NULL, F_FOLDED },
 		{ "lines", no_argument, NULL, F_LINES },
 		{ "ns", no_argument, NULL, F_NS },
@@ -177,7 +189,10 @@ out:
 
 static int write_svg(struct sink *out, const struct profile *p, const struct flamegraph_cli *o)
 {
-	struct fg_opts fo = { .title = o->title ? o->title : "CPU flamegraph",
+	struct fg_opts fo = { .title = o->title	 ? o->title
+				       : o->gpu == 1 ? "GPU time by launching CPU stack"
+				       : o->gpu == 2 ? "CUDA API time"
+						     : "CPU flamegraph",
 			      .subtitle = profile__meta(p, "command"),
 			      .unit = o->weight_ns ? "ns" : "samples",
 			      .width = o->width,
@@ -216,6 +231,19 @@ int cmd_flamegraph(int argc, char **argv)
 		return 2;
 	if (profile_open(o.input, &p))
 		return 1;
+	if (o.gpu) {
+		int64_t n = gpu_to_samples(p, o.gpu == 1 ? GPU_WEIGHT_GPU_NS : GPU_WEIGHT_API_NS);
+
+		if (n <= 0) {
+			log_err(n < 0 ? "failed to build the GPU stacks: out of memory"
+			    : o.gpu == 1 ? "no GPU activity in '%s' (it needs CUPTI: eprof record -- CMD)"
+					 : "no CUDA API calls in '%s'",
+				o.input);
+			profile__free(p);
+			return 1;
+		}
+		o.weight_ns = true;
+	}
 	out = sink_open(o.output, 0644);
 	if (!out) {
 		log_err("failed to open '%s': %s", o.output, strerror(errno));

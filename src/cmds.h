@@ -41,6 +41,7 @@ struct flamegraph_cli {
 	struct sample_filter filter;
 	bool folded, lines, inverted, weight_ns, no_comm;
 	unsigned width;
+	int gpu; /* 0 CPU samples, 1 --gpu (GPU ns on launch stacks), 2 --cuda-api */
 };
 
 /* --time-range START:END in seconds from the start of the record; either side may be empty. */

@@ -456,6 +456,25 @@ static uint32_t launch_kernel(struct event_ctx *c, struct cuda_state *s,
 	return node > 0 ? (uint32_t)node : 0;
 }
 
+/* Samples name their threads; a thread seen only in CUDA events is named from /proc. */
+static void note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, uint64_t ts)
+{
+	struct thread *t = profile__thread(c->p, pid, tid, false);
+	char path[96], comm[EPROF_TASK_COMM_LEN + 1] = "";
+	FILE *fp;
+
+	if (t && t->comm)
+		return;
+	snprintf(path, sizeof(path), "%s/%u/task/%u/comm", c->proc_root, pid, tid);
+	fp = fopen(path, "re");
+	if (fp) {
+		if (fgets(comm, sizeof(comm), fp))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(fp);
+	}
+	events_note_thread(c, pid, tid, comm[0] ? comm : NULL, ts);
+}
+
 static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cuda_api *e,
 		  size_t size)
 {
@@ -467,7 +486,7 @@ static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cud
 	if (e->func >= cuda_nfuncs)
 		return -EINVAL;
 	fn = &cuda_funcs[e->func];
-	events_note_thread(c, e->h.pid, e->h.tid, NULL, e->h.ts);
+	note_thread(c, e->h.pid, e->h.tid, e->h.ts);
 	if (!s->func_names[e->func])
 		s->func_names[e->func] = profile__intern(c->p, fn->name);
 	ev.ts = e->h.ts;
