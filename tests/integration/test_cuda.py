@@ -131,3 +131,60 @@ def test_attach_to_running_cuda_process(ep, cuda_bins, tmp_path):
     api = api_by_name(rep["gpu"])
     # the uprobes attach within a scan period (0.2 s) of exec; the fixture waits 1 s first
     assert api["cudaLaunchKernel"]["count"] == 7
+
+
+# --- CUPTI path end to end with a fake driver and a fake libcupti (no GPU) -----------------
+
+FAKE = os.path.join(FIXTURES, "fakecuda")
+
+
+@pytest.fixture(scope="module")
+def fake_cuda(eprof, tmp_path_factory):
+    inj = os.path.join(os.path.dirname(eprof), "libeprof_cupti.so")
+    if not os.path.exists(inj):
+        print("skipped: eprof was built without CUPTI (no libeprof_cupti.so)", flush=True)
+        pytest.skip("skipped: eprof was built without CUPTI (no libeprof_cupti.so)")
+    if not os.path.exists(os.path.join(CUDA, "include", "cupti.h")):
+        pytest.skip(f"skipped: no CUPTI headers in {CUDA}")
+    d = tmp_path_factory.mktemp("fakecuda")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", f"-I{CUDA}/include", "-o",
+                    str(d / "libfakecupti.so"), os.path.join(FAKE, "fake_cupti.c"), "-lpthread"],
+                   check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", "-Wl,-soname,libcuda.so.1", "-o",
+                    str(d / "libcuda.so.1"), os.path.join(FAKE, "fake_cuda.c"), "-ldl"], check=True)
+    os.symlink("libcuda.so.1", d / "libcuda.so")
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_app"),
+                    os.path.join(FAKE, "fake_app.c"), f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"],
+                   check=True)
+    return {"app": str(d / "fake_app"), "cupti": str(d / "libfakecupti.so")}
+
+
+def record_fake(ep, fake_cuda, *extra):
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"])
+    env.pop("CUDA_INJECTION64_PATH", None)
+    ep.run("record", "-q", *extra, "--", fake_cuda["app"], env=env)
+
+
+def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
+    record_fake(ep, fake_cuda)
+    rep = ep.report_json()
+    gpu = rep["gpu"]
+    kernels = {k["name"]: k for k in gpu["kernels"]}
+    assert set(kernels) == {"kernel_a", "kernel_b"}, kernels
+    assert kernels["kernel_a"]["count"] == 10 and kernels["kernel_a"]["total_ns"] == 20_000_000
+    assert kernels["kernel_b"]["count"] == 5 and kernels["kernel_b"]["mean_ns"] == 5_000_000
+    assert gpu["activities"] == 18 and gpu["activities_with_launch_stack"] == 18
+    # driver launches are named through the cuModuleGetFunction handle map
+    assert {k["name"]: k["count"] for k in gpu["launched_kernels"]} == {"kernel_a": 10,
+                                                                         "kernel_b": 5}
+    htod = [m for m in gpu["memcpy"] if m["direction"] == "HtoD"][0]
+    assert htod["count"] == 3 and htod["bytes"] == 3 * 8192 and htod["api_count"] == 3
+    streams = {s["stream"]: s for s in gpu["streams"]}
+    assert streams[7]["busy_ns"] == 20_000_000 and streams[13]["busy_ns"] == 25_000_000
+    assert len(gpu["devices"]) == 1 and gpu["devices"][0]["busy_ns"] >= 25_000_000
+    assert rep["stats"]["gpu_records_lost"] == 0 and rep["stats"]["gpu_bad_records"] == 0
+    # GPU time on the CPU stacks that launched it
+    fg = {tuple(f[-2:]): ns for f, ns in ep.folded("eprof.data", "--gpu")}
+    assert fg == {("launch_a", "[gpu] kernel_a"): 20_000_000,
+                  ("launch_b", "[gpu] kernel_b"): 25_000_000,
+                  ("copy_step", "[gpu] memcpy HtoD"): 300_000}, fg
