@@ -9,6 +9,7 @@
 #include "../analysis/stacks.h"
 #include "../util/sink.h"
 #include "trace.h"
+#include "trace_gpu.h"
 
 #define TW_BUF (256 * 1024)
 #define MAX_FRAMES 8192
@@ -986,6 +987,7 @@ static int source_lost(struct trace_writer *w, const struct profile *p, const st
 static const struct trace_source trace_sources[] = {
     {"cpu", source_cpu},
     {"lost", source_lost},
+    {"gpu", trace_source_gpu},
 };
 
 static char *meta_json(const struct profile *p)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 """CUDA API tracing with the real libcudart and no GPU: every call fails, every uprobe fires."""
+import json
 import os
 import shutil
 import subprocess
@@ -188,3 +189,21 @@ def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
     assert fg == {("launch_a", "[gpu] kernel_a"): 20_000_000,
                   ("launch_b", "[gpu] kernel_b"): 25_000_000,
                   ("copy_step", "[gpu] memcpy HtoD"): 300_000}, fg
+
+
+def test_cupti_trace_tracks_and_flows(ep, fake_cuda):
+    record_fake(ep, fake_cuda)
+    ep.run("trace", "-o", "t.json")
+    with open(os.path.join(ep.dir, "t.json")) as f:
+        ev = json.load(f)["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"GPU 0 stream 7", "GPU 0 stream 13", "GPU 0 stream 0"} <= names, names
+    gpu = [e for e in ev if e["ph"] == "X" and e.get("cat") == "gpu"]
+    assert sorted(e["name"] for e in gpu).count("kernel_a") == 10 and len(gpu) == 18
+    api = [e for e in ev if e["ph"] == "X" and e.get("cat") == "cuda"]
+    assert sum(1 for e in api if e["name"] == "cuLaunchKernel: kernel_b") == 5
+    starts = {e["id"]: e for e in ev if e["ph"] == "s"}
+    ends = {e["id"]: e for e in ev if e["ph"] == "f"}
+    assert len(starts) == 18 and set(starts) == set(ends)
+    for i, s in starts.items():
+        assert s["ts"] <= ends[i]["ts"], "a launch precedes its kernel"
