@@ -33,32 +33,23 @@ struct cuda_call {
 	__u32 nested;
 };
 
-struct cuda_rate {
-	__u64 window;
-	__u32 n;
-	__u32 pad;
+#define CUDA_MAX_DEPTH 8 /* nested traced calls per thread (runtime -> driver) */
+
+/* Per-thread state in task storage: one lookup per probe hit, no hash map. */
+struct cuda_task {
+	__u32 depth;
+	__u32 rate_n;
+	__u64 rate_window;
+	struct cuda_call calls[CUDA_MAX_DEPTH];
+	__u16 funcs[CUDA_MAX_DEPTH];
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64); /* tid << 16 | function id */
-	__type(value, struct cuda_call);
-} cuda_inflight SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32); /* tid */
-	__type(value, __u32);
-} cuda_depth SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32); /* tid */
-	__type(value, struct cuda_rate);
-} cuda_rates SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct cuda_task);
+} cuda_tasks SEC(".maps");
 
 /* The register arguments, read once at constant offsets (the verifier wants no computed ctx offset). */
 struct cuda_regs {
@@ -82,10 +73,15 @@ static __always_inline __u64 cuda_arg(struct cuda_regs *a, __u32 i)
 {
 	__u64 v = 0;
 
-	if (i == CUDA_ARG_NONE)
-		return 0;
-	if (i < 6)
-		return a->r[i];
+	switch (i) {
+	case 0: return a->r[0];
+	case 1: return a->r[1];
+	case 2: return a->r[2];
+	case 3: return a->r[3];
+	case 4: return a->r[4];
+	case 5: return a->r[5];
+	case CUDA_ARG_NONE: return 0;
+	}
 	/* x86-64: [sp] is the return address, stack args follow. */
 	bpf_probe_read_user(&v, sizeof(v), (void *)(a->sp + 8 * (i - 5)));
 	return v;
@@ -94,63 +90,62 @@ static __always_inline __u64 cuda_arg(struct cuda_regs *a, __u32 i)
 SEC("?uprobe")
 int BPF_KPROBE(cuda_enter)
 {
-	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx);
-	__u32 tid = (__u32)id, one = 1, *depth;
-	struct cuda_call c = {};
+	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx), b2;
 	struct cuda_regs regs;
-	__u64 key, b2;
-	__u32 ia;
+	struct cuda_task *t;
+	struct cuda_call *c;
+	__u32 ia, d;
 
 	if (!is_target(id >> 32))
 		return 0;
 	stat_inc(BSTAT_CUDA_CALLS);
-	cuda_regs_get(ctx, &regs);
-	depth = bpf_map_lookup_elem(&cuda_depth, &tid);
-	if (depth) {
-		c.nested = *depth > 0;
-		*depth += 1;
-	} else {
-		bpf_map_update_elem(&cuda_depth, &tid, &one, BPF_ANY);
+	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t) {
+		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
+		return 0;
 	}
+	d = t->depth;
+	if (d >= CUDA_MAX_DEPTH) {
+		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
+		t->depth = d + 1;
+		return 0;
+	}
+	t->depth = d + 1;
+	c = &t->calls[d];
+	t->funcs[d] = CUDA_CK_FUNC(ck);
+	cuda_regs_get(ctx, &regs);
+	c->nested = d > 0;
+	c->bytes = 0;
 	ia = CUDA_CK_ARG(ck, CUDA_CK_BYTES);
 	if (ia != CUDA_ARG_NONE) {
-		c.bytes = cuda_arg(&regs, ia);
+		c->bytes = cuda_arg(&regs, ia);
 		ia = CUDA_CK_ARG(ck, CUDA_CK_BYTES2);
 		if (ia != CUDA_ARG_NONE) {
 			b2 = cuda_arg(&regs, ia);
-			c.bytes *= b2;
+			c->bytes *= b2;
 		}
-		c.bytes <<= CUDA_CK_ARG(ck, CUDA_CK_SHIFT) & 3;
+		c->bytes <<= CUDA_CK_ARG(ck, CUDA_CK_SHIFT) & 3;
 	}
-	c.kind = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_KIND));
-	c.ptr = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_PTR));
-	c.outp = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_OUT));
-	c.namep = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_NAME));
-	c.ts = bpf_ktime_get_ns();
-	key = (__u64)tid << 16 | CUDA_CK_FUNC(ck);
-	if (bpf_map_update_elem(&cuda_inflight, &key, &c, BPF_ANY))
-		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
+	c->kind = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_KIND));
+	c->ptr = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_PTR));
+	c->outp = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_OUT));
+	c->namep = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_NAME));
+	c->ts = bpf_ktime_get_ns();
 	return 0;
 }
 
-static __always_inline bool cuda_want_stack(__u32 tid, __u64 now)
+static __always_inline bool cuda_want_stack(struct cuda_task *t, __u64 now)
 {
-	struct cuda_rate *r, fresh = { .window = now, .n = 1 };
-
 	if (!cuda_stack_rate)
 		return false;
-	r = bpf_map_lookup_elem(&cuda_rates, &tid);
-	if (!r) {
-		bpf_map_update_elem(&cuda_rates, &tid, &fresh, BPF_ANY);
-		return true;
+	if (now - t->rate_window >= 1000000000ULL) {
+		t->rate_window = now;
+		t->rate_n = 0;
 	}
-	if (now - r->window >= 1000000000ULL) {
-		r->window = now;
-		r->n = 0;
-	}
-	if (r->n >= cuda_stack_rate)
+	if (t->rate_n >= cuda_stack_rate)
 		return false;
-	r->n++;
+	t->rate_n++;
 	return true;
 }
 
@@ -181,30 +176,34 @@ static __always_inline int cuda_send_handle(struct cuda_call *c, __u64 id, __u64
 SEC("?uretprobe")
 int BPF_KRETPROBE(cuda_exit, long rc)
 {
-	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx), now, key, size;
-	__u32 tid = (__u32)id, *depth;
+	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx), now, size;
 	struct scratch_buf *b;
 	struct ev_cuda_api *e;
+	struct cuda_task *t;
 	struct cuda_call *c;
 	bool stack = true;
+	__u32 d;
 
 	if (!is_target(id >> 32))
 		return 0;
 	now = bpf_ktime_get_ns();
-	depth = bpf_map_lookup_elem(&cuda_depth, &tid);
-	if (depth && *depth > 0)
-		*depth -= 1;
-	key = (__u64)tid << 16 | CUDA_CK_FUNC(ck);
-	c = bpf_map_lookup_elem(&cuda_inflight, &key);
-	if (!c)
+	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL, 0);
+	if (!t || !t->depth)
 		return 0;
-	if (CUDA_CK_CLASS(ck) == CUDA_CL_HANDLE) {
-		cuda_send_handle(c, id, ck, rc);
-		/* the call is an API event too (count and time) */
+	d = --t->depth;
+	if (d >= CUDA_MAX_DEPTH)
+		return 0;
+	if (t->funcs[d] != CUDA_CK_FUNC(ck)) {
+		/* a return we missed (longjmp, a probe attached mid-call): start over */
+		t->depth = 0;
+		return 0;
 	}
+	c = &t->calls[d];
+	if (CUDA_CK_CLASS(ck) == CUDA_CL_HANDLE)
+		cuda_send_handle(c, id, ck, rc); /* and the call is an API event too */
 	b = scratch_get(SLOT_UPROBE);
 	if (!b)
-		goto out;
+		return 0;
 	e = (struct ev_cuda_api *)b->data;
 	fill_hdr(&e->h, EV_CUDA_API, id);
 	e->h.ts = c->ts;
@@ -221,7 +220,7 @@ int BPF_KRETPROBE(cuda_exit, long rc)
 	if (c->nested)
 		e->h.flags |= CUDA_EVF_NESTED;
 	if (CUDA_CK_CLASS(ck) == CUDA_CL_LAUNCH)
-		stack = cuda_want_stack(tid, now);
+		stack = cuda_want_stack(t, now);
 	if (stack) {
 		size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, snapshot_bytes);
 	} else {
@@ -233,8 +232,6 @@ int BPF_KRETPROBE(cuda_exit, long rc)
 	}
 	if (size)
 		send_scratch(b, size, BSTAT_CUDA_RB_FULL);
-out:
-	bpf_map_delete_elem(&cuda_inflight, &key);
 	return 0;
 }
 

@@ -180,7 +180,7 @@ enum eprof_bpf_stat {
 	BSTAT_CUDA_CALLS,      /* CUDA API calls of targets seen (entries) */
 	BSTAT_CUDA_RB_FULL,    /* CUDA API or handle event dropped: ring buffer full */
 	BSTAT_CUDA_NOSTACK,    /* launch sent without a stack (--cuda-stack-rate) */
-	BSTAT_CUDA_INFLIGHT_FULL, /* call entry not remembered: in-flight map full */
+	BSTAT_CUDA_INFLIGHT_FULL, /* call not recorded: nested too deep, or no task storage */
 	BSTAT_MAX
 };
 

@@ -655,7 +655,7 @@ static int cuda_configure(struct feature_ctx *f, void **state)
 		return -ENOMEM;
 	bpf_program__set_autoload(f->skel->progs.cuda_enter, true);
 	bpf_program__set_autoload(f->skel->progs.cuda_exit, true);
-	s->multi = kernel_has_uprobe_multi();
+	s->multi = kernel_has_uprobe_multi() && !getenv("EPROF_NO_UPROBE_MULTI");
 	if (s->multi) {
 		bpf_program__set_expected_attach_type(f->skel->progs.cuda_enter,
 						      BPF_TRACE_UPROBE_MULTI_);
