@@ -13,6 +13,9 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +75,21 @@ struct cuda_state {
 	size_t nconns;
 	char dir[64], sock[96];
 	void *buf;
+	/* a reader thread moves messages off the socket at once, so the sender never waits on
+	 * the 50 ms main loop; the main loop converts them (the profile is not thread-safe) */
+	pthread_t thread;
+	bool thread_on;
+	atomic_bool stop;
+	atomic_ullong qlost; /* messages the reader thread could not queue (ENOMEM) */
+	int wake[2];
+	pthread_mutex_t qlock;
+	struct qmsg *qhead, **qtail;
+};
+
+struct qmsg {
+	struct qmsg *next;
+	size_t len;
+	_Alignas(8) unsigned char data[];
 };
 
 static bool cuda_enabled(const struct record_opts *o)
@@ -560,6 +578,8 @@ static bool cupti_lib(char *out, size_t len)
 	return access(out, R_OK) == 0;
 }
 
+static void *cupti_thread(void *arg);
+
 static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -589,6 +609,11 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 	if (!s->buf || gpu_conv_init(&s->conv, f->p))
 		return -ENOMEM;
 	s->conv_on = true;
+	if (pipe2(s->wake, O_CLOEXEC))
+		return -errno;
+	s->thread_on = !pthread_create(&s->thread, NULL, cupti_thread, s);
+	if (!s->thread_on)
+		log_warn("cuda: no CUPTI reader thread: reading every 50 ms");
 	/* The command is forked after configure: it inherits both. */
 	setenv("CUDA_INJECTION64_PATH", lib, 1);
 	setenv("EPROF_CUPTI_SOCK", s->sock, 1);
@@ -596,8 +621,42 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 	return 0;
 }
 
-/* Reads what is waiting on the socket. Returns the connections still open. */
-static size_t cupti_read(struct cuda_state *s)
+static void queue_msg(struct cuda_state *s, const void *buf, size_t len)
+{
+	struct qmsg *m = malloc(sizeof(*m) + len);
+
+	if (!m) {
+		atomic_fetch_add(&s->qlost, 1);
+		return;
+	}
+	m->next = NULL;
+	m->len = len;
+	memcpy(m->data, buf, len);
+	pthread_mutex_lock(&s->qlock);
+	*s->qtail = m;
+	s->qtail = &m->next;
+	pthread_mutex_unlock(&s->qlock);
+}
+
+/* Converts the messages the reader thread queued (main thread). */
+static void convert_queued(struct cuda_state *s)
+{
+	struct qmsg *m, *next;
+
+	pthread_mutex_lock(&s->qlock);
+	m = s->qhead;
+	s->qhead = NULL;
+	s->qtail = &s->qhead;
+	pthread_mutex_unlock(&s->qlock);
+	for (; m; m = next) {
+		next = m->next;
+		gpu_conv_message(&s->conv, m->data, m->len);
+		free(m);
+	}
+}
+
+/* Reads what is waiting on the socket: queued, or converted at once. Returns connections open. */
+static size_t cupti_read(struct cuda_state *s, bool queue)
 {
 	int fd;
 
@@ -610,7 +669,10 @@ static size_t cupti_read(struct cuda_state *s)
 		ssize_t n = recv(s->conns[i], s->buf, EGPU_MSG_MAX, MSG_DONTWAIT);
 
 		if (n > 0) {
-			gpu_conv_message(&s->conv, s->buf, (size_t)n);
+			if (queue)
+				queue_msg(s, s->buf, (size_t)n);
+			else
+				gpu_conv_message(&s->conv, s->buf, (size_t)n);
 			continue;
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -621,6 +683,36 @@ static size_t cupti_read(struct cuda_state *s)
 		s->conns[i] = s->conns[--s->nconns];
 	}
 	return s->nconns;
+}
+
+static void *cupti_thread(void *arg)
+{
+	struct cuda_state *s = arg;
+	struct pollfd pf[MAX_CONNS + 2];
+
+	while (!atomic_load(&s->stop)) {
+		size_t n = 0;
+
+		pf[n++] = (struct pollfd){ .fd = s->wake[0], .events = POLLIN };
+		pf[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
+		for (size_t i = 0; i < s->nconns; i++)
+			pf[n++] = (struct pollfd){ .fd = s->conns[i], .events = POLLIN };
+		if (poll(pf, n, 200) < 0 && errno != EINTR)
+			break;
+		cupti_read(s, true);
+	}
+	return NULL;
+}
+
+static void cupti_stop_thread(struct cuda_state *s)
+{
+	if (!s->thread_on)
+		return;
+	atomic_store(&s->stop, true);
+	if (write(s->wake[1], "x", 1) < 0)
+		log_debug("cuda: wake pipe: %s", strerror(errno));
+	pthread_join(s->thread, NULL);
+	s->thread_on = false;
 }
 
 static void cuda_detach(struct cuda_state *s)
@@ -649,6 +741,9 @@ static int cuda_configure(struct feature_ctx *f, void **state)
 		return -ENOMEM;
 	*state = s;
 	s->lfd = -1;
+	s->wake[0] = s->wake[1] = -1;
+	pthread_mutex_init(&s->qlock, NULL);
+	s->qtail = &s->qhead;
 	s->seen_paths = hmap__new(256);
 	s->handles = hmap__new(256);
 	if (!s->seen_paths || !s->handles || cuda_nfuncs > 128)
@@ -688,7 +783,10 @@ static int cuda_poll(struct feature_ctx *f, void *state, uint64_t now)
 {
 	struct cuda_state *s = state;
 
-	cupti_read(s);
+	if (s->thread_on)
+		convert_queued(s);
+	else
+		cupti_read(s, false);
 	if (f->o->all || now - s->last_scan < SCAN_NS)
 		return 0;
 	s->last_scan = now;
@@ -704,9 +802,11 @@ static int cuda_finish(struct feature_ctx *f, void *state)
 	cuda_detach(s);
 	f->consume(f);
 	/* A process that exits flushes its last records first: give it a moment. */
-	for (int i = 0; i < 25 && cupti_read(s); i++)
+	cupti_stop_thread(s);
+	convert_queued(s);
+	for (int i = 0; i < 25 && cupti_read(s, false); i++)
 		nanosleep(&ts, NULL);
-	cupti_read(s);
+	cupti_read(s, false);
 	f->p->stats[STAT_EVENTS_LOST] += f->bpf_stat(f, BSTAT_CUDA_RB_FULL);
 	f->p->stats[STAT_CUDA_CALLS] = f->bpf_stat(f, BSTAT_CUDA_CALLS);
 	f->p->stats[STAT_CUDA_NOSTACK] = f->bpf_stat(f, BSTAT_CUDA_NOSTACK);
@@ -714,7 +814,7 @@ static int cuda_finish(struct feature_ctx *f, void *state)
 				      f->bpf_stat(f, BSTAT_CUDA_INFLIGHT_FULL);
 	if (s->conv_on) {
 		f->p->stats[STAT_GPU_RECORDS_LOST] = s->conv.dropped;
-		f->p->stats[STAT_GPU_BAD_RECORDS] = s->conv.bad;
+		f->p->stats[STAT_GPU_BAD_RECORDS] = s->conv.bad + atomic_load(&s->qlost);
 		log_info("cuda: CUPTI records: %llu kernels, %llu copies, %llu sets, %llu API",
 			 (unsigned long long)s->conv.kernels, (unsigned long long)s->conv.memcpys,
 			 (unsigned long long)s->conv.memsets, (unsigned long long)s->conv.apis);
@@ -729,6 +829,11 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 
 	if (!s)
 		return;
+	cupti_stop_thread(s);
+	convert_queued(s); /* frees what is left */
+	for (int i = 0; i < 2; i++)
+		if (s->wake[i] >= 0)
+			close(s->wake[i]);
 	cuda_detach(s);
 	for (size_t i = 0; i < s->nobjs; i++)
 		free(s->objs[i].links);
