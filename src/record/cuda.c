@@ -313,8 +313,13 @@ static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
 		if (!id || hmap__get(s->seen_paths, id, 0, &seen))
 			continue;
 		hmap__put(s->seen_paths, id, 0, 1);
-		if (cuda_name(file) || !strcmp(file, exe))
-			attach_object(f, s, file);
+		if (cuda_name(file) || !strcmp(file, exe)) {
+			char in_ns[PATH_MAX + 32];
+
+			/* the target's view of the path: it may live in another mount namespace */
+			snprintf(in_ns, sizeof(in_ns), "/proc/%u/root%s", pid, file);
+			attach_object(f, s, access(in_ns, R_OK) ? file : in_ns);
+		}
 	}
 	fclose(fp);
 }
@@ -774,7 +779,9 @@ static int cuda_attach(struct feature_ctx *f, void *state)
 	else if (!f->o->all)
 		scan_targets(f, s);
 	s->last_scan = f->start_ns;
-	if (f->o->cuda > 0 && !s->nobjs && !f->o->argv)
+	if (f->o->cuda > 0 && f->o->all)
+		log_warn("--cuda with -a: CUDA libraries are only found in -p targets or a launched command");
+	else if (f->o->cuda > 0 && !s->nobjs && !f->o->argv)
 		log_warn("--cuda: no CUDA library in the target yet; tracing it once one is loaded");
 	return 0;
 }

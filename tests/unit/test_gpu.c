@@ -8,6 +8,7 @@
 #include "analysis/gpu.h"
 #include "inject/eprof_gpu_proto.h"
 #include "output/report_gpu.h"
+#include "output/trace.h"
 #include "record/cuda_funcs.h"
 #include "record/gpu_conv.h"
 #include "util/sink.h"
@@ -401,6 +402,42 @@ static void test_report_json(void **state)
 	profile__free(p);
 }
 
+static size_t count_str(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+static void test_trace(void **state)
+{
+	struct profile *p = gpu_profile();
+	struct trace_opts o = { 0 };
+	struct sink *s = sink_mem();
+	const char *out;
+	size_t len;
+
+	assert_int_equal(trace_write(s, p, &o, NULL), 0);
+	out = sink_mem_data(s, &len);
+	assert_non_null(strstr(out, "\"GPU (pid 10)\""));
+	assert_non_null(strstr(out, "\"GPU 0 stream 1\""));
+	assert_non_null(strstr(out, "\"GPU 1 stream 5\""));
+	assert_non_null(strstr(out, "\"11 CUDA API\""));
+	/* 4 joined activities: 4 arrows, each a start and an end */
+	assert_int_equal(count_str(out, "\"ph\":\"s\""), 4);
+	assert_int_equal(count_str(out, "\"ph\":\"f\""), 4);
+	/* memory counter: 1000, 1500, 500, 800 (the failed call leaves no point) */
+	assert_int_equal(count_str(out, "\"name\":\"GPU memory\""), 4);
+	assert_non_null(strstr(out, "\"bytes\":1500"));
+	assert_non_null(strstr(out, "\"bytes\":800"));
+	/* the nested driver call is not a slice of its own */
+	assert_null(strstr(out, "\"cuLaunchKernel\""));
+	sink_close(s);
+	profile__free(p);
+}
+
 static void test_cookie(void **state)
 {
 	int i = cuda_func_find("cudaMemcpy2D");
@@ -437,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_analyze),
 		cmocka_unit_test(test_gpu_samples),
 		cmocka_unit_test(test_report_json),
+		cmocka_unit_test(test_trace),
 		cmocka_unit_test(test_cookie),
 	};
 
