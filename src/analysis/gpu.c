@@ -390,6 +390,10 @@ static int busy_times(const struct profile *p, struct gpu_summary *s, struct iva
 								       : d->last_ns - d->first_ns;
 		if (d->window_ns < d->busy_ns)
 			d->window_ns = d->busy_ns;
+		for (size_t k = 0; k < s->nstreams; k++)
+			if (s->streams[k].pid == d->pid && (s->streams[k].dev_stream >> 32) == d->device)
+				d->overlap_ns += s->streams[k].busy_ns;
+		d->overlap_ns = d->overlap_ns > d->busy_ns ? d->overlap_ns - d->busy_ns : 0;
 		i = j;
 	}
 	return 0;

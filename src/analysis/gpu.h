@@ -47,6 +47,7 @@ struct gpu_device_stat {
 	uint32_t pid, device;
 	uint64_t first_ns, last_ns; /* activity span */
 	uint64_t busy_ns;	    /* union of kernel, copy and set intervals */
+	uint64_t overlap_ns;	    /* sum of its streams' busy time minus busy_ns: work run concurrently */
 	uint64_t window_ns;	    /* the record's span (or the activity span) */
 	uint64_t gaps[GPU_MAX_GAPS], gap_at[GPU_MAX_GAPS]; /* largest idle gaps, longest first */
 };

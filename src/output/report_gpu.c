@@ -34,14 +34,15 @@ static void text_devices(struct sink *out, const struct gpu_summary *s)
 	char b[32], g[32];
 
 	sink_puts(out, "\nGPU devices (busy = kernels, copies and sets on any stream)\n");
-	sink_printf(out, "%8s %6s %12s %7s   %s\n", "PID", "Device", "Busy", "Busy%",
-		    "Largest idle gaps");
+	sink_printf(out, "%8s %6s %12s %7s %12s   %s\n", "PID", "Device", "Busy", "Busy%",
+		    "Overlap", "Largest idle gaps");
 	for (size_t i = 0; i < s->ndevices; i++) {
 		const struct gpu_device_stat *d = &s->devices[i];
 
 		fmt_ns(b, sizeof(b), d->busy_ns);
-		sink_printf(out, "%8u %6u %12s %6.1f%%  ", d->pid, d->device, b,
-			    pct(d->busy_ns, d->window_ns));
+		fmt_ns(g, sizeof(g), d->overlap_ns);
+		sink_printf(out, "%8u %6u %12s %6.1f%% %12s  ", d->pid, d->device, b,
+			    pct(d->busy_ns, d->window_ns), g);
 		for (int j = 0; j < GPU_MAX_GAPS && d->gaps[j]; j++) {
 			fmt_ns(g, sizeof(g), d->gaps[j]);
 			sink_printf(out, " %s", g);
@@ -177,7 +178,7 @@ static void json_name(struct sink *out, const struct profile *p, uint32_t id, co
 }
 
 static void json_kernels(struct sink *out, const struct profile *p, const char *key,
-			 const struct gpu_kernel_stat *k, size_t n, const char *dflt)
+			 const struct gpu_kernel_stat *k, size_t n, const char *dflt, uint64_t total)
 {
 	sink_printf(out, ",\n    \"%s\": [", key);
 	for (size_t i = 0; i < n; i++) {
@@ -185,9 +186,9 @@ static void json_kernels(struct sink *out, const struct profile *p, const char *
 		json_name(out, p, k[i].name, dflt);
 		sink_printf(out,
 			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64 ", \"mean_ns\": %" PRIu64
-			    ", \"min_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 "}",
+			    ", \"min_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"share_pct\": %.2f}",
 			    k[i].count, k[i].total_ns, k[i].total_ns / k[i].count, k[i].min_ns,
-			    k[i].max_ns);
+			    k[i].max_ns, pct(k[i].total_ns, total));
 	}
 	sink_puts(out, "]");
 }
@@ -200,9 +201,10 @@ static void json_devices(struct sink *out, const struct gpu_summary *s)
 
 		sink_printf(out,
 			    "%s{\"pid\": %u, \"device\": %u, \"busy_ns\": %" PRIu64
-			    ", \"window_ns\": %" PRIu64 ", \"busy_pct\": %.2f, \"idle_gaps_ns\": [",
+			    ", \"window_ns\": %" PRIu64 ", \"busy_pct\": %.2f, \"overlap_ns\": %" PRIu64
+			    ", \"idle_gaps_ns\": [",
 			    i ? ",\n      " : "\n      ", d->pid, d->device, d->busy_ns, d->window_ns,
-			    pct(d->busy_ns, d->window_ns));
+			    pct(d->busy_ns, d->window_ns), d->overlap_ns);
 		for (int j = 0; j < GPU_MAX_GAPS && d->gaps[j]; j++)
 			sink_printf(out, "%s%" PRIu64, j ? ", " : "", d->gaps[j]);
 		sink_puts(out, "]}");
@@ -273,8 +275,9 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 		    ", \"mem_never_freed_bytes\": %" PRIu64 ", \"mem_never_freed_allocs\": %" PRIu64,
 		    s.api_calls, s.launches, s.launch_ns, s.sync_calls, s.sync_ns, s.kernel_ns,
 		    s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
-	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]");
-	json_kernels(out, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]");
+	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns);
+	json_kernels(out, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]",
+		     s.launch_ns);
 	json_devices(out, &s);
 	json_copies_api(out, p, &s);
 	sink_puts(out, "}");

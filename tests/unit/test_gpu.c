@@ -324,6 +324,9 @@ static void test_analyze(void **state)
 	assert_int_equal(s.devices[0].gaps[1], 50);
 	assert_int_equal(s.devices[0].gaps[2], 0);
 	assert_int_equal(s.devices[1].busy_ns, 100);
+	/* streams 1 and 2 of device 0 ran 150..200 together */
+	assert_int_equal(s.devices[0].overlap_ns, 50);
+	assert_int_equal(s.devices[1].overlap_ns, 0);
 	/* streams (0,1): 100+50+50; (0,2): 100; (1,5): 100 */
 	assert_int_equal(s.nstreams, 3);
 	assert_int_equal(s.streams[0].busy_ns, 200);
