@@ -45,6 +45,7 @@ static struct {
 	typeof(&cuptiActivityGetNumDroppedRecords) dropped;
 	typeof(&cuptiSubscribe) subscribe;
 	typeof(&cuptiEnableDomain) enable_domain;
+	typeof(&cuptiGetVersion) version;
 } cupti;
 
 static int sock_fd = -1;
@@ -328,7 +329,24 @@ EXPORT int InitializeInjection(void)
 	SYM(flush_all, cuptiActivityFlushAll);
 	SYM(subscribe, cuptiSubscribe);
 	SYM(enable_domain, cuptiEnableDomain);
+	SYM(version, cuptiGetVersion);
 	cupti.dropped = (typeof(cupti.dropped))dlsym(h, "cuptiActivityGetNumDroppedRecords");
+	/*
+	 * Records are read with this build's layouts: the library must be of the same major and
+	 * no older (new fields are appended), or the records would be misread.
+	 */
+	{
+		uint32_t v = 0;
+
+		if (cupti.version(&v) != CUPTI_SUCCESS || v < CUPTI_API_VERSION ||
+		    v / 10000 != CUPTI_API_VERSION / 10000) {
+			fprintf(stderr,
+				"eprof: libcupti API version %u does not match the %u eprof was built "
+				"with: GPU activity is not recorded\n",
+				v, CUPTI_API_VERSION);
+			goto fail_quiet;
+		}
+	}
 	/* The clock first: every record after this is in CLOCK_MONOTONIC ns. */
 	if (cupti.reg_ts(cupti_timestamp) != CUPTI_SUCCESS ||
 	    cupti.reg_cb(buffer_requested, buffer_completed) != CUPTI_SUCCESS)

@@ -207,3 +207,15 @@ def test_cupti_trace_tracks_and_flows(ep, fake_cuda):
     assert len(starts) == 18 and set(starts) == set(ends)
     for i, s in starts.items():
         assert s["ts"] <= ends[i]["ts"], "a launch precedes its kernel"
+
+
+def test_cupti_version_mismatch_records_no_activity(ep, fake_cuda):
+    """A libcupti of another major would be misread: the library refuses it in one line."""
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_CUPTI_VERSION="120000")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    r = ep.run("record", "-q", "--", fake_cuda["app"], env=env)
+    assert "does not match" in r.stderr
+    rep = ep.report_json()
+    assert rep["gpu"]["activities"] == 0
+    # the uprobe side is unaffected
+    assert {a["name"]: a["count"] for a in rep["gpu"]["api"]}["cuLaunchKernel"] == 15
