@@ -492,10 +492,13 @@ int gpu_analyze(const struct profile *p, struct gpu_summary *s)
 	if (!err && launch)
 		for (size_t i = 0; i < p->events.n; i++)
 			s->joined += launch[i] != GPU_NO_LAUNCH;
-	if (!err) {
-		qsort(s->api, s->napi, sizeof(*s->api), cmp_api_total);
-		qsort(s->kernels, s->nkernels, sizeof(*s->kernels), cmp_kernel_total);
-		qsort(s->launched, s->nlaunched, sizeof(*s->launched), cmp_kernel_total);
+	if (!err) { /* qsort wants a non-NULL base even for 0 elements */
+		if (s->napi)
+			qsort(s->api, s->napi, sizeof(*s->api), cmp_api_total);
+		if (s->nkernels)
+			qsort(s->kernels, s->nkernels, sizeof(*s->kernels), cmp_kernel_total);
+		if (s->nlaunched)
+			qsort(s->launched, s->nlaunched, sizeof(*s->launched), cmp_kernel_total);
 	}
 out:
 	if (err)

@@ -344,6 +344,34 @@ static void test_analyze(void **state)
 	profile__free(p);
 }
 
+/* Uprobes only (no CUPTI, no GPU): the CPU side alone, every table but the API one empty. */
+static void test_analyze_api_only(void **state)
+{
+	struct profile *p = profile__new();
+	struct sink *out = sink_mem();
+	struct gpu_summary s;
+	const char *txt;
+	size_t len;
+
+	add_api(p, 11, "cudaMalloc", CUDA_CAT_ALLOC, 10, 5, 0, 64, 0, CUDA_API_F_FAILED);
+	p->events.v[0].a = 35;
+	assert_int_equal(gpu_analyze(p, &s), 0);
+	assert_false(s.have_activity);
+	assert_int_equal(s.nkernels + s.ndevices + s.nstreams + s.nlaunched, 0);
+	assert_int_equal(s.napi, 1);
+	assert_int_equal(s.api[0].errors, 1);
+	assert_int_equal(s.api[0].last_error, 35);
+	assert_int_equal(s.mem_peak, 0); /* a failed allocation allocates nothing */
+	gpu_summary_free(&s);
+	assert_int_equal(report_gpu_text(out, p, 0), 0);
+	txt = sink_mem_data(out, &len);
+	assert_non_null(strstr(txt, "no GPU activity records"));
+	assert_non_null(strstr(txt, "(error 35)"));
+	sink_close(out);
+	assert_int_equal(gpu_to_samples(p, GPU_WEIGHT_GPU_NS), 0);
+	profile__free(p);
+}
+
 static void test_gpu_samples(void **state)
 {
 	struct profile *p = gpu_profile();
@@ -475,6 +503,7 @@ int main(void)
 		cmocka_unit_test(test_conv_malformed),
 		cmocka_unit_test(test_join),
 		cmocka_unit_test(test_analyze),
+		cmocka_unit_test(test_analyze_api_only),
 		cmocka_unit_test(test_gpu_samples),
 		cmocka_unit_test(test_report_json),
 		cmocka_unit_test(test_trace),
