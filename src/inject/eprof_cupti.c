@@ -16,6 +16,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -34,7 +35,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define ACT_BUF_SIZE (1 << 20)
-#define FLUSH_MS 200
+#define FLUSH_MS 200 /* default flush period */
 
 static struct {
 	typeof(&cuptiActivityRegisterCallbacks) reg_cb;
@@ -240,14 +241,29 @@ static void send_stats(void)
 	pthread_mutex_unlock(&out_lock);
 }
 
+/*
+ * Flushes every FLUSH_MS (EPROF_CUPTI_FLUSH_MS), and at once, forced, when the recorder asks
+ * (a message on the socket: it is stopping while we still run).
+ */
 static void *flush_loop(void *arg)
 {
-	struct timespec ts = { 0, FLUSH_MS * 1000000L };
+	const char *env = getenv("EPROF_CUPTI_FLUSH_MS");
+	int ms = env && atoi(env) > 0 ? atoi(env) : FLUSH_MS;
 
 	while (!atomic_load(&stopping)) {
-		nanosleep(&ts, NULL);
-		cupti.flush_all(0);
+		struct pollfd pf = { .fd = sock_fd, .events = POLLIN };
+		int r = poll(&pf, 1, ms);
+		bool asked = false;
+
+		if (r > 0 && (pf.revents & POLLIN)) {
+			char c[16];
+
+			asked = recv(sock_fd, c, sizeof(c), MSG_DONTWAIT) > 0;
+		}
+		cupti.flush_all(asked ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
 		send_stats();
+		if (r > 0 && (pf.revents & (POLLHUP | POLLERR)))
+			break; /* the recorder is gone: nothing more to send */
 	}
 	return NULL;
 }

@@ -81,6 +81,8 @@ struct cuda_state {
 	bool thread_on;
 	atomic_bool stop;
 	atomic_ullong qlost; /* messages the reader thread could not queue (ENOMEM) */
+	atomic_ullong qn;    /* messages queued so far */
+	atomic_bool flush_req; /* ask every connected process to flush now */
 	int wake[2];
 	pthread_mutex_t qlock;
 	struct qmsg *qhead, **qtail;
@@ -637,6 +639,7 @@ static void queue_msg(struct cuda_state *s, const void *buf, size_t len)
 	m->next = NULL;
 	m->len = len;
 	memcpy(m->data, buf, len);
+	atomic_fetch_add(&s->qn, 1);
 	pthread_mutex_lock(&s->qlock);
 	*s->qtail = m;
 	s->qtail = &m->next;
@@ -704,9 +707,44 @@ static void *cupti_thread(void *arg)
 			pf[n++] = (struct pollfd){ .fd = s->conns[i], .events = POLLIN };
 		if (poll(pf, n, 200) < 0 && errno != EINTR)
 			break;
+		if (pf[0].revents & POLLIN) {
+			char c[16];
+
+			if (read(s->wake[0], c, sizeof(c)) < 0)
+				continue;
+		}
+		if (atomic_exchange(&s->flush_req, false))
+			for (size_t i = 0; i < s->nconns; i++)
+				send(s->conns[i], "F", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		cupti_read(s, true);
 	}
 	return NULL;
+}
+
+/*
+ * The record stops while processes may still run: ask them to flush and take what comes
+ * until nothing new arrived for 100 ms (at most 1 s).
+ */
+static void cupti_final_flush(struct cuda_state *s)
+{
+	struct timespec ts = { 0, 20000000 };
+	uint64_t last = atomic_load(&s->qn);
+	int quiet = 0;
+
+	if (!s->thread_on)
+		return;
+	atomic_store(&s->flush_req, true);
+	if (write(s->wake[1], "x", 1) < 0)
+		return;
+	for (int i = 0; i < 50 && quiet < 5; i++) {
+		uint64_t n;
+
+		nanosleep(&ts, NULL);
+		n = atomic_load(&s->qn);
+		quiet = n == last ? quiet + 1 : 0;
+		last = n;
+		convert_queued(s);
+	}
 }
 
 static void cupti_stop_thread(struct cuda_state *s)
@@ -809,6 +847,7 @@ static int cuda_finish(struct feature_ctx *f, void *state)
 	cuda_detach(s);
 	f->consume(f);
 	/* A process that exits flushes its last records first: give it a moment. */
+	cupti_final_flush(s);
 	cupti_stop_thread(s);
 	convert_queued(s);
 	for (int i = 0; i < 25 && cupti_read(s, false); i++)

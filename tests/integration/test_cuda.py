@@ -219,3 +219,15 @@ def test_cupti_version_mismatch_records_no_activity(ep, fake_cuda):
     assert rep["gpu"]["activities"] == 0
     # the uprobe side is unaffected
     assert {a["name"]: a["count"] for a in rep["gpu"]["api"]}["cuLaunchKernel"] == 15
+
+
+def test_cupti_flushed_when_the_record_stops(ep, fake_cuda):
+    """-d ends the record while the program still runs: the recorder asks it to flush."""
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], EPROF_CUPTI_FLUSH_MS="60000")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    r = ep.run("record", "-q", "-d", "1.5", "--", fake_cuda["app"], "200", "20000", env=env,
+               check=False)
+    assert r.returncode == 128 + 15, r.stderr  # the command is ended after the record
+    gpu = ep.report_json()["gpu"]
+    assert {k["name"]: k["count"] for k in gpu["kernels"]} == {"kernel_a": 10, "kernel_b": 5}
+    assert gpu["activities_with_launch_stack"] == 18
