@@ -51,7 +51,8 @@ struct {
 	__type(value, struct cuda_task);
 } cuda_tasks SEC(".maps");
 
-/* The register arguments, read once at constant offsets (the verifier wants no computed ctx offset). */
+/* The register arguments, read once at constant offsets (the verifier wants no computed ctx
+ * offset). */
 struct cuda_regs {
 	__u64 r[6];
 	__u64 sp;
@@ -74,13 +75,20 @@ static __always_inline __u64 cuda_arg(struct cuda_regs *a, __u32 i)
 	__u64 v = 0;
 
 	switch (i) {
-	case 0: return a->r[0];
-	case 1: return a->r[1];
-	case 2: return a->r[2];
-	case 3: return a->r[3];
-	case 4: return a->r[4];
-	case 5: return a->r[5];
-	case CUDA_ARG_NONE: return 0;
+	case 0:
+		return a->r[0];
+	case 1:
+		return a->r[1];
+	case 2:
+		return a->r[2];
+	case 3:
+		return a->r[3];
+	case 4:
+		return a->r[4];
+	case 5:
+		return a->r[5];
+	case CUDA_ARG_NONE:
+		return 0;
 	}
 	/* x86-64: [sp] is the return address, stack args follow. */
 	bpf_probe_read_user(&v, sizeof(v), (void *)(a->sp + 8 * (i - 5)));

@@ -336,7 +336,8 @@ static void note_gap(struct gpu_device_stat *d, uint64_t gap, uint64_t at)
 static int busy_times(const struct profile *p, struct gpu_summary *s, struct ival *iv, size_t n,
 		      struct acc *a)
 {
-	uint64_t wstart = profile__meta_u64(p, "start_ns", 0), wend = profile__meta_u64(p, "end_ns", 0);
+	uint64_t wstart = profile__meta_u64(p, "start_ns", 0),
+		 wend = profile__meta_u64(p, "end_ns", 0);
 	size_t i = 0;
 
 	qsort(iv, n, sizeof(*iv), cmp_ival);
@@ -387,11 +388,12 @@ static int busy_times(const struct profile *p, struct gpu_summary *s, struct iva
 		}
 		d->last_ns = end;
 		d->window_ns = wend > wstart && wstart <= d->first_ns ? wend - wstart
-								       : d->last_ns - d->first_ns;
+								      : d->last_ns - d->first_ns;
 		if (d->window_ns < d->busy_ns)
 			d->window_ns = d->busy_ns;
 		for (size_t k = 0; k < s->nstreams; k++)
-			if (s->streams[k].pid == d->pid && (s->streams[k].dev_stream >> 32) == d->device)
+			if (s->streams[k].pid == d->pid &&
+			    (s->streams[k].dev_stream >> 32) == d->device)
 				d->overlap_ns += s->streams[k].busy_ns;
 		d->overlap_ns = d->overlap_ns > d->busy_ns ? d->overlap_ns - d->busy_ns : 0;
 		i = j;
@@ -419,7 +421,8 @@ static const struct profile *ts_p;
 
 static int cmp_ts(const void *a, const void *b)
 {
-	uint64_t x = ts_p->events.v[*(const uint32_t *)a].ts, y = ts_p->events.v[*(const uint32_t *)b].ts;
+	uint64_t x = ts_p->events.v[*(const uint32_t *)a].ts,
+		 y = ts_p->events.v[*(const uint32_t *)b].ts;
 
 	return (x > y) - (x < y);
 }
@@ -441,13 +444,14 @@ static int analyze_events(const struct profile *p, struct gpu_summary *s, struct
 		} else if (is_gpu_kind(e->kind)) {
 			s->have_activity = true;
 			s->gpu_events++;
-			iv[*niv] = (struct ival){ e->ts, e->ts + e->dur, e->pid, (uint32_t)(e->a >> 32),
-						  e->a };
+			iv[*niv] = (struct ival){e->ts, e->ts + e->dur, e->pid,
+						 (uint32_t)(e->a >> 32), e->a};
 			(*niv)++;
 			if (e->kind == EVK_GPU_KERNEL) {
 				err = add_kernel(s, a, e);
 			} else if (e->kind == EVK_GPU_MEMCPY) {
-				struct gpu_copy_stat *c = &s->copies[(e->flags & 0xf) % GPU_COPY_DIR_MAX];
+				struct gpu_copy_stat *c =
+				    &s->copies[(e->flags & 0xf) % GPU_COPY_DIR_MAX];
 
 				c->count++;
 				c->bytes += e->b;
@@ -471,7 +475,7 @@ static int analyze_events(const struct profile *p, struct gpu_summary *s, struct
 
 int gpu_analyze(const struct profile *p, struct gpu_summary *s)
 {
-	struct acc a = { 0 };
+	struct acc a = {0};
 	struct ival *iv = malloc((p->events.n + 1) * sizeof(*iv));
 	uint32_t *order = malloc((p->events.n + 1) * sizeof(*order)), *launch = NULL;
 	size_t niv = 0;
@@ -578,8 +582,8 @@ int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
 				continue;
 			err = leaf_on(p, e->stack, "[cuda]", profile__str(p, e->name));
 			if (err > 0)
-				v[n++] = (struct sample){ e->ts, e->pid, e->tid, 0, (uint32_t)err,
-							  e->dur ? e->dur : 1 };
+				v[n++] = (struct sample){e->ts, e->pid,	       e->tid,
+							 0,	(uint32_t)err, e->dur ? e->dur : 1};
 			continue;
 		}
 		if (!is_gpu_kind(e->kind))
@@ -599,8 +603,8 @@ int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
 		}
 		err = leaf_on(p, base, "[gpu]", activity_name(p, e, buf, sizeof(buf)));
 		if (err > 0)
-			v[n++] = (struct sample){ e->ts, e->pid, api ? api->tid : e->pid, 0,
-						  (uint32_t)err, e->dur ? e->dur : 1 };
+			v[n++] = (struct sample){e->ts, e->pid,	       api ? api->tid : e->pid,
+						 0,	(uint32_t)err, e->dur ? e->dur : 1};
 	}
 	free(launch);
 	if (err < 0) {

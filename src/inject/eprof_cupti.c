@@ -116,7 +116,7 @@ static void put(const void *rec, size_t size, const void *tail, size_t tail_len)
 
 static void put_kernel(const CUpti_ActivityKernel10 *k)
 {
-	struct egpu_kernel r = { 0 };
+	struct egpu_kernel r = {0};
 	size_t n = k->name ? strlen(k->name) + 1 : 1;
 
 	if (n > EGPU_NAME_MAX)
@@ -156,32 +156,39 @@ static void put_record(const CUpti_Activity *a)
 		break;
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const void *)a;
-		struct egpu_memcpy r = { .r = { EGPU_MEMCPY, sizeof(r), m->correlationId, m->start,
-						m->end },
-					 .device = m->deviceId, .context = m->contextId,
-					 .stream = m->streamId, .copy_kind = m->copyKind,
-					 .src_kind = m->srcKind, .dst_kind = m->dstKind,
-					 .bytes = m->bytes };
+		struct egpu_memcpy r = {
+		    .r = {EGPU_MEMCPY, sizeof(r), m->correlationId, m->start, m->end},
+		    .device = m->deviceId,
+		    .context = m->contextId,
+		    .stream = m->streamId,
+		    .copy_kind = m->copyKind,
+		    .src_kind = m->srcKind,
+		    .dst_kind = m->dstKind,
+		    .bytes = m->bytes};
 
 		put(&r, sizeof(r), NULL, 0);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *m = (const void *)a;
-		struct egpu_memset r = { .r = { EGPU_MEMSET, sizeof(r), m->correlationId, m->start,
-						m->end },
-					 .device = m->deviceId, .context = m->contextId,
-					 .stream = m->streamId, .value = m->value, .bytes = m->bytes };
+		struct egpu_memset r = {
+		    .r = {EGPU_MEMSET, sizeof(r), m->correlationId, m->start, m->end},
+		    .device = m->deviceId,
+		    .context = m->contextId,
+		    .stream = m->streamId,
+		    .value = m->value,
+		    .bytes = m->bytes};
 
 		put(&r, sizeof(r), NULL, 0);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
 		const CUpti_ActivitySynchronization2 *s = (const void *)a;
-		struct egpu_sync r = { .r = { EGPU_SYNC, sizeof(r), s->correlationId, s->start,
-					      s->end },
-				       .context = s->contextId, .stream = s->streamId,
-				       .type = s->type };
+		struct egpu_sync r = {
+		    .r = {EGPU_SYNC, sizeof(r), s->correlationId, s->start, s->end},
+		    .context = s->contextId,
+		    .stream = s->streamId,
+		    .type = s->type};
 
 		put(&r, sizeof(r), NULL, 0);
 		break;
@@ -215,7 +222,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 			    const void *data)
 {
 	const CUpti_CallbackData *cb = data;
-	struct egpu_api r = { 0 };
+	struct egpu_api r = {0};
 
 	if (cb->callbackSite != CUPTI_API_ENTER)
 		return;
@@ -231,7 +238,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 
 static void send_stats(void)
 {
-	struct egpu_stats r = { .r = { EGPU_STATS, sizeof(r), 0, mono_ns(), mono_ns() } };
+	struct egpu_stats r = {.r = {EGPU_STATS, sizeof(r), 0, mono_ns(), mono_ns()}};
 
 	pthread_mutex_lock(&out_lock);
 	r.dropped = atomic_load(&n_dropped);
@@ -251,7 +258,7 @@ static void *flush_loop(void *arg)
 	int ms = env && atoi(env) > 0 ? atoi(env) : FLUSH_MS;
 
 	while (!atomic_load(&stopping)) {
-		struct pollfd pf = { .fd = sock_fd, .events = POLLIN };
+		struct pollfd pf = {.fd = sock_fd, .events = POLLIN};
 		int r = poll(&pf, 1, ms);
 		bool asked = false;
 
@@ -281,8 +288,11 @@ static void at_exit(void)
 static void *open_cupti(void)
 {
 	static const char *const names[] = {
-		"libcupti.so", "libcupti.so.13", "libcupti.so.12",
-		"/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", "/usr/local/cuda/lib64/libcupti.so",
+	    "libcupti.so",
+	    "libcupti.so.13",
+	    "libcupti.so.12",
+	    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
+	    "/usr/local/cuda/lib64/libcupti.so",
 	};
 	const char *env = getenv("EPROF_LIBCUPTI");
 	void *h = env && *env ? dlopen(env, RTLD_NOW) : NULL;
@@ -294,7 +304,7 @@ static void *open_cupti(void)
 
 static int connect_recorder(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	const char *path = getenv("EPROF_CUPTI_SOCK");
 	int fd;
 
@@ -321,8 +331,10 @@ static int connect_recorder(void)
 EXPORT int InitializeInjection(void)
 {
 	static const CUpti_ActivityKind kinds[] = {
-		CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-		CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+	    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+	    CUPTI_ACTIVITY_KIND_MEMCPY,
+	    CUPTI_ACTIVITY_KIND_MEMSET,
+	    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
 	};
 	CUpti_SubscriberHandle sub;
 	void *h;
@@ -356,10 +368,11 @@ EXPORT int InitializeInjection(void)
 
 		if (cupti.version(&v) != CUPTI_SUCCESS || v < CUPTI_API_VERSION ||
 		    v / 10000 != CUPTI_API_VERSION / 10000) {
-			fprintf(stderr,
-				"eprof: libcupti API version %u does not match the %u eprof was built "
-				"with: GPU activity is not recorded\n",
-				v, CUPTI_API_VERSION);
+			fprintf(
+			    stderr,
+			    "eprof: libcupti API version %u does not match the %u eprof was built "
+			    "with: GPU activity is not recorded\n",
+			    v, CUPTI_API_VERSION);
 			goto fail_quiet;
 		}
 	}

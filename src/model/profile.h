@@ -98,7 +98,7 @@ enum event_kind {
 	EVK_OFFCPU = 32,   /* ts..ts+dur blocked; flags = state; a = waker tid; stack2 = waker stack */
 	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost) */
 	/* GPU (issue 7) */
-	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = correlation id */
+	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = address (alloc/free) */
 	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; c = correlation id */
 	EVK_GPU_MEMCPY = 50, /* b = bytes; flags = direction; a = device<<32|stream; c = correlation */
 	EVK_GPU_MEMSET = 51, /* b = bytes; a = device<<32|stream; c = correlation id */

@@ -55,7 +55,8 @@ static void text_devices(struct sink *out, const struct gpu_summary *s)
 
 		fmt_ns(b, sizeof(b), st->busy_ns);
 		sink_printf(out, "%8u %6u %8u %8" PRIu64 " %12s\n", st->pid,
-			    (uint32_t)(st->dev_stream >> 32), (uint32_t)st->dev_stream, st->count, b);
+			    (uint32_t)(st->dev_stream >> 32), (uint32_t)st->dev_stream, st->count,
+			    b);
 	}
 }
 
@@ -64,10 +65,12 @@ static void text_kernels(struct sink *out, const struct profile *p, const struct
 {
 	char t[32], mean[32], mn[32], mx[32];
 
-	sink_printf(out, "\nGPU kernels (%" PRIu64 " of %" PRIu64 " activities matched to a launch stack)\n",
+	sink_printf(out,
+		    "\nGPU kernels (%" PRIu64 " of %" PRIu64
+		    " activities matched to a launch stack)\n",
 		    s->joined, s->gpu_events);
-	sink_printf(out, "%8s %12s %7s %11s %11s %11s  %s\n", "Count", "Total", "GPU%", "Mean", "Min",
-		    "Max", "Kernel");
+	sink_printf(out, "%8s %12s %7s %11s %11s %11s  %s\n", "Count", "Total", "GPU%", "Mean",
+		    "Min", "Max", "Kernel");
 	for (size_t i = 0; i < s->nkernels && (!limit || i < limit); i++) {
 		const struct gpu_kernel_stat *k = &s->kernels[i];
 
@@ -85,8 +88,8 @@ static void text_copies(struct sink *out, const struct gpu_summary *s)
 {
 	char t[32];
 
-	sink_printf(out, "\n%-8s %8s %14s %12s %9s %10s %14s %12s\n", "Copies", "GPU n", "GPU bytes",
-		    "GPU time", "GB/s", "API calls", "API bytes", "API time");
+	sink_printf(out, "\n%-8s %8s %14s %12s %9s %10s %14s %12s\n", "Copies", "GPU n",
+		    "GPU bytes", "GPU time", "GB/s", "API calls", "API bytes", "API time");
 	for (int d = 0; d < GPU_COPY_DIR_MAX; d++) {
 		const struct gpu_copy_stat *c = &s->copies[d];
 		char at[32];
@@ -95,8 +98,9 @@ static void text_copies(struct sink *out, const struct gpu_summary *s)
 			continue;
 		fmt_ns(t, sizeof(t), c->total_ns);
 		fmt_ns(at, sizeof(at), c->api_ns);
-		sink_printf(out, "%-8s %8" PRIu64 " %14" PRIu64 " %12s %9.2f %10" PRIu64 " %14" PRIu64
-				 " %12s\n",
+		sink_printf(out,
+			    "%-8s %8" PRIu64 " %14" PRIu64 " %12s %9.2f %10" PRIu64 " %14" PRIu64
+			    " %12s\n",
 			    gpu_copy_dir_name(d), c->count, c->bytes, t,
 			    c->total_ns ? (double)c->bytes / c->total_ns : 0.0, c->api_count,
 			    c->api_bytes, at);
@@ -109,22 +113,23 @@ static void text_api(struct sink *out, const struct profile *p, const struct gpu
 	char t[32], mx[32], l[32];
 
 	if (s->nlaunched) {
-		sink_printf(out, "\n%8s %12s  %s\n", "Launches", "CPU time", "Kernel (launch side)");
+		sink_printf(out, "\n%8s %12s  %s\n", "Launches", "CPU time",
+			    "Kernel (launch side)");
 		for (size_t i = 0; i < s->nlaunched && (!limit || i < limit); i++) {
 			fmt_ns(l, sizeof(l), s->launched[i].total_ns);
 			sink_printf(out, "%8" PRIu64 " %12s  %s\n", s->launched[i].count, l,
 				    str_or(p, s->launched[i].name, "[unknown kernel]"));
 		}
 	}
-	sink_printf(out, "\n%8s %12s %11s %8s %12s  %s\n", "Calls", "Total", "Max", "Failed", "Bytes",
-		    "CUDA API function");
+	sink_printf(out, "\n%8s %12s %11s %8s %12s  %s\n", "Calls", "Total", "Max", "Failed",
+		    "Bytes", "CUDA API function");
 	for (size_t i = 0; i < s->napi && (!limit || i < limit); i++) {
 		const struct gpu_api_stat *a = &s->api[i];
 
 		fmt_ns(t, sizeof(t), a->total_ns);
 		fmt_ns(mx, sizeof(mx), a->max_ns);
-		sink_printf(out, "%8" PRIu64 " %12s %11s %8" PRIu64 " %12" PRIu64 "  %s", a->count, t,
-			    mx, a->errors, a->bytes, profile__str(p, a->name));
+		sink_printf(out, "%8" PRIu64 " %12s %11s %8" PRIu64 " %12" PRIu64 "  %s", a->count,
+			    t, mx, a->errors, a->bytes, profile__str(p, a->name));
 		if (a->errors)
 			sink_printf(out, "  (error %" PRId64 ")", a->last_error);
 		sink_puts(out, "\n");
@@ -145,24 +150,27 @@ int report_gpu_text(struct sink *out, const struct profile *p, unsigned limit)
 	fmt_ns(sync, sizeof(sync), s.sync_ns);
 	fmt_ns(launch, sizeof(launch), s.launch_ns);
 	sink_printf(out,
-		    "\n# GPU: %" PRIu64 " CUDA API calls, %" PRIu64 " launches (%s in launch calls), "
+		    "\n# GPU: %" PRIu64 " CUDA API calls, %" PRIu64
+		    " launches (%s in launch calls), "
 		    "%" PRIu64 " sync calls blocked %s\n",
 		    s.api_calls, s.launches, launch, s.sync_calls, sync);
 	sink_printf(out,
 		    "# GPU memory (cudaMalloc & co): peak %" PRIu64 " bytes, never freed %" PRIu64
 		    " bytes in %" PRIu64 " allocations\n",
 		    s.mem_peak, s.mem_live, s.mem_live_allocs);
-	if (p->stats[STAT_CUDA_NOSTACK] || p->stats[STAT_CUDA_LOST] || p->stats[STAT_GPU_RECORDS_LOST])
+	if (p->stats[STAT_CUDA_NOSTACK] || p->stats[STAT_CUDA_LOST] ||
+	    p->stats[STAT_GPU_RECORDS_LOST])
 		sink_printf(out,
-			    "# launches without stack (rate limit) %" PRIu64 ", CUDA events lost %" PRIu64
-			    ", GPU records lost %" PRIu64 "\n",
+			    "# launches without stack (rate limit) %" PRIu64
+			    ", CUDA events lost %" PRIu64 ", GPU records lost %" PRIu64 "\n",
 			    p->stats[STAT_CUDA_NOSTACK], p->stats[STAT_CUDA_LOST],
 			    p->stats[STAT_GPU_RECORDS_LOST]);
 	if (s.have_activity) {
 		text_devices(out, &s);
 		text_kernels(out, p, &s, limit);
 	} else {
-		sink_puts(out, "# no GPU activity records (CUPTI): only the CPU side of CUDA is shown\n");
+		sink_puts(
+		    out, "# no GPU activity records (CUPTI): only the CPU side of CUDA is shown\n");
 	}
 	text_copies(out, &s);
 	text_api(out, p, &s, limit);
@@ -178,15 +186,17 @@ static void json_name(struct sink *out, const struct profile *p, uint32_t id, co
 }
 
 static void json_kernels(struct sink *out, const struct profile *p, const char *key,
-			 const struct gpu_kernel_stat *k, size_t n, const char *dflt, uint64_t total)
+			 const struct gpu_kernel_stat *k, size_t n, const char *dflt,
+			 uint64_t total)
 {
 	sink_printf(out, ",\n    \"%s\": [", key);
 	for (size_t i = 0; i < n; i++) {
 		sink_puts(out, i ? ",\n      {" : "\n      {");
 		json_name(out, p, k[i].name, dflt);
 		sink_printf(out,
-			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64 ", \"mean_ns\": %" PRIu64
-			    ", \"min_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"share_pct\": %.2f}",
+			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
+			    ", \"mean_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
+			    ", \"max_ns\": %" PRIu64 ", \"share_pct\": %.2f}",
 			    k[i].count, k[i].total_ns, k[i].total_ns / k[i].count, k[i].min_ns,
 			    k[i].max_ns, pct(k[i].total_ns, total));
 	}
@@ -201,10 +211,11 @@ static void json_devices(struct sink *out, const struct gpu_summary *s)
 
 		sink_printf(out,
 			    "%s{\"pid\": %u, \"device\": %u, \"busy_ns\": %" PRIu64
-			    ", \"window_ns\": %" PRIu64 ", \"busy_pct\": %.2f, \"overlap_ns\": %" PRIu64
+			    ", \"window_ns\": %" PRIu64
+			    ", \"busy_pct\": %.2f, \"overlap_ns\": %" PRIu64
 			    ", \"idle_gaps_ns\": [",
-			    i ? ",\n      " : "\n      ", d->pid, d->device, d->busy_ns, d->window_ns,
-			    pct(d->busy_ns, d->window_ns), d->overlap_ns);
+			    i ? ",\n      " : "\n      ", d->pid, d->device, d->busy_ns,
+			    d->window_ns, pct(d->busy_ns, d->window_ns), d->overlap_ns);
 		for (int j = 0; j < GPU_MAX_GAPS && d->gaps[j]; j++)
 			sink_printf(out, "%s%" PRIu64, j ? ", " : "", d->gaps[j]);
 		sink_puts(out, "]}");
@@ -237,8 +248,8 @@ static void json_copies_api(struct sink *out, const struct profile *p, const str
 			    "%s{\"direction\": \"%s\", \"count\": %" PRIu64 ", \"bytes\": %" PRIu64
 			    ", \"total_ns\": %" PRIu64 ", \"api_count\": %" PRIu64
 			    ", \"api_bytes\": %" PRIu64 ", \"api_ns\": %" PRIu64 "}",
-			    first ? "\n      " : ",\n      ", gpu_copy_dir_name(d), c->count, c->bytes,
-			    c->total_ns, c->api_count, c->api_bytes, c->api_ns);
+			    first ? "\n      " : ",\n      ", gpu_copy_dir_name(d), c->count,
+			    c->bytes, c->total_ns, c->api_count, c->api_bytes, c->api_ns);
 		first = false;
 	}
 	sink_puts(out, "]");
@@ -249,9 +260,9 @@ static void json_copies_api(struct sink *out, const struct profile *p, const str
 		sink_puts(out, i ? ",\n      {" : "\n      {");
 		json_name(out, p, a->name, "");
 		sink_printf(out,
-			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64
-			    ", \"errors\": %" PRIu64 ", \"last_error\": %" PRId64 ", \"bytes\": %" PRIu64
-			    "}",
+			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
+			    ", \"max_ns\": %" PRIu64 ", \"errors\": %" PRIu64
+			    ", \"last_error\": %" PRId64 ", \"bytes\": %" PRIu64 "}",
 			    a->count, a->total_ns, a->max_ns, a->errors, a->last_error, a->bytes);
 	}
 	sink_puts(out, "]");
@@ -269,10 +280,11 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 		return err;
 	sink_printf(out,
 		    ",\n  \"gpu\": {\"api_calls\": %" PRIu64 ", \"launches\": %" PRIu64
-		    ", \"launch_ns\": %" PRIu64 ", \"sync_calls\": %" PRIu64 ", \"sync_ns\": %" PRIu64
-		    ", \"kernel_ns\": %" PRIu64 ", \"activities\": %" PRIu64
-		    ", \"activities_with_launch_stack\": %" PRIu64 ", \"mem_peak_bytes\": %" PRIu64
-		    ", \"mem_never_freed_bytes\": %" PRIu64 ", \"mem_never_freed_allocs\": %" PRIu64,
+		    ", \"launch_ns\": %" PRIu64 ", \"sync_calls\": %" PRIu64
+		    ", \"sync_ns\": %" PRIu64 ", \"kernel_ns\": %" PRIu64
+		    ", \"activities\": %" PRIu64 ", \"activities_with_launch_stack\": %" PRIu64
+		    ", \"mem_peak_bytes\": %" PRIu64 ", \"mem_never_freed_bytes\": %" PRIu64
+		    ", \"mem_never_freed_allocs\": %" PRIu64,
 		    s.api_calls, s.launches, s.launch_ns, s.sync_calls, s.sync_ns, s.kernel_ns,
 		    s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
 	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns);

@@ -16,8 +16,8 @@
 #include "trace.h"
 #include "trace_gpu.h"
 
-#define API_TID_BIT 0x40000000u	   /* pseudo thread of a thread's CUDA API track */
-#define GPU_PID_BIT 0x40000000u	   /* pseudo process of a process's GPU tracks */
+#define API_TID_BIT 0x40000000u /* pseudo thread of a thread's CUDA API track */
+#define GPU_PID_BIT 0x40000000u /* pseudo process of a process's GPU tracks */
 
 static bool in_window(const struct trace_opts *o, const struct event *e)
 {
@@ -79,8 +79,8 @@ static void api_slice(struct trace_writer *w, const struct profile *p, const str
 	uint32_t kn = gpu_launch_kernel_name(p, e);
 	char args[128], name[512];
 
-	snprintf(args, sizeof(args), "{\"result\":%" PRId64 ",\"bytes\":%" PRIu64 "}", (int64_t)e->a,
-		 e->b);
+	snprintf(args, sizeof(args), "{\"result\":%" PRId64 ",\"bytes\":%" PRIu64 "}",
+		 (int64_t)e->a, e->b);
 	/* a launch names its kernel: "cudaLaunchKernel: saxpy" */
 	snprintf(name, sizeof(name), "%s%s%s", profile__str(p, e->name), kn ? ": " : "",
 		 kn ? profile__str(p, kn) : "");
@@ -95,14 +95,15 @@ static void gpu_slice(struct trace_writer *w, const struct profile *p, const str
 	if (e->kind == EVK_GPU_KERNEL) {
 		n = profile__str(p, e->name);
 		snprintf(args, sizeof(args),
-			 "{\"correlation\":%" PRIu64 ",\"blocks\":%" PRIu64 ",\"threads_per_block\":%" PRIu64
-			 "}",
+			 "{\"correlation\":%" PRIu64 ",\"blocks\":%" PRIu64
+			 ",\"threads_per_block\":%" PRIu64 "}",
 			 e->c, e->b >> 32, e->b & 0xffffffff);
 	} else {
-		snprintf(name, sizeof(name), "%s %s", e->kind == EVK_GPU_MEMSET ? "memset" : "memcpy",
+		snprintf(name, sizeof(name), "%s %s",
+			 e->kind == EVK_GPU_MEMSET ? "memset" : "memcpy",
 			 e->kind == EVK_GPU_MEMSET ? "" : gpu_copy_dir_name(e->flags & 0xf));
-		snprintf(args, sizeof(args), "{\"correlation\":%" PRIu64 ",\"bytes\":%" PRIu64 "}", e->c,
-			 e->b);
+		snprintf(args, sizeof(args), "{\"correlation\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+			 e->c, e->b);
 	}
 	trace_complete(w, e->pid | GPU_PID_BIT, gpu_tid(e->a), e->ts, e->dur, n, "gpu", args);
 }
@@ -111,7 +112,7 @@ static void gpu_slice(struct trace_writer *w, const struct profile *p, const str
 static void memory_counter(struct trace_writer *w, const struct profile *p, const uint32_t *ord,
 			   size_t n, struct hmap *live)
 {
-	static const char *const series[] = { "bytes" };
+	static const char *const series[] = {"bytes"};
 	struct hmap *tot = hmap__new(16);
 
 	for (size_t i = 0; tot && i < n; i++) {
@@ -121,8 +122,9 @@ static void memory_counter(struct trace_writer *w, const struct profile *p, cons
 		uint64_t sz = 0, t = 0;
 		double v;
 
-		if (e->kind != EVK_CUDA_API || (e->flags & (CUDA_API_F_FAILED | CUDA_API_F_NESTED)) ||
-		    !e->c || (cat != CUDA_CAT_ALLOC && cat != CUDA_CAT_FREE))
+		if (e->kind != EVK_CUDA_API ||
+		    (e->flags & (CUDA_API_F_FAILED | CUDA_API_F_NESTED)) || !e->c ||
+		    (cat != CUDA_CAT_ALLOC && cat != CUDA_CAT_FREE))
 			continue;
 		fn = profile__str(p, e->name);
 		if (!strcmp(fn, "cuMemMap") || !strcmp(fn, "cuMemUnmap") || strstr(fn, "Host"))
@@ -164,7 +166,8 @@ int trace_source_gpu(struct trace_writer *w, const struct profile *p, const stru
 		const struct event *e = &p->events.v[i];
 
 		if ((e->kind == EVK_CUDA_API && !(e->flags & CUDA_API_F_NESTED)) ||
-		    e->kind == EVK_GPU_KERNEL || e->kind == EVK_GPU_MEMCPY || e->kind == EVK_GPU_MEMSET)
+		    e->kind == EVK_GPU_KERNEL || e->kind == EVK_GPU_MEMCPY ||
+		    e->kind == EVK_GPU_MEMSET)
 			if (in_window(o, e))
 				ord[n++] = i;
 	}

@@ -55,7 +55,7 @@ struct cuda_obj {
 	ino_t ino;
 	struct bpf_link **links; /* one per probe (kernels without uprobe_multi) */
 	size_t nlinks;
-	int mfd[2];		 /* uprobe_multi links: entries, returns */
+	int mfd[2]; /* uprobe_multi links: entries, returns */
 };
 
 struct cuda_state {
@@ -80,8 +80,8 @@ struct cuda_state {
 	pthread_t thread;
 	bool thread_on;
 	atomic_bool stop;
-	atomic_ullong qlost; /* messages the reader thread could not queue (ENOMEM) */
-	atomic_ullong qn;    /* messages queued so far */
+	atomic_ullong qlost;   /* messages the reader thread could not queue (ENOMEM) */
+	atomic_ullong qn;      /* messages queued so far */
 	atomic_bool flush_req; /* ask every connected process to flush now */
 	int wake[2];
 	pthread_mutex_t qlock;
@@ -123,7 +123,8 @@ static int scan_symbols(const char *path, uint64_t *offs, unsigned *found)
 		GElf_Shdr sh;
 		Elf_Data *d;
 
-		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
 		d = elf_getdata(scn, NULL);
 		for (size_t i = 0; d && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize; i++) {
@@ -144,7 +145,8 @@ static int scan_symbols(const char *path, uint64_t *offs, unsigned *found)
 			fi = cuda_func_find(name);
 			if (fi < 0 || offs[fi])
 				continue;
-			if (!gelf_getshdr(elf_getscn(elf, s.st_shndx), &ts) || s.st_value < ts.sh_addr)
+			if (!gelf_getshdr(elf_getscn(elf, s.st_shndx), &ts) ||
+			    s.st_value < ts.sh_addr)
 				continue;
 			offs[fi] = s.st_value - ts.sh_addr + ts.sh_offset;
 			(*found)++;
@@ -206,7 +208,8 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_obj *o, const 
 		so[n] = offs[i];
 		ck[n++] = cuda_func_cookie(i);
 	}
-	o->mfd[0] = attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n, false);
+	o->mfd[0] =
+	    attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n, false);
 	if (o->mfd[0] < 0)
 		return -errno;
 	o->mfd[1] = attach_multi(bpf_program__fd(f->skel->progs.cuda_exit), path, so, ck, n, true);
@@ -259,7 +262,7 @@ static int attach_object(struct feature_ctx *f, struct cuda_state *s, const char
 			continue;
 		for (int ret = 0; ret < 2; ret++) {
 			struct bpf_program *prog =
-				ret ? f->skel->progs.cuda_exit : f->skel->progs.cuda_enter;
+			    ret ? f->skel->progs.cuda_exit : f->skel->progs.cuda_enter;
 			struct bpf_link *l;
 
 			uo.retprobe = ret;
@@ -357,11 +360,13 @@ static bool find_in_dirs(const char *dirs, const char *origin, const char *name,
 	return ok;
 }
 
-static const char *const lib_dirs = "/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:"
-				    "/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/lib64:"
-				    "/lib64:/usr/lib:/usr/local/lib:/usr/lib/wsl/lib";
+static const char *const lib_dirs =
+    "/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:"
+    "/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/lib64:"
+    "/lib64:/usr/lib:/usr/local/lib:/usr/lib/wsl/lib";
 
-/* The CUDA libraries an executable needs, found as ld.so would (RPATH, RUNPATH, LD_LIBRARY_PATH). */
+/* The CUDA libraries an executable needs, found as ld.so would (RPATH, RUNPATH, LD_LIBRARY_PATH).
+ */
 static void attach_needed(struct feature_ctx *f, struct cuda_state *s, const char *exe)
 {
 	char origin[PATH_MAX], found[PATH_MAX], *rpath = NULL, *needed[32];
@@ -503,7 +508,7 @@ static void note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, uint64_
 static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cuda_api *e,
 		  size_t size)
 {
-	struct event ev = { .kind = EVK_CUDA_API };
+	struct event ev = {.kind = EVK_CUDA_API};
 	const struct cuda_func *fn;
 	unsigned dir;
 	int64_t st;
@@ -589,7 +594,7 @@ static void *cupti_thread(void *arg);
 
 static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char lib[PATH_MAX];
 
 	if (!f->o->argv || !cupti_lib(lib, sizeof(lib))) {
@@ -701,10 +706,10 @@ static void *cupti_thread(void *arg)
 	while (!atomic_load(&s->stop)) {
 		size_t n = 0;
 
-		pf[n++] = (struct pollfd){ .fd = s->wake[0], .events = POLLIN };
-		pf[n++] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
+		pf[n++] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
+		pf[n++] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
 		for (size_t i = 0; i < s->nconns; i++)
-			pf[n++] = (struct pollfd){ .fd = s->conns[i], .events = POLLIN };
+			pf[n++] = (struct pollfd){.fd = s->conns[i], .events = POLLIN};
 		if (poll(pf, n, 200) < 0 && errno != EINTR)
 			break;
 		if (pf[0].revents & POLLIN) {
@@ -727,7 +732,7 @@ static void *cupti_thread(void *arg)
  */
 static void cupti_final_flush(struct cuda_state *s)
 {
-	struct timespec ts = { 0, 20000000 };
+	struct timespec ts = {0, 20000000};
 	uint64_t last = atomic_load(&s->qn);
 	int quiet = 0;
 
@@ -818,9 +823,11 @@ static int cuda_attach(struct feature_ctx *f, void *state)
 		scan_targets(f, s);
 	s->last_scan = f->start_ns;
 	if (f->o->cuda > 0 && f->o->all)
-		log_warn("--cuda with -a: CUDA libraries are only found in -p targets or a launched command");
+		log_warn("--cuda with -a: CUDA libraries are only found in -p targets or a "
+			 "launched command");
 	else if (f->o->cuda > 0 && !s->nobjs && !f->o->argv)
-		log_warn("--cuda: no CUDA library in the target yet; tracing it once one is loaded");
+		log_warn(
+		    "--cuda: no CUDA library in the target yet; tracing it once one is loaded");
 	return 0;
 }
 
@@ -842,7 +849,7 @@ static int cuda_poll(struct feature_ctx *f, void *state, uint64_t now)
 static int cuda_finish(struct feature_ctx *f, void *state)
 {
 	struct cuda_state *s = state;
-	struct timespec ts = { 0, 20000000 };
+	struct timespec ts = {0, 20000000};
 
 	cuda_detach(s);
 	f->consume(f);
@@ -856,8 +863,8 @@ static int cuda_finish(struct feature_ctx *f, void *state)
 	f->p->stats[STAT_EVENTS_LOST] += f->bpf_stat(f, BSTAT_CUDA_RB_FULL);
 	f->p->stats[STAT_CUDA_CALLS] = f->bpf_stat(f, BSTAT_CUDA_CALLS);
 	f->p->stats[STAT_CUDA_NOSTACK] = f->bpf_stat(f, BSTAT_CUDA_NOSTACK);
-	f->p->stats[STAT_CUDA_LOST] = f->bpf_stat(f, BSTAT_CUDA_RB_FULL) +
-				      f->bpf_stat(f, BSTAT_CUDA_INFLIGHT_FULL);
+	f->p->stats[STAT_CUDA_LOST] =
+	    f->bpf_stat(f, BSTAT_CUDA_RB_FULL) + f->bpf_stat(f, BSTAT_CUDA_INFLIGHT_FULL);
 	if (s->conv_on) {
 		f->p->stats[STAT_GPU_RECORDS_LOST] = s->conv.dropped;
 		f->p->stats[STAT_GPU_BAD_RECORDS] = s->conv.bad + atomic_load(&s->qlost);
@@ -901,11 +908,11 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 }
 
 const struct feature feature_cuda = {
-	.name = "cuda",
-	.enabled = cuda_enabled,
-	.configure = cuda_configure,
-	.attach = cuda_attach,
-	.poll = cuda_poll,
-	.finish = cuda_finish,
-	.destroy = cuda_destroy,
+    .name = "cuda",
+    .enabled = cuda_enabled,
+    .configure = cuda_configure,
+    .attach = cuda_attach,
+    .poll = cuda_poll,
+    .finish = cuda_finish,
+    .destroy = cuda_destroy,
 };

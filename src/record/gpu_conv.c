@@ -34,12 +34,23 @@ void gpu_conv_free(struct gpu_conv *c)
 static unsigned copy_dir(uint8_t kind)
 {
 	switch (kind) {
-	case 1: case 3: return GPU_COPY_HTOD;  /* HTOD, HTOA */
-	case 2: case 4: return GPU_COPY_DTOH;  /* DTOH, ATOH */
-	case 5: case 6: case 7: case 8: return GPU_COPY_DTOD; /* ATOA, ATOD, DTOA, DTOD */
-	case 9: return GPU_COPY_HTOH;
-	case 10: return GPU_COPY_PTOP;
-	default: return GPU_COPY_UNKNOWN;
+	case 1:
+	case 3:
+		return GPU_COPY_HTOD; /* HTOD, HTOA */
+	case 2:
+	case 4:
+		return GPU_COPY_DTOH; /* DTOH, ATOH */
+	case 5:
+	case 6:
+	case 7:
+	case 8:
+		return GPU_COPY_DTOD; /* ATOA, ATOD, DTOA, DTOD */
+	case 9:
+		return GPU_COPY_HTOH;
+	case 10:
+		return GPU_COPY_PTOP;
+	default:
+		return GPU_COPY_UNKNOWN;
 	}
 }
 
@@ -67,7 +78,7 @@ static uint64_t dev_stream(uint32_t dev, uint32_t stream)
 
 static int conv_kernel(struct gpu_conv *c, uint32_t pid, const struct egpu_kernel *k, size_t size)
 {
-	struct event e = { .kind = EVK_GPU_KERNEL, .pid = pid };
+	struct event e = {.kind = EVK_GPU_KERNEL, .pid = pid};
 	char name[EGPU_NAME_MAX];
 	size_t n = k->name_len;
 
@@ -89,7 +100,7 @@ static int conv_kernel(struct gpu_conv *c, uint32_t pid, const struct egpu_kerne
 
 static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, size_t size)
 {
-	struct event e = { .pid = pid, .ts = r->start, .c = r->corr };
+	struct event e = {.pid = pid, .ts = r->start, .c = r->corr};
 
 	e.dur = r->end > r->start ? r->end - r->start : 0;
 	switch (r->kind) {

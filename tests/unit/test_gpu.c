@@ -43,19 +43,22 @@ static void msg_put(struct msg *m, const void *rec, size_t fixed, const char *ta
 	((struct egpu_msg *)m->buf)->nrec++;
 }
 
-static void put_kernel(struct msg *m, const char *name, uint32_t corr, uint64_t start,
-		       uint64_t end, uint32_t dev, uint32_t stream)
+static void put_kernel(struct msg *m, const char *name, uint32_t corr, uint64_t start, uint64_t end,
+		       uint32_t dev, uint32_t stream)
 {
-	struct egpu_kernel k = { .r = { EGPU_KERNEL, 0, corr, start, end }, .device = dev,
-				 .stream = stream, .grid = { 8, 2, 1 }, .block = { 128, 1, 1 },
-				 .name_len = strlen(name) + 1 };
+	struct egpu_kernel k = {.r = {EGPU_KERNEL, 0, corr, start, end},
+				.device = dev,
+				.stream = stream,
+				.grid = {8, 2, 1},
+				.block = {128, 1, 1},
+				.name_len = strlen(name) + 1};
 
 	msg_put(m, &k, sizeof(k), name);
 }
 
 static void put_api(struct msg *m, uint32_t tid, uint32_t corr, uint64_t ts)
 {
-	struct egpu_api a = { .r = { EGPU_API, 0, corr, ts, ts }, .tid = tid, .cbid = 211 };
+	struct egpu_api a = {.r = {EGPU_API, 0, corr, ts, ts}, .tid = tid, .cbid = 211};
 
 	msg_put(m, &a, sizeof(a), NULL);
 }
@@ -63,8 +66,10 @@ static void put_api(struct msg *m, uint32_t tid, uint32_t corr, uint64_t ts)
 static void put_copy(struct msg *m, uint32_t corr, uint64_t start, uint64_t end, uint64_t bytes,
 		     uint8_t kind)
 {
-	struct egpu_memcpy c = { .r = { EGPU_MEMCPY, 0, corr, start, end }, .stream = 7,
-				 .copy_kind = kind, .bytes = bytes };
+	struct egpu_memcpy c = {.r = {EGPU_MEMCPY, 0, corr, start, end},
+				.stream = 7,
+				.copy_kind = kind,
+				.bytes = bytes};
 
 	msg_put(m, &c, sizeof(c), NULL);
 }
@@ -83,7 +88,7 @@ static void test_conv_records(void **state)
 	struct gpu_conv c;
 	struct msg *m = malloc(sizeof(*m));
 	const struct event *k, *cp, *a;
-	struct egpu_stats s = { .r = { EGPU_STATS, 0, 0, 5, 5 }, .dropped = 3, .records = 10 };
+	struct egpu_stats s = {.r = {EGPU_STATS, 0, 0, 5, 5}, .dropped = 3, .records = 10};
 
 	assert_non_null(p);
 	assert_non_null(m);
@@ -159,7 +164,7 @@ static void test_conv_malformed(void **state)
 	/* an unknown kind (a newer library) is skipped, not an error */
 	msg_init(m, 1);
 	{
-		struct egpu_rec r = { 99, 0, 0, 0, 0 };
+		struct egpu_rec r = {99, 0, 0, 0, 0};
 
 		msg_put(m, &r, sizeof(r), NULL);
 	}
@@ -184,9 +189,16 @@ static uint32_t one_frame_stack(struct profile *p, const char *fn)
 static void add_api(struct profile *p, uint32_t tid, const char *fn, unsigned cat, uint64_t ts,
 		    uint64_t dur, uint32_t stack, uint64_t bytes, uint64_t addr, uint16_t extra)
 {
-	struct event e = { .kind = EVK_CUDA_API, .ts = ts, .dur = dur, .pid = 10, .tid = tid,
-			   .stack = stack, .name = profile__intern(p, fn), .flags = cat | extra,
-			   .b = bytes, .c = addr };
+	struct event e = {.kind = EVK_CUDA_API,
+			  .ts = ts,
+			  .dur = dur,
+			  .pid = 10,
+			  .tid = tid,
+			  .stack = stack,
+			  .name = profile__intern(p, fn),
+			  .flags = cat | extra,
+			  .b = bytes,
+			  .c = addr};
 
 	assert_int_equal(profile__add_event(p, &e), 0);
 }
@@ -194,17 +206,22 @@ static void add_api(struct profile *p, uint32_t tid, const char *fn, unsigned ca
 static void add_gpu(struct profile *p, uint16_t kind, const char *name, uint64_t ts, uint64_t dur,
 		    uint32_t dev, uint32_t stream, uint64_t corr)
 {
-	struct event e = { .kind = kind, .ts = ts, .dur = dur, .pid = 10,
-			   .name = name ? profile__intern(p, name) : 0,
-			   .a = (uint64_t)dev << 32 | stream, .c = corr, .flags = GPU_COPY_HTOD,
-			   .b = 4096 };
+	struct event e = {.kind = kind,
+			  .ts = ts,
+			  .dur = dur,
+			  .pid = 10,
+			  .name = name ? profile__intern(p, name) : 0,
+			  .a = (uint64_t)dev << 32 | stream,
+			  .c = corr,
+			  .flags = GPU_COPY_HTOD,
+			  .b = 4096};
 
 	assert_int_equal(profile__add_event(p, &e), 0);
 }
 
 static void add_corr(struct profile *p, uint32_t tid, uint64_t ts, uint64_t corr)
 {
-	struct event e = { .kind = EVK_CUDA_CORR, .ts = ts, .pid = 10, .tid = tid, .c = corr };
+	struct event e = {.kind = EVK_CUDA_CORR, .ts = ts, .pid = 10, .tid = tid, .c = corr};
 
 	assert_int_equal(profile__add_event(p, &e), 0);
 }
@@ -273,10 +290,18 @@ static void test_join(void **state)
 		joined++;
 		assert_false(api->flags & CUDA_API_F_NESTED);
 		switch (e->c) {
-		case 1: assert_int_equal(api->ts, 50); break;
-		case 2: assert_int_equal(api->ts, 70); break;
-		case 3: assert_int_equal(api->tid, 12); break;
-		case 4: assert_string_equal(profile__str(p, api->name), "cudaMemcpyAsync"); break;
+		case 1:
+			assert_int_equal(api->ts, 50);
+			break;
+		case 2:
+			assert_int_equal(api->ts, 70);
+			break;
+		case 3:
+			assert_int_equal(api->tid, 12);
+			break;
+		case 4:
+			assert_string_equal(profile__str(p, api->name), "cudaMemcpyAsync");
+			break;
 		}
 	}
 	assert_int_equal(joined, 4);
@@ -336,7 +361,8 @@ static void test_analyze(void **state)
 	assert_int_equal(s.copies[GPU_COPY_HTOD].count, 1);
 	assert_int_equal(s.copies[GPU_COPY_HTOD].bytes, 4096);
 	assert_int_equal(s.copies[GPU_COPY_HTOD].api_count, 1);
-	/* memory: 1000 + 500 - 1000 + 300 -> peak 1500, 800 never freed in 2; the failed call adds nothing */
+	/* memory: 1000 + 500 - 1000 + 300 -> peak 1500, 800 never freed in 2; the failed call adds
+	 * nothing */
 	assert_int_equal(s.mem_peak, 1500);
 	assert_int_equal(s.mem_live, 800);
 	assert_int_equal(s.mem_live_allocs, 2);
@@ -418,7 +444,8 @@ static void test_report_json(void **state)
 	assert_int_equal(report_gpu_json(s, p), 0);
 	out = sink_mem_data(s, &len);
 	assert_non_null(strstr(out, "\"gpu\": {"));
-	assert_non_null(strstr(out, "{\"name\": \"k1\", \"count\": 2, \"total_ns\": 150, \"mean_ns\": 75"));
+	assert_non_null(
+	    strstr(out, "{\"name\": \"k1\", \"count\": 2, \"total_ns\": 150, \"mean_ns\": 75"));
 	assert_non_null(strstr(out, "\"mem_never_freed_bytes\": 800"));
 	assert_non_null(strstr(out, "\"busy_ns\": 250"));
 	sink_close(s);
@@ -445,7 +472,7 @@ static size_t count_str(const char *hay, const char *needle)
 static void test_trace(void **state)
 {
 	struct profile *p = gpu_profile();
-	struct trace_opts o = { 0 };
+	struct trace_opts o = {0};
 	struct sink *s = sink_mem();
 	const char *out;
 	size_t len;
@@ -499,15 +526,15 @@ static void test_cookie(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_conv_records),
-		cmocka_unit_test(test_conv_malformed),
-		cmocka_unit_test(test_join),
-		cmocka_unit_test(test_analyze),
-		cmocka_unit_test(test_analyze_api_only),
-		cmocka_unit_test(test_gpu_samples),
-		cmocka_unit_test(test_report_json),
-		cmocka_unit_test(test_trace),
-		cmocka_unit_test(test_cookie),
+	    cmocka_unit_test(test_conv_records),
+	    cmocka_unit_test(test_conv_malformed),
+	    cmocka_unit_test(test_join),
+	    cmocka_unit_test(test_analyze),
+	    cmocka_unit_test(test_analyze_api_only),
+	    cmocka_unit_test(test_gpu_samples),
+	    cmocka_unit_test(test_report_json),
+	    cmocka_unit_test(test_trace),
+	    cmocka_unit_test(test_cookie),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
