@@ -47,6 +47,8 @@ static struct {
 	typeof(&cuptiSubscribe) subscribe;
 	typeof(&cuptiEnableDomain) enable_domain;
 	typeof(&cuptiGetVersion) version;
+	typeof(&cuptiEnableCallback) enable_cb; /* optional */
+	typeof(&cuptiGetCallbackName) cb_name;	/* optional */
 } cupti;
 
 static int sock_fd = -1;
@@ -321,6 +323,34 @@ static int connect_recorder(void)
 	return fd;
 }
 
+/*
+ * Callbacks only for the calls that queue GPU work: their correlation ids are all the join
+ * needs, and a callback on every API call (cudaGetDevice runs millions of times in PyTorch)
+ * would cost each of them. Without callback names: the whole domain.
+ */
+static CUptiResult enable_work_callbacks(CUpti_SubscriberHandle sub, CUpti_CallbackDomain dom,
+					 uint32_t ncbid)
+{
+	static const char *const work[] = {"cudaLaunch",      "cudaMemcpy",   "cudaMemset",
+					   "cudaGraphLaunch", "cuLaunch",     "cuMemcpy",
+					   "cuMemset",	      "cuGraphLaunch"};
+	uint32_t on = 0;
+
+	for (uint32_t id = 1; cupti.cb_name && cupti.enable_cb && id < ncbid; id++) {
+		const char *name = NULL;
+
+		if (cupti.cb_name(dom, id, &name) != CUPTI_SUCCESS || !name)
+			continue;
+		for (size_t i = 0; i < sizeof(work) / sizeof(work[0]); i++) {
+			if (!strncmp(name, work[i], strlen(work[i]))) {
+				on += cupti.enable_cb(1, sub, dom, id) == CUPTI_SUCCESS;
+				break;
+			}
+		}
+	}
+	return on ? CUPTI_SUCCESS : cupti.enable_domain(1, sub, dom);
+}
+
 #define SYM(field, name)                                                                           \
 	do {                                                                                       \
 		cupti.field = (typeof(cupti.field))dlsym(h, #name);                                \
@@ -359,6 +389,8 @@ EXPORT int InitializeInjection(void)
 	SYM(enable_domain, cuptiEnableDomain);
 	SYM(version, cuptiGetVersion);
 	cupti.dropped = (typeof(cupti.dropped))dlsym(h, "cuptiActivityGetNumDroppedRecords");
+	cupti.enable_cb = (typeof(cupti.enable_cb))dlsym(h, "cuptiEnableCallback");
+	cupti.cb_name = (typeof(cupti.cb_name))dlsym(h, "cuptiGetCallbackName");
 	/*
 	 * Records are read with this build's layouts: the library must be of the same major and
 	 * no older (new fields are appended), or the records would be misread.
@@ -384,8 +416,10 @@ EXPORT int InitializeInjection(void)
 		if (cupti.enable(kinds[i]) != CUPTI_SUCCESS)
 			goto fail;
 	if (cupti.subscribe(&sub, on_api, NULL) != CUPTI_SUCCESS ||
-	    cupti.enable_domain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS ||
-	    cupti.enable_domain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API) != CUPTI_SUCCESS)
+	    enable_work_callbacks(sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+				  CUPTI_RUNTIME_TRACE_CBID_SIZE) != CUPTI_SUCCESS ||
+	    enable_work_callbacks(sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE) !=
+		CUPTI_SUCCESS)
 		goto fail;
 	flusher_on = !pthread_create(&flusher, NULL, flush_loop, NULL);
 	if (flusher_on)

@@ -167,7 +167,12 @@ def record_fake(ep, fake_cuda, *extra):
 
 
 def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
-    record_fake(ep, fake_cuda)
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_CUPTI_REPORT="1")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    r = ep.run("record", "-q", "--", fake_cuda["app"], env=env)
+    # API callbacks only for the calls that queue work: 15 launches + 3 copies, not the
+    # 2 cuModuleGetFunction and the cuCtxSynchronize
+    assert "fake cupti: 18 callbacks delivered" in r.stderr, r.stderr
     rep = ep.report_json()
     gpu = rep["gpu"]
     kernels = {k["name"]: k for k in gpu["kernels"]}

@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 	flush = (int (*)(uint32_t))dlsym(c, "cuptiActivityFlushAll");
 	t0 = now();
 	for (long i = 0; i < n; i++)
-		act(0, enter(2, 307, "cuLaunchKernel"), (i & 1) ? "_Z4stepPfi" : "_Z6reducePKfPfi",
+		act(0, enter(1, 307, "cuLaunchKernel"), (i & 1) ? "_Z4stepPfi" : "_Z6reducePKfPfi",
 		    1000 + (i & 7), (uint32_t)(i & 3), 0);
 	flush(1);
 	t1 = now();
