@@ -26,7 +26,7 @@ void record_usage(FILE *f)
 		"      --no-kernel         user stacks only\n"
 		"      --cuda, --no-cuda   trace CUDA API calls and (launch mode, with CUPTI) GPU activity\n"
 		"                          (default: on when the target maps a CUDA library)\n"
-		"      --cuda-stack-rate N launches per second per thread recorded with a stack (default 100)\n"
+		"      --cuda-stack-rate N launches per second per thread recorded with a stack (default 100, 0 none)\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
