@@ -99,6 +99,69 @@ struct ev_exec {
 	char filename[EPROF_PATH_LEN];
 };
 
+/*
+ * CUDA API (bpf/cuda.bpf.h). The attach cookie of every CUDA uprobe says
+ * which function it is and where its interesting arguments are; the
+ * uretprobe sends one ev_cuda_api per call.
+ */
+#define CUDA_ARG_NONE 0xf
+enum cuda_class {
+	CUDA_CL_OTHER = 0,
+	CUDA_CL_LAUNCH = 1, /* stacks rate-limited per thread */
+	CUDA_CL_HANDLE = 2, /* sends an ev_cuda_handle: out handle, in handle, name */
+};
+/* Cookie layout (u64): bits 0-15 function id (userspace table), 16-19 class,
+ * 20-23 bytes arg, 24-27 second bytes factor arg, 28-31 kind arg, 32-35 ptr arg,
+ * 36-39 out-pointer arg, 40-43 name arg, 44-47 bytes shift. Args >= 6 are read
+ * from the user stack. */
+#define CUDA_CK_FUNC(c) ((c) & 0xffff)
+#define CUDA_CK_CLASS(c) (((c) >> 16) & 0xf)
+#define CUDA_CK_ARG(c, shift) (((c) >> (shift)) & 0xf)
+#define CUDA_CK_BYTES 20
+#define CUDA_CK_BYTES2 24
+#define CUDA_CK_KIND 28
+#define CUDA_CK_PTR 32
+#define CUDA_CK_OUT 36
+#define CUDA_CK_NAME 40
+#define CUDA_CK_SHIFT 44
+
+enum cuda_ev_flags {
+	CUDA_EVF_NESTED = 1 << 8,  /* called from inside another traced CUDA call */
+	CUDA_EVF_NOSTACK = 1 << 9, /* stack left out by the rate limit */
+};
+
+enum {
+	EV_CUDA_API = 48,
+	EV_CUDA_HANDLE = 49,
+};
+
+struct ev_cuda_api {
+	struct ev_hdr h; /* ts: entry */
+	__u64 dur;
+	__s64 result;
+	__u64 bytes;
+	__u64 ptr;  /* launch: host stub or function handle; free: address */
+	__u64 out;  /* value left in *out-pointer arg at return (allocation address) */
+	__u32 kind; /* cudaMemcpyKind argument where there is one */
+	__u16 func; /* function id */
+	__u16 pad;
+	struct ev_stack st;
+};
+
+#ifndef EPROF_CUDA_NAME_LEN
+#define EPROF_CUDA_NAME_LEN 256
+#endif
+
+struct ev_cuda_handle {
+	struct ev_hdr h;
+	__u64 out; /* new handle (CUfunction, CUkernel) */
+	__u64 in;  /* the handle it was made from (cuKernelGetFunction), or 0 */
+	__s64 result;
+	__u16 func;
+	__u16 pad[3];
+	char name[EPROF_CUDA_NAME_LEN];
+};
+
 struct ev_exit {
 	struct ev_hdr h;
 	__s32 exit_code; /* wait status style: code << 8 | signal */
@@ -159,6 +222,11 @@ enum eprof_bpf_stat {
 	BSTAT_OFFCPU_NO_STORAGE, /* per-thread state could not be created */
 	BSTAT_OFFCPU_IRQ_WAKE, /* wakeups from interrupt context (no waker thread) */
 	BSTAT_OFFCPU_NO_STACK, /* intervals sent without stacks: over --offcpu-stack-rate */
+	/* cuda (bpf/cuda.bpf.h) */
+	BSTAT_CUDA_CALLS,      /* CUDA API calls of targets seen (entries) */
+	BSTAT_CUDA_RB_FULL,    /* CUDA API or handle event dropped: ring buffer full */
+	BSTAT_CUDA_NOSTACK,    /* launch sent without a stack (--cuda-stack-rate) */
+	BSTAT_CUDA_INFLIGHT_FULL, /* call not recorded: nested too deep, or no task storage */
 	BSTAT_MAX
 };
 

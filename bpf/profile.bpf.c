@@ -127,3 +127,4 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	return 0;
 }
 #include "offcpu.bpf.h"
+#include "cuda.bpf.h"

@@ -7,6 +7,7 @@
 #include "../flamegraph/flamegraph.h"
 #include "analysis/critpath.h"
 #include "analysis/offcpu.h"
+#include "analysis/gpu.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -25,6 +26,8 @@ static void flamegraph_usage(FILE *f)
 		   "      --offcpu        blocked time (record --offcpu), weighted by ns\n"
 		   "      --wall          CPU time and blocked time per thread, in ns\n"
 		   "      --critical-path the critical path's time (see eprof critical-path)\n"
+		   "      --gpu           GPU kernel/copy ns on the CPU stacks that launched them\n"
+		   "      --cuda-api      ns in CUDA API calls on the calling CPU stacks\n"
 		   "      --folded        folded stacks (comm;root;...;leaf COUNT) instead of SVG\n"
 		   "      --lines         add (file:line) to frames\n"
 		   "      --ns            weigh by CPU ns instead of sample counts\n"
@@ -33,7 +36,10 @@ static void flamegraph_usage(FILE *f)
 		   "      --title TEXT, --width PX, --inverted (icicle graph)\n");
 }
 
-enum { F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
+enum {
+	F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_GPU, F_CUDA_API, F_FOLDED, F_LINES, F_NS, F_NOCOMM,
+	F_PID, F_TID, F_TITLE, F_WIDTH, F_INV
+};
 
 static int fg_opt(int c, const char *arg, void *opts)
 {
@@ -54,6 +60,12 @@ static int fg_opt(int c, const char *arg, void *opts)
 		return 0;
 	case F_CRIT:
 		o->weights = FG_CRITICAL_PATH;
+		return 0;
+	case F_GPU:
+		o->weights = FG_GPU;
+		return 0;
+	case F_CUDA_API:
+		o->weights = FG_CUDA_API;
 		return 0;
 	case F_FOLDED:
 		o->folded = true;
@@ -91,6 +103,8 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 		{ "offcpu", no_argument, NULL, F_OFFCPU },
 		{ "wall", no_argument, NULL, F_WALL },
 		{ "critical-path", no_argument, NULL, F_CRIT },
+		{ "gpu", no_argument, NULL, F_GPU },
+		{ "cuda-api", no_argument, NULL, F_CUDA_API },
 		{ "folded", no_argument, NULL, F_FOLDED },
 		{ "lines", no_argument, NULL, F_LINES },
 		{ "ns", no_argument, NULL, F_NS },
@@ -196,7 +210,8 @@ out:
 static int write_svg(struct sink *out, const struct profile *p, const struct flamegraph_cli *o)
 {
 	static const char *const titles[] = { "CPU flamegraph", "Off-CPU flamegraph",
-					      "Wall-clock flamegraph", "Critical path flamegraph" };
+					      "Wall-clock flamegraph", "Critical path flamegraph",
+					      "GPU time by launching CPU stack", "CUDA API time" };
 	struct fg_opts fo = { .title = o->title ? o->title : titles[o->weights],
 			      .subtitle = profile__meta(p, "command"),
 			      .unit = o->weight_ns ? "ns" : "samples",
@@ -284,7 +299,20 @@ int cmd_flamegraph(int argc, char **argv)
 		return 2;
 	if (profile_open(o.input, &p))
 		return 1;
-	if (o.weights != FG_CPU) {
+	if (o.weights == FG_GPU || o.weights == FG_CUDA_API) {
+		bool gpu = o.weights == FG_GPU;
+		int64_t n = gpu_to_samples(p, gpu ? GPU_WEIGHT_GPU_NS : GPU_WEIGHT_API_NS);
+
+		if (n <= 0) {
+			log_err(n < 0 ? "failed to build the GPU stacks: out of memory"
+			    : gpu ? "no GPU activity in '%s' (it needs CUPTI: eprof record -- CMD)"
+				  : "no CUDA API calls in '%s'",
+				o.input);
+			profile__free(p);
+			return 1;
+		}
+		o.weight_ns = true;
+	} else if (o.weights != FG_CPU) {
 		err = swap_in_weights(p, &o);
 		if (err) {
 			profile__free(p);

@@ -42,6 +42,8 @@ enum fg_weights {
 	FG_OFFCPU = 1,	      /* --offcpu: blocked ns */
 	FG_WALL = 2,	      /* --wall: CPU ns + blocked ns */
 	FG_CRITICAL_PATH = 3, /* --critical-path: ns on the critical path */
+	FG_GPU = 4,	      /* --gpu: GPU ns on the CPU stacks that launched the work */
+	FG_CUDA_API = 5,      /* --cuda-api: ns in CUDA API calls on their calling stacks */
 };
 
 struct flamegraph_cli {

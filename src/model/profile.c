@@ -21,6 +21,11 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_OFFCPU_SHORT] = "offcpu_short_skipped",
 	[STAT_OFFCPU_LOST] = "offcpu_events_lost",
 	[STAT_OFFCPU_NO_STACK] = "offcpu_no_stack",
+	[STAT_CUDA_CALLS] = "cuda_api_calls",
+	[STAT_CUDA_NOSTACK] = "cuda_launches_without_stack",
+	[STAT_CUDA_LOST] = "cuda_events_lost",
+	[STAT_GPU_RECORDS_LOST] = "gpu_records_lost",
+	[STAT_GPU_BAD_RECORDS] = "gpu_bad_records",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

@@ -99,10 +99,12 @@ enum event_kind {
 			      c = waker pid; stack = blocking stack; stack2 = waker stack */
 	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost) */
 	/* GPU (issue 7) */
-	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = correlation id */
+	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = address (alloc/free) */
 	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; c = correlation id */
 	EVK_GPU_MEMCPY = 50, /* b = bytes; flags = direction; a = device<<32|stream; c = correlation */
 	EVK_GPU_MEMSET = 51, /* b = bytes; a = device<<32|stream; c = correlation id */
+	EVK_CUDA_CORR = 52,  /* CUPTI saw API call c (correlation id) on tid at ts */
+	EVK_GPU_SYNC = 53,   /* CUPTI synchronization: ts..ts+dur; a = device<<32|stream */
 	EVK_KIND_MAX = 64,
 };
 
@@ -155,6 +157,12 @@ enum profile_stat {
 	STAT_OFFCPU_SHORT,	  /* ... shorter than --offcpu-min-us, not recorded */
 	STAT_OFFCPU_LOST,	  /* off-CPU or waker events dropped (ring buffer full) */
 	STAT_OFFCPU_NO_STACK,	  /* intervals recorded without stacks (over --offcpu-stack-rate) */
+	/* cuda (issue 7) */
+	STAT_CUDA_CALLS,	  /* CUDA API calls seen by the uprobes */
+	STAT_CUDA_NOSTACK,	  /* CUDA launches recorded without a stack (--cuda-stack-rate) */
+	STAT_CUDA_LOST,		  /* CUDA API events lost (ring buffer or in-flight map full) */
+	STAT_GPU_RECORDS_LOST,	  /* CUPTI records the injection library could not deliver */
+	STAT_GPU_BAD_RECORDS,	  /* malformed CUPTI messages or records */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

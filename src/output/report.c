@@ -7,6 +7,7 @@
 
 #include "../util/sink.h"
 #include "report.h"
+#include "report_gpu.h"
 
 static bool stack_truncated(const struct profile *p, uint32_t node)
 {
@@ -245,6 +246,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (o->threads)
 			err = json_threads(out, p, o);
 		err = err ? err : report_offcpu(out, p, o);
+		if (!err)
+			err = report_gpu_json(out, p);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -255,6 +258,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (o->threads && s.samples)
 			err = text_threads(out, p, o, s.samples);
 		err = err ? err : report_offcpu(out, p, o);
+		if (!err)
+			err = report_gpu_text(out, p, o->limit);
 	}
 	hot_result__free(&r);
 	return err ? err : out->err;

@@ -9,6 +9,7 @@
 #include "../analysis/stacks.h"
 #include "../util/sink.h"
 #include "trace.h"
+#include "trace_gpu.h"
 
 #define TW_BUF (256 * 1024)
 #define MAX_FRAMES 8192
@@ -1006,6 +1007,7 @@ static const struct trace_source trace_sources[] = {
     {"cpu", source_cpu},
     {"lost", source_lost},
     {"offcpu", trace_source_offcpu},
+    {"gpu", trace_source_gpu},
 };
 
 static char *meta_json(const struct profile *p)

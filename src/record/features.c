@@ -3,10 +3,12 @@
 
 #include "feature.h"
 
-/* One line per feature; each is defined in its own file of src/record/. */
 extern const struct feature feature_offcpu;
+extern const struct feature feature_cuda;
 
+/* One line per feature; each is defined in its own file of src/record/. */
 const struct feature *const record_features[] = {
 	&feature_offcpu,
+	&feature_cuda,
 	NULL,
 };

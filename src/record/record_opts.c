@@ -24,10 +24,13 @@ void record_usage(FILE *f)
 		"      --stack-size BYTES  user stack copied per sample for DWARF unwinding (default 32768, max 65536)\n"
 		"      --ringbuf-mb MB     ring buffer size (default 16)\n"
 		"      --no-kernel         user stacks only\n"
-"      --offcpu            also record blocked intervals (off-CPU stacks) and wakeups\n"
+		"      --offcpu            also record blocked intervals (off-CPU stacks) and wakeups\n"
 		"      --offcpu-min-us N   shortest blocked interval recorded (default 10)\n"
 		"      --offcpu-stack-rate N  stack captures per second and CPU (default 2000, 0 = all);\n"
 		"                          intervals beyond keep their times and wakers\n"
+		"      --cuda, --no-cuda   trace CUDA API calls and (launch mode, with CUPTI) GPU activity\n"
+		"                          (default: on when the target maps a CUDA library)\n"
+		"      --cuda-stack-rate N launches per second per thread recorded with a stack (default 100, 0 none)\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
@@ -88,7 +91,10 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE };
+enum {
+	OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE,
+	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE
+};
 
 static int parse_one(int c, const char *arg, struct record_opts *o)
 {
@@ -156,6 +162,19 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 		o->offcpu_stack_rate = v;
 		o->offcpu = true;
 		return 0;
+	case OPT_CUDA:
+		o->cuda = 1;
+		return 0;
+	case OPT_NO_CUDA:
+		o->cuda = 0;
+		return 0;
+	case OPT_CUDA_RATE:
+		if (parse_uint(arg, 1000000, &v)) {
+			log_err("invalid --cuda-stack-rate '%s': use 0..1000000", arg);
+			return -EINVAL;
+		}
+		o->cuda_stack_rate = v;
+		return 0;
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -181,6 +200,9 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "offcpu", no_argument, NULL, OPT_OFFCPU },
 		{ "offcpu-min-us", required_argument, NULL, OPT_OFFCPU_MIN },
 		{ "offcpu-stack-rate", required_argument, NULL, OPT_OFFCPU_RATE },
+		{ "cuda", no_argument, NULL, OPT_CUDA },
+		{ "no-cuda", no_argument, NULL, OPT_NO_CUDA },
+		{ "cuda-stack-rate", required_argument, NULL, OPT_CUDA_RATE },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -195,6 +217,8 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 	o->ringbuf_mb = 16;
 	o->offcpu_min_us = 10;
 	o->offcpu_stack_rate = 2000;
+	o->cuda = -1;
+	o->cuda_stack_rate = 100;
 	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */
 	opterr = 0;
 	/* "+": stop at the first non-option so "-- CMD -x" and "CMD -x" keep CMD's flags. */

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * CUDA API calls through uprobes: one generic entry program and one generic
+ * return program, attached to every traced runtime/driver function with a
+ * cookie that names the function and the positions of its interesting
+ * arguments (eprof_abi.h). The entry remembers the arguments per (thread,
+ * function); the return sends one ev_cuda_api with duration, result and the
+ * caller's stack (for launches only up to cuda_stack_rate per second and
+ * thread, so launch-bound programs stay cheap while counts stay exact).
+ */
+#ifndef EPROF_CUDA_BPF_H
+#define EPROF_CUDA_BPF_H
+
+#include "common.bpf.h"
+
+#ifndef PT_REGS_PARM6 /* libbpf before 1.2 */
+#if defined(__TARGET_ARCH_x86)
+#define PT_REGS_PARM6(x) ((x)->r9)
+#elif defined(__TARGET_ARCH_arm64)
+#define PT_REGS_PARM6(x) (((struct user_pt_regs *)(x))->regs[5])
+#endif
+#endif
+
+const volatile __u32 cuda_stack_rate = 100; /* launch stacks per second per thread, 0 = none */
+
+struct cuda_call {
+	__u64 ts;
+	__u64 bytes;
+	__u64 ptr;
+	__u64 outp;
+	__u64 namep;
+	__u32 kind;
+	__u32 nested;
+};
+
+#define CUDA_MAX_DEPTH 8 /* nested traced calls per thread (runtime -> driver) */
+
+/* Per-thread state in task storage: one lookup per probe hit, no hash map. */
+struct cuda_task {
+	__u32 depth;
+	__u32 rate_n;
+	__u64 rate_window;
+	struct cuda_call calls[CUDA_MAX_DEPTH];
+	__u16 funcs[CUDA_MAX_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct cuda_task);
+} cuda_tasks SEC(".maps");
+
+/* The register arguments, read once at constant offsets (the verifier wants no computed ctx
+ * offset). */
+struct cuda_regs {
+	__u64 r[6];
+	__u64 sp;
+};
+
+static __always_inline void cuda_regs_get(struct pt_regs *ctx, struct cuda_regs *a)
+{
+	a->r[0] = PT_REGS_PARM1(ctx);
+	a->r[1] = PT_REGS_PARM2(ctx);
+	a->r[2] = PT_REGS_PARM3(ctx);
+	a->r[3] = PT_REGS_PARM4(ctx);
+	a->r[4] = PT_REGS_PARM5(ctx);
+	a->r[5] = PT_REGS_PARM6(ctx);
+	a->sp = PT_REGS_SP(ctx);
+}
+
+/* Argument i of the call at function entry; args past the sixth come from the stack. */
+static __always_inline __u64 cuda_arg(struct cuda_regs *a, __u32 i)
+{
+	__u64 v = 0;
+
+	switch (i) {
+	case 0:
+		return a->r[0];
+	case 1:
+		return a->r[1];
+	case 2:
+		return a->r[2];
+	case 3:
+		return a->r[3];
+	case 4:
+		return a->r[4];
+	case 5:
+		return a->r[5];
+	case CUDA_ARG_NONE:
+		return 0;
+	}
+	/* x86-64: [sp] is the return address, stack args follow. */
+	bpf_probe_read_user(&v, sizeof(v), (void *)(a->sp + 8 * (i - 5)));
+	return v;
+}
+
+SEC("?uprobe")
+int BPF_KPROBE(cuda_enter)
+{
+	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx), b2;
+	struct cuda_regs regs;
+	struct cuda_task *t;
+	struct cuda_call *c;
+	__u32 ia, d;
+
+	if (!is_target(id >> 32))
+		return 0;
+	stat_inc(BSTAT_CUDA_CALLS);
+	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t) {
+		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
+		return 0;
+	}
+	d = t->depth;
+	if (d >= CUDA_MAX_DEPTH) {
+		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
+		t->depth = d + 1;
+		return 0;
+	}
+	t->depth = d + 1;
+	c = &t->calls[d];
+	t->funcs[d] = CUDA_CK_FUNC(ck);
+	cuda_regs_get(ctx, &regs);
+	c->nested = d > 0;
+	c->bytes = 0;
+	ia = CUDA_CK_ARG(ck, CUDA_CK_BYTES);
+	if (ia != CUDA_ARG_NONE) {
+		c->bytes = cuda_arg(&regs, ia);
+		ia = CUDA_CK_ARG(ck, CUDA_CK_BYTES2);
+		if (ia != CUDA_ARG_NONE) {
+			b2 = cuda_arg(&regs, ia);
+			c->bytes *= b2;
+		}
+		c->bytes <<= CUDA_CK_ARG(ck, CUDA_CK_SHIFT) & 3;
+	}
+	c->kind = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_KIND));
+	c->ptr = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_PTR));
+	c->outp = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_OUT));
+	c->namep = cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_NAME));
+	c->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline bool cuda_want_stack(struct cuda_task *t, __u64 now)
+{
+	if (!cuda_stack_rate)
+		return false;
+	if (now - t->rate_window >= 1000000000ULL) {
+		t->rate_window = now;
+		t->rate_n = 0;
+	}
+	if (t->rate_n >= cuda_stack_rate)
+		return false;
+	t->rate_n++;
+	return true;
+}
+
+static __always_inline int cuda_send_handle(struct cuda_call *c, __u64 id, __u64 ck, long rc)
+{
+	struct ev_cuda_handle *e;
+
+	e = reserve_event(sizeof(*e), BSTAT_CUDA_RB_FULL);
+	if (!e)
+		return 0;
+	fill_hdr(&e->h, EV_CUDA_HANDLE, id);
+	e->h.size = sizeof(*e);
+	e->h.ts = c->ts;
+	e->out = 0;
+	e->in = c->ptr;
+	e->result = rc;
+	e->func = CUDA_CK_FUNC(ck);
+	e->pad[0] = e->pad[1] = e->pad[2] = 0;
+	e->name[0] = 0;
+	if (c->outp)
+		bpf_probe_read_user(&e->out, sizeof(e->out), (void *)c->outp);
+	if (c->namep)
+		bpf_probe_read_user_str(e->name, sizeof(e->name), (void *)c->namep);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("?uretprobe")
+int BPF_KRETPROBE(cuda_exit, long rc)
+{
+	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx), now, size;
+	struct scratch_buf *b;
+	struct ev_cuda_api *e;
+	struct cuda_task *t;
+	struct cuda_call *c;
+	bool stack = true;
+	__u32 d;
+
+	if (!is_target(id >> 32))
+		return 0;
+	now = bpf_ktime_get_ns();
+	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL, 0);
+	if (!t || !t->depth)
+		return 0;
+	d = --t->depth;
+	if (d >= CUDA_MAX_DEPTH)
+		return 0;
+	if (t->funcs[d] != CUDA_CK_FUNC(ck)) {
+		/* a return we missed (longjmp, a probe attached mid-call): start over */
+		t->depth = 0;
+		return 0;
+	}
+	c = &t->calls[d];
+	if (CUDA_CK_CLASS(ck) == CUDA_CL_HANDLE)
+		cuda_send_handle(c, id, ck, rc); /* and the call is an API event too */
+	b = scratch_get(SLOT_UPROBE);
+	if (!b)
+		return 0;
+	e = (struct ev_cuda_api *)b->data;
+	fill_hdr(&e->h, EV_CUDA_API, id);
+	e->h.ts = c->ts;
+	e->dur = now - c->ts;
+	e->result = rc;
+	e->bytes = c->bytes;
+	e->ptr = c->ptr;
+	e->out = 0;
+	if (c->outp)
+		bpf_probe_read_user(&e->out, sizeof(e->out), (void *)c->outp);
+	e->kind = c->kind;
+	e->func = CUDA_CK_FUNC(ck);
+	e->pad = 0;
+	if (c->nested)
+		e->h.flags |= CUDA_EVF_NESTED;
+	if (CUDA_CK_CLASS(ck) == CUDA_CL_LAUNCH)
+		stack = cuda_want_stack(t, now);
+	if (stack) {
+		size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, snapshot_bytes);
+	} else {
+		stat_inc(BSTAT_CUDA_NOSTACK);
+		e->h.flags |= CUDA_EVF_NOSTACK;
+		__builtin_memset(&e->st, 0, sizeof(e->st));
+		size = sizeof(*e);
+		e->h.size = size;
+	}
+	if (size)
+		send_scratch(b, size, BSTAT_CUDA_RB_FULL);
+	return 0;
+}
+
+#endif

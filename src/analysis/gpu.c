@@ -1,0 +1,619 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/hmap.h"
+#include "gpu.h"
+
+static bool is_gpu_kind(uint16_t k)
+{
+	return k == EVK_GPU_KERNEL || k == EVK_GPU_MEMCPY || k == EVK_GPU_MEMSET;
+}
+
+bool gpu_present(const struct profile *p)
+{
+	for (size_t i = 0; i < p->events.n; i++) {
+		uint16_t k = p->events.v[i].kind;
+
+		if (k == EVK_CUDA_API || is_gpu_kind(k))
+			return true;
+	}
+	return false;
+}
+
+uint32_t gpu_launch_kernel_name(const struct profile *p, const struct event *api)
+{
+	const struct frame *f;
+	uint32_t n;
+
+	if (!api->stack2 || api->stack2 >= p->stacks.n)
+		return 0;
+	f = profile__loc_frames(p, p->stacks.v[api->stack2].loc, &n);
+	return n ? f[n - 1].name : 0;
+}
+
+/* --- the join ----------------------------------------------------------------------------- */
+
+static const struct profile *sort_p;
+
+static int cmp_api(const void *a, const void *b)
+{
+	const struct event *x = &sort_p->events.v[*(const uint32_t *)a];
+	const struct event *y = &sort_p->events.v[*(const uint32_t *)b];
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return 0;
+}
+
+static bool launches_work(const struct event *e)
+{
+	unsigned cat = CUDA_API_CAT(e->flags);
+
+	return e->kind == EVK_CUDA_API && !(e->flags & CUDA_API_F_NESTED) &&
+	       (cat == CUDA_CAT_LAUNCH || cat == CUDA_CAT_MEMCPY || cat == CUDA_CAT_MEMSET ||
+		cat == CUDA_CAT_GRAPH);
+}
+
+/* The API call of (pid, tid) whose interval holds ts; idx sorted by (pid, tid, ts). */
+static uint32_t find_call(const struct profile *p, const uint32_t *idx, size_t n,
+			  const struct event *corr)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) { /* first entry > (pid, tid, ts) */
+		size_t mid = lo + (hi - lo) / 2;
+		const struct event *e = &p->events.v[idx[mid]];
+
+		if (e->pid < corr->pid || (e->pid == corr->pid && e->tid < corr->tid) ||
+		    (e->pid == corr->pid && e->tid == corr->tid && e->ts <= corr->ts))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return GPU_NO_LAUNCH;
+	{
+		const struct event *e = &p->events.v[idx[lo - 1]];
+
+		if (e->pid == corr->pid && e->tid == corr->tid && corr->ts <= e->ts + e->dur)
+			return idx[lo - 1];
+	}
+	return GPU_NO_LAUNCH;
+}
+
+int gpu_join(const struct profile *p, uint32_t **launch)
+{
+	uint32_t *out = malloc((p->events.n + 1) * sizeof(*out)), *idx = NULL;
+	struct hmap *by_corr = hmap__new(1024);
+	size_t n = 0;
+	int err = -ENOMEM;
+
+	if (!out || !by_corr)
+		goto out;
+	for (size_t i = 0; i < p->events.n; i++)
+		out[i] = GPU_NO_LAUNCH;
+	idx = malloc((p->events.n + 1) * sizeof(*idx));
+	if (!idx)
+		goto out;
+	for (size_t i = 0; i < p->events.n; i++)
+		if (launches_work(&p->events.v[i]))
+			idx[n++] = i;
+	sort_p = p;
+	qsort(idx, n, sizeof(*idx), cmp_api);
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+		uint32_t call;
+
+		if (e->kind != EVK_CUDA_CORR)
+			continue;
+		call = find_call(p, idx, n, e);
+		if (call != GPU_NO_LAUNCH && hmap__put(by_corr, e->pid, e->c, call))
+			goto out;
+	}
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+		uint64_t call;
+
+		if (is_gpu_kind(e->kind) && e->c && hmap__get(by_corr, e->pid, e->c, &call))
+			out[i] = (uint32_t)call;
+	}
+	*launch = out;
+	out = NULL;
+	err = 0;
+out:
+	free(out);
+	free(idx);
+	hmap__free(by_corr);
+	return err;
+}
+
+/* --- aggregation -------------------------------------------------------------------------- */
+
+#define GROW(arr, n, cap)                                                                          \
+	({                                                                                         \
+		int _e = 0;                                                                        \
+		if ((n) == (cap)) {                                                                \
+			size_t _c = (cap) ? 2 * (cap) : 16;                                        \
+			void *_v = realloc((arr), _c * sizeof(*(arr)));                            \
+			if (_v) {                                                                  \
+				(arr) = _v;                                                        \
+				(cap) = _c;                                                        \
+			} else {                                                                   \
+				_e = -ENOMEM;                                                      \
+			}                                                                          \
+		}                                                                                  \
+		_e;                                                                                \
+	})
+
+struct acc {
+	struct hmap *api, *kern, *stream, *dev, *mem, *launched;
+	size_t capi, ckern, cstream, cdev, claunched;
+};
+
+static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uint64_t dur)
+{
+	struct gpu_kernel_stat *k;
+	uint64_t i;
+
+	if (!hmap__get(a->launched, name, 0, &i)) {
+		if (GROW(s->launched, s->nlaunched, a->claunched))
+			return -ENOMEM;
+		i = s->nlaunched++;
+		memset(&s->launched[i], 0, sizeof(s->launched[i]));
+		s->launched[i].name = name;
+		s->launched[i].min_ns = UINT64_MAX;
+		if (hmap__put(a->launched, name, 0, i))
+			return -ENOMEM;
+	}
+	k = &s->launched[i];
+	k->count++;
+	k->total_ns += dur;
+	if (dur < k->min_ns)
+		k->min_ns = dur;
+	if (dur > k->max_ns)
+		k->max_ns = dur;
+	return 0;
+}
+
+static int add_api(const struct profile *p, struct gpu_summary *s, struct acc *a,
+		   const struct event *e)
+{
+	struct gpu_api_stat *st;
+	unsigned cat = CUDA_API_CAT(e->flags);
+	uint64_t i;
+
+	if (!hmap__get(a->api, e->name, 0, &i)) {
+		if (GROW(s->api, s->napi, a->capi))
+			return -ENOMEM;
+		i = s->napi++;
+		memset(&s->api[i], 0, sizeof(s->api[i]));
+		s->api[i].name = e->name;
+		s->api[i].cat = cat;
+		if (hmap__put(a->api, e->name, 0, i))
+			return -ENOMEM;
+	}
+	st = &s->api[i];
+	st->count++;
+	st->total_ns += e->dur;
+	if (e->dur > st->max_ns)
+		st->max_ns = e->dur;
+	if (e->flags & CUDA_API_F_FAILED) {
+		st->errors++;
+		st->last_error = (int64_t)e->a;
+	}
+	st->bytes += e->b;
+	if (e->flags & CUDA_API_F_NESTED)
+		return 0; /* time and bytes already in the outer call */
+	s->api_calls++;
+	if (cat == CUDA_CAT_LAUNCH || cat == CUDA_CAT_GRAPH) {
+		uint32_t kn = gpu_launch_kernel_name(p, e);
+
+		s->launches++;
+		s->launch_ns += e->dur;
+		if (cat == CUDA_CAT_LAUNCH)
+			return add_launched(s, a, kn, e->dur); /* 0: unnamed */
+	} else if (cat == CUDA_CAT_SYNC) {
+		s->sync_calls++;
+		s->sync_ns += e->dur;
+	} else if (cat == CUDA_CAT_MEMCPY) {
+		struct gpu_copy_stat *c = &s->copies[CUDA_API_DIR(e->flags) % GPU_COPY_DIR_MAX];
+
+		c->api_count++;
+		c->api_bytes += e->b;
+		c->api_ns += e->dur;
+	}
+	return 0;
+}
+
+/* GPU memory from cudaMalloc & co: live bytes per (pid, address), peak and never freed. */
+static int track_mem(struct gpu_summary *s, struct acc *a, const struct profile *p,
+		     const struct event *e)
+{
+	unsigned cat = CUDA_API_CAT(e->flags);
+	const char *fn = profile__str(p, e->name);
+	uint64_t sz;
+
+	if ((e->flags & (CUDA_API_F_FAILED | CUDA_API_F_NESTED)) || !e->c)
+		return 0;
+	if (!strcmp(fn, "cuMemMap") || !strcmp(fn, "cuMemUnmap") || strstr(fn, "Host"))
+		return 0; /* mapping moves no memory; pinned host memory is not GPU memory */
+	if (cat == CUDA_CAT_ALLOC) {
+		if (hmap__get(a->mem, e->pid, e->c, &sz) && sz)
+			return 0; /* seen twice (a missed free): keep the first */
+		s->mem_live += e->b;
+		s->mem_live_allocs++;
+		if (s->mem_live > s->mem_peak)
+			s->mem_peak = s->mem_live;
+		return hmap__put(a->mem, e->pid, e->c, e->b ? e->b : 1);
+	}
+	if (cat == CUDA_CAT_FREE && hmap__get(a->mem, e->pid, e->c, &sz) && sz) {
+		s->mem_live -= sz == 1 ? 0 : sz;
+		s->mem_live_allocs--;
+		return hmap__put(a->mem, e->pid, e->c, 0);
+	}
+	return 0;
+}
+
+static int add_kernel(struct gpu_summary *s, struct acc *a, const struct event *e)
+{
+	struct gpu_kernel_stat *k;
+	uint64_t i;
+
+	if (!hmap__get(a->kern, e->name, 0, &i)) {
+		if (GROW(s->kernels, s->nkernels, a->ckern))
+			return -ENOMEM;
+		i = s->nkernels++;
+		memset(&s->kernels[i], 0, sizeof(s->kernels[i]));
+		s->kernels[i].name = e->name;
+		s->kernels[i].min_ns = UINT64_MAX;
+		if (hmap__put(a->kern, e->name, 0, i))
+			return -ENOMEM;
+	}
+	k = &s->kernels[i];
+	k->count++;
+	k->total_ns += e->dur;
+	if (e->dur < k->min_ns)
+		k->min_ns = e->dur;
+	if (e->dur > k->max_ns)
+		k->max_ns = e->dur;
+	s->kernel_ns += e->dur;
+	return 0;
+}
+
+struct ival {
+	uint64_t start, end;
+	uint32_t pid, dev;
+	uint64_t ds;
+};
+
+static int cmp_ival(const void *a, const void *b)
+{
+	const struct ival *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->ds != y->ds)
+		return x->ds < y->ds ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return 0;
+}
+
+static int cmp_ival_dev(const void *a, const void *b)
+{
+	const struct ival *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return 0;
+}
+
+static void note_gap(struct gpu_device_stat *d, uint64_t gap, uint64_t at)
+{
+	for (int i = 0; i < GPU_MAX_GAPS; i++) {
+		if (gap > d->gaps[i]) {
+			memmove(&d->gaps[i + 1], &d->gaps[i], (GPU_MAX_GAPS - 1 - i) * 8);
+			memmove(&d->gap_at[i + 1], &d->gap_at[i], (GPU_MAX_GAPS - 1 - i) * 8);
+			d->gaps[i] = gap;
+			d->gap_at[i] = at;
+			return;
+		}
+	}
+}
+
+/* Busy time as the union of intervals, per stream (sorted by stream) and per device. */
+static int busy_times(const struct profile *p, struct gpu_summary *s, struct ival *iv, size_t n,
+		      struct acc *a)
+{
+	uint64_t wstart = profile__meta_u64(p, "start_ns", 0),
+		 wend = profile__meta_u64(p, "end_ns", 0);
+	size_t i = 0;
+
+	qsort(iv, n, sizeof(*iv), cmp_ival);
+	while (i < n) {
+		struct gpu_stream_stat *st;
+		uint64_t end = 0;
+		size_t j;
+
+		if (GROW(s->streams, s->nstreams, a->cstream))
+			return -ENOMEM;
+		st = &s->streams[s->nstreams++];
+		memset(st, 0, sizeof(*st));
+		st->pid = iv[i].pid;
+		st->dev_stream = iv[i].ds;
+		for (j = i; j < n && iv[j].pid == iv[i].pid && iv[j].ds == iv[i].ds; j++) {
+			uint64_t b = iv[j].start > end ? iv[j].start : end;
+
+			st->count++;
+			if (iv[j].end > b)
+				st->busy_ns += iv[j].end - b;
+			if (iv[j].end > end)
+				end = iv[j].end;
+		}
+		i = j;
+	}
+	qsort(iv, n, sizeof(*iv), cmp_ival_dev);
+	for (i = 0; i < n;) {
+		struct gpu_device_stat *d;
+		uint64_t end = 0;
+		size_t j;
+
+		if (GROW(s->devices, s->ndevices, a->cdev))
+			return -ENOMEM;
+		d = &s->devices[s->ndevices++];
+		memset(d, 0, sizeof(*d));
+		d->pid = iv[i].pid;
+		d->device = iv[i].dev;
+		d->first_ns = iv[i].start;
+		for (j = i; j < n && iv[j].pid == iv[i].pid && iv[j].dev == iv[i].dev; j++) {
+			uint64_t b = iv[j].start > end ? iv[j].start : end;
+
+			if (end && iv[j].start > end)
+				note_gap(d, iv[j].start - end, end);
+			if (iv[j].end > b)
+				d->busy_ns += iv[j].end - b;
+			if (iv[j].end > end)
+				end = iv[j].end;
+		}
+		d->last_ns = end;
+		d->window_ns = wend > wstart && wstart <= d->first_ns ? wend - wstart
+								      : d->last_ns - d->first_ns;
+		if (d->window_ns < d->busy_ns)
+			d->window_ns = d->busy_ns;
+		for (size_t k = 0; k < s->nstreams; k++)
+			if (s->streams[k].pid == d->pid &&
+			    (s->streams[k].dev_stream >> 32) == d->device)
+				d->overlap_ns += s->streams[k].busy_ns;
+		d->overlap_ns = d->overlap_ns > d->busy_ns ? d->overlap_ns - d->busy_ns : 0;
+		i = j;
+	}
+	return 0;
+}
+
+static int cmp_api_total(const void *a, const void *b)
+{
+	const struct gpu_api_stat *x = a, *y = b;
+
+	return x->total_ns != y->total_ns ? (x->total_ns < y->total_ns ? 1 : -1)
+					  : (x->count < y->count) - (x->count > y->count);
+}
+
+static int cmp_kernel_total(const void *a, const void *b)
+{
+	const struct gpu_kernel_stat *x = a, *y = b;
+
+	return x->total_ns != y->total_ns ? (x->total_ns < y->total_ns ? 1 : -1)
+					  : (x->count < y->count) - (x->count > y->count);
+}
+
+static const struct profile *ts_p;
+
+static int cmp_ts(const void *a, const void *b)
+{
+	uint64_t x = ts_p->events.v[*(const uint32_t *)a].ts,
+		 y = ts_p->events.v[*(const uint32_t *)b].ts;
+
+	return (x > y) - (x < y);
+}
+
+static int analyze_events(const struct profile *p, struct gpu_summary *s, struct acc *a,
+			  struct ival *iv, size_t *niv, uint32_t *order)
+{
+	size_t norder = 0;
+	int err;
+
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+
+		if (e->kind == EVK_CUDA_API) {
+			err = add_api(p, s, a, e);
+			if (err)
+				return err;
+			order[norder++] = i;
+		} else if (is_gpu_kind(e->kind)) {
+			s->have_activity = true;
+			s->gpu_events++;
+			iv[*niv] = (struct ival){e->ts, e->ts + e->dur, e->pid,
+						 (uint32_t)(e->a >> 32), e->a};
+			(*niv)++;
+			if (e->kind == EVK_GPU_KERNEL) {
+				err = add_kernel(s, a, e);
+			} else if (e->kind == EVK_GPU_MEMCPY) {
+				struct gpu_copy_stat *c =
+				    &s->copies[(e->flags & 0xf) % GPU_COPY_DIR_MAX];
+
+				c->count++;
+				c->bytes += e->b;
+				c->total_ns += e->dur;
+				err = 0;
+			}
+			if (err)
+				return err;
+		}
+	}
+	/* Memory in time order: the recorder appends events per ring read, not sorted. */
+	ts_p = p;
+	qsort(order, norder, sizeof(*order), cmp_ts);
+	for (size_t i = 0; i < norder; i++) {
+		err = track_mem(s, a, p, &p->events.v[order[i]]);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int gpu_analyze(const struct profile *p, struct gpu_summary *s)
+{
+	struct acc a = {0};
+	struct ival *iv = malloc((p->events.n + 1) * sizeof(*iv));
+	uint32_t *order = malloc((p->events.n + 1) * sizeof(*order)), *launch = NULL;
+	size_t niv = 0;
+	int err = -ENOMEM;
+
+	memset(s, 0, sizeof(*s));
+	a.api = hmap__new(64);
+	a.kern = hmap__new(256);
+	a.mem = hmap__new(256);
+	a.launched = hmap__new(64);
+	if (!iv || !order || !a.api || !a.kern || !a.mem || !a.launched)
+		goto out;
+	err = analyze_events(p, s, &a, iv, &niv, order);
+	if (!err)
+		err = busy_times(p, s, iv, niv, &a);
+	if (!err && s->have_activity)
+		err = gpu_join(p, &launch);
+	if (!err && launch)
+		for (size_t i = 0; i < p->events.n; i++)
+			s->joined += launch[i] != GPU_NO_LAUNCH;
+	if (!err) { /* qsort wants a non-NULL base even for 0 elements */
+		if (s->napi)
+			qsort(s->api, s->napi, sizeof(*s->api), cmp_api_total);
+		if (s->nkernels)
+			qsort(s->kernels, s->nkernels, sizeof(*s->kernels), cmp_kernel_total);
+		if (s->nlaunched)
+			qsort(s->launched, s->nlaunched, sizeof(*s->launched), cmp_kernel_total);
+	}
+out:
+	if (err)
+		gpu_summary_free(s);
+	free(launch);
+	free(iv);
+	free(order);
+	hmap__free(a.api);
+	hmap__free(a.kern);
+	hmap__free(a.mem);
+	hmap__free(a.launched);
+	return err;
+}
+
+void gpu_summary_free(struct gpu_summary *s)
+{
+	free(s->api);
+	free(s->kernels);
+	free(s->streams);
+	free(s->devices);
+	free(s->launched);
+	s->launched = NULL;
+	s->nlaunched = 0;
+	s->api = NULL;
+	s->kernels = NULL;
+	s->streams = NULL;
+	s->devices = NULL;
+	s->napi = s->nkernels = s->nstreams = s->ndevices = 0;
+}
+
+/* --- GPU time as samples for the stack readers ------------------------------------------- */
+
+static int64_t leaf_on(struct profile *p, uint32_t stack, const char *prefix, const char *name)
+{
+	char buf[1100];
+	int64_t loc;
+
+	snprintf(buf, sizeof(buf), "%s %s", prefix, name && *name ? name : "[unnamed]");
+	loc = profile__special(p, buf);
+	if (loc < 0)
+		return loc;
+	return profile__stack_child(p, stack, (uint32_t)loc);
+}
+
+static const char *activity_name(const struct profile *p, const struct event *e, char *buf,
+				 size_t len)
+{
+	if (e->kind == EVK_GPU_KERNEL)
+		return profile__str(p, e->name);
+	snprintf(buf, len, "%s %s", e->kind == EVK_GPU_MEMSET ? "memset" : "memcpy",
+		 e->kind == EVK_GPU_MEMSET ? "" : gpu_copy_dir_name(e->flags & 0xf));
+	return buf;
+}
+
+int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
+{
+	uint32_t *launch = NULL;
+	struct sample *v;
+	size_t n = 0;
+	int64_t err = 0, none = 0;
+	char buf[64];
+
+	v = calloc(p->events.n + 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	if (w == GPU_WEIGHT_GPU_NS && gpu_join(p, &launch)) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->events.n && err >= 0; i++) {
+		const struct event *e = &p->events.v[i];
+		const struct event *api = NULL;
+		uint32_t base;
+
+		if (w == GPU_WEIGHT_API_NS) {
+			if (e->kind != EVK_CUDA_API || (e->flags & CUDA_API_F_NESTED))
+				continue;
+			err = leaf_on(p, e->stack, "[cuda]", profile__str(p, e->name));
+			if (err > 0)
+				v[n++] = (struct sample){e->ts, e->pid,	       e->tid,
+							 0,	(uint32_t)err, e->dur ? e->dur : 1};
+			continue;
+		}
+		if (!is_gpu_kind(e->kind))
+			continue;
+		if (launch[i] != GPU_NO_LAUNCH)
+			api = &p->events.v[launch[i]];
+		if (api && api->stack) {
+			base = api->stack;
+		} else {
+			if (!none)
+				none = profile__special(p, "[no launch stack]");
+			if (none < 0) {
+				err = none;
+				break;
+			}
+			base = (uint32_t)profile__stack_child(p, 0, (uint32_t)none);
+		}
+		err = leaf_on(p, base, "[gpu]", activity_name(p, e, buf, sizeof(buf)));
+		if (err > 0)
+			v[n++] = (struct sample){e->ts, e->pid,	       api ? api->tid : e->pid,
+						 0,	(uint32_t)err, e->dur ? e->dur : 1};
+	}
+	free(launch);
+	if (err < 0) {
+		free(v);
+		return err;
+	}
+	free(p->samples.v);
+	p->samples.v = v;
+	p->samples.n = n;
+	p->samples.cap = p->events.n + 1;
+	return (int64_t)n;
+}

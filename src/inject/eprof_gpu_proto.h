@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * eprof's own compact, versioned GPU activity records: what the CUPTI
+ * injection library (src/inject/eprof_cupti.c) sends to the recorder over
+ * a SOCK_SEQPACKET Unix socket named by EPROF_CUPTI_SOCK. One message =
+ * struct egpu_msg + nrec records, each starting with struct egpu_rec and
+ * padded to 8 bytes (size covers the padding). Times are CLOCK_MONOTONIC ns,
+ * the recorder's clock. Plain fixed-width types only.
+ */
+#ifndef EPROF_GPU_PROTO_H
+#define EPROF_GPU_PROTO_H
+
+#include <stdint.h>
+
+#define EGPU_MAGIC 0x55504745u /* "EGPU" */
+#define EGPU_VERSION 1
+#define EGPU_MSG_MAX 65536 /* largest message */
+#define EGPU_NAME_MAX 1024 /* longest kernel name kept (bytes, with the NUL) */
+
+struct egpu_msg {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;
+	uint32_t pid;
+	uint32_t nrec;
+};
+
+enum egpu_kind {
+	EGPU_KERNEL = 1,
+	EGPU_MEMCPY = 2,
+	EGPU_MEMSET = 3,
+	EGPU_API = 4,	/* an API call seen by the CUPTI callback: tid and correlation id */
+	EGPU_SYNC = 5,
+	EGPU_STATS = 6, /* records dropped by the injection library so far */
+};
+
+struct egpu_rec {
+	uint16_t kind;
+	uint16_t size;
+	uint32_t corr; /* CUPTI correlation id */
+	uint64_t start, end;
+};
+
+struct egpu_kernel {
+	struct egpu_rec r;
+	uint32_t device, context, stream;
+	uint32_t grid[3], block[3];
+	uint32_t regs;	  /* registers per thread */
+	uint32_t smem;	  /* static + dynamic shared memory per block */
+	uint32_t name_len; /* bytes of name after this struct, NUL included */
+	/* char name[name_len], then padding to 8 */
+};
+
+struct egpu_memcpy {
+	struct egpu_rec r;
+	uint32_t device, context, stream;
+	uint8_t copy_kind; /* CUpti_ActivityMemcpyKind */
+	uint8_t src_kind, dst_kind, pad;
+	uint64_t bytes;
+};
+
+struct egpu_memset {
+	struct egpu_rec r;
+	uint32_t device, context, stream;
+	uint32_t value;
+	uint64_t bytes;
+};
+
+struct egpu_api {
+	struct egpu_rec r; /* start = end = CLOCK_MONOTONIC at the callback's API enter */
+	uint32_t tid;
+	uint32_t cbid;
+	uint32_t domain; /* CUpti_CallbackDomain */
+	uint32_t pad;
+};
+
+struct egpu_sync {
+	struct egpu_rec r;
+	uint32_t context, stream, type, pad;
+};
+
+struct egpu_stats {
+	struct egpu_rec r;
+	uint64_t dropped; /* records lost in the injection library (buffers, socket) */
+	uint64_t records; /* records sent so far */
+};
+
+_Static_assert(sizeof(struct egpu_msg) == 16, "egpu_msg");
+_Static_assert(sizeof(struct egpu_rec) == 24, "egpu_rec");
+_Static_assert(sizeof(struct egpu_kernel) == 72, "egpu_kernel");
+_Static_assert(sizeof(struct egpu_memcpy) == 48, "egpu_memcpy");
+_Static_assert(sizeof(struct egpu_memset) == 48, "egpu_memset");
+_Static_assert(sizeof(struct egpu_api) == 40, "egpu_api");
+_Static_assert(sizeof(struct egpu_sync) == 40, "egpu_sync");
+_Static_assert(sizeof(struct egpu_stats) == 40, "egpu_stats");
+
+#endif

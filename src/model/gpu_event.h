@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the flags of the GPU event kinds (EVK_CUDA_API .. EVK_CUDA_CORR in
+ * profile.h) mean; shared by the recorder and the readers.
+ */
+#ifndef EPROF_GPU_EVENT_H
+#define EPROF_GPU_EVENT_H
+
+/* EVK_CUDA_API flags bits 0-3: what the function does. */
+enum cuda_category {
+	CUDA_CAT_OTHER = 0,
+	CUDA_CAT_LAUNCH = 1,
+	CUDA_CAT_MEMCPY = 2,
+	CUDA_CAT_MEMSET = 3,
+	CUDA_CAT_SYNC = 4,
+	CUDA_CAT_ALLOC = 5,  /* c = address allocated (mapped for cuMemMap) */
+	CUDA_CAT_FREE = 6,   /* c = address freed (unmapped for cuMemUnmap) */
+	CUDA_CAT_HANDLE = 7, /* cuModuleGetFunction & co */
+	CUDA_CAT_GRAPH = 8,  /* graph launches */
+};
+
+/* EVK_CUDA_API flags bits 4-7 and EVK_GPU_MEMCPY flags bits 0-3: copy direction. */
+enum gpu_copy_dir {
+	GPU_COPY_UNKNOWN = 0,
+	GPU_COPY_HTOD = 1,
+	GPU_COPY_DTOH = 2,
+	GPU_COPY_DTOD = 3,
+	GPU_COPY_HTOH = 4,
+	GPU_COPY_PTOP = 5, /* peer to peer */
+	GPU_COPY_DIR_MAX
+};
+
+#define CUDA_API_CAT(flags) ((flags) & 0xf)
+#define CUDA_API_DIR(flags) (((flags) >> 4) & 0xf)
+#define CUDA_API_F_NESTED (1u << 8)  /* inside another traced CUDA call: not counted twice */
+#define CUDA_API_F_NOSTACK (1u << 9) /* stack left out by --cuda-stack-rate */
+#define CUDA_API_F_ASYNC (1u << 10)
+#define CUDA_API_F_FAILED (1u << 11) /* result != 0 */
+
+static inline const char *gpu_copy_dir_name(unsigned d)
+{
+	static const char *const n[] = { "unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP" };
+
+	return d < GPU_COPY_DIR_MAX ? n[d] : "unknown";
+}
+
+#endif

@@ -1,0 +1,918 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CUDA feature of record: uprobes on the CUDA runtime and driver in
+ * every object a target maps that defines them (libcudart, libcuda, or a
+ * cudart linked statically), and the server end of the CUPTI injection
+ * library's socket (src/inject/eprof_cupti.c) in launch mode.
+ */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "../inject/eprof_gpu_proto.h"
+#include "../model/gpu_event.h"
+#include "../sym/symbolizer.h"
+#include "../util/elf_layout.h"
+#include "../util/hmap.h"
+#include "../util/log.h"
+#include "profile.skel.h"
+#include "cuda_funcs.h"
+#include "events.h"
+#include "feature.h"
+#include "gpu_conv.h"
+#include "proc.h"
+#include "record.h"
+
+_Static_assert(sizeof(struct ev_cuda_api) == 24 + 48 + 40, "ev_cuda_api layout");
+_Static_assert(sizeof(struct ev_cuda_handle) == 24 + 32 + EPROF_CUDA_NAME_LEN, "ev_cuda_handle");
+
+#define SCAN_NS 200000000ULL /* rescan the targets' maps for CUDA libraries this often */
+#define MAX_CONNS 256
+
+struct cuda_obj {
+	dev_t dev;
+	ino_t ino;
+	struct bpf_link **links; /* one per probe (kernels without uprobe_multi) */
+	size_t nlinks;
+	int mfd[2]; /* uprobe_multi links: entries, returns */
+};
+
+struct cuda_state {
+	struct cuda_obj *objs;
+	size_t nobjs;
+	struct hmap *seen_paths; /* string id of a mapped path already checked */
+	struct hmap *handles;	 /* (pid, CUfunction/CUkernel) -> kernel name string id */
+	uint32_t func_names[128];
+	bool multi; /* attach with uprobe_multi links (Linux 6.6+) */
+	uint64_t last_scan;
+	uint64_t calls, events;
+	/* CUPTI */
+	struct gpu_conv conv;
+	bool conv_on;
+	int lfd;
+	int conns[MAX_CONNS];
+	size_t nconns;
+	char dir[64], sock[96];
+	void *buf;
+	/* a reader thread moves messages off the socket at once, so the sender never waits on
+	 * the 50 ms main loop; the main loop converts them (the profile is not thread-safe) */
+	pthread_t thread;
+	bool thread_on;
+	atomic_bool stop;
+	atomic_ullong qlost;   /* messages the reader thread could not queue (ENOMEM) */
+	atomic_ullong qn;      /* messages queued so far */
+	atomic_bool flush_req; /* ask every connected process to flush now */
+	int wake[2];
+	pthread_mutex_t qlock;
+	struct qmsg *qhead, **qtail;
+};
+
+struct qmsg {
+	struct qmsg *next;
+	size_t len;
+	_Alignas(8) unsigned char data[];
+};
+
+static bool cuda_enabled(const struct record_opts *o)
+{
+	return o->cuda != 0;
+}
+
+/* --- finding the traced functions in an ELF file ------------------------------------------ */
+
+/* File offset of each table function the object defines (0 = not defined). */
+static int scan_symbols(const char *path, uint64_t *offs, unsigned *found)
+{
+	Elf_Scn *scn = NULL;
+	int fd, err = 0;
+	Elf *elf;
+
+	*found = 0;
+	memset(offs, 0, sizeof(*offs) * cuda_nfuncs);
+	fd = open_regular(path);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf) {
+		close(fd);
+		return -EINVAL;
+	}
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym s;
+			GElf_Shdr ts;
+			const char *name;
+			int fi;
+
+			if (!gelf_getsym(d, (int)i, &s) || !s.st_value || s.st_shndx == SHN_UNDEF ||
+			    s.st_shndx >= SHN_LORESERVE)
+				continue;
+			if (GELF_ST_TYPE(s.st_info) != STT_FUNC &&
+			    GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, s.st_name);
+			if (!name || (name[0] != 'c' || name[1] != 'u'))
+				continue;
+			fi = cuda_func_find(name);
+			if (fi < 0 || offs[fi])
+				continue;
+			if (!gelf_getshdr(elf_getscn(elf, s.st_shndx), &ts) ||
+			    s.st_value < ts.sh_addr)
+				continue;
+			offs[fi] = s.st_value - ts.sh_addr + ts.sh_offset;
+			(*found)++;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return err;
+}
+
+#ifndef BPF_TRACE_UPROBE_MULTI_
+#define BPF_TRACE_UPROBE_MULTI_ 48
+#endif
+
+/*
+ * One uprobe_multi link for all probes of an object (libbpf 1.1 has no API
+ * for it). Detaching per-probe links costs a grace period each (~60 ms, 7 s
+ * for libcudart); a multi link detaches all at once.
+ */
+static int attach_multi(int prog_fd, const char *path, const uint64_t *offs,
+			const uint64_t *cookies, uint32_t cnt, bool ret)
+{
+	struct {
+		uint32_t prog_fd, target_fd, attach_type, flags;
+		uint64_t path, offsets, ref_ctr_offsets, cookies;
+		uint32_t cnt, flags2, pid, pad;
+	} attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = prog_fd;
+	attr.attach_type = BPF_TRACE_UPROBE_MULTI_;
+	attr.path = (uint64_t)(uintptr_t)path;
+	attr.offsets = (uint64_t)(uintptr_t)offs;
+	attr.cookies = (uint64_t)(uintptr_t)cookies;
+	attr.cnt = cnt;
+	attr.flags2 = ret ? 1 : 0; /* BPF_F_UPROBE_MULTI_RETURN */
+	return (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+}
+
+static bool kernel_has_uprobe_multi(void)
+{
+	struct utsname u;
+	int maj = 0, min = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &maj, &min) != 2)
+		return false;
+	return maj > 6 || (maj == 6 && min >= 6);
+}
+
+static int attach_object_multi(struct feature_ctx *f, struct cuda_obj *o, const char *path,
+			       const uint64_t *offs)
+{
+	uint64_t so[128], ck[128];
+	uint32_t n = 0;
+
+	for (unsigned i = 0; i < cuda_nfuncs; i++) {
+		if (!offs[i])
+			continue;
+		so[n] = offs[i];
+		ck[n++] = cuda_func_cookie(i);
+	}
+	o->mfd[0] =
+	    attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n, false);
+	if (o->mfd[0] < 0)
+		return -errno;
+	o->mfd[1] = attach_multi(bpf_program__fd(f->skel->progs.cuda_exit), path, so, ck, n, true);
+	if (o->mfd[1] < 0)
+		return -errno;
+	return 0;
+}
+
+static int attach_object(struct feature_ctx *f, struct cuda_state *s, const char *path)
+{
+	uint64_t offs[128];
+	struct cuda_obj *o;
+	struct stat st;
+	unsigned found;
+	int err;
+
+	if (stat(path, &st))
+		return -errno;
+	for (size_t i = 0; i < s->nobjs; i++)
+		if (s->objs[i].dev == st.st_dev && s->objs[i].ino == st.st_ino)
+			return 0;
+	err = scan_symbols(path, offs, &found);
+	if (err || !found)
+		return err;
+	o = realloc(s->objs, (s->nobjs + 1) * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	s->objs = o;
+	o = &s->objs[s->nobjs++];
+	memset(o, 0, sizeof(*o));
+	o->dev = st.st_dev;
+	o->ino = st.st_ino;
+	o->mfd[0] = o->mfd[1] = -1;
+	if (s->multi) {
+		err = attach_object_multi(f, o, path, offs);
+		if (err)
+			log_warn("failed to attach uprobes to CUDA functions in '%s': %s", path,
+				 strerror(-err));
+		else
+			log_info("cuda: traced %u CUDA functions in %s", found, path);
+		return 0;
+	}
+	o->links = calloc(2 * found, sizeof(*o->links));
+	if (!o->links)
+		return -ENOMEM;
+	for (unsigned i = 0; i < cuda_nfuncs; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cuda_func_cookie(i));
+
+		if (!offs[i])
+			continue;
+		for (int ret = 0; ret < 2; ret++) {
+			struct bpf_program *prog =
+			    ret ? f->skel->progs.cuda_exit : f->skel->progs.cuda_enter;
+			struct bpf_link *l;
+
+			uo.retprobe = ret;
+			l = bpf_program__attach_uprobe_opts(prog, -1, path, offs[i], &uo);
+			if (!l) {
+				log_warn("failed to attach uprobe to %s in '%s': %s",
+					 cuda_funcs[i].name, path, strerror(errno));
+				break;
+			}
+			o->links[o->nlinks++] = l;
+		}
+	}
+	log_info("cuda: traced %u CUDA functions in %s", found, path);
+	return 0;
+}
+
+static bool cuda_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	b = b ? b + 1 : path;
+	return !strncmp(b, "libcudart", 9) || !strncmp(b, "libcuda.so", 10) || strstr(b, "cuda");
+}
+
+/* Checks every executable mapping of pid not seen before: CUDA libraries by name, the program. */
+static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
+{
+	char path[64], line[PATH_MAX + 128], exe[PATH_MAX];
+	ssize_t n;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	fp = fopen(path, "re");
+	if (!fp)
+		return;
+	while (fgets(line, sizeof(line), fp)) {
+		char perms[8], *file;
+		uint64_t seen;
+		uint32_t id;
+		int pos = 0;
+
+		if (sscanf(line, "%*x-%*x %7s %*x %*s %*u %n", perms, &pos) < 1 || !pos ||
+		    perms[2] != 'x')
+			continue;
+		file = line + pos;
+		file[strcspn(file, "\n")] = '\0';
+		if (file[0] != '/')
+			continue;
+		id = profile__intern(f->p, file);
+		if (!id || hmap__get(s->seen_paths, id, 0, &seen))
+			continue;
+		hmap__put(s->seen_paths, id, 0, 1);
+		if (cuda_name(file) || !strcmp(file, exe)) {
+			char in_ns[PATH_MAX + 32];
+
+			/* the target's view of the path: it may live in another mount namespace */
+			snprintf(in_ns, sizeof(in_ns), "/proc/%u/root%s", pid, file);
+			attach_object(f, s, access(in_ns, R_OK) ? file : in_ns);
+		}
+	}
+	fclose(fp);
+}
+
+static void scan_targets(struct feature_ctx *f, struct cuda_state *s)
+{
+	int fd = bpf_map__fd(f->skel->maps.targets);
+	uint32_t key, next, *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		scan_pid(f, s, key);
+	}
+}
+
+/* --- a launched program: its CUDA libraries before it runs ----------------------------------- */
+
+static bool find_in_dirs(const char *dirs, const char *origin, const char *name, char *out,
+			 size_t len)
+{
+	char *copy = strdup(dirs ? dirs : ""), *save = NULL, *d;
+	bool ok = false;
+
+	for (d = strtok_r(copy, ":", &save); copy && d && !ok; d = strtok_r(NULL, ":", &save)) {
+		if (!strncmp(d, "$ORIGIN", 7))
+			snprintf(out, len, "%s%s/%s", origin, d + 7, name);
+		else
+			snprintf(out, len, "%s/%s", d, name);
+		ok = access(out, R_OK) == 0;
+	}
+	free(copy);
+	return ok;
+}
+
+static const char *const lib_dirs =
+    "/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:"
+    "/usr/lib/x86_64-linux-gnu:/lib/x86_64-linux-gnu:/usr/lib64:"
+    "/lib64:/usr/lib:/usr/local/lib:/usr/lib/wsl/lib";
+
+/* The CUDA libraries an executable needs, found as ld.so would (RPATH, RUNPATH, LD_LIBRARY_PATH).
+ */
+static void attach_needed(struct feature_ctx *f, struct cuda_state *s, const char *exe)
+{
+	char origin[PATH_MAX], found[PATH_MAX], *rpath = NULL, *needed[32];
+	Elf_Scn *scn = NULL;
+	size_t nneeded = 0;
+	Elf *elf;
+	int fd;
+
+	snprintf(origin, sizeof(origin), "%s", exe);
+	*(strrchr(origin, '/') ? strrchr(origin, '/') : origin) = '\0';
+	fd = open_regular(exe);
+	if (fd < 0)
+		return;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	while (elf && (scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && sh.sh_entsize && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Dyn dyn;
+			const char *v;
+
+			if (!gelf_getdyn(d, (int)i, &dyn))
+				continue;
+			v = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+			if (!v)
+				continue;
+			if ((dyn.d_tag == DT_RUNPATH || dyn.d_tag == DT_RPATH) && !rpath)
+				rpath = strdup(v);
+			else if (dyn.d_tag == DT_NEEDED && cuda_name(v) && nneeded < 32)
+				needed[nneeded++] = strdup(v);
+		}
+	}
+	for (size_t i = 0; i < nneeded; i++) {
+		if (needed[i] && (find_in_dirs(rpath, origin, needed[i], found, sizeof(found)) ||
+				  find_in_dirs(getenv("LD_LIBRARY_PATH"), origin, needed[i], found,
+					       sizeof(found)) ||
+				  find_in_dirs(lib_dirs, origin, needed[i], found, sizeof(found))))
+			attach_object(f, s, found);
+		free(needed[i]);
+	}
+	free(rpath);
+	if (elf)
+		elf_end(elf);
+	close(fd);
+}
+
+static void attach_launched(struct feature_ctx *f, struct cuda_state *s)
+{
+	const char *cmd = f->o->argv[0];
+	char path[PATH_MAX];
+
+	if (strchr(cmd, '/'))
+		snprintf(path, sizeof(path), "%s", cmd);
+	else if (!find_in_dirs(getenv("PATH"), "", cmd, path, sizeof(path)))
+		return;
+	attach_object(f, s, path); /* a cudart linked statically */
+	attach_needed(f, s, path);
+}
+
+/* --- decoding ------------------------------------------------------------------------------ */
+
+static uint32_t handle_name(struct cuda_state *s, uint32_t pid, uint64_t h)
+{
+	uint64_t v = 0;
+
+	return h && hmap__get(s->handles, pid, h, &v) ? (uint32_t)v : 0;
+}
+
+static int on_handle(struct event_ctx *c, struct cuda_state *s, const struct ev_cuda_handle *e)
+{
+	char name[EPROF_CUDA_NAME_LEN + 1];
+	uint32_t id;
+	char *d;
+
+	if (e->result != 0 || !e->out)
+		return 0;
+	if (e->in) { /* cuKernelGetFunction: the function is named after its kernel */
+		id = handle_name(s, e->h.pid, e->in);
+	} else {
+		memcpy(name, e->name, EPROF_CUDA_NAME_LEN);
+		name[EPROF_CUDA_NAME_LEN] = '\0';
+		d = name[0] == '_' && name[1] == 'Z' ? sym_demangle(name) : NULL;
+		id = profile__intern(c->p, d && *d ? d : name);
+		free(d);
+	}
+	return id ? hmap__put(s->handles, e->h.pid, e->out, id) : 0;
+}
+
+/* The kernel a launch names, as a one-frame stack (stack2): the host stub, symbolized later. */
+static uint32_t launch_kernel(struct event_ctx *c, struct cuda_state *s,
+			      const struct ev_cuda_api *e, const struct cuda_func *fn)
+{
+	char buf[EPROF_CUDA_NAME_LEN + 16];
+	uint32_t loc, name;
+	int64_t l, node;
+
+	if (!e->ptr)
+		return 0;
+	if (fn->name[1] == 'u' && fn->name[2] != 'd') { /* cu*: a driver function handle */
+		name = handle_name(s, e->h.pid, e->ptr);
+		if (!name)
+			return 0;
+		snprintf(buf, sizeof(buf), "%s", profile__str(c->p, name));
+		l = profile__special(c->p, buf);
+		if (l < 0)
+			return 0;
+		loc = l;
+	} else if (proc_tracker__location(c->tracker, e->h.pid, e->ptr, false, &loc, e->h.ts)) {
+		return 0;
+	}
+	node = profile__stack(c->p, &loc, 1);
+	return node > 0 ? (uint32_t)node : 0;
+}
+
+/* Samples name their threads; a thread seen only in CUDA events is named from /proc. */
+static void note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, uint64_t ts)
+{
+	struct thread *t = profile__thread(c->p, pid, tid, false);
+	char path[96], comm[EPROF_TASK_COMM_LEN + 1] = "";
+	FILE *fp;
+
+	if (t && t->comm)
+		return;
+	snprintf(path, sizeof(path), "%s/%u/task/%u/comm", c->proc_root, pid, tid);
+	fp = fopen(path, "re");
+	if (fp) {
+		if (fgets(comm, sizeof(comm), fp))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(fp);
+	}
+	events_note_thread(c, pid, tid, comm[0] ? comm : NULL, ts);
+}
+
+static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cuda_api *e,
+		  size_t size)
+{
+	struct event ev = {.kind = EVK_CUDA_API};
+	const struct cuda_func *fn;
+	unsigned dir;
+	int64_t st;
+
+	if (e->func >= cuda_nfuncs)
+		return -EINVAL;
+	fn = &cuda_funcs[e->func];
+	note_thread(c, e->h.pid, e->h.tid, e->h.ts);
+	if (!s->func_names[e->func])
+		s->func_names[e->func] = profile__intern(c->p, fn->name);
+	ev.ts = e->h.ts;
+	ev.dur = e->dur;
+	ev.pid = e->h.pid;
+	ev.tid = e->h.tid;
+	ev.name = s->func_names[e->func];
+	ev.a = (uint64_t)(int64_t)(int32_t)e->result; /* CUresult / cudaError_t */
+	ev.b = e->bytes;
+	dir = fn->dir;
+	if (!dir && fn->cat == CUDA_CAT_MEMCPY && fn->kind >= 0)
+		dir = cuda_memcpy_kind_dir(e->kind);
+	ev.flags = fn->cat | dir << 4 | (fn->async ? CUDA_API_F_ASYNC : 0) |
+		   (e->h.flags & CUDA_EVF_NESTED ? CUDA_API_F_NESTED : 0) |
+		   (e->h.flags & CUDA_EVF_NOSTACK ? CUDA_API_F_NOSTACK : 0) |
+		   ((int32_t)e->result ? CUDA_API_F_FAILED : 0);
+	if (fn->cat == CUDA_CAT_ALLOC)
+		ev.c = fn->out >= 0 ? e->out : e->ptr;
+	else if (fn->cat == CUDA_CAT_FREE)
+		ev.c = e->ptr;
+	if (fn->cat == CUDA_CAT_LAUNCH)
+		ev.stack2 = launch_kernel(c, s, e, fn);
+	if (!(e->h.flags & CUDA_EVF_NOSTACK)) {
+		st = events_stack(c, &e->h, &e->st, size - sizeof(*e), 0);
+		if (st < 0)
+			return (int)st;
+		ev.stack = (uint32_t)st;
+	}
+	s->events++;
+	return profile__add_event(c->p, &ev);
+}
+
+static int on_event(struct event_ctx *c, void *arg, const void *data, size_t size)
+{
+	const struct ev_hdr *h = data;
+
+	if (h->kind == EV_CUDA_API) {
+		if (size < sizeof(struct ev_cuda_api))
+			return -EINVAL;
+		return on_api(c, arg, data, size);
+	}
+	if (h->kind == EV_CUDA_HANDLE) {
+		if (size < sizeof(struct ev_cuda_handle))
+			return -EINVAL;
+		return on_handle(c, arg, data);
+	}
+	return -EINVAL;
+}
+
+/* --- CUPTI: the injection library's socket ------------------------------------------------ */
+
+static bool cupti_lib(char *out, size_t len)
+{
+	const char *env = getenv("EPROF_CUPTI_LIB");
+	char self[PATH_MAX - 64];
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return access(out, R_OK) == 0;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return false;
+	self[n] = '\0';
+	*(strrchr(self, '/') ? strrchr(self, '/') : self) = '\0';
+	snprintf(out, len, "%s/libeprof_cupti.so", self);
+	if (!access(out, R_OK))
+		return true;
+	snprintf(out, len, "%s/../lib/eprof/libeprof_cupti.so", self);
+	return access(out, R_OK) == 0;
+}
+
+static void *cupti_thread(void *arg);
+
+static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char lib[PATH_MAX];
+
+	if (!f->o->argv || !cupti_lib(lib, sizeof(lib))) {
+		log_info("cuda: no CUPTI injection library: GPU activity is not recorded");
+		return 0;
+	}
+	if (getenv("CUDA_INJECTION64_PATH")) {
+		log_warn("CUDA_INJECTION64_PATH is already set: GPU activity is not recorded");
+		return 0;
+	}
+	snprintf(s->dir, sizeof(s->dir), "/tmp/eprof-cupti-XXXXXX");
+	if (!mkdtemp(s->dir)) {
+		s->dir[0] = '\0';
+		return -errno;
+	}
+	snprintf(s->sock, sizeof(s->sock), "%s/sock", s->dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->sock);
+	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(s->lfd, 64)) {
+		log_err("failed to create the CUPTI socket '%s': %s", s->sock, strerror(errno));
+		return -errno;
+	}
+	s->buf = aligned_alloc(8, EGPU_MSG_MAX);
+	if (!s->buf || gpu_conv_init(&s->conv, f->p))
+		return -ENOMEM;
+	s->conv_on = true;
+	if (pipe2(s->wake, O_CLOEXEC))
+		return -errno;
+	s->thread_on = !pthread_create(&s->thread, NULL, cupti_thread, s);
+	if (!s->thread_on)
+		log_warn("cuda: no CUPTI reader thread: reading every 50 ms");
+	/* The command is forked after configure: it inherits both. */
+	setenv("CUDA_INJECTION64_PATH", lib, 1);
+	setenv("EPROF_CUPTI_SOCK", s->sock, 1);
+	log_info("cuda: CUPTI injection library %s", lib);
+	return 0;
+}
+
+static void queue_msg(struct cuda_state *s, const void *buf, size_t len)
+{
+	struct qmsg *m = malloc(sizeof(*m) + len);
+
+	if (!m) {
+		atomic_fetch_add(&s->qlost, 1);
+		return;
+	}
+	m->next = NULL;
+	m->len = len;
+	memcpy(m->data, buf, len);
+	atomic_fetch_add(&s->qn, 1);
+	pthread_mutex_lock(&s->qlock);
+	*s->qtail = m;
+	s->qtail = &m->next;
+	pthread_mutex_unlock(&s->qlock);
+}
+
+/* Converts the messages the reader thread queued (main thread). */
+static void convert_queued(struct cuda_state *s)
+{
+	struct qmsg *m, *next;
+
+	pthread_mutex_lock(&s->qlock);
+	m = s->qhead;
+	s->qhead = NULL;
+	s->qtail = &s->qhead;
+	pthread_mutex_unlock(&s->qlock);
+	for (; m; m = next) {
+		next = m->next;
+		gpu_conv_message(&s->conv, m->data, m->len);
+		free(m);
+	}
+}
+
+/* Reads what is waiting on the socket: queued, or converted at once. Returns connections open. */
+static size_t cupti_read(struct cuda_state *s, bool queue)
+{
+	int fd;
+
+	if (!s->conv_on)
+		return 0;
+	while (s->nconns < MAX_CONNS &&
+	       (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+		s->conns[s->nconns++] = fd;
+	for (size_t i = 0; i < s->nconns;) {
+		ssize_t n = recv(s->conns[i], s->buf, EGPU_MSG_MAX, MSG_DONTWAIT);
+
+		if (n > 0) {
+			if (queue)
+				queue_msg(s, s->buf, (size_t)n);
+			else
+				gpu_conv_message(&s->conv, s->buf, (size_t)n);
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			i++;
+			continue;
+		}
+		close(s->conns[i]); /* the process closed it (exit) */
+		s->conns[i] = s->conns[--s->nconns];
+	}
+	return s->nconns;
+}
+
+static void *cupti_thread(void *arg)
+{
+	struct cuda_state *s = arg;
+	struct pollfd pf[MAX_CONNS + 2];
+
+	while (!atomic_load(&s->stop)) {
+		size_t n = 0;
+
+		pf[n++] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
+		pf[n++] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+		for (size_t i = 0; i < s->nconns; i++)
+			pf[n++] = (struct pollfd){.fd = s->conns[i], .events = POLLIN};
+		if (poll(pf, n, 200) < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents & POLLIN) {
+			char c[16];
+
+			if (read(s->wake[0], c, sizeof(c)) < 0)
+				continue;
+		}
+		if (atomic_exchange(&s->flush_req, false))
+			for (size_t i = 0; i < s->nconns; i++)
+				send(s->conns[i], "F", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		cupti_read(s, true);
+	}
+	return NULL;
+}
+
+/*
+ * The record stops while processes may still run: ask them to flush and take what comes
+ * until nothing new arrived for 100 ms (at most 1 s).
+ */
+static void cupti_final_flush(struct cuda_state *s)
+{
+	struct timespec ts = {0, 20000000};
+	uint64_t last = atomic_load(&s->qn);
+	int quiet = 0;
+
+	if (!s->thread_on)
+		return;
+	atomic_store(&s->flush_req, true);
+	if (write(s->wake[1], "x", 1) < 0)
+		return;
+	for (int i = 0; i < 50 && quiet < 5; i++) {
+		uint64_t n;
+
+		nanosleep(&ts, NULL);
+		n = atomic_load(&s->qn);
+		quiet = n == last ? quiet + 1 : 0;
+		last = n;
+		convert_queued(s);
+	}
+}
+
+static void cupti_stop_thread(struct cuda_state *s)
+{
+	if (!s->thread_on)
+		return;
+	atomic_store(&s->stop, true);
+	if (write(s->wake[1], "x", 1) < 0)
+		log_debug("cuda: wake pipe: %s", strerror(errno));
+	pthread_join(s->thread, NULL);
+	s->thread_on = false;
+}
+
+static void cuda_detach(struct cuda_state *s)
+{
+	for (size_t i = 0; i < s->nobjs; i++) {
+		struct cuda_obj *o = &s->objs[i];
+
+		for (size_t j = 0; j < o->nlinks; j++)
+			bpf_link__destroy(o->links[j]);
+		o->nlinks = 0;
+		for (int j = 0; j < 2; j++) {
+			if (o->mfd[j] >= 0)
+				close(o->mfd[j]);
+			o->mfd[j] = -1;
+		}
+	}
+}
+
+/* --- hooks --------------------------------------------------------------------------------- */
+
+static int cuda_configure(struct feature_ctx *f, void **state)
+{
+	struct cuda_state *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	*state = s;
+	s->lfd = -1;
+	s->wake[0] = s->wake[1] = -1;
+	pthread_mutex_init(&s->qlock, NULL);
+	s->qtail = &s->qhead;
+	s->seen_paths = hmap__new(256);
+	s->handles = hmap__new(256);
+	if (!s->seen_paths || !s->handles || cuda_nfuncs > 128)
+		return -ENOMEM;
+	bpf_program__set_autoload(f->skel->progs.cuda_enter, true);
+	bpf_program__set_autoload(f->skel->progs.cuda_exit, true);
+	s->multi = kernel_has_uprobe_multi() && !getenv("EPROF_NO_UPROBE_MULTI");
+	if (s->multi) {
+		bpf_program__set_expected_attach_type(f->skel->progs.cuda_enter,
+						      BPF_TRACE_UPROBE_MULTI_);
+		bpf_program__set_expected_attach_type(f->skel->progs.cuda_exit,
+						      BPF_TRACE_UPROBE_MULTI_);
+	}
+	f->skel->rodata->cuda_stack_rate = f->o->cuda_stack_rate;
+	return cupti_setup(f, s);
+}
+
+static int cuda_attach(struct feature_ctx *f, void *state)
+{
+	struct cuda_state *s = state;
+	int err;
+
+	err = events_add_handler(f->ev, EV_CUDA_API, EV_CUDA_HANDLE, on_event, s);
+	if (err)
+		return err;
+	if (f->o->argv)
+		attach_launched(f, s);
+	else if (!f->o->all)
+		scan_targets(f, s);
+	s->last_scan = f->start_ns;
+	if (f->o->cuda > 0 && f->o->all)
+		log_warn("--cuda with -a: CUDA libraries are only found in -p targets or a "
+			 "launched command");
+	else if (f->o->cuda > 0 && !s->nobjs && !f->o->argv)
+		log_warn(
+		    "--cuda: no CUDA library in the target yet; tracing it once one is loaded");
+	return 0;
+}
+
+static int cuda_poll(struct feature_ctx *f, void *state, uint64_t now)
+{
+	struct cuda_state *s = state;
+
+	if (s->thread_on)
+		convert_queued(s);
+	else
+		cupti_read(s, false);
+	if (f->o->all || now - s->last_scan < SCAN_NS)
+		return 0;
+	s->last_scan = now;
+	scan_targets(f, s);
+	return 0;
+}
+
+static int cuda_finish(struct feature_ctx *f, void *state)
+{
+	struct cuda_state *s = state;
+	struct timespec ts = {0, 20000000};
+
+	cuda_detach(s);
+	f->consume(f);
+	/* A process that exits flushes its last records first: give it a moment. */
+	cupti_final_flush(s);
+	cupti_stop_thread(s);
+	convert_queued(s);
+	for (int i = 0; i < 25 && cupti_read(s, false); i++)
+		nanosleep(&ts, NULL);
+	cupti_read(s, false);
+	f->p->stats[STAT_EVENTS_LOST] += f->bpf_stat(f, BSTAT_CUDA_RB_FULL);
+	f->p->stats[STAT_CUDA_CALLS] = f->bpf_stat(f, BSTAT_CUDA_CALLS);
+	f->p->stats[STAT_CUDA_NOSTACK] = f->bpf_stat(f, BSTAT_CUDA_NOSTACK);
+	f->p->stats[STAT_CUDA_LOST] =
+	    f->bpf_stat(f, BSTAT_CUDA_RB_FULL) + f->bpf_stat(f, BSTAT_CUDA_INFLIGHT_FULL);
+	if (s->conv_on) {
+		f->p->stats[STAT_GPU_RECORDS_LOST] = s->conv.dropped;
+		f->p->stats[STAT_GPU_BAD_RECORDS] = s->conv.bad + atomic_load(&s->qlost);
+		log_info("cuda: CUPTI records: %llu kernels, %llu copies, %llu sets, %llu API",
+			 (unsigned long long)s->conv.kernels, (unsigned long long)s->conv.memcpys,
+			 (unsigned long long)s->conv.memsets, (unsigned long long)s->conv.apis);
+	}
+	log_info("cuda: %llu API events in %zu objects", (unsigned long long)s->events, s->nobjs);
+	return 0;
+}
+
+static void cuda_destroy(struct feature_ctx *f, void *state)
+{
+	struct cuda_state *s = state;
+
+	if (!s)
+		return;
+	cupti_stop_thread(s);
+	convert_queued(s); /* frees what is left */
+	for (int i = 0; i < 2; i++)
+		if (s->wake[i] >= 0)
+			close(s->wake[i]);
+	cuda_detach(s);
+	for (size_t i = 0; i < s->nobjs; i++)
+		free(s->objs[i].links);
+	free(s->objs);
+	for (size_t i = 0; i < s->nconns; i++)
+		close(s->conns[i]);
+	if (s->lfd >= 0)
+		close(s->lfd);
+	if (s->sock[0])
+		unlink(s->sock);
+	if (s->dir[0])
+		rmdir(s->dir);
+	if (s->conv_on)
+		gpu_conv_free(&s->conv);
+	free(s->buf);
+	hmap__free(s->seen_paths);
+	hmap__free(s->handles);
+	free(s);
+}
+
+const struct feature feature_cuda = {
+    .name = "cuda",
+    .enabled = cuda_enabled,
+    .configure = cuda_configure,
+    .attach = cuda_attach,
+    .poll = cuda_poll,
+    .finish = cuda_finish,
+    .destroy = cuda_destroy,
+};

@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""CUDA API tracing with the real libcudart and no GPU: every call fails, every uprobe fires."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+
+pytestmark = pytest.mark.usefixtures("need_bpf")
+
+CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+NVCC = os.path.join(CUDA, "bin", "nvcc")
+SRC = os.path.join(FIXTURES, "cuda_calls.cu")
+# what tests/fixtures/cuda_calls.cu does
+COUNTS = {"cudaMalloc": 3, "cudaMemcpy": 5, "cudaLaunchKernel": 7, "cudaDeviceSynchronize": 2}
+BYTES = {"cudaMalloc": 3 * (1 << 20) + 0 + 1 + 2, "cudaMemcpy": 5 * 4096}
+CALLERS = {"cudaMalloc": "alloc_step", "cudaMemcpy": "copy_step",
+           "cudaLaunchKernel": "launch_step", "cudaDeviceSynchronize": "sync_step"}
+
+
+def have_cudart():
+    return os.path.exists(os.path.join(CUDA, "include", "cuda_runtime.h")) and \
+        os.path.exists(os.path.join(CUDA, "lib64", "libcudart.so"))
+
+
+@pytest.fixture(scope="module")
+def cuda_bins(tmp_path_factory):
+    if not have_cudart():
+        print(f"skipped: no CUDA toolkit in {CUDA}", flush=True)
+        pytest.skip(f"skipped: no CUDA toolkit (cuda_runtime.h, libcudart) in {CUDA}")
+    out = tmp_path_factory.mktemp("cuda")
+    lib = os.path.join(CUDA, "lib64")
+    built = {}
+    csrc = out / "cuda_calls.c"
+    shutil.copy(SRC, csrc)
+    exe = out / "cc-shared"
+    subprocess.run(["cc", "-x", "c", "-DEPROF_PLAIN_C", "-O1", "-g", "-fno-omit-frame-pointer",
+                    f"-I{CUDA}/include", "-o", str(exe), str(csrc), f"-L{lib}", "-lcudart",
+                    f"-Wl,-rpath,{lib}"], check=True)
+    built["cc-shared"] = str(exe)
+    if os.access(NVCC, os.X_OK):
+        for var, flags in (("nvcc-static", []), ("nvcc-shared", ["-cudart", "shared"])):
+            exe = out / var
+            subprocess.run([NVCC, "-O1", "-g", "-Xcompiler", "-fno-omit-frame-pointer", *flags,
+                            "-o", str(exe), SRC], check=True)
+            built[var] = str(exe)
+    return built
+
+
+def api_by_name(gpu):
+    return {a["name"]: a for a in gpu["api"]}
+
+
+@pytest.mark.parametrize("variant", ["cc-shared", "nvcc-static", "nvcc-shared"])
+def test_cuda_api_counts_bytes_errors_stacks(ep, cuda_bins, variant):
+    if variant not in cuda_bins:
+        pytest.skip(f"skipped: no nvcc at {NVCC}")
+    exe = cuda_bins[variant]
+    r = subprocess.run([exe], capture_output=True, text=True)
+    # without a GPU each call fails with the same error (35: insufficient driver, 100: no device)
+    err = int(r.stdout.splitlines()[0].split("->")[1])
+    ep.run("record", "-q", "--", exe)
+    rep = ep.report_json()
+    assert "gpu" in rep, "no gpu section"
+    api = api_by_name(rep["gpu"])
+    for name, n in COUNTS.items():
+        assert name in api, f"{name} missing: {sorted(api)}"
+        assert api[name]["count"] == n, f"{name}: {api[name]['count']} calls, want {n}"
+        if err:
+            assert api[name]["errors"] == n
+            assert api[name]["last_error"] == err
+    for name, b in BYTES.items():
+        assert api[name]["bytes"] == b, f"{name}: {api[name]['bytes']} bytes, want {b}"
+    assert rep["gpu"]["launches"] == COUNTS["cudaLaunchKernel"]
+    assert rep["gpu"]["sync_calls"] == COUNTS["cudaDeviceSynchronize"]
+    htod = [m for m in rep["gpu"]["memcpy"] if m["direction"] == "HtoD"]
+    assert htod and htod[0]["api_count"] == 5 and htod[0]["api_bytes"] == 5 * 4096
+    # the host stub names the kernel
+    launched = {k["name"]: k["count"] for k in rep["gpu"]["launched_kernels"]}
+    assert launched == {"eprof_test_kernel": 7}, launched
+    # each call sits on the stack of the function that made it
+    seen = {}
+    for frames, ns in ep.folded("eprof.data", "--cuda-api"):
+        leaf = frames[-1]
+        assert leaf.startswith("[cuda] ")
+        fn = leaf[len("[cuda] "):]
+        assert frames[-2] == CALLERS[fn], f"{fn} called from {frames}"
+        assert "main" in frames
+        seen[fn] = seen.get(fn, 0) + 1
+    assert set(seen) == set(COUNTS), seen
+    txt = ep.run("report").stdout
+    assert "cudaLaunchKernel" in txt and "eprof_test_kernel" in txt
+
+
+def test_cuda_stack_rate_keeps_counts(ep, cuda_bins):
+    exe = cuda_bins["cc-shared"]
+    ep.run("record", "-q", "--cuda-stack-rate", "2", "--", exe)
+    rep = ep.report_json()
+    api = api_by_name(rep["gpu"])
+    assert api["cudaLaunchKernel"]["count"] == 7
+    # 7 launches within one second on one thread: 2 with a stack, 5 without
+    assert rep["stats"]["cuda_launches_without_stack"] == 5
+    stacks = [f for f, _ in ep.folded("eprof.data", "--cuda-api")
+              if f[-1] == "[cuda] cudaLaunchKernel" and "launch_step" in f]
+    assert stacks, "the first launches keep their stacks"
+
+
+def test_no_cuda_option(ep, cuda_bins):
+    ep.run("record", "-q", "--no-cuda", "--", cuda_bins["cc-shared"])
+    rep = ep.report_json()
+    assert "gpu" not in rep
+    r = ep.run("flamegraph", "--cuda-api", "--folded", check=False)
+    assert r.returncode == 1 and "no CUDA API calls" in r.stderr
+
+
+def test_attach_to_running_cuda_process(ep, cuda_bins, tmp_path):
+    """-p: the library is found in the running process's maps."""
+    exe = cuda_bins["cc-shared"]
+    wrapper = tmp_path / "late.sh"
+    # the fixture sleeps 0.2 s before its first call: give eprof time by delaying the start
+    wrapper.write_text(f"#!/bin/sh\nsleep 1.5\nexec {exe} 1000\n")
+    wrapper.chmod(0o755)
+    proc = subprocess.Popen([str(wrapper)], stdout=subprocess.DEVNULL)
+    try:
+        ep.run("record", "-q", "-p", str(proc.pid), "-d", "4")
+    finally:
+        proc.wait(timeout=30)
+    rep = ep.report_json()
+    api = api_by_name(rep["gpu"])
+    # the uprobes attach within a scan period (0.2 s) of exec; the fixture waits 1 s first
+    assert api["cudaLaunchKernel"]["count"] == 7
+
+
+# --- CUPTI path end to end with a fake driver and a fake libcupti (no GPU) -----------------
+
+FAKE = os.path.join(FIXTURES, "fakecuda")
+
+
+@pytest.fixture(scope="module")
+def fake_cuda(eprof, tmp_path_factory):
+    inj = os.path.join(os.path.dirname(eprof), "libeprof_cupti.so")
+    if not os.path.exists(inj):
+        print("skipped: eprof was built without CUPTI (no libeprof_cupti.so)", flush=True)
+        pytest.skip("skipped: eprof was built without CUPTI (no libeprof_cupti.so)")
+    if not os.path.exists(os.path.join(CUDA, "include", "cupti.h")):
+        pytest.skip(f"skipped: no CUPTI headers in {CUDA}")
+    d = tmp_path_factory.mktemp("fakecuda")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", f"-I{CUDA}/include", "-o",
+                    str(d / "libfakecupti.so"), os.path.join(FAKE, "fake_cupti.c"), "-lpthread"],
+                   check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", "-Wl,-soname,libcuda.so.1", "-o",
+                    str(d / "libcuda.so.1"), os.path.join(FAKE, "fake_cuda.c"), "-ldl"], check=True)
+    os.symlink("libcuda.so.1", d / "libcuda.so")
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_app"),
+                    os.path.join(FAKE, "fake_app.c"), f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"],
+                   check=True)
+    return {"app": str(d / "fake_app"), "cupti": str(d / "libfakecupti.so")}
+
+
+def record_fake(ep, fake_cuda, *extra):
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"])
+    env.pop("CUDA_INJECTION64_PATH", None)
+    ep.run("record", "-q", *extra, "--", fake_cuda["app"], env=env)
+
+
+def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_CUPTI_REPORT="1")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    r = ep.run("record", "-q", "--", fake_cuda["app"], env=env)
+    # API callbacks only for the calls that queue work: 15 launches + 3 copies, not the
+    # 2 cuModuleGetFunction and the cuCtxSynchronize
+    assert "fake cupti: 18 callbacks delivered" in r.stderr, r.stderr
+    rep = ep.report_json()
+    gpu = rep["gpu"]
+    kernels = {k["name"]: k for k in gpu["kernels"]}
+    assert set(kernels) == {"kernel_a", "kernel_b"}, kernels
+    assert kernels["kernel_a"]["count"] == 10 and kernels["kernel_a"]["total_ns"] == 20_000_000
+    assert kernels["kernel_b"]["count"] == 5 and kernels["kernel_b"]["mean_ns"] == 5_000_000
+    assert gpu["activities"] == 18 and gpu["activities_with_launch_stack"] == 18
+    # driver launches are named through the cuModuleGetFunction handle map
+    assert {k["name"]: k["count"] for k in gpu["launched_kernels"]} == {"kernel_a": 10,
+                                                                         "kernel_b": 5}
+    htod = [m for m in gpu["memcpy"] if m["direction"] == "HtoD"][0]
+    assert htod["count"] == 3 and htod["bytes"] == 3 * 8192 and htod["api_count"] == 3
+    streams = {s["stream"]: s for s in gpu["streams"]}
+    assert streams[7]["busy_ns"] == 20_000_000 and streams[13]["busy_ns"] == 25_000_000
+    assert len(gpu["devices"]) == 1 and gpu["devices"][0]["busy_ns"] >= 25_000_000
+    assert rep["stats"]["gpu_records_lost"] == 0 and rep["stats"]["gpu_bad_records"] == 0
+    # GPU time on the CPU stacks that launched it
+    fg = {tuple(f[-2:]): ns for f, ns in ep.folded("eprof.data", "--gpu")}
+    assert fg == {("launch_a", "[gpu] kernel_a"): 20_000_000,
+                  ("launch_b", "[gpu] kernel_b"): 25_000_000,
+                  ("copy_step", "[gpu] memcpy HtoD"): 300_000}, fg
+
+
+def test_cupti_trace_tracks_and_flows(ep, fake_cuda):
+    record_fake(ep, fake_cuda)
+    ep.run("trace", "-o", "t.json")
+    with open(os.path.join(ep.dir, "t.json")) as f:
+        ev = json.load(f)["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"GPU 0 stream 7", "GPU 0 stream 13", "GPU 0 stream 0"} <= names, names
+    gpu = [e for e in ev if e["ph"] == "X" and e.get("cat") == "gpu"]
+    assert sorted(e["name"] for e in gpu).count("kernel_a") == 10 and len(gpu) == 18
+    api = [e for e in ev if e["ph"] == "X" and e.get("cat") == "cuda"]
+    assert sum(1 for e in api if e["name"] == "cuLaunchKernel: kernel_b") == 5
+    starts = {e["id"]: e for e in ev if e["ph"] == "s"}
+    ends = {e["id"]: e for e in ev if e["ph"] == "f"}
+    assert len(starts) == 18 and set(starts) == set(ends)
+    for i, s in starts.items():
+        assert s["ts"] <= ends[i]["ts"], "a launch precedes its kernel"
+
+
+def test_cupti_version_mismatch_records_no_activity(ep, fake_cuda):
+    """A libcupti of another major would be misread: the library refuses it in one line."""
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_CUPTI_VERSION="120000")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    r = ep.run("record", "-q", "--", fake_cuda["app"], env=env)
+    assert "does not match" in r.stderr
+    rep = ep.report_json()
+    assert rep["gpu"]["activities"] == 0
+    # the uprobe side is unaffected
+    assert {a["name"]: a["count"] for a in rep["gpu"]["api"]}["cuLaunchKernel"] == 15
+
+
+def test_cupti_flushed_when_the_record_stops(ep, fake_cuda):
+    """-d ends the record while the program still runs: the recorder asks it to flush."""
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], EPROF_CUPTI_FLUSH_MS="60000")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    r = ep.run("record", "-q", "-d", "1.5", "--", fake_cuda["app"], "200", "20000", env=env,
+               check=False)
+    assert r.returncode == 128 + 15, r.stderr  # the command is ended after the record
+    gpu = ep.report_json()["gpu"]
+    assert {k["name"]: k["count"] for k in gpu["kernels"]} == {"kernel_a": 10, "kernel_b": 5}
+    assert gpu["activities_with_launch_stack"] == 18

@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: MIT
+/* GPU: CUPTI record conversion, the launch join, the GPU analysis and the GPU stacks. */
+#include "test_util.h"
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "analysis/gpu.h"
+#include "inject/eprof_gpu_proto.h"
+#include "output/report_gpu.h"
+#include "output/trace.h"
+#include "record/cuda_funcs.h"
+#include "record/gpu_conv.h"
+#include "util/sink.h"
+
+/* --- a message builder, as the injection library lays records out ----------------------- */
+
+struct msg {
+	_Alignas(8) unsigned char buf[EGPU_MSG_MAX];
+	size_t len;
+};
+
+static void msg_init(struct msg *m, uint32_t pid)
+{
+	struct egpu_msg *h = (void *)m->buf;
+
+	memset(m, 0, sizeof(*m));
+	h->magic = EGPU_MAGIC;
+	h->version = EGPU_VERSION;
+	h->pid = pid;
+	m->len = sizeof(*h);
+}
+
+static void msg_put(struct msg *m, const void *rec, size_t fixed, const char *tail)
+{
+	size_t tl = tail ? strlen(tail) + 1 : 0, size = fixed + ((tl + 7) & ~(size_t)7);
+
+	memcpy(m->buf + m->len, rec, fixed);
+	if (tl)
+		memcpy(m->buf + m->len + fixed, tail, tl);
+	((struct egpu_rec *)(m->buf + m->len))->size = size;
+	m->len += size;
+	((struct egpu_msg *)m->buf)->nrec++;
+}
+
+static void put_kernel(struct msg *m, const char *name, uint32_t corr, uint64_t start, uint64_t end,
+		       uint32_t dev, uint32_t stream)
+{
+	struct egpu_kernel k = {.r = {EGPU_KERNEL, 0, corr, start, end},
+				.device = dev,
+				.stream = stream,
+				.grid = {8, 2, 1},
+				.block = {128, 1, 1},
+				.name_len = strlen(name) + 1};
+
+	msg_put(m, &k, sizeof(k), name);
+}
+
+static void put_api(struct msg *m, uint32_t tid, uint32_t corr, uint64_t ts)
+{
+	struct egpu_api a = {.r = {EGPU_API, 0, corr, ts, ts}, .tid = tid, .cbid = 211};
+
+	msg_put(m, &a, sizeof(a), NULL);
+}
+
+static void put_copy(struct msg *m, uint32_t corr, uint64_t start, uint64_t end, uint64_t bytes,
+		     uint8_t kind)
+{
+	struct egpu_memcpy c = {.r = {EGPU_MEMCPY, 0, corr, start, end},
+				.stream = 7,
+				.copy_kind = kind,
+				.bytes = bytes};
+
+	msg_put(m, &c, sizeof(c), NULL);
+}
+
+static const struct event *find_kind(const struct profile *p, uint16_t kind, size_t nth)
+{
+	for (size_t i = 0; i < p->events.n; i++)
+		if (p->events.v[i].kind == kind && !nth--)
+			return &p->events.v[i];
+	return NULL;
+}
+
+static void test_conv_records(void **state)
+{
+	struct profile *p = profile__new();
+	struct gpu_conv c;
+	struct msg *m = malloc(sizeof(*m));
+	const struct event *k, *cp, *a;
+	struct egpu_stats s = {.r = {EGPU_STATS, 0, 0, 5, 5}, .dropped = 3, .records = 10};
+
+	assert_non_null(p);
+	assert_non_null(m);
+	assert_int_equal(gpu_conv_init(&c, p), 0);
+	msg_init(m, 42);
+	put_kernel(m, "_Z5saxpyifPfS_", 9, 1000, 4000, 1, 13);
+	put_copy(m, 10, 5000, 5500, 1 << 20, 2 /* DTOH */);
+	put_api(m, 4242, 9, 900);
+	msg_put(m, &s, sizeof(s), NULL);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	assert_int_equal(c.kernels, 1);
+	assert_int_equal(c.memcpys, 1);
+	assert_int_equal(c.apis, 1);
+	assert_int_equal(c.dropped, 3);
+	assert_int_equal(c.bad, 0);
+	k = find_kind(p, EVK_GPU_KERNEL, 0);
+	assert_non_null(k);
+	assert_string_equal(profile__str(p, k->name), "saxpy"); /* demangled, no parameters */
+	assert_int_equal(k->ts, 1000);
+	assert_int_equal(k->dur, 3000);
+	assert_int_equal(k->pid, 42);
+	assert_int_equal(k->a, (1ULL << 32) | 13);
+	assert_int_equal(k->b, (16ULL << 32) | 128);
+	assert_int_equal(k->c, 9);
+	cp = find_kind(p, EVK_GPU_MEMCPY, 0);
+	assert_int_equal(cp->b, 1 << 20);
+	assert_int_equal(cp->flags, GPU_COPY_DTOH);
+	a = find_kind(p, EVK_CUDA_CORR, 0);
+	assert_int_equal(a->tid, 4242);
+	assert_int_equal(a->c, 9);
+	/* a later stats record counts only the new drops */
+	msg_init(m, 42);
+	s.dropped = 5;
+	msg_put(m, &s, sizeof(s), NULL);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	assert_int_equal(c.dropped, 5);
+	gpu_conv_free(&c);
+	profile__free(p);
+	free(m);
+}
+
+static void test_conv_malformed(void **state)
+{
+	struct profile *p = profile__new();
+	struct msg *m = malloc(sizeof(*m));
+	struct gpu_conv c;
+	size_t before;
+
+	assert_int_equal(gpu_conv_init(&c, p), 0);
+	msg_init(m, 1);
+	((struct egpu_msg *)m->buf)->magic = 0x1234;
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), -EINVAL);
+	msg_init(m, 1);
+	((struct egpu_msg *)m->buf)->version = EGPU_VERSION + 1;
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), -EINVAL);
+	/* a record whose size runs past the message */
+	msg_init(m, 1);
+	put_kernel(m, "k", 1, 0, 10, 0, 0);
+	((struct egpu_rec *)(m->buf + sizeof(struct egpu_msg)))->size = 4096;
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), -EINVAL);
+	/* a kernel whose name length lies */
+	msg_init(m, 1);
+	put_kernel(m, "k", 1, 0, 10, 0, 0);
+	((struct egpu_kernel *)(m->buf + sizeof(struct egpu_msg)))->name_len = 5000;
+	before = p->events.n;
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	assert_int_equal(p->events.n, before);
+	/* more records announced than present */
+	msg_init(m, 1);
+	put_kernel(m, "k", 1, 0, 10, 0, 0);
+	((struct egpu_msg *)m->buf)->nrec = 3;
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), -EINVAL);
+	/* an unknown kind (a newer library) is skipped, not an error */
+	msg_init(m, 1);
+	{
+		struct egpu_rec r = {99, 0, 0, 0, 0};
+
+		msg_put(m, &r, sizeof(r), NULL);
+	}
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	assert_int_equal(c.bad, 5);
+	assert_int_equal(gpu_conv_message(&c, m->buf, 3), -EINVAL);
+	gpu_conv_free(&c);
+	profile__free(p);
+	free(m);
+}
+
+/* --- the join and the analysis on a synthetic profile ---------------------------------------- */
+
+static uint32_t one_frame_stack(struct profile *p, const char *fn)
+{
+	int64_t loc = profile__special(p, fn);
+
+	assert_true(loc >= 0);
+	return (uint32_t)profile__stack_child(p, 0, (uint32_t)loc);
+}
+
+static void add_api(struct profile *p, uint32_t tid, const char *fn, unsigned cat, uint64_t ts,
+		    uint64_t dur, uint32_t stack, uint64_t bytes, uint64_t addr, uint16_t extra)
+{
+	struct event e = {.kind = EVK_CUDA_API,
+			  .ts = ts,
+			  .dur = dur,
+			  .pid = 10,
+			  .tid = tid,
+			  .stack = stack,
+			  .name = profile__intern(p, fn),
+			  .flags = cat | extra,
+			  .b = bytes,
+			  .c = addr};
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+static void add_gpu(struct profile *p, uint16_t kind, const char *name, uint64_t ts, uint64_t dur,
+		    uint32_t dev, uint32_t stream, uint64_t corr)
+{
+	struct event e = {.kind = kind,
+			  .ts = ts,
+			  .dur = dur,
+			  .pid = 10,
+			  .name = name ? profile__intern(p, name) : 0,
+			  .a = (uint64_t)dev << 32 | stream,
+			  .c = corr,
+			  .flags = GPU_COPY_HTOD,
+			  .b = 4096};
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+static void add_corr(struct profile *p, uint32_t tid, uint64_t ts, uint64_t corr)
+{
+	struct event e = {.kind = EVK_CUDA_CORR, .ts = ts, .pid = 10, .tid = tid, .c = corr};
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+/*
+ * Thread 11 launches k1 twice (from "train") and copies once; thread 12
+ * launches k2 once (from "eval"). CUPTI's callback times fall inside the
+ * uprobe intervals. Device 0: stream 1 runs 100..200 and 300..350; stream 2
+ * runs 150..250 (overlap); device 1: 1000..1100. One copy 400..450.
+ */
+static struct profile *gpu_profile(void)
+{
+	struct profile *p = profile__new();
+	uint32_t train, eval;
+
+	assert_non_null(p);
+	train = one_frame_stack(p, "train");
+	eval = one_frame_stack(p, "eval");
+	profile__set_meta(p, "start_ns", "0");
+	profile__set_meta(p, "end_ns", "2000");
+	add_api(p, 11, "cudaLaunchKernel", CUDA_CAT_LAUNCH, 50, 10, train, 0, 0, 0);
+	add_api(p, 11, "cudaLaunchKernel", CUDA_CAT_LAUNCH, 70, 10, train, 0, 0, 0);
+	/* a driver call nested in the runtime's: not a launch of its own */
+	add_api(p, 11, "cuLaunchKernel", CUDA_CAT_LAUNCH, 72, 5, train, 0, 0, CUDA_API_F_NESTED);
+	add_api(p, 12, "cudaLaunchKernel", CUDA_CAT_LAUNCH, 60, 30, eval, 0, 0, 0);
+	add_api(p, 11, "cudaMemcpyAsync", CUDA_CAT_MEMCPY, 90, 5, train, 4096, 0,
+		GPU_COPY_HTOD << 4);
+	add_api(p, 11, "cudaDeviceSynchronize", CUDA_CAT_SYNC, 500, 700, train, 0, 0, 0);
+	add_api(p, 11, "cudaMalloc", CUDA_CAT_ALLOC, 10, 5, train, 1000, 0xa000, 0);
+	add_api(p, 11, "cudaMalloc", CUDA_CAT_ALLOC, 20, 5, train, 500, 0xb000, 0);
+	add_api(p, 11, "cudaFree", CUDA_CAT_FREE, 30, 5, train, 0, 0xa000, 0);
+	add_api(p, 11, "cudaMalloc", CUDA_CAT_ALLOC, 40, 5, train, 300, 0xc000, 0);
+	add_api(p, 11, "cudaMalloc", CUDA_CAT_ALLOC, 45, 5, train, 9999, 0xd000, CUDA_API_F_FAILED);
+	/* CUPTI: callback times inside the calls; kernels arrive before their corr records */
+	add_gpu(p, EVK_GPU_KERNEL, "k1", 100, 100, 0, 1, 1);
+	add_gpu(p, EVK_GPU_KERNEL, "k1", 300, 50, 0, 1, 2);
+	add_gpu(p, EVK_GPU_KERNEL, "k2", 150, 100, 0, 2, 3);
+	add_gpu(p, EVK_GPU_MEMCPY, NULL, 400, 50, 0, 1, 4);
+	add_gpu(p, EVK_GPU_KERNEL, "k3", 1000, 100, 1, 5, 99); /* no API record: unjoined */
+	add_corr(p, 11, 55, 1);
+	add_corr(p, 11, 74, 2);
+	add_corr(p, 12, 61, 3);
+	add_corr(p, 11, 92, 4);
+	add_corr(p, 11, 200, 77); /* outside any call */
+	return p;
+}
+
+static void test_join(void **state)
+{
+	struct profile *p = gpu_profile();
+	uint32_t *launch = NULL;
+	size_t joined = 0;
+
+	assert_int_equal(gpu_join(p, &launch), 0);
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i], *api;
+
+		if (e->kind != EVK_GPU_KERNEL && e->kind != EVK_GPU_MEMCPY)
+			continue;
+		if (e->c == 99) {
+			assert_int_equal(launch[i], GPU_NO_LAUNCH);
+			continue;
+		}
+		assert_int_not_equal(launch[i], GPU_NO_LAUNCH);
+		api = &p->events.v[launch[i]];
+		joined++;
+		assert_false(api->flags & CUDA_API_F_NESTED);
+		switch (e->c) {
+		case 1:
+			assert_int_equal(api->ts, 50);
+			break;
+		case 2:
+			assert_int_equal(api->ts, 70);
+			break;
+		case 3:
+			assert_int_equal(api->tid, 12);
+			break;
+		case 4:
+			assert_string_equal(profile__str(p, api->name), "cudaMemcpyAsync");
+			break;
+		}
+	}
+	assert_int_equal(joined, 4);
+	free(launch);
+	profile__free(p);
+}
+
+static const struct gpu_kernel_stat *kstat(const struct gpu_summary *s, const struct profile *p,
+					   const char *name)
+{
+	for (size_t i = 0; i < s->nkernels; i++)
+		if (!strcmp(profile__str(p, s->kernels[i].name), name))
+			return &s->kernels[i];
+	return NULL;
+}
+
+static void test_analyze(void **state)
+{
+	struct profile *p = gpu_profile();
+	const struct gpu_kernel_stat *k;
+	struct gpu_summary s;
+
+	assert_int_equal(gpu_analyze(p, &s), 0);
+	assert_true(s.have_activity);
+	k = kstat(&s, p, "k1");
+	assert_non_null(k);
+	assert_int_equal(k->count, 2);
+	assert_int_equal(k->total_ns, 150);
+	assert_int_equal(k->min_ns, 50);
+	assert_int_equal(k->max_ns, 100);
+	assert_string_equal(profile__str(p, s.kernels[0].name), "k1"); /* by total */
+	assert_int_equal(s.kernel_ns, 350);
+	assert_int_equal(s.gpu_events, 5);
+	assert_int_equal(s.joined, 4);
+	/* 3 top-level launches; the nested driver call is counted as a call, not a launch */
+	assert_int_equal(s.launches, 3);
+	assert_int_equal(s.sync_calls, 1);
+	assert_int_equal(s.sync_ns, 700);
+	/* devices: 0 busy 100..250 + 300..350 + 400..450 = 250, gaps 50 and 50; 1 busy 100 */
+	assert_int_equal(s.ndevices, 2);
+	assert_int_equal(s.devices[0].device, 0);
+	assert_int_equal(s.devices[0].busy_ns, 250);
+	assert_int_equal(s.devices[0].window_ns, 2000);
+	assert_int_equal(s.devices[0].gaps[0], 50);
+	assert_int_equal(s.devices[0].gaps[1], 50);
+	assert_int_equal(s.devices[0].gaps[2], 0);
+	assert_int_equal(s.devices[1].busy_ns, 100);
+	/* streams 1 and 2 of device 0 ran 150..200 together */
+	assert_int_equal(s.devices[0].overlap_ns, 50);
+	assert_int_equal(s.devices[1].overlap_ns, 0);
+	/* streams (0,1): 100+50+50; (0,2): 100; (1,5): 100 */
+	assert_int_equal(s.nstreams, 3);
+	assert_int_equal(s.streams[0].busy_ns, 200);
+	assert_int_equal(s.streams[0].count, 3);
+	assert_int_equal(s.streams[1].busy_ns, 100);
+	/* copies: GPU side and API side */
+	assert_int_equal(s.copies[GPU_COPY_HTOD].count, 1);
+	assert_int_equal(s.copies[GPU_COPY_HTOD].bytes, 4096);
+	assert_int_equal(s.copies[GPU_COPY_HTOD].api_count, 1);
+	/* memory: 1000 + 500 - 1000 + 300 -> peak 1500, 800 never freed in 2; the failed call adds
+	 * nothing */
+	assert_int_equal(s.mem_peak, 1500);
+	assert_int_equal(s.mem_live, 800);
+	assert_int_equal(s.mem_live_allocs, 2);
+	gpu_summary_free(&s);
+	profile__free(p);
+}
+
+/* Uprobes only (no CUPTI, no GPU): the CPU side alone, every table but the API one empty. */
+static void test_analyze_api_only(void **state)
+{
+	struct profile *p = profile__new();
+	struct sink *out = sink_mem();
+	struct gpu_summary s;
+	const char *txt;
+	size_t len;
+
+	add_api(p, 11, "cudaMalloc", CUDA_CAT_ALLOC, 10, 5, 0, 64, 0, CUDA_API_F_FAILED);
+	p->events.v[0].a = 35;
+	assert_int_equal(gpu_analyze(p, &s), 0);
+	assert_false(s.have_activity);
+	assert_int_equal(s.nkernels + s.ndevices + s.nstreams + s.nlaunched, 0);
+	assert_int_equal(s.napi, 1);
+	assert_int_equal(s.api[0].errors, 1);
+	assert_int_equal(s.api[0].last_error, 35);
+	assert_int_equal(s.mem_peak, 0); /* a failed allocation allocates nothing */
+	gpu_summary_free(&s);
+	assert_int_equal(report_gpu_text(out, p, 0), 0);
+	txt = sink_mem_data(out, &len);
+	assert_non_null(strstr(txt, "no GPU activity records"));
+	assert_non_null(strstr(txt, "(error 35)"));
+	sink_close(out);
+	assert_int_equal(gpu_to_samples(p, GPU_WEIGHT_GPU_NS), 0);
+	profile__free(p);
+}
+
+static void test_gpu_samples(void **state)
+{
+	struct profile *p = gpu_profile();
+	uint64_t train_k1 = 0, eval_k2 = 0, none_k3 = 0, copy = 0;
+
+	assert_int_equal(gpu_to_samples(p, GPU_WEIGHT_GPU_NS), 5);
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const struct sample *s = &p->samples.v[i];
+		const struct stack_node *leaf = &p->stacks.v[s->stack];
+		const struct stack_node *parent = &p->stacks.v[leaf->parent];
+		uint32_t n;
+		const char *ln = profile__str(p, profile__loc_frames(p, leaf->loc, &n)[0].name);
+		const char *pn = profile__str(p, profile__loc_frames(p, parent->loc, &n)[0].name);
+
+		if (!strcmp(ln, "[gpu] k1") && !strcmp(pn, "train"))
+			train_k1 += s->weight;
+		else if (!strcmp(ln, "[gpu] k2") && !strcmp(pn, "eval"))
+			eval_k2 += s->weight;
+		else if (!strcmp(ln, "[gpu] k3") && !strcmp(pn, "[no launch stack]"))
+			none_k3 += s->weight;
+		else if (!strcmp(ln, "[gpu] memcpy HtoD") && !strcmp(pn, "train"))
+			copy += s->weight;
+		else
+			fail_msg("unexpected stack %s <- %s", ln, pn);
+	}
+	assert_int_equal(train_k1, 150);
+	assert_int_equal(eval_k2, 100);
+	assert_int_equal(none_k3, 100);
+	assert_int_equal(copy, 50);
+	profile__free(p);
+	p = gpu_profile();
+	/* API time: every top-level call, the nested one left out */
+	assert_int_equal(gpu_to_samples(p, GPU_WEIGHT_API_NS), 10);
+	profile__free(p);
+}
+
+static void test_report_json(void **state)
+{
+	struct profile *p = gpu_profile();
+	struct sink *s = sink_mem();
+	const char *out;
+	size_t len;
+
+	assert_int_equal(report_gpu_json(s, p), 0);
+	out = sink_mem_data(s, &len);
+	assert_non_null(strstr(out, "\"gpu\": {"));
+	assert_non_null(
+	    strstr(out, "{\"name\": \"k1\", \"count\": 2, \"total_ns\": 150, \"mean_ns\": 75"));
+	assert_non_null(strstr(out, "\"mem_never_freed_bytes\": 800"));
+	assert_non_null(strstr(out, "\"busy_ns\": 250"));
+	sink_close(s);
+	/* no GPU events: no key at all */
+	s = sink_mem();
+	profile__free(p);
+	p = profile__new();
+	assert_int_equal(report_gpu_json(s, p), 0);
+	sink_mem_data(s, &len);
+	assert_int_equal(len, 0);
+	sink_close(s);
+	profile__free(p);
+}
+
+static size_t count_str(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+static void test_trace(void **state)
+{
+	struct profile *p = gpu_profile();
+	struct trace_opts o = {0};
+	struct sink *s = sink_mem();
+	const char *out;
+	size_t len;
+
+	assert_int_equal(trace_write(s, p, &o, NULL), 0);
+	out = sink_mem_data(s, &len);
+	assert_non_null(strstr(out, "\"GPU (pid 10)\""));
+	assert_non_null(strstr(out, "\"GPU 0 stream 1\""));
+	assert_non_null(strstr(out, "\"GPU 1 stream 5\""));
+	assert_non_null(strstr(out, "\"11 CUDA API\""));
+	/* 4 joined activities: 4 arrows, each a start and an end */
+	assert_int_equal(count_str(out, "\"ph\":\"s\""), 4);
+	assert_int_equal(count_str(out, "\"ph\":\"f\""), 4);
+	/* memory counter: 1000, 1500, 500, 800 (the failed call leaves no point) */
+	assert_int_equal(count_str(out, "\"name\":\"GPU memory\""), 4);
+	assert_non_null(strstr(out, "\"bytes\":1500"));
+	assert_non_null(strstr(out, "\"bytes\":800"));
+	/* the nested driver call is not a slice of its own */
+	assert_null(strstr(out, "\"cuLaunchKernel\""));
+	sink_close(s);
+	profile__free(p);
+}
+
+static void test_cookie(void **state)
+{
+	int i = cuda_func_find("cudaMemcpy2D");
+	uint64_t c;
+
+	assert_true(i >= 0);
+	c = cuda_func_cookie(i);
+	assert_int_equal(CUDA_CK_FUNC(c), i);
+	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_BYTES), 4);
+	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_BYTES2), 5);
+	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_KIND), 6);
+	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_PTR), CUDA_ARG_NONE);
+	c = cuda_func_cookie(cuda_func_find("cuModuleGetFunction"));
+	assert_int_equal(CUDA_CK_CLASS(c), CUDA_CL_HANDLE);
+	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_OUT), 0);
+	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_NAME), 2);
+	c = cuda_func_cookie(cuda_func_find("cuMemsetD32_v2"));
+	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_SHIFT), 2);
+	c = cuda_func_cookie(cuda_func_find("cudaLaunchKernel"));
+	assert_int_equal(CUDA_CK_CLASS(c), CUDA_CL_LAUNCH);
+	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_PTR), 0);
+	assert_int_equal(cuda_func_find("cudaNoSuchThing"), -1);
+	assert_int_equal(cuda_memcpy_kind_dir(1), GPU_COPY_HTOD);
+	assert_int_equal(cuda_memcpy_kind_dir(4), GPU_COPY_UNKNOWN);
+	assert_true(cuda_nfuncs < 128); /* the recorder's per-object tables */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_conv_records),
+	    cmocka_unit_test(test_conv_malformed),
+	    cmocka_unit_test(test_join),
+	    cmocka_unit_test(test_analyze),
+	    cmocka_unit_test(test_analyze_api_only),
+	    cmocka_unit_test(test_gpu_samples),
+	    cmocka_unit_test(test_report_json),
+	    cmocka_unit_test(test_trace),
+	    cmocka_unit_test(test_cookie),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
