@@ -57,10 +57,12 @@ def test_offcpu_min_us_filters(ep, progs):
     ep.run("record", "--offcpu-min-us", "20000", "-q", "-o", "min.eprof", "--",
            progs["sleephalf"], "1")
     rep = ep.report_json("min.eprof")
-    # 10 ms sleeps are all shorter than 20 ms: none recorded, all counted as skipped
-    # (a preemption of 20 ms or more on a busy machine may be).
-    assert rep.get("offcpu") is None or rep["offcpu"]["by_kind"]["sleep"] == 0
-    assert rep["stats"]["offcpu_short_skipped"] >= 40
+    # 10 ms sleeps are shorter than 20 ms: skipped and counted. On a loaded machine a few
+    # sleeps (or preemptions) stretch past 20 ms and are rightly recorded: a handful at most.
+    skipped = rep["stats"]["offcpu_short_skipped"]
+    assert skipped >= 40
+    off = rep.get("offcpu")
+    assert off is None or off["intervals"] <= 0.2 * skipped, (off, skipped)
 
 
 def test_critical_path_through_worker(ep, progs):
