@@ -148,6 +148,37 @@ static __always_inline __u32 copy_user_stack(struct scratch_buf *b, __u32 pos0, 
 }
 
 /*
+ * While a uretprobe (a --region function) is pending, the kernel has put its
+ * trampoline in place of the function's return address on the user stack,
+ * and DWARF unwinding of the copy would stop there. The originals are in
+ * current->utask->return_instances (innermost first, each with the stack
+ * slot it replaced): put them back into the copy. x86: the slot is the sp at
+ * entry; elsewhere the return address is in a register at entry.
+ */
+static __always_inline void fix_uretprobe_slots(struct task_struct *task, struct scratch_buf *b,
+						__u32 pos0, __u64 sp, __u32 len)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct return_instance *ri;
+
+	if (!bpf_core_field_exists(task->utask))
+		return;
+	ri = BPF_CORE_READ(task, utask, return_instances);
+	for (int i = 0; i < 64 && ri; i++) {
+		__u64 slot = BPF_CORE_READ(ri, stack), ret = BPF_CORE_READ(ri, orig_ret_vaddr);
+		__u64 pos = pos0 + (slot - sp);
+
+		if (slot >= sp && slot - sp + 8 <= len) {
+			asm volatile("" : "+r"(pos));
+			if (pos <= SCRATCH_SIZE - 8)
+				__builtin_memcpy(b->data + pos, &ret, 8);
+		}
+		ri = BPF_CORE_READ(ri, next);
+	}
+#endif
+}
+
+/*
  * Fills the stack part of an event whose fixed part (ending with struct
  * ev_stack) is the first hdr_size bytes of b: kernel ips when kstack is set,
  * user registers, and user ips (frame pointers) or a copy of up to
@@ -192,6 +223,8 @@ static __always_inline __u64 capture_stack(void *ctx, struct scratch_buf *b, __u
 			ulen = copy_user_stack(b, hdr_size + kbytes, st->user_sp, user_bytes, h);
 			if (!ulen)
 				stat_inc(BSTAT_SNAP_FAULT);
+			else
+				fix_uretprobe_slots(task, b, hdr_size + kbytes, st->user_sp, ulen);
 		} else {
 			__u32 pos = hdr_size + kbytes;
 

@@ -17,6 +17,8 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_UNMAPPED_ADDR] = "unmapped_addresses",
 	[STAT_EVENTS_LOST] = "events_lost",
 	[STAT_DECODE_ERR] = "decode_errors",
+	[STAT_REGIONS_LOST] = "regions_lost",
+	[STAT_REGIONS_UNMATCHED] = "regions_unmatched",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

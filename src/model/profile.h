@@ -105,6 +105,9 @@ enum event_kind {
 	EVK_KIND_MAX = 64,
 };
 
+/* flags of EVK_REGION */
+#define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
+
 struct event {
 	uint64_t ts;  /* CLOCK_MONOTONIC ns (start for intervals) */
 	uint64_t dur; /* ns, 0 for instants */
@@ -149,6 +152,9 @@ enum profile_stat {
 	STAT_UNMAPPED_ADDR,	  /* user pc in no known mapping */
 	STAT_EVENTS_LOST,	  /* non-sample events lost */
 	STAT_DECODE_ERR,	  /* malformed events from BPF */
+	/* regions */
+	STAT_REGIONS_LOST,	  /* regions not recorded: ring buffer full, nested too deep */
+	STAT_REGIONS_UNMATCHED,	  /* region ends without a begin, begins never ended */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

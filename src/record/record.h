@@ -10,6 +10,7 @@
 #include "events.h"
 
 #define RECORD_MAX_PIDS 1024
+#define RECORD_MAX_REGIONS 64 /* --region and --usdt options, each */
 
 struct record_opts {
 	uint32_t pids[RECORD_MAX_PIDS];
@@ -26,6 +27,12 @@ struct record_opts {
 	bool quiet;
 	int verbose;
 	bool live; /* eprof top: no output file, fast symbolization (no lines, no debuginfod) */
+	/* regions (src/record/region.c): BIN:SYMBOL / BIN:0xADDR and BIN:PROVIDER:NAME */
+	const char *regions[RECORD_MAX_REGIONS];
+	size_t nregions;
+	const char *usdts[RECORD_MAX_REGIONS];
+	size_t nusdts;
+	bool no_auto_regions; /* no EPROF_REGION_* / NVTX probes unless asked for */
 };
 
 /* Fills opts from argv (after "record"). Returns 0, 1 for --help, or -EINVAL (message printed). */
