@@ -145,7 +145,8 @@ struct ev_region {
 	__u64 dur;
 	__u32 pair;	 /* region pair id */
 	__u16 depth;	 /* regions open on the thread around this one (0 = outermost) */
-	__u16 label_len; /* bytes of label used (0: the pair's name applies) */
+	__u16 label_len; /* bytes of label used */
+	__u64 label_addr; /* where the name string is in the target, 0 = none */
 	char label[EPROF_REGION_LABEL];
 };
 

@@ -69,8 +69,13 @@ static __always_inline void region_read_label(struct pt_regs *ctx, const struct 
 	if (pr->arg_kind == REGION_ARG_DEREF &&
 	    bpf_probe_read_user(&ptr, sizeof(ptr), (void *)(ptr + pr->arg_off)))
 		return;
+	s->label_addr = ptr;
+	/*
+	 * A name starts with a printable character; anything else was not a
+	 * string. A page the target never touched cannot be read here (no page
+	 * faults): userspace then reads the name at label_addr.
+	 */
 	n = bpf_probe_read_user_str(s->label, sizeof(s->label), (void *)ptr);
-	/* A name starts with a printable character; anything else was not a string. */
 	if (n > 1 && s->label[0] >= 0x20 && s->label[0] < 0x7f)
 		s->label_len = n - 1;
 }
@@ -93,6 +98,7 @@ static __always_inline void region_send(struct region_tstate *t, int depth, __u6
 	e->pair = s->pair;
 	e->depth = depth;
 	e->label_len = s->label_len;
+	e->label_addr = s->label_addr;
 	if (s->label_len)
 		__builtin_memcpy(e->label, s->label, sizeof(e->label));
 	else

@@ -22,6 +22,7 @@ struct region_slot {
 	__u32 pair;
 	__u16 label_len;
 	__u16 pad;
+	__u64 label_addr; /* the name's address in the target, 0 = none */
 	char label[EPROF_REGION_LABEL];
 };
 
@@ -46,6 +47,7 @@ static __always_inline struct region_slot *region_push(struct region_tstate *t, 
 	s->start = start;
 	s->pair = pair;
 	s->label_len = 0;
+	s->label_addr = 0;
 	t->depth = d + 1;
 	return s;
 }

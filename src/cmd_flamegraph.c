@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../flamegraph/flamegraph.h"
+#include "analysis/regions.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -25,10 +26,12 @@ static void flamegraph_usage(FILE *f)
 		   "      --ns            weigh by CPU ns instead of sample counts\n"
 		   "      --no-comm       no thread-name root frame\n"
 		   "      --pid PID, --tid TID  only these samples\n"
+		   "      --region NAME   only samples inside that region\n"
 		   "      --title TEXT, --width PX, --inverted (icicle graph)\n");
 }
 
-enum { F_CPU = 256, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
+enum { F_CPU = 256, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV,
+       F_REGION };
 
 static int fg_opt(int c, const char *arg, void *opts)
 {
@@ -64,6 +67,9 @@ static int fg_opt(int c, const char *arg, void *opts)
 	case F_INV:
 		o->inverted = true;
 		return 0;
+	case F_REGION:
+		o->region = arg;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -82,6 +88,7 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 		{ "title", required_argument, NULL, F_TITLE },
 		{ "width", required_argument, NULL, F_WIDTH },
 		{ "inverted", no_argument, NULL, F_INV },
+		{ "region", required_argument, NULL, F_REGION },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -203,6 +210,7 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 int cmd_flamegraph(int argc, char **argv)
 {
 	struct flamegraph_cli o;
+	struct region_ranges *ranges = NULL;
 	struct profile *p = NULL;
 	struct sink *out;
 	int err;
@@ -216,9 +224,14 @@ int cmd_flamegraph(int argc, char **argv)
 		return 2;
 	if (profile_open(o.input, &p))
 		return 1;
+	if (o.region && region_filter_apply(p, o.region, &o.filter, &ranges)) {
+		profile__free(p);
+		return 1;
+	}
 	out = sink_open(o.output, 0644);
 	if (!out) {
 		log_err("failed to open '%s': %s", o.output, strerror(errno));
+		region_ranges__free(ranges);
 		profile__free(p);
 		return 1;
 	}
@@ -231,6 +244,7 @@ int cmd_flamegraph(int argc, char **argv)
 		err = write_svg(out, p, &o);
 	}
 	err = sink_close(out) ?: err;
+	region_ranges__free(ranges);
 	profile__free(p);
 	if (err) {
 		log_err("failed to write '%s': %s", o.output, strerror(-err));

@@ -34,6 +34,7 @@ struct report_cli {
 	struct report_opts r;
 	const char *input;
 	const char *output;
+	const char *region; /* --region NAME: samples inside that region only */
 };
 
 struct flamegraph_cli {
@@ -41,6 +42,7 @@ struct flamegraph_cli {
 	struct sample_filter filter;
 	bool folded, lines, inverted, weight_ns, no_comm;
 	unsigned width;
+	const char *region; /* --region NAME: samples inside that region only */
 };
 
 /* --time-range START:END in seconds from the start of the record; either side may be empty. */
@@ -102,6 +104,15 @@ struct top_cli {
 	enum top_sort sort;
 };
 int parse_top_args(int argc, char **argv, struct top_cli *o);
+
+/*
+ * --region NAME: sets f->match to the inside of that region's instances (per
+ * thread). *ranges is to be freed with region_ranges__free. 0, or -ENOENT
+ * (logged) when the profile has no such region.
+ */
+struct region_ranges;
+int region_filter_apply(const struct profile *p, const char *name, struct sample_filter *f,
+			struct region_ranges **ranges);
 
 /* Common option parsing helpers. */
 int parse_u32_arg(const char *opt, const char *arg, unsigned long min, unsigned long max,

@@ -7,6 +7,7 @@
 
 #include "../util/sink.h"
 #include "report.h"
+#include "report_regions.h"
 
 static bool stack_truncated(const struct profile *p, uint32_t node)
 {
@@ -231,9 +232,13 @@ static void json_summary(struct sink *out, const struct profile *p, const struct
 
 int report_write(struct sink *out, struct profile *p, const struct report_opts *o)
 {
+	struct sample_filter rf = o->hot.filter;
 	struct profile_summary s;
 	struct hot_result r;
 	int err;
+
+	/* Regions are not samples: --region restricts samples, not the regions table. */
+	rf.match = NULL;
 
 	profile_summarize(p, &o->hot.filter, &s);
 	err = hot_functions(p, &o->hot, &r);
@@ -244,6 +249,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		json_functions(out, p, o, &r);
 		if (o->threads)
 			err = json_threads(out, p, o);
+		if (!err)
+			err = report_regions_json(out, p, &rf);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -253,6 +260,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			text_functions(out, p, o, &r);
 		if (o->threads && s.samples)
 			err = text_threads(out, p, o, s.samples);
+		if (!err)
+			err = report_regions_text(out, p, &rf);
 	}
 	hot_result__free(&r);
 	return err ? err : out->err;

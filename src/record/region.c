@@ -13,6 +13,7 @@
  * site (file, offset, entry/return) is attached once.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include "eprof_abi.h"
 #include "profile.skel.h"
 #include "../util/elf_layout.h"
+#include "../util/hmap.h"
 #include "../util/log.h"
 #include "events.h"
 #include "feature.h"
@@ -38,7 +40,7 @@
 
 #include "region_pair.h"
 
-_Static_assert(sizeof(struct ev_region) == 24 + 16 + EPROF_REGION_LABEL, "ev_region layout");
+_Static_assert(sizeof(struct ev_region) == 24 + 24 + EPROF_REGION_LABEL, "ev_region layout");
 _Static_assert(sizeof(struct region_probe) == 16, "region_probe layout");
 
 #define REGION_MAX_PROBES 4096
@@ -88,6 +90,7 @@ struct region_state {
 	uint64_t next_scan;
 	bool auto_on;
 	bool warned_full;
+	struct hmap *labels; /* (pid, address) -> string id of names read from /proc/PID/mem */
 };
 
 static int grow(void **v, size_t *cap, size_t n, size_t elem)
@@ -522,6 +525,9 @@ static int region_configure(struct feature_ctx *f, void **state)
 		return -ENOMEM;
 	*state = st;
 	st->f = f;
+	st->labels = hmap__new(64);
+	if (!st->labels)
+		return -ENOMEM;
 	st->auto_on = !o->no_auto_regions && !o->all;
 	st->specs = calloc(o->nregions + o->nusdts + 1, sizeof(*st->specs));
 	if (!st->specs)
@@ -547,6 +553,35 @@ static int region_configure(struct feature_ctx *f, void **state)
 	return 0;
 }
 
+/*
+ * A name BPF could not read (its page not yet faulted in by the target):
+ * read it from /proc/PID/mem, once per (pid, address). 0 when unreadable or
+ * not a name.
+ */
+static uint32_t label_from_mem(struct region_state *st, uint32_t pid, uint64_t addr)
+{
+	char path[64], buf[EPROF_REGION_LABEL + 1];
+	uint64_t id;
+	ssize_t n;
+	int fd;
+
+	if (hmap__get(st->labels, pid, addr, &id))
+		return id;
+	snprintf(path, sizeof(path), "/proc/%u/mem", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? pread(fd, buf, EPROF_REGION_LABEL, (off_t)addr) : -1;
+	if (fd >= 0)
+		close(fd);
+	id = 0;
+	if (n > 0) {
+		buf[n] = '\0';
+		if (buf[0] >= 0x20 && buf[0] < 0x7f)
+			id = profile__intern(st->f->p, buf);
+	}
+	hmap__put(st->labels, pid, addr, id);
+	return id;
+}
+
 static int handle_region(struct event_ctx *c, void *arg, const void *data, size_t size)
 {
 	struct region_state *st = arg;
@@ -568,9 +603,11 @@ static int handle_region(struct event_ctx *c, void *arg, const void *data, size_
 		memcpy(label, e->label, e->label_len);
 		label[e->label_len] = '\0';
 		ev.name = profile__intern(c->p, label);
-	} else {
-		ev.name = st->pair_str[e->pair];
+	} else if (e->label_addr) {
+		ev.name = label_from_mem(st, e->h.pid, e->label_addr);
 	}
+	if (!ev.name)
+		ev.name = st->pair_str[e->pair];
 	events_note_thread(c, e->h.pid, e->h.tid, NULL, e->h.ts);
 	return profile__add_event(c->p, &ev);
 }
@@ -689,6 +726,7 @@ static int emit_open(struct region_state *st, uint64_t now)
 			e.pair = s->pair;
 			e.depth = d;
 			e.label_len = s->label_len;
+			e.label_addr = s->label_addr;
 			memcpy(e.label, s->label, sizeof(e.label));
 			if (e.h.pid)
 				err = handle_region(st->f->ev, st, &e, sizeof(e));
@@ -741,6 +779,7 @@ static void region_destroy(struct feature_ctx *f, void *state)
 	free(st->sites);
 	free(st->seen);
 	free(st->specs);
+	hmap__free(st->labels);
 	free(st);
 }
 
