@@ -13,6 +13,9 @@
 #include "common.bpf.h"
 #include "region_pair.h"
 
+/* Set by userspace when the record stops; the probes are detached later (slow). */
+bool region_stopped = false;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1); /* set to the number of probes from userspace */
@@ -118,7 +121,7 @@ int region_probe(struct pt_regs *ctx)
 	struct region_slot *s;
 	int depth;
 
-	if (!is_target(id >> 32))
+	if (region_stopped || !is_target(id >> 32))
 		return 0;
 	pr = bpf_map_lookup_elem(&region_probes, &key);
 	if (!pr)

@@ -749,7 +749,11 @@ static int region_finish(struct feature_ctx *f, void *state)
 	struct timespec ts;
 	int err;
 
-	detach_all(st);
+	/*
+	 * Each uprobe detach waits for the kernel (100+ ms, serialized): switch the
+	 * probes off here and detach in destroy, once the file is written.
+	 */
+	f->skel->bss->region_stopped = true;
 	f->consume(f);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	err = emit_open(st, (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec);
