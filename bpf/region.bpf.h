@@ -155,8 +155,8 @@ int BPF_PROG(region_thread_exit, struct task_struct *p)
 {
 	__u32 tid = p->pid;
 
-	if (is_target(p->tgid))
-		bpf_map_delete_elem(&region_threads, &tid);
+	/* No is_target(): the process may have left the target set first (on_exit). */
+	bpf_map_delete_elem(&region_threads, &tid);
 	return 0;
 }
 

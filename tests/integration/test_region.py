@@ -129,3 +129,35 @@ def test_attach_to_running_process(ep, need_bpf, regionfix):
     inner = sum(r["count"] for r in regs["inner"])
     assert 100 <= inner <= 200, regs["inner"]
     assert "phase" in regs and sum(r["count"] for r in regs["phase"]) >= 20
+
+
+def test_usdt_semaphores_and_runtime_names(ep, need_bpf, tmp_path):
+    exe = str(tmp_path / "usdtsema")
+    subprocess.run(["cc", "-O2", "-g", "-o", exe, os.path.join(FIXTURES, "usdtsema.c")],
+                   check=True)
+    bare = json.loads(subprocess.run([exe], capture_output=True, text=True, check=True).stdout)
+    assert bare["sema_seen"] == 0  # nobody traces: the guarded probes are skipped
+    r = ep.run("record", "-q", "-o", "s.data", "--usdt", f"{exe}:app:step", "--", exe)
+    assert json.loads(r.stdout)["sema_seen"] == 30  # eprof set the semaphores
+    regs = regions_by_name(ep.report_json("s.data"))
+    assert {k: v[0]["count"] for k, v in regs.items()} == {"step0": 10, "step1": 10, "step2": 10}
+    for v in regs.values():
+        assert v[0]["min_ns"] >= 1.9e6 and v[0]["parent"] is None
+
+
+def test_library_loaded_later(ep, need_bpf, tmp_path):
+    """--region on a library that is dlopen()ed mid-run: probes come from the poll hook."""
+    lib = tmp_path / "libhot.so"
+    exe = tmp_path / "dlopen"
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-fno-optimize-sibling-calls", "-o",
+                    str(lib), os.path.join(FIXTURES, "libhot.c")], check=True)
+    subprocess.run(["cc", "-O2", "-g", "-o", str(exe), os.path.join(FIXTURES, "dlopen.c"), "-ldl"],
+                   check=True)
+    r = ep.run("record", "-q", "-o", "d.data", "--region", "libhot:inner_lib_loop", "--",
+               str(exe), str(lib), "1.0")
+    regs = regions_by_name(ep.report_json("d.data"))
+    assert "inner_lib_loop" in regs, (regs, r.stderr)
+    loop = regs["inner_lib_loop"][0]
+    # one call takes well under a millisecond: over ~0.9 s of probing, hundreds of calls
+    assert loop["count"] >= 100 and loop["parent"] is None
+    assert loop["total_ns"] >= 0.5e9
