@@ -125,10 +125,12 @@ def test_attach_to_running_process(ep, need_bpf, regionfix):
         proc.kill()
         proc.wait()
     regs = regions_by_name(ep.report_json("r.data"))
-    # 2 s of a 240 ms loop: inner 20 per loop, phase 4 (begins before the attach are not seen)
+    # 2 s of a 240 ms loop (slower on a loaded machine): 5 inner calls per phase; a phase
+    # begun before the attach is not seen, its inner calls are (at the top level)
     inner = sum(r["count"] for r in regs["inner"])
-    assert 100 <= inner <= 200, regs["inner"]
-    assert "phase" in regs and sum(r["count"] for r in regs["phase"]) >= 20
+    phases = sum(r["count"] for r in regs.get("phase", []))
+    assert inner >= 10 and phases >= 2, regs
+    assert 5 * phases - 5 <= inner <= 5 * phases + 5, (inner, phases)
 
 
 def test_usdt_semaphores_and_runtime_names(ep, need_bpf, tmp_path):
