@@ -59,9 +59,9 @@ static __always_inline struct region_tstate *region_state(__u32 tid, bool create
 }
 
 static __always_inline void region_read_label(struct pt_regs *ctx, const struct region_probe *pr,
-					      struct region_slot *s)
+					      struct region_slot *s, bool sleepable)
 {
-	__u64 ptr = 0;
+	__u64 ptr = 0, room;
 	long n;
 
 	if (pr->arg_kind == REGION_ARG_NONE)
@@ -73,12 +73,33 @@ static __always_inline void region_read_label(struct pt_regs *ctx, const struct 
 	    bpf_probe_read_user(&ptr, sizeof(ptr), (void *)(ptr + pr->arg_off)))
 		return;
 	s->label_addr = ptr;
-	/*
-	 * A name starts with a printable character; anything else was not a
-	 * string. A page the target never touched cannot be read here (no page
-	 * faults): userspace then reads the name at label_addr.
-	 */
 	n = bpf_probe_read_user_str(s->label, sizeof(s->label), (void *)ptr);
+	if (n < 0 && sleepable) {
+		/*
+		 * A page the target never touched (a literal in .rodata) cannot be
+		 * read without a page fault, which only a sleepable program may take.
+		 * Copy up to the end of the page; the name must end there.
+		 */
+		room = 4096 - (ptr & 4095);
+		if (room > sizeof(s->label) - 1)
+			room = sizeof(s->label) - 1;
+		asm volatile("" : "+r"(room));
+		if (room >= 1 && room <= sizeof(s->label) - 1 &&
+		    !bpf_copy_from_user(s->label, room, (void *)ptr)) {
+			s->label[sizeof(s->label) - 1] = 0;
+			n = 1;
+			for (int i = 0; i < EPROF_REGION_LABEL - 1; i++) {
+				if (!s->label[i])
+					break;
+				n++;
+			}
+			if (n > (long)room)
+				n = -1; /* no NUL within the page */
+			else
+				s->label[n - 1] = 0;
+		}
+	}
+	/* A name starts with a printable character; anything else was not a string. */
 	if (n > 1 && s->label[0] >= 0x20 && s->label[0] < 0x7f)
 		s->label_len = n - 1;
 }
@@ -111,8 +132,7 @@ static __always_inline void region_send(struct region_tstate *t, int depth, __u6
 				      : BPF_RB_NO_WAKEUP);
 }
 
-SEC("?uprobe")
-int region_probe(struct pt_regs *ctx)
+static __always_inline int region_handle(struct pt_regs *ctx, bool sleepable)
 {
 	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
 	__u32 key = bpf_get_attach_cookie(ctx), dropped;
@@ -137,7 +157,7 @@ int region_probe(struct pt_regs *ctx)
 		if (!s)
 			stat_inc(BSTAT_REGION_TOO_DEEP);
 		else
-			region_read_label(ctx, pr, s);
+			region_read_label(ctx, pr, s, sleepable);
 		return 0;
 	}
 	depth = region_pop(t, pr->pair, &dropped);
@@ -148,6 +168,19 @@ int region_probe(struct pt_regs *ctx)
 	if (depth >= 0)
 		region_send(t, depth, id, now, 0);
 	return 0;
+}
+
+SEC("?uprobe")
+int region_probe(struct pt_regs *ctx)
+{
+	return region_handle(ctx, false);
+}
+
+/* For begins that carry a name (USDT, NVTX): may fault the name's page in. */
+SEC("?uprobe.s")
+int region_probe_s(struct pt_regs *ctx)
+{
+	return region_handle(ctx, true);
 }
 
 SEC("?tp_btf/sched_process_exit")

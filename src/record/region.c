@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,6 +90,7 @@ struct region_state {
 	size_t nseen, seen_cap;
 	uint64_t next_scan;
 	bool auto_on;
+	bool sleepable; /* the kernel runs sleepable uprobes (6.0+) */
 	bool warned_full;
 	struct hmap *labels; /* (pid, address) -> string id of names read from /proc/PID/mem */
 };
@@ -215,8 +217,9 @@ static int probe_new(struct region_state *st, uint32_t pair, enum region_op op,
 	return key;
 }
 
+/* named: a begin that reads a name, run by the sleepable program (it may fault pages in). */
 static int attach_site(struct region_state *st, const char *path, uint64_t dev, uint64_t ino,
-		       uint64_t off, bool ret, int cookie, uint64_t sema_off)
+		       uint64_t off, bool ret, int cookie, uint64_t sema_off, bool named)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = cookie,
 		    .ref_ctr_offset = sema_off);
@@ -231,7 +234,9 @@ static int attach_site(struct region_state *st, const char *path, uint64_t dev, 
 	    grow((void **)&st->links, &st->links_cap, st->nlinks, sizeof(*st->links)))
 		return -ENOMEM;
 	/* pid -1: every process; region_probe keeps the targets' (children forked later too). */
-	l = bpf_program__attach_uprobe_opts(st->f->skel->progs.region_probe, -1, path, off, &uo);
+	l = bpf_program__attach_uprobe_opts(named && st->sleepable ? st->f->skel->progs.region_probe_s
+					     : st->f->skel->progs.region_probe,
+					     -1, path, off, &uo);
 	if (!l) {
 		err = -errno;
 		log_warn("failed to attach region %s to '%s' at offset %#" PRIx64 ": %s",
@@ -278,9 +283,9 @@ static int attach_func(struct region_state *st, struct region_spec *s, const cha
 	e = probe_new(st, pair, REGION_OP_END, NULL);
 	if (b < 0 || e < 0)
 		return b < 0 ? b : e;
-	err = attach_site(st, path, dev, ino, off, false, b, 0);
+	err = attach_site(st, path, dev, ino, off, false, b, 0, false);
 	if (!err)
-		err = attach_site(st, path, dev, ino, off, true, e, 0);
+		err = attach_site(st, path, dev, ino, off, true, e, 0, false);
 	if (!err)
 		log_debug("region '%s': %s at %#" PRIx64, name, path, off);
 	return err;
@@ -343,7 +348,7 @@ static int attach_usdt(struct region_state *st, const char *path, int fd, uint64
 		}
 		/* A semaphore makes the target evaluate the probe's arguments: the kernel bumps it. */
 		if (!attach_site(st, path, dev, ino, notes[i].pc_off, false, cookie,
-				 notes[i].sema_off))
+				 notes[i].sema_off, role == 1 && a.size))
 			attached++;
 	}
 	free(notes);
@@ -381,8 +386,8 @@ static int attach_nvtx(struct region_state *st, const char *path, int fd, uint64
 		e = probe_new(st, pair, REGION_OP_END, NULL);
 		if (b < 0 || e < 0)
 			return b < 0 ? b : e;
-		if (!attach_site(st, path, dev, ino, ob, false, b, 0) &&
-		    !attach_site(st, path, dev, ino, oe, false, e, 0))
+		if (!attach_site(st, path, dev, ino, ob, false, b, 0, a.size != 0) &&
+		    !attach_site(st, path, dev, ino, oe, false, e, 0, false))
 			attached++;
 	}
 	if (attached)
@@ -515,10 +520,44 @@ static int scan_path(struct region_state *st, const char *path)
 	return scan_file(st, path, makedev(major(sb.st_dev), minor(sb.st_dev)), sb.st_ino);
 }
 
+struct needed_ctx {
+	struct region_state *st;
+	int err;
+};
+
+static void scan_needed(void *arg, const char *path)
+{
+	struct needed_ctx *c = arg;
+
+	if (!c->err)
+		c->err = scan_path(c->st, path);
+}
+
+/*
+ * A launched command's executable and the libraries it links: probed before
+ * it starts, so regions at its very beginning are not missed. Libraries it
+ * loads later come from the poll hook.
+ */
+static int scan_command(struct region_state *st, const char *path)
+{
+	struct needed_ctx c = { st, 0 };
+	int fd, err = scan_path(st, path);
+
+	if (err)
+		return err;
+	fd = open_regular(path);
+	if (fd < 0)
+		return 0;
+	elf_needed_paths(fd, path, getenv("LD_LIBRARY_PATH"), scan_needed, &c);
+	close(fd);
+	return c.err;
+}
+
 static int region_configure(struct feature_ctx *f, void **state)
 {
 	const struct record_opts *o = f->o;
 	struct region_state *st = calloc(1, sizeof(*st));
+	struct utsname u;
 	int err = -EINVAL;
 
 	if (!st)
@@ -548,6 +587,10 @@ static int region_configure(struct feature_ctx *f, void **state)
 		st->nspecs++;
 	}
 	bpf_program__set_autoload(f->skel->progs.region_probe, true);
+	/* Sleepable uprobes came with Linux 6.0; before, names on untouched pages are read later. */
+	if (uname(&u) == 0 && atoi(u.release) >= 6)
+		st->sleepable = true;
+	bpf_program__set_autoload(f->skel->progs.region_probe_s, st->sleepable);
 	bpf_program__set_autoload(f->skel->progs.region_thread_exit, true);
 	bpf_map__set_max_entries(f->skel->maps.region_probes, REGION_MAX_PROBES);
 	return 0;
@@ -645,7 +688,7 @@ static int region_attach(struct feature_ctx *f, void *state)
 			return err;
 	}
 	if (o->argv && command_path(o->argv[0], path, sizeof(path))) {
-		err = scan_path(st, path);
+		err = scan_command(st, path);
 		if (err)
 			return err;
 	}

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <limits.h>
 
 #if defined(__x86_64__)
 #include <asm/ptrace.h>
@@ -370,4 +372,82 @@ int usdt_arg_parse(const char *args, int n, struct usdt_arg *out)
 		return -EINVAL;
 	out->size = size;
 	return parse_loc(tok + len, out);
+}
+
+static bool find_in_dirs(const char *dirs, const char *origin, const char *lib, char *out,
+			 size_t len)
+{
+	char *copy = strdup(dirs), *save = NULL, *d;
+	bool found = false;
+
+	if (!copy)
+		return false;
+	for (d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+		if (!strncmp(d, "$ORIGIN", 7))
+			snprintf(out, len, "%s%s/%s", origin, d + 7, lib);
+		else if (!strncmp(d, "${ORIGIN}", 9))
+			snprintf(out, len, "%s%s/%s", origin, d + 9, lib);
+		else
+			snprintf(out, len, "%s/%s", d, lib);
+		found = access(out, R_OK) == 0;
+	}
+	free(copy);
+	return found;
+}
+
+int elf_needed_paths(int fd, const char *self_path, const char *ld_library_path,
+		     void (*fn)(void *arg, const char *path), void *arg)
+{
+	static const char *const std_dirs =
+#if defined(__x86_64__)
+		"/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:"
+#elif defined(__aarch64__)
+		"/lib/aarch64-linux-gnu:/usr/lib/aarch64-linux-gnu:"
+#endif
+		"/lib64:/usr/lib64:/lib:/usr/lib:/usr/local/lib";
+	Elf *elf = elf_open_fd(fd);
+	Elf_Scn *scn = NULL;
+	char origin[PATH_MAX], path[PATH_MAX + 256];
+	const char *slash = strrchr(self_path, '/');
+
+	if (!elf)
+		return -EINVAL;
+	snprintf(origin, sizeof(origin), "%.*s", slash ? (int)(slash - self_path) : 1,
+		 slash ? self_path : ".");
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		const char *rpath = NULL;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		n = d ? sh.sh_size / sh.sh_entsize : 0;
+		for (size_t i = 0; i < n; i++) {
+			GElf_Dyn dyn;
+
+			if (gelf_getdyn(d, i, &dyn) &&
+			    (dyn.d_tag == DT_RUNPATH || dyn.d_tag == DT_RPATH))
+				rpath = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+		}
+		for (size_t i = 0; i < n; i++) {
+			GElf_Dyn dyn;
+			const char *lib;
+
+			if (!gelf_getdyn(d, i, &dyn) || dyn.d_tag != DT_NEEDED)
+				continue;
+			lib = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+			if (!lib || strchr(lib, '/'))
+				continue;
+			if ((rpath && find_in_dirs(rpath, origin, lib, path, sizeof(path))) ||
+			    (ld_library_path &&
+			     find_in_dirs(ld_library_path, origin, lib, path, sizeof(path))) ||
+			    find_in_dirs(std_dirs, origin, lib, path, sizeof(path)))
+				fn(arg, path);
+		}
+		break;
+	}
+	elf_end(elf);
+	return 0;
 }

@@ -34,6 +34,15 @@ bool elf_func_at(int fd, uint64_t vaddr, char *buf, size_t len);
 /* File offset of an ELF vaddr; -ENOENT when no loadable segment holds it. */
 int elf_vaddr_to_off(int fd, uint64_t vaddr, uint64_t *off);
 
+/*
+ * The DT_NEEDED libraries of an ELF file, resolved the way ld.so would for
+ * the common cases: DT_RPATH/DT_RUNPATH ($ORIGIN expanded), then
+ * ld_library_path, then the standard directories (no ld.so.cache). Calls fn
+ * with each path found. Returns 0 or -errno.
+ */
+int elf_needed_paths(int fd, const char *self_path, const char *ld_library_path,
+		     void (*fn)(void *arg, const char *path), void *arg);
+
 /* Where argument n (0-based) of a USDT probe is, from its argument string. */
 struct usdt_arg {
 	int size;	 /* bytes, negative for signed; 0 when absent */

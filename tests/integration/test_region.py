@@ -163,3 +163,21 @@ def test_library_loaded_later(ep, need_bpf, tmp_path):
     # one call takes well under a millisecond: over ~0.9 s of probing, hundreds of calls
     assert loop["count"] >= 100 and loop["parent"] is None
     assert loop["total_ns"] >= 0.5e9
+
+
+def test_nvtx_ranges(ep, need_bpf, tmp_path):
+    """NVTX push/pop and start/end in a library named libnvToolsExt.so.1, found automatically.
+    A stand-in with NVTX v2's entry points and ABI (no CUDA toolkit here)."""
+    lib = tmp_path / "libnvToolsExt.so.1"
+    exe = tmp_path / "nvtxuser"
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-Wl,-soname,libnvToolsExt.so.1",
+                    "-o", str(lib), os.path.join(FIXTURES, "nvtxfake.c")], check=True)
+    subprocess.run(["cc", "-O2", "-g", "-o", str(exe), os.path.join(FIXTURES, "nvtxuser.c"),
+                    str(lib), f"-Wl,-rpath,{tmp_path}"], check=True)
+    ep.run("record", "-q", "-o", "n.data", "--", str(exe))
+    regs = regions_by_name(ep.report_json("n.data"))
+    got = {k: (v[0]["count"], v[0]["parent"]) for k, v in regs.items()}
+    assert got == {"step": (6, None), "forward": (6, "step"), "io": (3, None)}, got
+    assert regs["forward"][0]["min_ns"] >= 0.95e6 and regs["step"][0]["min_ns"] >= 2.9e6
+    ep.run("record", "-q", "-o", "n2.data", "--no-auto-regions", "--", str(exe))
+    assert ep.report_json("n2.data")["regions"] == []
