@@ -155,26 +155,45 @@ static __always_inline __u32 copy_user_stack(struct scratch_buf *b, __u32 pos0, 
  * slot it replaced): put them back into the copy. x86: the slot is the sp at
  * entry; elsewhere the return address is in a register at entry.
  */
+struct uret_fix_ctx {
+	struct scratch_buf *b;
+	struct return_instance *ri;
+	__u64 sp;
+	__u32 pos0, len;
+};
+
+static long fix_one_uretprobe_slot(__u64 i, void *arg)
+{
+	struct uret_fix_ctx *c = arg;
+	struct return_instance *ri = c->ri;
+	__u64 slot, ret, pos;
+
+	if (!ri)
+		return 1;
+	slot = BPF_CORE_READ(ri, stack);
+	ret = BPF_CORE_READ(ri, orig_ret_vaddr);
+	c->ri = BPF_CORE_READ(ri, next);
+	if (slot < c->sp || slot - c->sp + 8 > c->len)
+		return 0;
+	pos = c->pos0 + (slot - c->sp);
+	asm volatile("" : "+r"(pos));
+	if (pos <= SCRATCH_SIZE - 8 && c->b)
+		__builtin_memcpy(c->b->data + pos, &ret, 8);
+	return 0;
+}
+
 static __always_inline void fix_uretprobe_slots(struct task_struct *task, struct scratch_buf *b,
 						__u32 pos0, __u64 sp, __u32 len)
 {
 #if defined(__TARGET_ARCH_x86)
-	struct return_instance *ri;
+	struct uret_fix_ctx c = { .b = b, .sp = sp, .pos0 = pos0, .len = len };
 
 	if (!bpf_core_field_exists(task->utask))
 		return;
-	ri = BPF_CORE_READ(task, utask, return_instances);
-	for (int i = 0; i < 64 && ri; i++) {
-		__u64 slot = BPF_CORE_READ(ri, stack), ret = BPF_CORE_READ(ri, orig_ret_vaddr);
-		__u64 pos = pos0 + (slot - sp);
-
-		if (slot >= sp && slot - sp + 8 <= len) {
-			asm volatile("" : "+r"(pos));
-			if (pos <= SCRATCH_SIZE - 8)
-				__builtin_memcpy(b->data + pos, &ret, 8);
-		}
-		ri = BPF_CORE_READ(ri, next);
-	}
+	c.ri = BPF_CORE_READ(task, utask, return_instances);
+	/* bpf_loop: the verifier checks the body once, not once per pending uretprobe. */
+	if (c.ri)
+		bpf_loop(64, fix_one_uretprobe_slot, &c, 0);
 #endif
 }
 
