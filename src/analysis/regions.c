@@ -163,8 +163,9 @@ static int assign_nodes(struct region_set *s)
 			r->recursive = true;
 			r->node = s->inst[a].node;
 		} else {
-			err = node_get(s, idx, &cap, r->parent >= 0 ? (int32_t)s->inst[r->parent].node : -1,
-				       r->name, &r->node);
+			int32_t pn = r->parent >= 0 ? (int32_t)s->inst[r->parent].node : -1;
+
+			err = node_get(s, idx, &cap, pn, r->name, &r->node);
 		}
 	}
 	hmap__free(idx);
@@ -210,7 +211,8 @@ static const struct region_node *g_nodes;
 
 static int cmp_sibling(const void *a, const void *b)
 {
-	const struct region_node *x = &g_nodes[*(const uint32_t *)a], *y = &g_nodes[*(const uint32_t *)b];
+	const struct region_node *x = &g_nodes[*(const uint32_t *)a];
+	const struct region_node *y = &g_nodes[*(const uint32_t *)b];
 
 	if (x->parent != y->parent)
 		return x->parent < y->parent ? -1 : 1;
@@ -301,7 +303,9 @@ static struct region_span *spans_of(const struct profile *p, const char *name, s
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 
-		if (e->kind == EVK_REGION && (e->name == id || (!id && !strcmp(profile__str(p, e->name), name)))) {
+		if (e->kind != EVK_REGION)
+			continue;
+		if ((id && e->name == id) || (!id && !strcmp(profile__str(p, e->name), name))) {
 			id = e->name;
 			k++;
 		}

@@ -54,8 +54,9 @@ int report_regions_text(struct sink *out, const struct profile *p, const struct 
 			text_row(out, p, &rs.nodes[i]);
 		if (p->stats[STAT_REGIONS_LOST] || p->stats[STAT_REGIONS_UNMATCHED])
 			sink_printf(out,
-				    "# regions lost: %" PRIu64 " (ring buffer full or nested too deep)"
-				    ", unmatched begins/ends: %" PRIu64 "\n",
+				    "# regions lost: %" PRIu64
+				    " (ring buffer full or nested too deep), unmatched begins/ends: %" PRIu64
+				    "\n",
 				    p->stats[STAT_REGIONS_LOST], p->stats[STAT_REGIONS_UNMATCHED]);
 	}
 	region_set__free(&rs);
@@ -86,8 +87,9 @@ int report_regions_json(struct sink *out, const struct profile *p, const struct 
 		sink_printf(out,
 			    ", \"depth\": %u, \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
 			    ", \"self_ns\": %" PRIu64 ", \"mean_ns\": %.0f, \"std_ns\": %.0f"
-			    ", \"min_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"p50_ns\": %" PRIu64
-			    ", \"p90_ns\": %" PRIu64 ", \"p99_ns\": %" PRIu64 ", \"open\": %" PRIu64 "}",
+			    ", \"min_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64
+			    ", \"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64 ", \"p99_ns\": %" PRIu64
+			    ", \"open\": %" PRIu64 "}",
 			    n->depth, n->count, n->total_ns, n->self_ns, n->mean_ns, n->std_ns,
 			    n->min_ns, n->max_ns, n->p50_ns, n->p90_ns, n->p99_ns, n->open);
 	}

@@ -29,7 +29,8 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 		uint32_t depth = 0;
 
 		if (!i || rs.inst[i - 1].tid != r->tid) {
-			const struct thread *t = profile__thread((struct profile *)p, r->pid, r->tid, false);
+			const struct thread *t =
+				profile__thread((struct profile *)p, r->pid, r->tid, false);
 
 			snprintf(name, sizeof(name), "%s %u regions",
 				 t ? profile__str(p, t->comm) : "thread", r->tid);

@@ -223,6 +223,7 @@ static int attach_site(struct region_state *st, const char *path, uint64_t dev, 
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .retprobe = ret, .bpf_cookie = cookie,
 		    .ref_ctr_offset = sema_off);
+	struct bpf_program *prog;
 	struct bpf_link *l;
 	int err;
 
@@ -234,9 +235,9 @@ static int attach_site(struct region_state *st, const char *path, uint64_t dev, 
 	    grow((void **)&st->links, &st->links_cap, st->nlinks, sizeof(*st->links)))
 		return -ENOMEM;
 	/* pid -1: every process; region_probe keeps the targets' (children forked later too). */
-	l = bpf_program__attach_uprobe_opts(named && st->sleepable ? st->f->skel->progs.region_probe_s
-					     : st->f->skel->progs.region_probe,
-					     -1, path, off, &uo);
+	prog = named && st->sleepable ? st->f->skel->progs.region_probe_s
+				      : st->f->skel->progs.region_probe;
+	l = bpf_program__attach_uprobe_opts(prog, -1, path, off, &uo);
 	if (!l) {
 		err = -errno;
 		log_warn("failed to attach region %s to '%s' at offset %#" PRIx64 ": %s",
@@ -346,7 +347,7 @@ static int attach_usdt(struct region_state *st, const char *path, int fd, uint64
 			err = cookie;
 			break;
 		}
-		/* A semaphore makes the target evaluate the probe's arguments: the kernel bumps it. */
+		/* With a semaphore the target evaluates the arguments: the kernel bumps it. */
 		if (!attach_site(st, path, dev, ino, notes[i].pc_off, false, cookie,
 				 notes[i].sema_off, role == 1 && a.size))
 			attached++;
@@ -475,7 +476,8 @@ static int scan_pid(struct region_state *st, uint32_t pid)
 		char perms[8];
 		int n = 0;
 
-		if (sscanf(line, "%*x-%*x %7s %*x %x:%x %llu %n", perms, &maj, &min, &ino, &n) < 4 ||
+		if (sscanf(line, "%*x-%*x %7s %*x %x:%x %llu %n", perms, &maj, &min, &ino,
+			   &n) < 4 ||
 		    !strchr(perms, 'x') || !ino || line[n] != '/')
 			continue;
 		line[strcspn(line, "\n")] = '\0';
@@ -580,14 +582,14 @@ static int region_configure(struct feature_ctx *f, void **state)
 			return -EINVAL;
 		}
 		if (o->all && !st->specs[i].by_path) {
-			log_err("--%s '%s': with -a, name the binary by its path", usdt ? "usdt" : "region",
-				arg);
+			log_err("--%s '%s': with -a, name the binary by its path",
+				usdt ? "usdt" : "region", arg);
 			return err;
 		}
 		st->nspecs++;
 	}
 	bpf_program__set_autoload(f->skel->progs.region_probe, true);
-	/* Sleepable uprobes came with Linux 6.0; before, names on untouched pages are read later. */
+	/* Sleepable uprobes came with Linux 6.0; before, unread names are read later. */
 	if (uname(&u) == 0 && atoi(u.release) >= 6)
 		st->sleepable = true;
 	bpf_program__set_autoload(f->skel->progs.region_probe_s, st->sleepable);
@@ -675,8 +677,8 @@ static int region_attach(struct feature_ctx *f, void *state)
 		fd = open_regular(s->bin);
 		if (fd < 0 || fstat(fd, &sb)) {
 			err = -errno;
-			log_err("failed to open '%s' for --%s: %s", s->bin, s->usdt ? "usdt" : "region",
-				strerror(errno));
+			log_err("failed to open '%s' for --%s: %s", s->bin,
+				s->usdt ? "usdt" : "region", strerror(errno));
 			if (fd >= 0)
 				close(fd);
 			return err;

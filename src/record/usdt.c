@@ -331,7 +331,8 @@ static int parse_loc(const char *s, struct usdt_arg *a)
 	} else if (sscanf(s, "[%15[a-z0-9]]%n", reg, &n) == 1 && !s[n]) {
 		a->deref = true;
 		a->reg_off = reg_offset(reg);
-	} else if (sscanf(s, "%15[a-z0-9]%n", reg, &n) == 1 && !s[n] && isalpha((unsigned char)*s)) {
+	} else if (sscanf(s, "%15[a-z0-9]%n", reg, &n) == 1 && !s[n] &&
+		   isalpha((unsigned char)*s)) {
 		a->reg_off = reg_offset(reg);
 	} else if (isdigit((unsigned char)*s) || *s == '-') {
 		a->is_const = true;

@@ -290,8 +290,8 @@ static void test_usdt_args(void **state)
 /* Debian's libc carries stapsdt notes (provider libc): a real file to parse. */
 static void test_usdt_notes_libc(void **state)
 {
-	const char *paths[] = { "/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6",
-				"/usr/lib64/libc.so.6" };
+	const char *paths[] = { "/lib/x86_64-linux-gnu/libc.so.6",
+				"/lib/aarch64-linux-gnu/libc.so.6", "/usr/lib64/libc.so.6" };
 	struct usdt_note *notes = NULL;
 	int fd = -1, n, found = 0;
 
@@ -351,8 +351,8 @@ static void test_report_regions(void **state)
 	assert_int_equal(report_write(s, p, &o), 0);
 	txt = sink_mem_data(s, &len);
 	assert_non_null(strstr(txt, "\"regions\": ["));
-	assert_non_null(strstr(txt, "{\"name\": \"top\", \"parent\": null, \"depth\": 0, \"count\": 1, "
-				    "\"total_ns\": 100, \"self_ns\": 90"));
+	assert_non_null(strstr(txt, "{\"name\": \"top\", \"parent\": null, \"depth\": 0, "
+				    "\"count\": 1, \"total_ns\": 100, \"self_ns\": 90"));
 	assert_non_null(strstr(txt, "{\"name\": \"child \\\"q\\\"\", \"parent\": \"top\""));
 	sink_close(s);
 
