@@ -12,7 +12,11 @@ Builds tools/bench/region_cost.c, runs it bare and under `eprof record --region 
 Untraced, func and usdt must equal base (a USDT probe is a nop). Also checks that eprof
 recorded every region (count = calls x rounds) and lost none.
 
-  tools/bench/region_cost.py [--eprof PATH] [--calls N] [--rounds R] [--json out.json]
+With --bpftrace, the same program also runs under bpftrace with EMPTY programs on the same
+probes: what the kernel's traps cost on their own, so the difference is eprof's BPF work
+(per-thread stack, ring-buffer event).
+
+  tools/bench/region_cost.py [--eprof PATH] [--calls N] [--rounds R] [--bpftrace] [--json out.json]
 Run as root.
 """
 import argparse
@@ -21,9 +25,33 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def run_bpftrace(exe, args):
+    prog = "".join(f"{k}:{exe}:{f} {{}} " for k, f in (
+        ("uprobe", "probed"), ("uretprobe", "probed"), ("uprobe", "probed_xol"),
+        ("uretprobe", "probed_xol"), ("usdt", "eprof:region__begin"),
+        ("usdt", "eprof:region__end")))
+    bt = subprocess.Popen(["bpftrace", "-e", prog], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = []
+        for line in bt.stdout:  # "Attaching 6 probes..." once attached (warnings before)
+            seen.append(line)
+            if "Attaching" in line:
+                break
+        else:
+            sys.exit(f"bpftrace failed: {''.join(seen)}")
+        time.sleep(0.5)
+        return json.loads(subprocess.run(args, check=True, capture_output=True,
+                                         text=True).stdout)
+    finally:
+        bt.terminate()
+        bt.wait()
 
 
 def main():
@@ -31,6 +59,7 @@ def main():
     ap.add_argument("--eprof", default=os.environ.get("EPROF", os.path.join(ROOT, "build", "eprof")))
     ap.add_argument("--calls", type=int, default=200000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--bpftrace", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="eprof-region-bench-")
@@ -68,6 +97,11 @@ def main():
     print(f"untraced: EPROF_REGION pair adds {out['untraced_usdt_extra_ns']:.2f} ns "
           f"(base {bare['base_ns']:.2f} ns, pair {bare['usdt_ns']:.2f} ns)")
     print(f"recorded {counts} of {want} each, lost {out['regions_lost']}")
+    if a.bpftrace:
+        out["bpftrace_empty"] = bt = run_bpftrace(exe, args)
+        print(f"bpftrace, empty programs: function {bt['func_ns'] - bt['base_ns']:.1f} ns, "
+              f"single-stepped {bt['xol_ns'] - bt['base_ns']:.1f} ns, "
+              f"USDT pair {bt['usdt_ns'] - bt['base_ns']:.1f} ns")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
