@@ -416,6 +416,24 @@ static int attach_spec(struct region_state *st, struct region_spec *s, const cha
 	return err < 0 ? err : 0;
 }
 
+static bool seen(const struct region_state *st, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < st->nseen; i++)
+		if (st->seen[i].dev == dev && st->seen[i].ino == ino)
+			return true;
+	return false;
+}
+
+static int seen_add(struct region_state *st, uint64_t dev, uint64_t ino)
+{
+	if (seen(st, dev, ino))
+		return 0;
+	if (grow((void **)&st->seen, &st->seen_cap, st->nseen, sizeof(*st->seen)))
+		return -ENOMEM;
+	st->seen[st->nseen++] = (struct file_id){ dev, ino };
+	return 0;
+}
+
 /*
  * A file mapped executable by a target (path openable from here). Explicit
  * specs naming it by file name, the eprof provider's probes and NVTX.
@@ -424,12 +442,10 @@ static int scan_file(struct region_state *st, const char *path, uint64_t dev, ui
 {
 	int fd, err = 0;
 
-	for (size_t i = 0; i < st->nseen; i++)
-		if (st->seen[i].dev == dev && st->seen[i].ino == ino)
-			return 0;
-	if (grow((void **)&st->seen, &st->seen_cap, st->nseen, sizeof(*st->seen)))
+	if (seen(st, dev, ino))
+		return 0;
+	if (seen_add(st, dev, ino))
 		return -ENOMEM;
-	st->seen[st->nseen++] = (struct file_id){ dev, ino };
 	fd = open_regular(path);
 	if (fd < 0)
 		return 0;
@@ -463,6 +479,7 @@ out:
 static int scan_pid(struct region_state *st, uint32_t pid)
 {
 	char path[64], line[PATH_MAX + 256], file[PATH_MAX + 64];
+	struct stat sb;
 	FILE *fp;
 	int err = 0;
 
@@ -484,8 +501,19 @@ static int scan_pid(struct region_state *st, uint32_t pid)
 		/* " (deleted)" files cannot be probed by path. */
 		if (strstr(line + n, " (deleted)"))
 			continue;
+		if (seen(st, makedev(maj, min), ino))
+			continue;
+		/*
+		 * maps shows the device of the underlying filesystem (overlayfs,
+		 * btrfs): key files by stat() like the paths given by hand, and
+		 * remember the maps identity too.
+		 */
 		snprintf(file, sizeof(file), "/proc/%u/root%s", pid, line + n);
-		err = scan_file(st, file, makedev(maj, min), ino);
+		if (!stat(file, &sb))
+			err = scan_file(st, file, makedev(major(sb.st_dev), minor(sb.st_dev)),
+					sb.st_ino);
+		if (!err)
+			err = seen_add(st, makedev(maj, min), ino);
 	}
 	fclose(fp);
 	return err;
