@@ -223,31 +223,34 @@ static int cmp_sibling(const void *a, const void *b)
 
 static int order_nodes(struct region_set *s)
 {
-	size_t n = s->nnodes;
+	size_t n = s->nnodes, sp = 0, k = 0;
 	uint32_t *by = malloc((n + 1) * sizeof(*by)), *stack = malloc((n + 1) * sizeof(*stack));
 	uint32_t *newid = malloc((n + 1) * sizeof(*newid));
+	size_t *first = calloc(n + 2, sizeof(*first)); /* children of node p: by[first[p+1]..] */
 	struct region_node *out = malloc((n + 1) * sizeof(*out));
-	size_t sp = 0, k = 0;
 	int err = -ENOMEM;
 
-	if (!by || !stack || !newid || !out)
+	if (!by || !stack || !newid || !first || !out)
 		goto done;
 	for (size_t i = 0; i < n; i++)
 		by[i] = i;
 	g_nodes = s->nodes;
 	qsort(by, n, sizeof(*by), cmp_sibling);
-	/* Nodes with parent -1 sort first; push them in reverse so the biggest pops first. */
-	for (size_t i = n; i-- > 0;)
-		if (s->nodes[by[i]].parent < 0)
-			stack[sp++] = by[i];
+	/* by is grouped by parent (-1 first): index where each parent's children start. */
+	for (size_t i = 0; i < n; i++)
+		first[s->nodes[i].parent + 2]++;
+	for (size_t i = 1; i < n + 2; i++)
+		first[i] += first[i - 1];
+	/* Push children in reverse so the biggest pops first. */
+	for (size_t i = first[1]; i-- > first[0];)
+		stack[sp++] = by[i];
 	while (sp) {
 		uint32_t id = stack[--sp];
 
 		newid[id] = k;
 		out[k++] = s->nodes[id];
-		for (size_t i = n; i-- > 0;)
-			if (s->nodes[by[i]].parent == (int32_t)id)
-				stack[sp++] = by[i];
+		for (size_t i = first[id + 2]; i-- > first[id + 1];)
+			stack[sp++] = by[i];
 	}
 	for (size_t i = 0; i < k; i++)
 		if (out[i].parent >= 0)
@@ -262,6 +265,7 @@ done:
 	free(by);
 	free(stack);
 	free(newid);
+	free(first);
 	free(out);
 	return err;
 }
