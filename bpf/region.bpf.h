@@ -186,9 +186,16 @@ int region_probe_s(struct pt_regs *ctx)
 SEC("?tp_btf/sched_process_exit")
 int BPF_PROG(region_thread_exit, struct task_struct *p)
 {
+	struct region_tstate *t;
 	__u32 tid = p->pid;
 
 	/* No is_target(): the process may have left the target set first (on_exit). */
+	t = bpf_map_lookup_elem(&region_threads, &tid);
+	if (!t)
+		return 0;
+	/* Regions a thread never ended (it exited inside them) are counted, not timed. */
+	if (t->depth && !region_stopped)
+		stat_add(BSTAT_REGION_UNMATCHED, t->depth);
 	bpf_map_delete_elem(&region_threads, &tid);
 	return 0;
 }
