@@ -123,6 +123,7 @@ int cmd_report(int argc, char **argv)
 {
 	struct report_cli o;
 	struct region_ranges *ranges = NULL;
+	char title[512];
 	struct profile *p = NULL;
 	struct sink *out;
 	int err;
@@ -139,6 +140,10 @@ int cmd_report(int argc, char **argv)
 	if (o.region && region_filter_apply(p, o.region, &o.r.hot.filter, &ranges)) {
 		profile__free(p);
 		return 1;
+	}
+	if (o.region) {
+		snprintf(title, sizeof(title), "%s (samples inside region '%s')", o.input, o.region);
+		o.r.path = title;
 	}
 	out = sink_open(o.output, 0644);
 	if (!out) {

@@ -13,6 +13,7 @@
 
 #include "analysis/regions.h"
 #include "output/report.h"
+#include "cmds.h"
 #include "record/record.h"
 #include "record/usdt.h"
 #include "util/sink.h"
@@ -338,6 +339,21 @@ static void test_record_args(void **state)
 	assert_int_equal(parse_record_args(5, bad3, &o), -EINVAL);
 }
 
+static void test_reader_args(void **state)
+{
+	struct report_cli r;
+	struct flamegraph_cli f;
+	char *ra[] = { "report", "x.data", "--region", "step", NULL };
+	char *fa[] = { "flamegraph", "--region", "fwd", "--folded", NULL };
+
+	assert_int_equal(parse_report_args(4, ra, &r), 0);
+	assert_string_equal(r.region, "step");
+	assert_string_equal(r.input, "x.data");
+	assert_int_equal(parse_flamegraph_args(4, fa, &f), 0);
+	assert_string_equal(f.region, "fwd");
+	assert_true(f.folded);
+}
+
 static void test_report_regions(void **state)
 {
 	struct profile *p = profile__new();
@@ -378,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_usdt_args),
 		cmocka_unit_test(test_usdt_notes_libc),
 		cmocka_unit_test(test_record_args),
+		cmocka_unit_test(test_reader_args),
 		cmocka_unit_test(test_report_regions),
 	};
 
