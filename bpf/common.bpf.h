@@ -191,8 +191,11 @@ static __always_inline void fix_uretprobe_slots(struct task_struct *task, struct
 	if (!bpf_core_field_exists(task->utask))
 		return;
 	c.ri = BPF_CORE_READ(task, utask, return_instances);
-	/* bpf_loop: the verifier checks the body once, not once per pending uretprobe. */
-	if (c.ri)
+	/*
+	 * bpf_loop: the verifier checks the body once, not once per pending
+	 * uretprobe. It came with 5.17; older kernels skip the fix-up (dead code).
+	 */
+	if (c.ri && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
 		bpf_loop(64, fix_one_uretprobe_slot, &c, 0);
 #endif
 }
