@@ -148,6 +148,59 @@ static __always_inline __u32 copy_user_stack(struct scratch_buf *b, __u32 pos0, 
 }
 
 /*
+ * While a uretprobe (a --region function) is pending, the kernel has put its
+ * trampoline in place of the function's return address on the user stack,
+ * and DWARF unwinding of the copy would stop there. The originals are in
+ * current->utask->return_instances (innermost first, each with the stack
+ * slot it replaced): put them back into the copy. x86: the slot is the sp at
+ * entry; elsewhere the return address is in a register at entry.
+ */
+struct uret_fix_ctx {
+	struct scratch_buf *b;
+	struct return_instance *ri;
+	__u64 sp;
+	__u32 pos0, len;
+};
+
+static long fix_one_uretprobe_slot(__u64 i, void *arg)
+{
+	struct uret_fix_ctx *c = arg;
+	struct return_instance *ri = c->ri;
+	__u64 slot, ret, pos;
+
+	if (!ri)
+		return 1;
+	slot = BPF_CORE_READ(ri, stack);
+	ret = BPF_CORE_READ(ri, orig_ret_vaddr);
+	c->ri = BPF_CORE_READ(ri, next);
+	if (slot < c->sp || slot - c->sp + 8 > c->len)
+		return 0;
+	pos = c->pos0 + (slot - c->sp);
+	asm volatile("" : "+r"(pos));
+	if (pos <= SCRATCH_SIZE - 8 && c->b)
+		__builtin_memcpy(c->b->data + pos, &ret, 8);
+	return 0;
+}
+
+static __always_inline void fix_uretprobe_slots(struct task_struct *task, struct scratch_buf *b,
+						__u32 pos0, __u64 sp, __u32 len)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct uret_fix_ctx c = { .b = b, .sp = sp, .pos0 = pos0, .len = len };
+
+	if (!bpf_core_field_exists(task->utask))
+		return;
+	c.ri = BPF_CORE_READ(task, utask, return_instances);
+	/*
+	 * bpf_loop: the verifier checks the body once, not once per pending
+	 * uretprobe. It came with 5.17; older kernels skip the fix-up (dead code).
+	 */
+	if (c.ri && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
+		bpf_loop(64, fix_one_uretprobe_slot, &c, 0);
+#endif
+}
+
+/*
  * Fills the stack part of an event whose fixed part (ending with struct
  * ev_stack) is the first hdr_size bytes of b: kernel ips when kstack is set,
  * user registers, and user ips (frame pointers) or a copy of up to
@@ -192,6 +245,8 @@ static __always_inline __u64 capture_stack(void *ctx, struct scratch_buf *b, __u
 			ulen = copy_user_stack(b, hdr_size + kbytes, st->user_sp, user_bytes, h);
 			if (!ulen)
 				stat_inc(BSTAT_SNAP_FAULT);
+			else
+				fix_uretprobe_slots(task, b, hdr_size + kbytes, st->user_sp, ulen);
 		} else {
 			__u32 pos = hdr_size + kbytes;
 

@@ -205,6 +205,53 @@ struct ev_offcpu_wake {
 	struct ev_stack st;
 };
 
+/*
+ * Regions (bpf/region.bpf.h): each attached probe has a cookie, an index into
+ * the region_probes map, that says which region pair it belongs to and
+ * whether it begins or ends it. One event per region, sent at its end.
+ */
+#define EV_REGION (EV_REGION_FIRST + 0)
+#ifndef EPROF_REGION_DEPTH
+#define EPROF_REGION_DEPTH 32 /* open regions per thread; a power of two */
+#endif
+#ifndef EPROF_REGION_LABEL
+#define EPROF_REGION_LABEL 48 /* bytes of a name read from the target (USDT, NVTX) */
+#endif
+
+enum region_op {
+	REGION_OP_BEGIN = 1,
+	REGION_OP_END = 2,
+};
+
+enum region_arg_kind {
+	REGION_ARG_NONE = 0,  /* no name argument */
+	REGION_ARG_REG = 1,   /* the name pointer is in a register */
+	REGION_ARG_DEREF = 2, /* ... at register + offset in memory */
+};
+
+struct region_probe {
+	__u32 pair;	   /* region pair id (userspace's table), shared by begin and end */
+	__u8 op;	   /* enum region_op */
+	__u8 arg_kind;	   /* enum region_arg_kind: where a BEGIN finds its name string */
+	__u16 arg_reg_off; /* offset of the register in struct pt_regs */
+	__s64 arg_off;	   /* REGION_ARG_DEREF: offset added to the register */
+};
+
+/* Flags of an ev_region (bits 8-15 of ev_hdr.flags). */
+enum ev_region_flags {
+	REGION_F_OPEN = 1 << 8, /* still open when the record stopped: dur runs to then */
+};
+
+struct ev_region {
+	struct ev_hdr h; /* ts: the region's start */
+	__u64 dur;
+	__u32 pair;	 /* region pair id */
+	__u16 depth;	 /* regions open on the thread around this one (0 = outermost) */
+	__u16 label_len; /* bytes of label used */
+	__u64 label_addr; /* where the name string is in the target, 0 = none */
+	char label[EPROF_REGION_LABEL];
+};
+
 /* Indexes of the per-CPU stats array: every failure in BPF is counted here. */
 enum eprof_bpf_stat {
 	BSTAT_SAMPLES = 0,     /* samples of target tasks seen */
@@ -227,6 +274,11 @@ enum eprof_bpf_stat {
 	BSTAT_CUDA_RB_FULL,    /* CUDA API or handle event dropped: ring buffer full */
 	BSTAT_CUDA_NOSTACK,    /* launch sent without a stack (--cuda-stack-rate) */
 	BSTAT_CUDA_INFLIGHT_FULL, /* call not recorded: nested too deep, or no task storage */
+	/* regions (bpf/region.bpf.h) */
+	BSTAT_REGION_RB_FULL,	/* region event dropped: ring buffer full */
+	BSTAT_REGION_TOO_DEEP,	/* region nested deeper than EPROF_REGION_DEPTH: not timed */
+	BSTAT_REGION_UNMATCHED, /* an end without its begin, or begins left open below an end */
+	BSTAT_REGION_NO_STATE,	/* per-thread region state could not be created */
 	BSTAT_MAX
 };
 

@@ -128,3 +128,4 @@ int BPF_PROG(on_exit, struct task_struct *p)
 }
 #include "offcpu.bpf.h"
 #include "cuda.bpf.h"
+#include "region.bpf.h"

@@ -8,6 +8,7 @@
 #include "analysis/critpath.h"
 #include "analysis/offcpu.h"
 #include "analysis/gpu.h"
+#include "analysis/regions.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -33,12 +34,13 @@ static void flamegraph_usage(FILE *f)
 		   "      --ns            weigh by CPU ns instead of sample counts\n"
 		   "      --no-comm       no thread-name root frame\n"
 		   "      --pid PID, --tid TID  only these samples\n"
+		   "      --region NAME   only samples inside that region\n"
 		   "      --title TEXT, --width PX, --inverted (icicle graph)\n");
 }
 
 enum {
 	F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_GPU, F_CUDA_API, F_FOLDED, F_LINES, F_NS, F_NOCOMM,
-	F_PID, F_TID, F_TITLE, F_WIDTH, F_INV
+	F_PID, F_TID, F_TITLE, F_WIDTH, F_INV, F_REGION
 };
 
 static int fg_opt(int c, const char *arg, void *opts)
@@ -91,6 +93,9 @@ static int fg_opt(int c, const char *arg, void *opts)
 	case F_INV:
 		o->inverted = true;
 		return 0;
+	case F_REGION:
+		o->region = arg;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -114,6 +119,7 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 		{ "title", required_argument, NULL, F_TITLE },
 		{ "width", required_argument, NULL, F_WIDTH },
 		{ "inverted", no_argument, NULL, F_INV },
+		{ "region", required_argument, NULL, F_REGION },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -286,6 +292,7 @@ static int swap_in_weights(struct profile *p, struct flamegraph_cli *o)
 int cmd_flamegraph(int argc, char **argv)
 {
 	struct flamegraph_cli o;
+	struct region_ranges *ranges = NULL;
 	struct profile *p = NULL;
 	struct sink *out;
 	int err;
@@ -297,6 +304,10 @@ int cmd_flamegraph(int argc, char **argv)
 	}
 	if (err)
 		return 2;
+	if (o.region && o.weights != FG_CPU) {
+		log_err("--region selects CPU samples: it cannot be combined with other weights");
+		return 2;
+	}
 	if (profile_open(o.input, &p))
 		return 1;
 	if (o.weights == FG_GPU || o.weights == FG_CUDA_API) {
@@ -319,9 +330,14 @@ int cmd_flamegraph(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (o.region && region_filter_apply(p, o.region, &o.filter, &ranges)) {
+		profile__free(p);
+		return 1;
+	}
 	out = sink_open(o.output, 0644);
 	if (!out) {
 		log_err("failed to open '%s': %s", o.output, strerror(errno));
+		region_ranges__free(ranges);
 		profile__free(p);
 		return 1;
 	}
@@ -334,6 +350,7 @@ int cmd_flamegraph(int argc, char **argv)
 		err = write_svg(out, p, &o);
 	}
 	err = sink_close(out) ?: err;
+	region_ranges__free(ranges);
 	profile__free(p);
 	if (err) {
 		log_err("failed to write '%s': %s", o.output, strerror(-err));

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/regions.h"
 #include "cmds.h"
 #include "format/open.h"
 #include "util/cli.h"
@@ -19,6 +20,7 @@ static void report_usage(FILE *f)
 		   "      --lines             per source line instead of per function\n"
 		   "      --inline            count inlined functions as functions of their own\n"
 		   "      --pid PID, --tid TID  only these samples\n"
+		   "      --region NAME       only samples inside that region (as named in the regions table)\n"
 		   "      --json              machine-readable output (schema in docs/json-schema.md)\n"
 		   "  -o, --output FILE       write to FILE instead of stdout\n");
 }
@@ -39,7 +41,7 @@ int parse_u32_arg(const char *opt, const char *arg, unsigned long min, unsigned 
 	return 0;
 }
 
-enum { R_SORT = 256, R_LIMIT, R_THREADS, R_LINES, R_INLINE, R_PID, R_TID, R_JSON };
+enum { R_SORT = 256, R_LIMIT, R_THREADS, R_LINES, R_INLINE, R_PID, R_TID, R_JSON, R_REGION };
 
 static int report_opt(int c, const char *arg, void *opts)
 {
@@ -74,6 +76,9 @@ static int report_opt(int c, const char *arg, void *opts)
 	case R_JSON:
 		o->r.json = true;
 		return 0;
+	case R_REGION:
+		o->region = arg;
+		return 0;
 	case 'o':
 		o->output = arg;
 		return 0;
@@ -92,6 +97,7 @@ int parse_report_args(int argc, char **argv, struct report_cli *o)
 		{ "pid", required_argument, NULL, R_PID },
 		{ "tid", required_argument, NULL, R_TID },
 		{ "json", no_argument, NULL, R_JSON },
+		{ "region", required_argument, NULL, R_REGION },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -116,6 +122,8 @@ int parse_report_args(int argc, char **argv, struct report_cli *o)
 int cmd_report(int argc, char **argv)
 {
 	struct report_cli o;
+	struct region_ranges *ranges = NULL;
+	char title[512];
 	struct profile *p = NULL;
 	struct sink *out;
 	int err;
@@ -129,18 +137,47 @@ int cmd_report(int argc, char **argv)
 		return 2;
 	if (profile_open(o.input, &p))
 		return 1;
+	if (o.region && region_filter_apply(p, o.region, &o.r.hot.filter, &ranges)) {
+		profile__free(p);
+		return 1;
+	}
+	if (o.region) {
+		snprintf(title, sizeof(title), "%s (samples inside region '%s')", o.input, o.region);
+		o.r.path = title;
+	}
 	out = sink_open(o.output, 0644);
 	if (!out) {
 		log_err("failed to open '%s': %s", o.output, strerror(errno));
+		region_ranges__free(ranges);
 		profile__free(p);
 		return 1;
 	}
 	err = report_write(out, p, &o.r);
 	err = sink_close(out) ?: err;
+	region_ranges__free(ranges);
 	profile__free(p);
 	if (err) {
 		log_err("failed to write the report: %s", strerror(-err));
 		return 1;
 	}
+	return 0;
+}
+
+int region_filter_apply(const struct profile *p, const char *name, struct sample_filter *f,
+			struct region_ranges **ranges)
+{
+	*ranges = region_ranges__new(p, name);
+	if (!*ranges) {
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	if (!region_ranges__n(*ranges)) {
+		log_err("no region named '%s' in this profile (eprof report lists them)", name);
+		region_ranges__free(*ranges);
+		*ranges = NULL;
+		return -ENOENT;
+	}
+	f->match = region_ranges__match;
+	f->match_arg = *ranges;
 	return 0;
 }

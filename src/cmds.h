@@ -35,6 +35,7 @@ struct report_cli {
 	struct report_opts r;
 	const char *input;
 	const char *output;
+	const char *region; /* --region NAME: samples inside that region only */
 };
 
 enum fg_weights {
@@ -52,6 +53,7 @@ struct flamegraph_cli {
 	bool folded, lines, inverted, weight_ns, no_comm;
 	unsigned width;
 	enum fg_weights weights;
+	const char *region; /* --region NAME: samples inside that region only */
 };
 
 /* --time-range START:END in seconds from the start of the record; either side may be empty. */
@@ -122,6 +124,14 @@ struct critpath_cli {
 	double end_s;	  /* end, seconds from the start (0 = the default end) */
 };
 int parse_critpath_args(int argc, char **argv, struct critpath_cli *o);
+/*
+ * --region NAME: sets f->match to the inside of that region's instances (per
+ * thread). *ranges is to be freed with region_ranges__free. 0, or -ENOENT
+ * (logged) when the profile has no such region.
+ */
+struct region_ranges;
+int region_filter_apply(const struct profile *p, const char *name, struct sample_filter *f,
+			struct region_ranges **ranges);
 
 /* Common option parsing helpers. */
 int parse_u32_arg(const char *opt, const char *arg, unsigned long min, unsigned long max,

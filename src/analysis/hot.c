@@ -14,7 +14,7 @@ bool sample_filter__match(const struct sample_filter *f, const struct sample *s)
 		return false;
 	if ((f->t0 && s->ts < f->t0) || (f->t1 && s->ts > f->t1))
 		return false;
-	return true;
+	return !f->match || f->match(f->match_arg, s);
 }
 
 int stack_counts(const struct profile *p, const struct sample_filter *f, struct stack_counts *out)

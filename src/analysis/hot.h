@@ -11,6 +11,9 @@
 struct sample_filter {
 	uint32_t pid, tid; /* 0 = any */
 	uint64_t t0, t1;   /* CLOCK_MONOTONIC window, 0 = open */
+	/* Optional further test (inside a region, on the critical path); NULL = none. */
+	bool (*match)(const void *arg, const struct sample *s);
+	const void *match_arg;
 };
 
 bool sample_filter__match(const struct sample_filter *f, const struct sample *s);

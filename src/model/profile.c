@@ -26,6 +26,8 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_CUDA_LOST] = "cuda_events_lost",
 	[STAT_GPU_RECORDS_LOST] = "gpu_records_lost",
 	[STAT_GPU_BAD_RECORDS] = "gpu_bad_records",
+	[STAT_REGIONS_LOST] = "regions_lost",
+	[STAT_REGIONS_UNMATCHED] = "regions_unmatched",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

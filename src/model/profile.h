@@ -108,6 +108,9 @@ enum event_kind {
 	EVK_KIND_MAX = 64,
 };
 
+/* flags of EVK_REGION */
+#define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
+
 struct event {
 	uint64_t ts;  /* CLOCK_MONOTONIC ns (start for intervals) */
 	uint64_t dur; /* ns, 0 for instants */
@@ -163,6 +166,9 @@ enum profile_stat {
 	STAT_CUDA_LOST,		  /* CUDA API events lost (ring buffer or in-flight map full) */
 	STAT_GPU_RECORDS_LOST,	  /* CUPTI records the injection library could not deliver */
 	STAT_GPU_BAD_RECORDS,	  /* malformed CUPTI messages or records */
+	/* regions */
+	STAT_REGIONS_LOST,	  /* regions not recorded: ring buffer full, nested too deep */
+	STAT_REGIONS_UNMATCHED,	  /* region ends without a begin, begins never ended */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

@@ -8,6 +8,7 @@
 #include "../util/sink.h"
 #include "report.h"
 #include "report_gpu.h"
+#include "report_regions.h"
 
 static bool stack_truncated(const struct profile *p, uint32_t node)
 {
@@ -232,9 +233,13 @@ static void json_summary(struct sink *out, const struct profile *p, const struct
 
 int report_write(struct sink *out, struct profile *p, const struct report_opts *o)
 {
+	struct sample_filter rf = o->hot.filter;
 	struct profile_summary s;
 	struct hot_result r;
 	int err;
+
+	/* Regions are not samples: --region restricts samples, not the regions table. */
+	rf.match = NULL;
 
 	profile_summarize(p, &o->hot.filter, &s);
 	err = hot_functions(p, &o->hot, &r);
@@ -248,6 +253,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		err = err ? err : report_offcpu(out, p, o);
 		if (!err)
 			err = report_gpu_json(out, p);
+		if (!err)
+			err = report_regions_json(out, p, &rf);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -260,6 +267,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		err = err ? err : report_offcpu(out, p, o);
 		if (!err)
 			err = report_gpu_text(out, p, o->limit);
+		if (!err)
+			err = report_regions_text(out, p, &rf);
 	}
 	hot_result__free(&r);
 	return err ? err : out->err;

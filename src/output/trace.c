@@ -1008,6 +1008,7 @@ static const struct trace_source trace_sources[] = {
     {"lost", source_lost},
     {"offcpu", trace_source_offcpu},
     {"gpu", trace_source_gpu},
+    {"regions", trace_source_regions},
 };
 
 static char *meta_json(const struct profile *p)

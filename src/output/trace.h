@@ -93,6 +93,10 @@ struct trace_source {
 /* Off-CPU state tracks, wakeup flows and the critical path (trace_offcpu.c). */
 int trace_source_offcpu(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
 			struct trace_stats *st);
+/* Regions (src/output/trace_regions.c): slices on a track of their own per thread. */
+#define TRACE_REGION_TID(tid) ((uint32_t)(tid) | 0x40000000u)
+int trace_source_regions(struct trace_writer *w, const struct profile *p,
+			 const struct trace_opts *o, struct trace_stats *st);
 
 /* Formats ns as microseconds with up to 3 decimals; returns the length (buf >= 32). */
 size_t trace_fmt_us(char *buf, uint64_t ns);

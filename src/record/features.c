@@ -5,10 +5,12 @@
 
 extern const struct feature feature_offcpu;
 extern const struct feature feature_cuda;
+extern const struct feature feature_region;
 
 /* One line per feature; each is defined in its own file of src/record/. */
 const struct feature *const record_features[] = {
 	&feature_offcpu,
 	&feature_cuda,
+	&feature_region,
 	NULL,
 };

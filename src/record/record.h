@@ -10,6 +10,7 @@
 #include "events.h"
 
 #define RECORD_MAX_PIDS 1024
+#define RECORD_MAX_REGIONS 64 /* --region and --usdt options, each */
 
 struct record_opts {
 	uint32_t pids[RECORD_MAX_PIDS];
@@ -31,6 +32,12 @@ struct record_opts {
 	bool offcpu;		 /* --offcpu: blocked intervals, wakeups */
 	uint32_t offcpu_min_us; /* --offcpu-min-us: shorter blocked intervals are not recorded */
 	uint32_t offcpu_stack_rate; /* --offcpu-stack-rate: intervals/s/CPU with stacks, 0 = all */
+	/* regions (src/record/region.c): BIN:SYMBOL / BIN:0xADDR and BIN:PROVIDER:NAME */
+	const char *regions[RECORD_MAX_REGIONS];
+	size_t nregions;
+	const char *usdts[RECORD_MAX_REGIONS];
+	size_t nusdts;
+	bool no_auto_regions; /* no EPROF_REGION_* / NVTX probes unless asked for */
 };
 
 /* Fills opts from argv (after "record"). Returns 0, 1 for --help, or -EINVAL (message printed). */

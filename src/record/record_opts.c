@@ -31,6 +31,11 @@ void record_usage(FILE *f)
 		"      --cuda, --no-cuda   trace CUDA API calls and (launch mode, with CUPTI) GPU activity\n"
 		"                          (default: on when the target maps a CUDA library)\n"
 		"      --cuda-stack-rate N launches per second per thread recorded with a stack (default 100, 0 none)\n"
+		"      --region BIN:SYMBOL time each call of a function (also BIN:0xADDR; BIN a path or a\n"
+		"                          library name such as libfoo); repeatable\n"
+		"      --usdt BIN:PROVIDER:NAME  regions from USDT probes NAME__begin/NAME__end or\n"
+		"                          NAME_start/NAME_end; repeatable\n"
+		"      --no-auto-regions   do not pick up EPROF_REGION_* (eprof/region.h) and NVTX ranges\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
@@ -93,8 +98,30 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 
 enum {
 	OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE,
-	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE
+	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE, OPT_REGION, OPT_USDT, OPT_NO_AUTO_REGIONS
 };
+
+/* Checks the shape only; binaries and symbols are resolved when the record starts. */
+static int parse_region_opt(bool usdt, const char *arg, struct record_opts *o)
+{
+	const char **list = usdt ? o->usdts : o->regions;
+	size_t *n = usdt ? &o->nusdts : &o->nregions;
+	const char *c1 = strchr(arg, ':'), *c2 = strrchr(arg, ':');
+
+	if (!c1 || c1 == arg || !c1[1] || (usdt && (c2 == c1 || c2[-1] == ':' || !c2[1]))) {
+		log_err(usdt ? "invalid --usdt '%s': use BIN:PROVIDER:NAME"
+			     : "invalid --region '%s': use BIN:SYMBOL or BIN:0xADDR",
+			arg);
+		return -EINVAL;
+	}
+	if (*n == RECORD_MAX_REGIONS) {
+		log_err("too many --%s options (at most %d)", usdt ? "usdt" : "region",
+			RECORD_MAX_REGIONS);
+		return -EINVAL;
+	}
+	list[(*n)++] = arg;
+	return 0;
+}
 
 static int parse_one(int c, const char *arg, struct record_opts *o)
 {
@@ -175,6 +202,12 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 		}
 		o->cuda_stack_rate = v;
 		return 0;
+	case OPT_REGION:
+	case OPT_USDT:
+		return parse_region_opt(c == OPT_USDT, arg, o);
+	case OPT_NO_AUTO_REGIONS:
+		o->no_auto_regions = true;
+		return 0;
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -203,6 +236,9 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "cuda", no_argument, NULL, OPT_CUDA },
 		{ "no-cuda", no_argument, NULL, OPT_NO_CUDA },
 		{ "cuda-stack-rate", required_argument, NULL, OPT_CUDA_RATE },
+		{ "region", required_argument, NULL, OPT_REGION },
+		{ "usdt", required_argument, NULL, OPT_USDT },
+		{ "no-auto-regions", no_argument, NULL, OPT_NO_AUTO_REGIONS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+/* The regions section of `eprof report`: a tree of region names with timing statistics. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../analysis/regions.h"
+#include "../util/sink.h"
+#include "report_regions.h"
+
+/* "12.35 ms": three significant digits or more, unit chosen by size. */
+static const char *fmt_dur(char *buf, size_t len, double ns)
+{
+	if (ns < 1e3)
+		snprintf(buf, len, "%.0f ns", ns);
+	else if (ns < 1e6)
+		snprintf(buf, len, "%.2f us", ns / 1e3);
+	else if (ns < 1e9)
+		snprintf(buf, len, "%.2f ms", ns / 1e6);
+	else
+		snprintf(buf, len, "%.2f s", ns / 1e9);
+	return buf;
+}
+
+static void text_row(struct sink *out, const struct profile *p, const struct region_node *n)
+{
+	double v[] = { n->total_ns, n->self_ns, n->mean_ns, n->std_ns, n->min_ns,
+		       n->max_ns,   n->p50_ns,	n->p90_ns,  n->p99_ns };
+	char name[96], b[32];
+	int ind = n->depth < 12 ? 2 * n->depth : 24;
+
+	snprintf(name, sizeof(name), "%*s%s", ind, "", profile__str(p, n->name));
+	sink_printf(out, "%-32s %8" PRIu64, name, n->count);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		sink_printf(out, " %10s", fmt_dur(b, sizeof(b), v[i]));
+	if (n->open)
+		sink_printf(out, "  (%" PRIu64 " open at the end)", n->open);
+	sink_puts(out, "\n");
+}
+
+int report_regions_text(struct sink *out, const struct profile *p, const struct sample_filter *f)
+{
+	struct region_set rs;
+	int err = regions_build(p, f, &rs);
+
+	if (err)
+		return err;
+	if (rs.nnodes) {
+		sink_printf(out, "\n%-32s %8s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n",
+			    "Region", "Count", "Total", "Self", "Mean", "Std", "Min", "Max", "P50",
+			    "P90", "P99");
+		for (size_t i = 0; i < rs.nnodes; i++)
+			text_row(out, p, &rs.nodes[i]);
+		if (p->stats[STAT_REGIONS_LOST] || p->stats[STAT_REGIONS_UNMATCHED])
+			sink_printf(out,
+				    "# regions lost: %" PRIu64
+				    " (ring buffer full or nested too deep), unmatched begins/ends: %" PRIu64
+				    "\n",
+				    p->stats[STAT_REGIONS_LOST], p->stats[STAT_REGIONS_UNMATCHED]);
+	}
+	region_set__free(&rs);
+	return 0;
+}
+
+int report_regions_json(struct sink *out, const struct profile *p, const struct sample_filter *f)
+{
+	struct region_set rs;
+	int err = regions_build(p, f, &rs);
+
+	if (err)
+		return err;
+	sink_puts(out, ",\n  \"regions\": [");
+	for (size_t i = 0; i < rs.nnodes; i++) {
+		const struct region_node *n = &rs.nodes[i];
+
+		sink_puts(out, i ? ",\n    {\"name\": \"" : "\n    {\"name\": \"");
+		sink_json_str(out, profile__str(p, n->name));
+		sink_puts(out, "\", \"parent\": ");
+		if (n->parent >= 0) {
+			sink_puts(out, "\"");
+			sink_json_str(out, profile__str(p, rs.nodes[n->parent].name));
+			sink_puts(out, "\"");
+		} else {
+			sink_puts(out, "null");
+		}
+		sink_printf(out,
+			    ", \"depth\": %u, \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
+			    ", \"self_ns\": %" PRIu64 ", \"mean_ns\": %.0f, \"std_ns\": %.0f"
+			    ", \"min_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64
+			    ", \"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64 ", \"p99_ns\": %" PRIu64
+			    ", \"open\": %" PRIu64 "}",
+			    n->depth, n->count, n->total_ns, n->self_ns, n->mean_ns, n->std_ns,
+			    n->min_ns, n->max_ns, n->p50_ns, n->p90_ns, n->p99_ns, n->open);
+	}
+	sink_puts(out, rs.nnodes ? "\n  ]" : "]");
+	region_set__free(&rs);
+	return 0;
+}

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Regions in `eprof trace`: one slice per region instance, nested as they
+ * nested, on a track of their own next to each thread's CPU slices (those
+ * follow samples, regions follow probes; one track cannot nest both).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "../analysis/regions.h"
+#include "trace.h"
+
+int trace_source_regions(struct trace_writer *w, const struct profile *p,
+			 const struct trace_opts *o, struct trace_stats *st)
+{
+	struct sample_filter f = o->filter;
+	struct region_set rs;
+	char args[96], name[64];
+	int err;
+
+	f.match = NULL;
+	err = regions_build(p, &f, &rs);
+	if (err)
+		return err;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct region_inst *r = &rs.inst[i];
+		uint32_t track = TRACE_REGION_TID(r->tid);
+		uint32_t depth = 0;
+
+		if (!i || rs.inst[i - 1].tid != r->tid) {
+			const struct thread *t =
+				profile__thread((struct profile *)p, r->pid, r->tid, false);
+
+			snprintf(name, sizeof(name), "%s %u regions",
+				 t ? profile__str(p, t->comm) : "thread", r->tid);
+			trace_thread_name(w, r->pid, track, name);
+		}
+		for (int32_t a = r->parent; a >= 0; a = rs.inst[a].parent)
+			depth++;
+		snprintf(args, sizeof(args), "{\"depth\":%u,\"tid\":%u%s}", depth, r->tid,
+			 r->open ? ",\"open_at_end\":true" : "");
+		trace_complete(w, r->pid, track, r->start, r->end - r->start,
+			       profile__str(p, r->name), "region", args);
+		st->slices++;
+	}
+	region_set__free(&rs);
+	return 0;
+}
