@@ -72,7 +72,7 @@ struct proc_tracker {
  * run once. Past this budget the least recently used tables are dropped and
  * built again if needed, so the recorder's memory stays bounded.
  */
-#define CFI_BUDGET_DEFAULT (64u << 20)
+#define CFI_BUDGET_DEFAULT (40u << 20)
 #define CFI_BUDGET(t) ((t)->opts.cfi_budget ? (t)->opts.cfi_budget : CFI_BUDGET_DEFAULT)
 
 static int by_obj_set(struct proc_tracker *t, uint32_t obj, struct objinfo *oi)

@@ -19,7 +19,7 @@ struct proc_tracker;
 struct tracker_opts {
 	const char *proc_root; /* "/proc", for tests */
 	bool want_cfi;	       /* load CFI tables for DWARF unwinding */
-	size_t cfi_budget;     /* bytes of CFI tables kept before evicting (0: 64 MiB) */
+	size_t cfi_budget;     /* bytes of CFI tables kept before evicting (0: 40 MiB) */
 };
 
 struct proc_tracker *proc_tracker__new(struct profile *p, const struct tracker_opts *opts);
