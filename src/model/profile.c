@@ -17,6 +17,11 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_UNMAPPED_ADDR] = "unmapped_addresses",
 	[STAT_EVENTS_LOST] = "events_lost",
 	[STAT_DECODE_ERR] = "decode_errors",
+	[STAT_PY_SAMPLES] = "python_samples",
+	[STAT_PY_NO_TSTATE] = "python_no_thread_state",
+	[STAT_PY_READ_ERR] = "python_frame_read_errors",
+	[STAT_PY_TRUNC] = "python_stack_truncated",
+	[STAT_PY_UNKNOWN] = "python_unknown_frames",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

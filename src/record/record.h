@@ -25,6 +25,7 @@ struct record_opts {
 	bool no_kernel;
 	bool quiet;
 	int verbose;
+	bool no_python; /* no Python frames (src/record/python.c) */
 	bool live; /* eprof top: no output file, fast symbolization (no lines, no debuginfod) */
 };
 

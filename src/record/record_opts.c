@@ -24,6 +24,7 @@ void record_usage(FILE *f)
 		"      --stack-size BYTES  user stack copied per sample for DWARF unwinding (default 32768, max 65536)\n"
 		"      --ringbuf-mb MB     ring buffer size (default 16)\n"
 		"      --no-kernel         user stacks only\n"
+		"      --no-python         no Python frames (CPython 3.11+ targets get them by default)\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
@@ -84,7 +85,7 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL };
+enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_NO_PYTHON = 300 };
 
 static int parse_one(int c, const char *arg, struct record_opts *o)
 {
@@ -133,6 +134,9 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 	case OPT_NO_KERNEL:
 		o->no_kernel = true;
 		return 0;
+	case OPT_NO_PYTHON:
+		o->no_python = true;
+		return 0;
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -155,6 +159,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 		{ "ringbuf-mb", required_argument, NULL, OPT_RINGBUF },
 		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
+		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },

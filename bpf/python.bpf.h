@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Python frames at sample time. Userspace (src/record/python.c) finds the
+ * CPython interpreters among the targets, fills py_procs with the layout of
+ * each and py_threads with tid -> PyThreadState address from the
+ * interpreter's thread list (refreshed every poll). on_sample() then walks
+ * the thread's _PyInterpreterFrame chain here, while the frames are still
+ * those that ran, and appends (code object, instruction pointer) pairs to the
+ * sample; userspace reads names and lines from the target's memory later.
+ */
+#ifndef EPROF_PYTHON_BPF_H
+#define EPROF_PYTHON_BPF_H
+
+#include "common.bpf.h"
+
+const volatile bool py_enabled = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* pid */
+	__type(value, struct py_proc);
+} py_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);   /* tid */
+	__type(value, __u64); /* PyThreadState address */
+} py_threads SEC(".maps");
+
+/* The first bytes of an interpreter frame: every field the walk needs lies in them. */
+#define PY_FRAME_READ 80
+
+struct py_frbuf {
+	__u8 d[128];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_frbuf);
+} py_frbuf SEC(".maps");
+
+/* Room the Python frames need at the end of a sample. */
+#define PY_ROOM (PY_MAX_FRAMES * sizeof(struct py_frame_rec) + sizeof(struct py_trailer))
+
+static __always_inline const struct py_proc *py_lookup(__u64 id)
+{
+	__u32 pid = id >> 32;
+
+	if (!py_enabled)
+		return NULL;
+	return bpf_map_lookup_elem(&py_procs, &pid);
+}
+
+/* The user stack copy of a Python sample leaves room for its frames in the scratch buffer. */
+static __always_inline __u32 py_user_bytes(__u32 want)
+{
+	const __u32 most = EPROF_MAX_SNAPSHOT - PY_ROOM - 64;
+
+	return want > most ? most : want;
+}
+
+static __always_inline __u64 py_field(struct py_frbuf *fb, __u32 off)
+{
+	if (off > PY_FRAME_READ - 8)
+		return 0;
+	return *(__u64 *)(fb->d + off);
+}
+
+static __always_inline __u8 py_byte(struct py_frbuf *fb, __u32 off)
+{
+	if (off > PY_FRAME_READ - 1)
+		return 0;
+	return fb->d[off];
+}
+
+static __always_inline __u64 py_read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)addr))
+		return 0;
+	return v;
+}
+
+struct py_walk {
+	struct scratch_buf *b;
+	struct py_frbuf *fb;
+	const struct py_proc *pp;
+	__u64 frame, pos;
+	__u32 n;
+};
+
+/* Marks the last frame written as the first of its eval call (entry). */
+static __always_inline void py_mark_entry(struct py_walk *w)
+{
+	__u64 at;
+
+	if (!w->n || w->n > PY_MAX_FRAMES)
+		return;
+	at = w->pos + (w->n - 1) * sizeof(struct py_frame_rec);
+	asm volatile("" : "+r"(at));
+	if (at > SCRATCH_SIZE - PY_ROOM + (PY_MAX_FRAMES - 1) * 16)
+		return;
+	*(__u64 *)(w->b->data + at) |= 1;
+}
+
+/* One interpreter frame (bpf_loop callback): 0 to go on, 1 to stop. */
+static long py_step(__u32 i, void *arg)
+{
+	struct py_walk *w = arg;
+	const struct py_proc *pp = w->pp;
+	__u64 code, prev, at;
+	__u8 owner;
+
+	if (!w->frame || w->n >= PY_MAX_FRAMES)
+		return 1;
+	if (bpf_probe_read_user(w->fb->d, PY_FRAME_READ, (void *)w->frame)) {
+		stat_inc(BSTAT_PY_READ_ERR);
+		return 1;
+	}
+	owner = py_byte(w->fb, pp->fr_owner);
+	prev = py_field(w->fb, pp->fr_previous);
+	if (owner == pp->owner_cstack) {
+		/* A shim frame below the first frame of an eval call (3.12+). */
+		py_mark_entry(w);
+		w->frame = prev;
+		return 0;
+	}
+	code = py_field(w->fb, pp->fr_code);
+	if (pp->fr_is_entry != PY_NONE && py_byte(w->fb, pp->fr_is_entry))
+		code |= 1;
+	at = w->pos + w->n * sizeof(struct py_frame_rec);
+	asm volatile("" : "+r"(at));
+	if (at > SCRATCH_SIZE - PY_ROOM + (PY_MAX_FRAMES - 1) * 16)
+		return 1;
+	*(__u64 *)(w->b->data + at) = code;
+	*(__u64 *)(w->b->data + at + 8) = py_field(w->fb, pp->fr_instr);
+	w->n++;
+	w->frame = prev;
+	return 0;
+}
+
+/*
+ * Appends the Python frames of the current thread to the event of size
+ * bytes in b (h its header); returns the new size. Entry frames (the first
+ * frame run by one _PyEval_EvalFrameDefault call) get bit 0 of code set so
+ * userspace can put each group in place of its native eval frame.
+ */
+static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct ev_hdr *h,
+				       const struct py_proc *pp)
+{
+	struct py_walk w = { .b = b, .pp = pp, .pos = size };
+	__u32 tid = h->tid, zero = 0;
+	struct py_trailer *tr;
+	__u64 *tstate, at;
+
+	tstate = bpf_map_lookup_elem(&py_threads, &tid);
+	if (!tstate) {
+		stat_inc(BSTAT_PY_NO_TSTATE);
+		return size;
+	}
+	w.fb = bpf_map_lookup_elem(&py_frbuf, &zero);
+	if (!w.fb || size > SCRATCH_SIZE - PY_ROOM)
+		return size;
+	if (pp->ts_cframe != PY_NONE)
+		w.frame = py_read_ptr(py_read_ptr(*tstate + pp->ts_cframe) + pp->cf_frame);
+	else
+		w.frame = py_read_ptr(*tstate + pp->ts_frame);
+	stat_inc(BSTAT_PY_SAMPLES);
+	bpf_loop(PY_MAX_FRAMES + 16, py_step, &w, 0);
+	if (w.frame && w.n >= PY_MAX_FRAMES)
+		stat_inc(BSTAT_PY_TRUNC);
+	if (w.n > PY_MAX_FRAMES)
+		return size;
+	at = size + w.n * sizeof(struct py_frame_rec);
+	asm volatile("" : "+r"(at));
+	if (at > SCRATCH_SIZE - sizeof(struct py_trailer))
+		return size;
+	tr = (struct py_trailer *)(b->data + at);
+	tr->n = w.n;
+	tr->magic = PY_TRAILER_MAGIC;
+	h->flags |= SAMPLE_F_PYTHON;
+	size = at + sizeof(struct py_trailer);
+	h->size = size;
+	return size;
+}
+
+#endif
