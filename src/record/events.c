@@ -203,6 +203,15 @@ struct py_part {
 	uint32_t n;
 };
 
+static bool is_perfmap(struct event_ctx *c, const struct ev_hdr *h, uint64_t ret)
+{
+	uint32_t loc;
+
+	if (proc_tracker__location(c->tracker, h->pid, ret, true, &loc, h->ts))
+		return false;
+	return c->p->objects.v[c->p->locations.v[loc].object].kind == OBJ_PERFMAP;
+}
+
 /*
  * Leaf-first user locations of a Python sample: each native
  * _PyEval_EvalFrameDefault frame becomes the group of Python frames it runs
@@ -222,6 +231,12 @@ static int mix_python(struct event_ctx *c, const struct ev_hdr *h, const uint64_
 			do
 				out[m++] = py->locs[g];
 			while (!py->entry[g++] && g < py->n);
+			/*
+			 * Under -X perf (3.12+) the eval call's caller is a perf-map
+			 * trampoline naming the same function: the frame just added.
+			 */
+			if (i + 1 < nu && is_perfmap(c, h, uips[i + 1]))
+				i++;
 			continue;
 		}
 		err = proc_tracker__location(c->tracker, h->pid, uips[i], i > 0, &out[m], h->ts);

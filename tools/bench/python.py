@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Overhead of Python stack sampling at 999 Hz on a pure-Python loop (docs/python.md).
+
+For each CPython (3.11, 3.12, 3.13 from ~/.pyenv), runs a recursive fib loop
+bare and under each profiler, interleaved (bare A B C, bare A B C, ... N rounds),
+and reports per tool the median over rounds of the ratio to the bare run of the
+same round. The time compared is the one the script measures around its own
+work loop, so profiler start-up and tear-down are left out: what remains is
+the per-sample cost the target pays (BPF runs in the sampled thread's context).
+
+  tools/bench/python.py                 # 5 rounds, ~2 s of work per run
+  tools/bench/python.py --rounds 3 --versions 3.12.1 --json out.json
+Tools: eprof (Python frames, the default), eprof --no-python, and on 3.12+
+perf record -F 999 -g with the interpreter run as python -X perf.
+Run as root. Only ratios within one run mean anything on these noisy machines.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+import benchlib as bl  # noqa: E402
+
+SCRIPT = r"""
+import sys, time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+t0 = time.perf_counter()
+for _ in range({reps}):
+    fib(25)
+print(time.perf_counter() - t0)
+"""
+
+
+def tool_argv(tool, eprof, py, script, out):
+    if tool == "bare":
+        return [py, script]
+    if tool == "eprof":
+        return [eprof, "record", "-F", str(bl.FREQ), "-q", "-o", out, "--", py, script]
+    if tool == "eprof-no-python":
+        return [eprof, "record", "-F", str(bl.FREQ), "-q", "-o", out, "--no-python", "--", py,
+                script]
+    if tool == "perf-g+Xperf":
+        return [bl.PERF, "record", "-F", str(bl.FREQ), "-g", "-q", "-o", out, "--", py, "-X",
+                "perf", script]
+    raise ValueError(tool)
+
+
+def work_seconds(argv, tmp):
+    """The work loop's own time, printed by the script as its last line."""
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp,
+                       timeout=600)
+    if r.returncode:
+        raise RuntimeError(f"exit {r.returncode}: {' '.join(argv)}\n{r.stderr[-2000:]}")
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def python_samples(eprof, path):
+    rep = json.loads(subprocess.run([eprof, "report", path, "--json", "--limit", "1"],
+                                    capture_output=True, text=True, check=True).stdout)
+    return rep["samples"], rep["stats"].get("python_samples", 0)
+
+
+def bench_version(ver, args, eprof, tmp):
+    py = bl.find_python(ver)
+    if not py:
+        print(f"{ver}: not installed, skipped")
+        return None
+    script = os.path.join(tmp, "fib_loop.py")
+    with open(script, "w") as f:
+        f.write(SCRIPT.format(reps=args.reps))
+    tools = ["eprof", "eprof-no-python"]
+    if ver >= "3.12" and os.access(bl.PERF, os.X_OK):
+        tools.append("perf-g+Xperf")
+    ratios = {t: [] for t in tools}
+    bare_s = []
+    py_share = []
+    for r in range(args.rounds):
+        bare = work_seconds(tool_argv("bare", eprof, py, script, None), tmp)
+        bare_s.append(bare)
+        for t in tools:
+            out = os.path.join(tmp, f"{t}.data")
+            s = work_seconds(tool_argv(t, eprof, py, script, out), tmp)
+            ratios[t].append(s / bare)
+            if t == "eprof":
+                n, pyn = python_samples(eprof, out)
+                py_share.append(pyn / n if n else 0.0)
+            if os.path.exists(out):
+                os.unlink(out)
+        print(f"  {ver} round {r + 1}: bare {bare:.3f} s, " +
+              ", ".join(f"{t} x{ratios[t][-1]:.3f}" for t in tools), flush=True)
+    res = {"python": ver, "bare_s": bl.median(bare_s),
+           "ratio": {t: bl.median(v) for t, v in ratios.items()},
+           "python_sample_share": bl.median(py_share)}
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--eprof")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=80, help="fib(25) calls per run (~2 s)")
+    ap.add_argument("--versions", default=",".join(bl.PY_VERSIONS))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        bl.die("run as root")
+    eprof = bl.find_eprof(args.eprof)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="eprof-pybench-") as tmp:
+        for ver in args.versions.split(","):
+            res = bench_version(ver, args, eprof, tmp)
+            if res:
+                results.append(res)
+    print(f"\nwork-loop time ratio to bare, median of {args.rounds} rounds (999 Hz):")
+    print(f"{'python':8} {'bare s':>7} {'eprof':>7} {'no-py':>7} {'perf+Xperf':>10} {'py samples':>10}")
+    for r in results:
+        rt = r["ratio"]
+        perf = f"{rt['perf-g+Xperf']:.3f}" if "perf-g+Xperf" in rt else "-"
+        print(f"{r['python']:8} {r['bare_s']:7.3f} {rt['eprof']:7.3f} {rt['eprof-no-python']:7.3f} "
+              f"{perf:>10} {100 * r['python_sample_share']:9.1f}%")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
