@@ -14,6 +14,15 @@ the per-sample cost the target pays (BPF runs in the sampled thread's context).
 Tools: eprof (Python frames, the default), eprof --no-python, and on 3.12+
 perf record -F 999 -g with the interpreter run as python -X perf.
 Run as root. Only ratios within one run mean anything on these noisy machines.
+
+Because the wall ratios of a 2-core VM shared with other jobs swing by tens of
+percent, the script also measures the cost of on_sample() itself with the
+kernel's BPF run-time statistics (kernel.bpf_stats_enabled, read from the
+fdinfo of the program that our eprof process holds) while eprof samples a running
+fib loop by PID: all of the program's run time (on every CPU, other tasks'
+samples included) divided by the target's expected samples (seconds x 999),
+with and without Python frames; ns x 999 Hz is then an upper bound of the
+share of the target's CPU time the sampling takes.
 """
 import argparse
 import json
@@ -59,6 +68,71 @@ def work_seconds(argv, tmp):
     return float(r.stdout.strip().splitlines()[-1])
 
 
+LOOP = r"""
+import sys, time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+end = time.monotonic() + float(sys.argv[1])
+print("ready", flush=True)
+while time.monotonic() < end:
+    fib(20)
+"""
+
+
+def on_sample_stats(eprof_pid):
+    """(run_time_ns, run_cnt) of eprof_pid's perf_event program (on_sample), from the fdinfo
+    of its program fds, or None."""
+    fddir = f"/proc/{eprof_pid}/fdinfo"
+    try:
+        fds = os.listdir(fddir)
+    except OSError:
+        return None
+    for fd in fds:
+        try:
+            with open(os.path.join(fddir, fd)) as f:
+                kv = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if kv.get("prog_type", "").strip() == "7" and "run_cnt" in kv:  # BPF_PROG_TYPE_PERF_EVENT
+            return int(kv["run_time_ns"]), int(kv["run_cnt"])
+    return None
+
+
+def bpf_cost(eprof, py, tmp, extra, seconds=3.0):
+    """ns per on_sample() run while eprof samples a fib loop by PID."""
+    import time
+    script = os.path.join(tmp, "fib_forever.py")
+    with open(script, "w") as f:
+        f.write(LOOP)
+    p = subprocess.Popen([py, script, "30"], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    out = os.path.join(tmp, "cost.data")
+    e = subprocess.Popen([eprof, "record", "-p", str(p.pid), "-F", str(bl.FREQ), "-q", "-o", out,
+                          "-d", "20", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        a = None
+        deadline = time.monotonic() + 60
+        while a is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            a = on_sample_stats(e.pid)
+        time.sleep(1.0)  # past attach and the first thread scan
+        a = on_sample_stats(e.pid)
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        b = on_sample_stats(e.pid)
+        dt = time.monotonic() - t0
+    finally:
+        e.terminate()
+        e.wait(timeout=60)
+        p.kill()
+        p.wait()
+    if not a or not b or b[1] <= a[1]:
+        return None
+    # The program runs on every CPU's timer, for other tasks too (they return at once): all of
+    # its time is charged to the one busy target thread, an upper bound of the target's cost.
+    return (b[0] - a[0]) / (dt * bl.FREQ), b[1] - a[1]
+
+
 def python_samples(eprof, path):
     rep = json.loads(subprocess.run([eprof, "report", path, "--json", "--limit", "1"],
                                     capture_output=True, text=True, check=True).stdout)
@@ -95,7 +169,24 @@ def bench_version(ver, args, eprof, tmp):
               ", ".join(f"{t} x{ratios[t][-1]:.3f}" for t in tools), flush=True)
     res = {"python": ver, "bare_s": bl.median(bare_s),
            "ratio": {t: bl.median(v) for t, v in ratios.items()},
-           "python_sample_share": bl.median(py_share)}
+           "python_sample_share": bl.median(py_share), "ns_per_sample": {}}
+    if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
+        with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+            old = f.read().strip()
+        try:
+            with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+                f.write("1")
+            for name, extra in (("eprof", []), ("eprof-no-python", ["--no-python"])):
+                vals = []
+                for _ in range(args.rounds):
+                    c = bpf_cost(eprof, py, tmp, extra)
+                    if c:
+                        vals.append(c[0])
+                res["ns_per_sample"][name] = bl.median(vals) if vals else None
+                print(f"  {ver} on_sample {name}: {vals}", flush=True)
+        finally:
+            with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+                f.write(old)
     return res
 
 
@@ -123,6 +214,13 @@ def main():
         perf = f"{rt['perf-g+Xperf']:.3f}" if "perf-g+Xperf" in rt else "-"
         print(f"{r['python']:8} {r['bare_s']:7.3f} {rt['eprof']:7.3f} {rt['eprof-no-python']:7.3f} "
               f"{perf:>10} {100 * r['python_sample_share']:9.1f}%")
+    print("\non_sample() cost, median ns per sample (BPF run-time stats), and its share of the "
+          "target's CPU at 999 Hz:")
+    for r in results:
+        ns = r["ns_per_sample"]
+        if ns.get("eprof") and ns.get("eprof-no-python"):
+            print(f"{r['python']:8} with Python frames {ns['eprof']:8.0f} ns ({ns['eprof'] * 999 / 1e7:.2f}%)"
+                  f"   without {ns['eprof-no-python']:8.0f} ns ({ns['eprof-no-python'] * 999 / 1e7:.2f}%)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
