@@ -343,6 +343,7 @@ struct py_target {
 	uint32_t pid;
 	bool python;
 	uint64_t next_check; /* ns: when to look at its mappings again */
+	unsigned checks;     /* looks so far: the first ones come fast, to catch an exec */
 	char path[PATH_MAX]; /* the object that defines _PyRuntime */
 	uint64_t map_start;  /* where that object's first mapping started */
 	struct py_layout l;
@@ -852,7 +853,8 @@ static void check_target(struct py_state *s, struct py_target *t, uint64_t now)
 	int fd = bpf_map__fd(s->f->skel->maps.py_procs);
 	int r;
 
-	t->next_check = now + 1000000000ULL;
+	/* Every 100 ms for the first 2 s (a launched command execs Python), then every second. */
+	t->next_check = now + (t->checks++ < 20 ? 100000000ULL : 1000000000ULL);
 	if (t->python) {
 		if (still_there(t))
 			return;
@@ -886,7 +888,7 @@ static void scan_targets(struct py_state *s, uint64_t now)
 			t = target_add(s, next);
 			if (!t)
 				return;
-			t->next_check = now + 100000000ULL; /* give a fresh exec time to map libpython */
+			t->next_check = now;
 		}
 		key = next;
 		prev = &key;
