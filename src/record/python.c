@@ -466,7 +466,9 @@ static int read_syms(const char *path, struct py_syms *ps)
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 
-		if (gelf_getshdr(scn, &sh) && (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB)
 			scan_symtab(elf, scn, &sh, ps);
 	}
 	if (ps->runtime && ps->version && ps->eval && ps->min_vaddr != UINT64_MAX)
@@ -498,7 +500,7 @@ static int target_layout(struct py_target *t, uint64_t version)
 
 		if (!e) {
 			if (!err && memcmp(&fromdbg, &t->l, sizeof(fromdbg)))
-				log_debug("python: pid %u: _Py_DebugOffsets differ from the 3.13 table",
+				log_debug("python: pid %u: _Py_DebugOffsets differ from the table",
 					  t->pid);
 			t->l = fromdbg;
 			err = 0;
@@ -530,8 +532,8 @@ static int detect(struct py_target *t)
 		char perms[8], *path;
 		int pos = 0;
 
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &pos) < 4 ||
-		    !pos || off != 0)
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off,
+			   &pos) < 4 || !pos || off != 0)
 			continue;
 		path = line + pos;
 		path[strcspn(path, "\n")] = '\0';

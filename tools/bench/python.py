@@ -20,7 +20,7 @@ percent, the script also measures the cost of on_sample() itself with the
 kernel's BPF run-time statistics (kernel.bpf_stats_enabled, read from the
 fdinfo of the program that our eprof process holds) while eprof samples a running
 fib loop by PID: all of the program's run time (on every CPU, other tasks'
-samples included) divided by the target's expected samples (seconds x 999),
+samples included) divided by the target's samples (its CPU seconds x 999),
 with and without Python frames; ns x 999 Hz is then an upper bound of the
 share of the target's CPU time the sampling takes.
 """
@@ -98,17 +98,24 @@ def on_sample_stats(eprof_pid):
     return None
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bpf_cost(eprof, py, tmp, extra, seconds=3.0):
     """ns per on_sample() run while eprof samples a fib loop by PID."""
     import time
     script = os.path.join(tmp, "fib_forever.py")
     with open(script, "w") as f:
         f.write(LOOP)
-    p = subprocess.Popen([py, script, "30"], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([py, script, "90"], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
     out = os.path.join(tmp, "cost.data")
     e = subprocess.Popen([eprof, "record", "-p", str(p.pid), "-F", str(bl.FREQ), "-q", "-o", out,
-                          "-d", "20", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          "-d", "80", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         a = None
         deadline = time.monotonic() + 60
@@ -117,10 +124,10 @@ def bpf_cost(eprof, py, tmp, extra, seconds=3.0):
             a = on_sample_stats(e.pid)
         time.sleep(1.0)  # past attach and the first thread scan
         a = on_sample_stats(e.pid)
-        t0 = time.monotonic()
+        c0 = cpu_seconds(p.pid)
         time.sleep(seconds)
         b = on_sample_stats(e.pid)
-        dt = time.monotonic() - t0
+        dt = cpu_seconds(p.pid) - c0
     finally:
         e.terminate()
         e.wait(timeout=60)
@@ -129,7 +136,9 @@ def bpf_cost(eprof, py, tmp, extra, seconds=3.0):
     if not a or not b or b[1] <= a[1]:
         return None
     # The program runs on every CPU's timer, for other tasks too (they return at once): all of
-    # its time is charged to the one busy target thread, an upper bound of the target's cost.
+    # its time is charged to the target's samples (its CPU seconds x 999), an upper bound.
+    if dt <= 0.5:
+        return None
     return (b[0] - a[0]) / (dt * bl.FREQ), b[1] - a[1]
 
 
@@ -153,7 +162,7 @@ def bench_version(ver, args, eprof, tmp):
     ratios = {t: [] for t in tools}
     bare_s = []
     py_share = []
-    for r in range(args.rounds):
+    for r in range(0 if args.cost_only else args.rounds):
         bare = work_seconds(tool_argv("bare", eprof, py, script, None), tmp)
         bare_s.append(bare)
         for t in tools:
@@ -167,9 +176,9 @@ def bench_version(ver, args, eprof, tmp):
                 os.unlink(out)
         print(f"  {ver} round {r + 1}: bare {bare:.3f} s, " +
               ", ".join(f"{t} x{ratios[t][-1]:.3f}" for t in tools), flush=True)
-    res = {"python": ver, "bare_s": bl.median(bare_s),
-           "ratio": {t: bl.median(v) for t, v in ratios.items()},
-           "python_sample_share": bl.median(py_share), "ns_per_sample": {}}
+    res = {"python": ver, "bare_s": bl.median(bare_s) if bare_s else 0,
+           "ratio": {t: bl.median(v) if v else 0 for t, v in ratios.items()},
+           "python_sample_share": bl.median(py_share) if py_share else 0, "ns_per_sample": {}}
     if os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
         with open("/proc/sys/kernel/bpf_stats_enabled") as f:
             old = f.read().strip()
@@ -197,6 +206,7 @@ def main():
     ap.add_argument("--reps", type=int, default=80, help="fib(25) calls per run (~2 s)")
     ap.add_argument("--versions", default=",".join(bl.PY_VERSIONS))
     ap.add_argument("--json")
+    ap.add_argument("--cost-only", action="store_true", help="only the on_sample cost part")
     args = ap.parse_args()
     if os.geteuid() != 0:
         bl.die("run as root")
