@@ -15,6 +15,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid(), size;
 	struct scratch_buf *b;
 	const struct py_proc *py;
+	struct py_frbuf *pyf = NULL;
 	struct ev_sample *e;
 	bool in_kernel;
 
@@ -35,10 +36,12 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	if (in_kernel)
 		e->h.flags |= SAMPLE_F_IN_KERNEL;
 	py = py_lookup(id);
+	if (py)
+		pyf = py_collect(py, (__u32)id);
 	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, in_kernel,
 			     py ? py_user_bytes(snapshot_bytes) : snapshot_bytes);
-	if (size && py)
-		size = py_append(b, size, &e->h, py);
+	if (size && pyf)
+		size = py_append(b, size, &e->h, pyf);
 	if (size)
 		send_scratch(b, size, BSTAT_RB_FULL);
 	return 0;

@@ -32,8 +32,17 @@ struct {
 /* The first bytes of an interpreter frame: every field the walk needs lies in them. */
 #define PY_FRAME_READ 80
 
+/*
+ * Per-CPU room for one walk: the frame being read, then the records and the
+ * trailer, contiguous (the trailer goes in the slot after the last record),
+ * copied to the end of the sample with one call. Walking before
+ * capture_stack() and copying after keeps the verifier's work small: the
+ * walk is checked once, not once per path through the stack capture.
+ */
 struct py_frbuf {
 	__u8 d[128];
+	struct py_frame_rec recs[PY_MAX_FRAMES + 1];
+	__u32 n;
 };
 
 struct {
@@ -87,104 +96,102 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
 }
 
 struct py_walk {
-	struct scratch_buf *b;
 	struct py_frbuf *fb;
 	const struct py_proc *pp;
-	__u64 frame, pos;
-	__u32 n;
+	__u64 frame;
 };
-
-/* Marks the last frame written as the first of its eval call (entry). */
-static __always_inline void py_mark_entry(struct py_walk *w)
-{
-	__u64 at;
-
-	if (!w->n || w->n > PY_MAX_FRAMES)
-		return;
-	at = w->pos + (w->n - 1) * sizeof(struct py_frame_rec);
-	asm volatile("" : "+r"(at));
-	if (at > SCRATCH_SIZE - PY_ROOM + (PY_MAX_FRAMES - 1) * 16)
-		return;
-	*(__u64 *)(w->b->data + at) |= 1;
-}
 
 /* One interpreter frame (bpf_loop callback): 0 to go on, 1 to stop. */
 static long py_step(__u32 i, void *arg)
 {
 	struct py_walk *w = arg;
+	struct py_frbuf *fb = w->fb;
 	const struct py_proc *pp = w->pp;
-	__u64 code, prev, at;
+	__u32 n = fb->n;
+	__u64 code, prev;
 	__u8 owner;
 
-	if (!w->frame || w->n >= PY_MAX_FRAMES)
+	if (!w->frame || n >= PY_MAX_FRAMES)
 		return 1;
-	if (bpf_probe_read_user(w->fb->d, PY_FRAME_READ, (void *)w->frame)) {
+	if (bpf_probe_read_user(fb->d, PY_FRAME_READ, (void *)w->frame)) {
 		stat_inc(BSTAT_PY_READ_ERR);
 		return 1;
 	}
-	owner = py_byte(w->fb, pp->fr_owner);
-	prev = py_field(w->fb, pp->fr_previous);
+	owner = py_byte(fb, pp->fr_owner);
+	prev = py_field(fb, pp->fr_previous);
 	if (owner == pp->owner_cstack) {
-		/* A shim frame below the first frame of an eval call (3.12+). */
-		py_mark_entry(w);
+		/* A shim frame below the first frame of an eval call (3.12+): mark that frame. */
+		if (n > 0 && n <= PY_MAX_FRAMES)
+			fb->recs[n - 1].code |= 1;
 		w->frame = prev;
 		return 0;
 	}
-	code = py_field(w->fb, pp->fr_code);
-	if (pp->fr_is_entry != PY_NONE && py_byte(w->fb, pp->fr_is_entry))
+	code = py_field(fb, pp->fr_code);
+	if (pp->fr_is_entry != PY_NONE && py_byte(fb, pp->fr_is_entry))
 		code |= 1;
-	at = w->pos + w->n * sizeof(struct py_frame_rec);
-	asm volatile("" : "+r"(at));
-	if (at > SCRATCH_SIZE - PY_ROOM + (PY_MAX_FRAMES - 1) * 16)
-		return 1;
-	*(__u64 *)(w->b->data + at) = code;
-	*(__u64 *)(w->b->data + at + 8) = py_field(w->fb, pp->fr_instr);
-	w->n++;
+	fb->recs[n].code = code;
+	fb->recs[n].instr = py_field(fb, pp->fr_instr);
+	fb->n = n + 1;
 	w->frame = prev;
 	return 0;
 }
 
 /*
- * Appends the Python frames of the current thread to the event of size
- * bytes in b (h its header); returns the new size. Entry frames (the first
- * frame run by one _PyEval_EvalFrameDefault call) get bit 0 of code set so
- * userspace can put each group in place of its native eval frame.
+ * Walks the current thread's interpreter frames into the per-CPU buffer,
+ * leaf first. Entry frames (the first frame run by one
+ * _PyEval_EvalFrameDefault call) get bit 0 of code set so userspace can put
+ * each group in place of its native eval frame. NULL when the thread has no
+ * known thread state.
  */
-static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct ev_hdr *h,
-				       const struct py_proc *pp)
+static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u32 tid)
 {
-	struct py_walk w = { .b = b, .pp = pp, .pos = size };
-	__u32 tid = h->tid, zero = 0;
+	struct py_walk w = { .pp = pp };
 	struct py_trailer *tr;
-	__u64 *tstate, at;
+	__u32 zero = 0, n;
+	__u64 *tstate;
 
 	tstate = bpf_map_lookup_elem(&py_threads, &tid);
 	if (!tstate) {
 		stat_inc(BSTAT_PY_NO_TSTATE);
-		return size;
+		return NULL;
 	}
 	w.fb = bpf_map_lookup_elem(&py_frbuf, &zero);
-	if (!w.fb || size > SCRATCH_SIZE - PY_ROOM)
-		return size;
+	if (!w.fb)
+		return NULL;
+	w.fb->n = 0;
 	if (pp->ts_cframe != PY_NONE)
 		w.frame = py_read_ptr(py_read_ptr(*tstate + pp->ts_cframe) + pp->cf_frame);
 	else
 		w.frame = py_read_ptr(*tstate + pp->ts_frame);
 	stat_inc(BSTAT_PY_SAMPLES);
 	bpf_loop(PY_MAX_FRAMES + 16, py_step, &w, 0);
-	if (w.frame && w.n >= PY_MAX_FRAMES)
+	n = w.fb->n;
+	if (n > PY_MAX_FRAMES)
+		return NULL;
+	if (w.frame && n >= PY_MAX_FRAMES)
 		stat_inc(BSTAT_PY_TRUNC);
-	if (w.n > PY_MAX_FRAMES)
-		return size;
-	at = size + w.n * sizeof(struct py_frame_rec);
-	asm volatile("" : "+r"(at));
-	if (at > SCRATCH_SIZE - sizeof(struct py_trailer))
-		return size;
-	tr = (struct py_trailer *)(b->data + at);
-	tr->n = w.n;
+	tr = (struct py_trailer *)&w.fb->recs[n];
+	tr->n = n;
 	tr->magic = PY_TRAILER_MAGIC;
+	return w.fb;
+}
+
+/* Appends the collected records and trailer to the event of size bytes; returns the new size. */
+static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct ev_hdr *h,
+				       struct py_frbuf *fb)
+{
+	__u64 len = fb->n;
+
+	if (len > PY_MAX_FRAMES)
+		return size;
+	len = len * sizeof(struct py_frame_rec) + sizeof(struct py_trailer);
+	asm volatile("" : "+r"(size));
+	if (size > SCRATCH_SIZE - PY_ROOM)
+		return size;
+	if (bpf_probe_read_kernel(b->data + size, len, fb->recs))
+		return size;
 	h->flags |= SAMPLE_F_PYTHON;
-	size = at + sizeof(struct py_trailer);
+	size += len;
 	h->size = size;
 	return size;
 }

@@ -217,9 +217,10 @@ def main():
             res = bench_version(ver, args, eprof, tmp)
             if res:
                 results.append(res)
-    print(f"\nwork-loop time ratio to bare, median of {args.rounds} rounds (999 Hz):")
-    print(f"{'python':8} {'bare s':>7} {'eprof':>7} {'no-py':>7} {'perf+Xperf':>10} {'py samples':>10}")
-    for r in results:
+    if not args.cost_only:
+        print(f"\nwork-loop time ratio to bare, median of {args.rounds} rounds (999 Hz):")
+        print(f"{'python':8} {'bare s':>7} {'eprof':>7} {'no-py':>7} {'perf+Xperf':>10} {'py samples':>10}")
+    for r in ([] if args.cost_only else results):
         rt = r["ratio"]
         perf = f"{rt['perf-g+Xperf']:.3f}" if "perf-g+Xperf" in rt else "-"
         print(f"{r['python']:8} {r['bare_s']:7.3f} {rt['eprof']:7.3f} {rt['eprof-no-python']:7.3f} "
