@@ -150,6 +150,9 @@ static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u
 	__u32 zero = 0, n;
 	__u64 *tstate;
 
+	/* bpf_loop came with 5.17: on an older kernel the rest of on_sample() still loads. */
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
+		return NULL;
 	tstate = bpf_map_lookup_elem(&py_threads, &tid);
 	if (!tstate) {
 		stat_inc(BSTAT_PY_NO_TSTATE);
