@@ -110,7 +110,8 @@ struct ev_exit {
  * the event's last 8 bytes.
  */
 #define SAMPLE_F_PYTHON (1 << 8)
-#define PY_MAX_FRAMES 64
+#define PY_MAX_FRAMES 128
+#define PY_TRAILER_TRUNC (1u << 31) /* in py_trailer.n: the walk stopped at PY_MAX_FRAMES */
 #define PY_TRAILER_MAGIC 0x50594652 /* "PYFR" */
 #define PY_NONE 0xffff		    /* an offset that does not exist in this version */
 
@@ -120,7 +121,7 @@ struct py_frame_rec {
 };
 
 struct py_trailer {
-	__u32 n;
+	__u32 n; /* records, | PY_TRAILER_TRUNC when frames were left out */
 	__u32 magic;
 };
 

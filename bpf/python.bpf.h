@@ -171,10 +171,12 @@ static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u
 	n = w.fb->n;
 	if (n > PY_MAX_FRAMES)
 		return NULL;
-	if (w.frame && n >= PY_MAX_FRAMES)
-		stat_inc(BSTAT_PY_TRUNC);
 	tr = (struct py_trailer *)&w.fb->recs[n];
 	tr->n = n;
+	if (w.frame && n >= PY_MAX_FRAMES) {
+		stat_inc(BSTAT_PY_TRUNC);
+		tr->n |= PY_TRAILER_TRUNC;
+	}
 	tr->magic = PY_TRAILER_MAGIC;
 	return w.fb;
 }

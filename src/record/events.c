@@ -253,8 +253,8 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 			  size_t avail, int skip_user, const struct py_part *py)
 {
 	static uint64_t uips[MAX_FRAMES];
-	static uint32_t mix[MAX_FRAMES + PY_MAX_FRAMES];
-	static uint32_t locs[MAX_FRAMES + PY_MAX_FRAMES + EPROF_MAX_STACK + 1];
+	static uint32_t mix[MAX_FRAMES + PY_MAX_FRAMES + 1];
+	static uint32_t locs[MAX_FRAMES + PY_MAX_FRAMES + EPROF_MAX_STACK + 2];
 	const uint64_t *ips = (const uint64_t *)(st + 1);
 	bool truncated = false;
 	int nu, nl = 0, err;
@@ -321,10 +321,12 @@ int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct e
 static int sample_python(struct event_ctx *c, const struct ev_sample *e, size_t *avail,
 			 struct py_part *py)
 {
-	static uint32_t locs[PY_MAX_FRAMES];
-	static uint8_t entry[PY_MAX_FRAMES];
-	struct py_trailer tr;
+	static uint32_t locs[PY_MAX_FRAMES + 1];
+	static uint8_t entry[PY_MAX_FRAMES + 1];
+	static struct py_frame_rec recs[PY_MAX_FRAMES];
 	const uint8_t *end = (const uint8_t *)e + e->h.size;
+	struct py_trailer tr;
+	uint32_t nrec;
 	size_t bytes;
 	int n;
 
@@ -332,20 +334,30 @@ static int sample_python(struct event_ctx *c, const struct ev_sample *e, size_t 
 	if (*avail < sizeof(tr))
 		return -EINVAL;
 	memcpy(&tr, end - sizeof(tr), sizeof(tr));
-	bytes = (size_t)tr.n * sizeof(struct py_frame_rec) + sizeof(tr);
-	if (tr.magic != PY_TRAILER_MAGIC || tr.n > PY_MAX_FRAMES || bytes > *avail)
+	nrec = tr.n & ~PY_TRAILER_TRUNC;
+	bytes = (size_t)nrec * sizeof(struct py_frame_rec) + sizeof(tr);
+	if (tr.magic != PY_TRAILER_MAGIC || nrec > PY_MAX_FRAMES || bytes > *avail)
 		return -EINVAL;
 	*avail -= bytes;
-	if (!c->py_frames || !tr.n)
+	if (!c->py_frames || !nrec)
 		return 0;
-	{
-		struct py_frame_rec recs[PY_MAX_FRAMES];
-
-		memcpy(recs, end - bytes, tr.n * sizeof(*recs));
-		n = c->py_frames(c->py_arg, e->h.pid, recs, tr.n, locs, entry);
-	}
+	memcpy(recs, end - bytes, nrec * sizeof(*recs));
+	n = c->py_frames(c->py_arg, e->h.pid, recs, nrec, locs, entry);
 	if (n < 0)
 		return n == -ENOMEM ? n : 0;
+	if (n > 0 && (tr.n & PY_TRAILER_TRUNC)) {
+		/*
+		 * Outer Python frames were left out: the marker goes right above the
+		 * last frame walked, in its eval frame's group (or, when that frame
+		 * began its eval call, in place of the next eval frame).
+		 */
+		int64_t l = profile__special(c->p, "[python: truncated]");
+
+		if (l < 0)
+			return (int)l;
+		locs[n] = l;
+		entry[n++] = 0;
+	}
 	py->locs = locs;
 	py->entry = entry;
 	py->n = n;

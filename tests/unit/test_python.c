@@ -216,7 +216,7 @@ static bool fake_is_eval(void *arg, uint32_t pid, uint64_t pc)
 
 struct py_sample {
 	struct ev_sample s;
-	__u64 ips[5];
+	__u64 ips[6];
 	struct py_frame_rec recs[3];
 	struct py_trailer tr;
 };
@@ -279,6 +279,9 @@ static void test_interleave(void **state)
 	/* Leaf first: a C leaf, the inner eval loop, a C function, the outer eval loop, main. */
 	const __u64 ips[5] = { 0x400100, EVAL_LO + 0x10, 0x400500, EVAL_LO + 0x20, 0x400700 };
 	const __u64 no_eval[2] = { 0x400100, 0x400700 };
+	/* The same with one more eval call further out, whose frames the walk did not reach. */
+	const __u64 ips6[6] = { 0x400100, EVAL_LO + 0x10, 0x400500, EVAL_LO + 0x20, EVAL_LO + 0x30,
+				0x400700 };
 
 	(void)state;
 	assert_non_null(t);
@@ -300,11 +303,18 @@ static void test_interleave(void **state)
 	stack_str(p, p->samples.v[1].stack, s, sizeof(s));
 	assert_string_equal(s, "f_outer;f_mid;f_leaf;main;c_leaf");
 
+	/* The walk stopped at its limit: the outermost group says where frames are missing. */
+	make(&e, ips6, 6);
+	((struct py_trailer *)((char *)&e + e.s.h.size - 8))->n |= PY_TRAILER_TRUNC;
+	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
+	stack_str(p, p->samples.v[2].stack, s, sizeof(s));
+	assert_string_equal(s, "main;[python: truncated];f_outer;c_call;f_mid;f_leaf;c_leaf");
+
 	/* Hooks off (--no-python): the native stack alone, eval frames kept. */
 	c.py_frames = NULL;
 	make(&e, ips, 5);
 	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
-	stack_str(p, p->samples.v[2].stack, s, sizeof(s));
+	stack_str(p, p->samples.v[3].stack, s, sizeof(s));
 	assert_string_equal(s, "main;eval;c_call;eval;c_leaf");
 
 	/* A bad trailer is a decode error, not a crash. */
@@ -315,7 +325,7 @@ static void test_interleave(void **state)
 	((struct py_trailer *)((char *)&e + e.s.h.size - 8))->n = 60;
 	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
 	assert_int_equal(p->stats[STAT_DECODE_ERR], 2);
-	assert_int_equal(p->samples.n, 3);
+	assert_int_equal(p->samples.n, 4);
 
 	proc_tracker__free(t);
 	profile__free(p);
