@@ -252,6 +252,43 @@ struct ev_region {
 	char label[EPROF_REGION_LABEL];
 };
 
+/*
+ * Python frames (bpf/python.bpf.h). A sample of a thread of a detected
+ * CPython process carries SAMPLE_F_PYTHON and, after its stack part (ips and
+ * stack copy), n struct py_frame_rec, leaf first, then struct py_trailer as
+ * the event's last 8 bytes.
+ */
+#define SAMPLE_F_PYTHON (1 << 8)
+#define PY_MAX_FRAMES 128
+#define PY_TRAILER_TRUNC (1u << 31) /* in py_trailer.n: the walk stopped at PY_MAX_FRAMES */
+#define PY_TRAILER_MAGIC 0x50594652 /* "PYFR" */
+#define PY_NONE 0xffff		    /* an offset that does not exist in this version */
+
+struct py_frame_rec {
+	__u64 code;  /* code object address; bit 0: the first frame of its eval call (entry) */
+	__u64 instr; /* prev_instr (3.11, 3.12) or instr_ptr (3.13+) */
+};
+
+struct py_trailer {
+	__u32 n; /* records, | PY_TRAILER_TRUNC when frames were left out */
+	__u32 magic;
+};
+
+/* Layout of one interpreter, per target process (map py_procs), offsets in bytes. */
+struct py_proc {
+	__u32 version;	    /* PY_VERSION_HEX */
+	__u16 ts_cframe;    /* PyThreadState.cframe (3.11, 3.12), or PY_NONE */
+	__u16 cf_frame;	    /* _PyCFrame.current_frame */
+	__u16 ts_frame;	    /* PyThreadState.current_frame (3.13+) */
+	__u16 fr_previous;  /* _PyInterpreterFrame.previous */
+	__u16 fr_code;	    /* f_code / f_executable */
+	__u16 fr_instr;	    /* prev_instr / instr_ptr */
+	__u16 fr_owner;	    /* owner (char) */
+	__u16 fr_is_entry;  /* is_entry (bool, 3.11), or PY_NONE */
+	__u16 owner_cstack; /* FRAME_OWNED_BY_CSTACK (3.12+), or PY_NONE */
+	__u16 pad;
+};
+
 /* Indexes of the per-CPU stats array: every failure in BPF is counted here. */
 enum eprof_bpf_stat {
 	BSTAT_SAMPLES = 0,     /* samples of target tasks seen */
@@ -279,6 +316,11 @@ enum eprof_bpf_stat {
 	BSTAT_REGION_TOO_DEEP,	/* region nested deeper than EPROF_REGION_DEPTH: not timed */
 	BSTAT_REGION_UNMATCHED, /* an end without its begin, or begins left open below an end */
 	BSTAT_REGION_NO_STATE,	/* per-thread region state could not be created */
+	/* python (bpf/python.bpf.h) */
+	BSTAT_PY_SAMPLES,      /* samples of a Python thread whose frames were walked */
+	BSTAT_PY_NO_TSTATE,    /* sample of a Python process from a thread with no known tstate */
+	BSTAT_PY_READ_ERR,     /* an interpreter frame could not be read */
+	BSTAT_PY_TRUNC,	       /* Python stack deeper than PY_MAX_FRAMES */
 	BSTAT_MAX
 };
 

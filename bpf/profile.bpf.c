@@ -5,6 +5,7 @@
  * exit) and sends stacks to userspace through one ring buffer.
  */
 #include "common.bpf.h"
+#include "python.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -13,6 +14,8 @@ int on_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), size;
 	struct scratch_buf *b;
+	const struct py_proc *py;
+	struct py_frbuf *pyf = NULL;
 	struct ev_sample *e;
 	bool in_kernel;
 
@@ -32,7 +35,13 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	in_kernel = (__s64)PT_REGS_IP(&ctx->regs) < 0;
 	if (in_kernel)
 		e->h.flags |= SAMPLE_F_IN_KERNEL;
-	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, in_kernel, snapshot_bytes);
+	py = py_lookup(id);
+	if (py)
+		pyf = py_collect(py, (__u32)id);
+	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, in_kernel,
+			     py ? py_user_bytes(snapshot_bytes) : snapshot_bytes);
+	if (size && pyf)
+		size = py_append(b, size, &e->h, pyf);
 	if (size)
 		send_scratch(b, size, BSTAT_RB_FULL);
 	return 0;

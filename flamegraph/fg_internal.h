@@ -34,7 +34,7 @@ struct sink;
 /* Longest name we embed; longer C++ names are cut (bytes). */
 #define FG_NAME_MAX 2048
 
-enum { FG_KIND_USER, FG_KIND_KERNEL, FG_KIND_JIT, FG_KIND_UNKNOWN, FG_KIND_SPECIAL, FG_KIND_N };
+enum { FG_KIND_USER, FG_KIND_KERNEL, FG_KIND_JIT, FG_KIND_UNKNOWN, FG_KIND_SPECIAL, FG_KIND_PYTHON, FG_KIND_N };
 
 struct fg_name {
 	const char *s; /* borrowed from the caller's frames, or a literal */

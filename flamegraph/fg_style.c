@@ -27,6 +27,7 @@ static const struct hsl_range palettes[FG_KIND_N] = {
 	[FG_KIND_JIT] = { 80, 55, 0.42, 0.20, 0.50, 0.10 },	/* yellow-green .. green */
 	[FG_KIND_UNKNOWN] = { 220, 0, 0.03, 0.03, 0.62, 0.08 }, /* grey */
 	[FG_KIND_SPECIAL] = { 40, 0, 0.06, 0.04, 0.82, 0.05 }, /* light grey */
+	[FG_KIND_PYTHON] = { 195, 40, 0.55, 0.20, 0.60, 0.10 }, /* cyan .. blue */
 };
 
 static uint32_t hsl_rgb(double h, double s, double l)

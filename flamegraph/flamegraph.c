@@ -35,7 +35,8 @@ struct fg_ctx {
 	unsigned kinds_seen; /* bit per frame kind in the static picture */
 };
 
-static const char *const kind_names[FG_KIND_N] = { "user", "kernel", "JIT", "unknown", "special" };
+static const char *const kind_names[FG_KIND_N] = { "user", "kernel", "JIT", "unknown", "special",
+							  "Python" };
 
 static void xml_str(struct sink *s, const char *str)
 {

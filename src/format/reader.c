@@ -253,7 +253,7 @@ static int read_frames(struct rbuf *r, struct profile *p, uint64_t count)
 			f->kind = kind & 0x7f;
 			f->inlined = !!(kind & 0x80);
 			BAD(!r->ok || f->name >= nstr(p) || f->module >= nstr(p) ||
-			    f->file >= nstr(p) || f->kind > FRAME_SPECIAL);
+			    f->file >= nstr(p) || f->kind > FRAME_PYTHON);
 		}
 	}
 	return 0;

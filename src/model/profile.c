@@ -28,6 +28,11 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_GPU_BAD_RECORDS] = "gpu_bad_records",
 	[STAT_REGIONS_LOST] = "regions_lost",
 	[STAT_REGIONS_UNMATCHED] = "regions_unmatched",
+	[STAT_PY_SAMPLES] = "python_samples",
+	[STAT_PY_NO_TSTATE] = "python_no_thread_state",
+	[STAT_PY_READ_ERR] = "python_frame_read_errors",
+	[STAT_PY_TRUNC] = "python_stack_truncated",
+	[STAT_PY_UNKNOWN] = "python_unknown_frames",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

@@ -34,6 +34,7 @@ enum object_kind {
 	OBJ_VDSO = 3,	 /* the vDSO image */
 	OBJ_ANON = 4,	 /* anonymous or unmapped memory: never symbolized */
 	OBJ_SPECIAL = 5, /* synthetic frames: [truncated], [lost] ... */
+	OBJ_PYTHON = 6,	 /* Python functions: addr is an id per (function, file, line) */
 	OBJ_KIND_MAX
 };
 
@@ -43,6 +44,7 @@ enum frame_kind {
 	FRAME_JIT = 2,
 	FRAME_UNKNOWN = 3,
 	FRAME_SPECIAL = 4,
+	FRAME_PYTHON = 5, /* a Python function: name = qualified name, file and line of the code */
 };
 
 struct object {
@@ -169,6 +171,12 @@ enum profile_stat {
 	/* regions */
 	STAT_REGIONS_LOST,	  /* regions not recorded: ring buffer full, nested too deep */
 	STAT_REGIONS_UNMATCHED,	  /* region ends without a begin, begins never ended */
+	/* python (src/record/python.c) */
+	STAT_PY_SAMPLES,	  /* samples with Python frames */
+	STAT_PY_NO_TSTATE,	  /* samples of a Python process from a thread with no known tstate */
+	STAT_PY_READ_ERR,	  /* an interpreter frame could not be read in BPF */
+	STAT_PY_TRUNC,		  /* Python stacks deeper than the 64-frame limit */
+	STAT_PY_UNKNOWN,	  /* Python frames whose code object could not be read */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

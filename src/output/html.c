@@ -233,9 +233,9 @@ out:
 
 static const char *kind_name(uint8_t kind)
 {
-	static const char *const names[] = {"user", "kernel", "jit", "unknown", "special"};
+	static const char *const names[] = {"user", "kernel", "jit", "unknown", "special", "python"};
 
-	return kind < 5 ? names[kind] : "unknown";
+	return kind < 6 ? names[kind] : "unknown";
 }
 
 static int section_functions(struct sink *out, struct profile *p, const struct html_opts *o)

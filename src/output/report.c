@@ -161,9 +161,9 @@ static void json_kv_str(struct sink *out, const char *k, const char *v, bool com
 
 static const char *kind_name(uint8_t kind)
 {
-	static const char *const names[] = { "user", "kernel", "jit", "unknown", "special" };
+	static const char *const names[] = { "user", "kernel", "jit", "unknown", "special", "python" };
 
-	return kind < 5 ? names[kind] : "unknown";
+	return kind < 6 ? names[kind] : "unknown";
 }
 
 static void json_functions(struct sink *out, const struct profile *p, const struct report_opts *o,

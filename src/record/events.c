@@ -196,11 +196,65 @@ static int user_ips(struct event_ctx *c, const struct ev_hdr *h, const struct ev
 	return n;
 }
 
-int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
-		     size_t avail, int skip_user)
+/* Python frames of one sample (leaf first), in place of the native eval frames. */
+struct py_part {
+	const uint32_t *locs;
+	const uint8_t *entry;
+	uint32_t n;
+};
+
+static bool is_perfmap(struct event_ctx *c, const struct ev_hdr *h, uint64_t ret)
+{
+	uint32_t loc;
+
+	if (proc_tracker__location(c->tracker, h->pid, ret, true, &loc, h->ts))
+		return false;
+	return c->p->objects.v[c->p->locations.v[loc].object].kind == OBJ_PERFMAP;
+}
+
+/*
+ * Leaf-first user locations of a Python sample: each native
+ * _PyEval_EvalFrameDefault frame becomes the group of Python frames it runs
+ * (up to and including the group's entry frame); groups left over (a native
+ * stack cut short) go on the outer end.
+ */
+static int mix_python(struct event_ctx *c, const struct ev_hdr *h, const uint64_t *uips, int nu,
+		      const struct py_part *py, uint32_t *out)
+{
+	uint32_t g = 0;
+	int m = 0, err;
+
+	for (int i = 0; i < nu; i++) {
+		uint64_t pc = i > 0 ? uips[i] - 1 : uips[i];
+
+		if (g < py->n && c->py_is_eval(c->py_arg, h->pid, pc)) {
+			do
+				out[m++] = py->locs[g];
+			while (!py->entry[g++] && g < py->n);
+			/*
+			 * Under -X perf (3.12+) the eval call's caller is a perf-map
+			 * trampoline naming the same function: the frame just added.
+			 */
+			if (i + 1 < nu && is_perfmap(c, h, uips[i + 1]))
+				i++;
+			continue;
+		}
+		err = proc_tracker__location(c->tracker, h->pid, uips[i], i > 0, &out[m], h->ts);
+		if (err)
+			return err;
+		m++;
+	}
+	while (g < py->n)
+		out[m++] = py->locs[g++];
+	return m;
+}
+
+static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
+			  size_t avail, int skip_user, const struct py_part *py)
 {
 	static uint64_t uips[MAX_FRAMES];
-	static uint32_t locs[MAX_FRAMES + EPROF_MAX_STACK + 1];
+	static uint32_t mix[MAX_FRAMES + PY_MAX_FRAMES + 1];
+	static uint32_t locs[MAX_FRAMES + PY_MAX_FRAMES + EPROF_MAX_STACK + 2];
 	const uint64_t *ips = (const uint64_t *)(st + 1);
 	bool truncated = false;
 	int nu, nl = 0, err;
@@ -223,12 +277,22 @@ int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct e
 			return node;
 		locs[nl++] = node;
 	}
-	/* Root first: outermost user frame ... user leaf, outermost kernel frame ... kernel leaf. */
-	for (int i = nu - 1; i >= 0; i--) {
-		err = proc_tracker__location(c->tracker, h->pid, uips[i], i > 0, &locs[nl], h->ts);
-		if (err)
-			return err;
-		nl++;
+	if (py && py->n) {
+		int m = mix_python(c, h, uips, nu, py, mix);
+
+		if (m < 0)
+			return m;
+		for (int i = m - 1; i >= 0; i--)
+			locs[nl++] = mix[i];
+	} else {
+		/* Root first: outermost user frame ... user leaf, outermost kernel frame ... leaf. */
+		for (int i = nu - 1; i >= 0; i--) {
+			err = proc_tracker__location(c->tracker, h->pid, uips[i], i > 0, &locs[nl],
+						     h->ts);
+			if (err)
+				return err;
+			nl++;
+		}
 	}
 	for (int i = st->kstack_n - 1; i >= 0; i--) {
 		int64_t l = profile__location(c->p, c->kernel_obj, ips[i] - (i > 0));
@@ -244,6 +308,62 @@ int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct e
 	return nl ? profile__stack(c->p, locs, nl) : 0;
 }
 
+int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
+		     size_t avail, int skip_user)
+{
+	return stack_node(c, h, st, avail, skip_user, NULL);
+}
+
+/*
+ * The Python part at the end of a sample (SAMPLE_F_PYTHON): frame records
+ * and a trailer. Shrinks *avail to the stack part. Returns 0 or -EINVAL.
+ */
+static int sample_python(struct event_ctx *c, const struct ev_sample *e, size_t *avail,
+			 struct py_part *py)
+{
+	static uint32_t locs[PY_MAX_FRAMES + 1];
+	static uint8_t entry[PY_MAX_FRAMES + 1];
+	static struct py_frame_rec recs[PY_MAX_FRAMES];
+	const uint8_t *end = (const uint8_t *)e + e->h.size;
+	struct py_trailer tr;
+	uint32_t nrec;
+	size_t bytes;
+	int n;
+
+	py->n = 0;
+	if (*avail < sizeof(tr))
+		return -EINVAL;
+	memcpy(&tr, end - sizeof(tr), sizeof(tr));
+	nrec = tr.n & ~PY_TRAILER_TRUNC;
+	bytes = (size_t)nrec * sizeof(struct py_frame_rec) + sizeof(tr);
+	if (tr.magic != PY_TRAILER_MAGIC || nrec > PY_MAX_FRAMES || bytes > *avail)
+		return -EINVAL;
+	*avail -= bytes;
+	if (!c->py_frames || !nrec)
+		return 0;
+	memcpy(recs, end - bytes, nrec * sizeof(*recs));
+	n = c->py_frames(c->py_arg, e->h.pid, recs, nrec, locs, entry);
+	if (n < 0)
+		return n == -ENOMEM ? n : 0;
+	if (n > 0 && (tr.n & PY_TRAILER_TRUNC)) {
+		/*
+		 * Outer Python frames were left out: the marker goes right above the
+		 * last frame walked, in its eval frame's group (or, when that frame
+		 * began its eval call, in place of the next eval frame).
+		 */
+		int64_t l = profile__special(c->p, "[python: truncated]");
+
+		if (l < 0)
+			return (int)l;
+		locs[n] = l;
+		entry[n++] = 0;
+	}
+	py->locs = locs;
+	py->entry = entry;
+	py->n = n;
+	return 0;
+}
+
 void events_note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, const char *comm16,
 			uint64_t ts)
 {
@@ -257,12 +377,21 @@ void events_note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, const c
 
 static int handle_sample(struct event_ctx *c, const struct ev_sample *e, size_t size)
 {
+	struct py_part py = { 0 };
 	struct sample s = { 0 };
+	size_t avail;
 	int64_t node;
+	int err;
 
 	if (size < sizeof(*e))
 		return -EINVAL;
-	node = events_stack(c, &e->h, &e->st, size - sizeof(*e), 0);
+	avail = size - sizeof(*e);
+	if (e->h.flags & SAMPLE_F_PYTHON) {
+		err = sample_python(c, e, &avail, &py);
+		if (err)
+			return err;
+	}
+	node = stack_node(c, &e->h, &e->st, avail, 0, &py);
 	if (node < 0)
 		return (int)node;
 	s.ts = e->h.ts;

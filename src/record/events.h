@@ -13,6 +13,7 @@ struct proc_tracker;
 struct ev_hdr;
 struct ev_stack;
 struct event_ctx;
+struct py_frame_rec;
 
 /* Decoder of one feature's ring-buffer events (kinds first..last); returns 0 or -errno. */
 typedef int (*event_handler_fn)(struct event_ctx *c, void *arg, const void *data, size_t size);
@@ -42,6 +43,16 @@ struct event_ctx {
 		void *arg;
 	} handlers[EVENTS_MAX_HANDLERS];
 	size_t nhandlers;
+	/*
+	 * Python frames (src/record/python.c), NULL when off: py_frames turns n
+	 * frame records (leaf first) into locations, entry[i] set on the first
+	 * frame of each eval call, and returns how many it filled or -errno;
+	 * py_is_eval says whether pc lies in _PyEval_EvalFrameDefault.
+	 */
+	int (*py_frames)(void *arg, uint32_t pid, const struct py_frame_rec *r, uint32_t n,
+			 uint32_t *locs, uint8_t *entry);
+	bool (*py_is_eval)(void *arg, uint32_t pid, uint64_t pc);
+	void *py_arg;
 };
 
 int events_init(struct event_ctx *c, struct profile *p, struct proc_tracker *t,

@@ -6,11 +6,13 @@
 extern const struct feature feature_offcpu;
 extern const struct feature feature_cuda;
 extern const struct feature feature_region;
+extern const struct feature feature_python;
 
 /* One line per feature; each is defined in its own file of src/record/. */
 const struct feature *const record_features[] = {
 	&feature_offcpu,
 	&feature_cuda,
 	&feature_region,
+	&feature_python,
 	NULL,
 };

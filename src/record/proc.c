@@ -68,7 +68,7 @@ struct proc_tracker {
 
 /*
  * Unwind tables are built when a sample first needs them and kept; with -a a
- * long record meets many large binaries (libLLVM: 13 MB of rows) most of which
+ * long record meets many large binaries (libLLVM: 7.4 MB of rows) most of which
  * run once. Past this budget the least recently used tables are dropped and
  * built again if needed, so the recorder's memory stays bounded.
  */

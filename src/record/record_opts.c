@@ -36,6 +36,7 @@ void record_usage(FILE *f)
 		"      --usdt BIN:PROVIDER:NAME  regions from USDT probes NAME__begin/NAME__end or\n"
 		"                          NAME_start/NAME_end; repeatable\n"
 		"      --no-auto-regions   do not pick up EPROF_REGION_* (eprof/region.h) and NVTX ranges\n"
+		"      --no-python         no Python frames (CPython 3.11+ targets get them by default)\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
@@ -98,7 +99,7 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 
 enum {
 	OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE,
-	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE, OPT_REGION, OPT_USDT, OPT_NO_AUTO_REGIONS
+	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE, OPT_REGION, OPT_USDT, OPT_NO_AUTO_REGIONS, OPT_NO_PYTHON
 };
 
 /* Checks the shape only; binaries and symbols are resolved when the record starts. */
@@ -208,6 +209,9 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 	case OPT_NO_AUTO_REGIONS:
 		o->no_auto_regions = true;
 		return 0;
+	case OPT_NO_PYTHON:
+		o->no_python = true;
+		return 0;
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -239,6 +243,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "region", required_argument, NULL, OPT_REGION },
 		{ "usdt", required_argument, NULL, OPT_USDT },
 		{ "no-auto-regions", no_argument, NULL, OPT_NO_AUTO_REGIONS },
+		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },

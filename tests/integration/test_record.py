@@ -283,6 +283,12 @@ def test_complete_stacks_python(ep, tmp_path):
     rep = ep.report_json()
     assert rep["samples"] > 300
     assert rooted_share(ep.folded("eprof.data", "--no-comm")) >= 0.95
+    # Python frames (docs/python.md) stand in the eval loop's place, still under main.
+    assert any(f["name"] == "inner" and f["kind"] == "python" and f["total_pct"] > 90
+               for f in rep["functions"])
+    ep.run("record", "-F", "999", "-q", "--no-python", "--", "/usr/bin/python3", str(script))
+    rep = ep.report_json()
+    assert rooted_share(ep.folded("eprof.data", "--no-comm")) >= 0.95
     assert any(f["name"] == "_PyEval_EvalFrameDefault" and f["total_pct"] > 90
                for f in rep["functions"])
 

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Python frames at sample time. Userspace (src/record/python.c) finds the
+ * CPython interpreters among the targets, fills py_procs with the layout of
+ * each and py_threads with tid -> PyThreadState address from the
+ * interpreter's thread list (refreshed every poll). on_sample() then walks
+ * the thread's _PyInterpreterFrame chain here, while the frames are still
+ * those that ran, and appends (code object, instruction pointer) pairs to the
+ * sample; userspace reads names and lines from the target's memory later.
+ */
+#ifndef EPROF_PYTHON_BPF_H
+#define EPROF_PYTHON_BPF_H
+
+#include "common.bpf.h"
+
+const volatile bool py_enabled = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* pid */
+	__type(value, struct py_proc);
+} py_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);   /* tid */
+	__type(value, __u64); /* PyThreadState address */
+} py_threads SEC(".maps");
+
+/* The first bytes of an interpreter frame: every field the walk needs lies in them. */
+#define PY_FRAME_READ 80
+
+/*
+ * Per-CPU room for one walk: the frame being read, then the records and the
+ * trailer, contiguous (the trailer goes in the slot after the last record),
+ * copied to the end of the sample with one call. Walking before
+ * capture_stack() and copying after keeps the verifier's work small: the
+ * walk is checked once, not once per path through the stack capture.
+ */
+struct py_frbuf {
+	__u8 d[128];
+	struct py_frame_rec recs[PY_MAX_FRAMES + 1];
+	__u32 n;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_frbuf);
+} py_frbuf SEC(".maps");
+
+/* Room the Python frames need at the end of a sample. */
+#define PY_ROOM (PY_MAX_FRAMES * sizeof(struct py_frame_rec) + sizeof(struct py_trailer))
+
+static __always_inline const struct py_proc *py_lookup(__u64 id)
+{
+	__u32 pid = id >> 32;
+
+	if (!py_enabled)
+		return NULL;
+	return bpf_map_lookup_elem(&py_procs, &pid);
+}
+
+/* The user stack copy of a Python sample leaves room for its frames in the scratch buffer. */
+static __always_inline __u32 py_user_bytes(__u32 want)
+{
+	const __u32 most = EPROF_MAX_SNAPSHOT - PY_ROOM - 64;
+
+	return want > most ? most : want;
+}
+
+static __always_inline __u64 py_field(struct py_frbuf *fb, __u32 off)
+{
+	if (off > PY_FRAME_READ - 8)
+		return 0;
+	return *(__u64 *)(fb->d + off);
+}
+
+static __always_inline __u8 py_byte(struct py_frbuf *fb, __u32 off)
+{
+	if (off > PY_FRAME_READ - 1)
+		return 0;
+	return fb->d[off];
+}
+
+static __always_inline __u64 py_read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (void *)addr))
+		return 0;
+	return v;
+}
+
+struct py_walk {
+	struct py_frbuf *fb;
+	const struct py_proc *pp;
+	__u64 frame;
+};
+
+/* One interpreter frame (bpf_loop callback): 0 to go on, 1 to stop. */
+static long py_step(__u32 i, void *arg)
+{
+	struct py_walk *w = arg;
+	struct py_frbuf *fb = w->fb;
+	const struct py_proc *pp = w->pp;
+	__u32 n = fb->n;
+	__u64 code, prev;
+	__u8 owner;
+
+	if (!w->frame || n >= PY_MAX_FRAMES)
+		return 1;
+	if (bpf_probe_read_user(fb->d, PY_FRAME_READ, (void *)w->frame)) {
+		stat_inc(BSTAT_PY_READ_ERR);
+		return 1;
+	}
+	owner = py_byte(fb, pp->fr_owner);
+	prev = py_field(fb, pp->fr_previous);
+	if (owner == pp->owner_cstack) {
+		/* A shim frame below the first frame of an eval call (3.12+): mark that frame. */
+		if (n > 0 && n <= PY_MAX_FRAMES)
+			fb->recs[n - 1].code |= 1;
+		w->frame = prev;
+		return 0;
+	}
+	code = py_field(fb, pp->fr_code);
+	if (pp->fr_is_entry != PY_NONE && py_byte(fb, pp->fr_is_entry))
+		code |= 1;
+	fb->recs[n].code = code;
+	fb->recs[n].instr = py_field(fb, pp->fr_instr);
+	fb->n = n + 1;
+	w->frame = prev;
+	return 0;
+}
+
+/*
+ * Walks the current thread's interpreter frames into the per-CPU buffer,
+ * leaf first. Entry frames (the first frame run by one
+ * _PyEval_EvalFrameDefault call) get bit 0 of code set so userspace can put
+ * each group in place of its native eval frame. NULL when the thread has no
+ * known thread state.
+ */
+static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u32 tid)
+{
+	struct py_walk w = { .pp = pp };
+	struct py_trailer *tr;
+	__u32 zero = 0, n;
+	__u64 *tstate;
+
+	/* bpf_loop came with 5.17: on an older kernel the rest of on_sample() still loads. */
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
+		return NULL;
+	tstate = bpf_map_lookup_elem(&py_threads, &tid);
+	if (!tstate) {
+		stat_inc(BSTAT_PY_NO_TSTATE);
+		return NULL;
+	}
+	w.fb = bpf_map_lookup_elem(&py_frbuf, &zero);
+	if (!w.fb)
+		return NULL;
+	w.fb->n = 0;
+	if (pp->ts_cframe != PY_NONE)
+		w.frame = py_read_ptr(py_read_ptr(*tstate + pp->ts_cframe) + pp->cf_frame);
+	else
+		w.frame = py_read_ptr(*tstate + pp->ts_frame);
+	stat_inc(BSTAT_PY_SAMPLES);
+	bpf_loop(PY_MAX_FRAMES + 16, py_step, &w, 0);
+	n = w.fb->n;
+	if (n > PY_MAX_FRAMES)
+		return NULL;
+	tr = (struct py_trailer *)&w.fb->recs[n];
+	tr->n = n;
+	if (w.frame && n >= PY_MAX_FRAMES) {
+		stat_inc(BSTAT_PY_TRUNC);
+		tr->n |= PY_TRAILER_TRUNC;
+	}
+	tr->magic = PY_TRAILER_MAGIC;
+	return w.fb;
+}
+
+/* Appends the collected records and trailer to the event of size bytes; returns the new size. */
+static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct ev_hdr *h,
+				       struct py_frbuf *fb)
+{
+	__u64 len = fb->n;
+
+	if (len > PY_MAX_FRAMES)
+		return size;
+	len = len * sizeof(struct py_frame_rec) + sizeof(struct py_trailer);
+	asm volatile("" : "+r"(size));
+	if (size > SCRATCH_SIZE - PY_ROOM)
+		return size;
+	if (bpf_probe_read_kernel(b->data + size, len, fb->recs))
+		return size;
+	h->flags |= SAMPLE_F_PYTHON;
+	size += len;
+	h->size = size;
+	return size;
+}
+
+#endif

@@ -1,0 +1,1017 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Python-aware stacks (see docs/python.md). The BPF side (bpf/python.bpf.h)
+ * walks the interpreter frames of the sampled thread and appends (code
+ * object, instruction pointer) pairs to the sample. This file:
+ *  - finds CPython in each target (the executable or libpython: the one that
+ *    defines _PyRuntime), reads Py_Version and the layout (_Py_DebugOffsets
+ *    on 3.13+, the tables below for 3.11 and 3.12), and fills py_procs;
+ *  - every poll, walks the interpreter's thread list and fills py_threads
+ *    with native tid -> PyThreadState;
+ *  - when a sample is decoded, turns code objects into locations named by
+ *    qualified name, file and line (read with process_vm_readv, cached per
+ *    (pid, code address) and checked again once per poll), and tells
+ *    events.c which native frames are _PyEval_EvalFrameDefault.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "profile.skel.h"
+#include "../util/hmap.h"
+#include "../util/log.h"
+#include "events.h"
+#include "feature.h"
+#include "python.h"
+#include "record.h"
+
+_Static_assert(sizeof(struct py_frame_rec) == 16, "py_frame_rec layout");
+_Static_assert(sizeof(struct py_trailer) == 8, "py_trailer layout");
+_Static_assert(sizeof(struct py_proc) == 24, "py_proc layout");
+
+/* ---- layouts ---------------------------------------------------------------------------- */
+
+/*
+ * Offsets from offsetof() on the pyenv builds' internal headers
+ * (Include/internal/pycore_{runtime,interp,frame,code}.h, cpython/pystate.h,
+ * cpython/unicodeobject.h) with Py_BUILD_CORE, x86-64 and aarch64 (LP64, no
+ * Py_TRACE_REFS, no free threading). Stable within a minor release.
+ */
+static const struct py_layout layout_311 = {
+	.version = 0x030b0000,
+	.rt_interp_head = 40, .is_next = 0, .is_threads_head = 16, .ts_next = 8,
+	.ts_native_tid = 160,
+	.bpf = { .ts_cframe = 56, .cf_frame = 8, .ts_frame = PY_NONE, .fr_previous = 48,
+		 .fr_code = 32, .fr_instr = 56, .fr_owner = 69, .fr_is_entry = 68,
+		 .owner_cstack = PY_NONE },
+	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
+	.co_firstlineno = 72, .co_code_adaptive = 184,
+	.str_state = 32, .str_length = 16, .ascii_size = 48, .compact_size = 72,
+	.bytes_size = 16, .bytes_sval = 32,
+};
+
+static const struct py_layout layout_312 = {
+	.version = 0x030c0000,
+	.rt_interp_head = 40, .is_next = 0, .is_threads_head = 72, .ts_next = 8,
+	.ts_native_tid = 144,
+	.bpf = { .ts_cframe = 56, .cf_frame = 0, .ts_frame = PY_NONE, .fr_previous = 8,
+		 .fr_code = 0, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = PY_NONE,
+		 .owner_cstack = 3 },
+	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
+	.co_firstlineno = 68, .co_code_adaptive = 192,
+	.str_state = 32, .str_length = 16, .ascii_size = 40, .compact_size = 56,
+	.bytes_size = 16, .bytes_sval = 32,
+};
+
+static const struct py_layout layout_313 = {
+	.version = 0x030d0000,
+	.rt_interp_head = 632, .is_next = 7264, .is_threads_head = 7344, .ts_next = 8,
+	.ts_native_tid = 160,
+	.bpf = { .ts_cframe = PY_NONE, .cf_frame = PY_NONE, .ts_frame = 72, .fr_previous = 8,
+		 .fr_code = 0, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = PY_NONE,
+		 .owner_cstack = 3 },
+	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
+	.co_firstlineno = 68, .co_code_adaptive = 200,
+	.str_state = 32, .str_length = 16, .ascii_size = 40, .compact_size = 56,
+	.bytes_size = 16, .bytes_sval = 32,
+};
+
+int py_layout_for_version(uint32_t version, struct py_layout *l)
+{
+	switch (version >> 16) {
+	case 0x030b:
+		*l = layout_311;
+		break;
+	case 0x030c:
+		*l = layout_312;
+		break;
+	case 0x030d:
+		*l = layout_313;
+		break;
+	default:
+		return -ENOTSUP;
+	}
+	l->version = version;
+	return 0;
+}
+
+/* Index of each field in _Py_DebugOffsets (3.13), counted in u64 words. */
+enum {
+	DO_VERSION = 1, DO_FREE_THREADED = 2, DO_RT_INTERP_HEAD = 5, DO_IS_NEXT = 8,
+	DO_IS_THREADS_HEAD = 9, DO_TS_NEXT = 21, DO_TS_CURRENT_FRAME = 23, DO_TS_NATIVE_TID = 25,
+	DO_FR_PREVIOUS = 29, DO_FR_EXECUTABLE = 30, DO_FR_INSTR_PTR = 31, DO_FR_OWNER = 33,
+	DO_CO_FILENAME = 35, DO_CO_NAME = 36, DO_CO_QUALNAME = 37, DO_CO_LINETABLE = 38,
+	DO_CO_FIRSTLINENO = 39, DO_CO_CODE_ADAPTIVE = 43, DO_OB_TYPE = 45, DO_BYTES_SIZE = 65,
+	DO_BYTES_SVAL = 66, DO_STR_STATE = 68, DO_STR_LENGTH = 69, DO_ASCII_SIZE = 70,
+	DO_WORDS = 73,
+};
+
+static bool frame_off_ok(uint64_t v)
+{
+	return v <= 72; /* bpf/python.bpf.h reads the first 80 bytes of a frame */
+}
+
+int py_layout_from_debug(const void *dbg, size_t len, struct py_layout *l)
+{
+	uint64_t w[DO_WORDS];
+
+	if (len < sizeof(w) || memcmp(dbg, "xdebugpy", 8))
+		return -EINVAL;
+	memcpy(w, dbg, sizeof(w));
+	if (w[DO_FREE_THREADED])
+		return -ENOTSUP;
+	if ((w[DO_VERSION] >> 16) < 0x030d)
+		return -EINVAL;
+	memset(l, 0, sizeof(*l));
+	l->version = w[DO_VERSION];
+	l->rt_interp_head = w[DO_RT_INTERP_HEAD];
+	l->is_next = w[DO_IS_NEXT];
+	l->is_threads_head = w[DO_IS_THREADS_HEAD];
+	l->ts_next = w[DO_TS_NEXT];
+	l->ts_native_tid = w[DO_TS_NATIVE_TID];
+	if (w[DO_TS_CURRENT_FRAME] > 0xfff0 || !frame_off_ok(w[DO_FR_PREVIOUS]) ||
+	    !frame_off_ok(w[DO_FR_EXECUTABLE]) || !frame_off_ok(w[DO_FR_INSTR_PTR]) ||
+	    w[DO_FR_OWNER] > 79)
+		return -EINVAL;
+	l->bpf.ts_cframe = PY_NONE;
+	l->bpf.cf_frame = PY_NONE;
+	l->bpf.ts_frame = w[DO_TS_CURRENT_FRAME];
+	l->bpf.fr_previous = w[DO_FR_PREVIOUS];
+	l->bpf.fr_code = w[DO_FR_EXECUTABLE];
+	l->bpf.fr_instr = w[DO_FR_INSTR_PTR];
+	l->bpf.fr_owner = w[DO_FR_OWNER];
+	l->bpf.fr_is_entry = PY_NONE;
+	l->bpf.owner_cstack = 3; /* FRAME_OWNED_BY_CSTACK: not in the debug offsets */
+	l->ob_type = w[DO_OB_TYPE];
+	l->co_filename = w[DO_CO_FILENAME];
+	l->co_name = w[DO_CO_NAME];
+	l->co_qualname = w[DO_CO_QUALNAME];
+	l->co_linetable = w[DO_CO_LINETABLE];
+	l->co_firstlineno = w[DO_CO_FIRSTLINENO];
+	l->co_code_adaptive = w[DO_CO_CODE_ADAPTIVE];
+	l->str_state = w[DO_STR_STATE];
+	l->str_length = w[DO_STR_LENGTH];
+	l->ascii_size = w[DO_ASCII_SIZE];
+	/* PyCompactUnicodeObject adds utf8_length and utf8 to PyASCIIObject. */
+	l->compact_size = w[DO_ASCII_SIZE] + 16;
+	l->bytes_size = w[DO_BYTES_SIZE];
+	l->bytes_sval = w[DO_BYTES_SVAL];
+	return 0;
+}
+
+/* ---- line tables (Objects/locations.md of CPython 3.11+) --------------------------------- */
+
+static bool lt_varint(const uint8_t *lt, size_t len, size_t *i, uint64_t *out)
+{
+	uint64_t v = 0;
+	int shift = 0;
+
+	for (;;) {
+		uint8_t b;
+
+		if (*i >= len || shift > 60)
+			return false;
+		b = lt[(*i)++];
+		v |= (uint64_t)(b & 63) << shift;
+		shift += 6;
+		if (!(b & 64))
+			break;
+	}
+	*out = v;
+	return true;
+}
+
+static bool lt_svarint(const uint8_t *lt, size_t len, size_t *i, int64_t *out)
+{
+	uint64_t v;
+
+	if (!lt_varint(lt, len, i, &v))
+		return false;
+	*out = (v & 1) ? -(int64_t)(v >> 1) : (int64_t)(v >> 1);
+	return true;
+}
+
+int py_addr2line(const uint8_t *lt, size_t len, int firstlineno, int64_t unit)
+{
+	int64_t line = firstlineno, at = 0;
+	size_t i = 0;
+
+	if (unit < 0)
+		unit = 0;
+	while (i < len) {
+		uint8_t first = lt[i++];
+		int code = (first >> 3) & 15, has_line = 1;
+		int64_t n = (first & 7) + 1, delta = 0;
+		uint64_t skip;
+
+		if (!(first & 0x80))
+			return -1; /* lost sync */
+		switch (code) {
+		case 15: /* no location */
+			has_line = 0;
+			break;
+		case 14: /* long form: line delta, end line delta, column, end column */
+			if (!lt_svarint(lt, len, &i, &delta) || !lt_varint(lt, len, &i, &skip) ||
+			    !lt_varint(lt, len, &i, &skip) || !lt_varint(lt, len, &i, &skip))
+				return -1;
+			break;
+		case 13: /* no column */
+			if (!lt_svarint(lt, len, &i, &delta))
+				return -1;
+			break;
+		case 10:
+		case 11:
+		case 12: /* one-line forms: delta = code - 10, then column and end column bytes */
+			delta = code - 10;
+			i += 2;
+			break;
+		default: /* short forms: same line, one column byte */
+			i += 1;
+			break;
+		}
+		line += delta;
+		if (unit < at + n)
+			return has_line ? (int)line : -1;
+		at += n;
+	}
+	return -1;
+}
+
+/* ---- target memory ---------------------------------------------------------------------- */
+
+static int mem_read(uint32_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+
+	if (n == (ssize_t)len)
+		return 0;
+	return n < 0 ? -errno : -EFAULT;
+}
+
+static int mem_u64(uint32_t pid, uint64_t addr, uint64_t *v)
+{
+	return mem_read(pid, addr, v, sizeof(*v));
+}
+
+/* Appends code point cp as UTF-8. */
+static size_t put_utf8(char *o, uint32_t cp)
+{
+	if (cp < 0x80) {
+		o[0] = cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = 0xc0 | cp >> 6;
+		o[1] = 0x80 | (cp & 63);
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = 0xe0 | cp >> 12;
+		o[1] = 0x80 | ((cp >> 6) & 63);
+		o[2] = 0x80 | (cp & 63);
+		return 3;
+	}
+	o[0] = 0xf0 | cp >> 18;
+	o[1] = 0x80 | ((cp >> 12) & 63);
+	o[2] = 0x80 | ((cp >> 6) & 63);
+	o[3] = 0x80 | (cp & 63);
+	return 4;
+}
+
+#define PY_STR_MAX 1024
+
+/* A compact str object (all identifiers and file names are) as UTF-8 into out[PY_STR_MAX]. */
+static int read_str(uint32_t pid, const struct py_layout *l, uint64_t addr, char *out)
+{
+	uint8_t raw[PY_STR_MAX * 4];
+	uint32_t state;
+	int64_t length;
+	unsigned kind;
+	size_t o = 0;
+	int err;
+
+	out[0] = '\0';
+	if (!addr)
+		return -EINVAL;
+	err = mem_read(pid, addr + l->str_state, &state, sizeof(state));
+	if (!err)
+		err = mem_read(pid, addr + l->str_length, &length, sizeof(length));
+	if (err)
+		return err;
+	kind = (state >> 2) & 7;
+	if (!((state >> 5) & 1) || length < 0 || (kind != 1 && kind != 2 && kind != 4))
+		return -EINVAL; /* not compact: not produced for code object names */
+	if (length > PY_STR_MAX / 4 - 1)
+		length = PY_STR_MAX / 4 - 1;
+	err = mem_read(pid, addr + (((state >> 6) & 1) ? l->ascii_size : l->compact_size), raw,
+		       length * kind);
+	if (err)
+		return err;
+	for (int64_t i = 0; i < length; i++) {
+		uint32_t cp;
+
+		if (kind == 1)
+			cp = raw[i];
+		else if (kind == 2)
+			cp = raw[2 * i] | raw[2 * i + 1] << 8;
+		else
+			cp = raw[4 * i] | raw[4 * i + 1] << 8 | raw[4 * i + 2] << 16 |
+			     (uint32_t)raw[4 * i + 3] << 24;
+		if (cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
+			cp = 0xfffd;
+		o += put_utf8(out + o, cp);
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* ---- per-target state ------------------------------------------------------------------- */
+
+struct py_target {
+	uint32_t pid;
+	bool python;
+	uint64_t next_check; /* ns: when to look at its mappings again */
+	unsigned checks;     /* looks so far: the first ones come fast, to catch an exec */
+	char path[PATH_MAX]; /* the object that defines _PyRuntime */
+	uint64_t map_start;  /* where that object's first mapping started */
+	struct py_layout l;
+	uint64_t runtime, code_type, eval_lo, eval_hi;
+	uint32_t *tids;
+	size_t ntids;
+};
+
+struct py_code {
+	uint32_t pid;
+	uint64_t addr;
+	uint64_t gen;			/* poll generation of the last check */
+	uint64_t name_ptr, file_ptr; /* what it was resolved from, to check it later */
+	uint32_t name, file;		/* string ids */
+	int firstlineno;
+	uint8_t *lt;
+	size_t ltlen;
+	bool bad; /* not a code object */
+};
+
+struct py_state {
+	struct feature_ctx *f;
+	struct py_target *t;
+	size_t nt, capt;
+	struct py_code *codes;
+	size_t ncodes, capcodes;
+	struct hmap *code_index; /* (pid, addr) -> codes index */
+	struct hmap *loc_index;	 /* (name << 32 | file, line) -> location */
+	uint32_t obj;		 /* the OBJ_PYTHON object */
+	uint32_t module;	 /* string id "python" */
+	uint64_t next_loc, gen, next_scan;
+	uint64_t detected;
+};
+
+static struct py_target *target_find(struct py_state *s, uint32_t pid)
+{
+	for (size_t i = 0; i < s->nt; i++)
+		if (s->t[i].pid == pid)
+			return &s->t[i];
+	return NULL;
+}
+
+static struct py_target *target_add(struct py_state *s, uint32_t pid)
+{
+	struct py_target *t = target_find(s, pid);
+
+	if (t)
+		return t;
+	if (s->nt == s->capt) {
+		size_t cap = s->capt ? s->capt * 2 : 16;
+		void *v = realloc(s->t, cap * sizeof(*s->t));
+
+		if (!v)
+			return NULL;
+		s->t = v;
+		s->capt = cap;
+	}
+	t = &s->t[s->nt++];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	return t;
+}
+
+/* ---- detection -------------------------------------------------------------------------- */
+
+struct py_syms {
+	uint64_t runtime, version, eval, eval_size, code_type, min_vaddr;
+};
+
+static void scan_symtab(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, struct py_syms *ps)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+
+	for (size_t i = 0; d && i < n; i++) {
+		GElf_Sym sym;
+		const char *name;
+
+		if (!gelf_getsym(d, i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		if (!name || (name[0] != '_' && name[0] != 'P'))
+			continue;
+		if (!strcmp(name, "_PyRuntime"))
+			ps->runtime = sym.st_value;
+		else if (!strcmp(name, "Py_Version"))
+			ps->version = sym.st_value;
+		else if (!strcmp(name, "_PyEval_EvalFrameDefault")) {
+			ps->eval = sym.st_value;
+			ps->eval_size = sym.st_size;
+		} else if (!strcmp(name, "PyCode_Type"))
+			ps->code_type = sym.st_value;
+	}
+}
+
+/* Symbols of the file at path (dynsym first: Debian strips symtab). 0 when it has _PyRuntime. */
+static int read_syms(const char *path, struct py_syms *ps)
+{
+	Elf_Scn *scn = NULL;
+	size_t nph = 0;
+	int fd, err = -ENOENT;
+	Elf *elf;
+
+	memset(ps, 0, sizeof(*ps));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		goto out;
+	ps->min_vaddr = UINT64_MAX;
+	elf_getphdrnum(elf, &nph);
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD && ph.p_vaddr < ps->min_vaddr)
+			ps->min_vaddr = ph.p_vaddr & ~0xfffULL;
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB)
+			scan_symtab(elf, scn, &sh, ps);
+	}
+	if (ps->runtime && ps->version && ps->eval && ps->min_vaddr != UINT64_MAX)
+		err = 0;
+	elf_end(elf);
+out:
+	close(fd);
+	return err;
+}
+
+static bool python_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	b = b ? b + 1 : path;
+	return !strncmp(b, "libpython3", 10) || !strncmp(b, "python3", 7) || !strcmp(b, "python");
+}
+
+/* Layout of a found interpreter: debug offsets (3.13+) or the tables. */
+static int target_layout(struct py_target *t, uint64_t version)
+{
+	uint8_t dbg[PY_DEBUG_OFFSETS_SIZE];
+	struct py_layout fromdbg;
+	int err;
+
+	err = py_layout_for_version(version, &t->l);
+	if (version >= 0x030d0000 && !mem_read(t->pid, t->runtime, dbg, sizeof(dbg))) {
+		int e = py_layout_from_debug(dbg, sizeof(dbg), &fromdbg);
+
+		if (!e) {
+			if (!err && memcmp(&fromdbg, &t->l, sizeof(fromdbg)))
+				log_debug("python: pid %u: _Py_DebugOffsets differ from the table",
+					  t->pid);
+			t->l = fromdbg;
+			err = 0;
+		} else if (e == -ENOTSUP) {
+			err = e; /* free-threaded build: another object layout */
+		}
+	}
+	return err;
+}
+
+/*
+ * Looks for CPython in pid's mappings. Returns 1 when found (t filled), 0
+ * when not, -ESRCH when the process is gone.
+ */
+static int detect(struct py_target *t)
+{
+	char mpath[64], line[PATH_MAX + 128], fpath[PATH_MAX + 64];
+	unsigned long long start, end, off;
+	struct py_syms ps;
+	uint64_t version = 0, bias;
+	int found = 0;
+	FILE *f;
+
+	snprintf(mpath, sizeof(mpath), "/proc/%u/maps", t->pid);
+	f = fopen(mpath, "re");
+	if (!f)
+		return -ESRCH;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char perms[8], *path;
+		int pos = 0;
+
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off,
+			   &pos) < 4 || !pos || off != 0)
+			continue;
+		path = line + pos;
+		path[strcspn(path, "\n")] = '\0';
+		if (path[0] != '/' || !python_name(path))
+			continue;
+		snprintf(fpath, sizeof(fpath), "/proc/%u/map_files/%llx-%llx", t->pid, start, end);
+		if (read_syms(fpath, &ps)) {
+			snprintf(fpath, sizeof(fpath), "/proc/%u/root%s", t->pid, path);
+			if (read_syms(fpath, &ps))
+				continue;
+		}
+		bias = start - ps.min_vaddr;
+		if (mem_u64(t->pid, ps.version + bias, &version))
+			continue;
+		t->runtime = ps.runtime + bias;
+		t->code_type = ps.code_type ? ps.code_type + bias : 0;
+		t->eval_lo = ps.eval + bias;
+		t->eval_hi = t->eval_lo + (ps.eval_size ? ps.eval_size : 1);
+		t->map_start = start;
+		snprintf(t->path, sizeof(t->path), "%s", path);
+		found = 1;
+	}
+	fclose(f);
+	if (!found)
+		return 0;
+	version &= 0xffffffff;
+	if (target_layout(t, version)) {
+		log_info("python: pid %u runs Python %llu.%llu: not supported (3.11 to 3.13 are)",
+			 t->pid, (unsigned long long)(version >> 24),
+			 (unsigned long long)((version >> 16) & 0xff));
+		return 0;
+	}
+	return 1;
+}
+
+/* Still the same interpreter mapped at the same place (no exec since)? */
+static bool still_there(struct py_target *t)
+{
+	char mpath[64], line[PATH_MAX + 128];
+	unsigned long long start;
+	bool ok = false;
+	FILE *f;
+
+	snprintf(mpath, sizeof(mpath), "/proc/%u/maps", t->pid);
+	f = fopen(mpath, "re");
+	if (!f)
+		return false;
+	while (!ok && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+
+		if (sscanf(line, "%llx-", &start) == 1 && start == t->map_start && p) {
+			p[strcspn(p, "\n")] = '\0';
+			ok = !strcmp(p, t->path);
+		}
+	}
+	fclose(f);
+	return ok;
+}
+
+/* ---- threads ---------------------------------------------------------------------------- */
+
+static void drop_threads(struct py_state *s, struct py_target *t)
+{
+	int fd = bpf_map__fd(s->f->skel->maps.py_threads);
+
+	for (size_t i = 0; i < t->ntids; i++)
+		bpf_map_delete_elem(fd, &t->tids[i]);
+	t->ntids = 0;
+}
+
+static void drop_target(struct py_state *s, struct py_target *t)
+{
+	if (t->python) {
+		bpf_map_delete_elem(bpf_map__fd(s->f->skel->maps.py_procs), &t->pid);
+		drop_threads(s, t);
+	}
+	t->python = false;
+}
+
+#define PY_MAX_THREADS 4096
+
+/* Reads the thread list of every interpreter and makes py_threads match it. */
+static int refresh_threads(struct py_state *s, struct py_target *t)
+{
+	int fd = bpf_map__fd(s->f->skel->maps.py_threads);
+	uint32_t *tids = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t interp, ts;
+	int err;
+
+	err = mem_u64(t->pid, t->runtime + t->l.rt_interp_head, &interp);
+	for (int ni = 0; !err && interp && ni < 64; ni++) {
+		err = mem_u64(t->pid, interp + t->l.is_threads_head, &ts);
+		while (!err && ts && n < PY_MAX_THREADS) {
+			uint64_t tid;
+
+			err = mem_u64(t->pid, ts + t->l.ts_native_tid, &tid);
+			if (err)
+				break;
+			if (n == cap) {
+				void *v = realloc(tids, (cap = cap ? cap * 2 : 16) * sizeof(*tids));
+
+				if (!v) {
+					err = -ENOMEM;
+					break;
+				}
+				tids = v;
+			}
+			tids[n++] = tid;
+			if (tid && tid < UINT32_MAX)
+				bpf_map_update_elem(fd, &tids[n - 1], &ts, BPF_ANY);
+			err = mem_u64(t->pid, ts + t->l.ts_next, &ts);
+		}
+		if (!err)
+			err = mem_u64(t->pid, interp + t->l.is_next, &interp);
+	}
+	if (err) {
+		free(tids);
+		return err;
+	}
+	/* Threads that left the list: their tids may be reused by anything. */
+	for (size_t i = 0; i < t->ntids; i++) {
+		bool kept = false;
+
+		for (size_t j = 0; j < n && !kept; j++)
+			kept = tids[j] == t->tids[i];
+		if (!kept)
+			bpf_map_delete_elem(fd, &t->tids[i]);
+	}
+	free(t->tids);
+	t->tids = tids;
+	t->ntids = n;
+	return 0;
+}
+
+/* ---- code objects -> locations ---------------------------------------------------------- */
+
+static struct py_code *code_slot(struct py_state *s, uint32_t pid, uint64_t addr, bool *fresh)
+{
+	uint64_t idx;
+	struct py_code *c;
+
+	*fresh = false;
+	if (hmap__get(s->code_index, pid, addr, &idx))
+		return &s->codes[idx];
+	if (s->ncodes == s->capcodes) {
+		size_t cap = s->capcodes ? s->capcodes * 2 : 256;
+		void *v = realloc(s->codes, cap * sizeof(*s->codes));
+
+		if (!v)
+			return NULL;
+		s->codes = v;
+		s->capcodes = cap;
+	}
+	if (hmap__put(s->code_index, pid, addr, s->ncodes))
+		return NULL;
+	c = &s->codes[s->ncodes++];
+	memset(c, 0, sizeof(*c));
+	c->pid = pid;
+	c->addr = addr;
+	*fresh = true;
+	return c;
+}
+
+/* Reads a code object's names and line table. */
+static int code_read(struct py_state *s, struct py_target *t, struct py_code *c)
+{
+	const struct py_layout *l = &t->l;
+	uint64_t type = 0, qual = 0, name = 0, file = 0, lt = 0;
+	int64_t ltlen = 0;
+	int32_t first = 0;
+	char buf[PY_STR_MAX];
+	int err;
+
+	c->bad = true;
+	free(c->lt);
+	c->lt = NULL;
+	c->ltlen = 0;
+	err = mem_u64(t->pid, c->addr + l->ob_type, &type);
+	if (err)
+		return err;
+	if (t->code_type && type != t->code_type)
+		return -EINVAL;
+	if (mem_u64(t->pid, c->addr + l->co_qualname, &qual) ||
+	    mem_u64(t->pid, c->addr + l->co_name, &name) ||
+	    mem_u64(t->pid, c->addr + l->co_filename, &file) ||
+	    mem_u64(t->pid, c->addr + l->co_linetable, &lt) ||
+	    mem_read(t->pid, c->addr + l->co_firstlineno, &first, sizeof(first)))
+		return -EFAULT;
+	if (read_str(t->pid, l, qual, buf) && read_str(t->pid, l, name, buf))
+		return -EFAULT;
+	c->name = profile__intern(s->f->p, buf);
+	read_str(t->pid, l, file, buf);
+	c->file = profile__intern(s->f->p, buf);
+	c->firstlineno = first;
+	c->name_ptr = qual;
+	c->file_ptr = file;
+	if (lt && !mem_read(t->pid, lt + l->bytes_size, &ltlen, sizeof(ltlen)) && ltlen > 0 &&
+	    ltlen < (1 << 20)) {
+		c->lt = malloc(ltlen);
+		if (c->lt && !mem_read(t->pid, lt + l->bytes_sval, c->lt, ltlen))
+			c->ltlen = ltlen;
+	}
+	c->bad = false;
+	return 0;
+}
+
+/* Was the code object at c->addr freed and its memory reused since it was read? */
+static bool code_changed(struct py_target *t, struct py_code *c)
+{
+	uint64_t qual = 0, file = 0;
+
+	if (mem_u64(t->pid, c->addr + t->l.co_qualname, &qual) ||
+	    mem_u64(t->pid, c->addr + t->l.co_filename, &file))
+		return false; /* gone: keep what we know, the sample was taken before */
+	return qual != c->name_ptr || file != c->file_ptr;
+}
+
+static int64_t py_location(struct py_state *s, uint32_t name, uint32_t file, int line)
+{
+	struct profile *p = s->f->p;
+	uint64_t loc;
+	int64_t l;
+	struct frame *fr;
+
+	if (line < 0)
+		line = 0;
+	if (hmap__get(s->loc_index, (uint64_t)name << 32 | file, line, &loc))
+		return loc;
+	l = profile__location(p, s->obj, ++s->next_loc);
+	if (l < 0)
+		return l;
+	fr = vec_push(p->frames);
+	if (!fr)
+		return -ENOMEM;
+	fr->name = name;
+	fr->module = s->module;
+	fr->file = file;
+	fr->line = line;
+	fr->kind = FRAME_PYTHON;
+	p->locations.v[l].frame_first = p->frames.n - 1;
+	p->locations.v[l].frame_n = 1;
+	if (hmap__put(s->loc_index, (uint64_t)name << 32 | file, line, l))
+		return -ENOMEM;
+	return l;
+}
+
+static int64_t frame_location(struct py_state *s, struct py_target *t, const struct py_frame_rec *r)
+{
+	uint64_t addr = r->code & ~1ULL;
+	struct py_code *c;
+	bool fresh;
+	int line;
+
+	c = code_slot(s, t->pid, addr, &fresh);
+	if (!c)
+		return -ENOMEM;
+	if (fresh || (c->gen != s->gen && code_changed(t, c))) {
+		if (code_read(s, t, c) == -ENOMEM)
+			return -ENOMEM;
+	}
+	c->gen = s->gen;
+	if (c->bad) {
+		s->f->p->stats[STAT_PY_UNKNOWN]++;
+		return profile__special(s->f->p, "[python: unreadable frame]");
+	}
+	line = c->firstlineno;
+	if (c->ltlen && r->instr >= addr + t->l.co_code_adaptive) {
+		int64_t unit = (int64_t)(r->instr - addr - t->l.co_code_adaptive) / 2;
+		int ln = py_addr2line(c->lt, c->ltlen, c->firstlineno, unit);
+
+		if (ln > 0)
+			line = ln;
+	}
+	return py_location(s, c->name, c->file, line);
+}
+
+/* event_ctx hooks (src/record/events.c) */
+static int py_frames(void *arg, uint32_t pid, const struct py_frame_rec *r, uint32_t n,
+		     uint32_t *locs, uint8_t *entry)
+{
+	struct py_state *s = arg;
+	struct py_target *t = target_find(s, pid);
+
+	if (!t || !t->python)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t l = frame_location(s, t, &r[i]);
+
+		if (l < 0)
+			return (int)l;
+		locs[i] = l;
+		entry[i] = r[i].code & 1;
+	}
+	s->f->p->stats[STAT_PY_SAMPLES]++;
+	return n;
+}
+
+static bool py_is_eval(void *arg, uint32_t pid, uint64_t pc)
+{
+	struct py_state *s = arg;
+	struct py_target *t = target_find(s, pid);
+
+	return t && t->python && pc >= t->eval_lo && pc < t->eval_hi;
+}
+
+/* ---- the feature ------------------------------------------------------------------------ */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void check_target(struct py_state *s, struct py_target *t, uint64_t now)
+{
+	int fd = bpf_map__fd(s->f->skel->maps.py_procs);
+	int r;
+
+	/* Every 100 ms for the first 2 s (a launched command execs Python), then every second. */
+	t->next_check = now + (t->checks++ < 20 ? 100000000ULL : 1000000000ULL);
+	if (t->python) {
+		if (still_there(t))
+			return;
+		drop_target(s, t); /* exec'd or exited */
+	}
+	r = detect(t);
+	if (r <= 0)
+		return;
+	t->python = true;
+	if (bpf_map_update_elem(fd, &t->pid, &t->l.bpf, BPF_ANY)) {
+		log_warn("python: pid %u: cannot add it to py_procs: %s", t->pid, strerror(errno));
+		t->python = false;
+		return;
+	}
+	s->detected++;
+	log_info("python: pid %u: Python %u.%u.%u in %s", t->pid, t->l.version >> 24,
+		 (t->l.version >> 16) & 0xff, (t->l.version >> 8) & 0xff, t->path);
+	refresh_threads(s, t);
+}
+
+/* New target pids (forks, the launched command) from the BPF target set. */
+static void scan_targets(struct py_state *s, uint64_t now)
+{
+	int fd = bpf_map__fd(s->f->skel->maps.targets);
+	uint32_t key, next, *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		struct py_target *t = target_find(s, next);
+
+		if (!t) {
+			t = target_add(s, next);
+			if (!t)
+				return;
+			t->next_check = now;
+		}
+		key = next;
+		prev = &key;
+	}
+}
+
+static bool py_enabled(const struct record_opts *o)
+{
+	return !o->no_python && !o->all;
+}
+
+static int py_configure(struct feature_ctx *f, void **state)
+{
+	struct py_state *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->f = f;
+	s->code_index = hmap__new(1024);
+	s->loc_index = hmap__new(1024);
+	if (!s->code_index || !s->loc_index) {
+		hmap__free(s->code_index);
+		hmap__free(s->loc_index);
+		free(s);
+		return -ENOMEM;
+	}
+	f->skel->rodata->py_enabled = true;
+	*state = s;
+	return 0;
+}
+
+static int py_attach(struct feature_ctx *f, void *state)
+{
+	struct py_state *s = state;
+	uint64_t now = now_ns();
+	int64_t obj;
+
+	obj = profile__object(f->p, OBJ_PYTHON, "[python]", "", 0);
+	if (obj < 0)
+		return (int)obj;
+	s->obj = obj;
+	s->module = profile__intern(f->p, "python");
+	f->ev->py_frames = py_frames;
+	f->ev->py_is_eval = py_is_eval;
+	f->ev->py_arg = s;
+	for (size_t i = 0; i < f->o->npids; i++) {
+		struct py_target *t = target_add(s, f->o->pids[i]);
+
+		if (!t)
+			return -ENOMEM;
+		check_target(s, t, now);
+	}
+	if (f->child && !target_add(s, f->child))
+		return -ENOMEM;
+	s->next_scan = now;
+	return 0;
+}
+
+static int py_poll(struct feature_ctx *f, void *state, uint64_t now)
+{
+	struct py_state *s = state;
+
+	(void)f;
+	s->gen++;
+	if (now >= s->next_scan) {
+		scan_targets(s, now);
+		s->next_scan = now + 250000000ULL;
+	}
+	for (size_t i = 0; i < s->nt; i++) {
+		struct py_target *t = &s->t[i];
+
+		if (now >= t->next_check)
+			check_target(s, t, now);
+		if (t->python && refresh_threads(s, t) == -ESRCH)
+			drop_target(s, t);
+	}
+	return 0;
+}
+
+static int py_finish(struct feature_ctx *f, void *state)
+{
+	struct py_state *s = state;
+
+	f->p->stats[STAT_PY_NO_TSTATE] += f->bpf_stat(f, BSTAT_PY_NO_TSTATE);
+	f->p->stats[STAT_PY_READ_ERR] += f->bpf_stat(f, BSTAT_PY_READ_ERR);
+	f->p->stats[STAT_PY_TRUNC] += f->bpf_stat(f, BSTAT_PY_TRUNC);
+	if (s->detected)
+		log_debug("python: %llu interpreters, %zu code objects, %llu Python samples",
+			  (unsigned long long)s->detected, s->ncodes,
+			  (unsigned long long)f->p->stats[STAT_PY_SAMPLES]);
+	return 0;
+}
+
+static void py_destroy(struct feature_ctx *f, void *state)
+{
+	struct py_state *s = state;
+
+	if (!s)
+		return;
+	if (f->ev && f->ev->py_arg == s) {
+		f->ev->py_frames = NULL;
+		f->ev->py_is_eval = NULL;
+		f->ev->py_arg = NULL;
+	}
+	for (size_t i = 0; i < s->nt; i++)
+		free(s->t[i].tids);
+	for (size_t i = 0; i < s->ncodes; i++)
+		free(s->codes[i].lt);
+	free(s->t);
+	free(s->codes);
+	hmap__free(s->code_index);
+	hmap__free(s->loc_index);
+	free(s);
+}
+
+const struct feature feature_python = {
+	.name = "python",
+	.enabled = py_enabled,
+	.configure = py_configure,
+	.attach = py_attach,
+	.poll = py_poll,
+	.finish = py_finish,
+	.destroy = py_destroy,
+};

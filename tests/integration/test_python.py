@@ -1,0 +1,174 @@
+# SPDX-License-Identifier: MIT
+"""Python-aware stacks: CPython 3.11-3.13 targets attached by PID, no flags on the Python side."""
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+
+PYDIR = os.path.join(FIXTURES, "python")
+
+
+def find_pythons():
+    found = {}
+    for minor in ("3.11", "3.12", "3.13"):
+        hits = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{minor}.*/bin/python{minor}")))
+        if hits:
+            found[f"pyenv-{minor}"] = hits[-1]
+    if os.access("/usr/bin/python3.11", os.X_OK):
+        found["debian-3.11"] = "/usr/bin/python3.11"
+    return found
+
+
+PYTHONS = find_pythons()
+PY_IDS = ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11"]
+
+
+def python_for(name):
+    if name not in PYTHONS:
+        pytest.skip(f"skipped: {name} is not installed")
+    return PYTHONS[name]
+
+
+def start(py, script, *args):
+    """Starts a fixture script and waits for its 'ready' line: eprof attaches after that."""
+    p = subprocess.Popen([py, os.path.join(PYDIR, script), *args], stdout=subprocess.PIPE,
+                         text=True)
+    line = p.stdout.readline()
+    assert line.strip() == "ready", f"{script} did not start: {line!r}"
+    return p
+
+
+def record(ep, pid, seconds=3):
+    ep.run("record", "-p", str(pid), "-F", "999", "-d", str(seconds), "-o", "eprof.data", "-q",
+           timeout=120)
+
+
+PYFRAME = re.compile(r"^(?P<name>\S+) \((?P<file>[^():]+):(?P<line>\d+)\)$")
+
+
+def py_frames(stack):
+    """(name, file, line, index) of the Python-looking frames of a folded --lines stack."""
+    out = []
+    for i, f in enumerate(stack):
+        m = PYFRAME.match(f)
+        if m and m["file"].endswith(".py"):
+            out.append((m["name"], m["file"], int(m["line"]), i))
+    return out
+
+
+@pytest.mark.parametrize("which", PY_IDS)
+def test_two_hot_functions(need_bpf, ep, which):
+    py = python_for(which)
+    p = start(py, "two_hot.py", "8")
+    try:
+        record(ep, p.pid)
+    finally:
+        p.wait(timeout=30)
+    stacks = ep.folded("eprof.data", "--lines")
+    total = sum(n for _, n in stacks)
+    assert total > 300, f"too few samples: {total}"
+    with_py = a = b = 0
+    lines = {"hot_a": set(), "hot_b": set()}
+    for stack, n in stacks:
+        frames = py_frames(stack)
+        if not frames:
+            continue
+        with_py += n
+        names = [f[0] for f in frames]
+        # Outer to inner: <module> -> main -> hot_x, each naming the fixture and a line in it.
+        assert all(f[1].endswith("two_hot.py") for f in frames), frames
+        if "hot_a" in names or "hot_b" in names:
+            assert names[:2] == ["<module>", "main"], names
+        for name, _, line, _ in frames:
+            if name in lines:
+                lines[name].add(line)
+        a += n if "hot_a" in names else 0
+        b += n if "hot_b" in names else 0
+    assert with_py >= 0.9 * total, f"only {with_py} of {total} samples have Python frames"
+    share = 100.0 * a / (a + b)
+    assert abs(share - 70) <= 5, f"hot_a has {share:.1f}% of hot_a+hot_b, expected 70"
+    # Lines lie inside each function's body (two_hot.py: hot_a 7-11, hot_b 14-18).
+    assert lines["hot_a"] and lines["hot_a"] <= set(range(7, 12)), lines
+    assert lines["hot_b"] and lines["hot_b"] <= set(range(14, 19)), lines
+    # The Python frames took the place of the native eval loop: it is no longer in the stacks
+    # between two Python frames.
+    for stack, n in stacks:
+        frames = py_frames(stack)
+        if len(frames) >= 2:
+            between = stack[frames[0][3]:frames[-1][3]]
+            assert not any(f.startswith("_PyEval_EvalFrameDefault") for f in between), stack
+    rep = ep.report_json()
+    kinds = {f["name"]: f["kind"] for f in rep["functions"]}
+    assert kinds.get("hot_a") == "python"
+    assert rep["stats"].get("python_samples", 0) >= 0.9 * total
+
+
+@pytest.fixture(scope="module")
+def libspin(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pylib") / "libspin.so"
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-o", str(out),
+                    os.path.join(PYDIR, "libspin.c")], check=True)
+    return str(out)
+
+
+@pytest.mark.parametrize("which", ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13"])
+def test_ctypes_native_callee_below_python_caller(need_bpf, ep, libspin, which):
+    py = python_for(which)
+    p = start(py, "ctypes_call.py", "8", libspin)
+    try:
+        record(ep, p.pid)
+    finally:
+        p.wait(timeout=30)
+    stacks = ep.folded("eprof.data", "--lines")
+    total = sum(n for _, n in stacks)
+    in_c = ok = 0
+    for stack, n in stacks:
+        leafish = [i for i, f in enumerate(stack) if f.startswith("spin_in_c")]
+        if not leafish:
+            continue
+        in_c += n
+        callers = [f for f in py_frames(stack) if f[0] == "call_native"]
+        if callers and callers[0][3] < leafish[0] and callers[0][1].endswith("ctypes_call.py"):
+            ok += n
+    assert in_c >= 0.5 * total, f"spin_in_c in {in_c} of {total} samples"
+    assert ok >= 0.9 * in_c, f"call_native above spin_in_c in only {ok} of {in_c} samples"
+
+
+@pytest.mark.parametrize("which", ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13"])
+def test_all_threads_get_python_frames(need_bpf, ep, which):
+    py = python_for(which)
+    p = start(py, "threads.py", "8")
+    try:
+        record(ep, p.pid)
+    finally:
+        p.wait(timeout=30)
+    stacks = ep.folded("eprof.data", "--lines")
+    total = sum(n for _, n in stacks)
+    per = {"worker_one": 0, "worker_two": 0, "main": 0}
+    with_py = 0
+    for stack, n in stacks:
+        names = [f[0] for f in py_frames(stack)]
+        if names:
+            with_py += n
+        for k in per:
+            if k in names and "spin" in names:
+                per[k] += n
+    assert with_py >= 0.9 * total, f"only {with_py} of {total} samples have Python frames"
+    for k, n in per.items():
+        assert n >= 0.1 * total, f"thread running {k} has {n} of {total} samples: {per}"
+
+
+def test_no_python_flag(need_bpf, ep):
+    py = python_for("pyenv-3.12")
+    p = start(py, "two_hot.py", "5")
+    try:
+        ep.run("record", "-p", str(p.pid), "-F", "499", "-d", "1", "-o", "eprof.data", "-q",
+               "--no-python")
+    finally:
+        p.wait(timeout=30)
+    stacks = ep.folded("eprof.data", "--lines")
+    assert stacks and not any(py_frames(s) for s, _ in stacks)

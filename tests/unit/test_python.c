@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+/* Python frames: line tables, interpreter layouts, interleaving with native frames. */
+#include "test_util.h"
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "record/events.h"
+#include "record/proc.h"
+#include "record/python.h"
+
+static int hexval(char c)
+{
+	return c <= '9' ? c - '0' : c - 'a' + 10;
+}
+
+static size_t unhex(const char *hex, uint8_t *out, size_t max)
+{
+	size_t n = strlen(hex) / 2;
+
+	assert_true(n <= max);
+	for (size_t i = 0; i < n; i++)
+		out[i] = hexval(hex[2 * i]) << 4 | hexval(hex[2 * i + 1]);
+	return n;
+}
+
+/*
+ * co_linetable of this function (first line 2) and its co_lines() as
+ * printed by each pyenv interpreter:
+ *   def sample(n):
+ *       s = 0
+ *       for i in range(n):
+ *           if i % 3:
+ *               s += i
+ *           else:
+ *               s -= 1
+ *       return s
+ */
+struct lt_case {
+	const char *version, *hex;
+	int ranges[32][3]; /* start byte, end byte, line; ends with a 0, 0, 0 row */
+};
+
+static const struct lt_case lt_cases[] = {
+	{ "3.11.7",
+	  "8000d808098041dd0d12903189588c58f000040513f0000405138801d80b0c88718935f000030913d80c0d9"
+	  "011894688418841e00c0d9011894688418841d80b0c8048",
+	  {
+	    { 0, 2, 2 }, { 2, 4, 3 }, { 4, 6, 3 }, { 6, 18, 4 }, { 18, 20, 4 },
+	    { 20, 24, 4 }, { 24, 34, 4 }, { 34, 36, 4 }, { 36, 38, 4 }, { 38, 40, 4 },
+	    { 40, 42, 5 }, { 42, 44, 5 }, { 44, 48, 5 }, { 48, 50, 5 }, { 50, 52, 6 },
+	    { 52, 54, 6 }, { 54, 58, 6 }, { 58, 60, 6 }, { 60, 62, 6 }, { 62, 64, 8 },
+	    { 64, 66, 8 }, { 66, 70, 8 }, { 70, 72, 8 }, { 72, 74, 8 }, { 74, 76, 9 },
+	    { 76, 78, 9 },
+	  } },
+	{ "3.12.1",
+	  "8000d808098041dc0d1290318b58f2000405138801d80b0c88718a35d80c0d901189468941e00c0d901189"
+	  "468941f009040513f00a000c0d8048",
+	  { { 0, 2, 2 },
+	    { 2, 6, 3 },
+	    { 6, 34, 4 },
+	    { 34, 44, 5 },
+	    { 44, 56, 6 },
+	    { 56, 68, 8 },
+	    { 68, 70, 4 },
+	    { 70, 74, 9 } } },
+	{ "3.13.0",
+	  "8000d808098041dc0d1290318e588801d80b0c88718f35d80c0d89468a41e00c0d901189468a41f109000e"
+	  "16f00a000c0d8048",
+	  { { 0, 2, 2 },
+	    { 2, 6, 3 },
+	    { 6, 34, 4 },
+	    { 34, 54, 5 },
+	    { 54, 66, 6 },
+	    { 66, 80, 8 },
+	    { 80, 84, 4 },
+	    { 84, 88, 9 } } },
+};
+
+static void test_addr2line(void **state)
+{
+	uint8_t lt[256];
+
+	(void)state;
+	for (size_t c = 0; c < sizeof(lt_cases) / sizeof(lt_cases[0]); c++) {
+		const struct lt_case *k = &lt_cases[c];
+		size_t n = unhex(k->hex, lt, sizeof(lt));
+		int last = 0;
+
+		for (int r = 0; k->ranges[r][1]; r++) {
+			for (int b = k->ranges[r][0]; b < k->ranges[r][1]; b += 2) {
+				int line = py_addr2line(lt, n, 2, b / 2);
+
+				if (line != k->ranges[r][2])
+					fail_msg("%s: unit %d: line %d, want %d", k->version,
+						 b / 2, line, k->ranges[r][2]);
+			}
+			last = k->ranges[r][1];
+		}
+		/* Past the end, and a table cut short: no line, no crash. */
+		assert_int_equal(py_addr2line(lt, n, 2, last / 2 + 10), -1);
+		for (size_t cut = 0; cut < n; cut++)
+			(void)py_addr2line(lt, cut, 2, last / 2 - 1);
+		/* Negative offsets (prev_instr before the first instruction) count as the first. */
+		assert_int_equal(py_addr2line(lt, n, 2, -1), 2);
+	}
+}
+
+/* The first 584 bytes of _PyRuntime (its _Py_DebugOffsets) of pyenv's 3.13.0 on x86-64. */
+static const char debug_313[] =
+	"7864656275677079f0000d03000000000000000000000000b852040000000000600200000000000078020000"
+	"0000000098f9020000000000681c000000000000601c000000000000b01c000000000000e81c000000000000"
+	"e81d000000000000d81d000000000000e01d0000000000001000000000000000481e00000000000000000000"
+	"00000000581e000000000000501e000000000000300100000000000000000000000000000800000000000000"
+	"100000000000000048000000000000009800000000000000a000000000000000e80000000000000020000000"
+	"0000000050000000000000000800000000000000000000000000000038000000000000004800000000000000"
+	"4600000000000000d00000000000000070000000000000007800000000000000800000000000000088000000"
+	"000000004400000000000000340000000000000060000000000000006800000000000000c800000000000000"
+	"10000000000000000800000000000000a00100000000000018000000000000005800000000000000a8000000"
+	"0000000020000000000000001800000000000000100000000000000028000000000000001800000000000000"
+	"1000000000000000300000000000000020000000000000002800000000000000180000000000000010000000"
+	"0000000020000000000000001000000000000000180000000000000028000000000000001000000000000000"
+	"20000000000000004000000000000000200000000000000010000000000000002800000000000000f0000000"
+	"00000000c800000000000000";
+
+static void test_debug_offsets(void **state)
+{
+	uint8_t buf[PY_DEBUG_OFFSETS_SIZE + 64];
+	struct py_layout dbg, table;
+	size_t n;
+
+	(void)state;
+	n = unhex(debug_313, buf, sizeof(buf));
+	assert_int_equal(n, PY_DEBUG_OFFSETS_SIZE);
+	assert_int_equal(py_layout_from_debug(buf, n, &dbg), 0);
+	assert_int_equal(dbg.version, 0x030d00f0);
+	/* The built-in 3.13 table (derived from the headers) says the same as the runtime. */
+	assert_int_equal(py_layout_for_version(0x030d00f0, &table), 0);
+	assert_memory_equal(&dbg, &table, sizeof(dbg));
+	assert_int_equal(dbg.bpf.ts_frame, 72);
+	assert_int_equal(dbg.bpf.ts_cframe, PY_NONE);
+	/* Not a debug-offsets block; too short; free-threaded. */
+	assert_int_equal(py_layout_from_debug(buf, n - 8, &dbg), -EINVAL);
+	buf[0] = 'X';
+	assert_int_equal(py_layout_from_debug(buf, n, &dbg), -EINVAL);
+	buf[0] = 'x';
+	buf[16] = 1;
+	assert_int_equal(py_layout_from_debug(buf, n, &dbg), -ENOTSUP);
+}
+
+static void test_version_tables(void **state)
+{
+	struct py_layout l;
+
+	(void)state;
+	assert_int_equal(py_layout_for_version(0x030b07f0, &l), 0);
+	assert_int_equal(l.bpf.fr_is_entry, 68);
+	assert_int_equal(l.bpf.owner_cstack, PY_NONE);
+	assert_int_equal(py_layout_for_version(0x030c01f0, &l), 0);
+	assert_int_equal(l.bpf.fr_is_entry, PY_NONE);
+	assert_int_equal(l.bpf.owner_cstack, 3);
+	assert_int_equal(l.version, 0x030c01f0);
+	assert_int_equal(py_layout_for_version(0x030a0df0, &l), -ENOTSUP);
+	assert_int_equal(py_layout_for_version(0x030e0000, &l), -ENOTSUP);
+}
+
+/* ---- interleaving in events.c, with fake Python hooks ---- */
+
+static char proc_root[PATH_MAX];
+
+static int setup_proc(void **state)
+{
+	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+	FILE *f;
+
+	(void)state;
+	snprintf(proc_root, sizeof(proc_root), "%s", test_path("proc"));
+	mkdir(proc_root, 0755);
+	snprintf(dir, sizeof(dir), "%s/100", proc_root);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/maps", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("00400000-00500000 r-xp 00000000 08:01 1234   /usr/bin/true\n", f);
+	fclose(f);
+	return 0;
+}
+
+#define EVAL_LO 0x400300
+#define EVAL_HI 0x400400
+
+static const char *const py_names[] = { "f_leaf", "f_mid", "f_outer" };
+
+static int fake_frames(void *arg, uint32_t pid, const struct py_frame_rec *r, uint32_t n,
+		       uint32_t *locs, uint8_t *entry)
+{
+	struct profile *p = arg;
+
+	assert_int_equal(pid, 100);
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t l = profile__special(p, py_names[r[i].code >> 4]);
+
+		assert_true(l > 0);
+		locs[i] = l;
+		entry[i] = r[i].code & 1;
+	}
+	return n;
+}
+
+static bool fake_is_eval(void *arg, uint32_t pid, uint64_t pc)
+{
+	(void)arg;
+	(void)pid;
+	return pc >= EVAL_LO && pc < EVAL_HI;
+}
+
+struct py_sample {
+	struct ev_sample s;
+	__u64 ips[6];
+	struct py_frame_rec recs[3];
+	struct py_trailer tr;
+};
+
+static void make(struct py_sample *e, const __u64 *ips, int nu)
+{
+	memset(e, 0, sizeof(*e));
+	e->s.h.kind = EV_SAMPLE;
+	e->s.h.pid = 100;
+	e->s.h.tid = 100;
+	e->s.h.ts = 1000;
+	e->s.h.flags = SAMPLE_F_USER_REGS | SAMPLE_F_PYTHON;
+	e->s.period = 1000000;
+	e->s.st.ustack_n = nu;
+	memcpy(e->ips, ips, nu * 8);
+	/* f_leaf and f_mid run in the inner eval call, f_outer in the outer one. */
+	e->recs[0].code = 0 << 4;
+	e->recs[1].code = 1 << 4 | 1;
+	e->recs[2].code = 2 << 4 | 1;
+	e->tr.n = 3;
+	e->tr.magic = PY_TRAILER_MAGIC;
+	/* The records sit right after the ips: move them down when fewer ips are used. */
+	memmove((char *)e->ips + nu * 8, e->recs, sizeof(e->recs) + sizeof(e->tr));
+	e->s.h.size = sizeof(e->s) + nu * 8 + sizeof(e->recs) + sizeof(e->tr);
+}
+
+/* Names of the sample's stack, root first, as "a;b;c". */
+static void stack_str(struct profile *p, uint32_t node, char *out, size_t len)
+{
+	const char *parts[64];
+	int n = 0;
+
+	while (node && n < 64) {
+		const struct location *l = &p->locations.v[p->stacks.v[node].loc];
+
+		/* ELF locations are file offsets: pc - 0x400000 (- 1 for return addresses). */
+		parts[n++] = l->frame_n ? profile__str(p, p->frames.v[l->frame_first].name)
+			     : l->addr == 0x6ff ? "main"
+			     : l->addr == 0x4ff ? "c_call"
+			     : l->addr == 0x100 ? "c_leaf"
+						: "eval";
+		node = p->stacks.v[node].parent;
+	}
+	out[0] = '\0';
+	while (n-- > 0) {
+		strncat(out, parts[n], len - strlen(out) - 1);
+		if (n)
+			strncat(out, ";", len - strlen(out) - 1);
+	}
+}
+
+static void test_interleave(void **state)
+{
+	struct tracker_opts to = { .proc_root = proc_root };
+	struct profile *p = profile__new();
+	struct proc_tracker *t = proc_tracker__new(p, &to);
+	struct event_ctx c;
+	struct py_sample e;
+	char s[512];
+	/* Leaf first: a C leaf, the inner eval loop, a C function, the outer eval loop, main. */
+	const __u64 ips[5] = { 0x400100, EVAL_LO + 0x10, 0x400500, EVAL_LO + 0x20, 0x400700 };
+	const __u64 no_eval[2] = { 0x400100, 0x400700 };
+	/* The same with one more eval call further out, whose frames the walk did not reach. */
+	const __u64 ips6[6] = { 0x400100, EVAL_LO + 0x10, 0x400500, EVAL_LO + 0x20, EVAL_LO + 0x30,
+				0x400700 };
+
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(events_init(&c, p, t, CG_FP), 0);
+	c.proc_root = proc_root;
+	c.py_frames = fake_frames;
+	c.py_is_eval = fake_is_eval;
+	c.py_arg = p;
+
+	make(&e, ips, 5);
+	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
+	assert_int_equal(p->samples.n, 1);
+	stack_str(p, p->samples.v[0].stack, s, sizeof(s));
+	assert_string_equal(s, "main;f_outer;c_call;f_mid;f_leaf;c_leaf");
+
+	/* No eval frame found natively (a stack cut short): Python frames go on the outer end. */
+	make(&e, no_eval, 2);
+	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
+	stack_str(p, p->samples.v[1].stack, s, sizeof(s));
+	assert_string_equal(s, "f_outer;f_mid;f_leaf;main;c_leaf");
+
+	/* The walk stopped at its limit: the outermost group says where frames are missing. */
+	make(&e, ips6, 6);
+	((struct py_trailer *)((char *)&e + e.s.h.size - 8))->n |= PY_TRAILER_TRUNC;
+	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
+	stack_str(p, p->samples.v[2].stack, s, sizeof(s));
+	assert_string_equal(s, "main;[python: truncated];f_outer;c_call;f_mid;f_leaf;c_leaf");
+
+	/* Hooks off (--no-python): the native stack alone, eval frames kept. */
+	c.py_frames = NULL;
+	make(&e, ips, 5);
+	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
+	stack_str(p, p->samples.v[3].stack, s, sizeof(s));
+	assert_string_equal(s, "main;eval;c_call;eval;c_leaf");
+
+	/* A bad trailer is a decode error, not a crash. */
+	make(&e, ips, 5);
+	((struct py_trailer *)((char *)&e + e.s.h.size - 8))->magic = 1;
+	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
+	make(&e, ips, 5);
+	((struct py_trailer *)((char *)&e + e.s.h.size - 8))->n = 60;
+	assert_int_equal(events_handle(&c, &e, e.s.h.size), 0);
+	assert_int_equal(p->stats[STAT_DECODE_ERR], 2);
+	assert_int_equal(p->samples.n, 4);
+
+	proc_tracker__free(t);
+	profile__free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_addr2line),
+		cmocka_unit_test(test_debug_offsets),
+		cmocka_unit_test(test_version_tables),
+		cmocka_unit_test_setup(test_interleave, setup_proc),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
