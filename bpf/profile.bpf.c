@@ -126,3 +126,4 @@ int BPF_PROG(on_exit, struct task_struct *p)
 		bpf_map_delete_elem(&targets, &pid);
 	return 0;
 }
+#include "mem.bpf.h"

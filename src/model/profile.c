@@ -17,6 +17,9 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_UNMAPPED_ADDR] = "unmapped_addresses",
 	[STAT_EVENTS_LOST] = "events_lost",
 	[STAT_DECODE_ERR] = "decode_errors",
+	[STAT_MEM_CALLS] = "mem_alloc_calls",
+	[STAT_MEM_LOST] = "mem_events_lost",
+	[STAT_MEM_UNTRACKED] = "mem_untracked_allocs",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

@@ -149,6 +149,10 @@ enum profile_stat {
 	STAT_UNMAPPED_ADDR,	  /* user pc in no known mapping */
 	STAT_EVENTS_LOST,	  /* non-sample events lost */
 	STAT_DECODE_ERR,	  /* malformed events from BPF */
+	/* memory (issue 5) */
+	STAT_MEM_CALLS,		  /* allocation calls seen by the uprobes */
+	STAT_MEM_LOST,		  /* allocation/free events lost (ring buffer full) */
+	STAT_MEM_UNTRACKED,	  /* sampled allocations the live map could not hold */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

@@ -7,6 +7,7 @@
 
 #include "../util/sink.h"
 #include "report.h"
+#include "report_mem.h"
 
 static bool stack_truncated(const struct profile *p, uint32_t node)
 {
@@ -244,6 +245,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		json_functions(out, p, o, &r);
 		if (o->threads)
 			err = json_threads(out, p, o);
+		err = err ?: report_mem_json(out, p, o->limit);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -253,6 +255,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			text_functions(out, p, o, &r);
 		if (o->threads && s.samples)
 			err = text_threads(out, p, o, s.samples);
+		err = err ?: report_mem_text(out, p, o->limit);
 	}
 	hot_result__free(&r);
 	return err ? err : out->err;

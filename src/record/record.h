@@ -25,6 +25,7 @@ struct record_opts {
 	bool no_kernel;
 	bool quiet;
 	int verbose;
+	uint64_t mem_sample; /* --mem: mean bytes between sampled allocations (1 = all), 0 = off */
 	bool live; /* eprof top: no output file, fast symbolization (no lines, no debuginfod) */
 };
 

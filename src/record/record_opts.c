@@ -24,6 +24,8 @@ void record_usage(FILE *f)
 		"      --stack-size BYTES  user stack copied per sample for DWARF unwinding (default 32768, max 65536)\n"
 		"      --ringbuf-mb MB     ring buffer size (default 16)\n"
 		"      --no-kernel         user stacks only\n"
+		"      --mem[=BYTES]       allocations, frees and RSS: one sample per BYTES allocated\n"
+		"                          on average (default 524288); --mem=1 records every allocation\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
@@ -84,7 +86,7 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 	return 0;
 }
 
-enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL };
+enum { OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_MEM };
 
 static int parse_one(int c, const char *arg, struct record_opts *o)
 {
@@ -133,6 +135,15 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 	case OPT_NO_KERNEL:
 		o->no_kernel = true;
 		return 0;
+	case OPT_MEM:
+		o->mem_sample = 512 * 1024;
+		if (arg && (parse_uint(arg, 1ULL << 40, &v) || v == 0)) {
+			log_err("invalid --mem '%s': use a mean of 1 (every allocation) or more bytes", arg);
+			return -EINVAL;
+		}
+		if (arg)
+			o->mem_sample = v;
+		return 0;
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -155,6 +166,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 		{ "ringbuf-mb", required_argument, NULL, OPT_RINGBUF },
 		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
+		{ "mem", optional_argument, NULL, OPT_MEM },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
