@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../flamegraph/flamegraph.h"
+#include "analysis/memory.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -20,6 +21,9 @@ static void flamegraph_usage(FILE *f)
 	fprintf(f, "usage: eprof flamegraph [FILE] [options]   (FILE defaults to eprof.data)\n"
 		   "  -o, --output FILE   SVG (default flamegraph.svg) or folded text (default stdout)\n"
 		   "      --cpu           CPU samples (the default)\n"
+		   "      --mem           bytes allocated, by allocating stack (record --mem)\n"
+		   "      --mem-peak      bytes live at the peak of the heap\n"
+		   "      --leaks         bytes not freed by the end of the record\n"
 		   "      --folded        folded stacks (comm;root;...;leaf COUNT) instead of SVG\n"
 		   "      --lines         add (file:line) to frames\n"
 		   "      --ns            weigh by CPU ns instead of sample counts\n"
@@ -28,7 +32,7 @@ static void flamegraph_usage(FILE *f)
 		   "      --title TEXT, --width PX, --inverted (icicle graph)\n");
 }
 
-enum { F_CPU = 256, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
+enum { F_MEM = 200, F_MEM_PEAK, F_LEAKS, F_CPU = 256, F_FOLDED, F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV };
 
 static int fg_opt(int c, const char *arg, void *opts)
 {
@@ -39,6 +43,16 @@ static int fg_opt(int c, const char *arg, void *opts)
 		o->output = arg;
 		return 0;
 	case F_CPU:
+		o->mem_view = -1;
+		return 0;
+	case F_MEM:
+		o->mem_view = MEM_VIEW_ALLOCATED;
+		return 0;
+	case F_MEM_PEAK:
+		o->mem_view = MEM_VIEW_PEAK;
+		return 0;
+	case F_LEAKS:
+		o->mem_view = MEM_VIEW_LEAKS;
 		return 0;
 	case F_FOLDED:
 		o->folded = true;
@@ -73,6 +87,9 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "cpu", no_argument, NULL, F_CPU },
+		{ "mem", no_argument, NULL, F_MEM },
+		{ "mem-peak", no_argument, NULL, F_MEM_PEAK },
+		{ "leaks", no_argument, NULL, F_LEAKS },
 		{ "folded", no_argument, NULL, F_FOLDED },
 		{ "lines", no_argument, NULL, F_LINES },
 		{ "ns", no_argument, NULL, F_NS },
@@ -92,6 +109,7 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 	memset(o, 0, sizeof(*o));
 	o->input = "eprof.data";
 	o->width = 1200;
+	o->mem_view = -1;
 	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
 	if (err)
 		return err;
@@ -177,9 +195,13 @@ out:
 
 static int write_svg(struct sink *out, const struct profile *p, const struct flamegraph_cli *o)
 {
-	struct fg_opts fo = { .title = o->title ? o->title : "CPU flamegraph",
+	static const char *const mem_titles[] = { "Allocated bytes", "Live bytes at the peak",
+						   "Bytes not freed (leaks)" };
+	struct fg_opts fo = { .title = o->title		 ? o->title
+				       : o->mem_view >= 0 ? mem_titles[o->mem_view]
+							  : "CPU flamegraph",
 			      .subtitle = profile__meta(p, "command"),
-			      .unit = o->weight_ns ? "ns" : "samples",
+			      .unit = o->mem_view >= 0 ? "bytes" : o->weight_ns ? "ns" : "samples",
 			      .width = o->width,
 			      .inverted = o->inverted };
 	struct fg_stack *st = NULL;
@@ -216,6 +238,16 @@ int cmd_flamegraph(int argc, char **argv)
 		return 2;
 	if (profile_open(o.input, &p))
 		return 1;
+	if (o.mem_view >= 0) {
+		err = memory_to_samples(p, o.mem_view);
+		if (err) {
+			log_err(err == -ENOENT ? "no allocations in '%s': record with --mem"
+					       : "failed to read allocations of '%s'", o.input);
+			profile__free(p);
+			return 1;
+		}
+		o.weight_ns = true; /* the weight of a memory sample is its bytes */
+	}
 	out = sink_open(o.output, 0644);
 	if (!out) {
 		log_err("failed to open '%s': %s", o.output, strerror(errno));

@@ -41,6 +41,7 @@ struct flamegraph_cli {
 	struct sample_filter filter;
 	bool folded, lines, inverted, weight_ns, no_comm;
 	unsigned width;
+	int mem_view; /* -1: CPU samples; else enum mem_view (--mem, --mem-peak, --leaks) */
 };
 
 /* --time-range START:END in seconds from the start of the record; either side may be empty. */

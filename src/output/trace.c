@@ -986,6 +986,7 @@ static int source_lost(struct trace_writer *w, const struct profile *p, const st
 static const struct trace_source trace_sources[] = {
     {"cpu", source_cpu},
     {"lost", source_lost},
+    {"memory", trace_source_mem},
 };
 
 static char *meta_json(const struct profile *p)

@@ -158,6 +158,7 @@ static int mem_configure(struct feature_ctx *f, void **state)
 {
 	struct profile_bpf *skel = f->skel;
 	struct mem_state *st = calloc(1, sizeof(*st));
+	uint32_t stack;
 	char buf[32];
 
 	if (!st)
@@ -180,9 +181,15 @@ static int mem_configure(struct feature_ctx *f, void **state)
 	bpf_program__set_autoload(skel->progs.mem_sys_enter, true);
 	bpf_program__set_autoload(skel->progs.mem_sys_exit, true);
 	skel->rodata->mem_sample_all = st->mean <= 1;
-	/* Allocation stacks are many: a shorter copy than CPU samples (see docs/memory.md). */
+	/*
+	 * Stack copy per allocation: every allocation with --mem=1 (a shorter copy: its cost is
+	 * most of a recorded call, see docs/memory.md), a few per second when sampled.
+	 */
+	stack = st->mean <= 1 ? 4096 : 16384;
 	skel->rodata->mem_stack_bytes = f->o->callgraph == CG_FP ? 0
-				      : f->o->snapshot_bytes < 8192 ? f->o->snapshot_bytes : 8192;
+				      : f->o->snapshot_bytes < stack ? f->o->snapshot_bytes : stack;
+	if (getenv("EPROF_MEM_STACK"))
+		skel->rodata->mem_stack_bytes = atoi(getenv("EPROF_MEM_STACK"));
 	fill_exp_table(skel, st->mean);
 	bpf_map__set_max_entries(skel->maps.mem_live, st->mean <= 1 ? 1 << 22 : 1 << 18);
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->mean);
@@ -333,6 +340,12 @@ static int probe_object(struct feature_ctx *f, struct mem_state *st, const char 
 		st->nobjs++;
 		if (mem_probe_find(path, &o->set))
 			o->set.n = 0;
+		/* Benchmarks only: probe the first instruction, as a plain uprobe tracer does. */
+		if (getenv("EPROF_MEM_ENTRY") && !strcmp(getenv("EPROF_MEM_ENTRY"), "start"))
+			for (int i = 0; i < o->set.n; i++) {
+				o->set.offsets[i] -= o->set.skipped[i];
+				o->set.skipped[i] = 0;
+			}
 		for (int i = 0; i < o->set.n; i++)
 			log_debug("mem: %s: %s at file offset 0x%" PRIx64 " (+%u)", path,
 				  mem_func_names[o->set.cookies[i]], o->set.offsets[i],
