@@ -9,6 +9,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -190,6 +191,8 @@ static int mem_configure(struct feature_ctx *f, void **state)
 				      : f->o->snapshot_bytes < stack ? f->o->snapshot_bytes : stack;
 	if (getenv("EPROF_MEM_STACK"))
 		skel->rodata->mem_stack_bytes = atoi(getenv("EPROF_MEM_STACK"));
+	if (getenv("EPROF_MEM_NULL"))
+		skel->rodata->mem_null = atoi(getenv("EPROF_MEM_NULL"));
 	fill_exp_table(skel, st->mean);
 	bpf_map__set_max_entries(skel->maps.mem_live, st->mean <= 1 ? 1 << 22 : 1 << 18);
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->mean);
@@ -414,6 +417,33 @@ static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_t
 	return err;
 }
 
+/*
+ * The launched command's executable: a static binary has its own malloc, probed before it
+ * runs. Marked as seen under its real path, the name its maps will show after exec.
+ */
+static void probe_command(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
+{
+	const char *cmd = f->o->argv[0], *path = getenv("PATH");
+	char buf[4096], real[4096];
+
+	buf[0] = 0;
+	if (strchr(cmd, '/')) {
+		snprintf(buf, sizeof(buf), "%s", cmd);
+	} else {
+		while (path && *path) {
+			size_t len = strcspn(path, ":");
+
+			snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, path, cmd);
+			if (len && access(buf, X_OK) == 0)
+				break;
+			buf[0] = 0;
+			path += len + (path[len] == ':');
+		}
+	}
+	if (buf[0] && realpath(buf, real) && !target_seen(t, real))
+		probe_object(f, st, real, f->child);
+}
+
 static int mem_attach(struct feature_ctx *f, void *state)
 {
 	struct mem_state *st = state;
@@ -434,6 +464,8 @@ static int mem_attach(struct feature_ctx *f, void *state)
 		if (err && err != -ENOENT && err != -ESRCH)
 			return err;
 	}
+	if (f->child && o->argv && o->argv[0])
+		probe_command(f, st, &st->targets[st->ntargets - 1]);
 	if (o->all) {
 		/* System-wide: the libc eprof uses, in every process (no dlopen tracking). */
 		struct mem_target self = { .pid = getpid() };

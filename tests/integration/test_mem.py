@@ -214,3 +214,32 @@ def test_mem_flamegraphs(ep, memfix):
     heap = [e for e in events if e.get("ph") == "C" and e.get("name") == "Live heap"]
     assert heap and max(e["args"]["bytes"] for e in heap) >= 4000000
     assert any(e.get("ph") == "C" and e.get("name") == "RSS" for e in events)
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/lib/x86_64-linux-gnu/libc.a"),
+                    reason="skipped: no static libc (libc6-dev)")
+def test_mem_static_binary(ep, tmp_path):
+    exe = str(tmp_path / "memfix-static")
+    subprocess.run(["cc", "-O2", "-g", "-static", "-fno-omit-frame-pointer",
+                    "-fno-optimize-sibling-calls", "-o", exe, os.path.join(FIXTURES, "memfix.c")],
+                   check=True)
+    ep.run("record", "-q", "--mem=1", "--", exe, "2000")
+    mem = memory(ep)
+    leaks = by_site(mem["leaks"])
+    for name, want in LEAKS.items():
+        assert leaks.get(name) == want, (name, leaks)
+    assert by_site(mem["peak_stacks"])["peak_phase"] == (4000000, 400)
+
+
+def test_mem_allocator_loaded_later(ep, tmp_path):
+    lib = str(tmp_path / "libmemlib.so")
+    exe = str(tmp_path / "memdl")
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-o", lib,
+                    os.path.join(FIXTURES, "memlib.c")], check=True)
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", exe,
+                    os.path.join(FIXTURES, "memdl.c"), "-ldl"], check=True)
+    ep.run("record", "-q", "--mem=1", "--", exe, lib, "800")
+    mem = memory(ep)
+    got = [g for g in mem["leaks"] if "use_lib" in g["stack"]]
+    assert sum(g["bytes"] for g in got) == 15000, mem["leaks"]
+    assert sum(g["count"] for g in got) == 5

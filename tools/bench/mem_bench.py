@@ -12,6 +12,7 @@ and the ratio to the bare run of the same round is reported (median of --reps).
   modes:     bare, eprof --mem (default sampling), eprof --mem=1,
              eprof --mem with a uretprobe on every call (EPROF_MEM_PROBES=uretprobe),
              eprof --mem probing free's first instruction (EPROF_MEM_ENTRY=start),
+             eprof --mem whose programs return at once (EPROF_MEM_NULL=1: the uprobe floor),
              bpftrace counting uprobes on malloc and free (reference)
 
 Usage: tools/bench/mem_bench.py [--reps N] [--eprof PATH] [--modes a,b] [--workloads a,b]
@@ -48,13 +49,15 @@ PERL = ('use Time::HiRes qw(time sleep); my $go = $ARGV[0];'
 
 MODES = {
     "bare": None,
+    "null": ["--mem"],
     "default": ["--mem"],
     "mem1": ["--mem=1"],
     "uretprobe": ["--mem"],
     "entry0": ["--mem"],
     "bpftrace": None,
 }
-MODE_ENV = {"uretprobe": {"EPROF_MEM_PROBES": "uretprobe"}, "entry0": {"EPROF_MEM_ENTRY": "start"}}
+MODE_ENV = {"uretprobe": {"EPROF_MEM_PROBES": "uretprobe"}, "entry0": {"EPROF_MEM_ENTRY": "start"},
+            "null": {"EPROF_MEM_NULL": "1"}}
 
 
 def workload_cmd(name, go, tmp):
@@ -121,7 +124,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--eprof")
-    ap.add_argument("--modes", default="bare,default,mem1,uretprobe,entry0,bpftrace")
+    ap.add_argument("--modes", default="bare,null,default,mem1,uretprobe,entry0,bpftrace")
     ap.add_argument("--workloads", default="micro,python,perl")
     a = ap.parse_args()
     if os.geteuid() != 0:
