@@ -195,6 +195,11 @@ static int mem_configure(struct feature_ctx *f, void **state)
 		skel->rodata->mem_null = atoi(getenv("EPROF_MEM_NULL"));
 	fill_exp_table(skel, st->mean);
 	bpf_map__set_max_entries(skel->maps.mem_live, st->mean <= 1 ? 1 << 22 : 1 << 18);
+	/* Every allocation with its stack copy: 16 MB fills in ~4,000 events; take 64 at least. */
+	if (st->mean <= 1 && f->o->ringbuf_mb < 64) {
+		bpf_map__set_max_entries(skel->maps.events, 64 << 20);
+		skel->rodata->wakeup_bytes = (64 << 20) / 4;
+	}
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->mean);
 	profile__set_meta(f->p, "mem_sample_bytes", buf);
 	profile__set_meta(f->p, "mem_probes", st->session ? "session" : "uretprobe");

@@ -26,6 +26,7 @@ void record_usage(FILE *f)
 		"      --no-kernel         user stacks only\n"
 		"      --mem[=BYTES]       allocations, frees and RSS: one sample per BYTES allocated\n"
 		"                          on average (default 524288); --mem=1 records every allocation\n"
+		"                          (and uses a ring buffer of at least 64 MB)\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }

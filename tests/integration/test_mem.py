@@ -134,8 +134,8 @@ def valgrind_leaks(memfix, churn):
 
 @pytest.mark.skipif(not shutil.which("valgrind"), reason="skipped: valgrind not installed")
 def test_mem_matches_valgrind(ep, memfix):
-    vg_sites, (vg_allocs, _, vg_bytes) = valgrind_leaks(memfix, 1000)
-    ep.run("record", "-q", "--mem=1", "--", memfix, "1000")
+    vg_sites, (vg_allocs, _, vg_bytes) = valgrind_leaks(memfix, 20000)
+    ep.run("record", "-q", "--mem=1", "--", memfix, "20000")
     mem = memory(ep)
     ours = {s: v for s, v in by_site(mem["leaks"]).items() if s in FIXTURE_FUNCS}
     assert ours == vg_sites
@@ -193,7 +193,7 @@ def test_mem_detach_restores_code(ep, memfix, tmp_path):
 
 
 def test_mem_flamegraphs(ep, memfix):
-    ep.run("record", "-q", "--mem=1", "--", memfix, "2000")
+    ep.run("record", "-q", "--mem=1", "--", memfix, "20000")
     leaks = ep.folded("eprof.data", "--leaks")
     got = {}
     for stack, n in leaks:
@@ -223,7 +223,7 @@ def test_mem_static_binary(ep, tmp_path):
     subprocess.run(["cc", "-O2", "-g", "-static", "-fno-omit-frame-pointer",
                     "-fno-optimize-sibling-calls", "-o", exe, os.path.join(FIXTURES, "memfix.c")],
                    check=True)
-    ep.run("record", "-q", "--mem=1", "--", exe, "2000")
+    ep.run("record", "-q", "--mem=1", "--", exe, "20000")
     mem = memory(ep)
     leaks = by_site(mem["leaks"])
     for name, want in LEAKS.items():
