@@ -68,8 +68,12 @@ def check_exact(mem, churn, blocks=400, size=10000):
     assert churn_calls == churn + churn // 10, mem["churn"]
 
 
-def test_mem_every_allocation_exact(ep, memfix):
-    ep.run("record", "-q", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "20000")
+@pytest.mark.parametrize("probes", ["session", "uretprobe"])
+def test_mem_every_allocation_exact(ep, memfix, probes):
+    # uretprobe: the fallback for kernels without uprobe sessions (< 6.13)
+    env = dict(os.environ, EPROF_MEM_PROBES=probes)
+    r = ep.run("record", "-v", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "20000", env=env)
+    assert ("uprobe sessions" if probes == "session" else "uprobe + uretprobe") in r.stderr
     mem = memory(ep)
     assert mem["sample_bytes"] == 1
     check_exact(mem, 20000)

@@ -13,6 +13,7 @@ and the ratio to the bare run of the same round is reported (median of --reps).
              eprof --mem with a uretprobe on every call (EPROF_MEM_PROBES=uretprobe),
              eprof --mem probing free's first instruction (EPROF_MEM_ENTRY=start),
              eprof --mem whose programs return at once (EPROF_MEM_NULL=1: the uprobe floor),
+             eprof --mem=1 without user stack copies (EPROF_MEM_STACK=0: frame pointers only),
              bpftrace counting uprobes on malloc and free (reference)
 
 Usage: tools/bench/mem_bench.py [--reps N] [--eprof PATH] [--modes a,b] [--workloads a,b]
@@ -52,12 +53,13 @@ MODES = {
     "null": ["--mem"],
     "default": ["--mem"],
     "mem1": ["--mem=1"],
+    "mem1-nostack": ["--mem=1"],
     "uretprobe": ["--mem"],
     "entry0": ["--mem"],
     "bpftrace": None,
 }
 MODE_ENV = {"uretprobe": {"EPROF_MEM_PROBES": "uretprobe"}, "entry0": {"EPROF_MEM_ENTRY": "start"},
-            "null": {"EPROF_MEM_NULL": "1"}}
+            "null": {"EPROF_MEM_NULL": "1"}, "mem1-nostack": {"EPROF_MEM_STACK": "0"}}
 
 
 def workload_cmd(name, go, tmp):
