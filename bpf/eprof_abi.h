@@ -29,6 +29,11 @@ enum eprof_event_kind {
 	EV_LOST = 5,	      /* reserved */
 	/* memory (bpf/mem.bpf.h): 16..31 */
 	EV_MEM_FIRST = 16,
+	EV_MEM_ALLOC = 16,  /* struct ev_mem_alloc */
+	EV_MEM_FREE = 17,   /* struct ev_mem_free */
+	EV_MEM_MMAP = 18,   /* struct ev_mem_map */
+	EV_MEM_MUNMAP = 19, /* struct ev_mem_map */
+	EV_MEM_LAST = 31,
 	/* off-CPU and wakeups (bpf/offcpu.bpf.h): 32..39 */
 	EV_OFFCPU_FIRST = 32,
 	EV_OFFCPU = 32,	      /* struct ev_offcpu: one blocked interval, sent when it ends */
@@ -169,6 +174,48 @@ struct ev_exit {
 	char comm[EPROF_TASK_COMM_LEN];
 };
 
+/*
+ * Memory: a sampled allocation, sent from the allocator's return with the
+ * caller's stack (the leaf is the return address into the caller).
+ */
+struct ev_mem_alloc {
+	struct ev_hdr h;
+	__u64 addr;
+	__u64 size;
+	__u32 func; /* enum mem_func */
+	__u32 pad;
+	struct ev_stack st;
+};
+
+/* A free (or realloc) of an address recorded by an ev_mem_alloc. */
+struct ev_mem_free {
+	struct ev_hdr h;
+	__u64 addr;
+	__u64 size; /* size recorded at allocation */
+};
+
+/* An anonymous mmap or a munmap of a target. */
+struct ev_mem_map {
+	struct ev_hdr h;
+	__u64 addr;
+	__u64 len;
+};
+
+/* The allocator entry points, as the uprobe cookie. */
+enum mem_func {
+	MEM_MALLOC = 0,
+	MEM_CALLOC,
+	MEM_REALLOC,
+	MEM_REALLOCARRAY,
+	MEM_POSIX_MEMALIGN,
+	MEM_ALIGNED_ALLOC,
+	MEM_MEMALIGN,
+	MEM_VALLOC,
+	MEM_PVALLOC,
+	MEM_FREE,
+	MEM_NFUNCS,
+};
+
 /* State of a thread in a blocked interval: ev_offcpu.state and EVK_OFFCPU flags bits 0-3. */
 enum offcpu_state {
 	OFFCPU_SLEEP = 1,    /* TASK_INTERRUPTIBLE: waiting for an event, a lock, a timer */
@@ -299,6 +346,13 @@ enum eprof_bpf_stat {
 	BSTAT_EVENT_RB_FULL,   /* fork/exec/exit event dropped */
 	BSTAT_TARGETS_FULL,    /* a forked child could not be added to the target set */
 	/* Features add their counters below, each in its own block. */
+	/* memory (bpf/mem.bpf.h) */
+	BSTAT_MEM_CALLS,      /* allocation calls seen */
+	BSTAT_MEM_SAMPLED,    /* allocations sampled */
+	BSTAT_MEM_FREES,      /* frees of sampled allocations matched */
+	BSTAT_MEM_RB_FULL,    /* memory event dropped: ring buffer full */
+	BSTAT_MEM_LIVE_FULL,  /* sampled allocation not tracked: live map full */
+	BSTAT_MEM_DUP,	      /* nested allocator call returned an address already recorded */
 	/* off-CPU (bpf/offcpu.bpf.h) */
 	BSTAT_OFFCPU_SEEN,     /* blocked intervals of target threads that ended */
 	BSTAT_OFFCPU_SHORT,    /* ... shorter than --offcpu-min-us: not sent */

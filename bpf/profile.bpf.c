@@ -99,7 +99,12 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	e->pad = 0;
 	__builtin_memcpy(e->comm, p->comm, sizeof(e->comm));
 	bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
-	bpf_ringbuf_submit(e, 0);
+	/*
+	 * Wake the recorder now: it reads the new image's maps from /proc, and a short program
+	 * may be gone by its next 50 ms poll (events without wakeups may already be queued,
+	 * so the default adaptive wakeup would not fire).
+	 */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -138,3 +143,4 @@ int BPF_PROG(on_exit, struct task_struct *p)
 #include "offcpu.bpf.h"
 #include "cuda.bpf.h"
 #include "region.bpf.h"
+#include "mem.bpf.h"

@@ -9,6 +9,7 @@
 #include "analysis/offcpu.h"
 #include "analysis/gpu.h"
 #include "analysis/regions.h"
+#include "analysis/memory.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -29,6 +30,9 @@ static void flamegraph_usage(FILE *f)
 		   "      --critical-path the critical path's time (see eprof critical-path)\n"
 		   "      --gpu           GPU kernel/copy ns on the CPU stacks that launched them\n"
 		   "      --cuda-api      ns in CUDA API calls on the calling CPU stacks\n"
+		   "      --mem           bytes allocated, by allocating stack (record --mem)\n"
+		   "      --mem-peak      bytes live at the peak of the heap\n"
+		   "      --leaks         bytes not freed by the end of the record\n"
 		   "      --folded        folded stacks (comm;root;...;leaf COUNT) instead of SVG\n"
 		   "      --lines         add (file:line) to frames\n"
 		   "      --ns            weigh by CPU ns instead of sample counts\n"
@@ -39,8 +43,8 @@ static void flamegraph_usage(FILE *f)
 }
 
 enum {
-	F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_GPU, F_CUDA_API, F_FOLDED, F_LINES, F_NS, F_NOCOMM,
-	F_PID, F_TID, F_TITLE, F_WIDTH, F_INV, F_REGION
+	F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_GPU, F_CUDA_API, F_MEM, F_MEM_PEAK, F_LEAKS, F_FOLDED,
+	F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV, F_REGION
 };
 
 static int fg_opt(int c, const char *arg, void *opts)
@@ -68,6 +72,15 @@ static int fg_opt(int c, const char *arg, void *opts)
 		return 0;
 	case F_CUDA_API:
 		o->weights = FG_CUDA_API;
+		return 0;
+	case F_MEM:
+		o->weights = FG_MEM;
+		return 0;
+	case F_MEM_PEAK:
+		o->weights = FG_MEM_PEAK;
+		return 0;
+	case F_LEAKS:
+		o->weights = FG_LEAKS;
 		return 0;
 	case F_FOLDED:
 		o->folded = true;
@@ -110,6 +123,9 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 		{ "critical-path", no_argument, NULL, F_CRIT },
 		{ "gpu", no_argument, NULL, F_GPU },
 		{ "cuda-api", no_argument, NULL, F_CUDA_API },
+		{ "mem", no_argument, NULL, F_MEM },
+		{ "mem-peak", no_argument, NULL, F_MEM_PEAK },
+		{ "leaks", no_argument, NULL, F_LEAKS },
 		{ "folded", no_argument, NULL, F_FOLDED },
 		{ "lines", no_argument, NULL, F_LINES },
 		{ "ns", no_argument, NULL, F_NS },
@@ -217,10 +233,12 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 {
 	static const char *const titles[] = { "CPU flamegraph", "Off-CPU flamegraph",
 					      "Wall-clock flamegraph", "Critical path flamegraph",
-					      "GPU time by launching CPU stack", "CUDA API time" };
+					      "GPU time by launching CPU stack", "CUDA API time",
+					      "Allocated bytes", "Live bytes at the peak",
+					      "Bytes not freed (leaks)" };
 	struct fg_opts fo = { .title = o->title ? o->title : titles[o->weights],
 			      .subtitle = profile__meta(p, "command"),
-			      .unit = o->weight_ns ? "ns" : "samples",
+			      .unit = fg_is_mem(o->weights) ? "bytes" : o->weight_ns ? "ns" : "samples",
 			      .width = o->width,
 			      .inverted = o->inverted };
 	struct fg_stack *st = NULL;
@@ -310,7 +328,20 @@ int cmd_flamegraph(int argc, char **argv)
 	}
 	if (profile_open(o.input, &p))
 		return 1;
-	if (o.weights == FG_GPU || o.weights == FG_CUDA_API) {
+	if (fg_is_mem(o.weights)) {
+		static const enum mem_view views[] = { [FG_MEM] = MEM_VIEW_ALLOCATED,
+						       [FG_MEM_PEAK] = MEM_VIEW_PEAK,
+						       [FG_LEAKS] = MEM_VIEW_LEAKS };
+
+		err = memory_to_samples(p, views[o.weights]);
+		if (err) {
+			log_err(err == -ENOENT ? "no allocations in '%s': record with --mem"
+					       : "failed to read allocations of '%s'", o.input);
+			profile__free(p);
+			return 1;
+		}
+		o.weight_ns = true; /* the weight of a memory sample is its bytes */
+	} else if (o.weights == FG_GPU || o.weights == FG_CUDA_API) {
 		bool gpu = o.weights == FG_GPU;
 		int64_t n = gpu_to_samples(p, gpu ? GPU_WEIGHT_GPU_NS : GPU_WEIGHT_API_NS);
 

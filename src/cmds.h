@@ -45,7 +45,15 @@ enum fg_weights {
 	FG_CRITICAL_PATH = 3, /* --critical-path: ns on the critical path */
 	FG_GPU = 4,	      /* --gpu: GPU ns on the CPU stacks that launched the work */
 	FG_CUDA_API = 5,      /* --cuda-api: ns in CUDA API calls on their calling stacks */
+	FG_MEM = 6,	      /* --mem: bytes allocated by allocating stack */
+	FG_MEM_PEAK = 7,      /* --mem-peak: bytes live at the heap's peak */
+	FG_LEAKS = 8,	      /* --leaks: bytes not freed by the end */
 };
+
+static inline bool fg_is_mem(enum fg_weights w)
+{
+	return w == FG_MEM || w == FG_MEM_PEAK || w == FG_LEAKS;
+}
 
 struct flamegraph_cli {
 	const char *input, *output, *title;

@@ -33,6 +33,9 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_PY_READ_ERR] = "python_frame_read_errors",
 	[STAT_PY_TRUNC] = "python_stack_truncated",
 	[STAT_PY_UNKNOWN] = "python_unknown_frames",
+	[STAT_MEM_CALLS] = "mem_alloc_calls",
+	[STAT_MEM_LOST] = "mem_events_lost",
+	[STAT_MEM_UNTRACKED] = "mem_untracked_allocs",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

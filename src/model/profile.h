@@ -177,6 +177,10 @@ enum profile_stat {
 	STAT_PY_READ_ERR,	  /* an interpreter frame could not be read in BPF */
 	STAT_PY_TRUNC,		  /* Python stacks deeper than the 64-frame limit */
 	STAT_PY_UNKNOWN,	  /* Python frames whose code object could not be read */
+	/* memory (issue 5) */
+	STAT_MEM_CALLS,		  /* allocation calls seen by the uprobes */
+	STAT_MEM_LOST,		  /* allocation/free events lost (ring buffer full) */
+	STAT_MEM_UNTRACKED,	  /* sampled allocations the live map could not hold */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

@@ -9,6 +9,7 @@
 #include "report.h"
 #include "report_gpu.h"
 #include "report_regions.h"
+#include "report_mem.h"
 
 static bool stack_truncated(const struct profile *p, uint32_t node)
 {
@@ -255,6 +256,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_gpu_json(out, p);
 		if (!err)
 			err = report_regions_json(out, p, &rf);
+		err = err ?: report_mem_json(out, p, o->limit);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -269,6 +271,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_gpu_text(out, p, o->limit);
 		if (!err)
 			err = report_regions_text(out, p, &rf);
+		err = err ?: report_mem_text(out, p, o->limit);
 	}
 	hot_result__free(&r);
 	return err ? err : out->err;

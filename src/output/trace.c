@@ -1009,6 +1009,7 @@ static const struct trace_source trace_sources[] = {
     {"offcpu", trace_source_offcpu},
     {"gpu", trace_source_gpu},
     {"regions", trace_source_regions},
+    {"memory", trace_source_mem},
 };
 
 static char *meta_json(const struct profile *p)

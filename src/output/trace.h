@@ -97,6 +97,9 @@ int trace_source_offcpu(struct trace_writer *w, const struct profile *p, const s
 #define TRACE_REGION_TID(tid) ((uint32_t)(tid) | 0x40000000u)
 int trace_source_regions(struct trace_writer *w, const struct profile *p,
 			 const struct trace_opts *o, struct trace_stats *st);
+/* Memory counter tracks: live heap and RSS per process (src/output/trace_mem.c). */
+int trace_source_mem(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		     struct trace_stats *st);
 
 /* Formats ns as microseconds with up to 3 decimals; returns the length (buf >= 32). */
 size_t trace_fmt_us(char *buf, uint64_t ns);

@@ -3,6 +3,7 @@
 
 #include "feature.h"
 
+extern const struct feature feature_mem;
 extern const struct feature feature_offcpu;
 extern const struct feature feature_cuda;
 extern const struct feature feature_region;
@@ -10,6 +11,7 @@ extern const struct feature feature_python;
 
 /* One line per feature; each is defined in its own file of src/record/. */
 const struct feature *const record_features[] = {
+	&feature_mem,
 	&feature_offcpu,
 	&feature_cuda,
 	&feature_region,

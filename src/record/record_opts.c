@@ -37,6 +37,9 @@ void record_usage(FILE *f)
 		"                          NAME_start/NAME_end; repeatable\n"
 		"      --no-auto-regions   do not pick up EPROF_REGION_* (eprof/region.h) and NVTX ranges\n"
 		"      --no-python         no Python frames (CPython 3.11+ targets get them by default)\n"
+		"      --mem[=BYTES]       allocations, frees and RSS: one sample per BYTES allocated\n"
+		"                          on average (default 524288); --mem=1 records every allocation\n"
+		"                          (and uses a ring buffer of at least 64 MB)\n"
 		"  -q, --quiet             no status line or summary\n"
 		"  -v, --verbose           more messages (repeat for debug)\n");
 }
@@ -99,7 +102,8 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 
 enum {
 	OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE,
-	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE, OPT_REGION, OPT_USDT, OPT_NO_AUTO_REGIONS, OPT_NO_PYTHON
+	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE, OPT_REGION, OPT_USDT, OPT_NO_AUTO_REGIONS, OPT_NO_PYTHON,
+	OPT_MEM
 };
 
 /* Checks the shape only; binaries and symbols are resolved when the record starts. */
@@ -212,6 +216,15 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 	case OPT_NO_PYTHON:
 		o->no_python = true;
 		return 0;
+	case OPT_MEM:
+		o->mem_sample = 512 * 1024;
+		if (arg && (parse_uint(arg, 1ULL << 40, &v) || v == 0)) {
+			log_err("invalid --mem '%s': use a mean of 1 (every allocation) or more bytes", arg);
+			return -EINVAL;
+		}
+		if (arg)
+			o->mem_sample = v;
+		return 0;
 	case 'q':
 		o->quiet = true;
 		return 0;
@@ -244,6 +257,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "usdt", required_argument, NULL, OPT_USDT },
 		{ "no-auto-regions", no_argument, NULL, OPT_NO_AUTO_REGIONS },
 		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
+		{ "mem", optional_argument, NULL, OPT_MEM },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory.h"
+#include "../util/hmap.h"
+
+#define NO_FREE SIZE_MAX
+
+/* ALLOC and FREE events in time order (stable), with each allocation's matching free. */
+struct replay {
+	uint32_t *order;  /* event indexes */
+	size_t n;
+	size_t *free_pos; /* per position: where its allocation ends, NO_FREE if never */
+	size_t peak_pos;  /* position after which the live heap peaked */
+};
+
+static const struct profile *sort_p;
+
+static int cmp_ts(const void *a, const void *b)
+{
+	const struct event *x = &sort_p->events.v[*(const uint32_t *)a];
+	const struct event *y = &sort_p->events.v[*(const uint32_t *)b];
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static bool is_heap_event(const struct event *e, uint32_t pid)
+{
+	return (e->kind == EVK_ALLOC || e->kind == EVK_FREE) && (!pid || e->pid == pid);
+}
+
+static double calls_of(const struct event *e)
+{
+	return e->b ? (double)e->c / (double)e->b : 1.0;
+}
+
+static void replay_free(struct replay *rp)
+{
+	free(rp->order);
+	free(rp->free_pos);
+}
+
+/* Orders the events and matches frees; fills r's totals when r is not NULL. */
+static int replay_build(const struct profile *p, const struct mem_opts *o, struct replay *rp,
+			struct mem_result *r)
+{
+	uint64_t live = 0, peak = 0;
+	struct hmap *m = NULL;
+	size_t n = 0;
+
+	memset(rp, 0, sizeof(*rp));
+	for (size_t i = 0; i < p->events.n; i++)
+		n += is_heap_event(&p->events.v[i], o->pid);
+	rp->order = malloc((n ? n : 1) * sizeof(*rp->order));
+	rp->free_pos = malloc((n ? n : 1) * sizeof(*rp->free_pos));
+	m = hmap__new(n / 2 + 16);
+	if (!rp->order || !rp->free_pos || !m)
+		goto nomem;
+	for (size_t i = 0; i < p->events.n; i++)
+		if (is_heap_event(&p->events.v[i], o->pid))
+			rp->order[rp->n++] = i;
+	sort_p = p;
+	qsort(rp->order, rp->n, sizeof(*rp->order), cmp_ts);
+	for (size_t k = 0; k < rp->n; k++) {
+		const struct event *e = &p->events.v[rp->order[k]];
+		uint64_t v = 0;
+
+		rp->free_pos[k] = NO_FREE;
+		/* The value is position + 1 of the live allocation at (pid, addr); 0 = none. */
+		if (hmap__get(m, e->pid, e->a, &v) && v) {
+			const struct event *a = &p->events.v[rp->order[v - 1]];
+
+			/* A free, or an allocation at a live address (its free was lost). */
+			rp->free_pos[v - 1] = k;
+			live -= a->c;
+			if (r) {
+				r->free_count += calls_of(a);
+				if (e->kind == EVK_FREE && e->ts - a->ts <= o->temp_ns) {
+					r->temp_bytes += a->c;
+					r->temp_count += calls_of(a);
+				}
+			}
+			if (hmap__put(m, e->pid, e->a, 0))
+				goto nomem;
+		}
+		if (e->kind != EVK_ALLOC)
+			continue;
+		if (hmap__put(m, e->pid, e->a, k + 1))
+			goto nomem;
+		live += e->c;
+		if (r) {
+			r->allocated_bytes += e->c;
+			r->alloc_count += calls_of(e);
+		}
+		if (live > peak) {
+			peak = live;
+			rp->peak_pos = k;
+			if (r) {
+				r->peak_bytes = live;
+				r->peak_ts = e->ts;
+			}
+		}
+	}
+	if (r)
+		r->end_bytes = live;
+	hmap__free(m);
+	return 0;
+nomem:
+	hmap__free(m);
+	replay_free(rp);
+	return -ENOMEM;
+}
+
+static int cmp_bytes(const void *a, const void *b)
+{
+	const struct mem_group *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+static int cmp_count(const void *a, const void *b)
+{
+	const struct mem_group *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	return cmp_bytes(a, b);
+}
+
+/* Accumulator indexed by stack node, compacted into a sorted list by finish_groups. */
+static void add_group(struct mem_group *g, const struct event *e, uint64_t start)
+{
+	double calls = calls_of(e);
+
+	if (!g->bytes && !g->count)
+		g->first_ts = e->ts;
+	g->stack = e->stack;
+	g->bytes += e->c;
+	g->count += calls;
+	g->ts_sum += calls * (double)(e->ts > start ? e->ts - start : 0);
+	if (e->ts < g->first_ts)
+		g->first_ts = e->ts;
+}
+
+static int finish_groups(struct mem_group *acc, size_t nacc, struct mem_group **out, size_t *n,
+			 int (*cmp)(const void *, const void *))
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < nacc; i++)
+		k += acc[i].count > 0;
+	*out = malloc((k ? k : 1) * sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	*n = 0;
+	for (size_t i = 0; i < nacc; i++)
+		if (acc[i].count > 0)
+			(*out)[(*n)++] = acc[i];
+	qsort(*out, *n, sizeof(**out), cmp);
+	return 0;
+}
+
+static void other_events(const struct profile *p, const struct mem_opts *o, struct mem_result *r)
+{
+	uint32_t rss = 0, other = 0;
+
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+
+		if (o->pid && e->pid != o->pid)
+			continue;
+		if (e->kind == EVK_MMAP)
+			r->mmap_bytes += e->b;
+		else if (e->kind == EVK_MUNMAP)
+			r->munmap_bytes += e->b;
+		else if (e->kind == EVK_COUNTER && e->name != other) {
+			if (e->name != rss) {
+				if (strcmp(profile__str(p, e->name), "rss_bytes")) {
+					other = e->name;
+					continue;
+				}
+				rss = e->name;
+			}
+			if (e->b > r->rss_peak) {
+				r->rss_peak = e->b;
+				r->rss_peak_ts = e->ts;
+			}
+		}
+		if (e->kind == EVK_ALLOC)
+			r->present = true;
+	}
+}
+
+int memory_analyze(const struct profile *p, const struct mem_opts *opts, struct mem_result *r)
+{
+	struct mem_opts o = *opts;
+	struct mem_group *acc[4] = { NULL };
+	size_t ns = p->stacks.n + 1;
+	struct replay rp;
+	int err = -ENOMEM;
+
+	memset(r, 0, sizeof(*r));
+	if (!o.temp_ns)
+		o.temp_ns = 1000000;
+	r->sample_bytes = profile__meta_u64(p, "mem_sample_bytes", 1);
+	r->start_ns = profile__meta_u64(p, "start_ns", 0);
+	r->end_ns = profile__meta_u64(p, "end_ns", 0);
+	other_events(p, &o, r);
+	if (replay_build(p, &o, &rp, r))
+		return -ENOMEM;
+	for (size_t k = 0; k < rp.n; k++) {
+		uint64_t ts = p->events.v[rp.order[k]].ts;
+
+		if (!r->start_ns || ts < r->start_ns)
+			r->start_ns = ts;
+		if (ts > r->end_ns)
+			r->end_ns = ts;
+	}
+	for (int i = 0; i < 4; i++) {
+		acc[i] = calloc(ns, sizeof(*acc[i]));
+		if (!acc[i])
+			goto out;
+	}
+	for (size_t k = 0; k < rp.n; k++) {
+		const struct event *e = &p->events.v[rp.order[k]];
+		size_t s = e->stack < ns ? e->stack : 0;
+
+		if (e->kind != EVK_ALLOC)
+			continue;
+		add_group(&acc[0][s], e, r->start_ns);
+		if (k <= rp.peak_pos && rp.free_pos[k] > rp.peak_pos && r->peak_bytes)
+			add_group(&acc[1][s], e, r->start_ns);
+		if (rp.free_pos[k] == NO_FREE) {
+			add_group(&acc[2][s], e, r->start_ns);
+			r->leak_count += calls_of(e);
+		} else {
+			const struct event *f = &p->events.v[rp.order[rp.free_pos[k]]];
+
+			if (f->kind == EVK_FREE && f->ts - e->ts <= o.temp_ns)
+				add_group(&acc[3][s], e, r->start_ns);
+		}
+	}
+	if (finish_groups(acc[0], ns, &r->allocated, &r->nallocated, cmp_bytes) ||
+	    finish_groups(acc[0], ns, &r->by_count, &r->nallocated, cmp_count) ||
+	    finish_groups(acc[1], ns, &r->at_peak, &r->nat_peak, cmp_bytes) ||
+	    finish_groups(acc[2], ns, &r->leaks, &r->nleaks, cmp_bytes) ||
+	    finish_groups(acc[3], ns, &r->temps, &r->ntemps, cmp_bytes))
+		goto out;
+	err = 0;
+out:
+	for (int i = 0; i < 4; i++)
+		free(acc[i]);
+	replay_free(&rp);
+	if (err)
+		mem_result__free(r);
+	return err;
+}
+
+void mem_result__free(struct mem_result *r)
+{
+	free(r->allocated);
+	free(r->by_count);
+	free(r->at_peak);
+	free(r->leaks);
+	free(r->temps);
+	r->allocated = r->by_count = r->at_peak = r->leaks = r->temps = NULL;
+	r->nallocated = r->nat_peak = r->nleaks = r->ntemps = 0;
+}
+
+double mem_group_age_s(const struct mem_result *r, const struct mem_group *g)
+{
+	double mean_ts;
+
+	if (g->count <= 0)
+		return 0;
+	mean_ts = g->ts_sum / g->count + (double)r->start_ns;
+	return mean_ts < (double)r->end_ns ? ((double)r->end_ns - mean_ts) / 1e9 : 0;
+}
+
+int memory_timeline(const struct profile *p, uint32_t pid, struct mem_point **out, size_t *n)
+{
+	struct mem_opts o = { .temp_ns = 1, .pid = pid };
+	struct mem_point *pts;
+	int64_t *ends;
+	struct replay rp;
+	uint64_t live = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (replay_build(p, &o, &rp, NULL))
+		return -ENOMEM;
+	pts = malloc((rp.n ? rp.n : 1) * sizeof(*pts));
+	ends = calloc(rp.n + 1, sizeof(*ends)); /* bytes whose allocation ends at each position */
+	if (!pts || !ends) {
+		free(pts);
+		free(ends);
+		replay_free(&rp);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < rp.n; k++) {
+		const struct event *e = &p->events.v[rp.order[k]];
+
+		if (e->kind == EVK_ALLOC && rp.free_pos[k] != NO_FREE)
+			ends[rp.free_pos[k]] += (int64_t)e->c;
+	}
+	for (size_t k = 0; k < rp.n; k++) {
+		const struct event *e = &p->events.v[rp.order[k]];
+
+		live -= (uint64_t)ends[k];
+		if (e->kind == EVK_ALLOC)
+			live += e->c;
+		pts[k] = (struct mem_point){ e->ts, live };
+	}
+	*out = pts;
+	*n = rp.n;
+	free(ends);
+	replay_free(&rp);
+	return 0;
+}
+
+int memory_to_samples(struct profile *p, enum mem_view view)
+{
+	struct mem_opts o = { .temp_ns = 1 };
+	struct sample *v;
+	struct replay rp;
+	size_t n = 0;
+
+	if (replay_build(p, &o, &rp, NULL))
+		return -ENOMEM;
+	v = malloc((rp.n ? rp.n : 1) * sizeof(*v));
+	if (!v) {
+		replay_free(&rp);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < rp.n; k++) {
+		const struct event *e = &p->events.v[rp.order[k]];
+		bool keep;
+
+		if (e->kind != EVK_ALLOC)
+			continue;
+		keep = view == MEM_VIEW_ALLOCATED ||
+		       (view == MEM_VIEW_PEAK && k <= rp.peak_pos && rp.free_pos[k] > rp.peak_pos) ||
+		       (view == MEM_VIEW_LEAKS && rp.free_pos[k] == NO_FREE);
+		if (keep)
+			v[n++] = (struct sample){ .ts = e->ts, .pid = e->pid, .tid = e->tid,
+						  .stack = e->stack, .weight = e->c };
+	}
+	replay_free(&rp);
+	if (!rp.n) {
+		free(v);
+		return -ENOENT;
+	}
+	free(p->samples.v);
+	p->samples.v = v;
+	p->samples.n = n;
+	p->samples.cap = rp.n ? rp.n : 1;
+	return 0;
+}

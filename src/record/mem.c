@@ -1,0 +1,600 @@
+// SPDX-License-Identifier: MIT
+/*
+ * --mem: allocator uprobes on every mapped object that exports malloc and
+ * free (libc, jemalloc, tcmalloc, mimalloc, static binaries), probed at
+ * attach and again whenever a target maps a new object (dlopen, exec); RSS
+ * from /proc/PID/statm on the poll timer. See docs/memory.md.
+ */
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <limits.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/types.h>
+
+#include "eprof_abi.h"
+#include "../util/log.h"
+#include "profile.skel.h"
+#include "events.h"
+#include "feature.h"
+#include "mem_probe.h"
+#include "record.h"
+
+/* Not in Debian 12's UAPI headers (6.1): values from the kernel's enum bpf_attach_type. */
+#define MEM_BPF_TRACE_UPROBE_MULTI 48
+#define MEM_BPF_TRACE_UPROBE_SESSION 57
+#define MEM_RESCAN_NS 200000000ULL
+#define MEM_RSS_NS 100000000ULL
+
+struct mem_obj {
+	char *path;
+	struct mem_probe_set set;
+};
+
+struct mem_target {
+	uint32_t pid;
+	char **seen; /* mapped paths already looked at */
+	size_t nseen, capseen;
+};
+
+struct mem_state {
+	bool session;	  /* uprobe sessions; else uprobe + uretprobe on every call */
+	uint64_t mean;	  /* mean bytes between samples, 1 = all */
+	struct mem_obj *objs;
+	size_t nobjs;
+	int *fds;	  /* uprobe_multi link fds */
+	size_t nfds, capfds;
+	struct bpf_link **links; /* fallback: one link per probe */
+	size_t nlinks, caplinks;
+	struct mem_target *targets;
+	size_t ntargets;
+	uint64_t last_scan, last_rss;
+	uint32_t rss_name;
+	uint32_t probes, objects;
+};
+
+static bool mem_enabled(const struct record_opts *o)
+{
+	return o->mem_sample > 0;
+}
+
+/* Uprobe sessions: kernel >= 6.13 has the kfuncs; EPROF_MEM_PROBES=uretprobe forces the fallback. */
+static bool have_sessions(void)
+{
+	const char *env = getenv("EPROF_MEM_PROBES");
+	struct btf *btf;
+	bool ok;
+
+	if (env && !strcmp(env, "uretprobe"))
+		return false;
+	btf = btf__load_vmlinux_btf();
+	if (!btf)
+		return false;
+	ok = btf__find_by_name_kind(btf, "bpf_session_is_return", BTF_KIND_FUNC) > 0;
+	btf__free(btf);
+	return ok;
+}
+
+static void fill_exp_table(struct profile_bpf *skel, uint64_t mean)
+{
+	const int n = sizeof(skel->rodata->mem_exp_table) / sizeof(skel->rodata->mem_exp_table[0]);
+	double sum = 0, q[n];
+
+	/* Quantiles at the midpoints of n equal slices, scaled so the mean is exact. */
+	for (int i = 0; i < n; i++) {
+		q[i] = -log((i + 0.5) / n);
+		sum += q[i];
+	}
+	for (int i = 0; i < n; i++) {
+		double v = q[i] * mean * n / sum;
+
+		skel->rodata->mem_exp_table[i] = v < 1 ? 1 : (uint64_t)llround(v);
+	}
+}
+
+static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t size)
+{
+	const struct ev_hdr *h = data;
+	struct mem_state *st = arg;
+	struct event ev = { 0 };
+	int64_t node;
+
+	ev.ts = h->ts;
+	ev.pid = h->pid;
+	ev.tid = h->tid;
+	switch (h->kind) {
+	case EV_MEM_ALLOC: {
+		const struct ev_mem_alloc *e = data;
+
+		if (size < sizeof(*e))
+			return -EINVAL;
+		node = events_stack(c, h, &e->st, size - sizeof(*e), 0);
+		if (node < 0)
+			return (int)node;
+		ev.kind = EVK_ALLOC;
+		ev.stack = node;
+		ev.flags = e->func;
+		ev.a = e->addr;
+		ev.b = e->size;
+		ev.c = mem_sample_weight(e->size, st->mean);
+		break;
+	}
+	case EV_MEM_FREE: {
+		const struct ev_mem_free *e = data;
+
+		if (size < sizeof(*e))
+			return -EINVAL;
+		ev.kind = EVK_FREE;
+		ev.a = e->addr;
+		ev.b = e->size;
+		break;
+	}
+	case EV_MEM_MMAP:
+	case EV_MEM_MUNMAP: {
+		const struct ev_mem_map *e = data;
+
+		if (size < sizeof(*e))
+			return -EINVAL;
+		ev.kind = h->kind == EV_MEM_MMAP ? EVK_MMAP : EVK_MUNMAP;
+		ev.a = e->addr;
+		ev.b = e->len;
+		break;
+	}
+	default:
+		return -EINVAL;
+	}
+	events_note_thread(c, h->pid, h->tid, NULL, h->ts);
+	return profile__add_event(c->p, &ev);
+}
+
+static int mem_configure(struct feature_ctx *f, void **state)
+{
+	struct profile_bpf *skel = f->skel;
+	struct mem_state *st = calloc(1, sizeof(*st));
+	uint32_t stack;
+	char buf[32];
+
+	if (!st)
+		return -ENOMEM;
+	*state = st;
+	st->mean = f->o->mem_sample;
+	st->session = have_sessions();
+	if (st->session) {
+		bpf_program__set_autoload(skel->progs.mem_alloc, true);
+		bpf_program__set_autoload(skel->progs.mem_free, true);
+		bpf_program__set_expected_attach_type(skel->progs.mem_alloc,
+						      MEM_BPF_TRACE_UPROBE_SESSION);
+		bpf_program__set_expected_attach_type(skel->progs.mem_free,
+						      MEM_BPF_TRACE_UPROBE_MULTI);
+	} else {
+		bpf_program__set_autoload(skel->progs.mem_alloc_entry, true);
+		bpf_program__set_autoload(skel->progs.mem_alloc_ret, true);
+		bpf_program__set_autoload(skel->progs.mem_free, true);
+	}
+	bpf_program__set_autoload(skel->progs.mem_sys_enter, true);
+	bpf_program__set_autoload(skel->progs.mem_sys_exit, true);
+	skel->rodata->mem_sample_all = st->mean <= 1;
+	/*
+	 * Stack copy per allocation: every allocation with --mem=1 (a shorter copy: its cost is
+	 * most of a recorded call, see docs/memory.md), a few per second when sampled.
+	 */
+	stack = st->mean <= 1 ? 4096 : 16384;
+	skel->rodata->mem_stack_bytes = f->o->callgraph == CG_FP ? 0
+				      : f->o->snapshot_bytes < stack ? f->o->snapshot_bytes : stack;
+	if (getenv("EPROF_MEM_STACK"))
+		skel->rodata->mem_stack_bytes = atoi(getenv("EPROF_MEM_STACK"));
+	if (getenv("EPROF_MEM_NULL"))
+		skel->rodata->mem_null = atoi(getenv("EPROF_MEM_NULL"));
+	fill_exp_table(skel, st->mean);
+	bpf_map__set_max_entries(skel->maps.mem_live, st->mean <= 1 ? 1 << 22 : 1 << 18);
+	/* Every allocation with its stack copy: 16 MB fills in ~4,000 events; take 64 at least. */
+	if (st->mean <= 1 && f->o->ringbuf_mb < 64) {
+		bpf_map__set_max_entries(skel->maps.events, 64 << 20);
+		skel->rodata->wakeup_bytes = (64 << 20) / 4;
+	}
+	snprintf(buf, sizeof(buf), "%" PRIu64, st->mean);
+	profile__set_meta(f->p, "mem_sample_bytes", buf);
+	profile__set_meta(f->p, "mem_probes", st->session ? "session" : "uretprobe");
+	st->rss_name = profile__intern(f->p, "rss_bytes");
+	return events_add_handler(f->ev, EV_MEM_FIRST, EV_MEM_LAST, handle_mem, st);
+}
+
+static int push_fd(struct mem_state *st, int fd)
+{
+	if (st->nfds == st->capfds) {
+		size_t cap = st->capfds ? st->capfds * 2 : 16;
+		int *n = realloc(st->fds, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		st->fds = n;
+		st->capfds = cap;
+	}
+	st->fds[st->nfds++] = fd;
+	return 0;
+}
+
+static int push_link(struct mem_state *st, struct bpf_link *l)
+{
+	if (st->nlinks == st->caplinks) {
+		size_t cap = st->caplinks ? st->caplinks * 2 : 16;
+		struct bpf_link **n = realloc(st->links, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		st->links = n;
+		st->caplinks = cap;
+	}
+	st->links[st->nlinks++] = l;
+	return 0;
+}
+
+/* BPF_LINK_CREATE for uprobe_multi / uprobe session: libbpf 1.1 has no wrapper for it. */
+static int link_uprobe_multi(int prog_fd, uint32_t type, const char *path, const uint64_t *offs,
+			     const uint64_t *cookies, uint32_t cnt, uint32_t pid)
+{
+	union {
+		uint64_t raw[16];
+		struct {
+			uint32_t prog_fd, target_fd, attach_type, flags;
+			uint64_t path, offsets, ref_ctr_offsets, cookies;
+			uint32_t cnt, flags2, pid;
+		} lc;
+	} attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.lc.prog_fd = prog_fd;
+	attr.lc.attach_type = type;
+	attr.lc.path = (uintptr_t)path;
+	attr.lc.offsets = (uintptr_t)offs;
+	attr.lc.cookies = (uintptr_t)cookies;
+	attr.lc.cnt = cnt;
+	attr.lc.pid = pid;
+	return syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr));
+}
+
+static int attach_multi(struct mem_state *st, struct profile_bpf *skel, const struct mem_obj *o,
+			uint32_t pid)
+{
+	uint64_t offs[MEM_NFUNCS], cookies[MEM_NFUNCS];
+	uint32_t n = 0;
+	int fd, err;
+
+	for (int i = 0; i < o->set.n; i++) {
+		if (i == o->set.free_idx)
+			continue;
+		offs[n] = o->set.offsets[i];
+		cookies[n++] = o->set.cookies[i];
+	}
+	fd = link_uprobe_multi(bpf_program__fd(skel->progs.mem_alloc),
+			       MEM_BPF_TRACE_UPROBE_SESSION, o->path, offs, cookies, n, pid);
+	if (fd < 0)
+		return -errno;
+	err = push_fd(st, fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	fd = link_uprobe_multi(bpf_program__fd(skel->progs.mem_free), MEM_BPF_TRACE_UPROBE_MULTI,
+			       o->path, &o->set.offsets[o->set.free_idx],
+			       &o->set.cookies[o->set.free_idx], 1, pid);
+	if (fd < 0)
+		return -errno;
+	err = push_fd(st, fd);
+	if (err)
+		close(fd);
+	st->probes += o->set.n;
+	return err;
+}
+
+static int attach_classic(struct mem_state *st, struct profile_bpf *skel, const struct mem_obj *o,
+			  uint32_t pid)
+{
+	for (int i = 0; i < o->set.n; i++) {
+		bool is_free = i == o->set.free_idx;
+		int nprog = is_free ? 1 : 2;
+
+		for (int r = 0; r < nprog; r++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = o->set.cookies[i],
+				    .retprobe = r == 1);
+			struct bpf_program *prog = is_free ? skel->progs.mem_free
+						 : r ? skel->progs.mem_alloc_ret
+						     : skel->progs.mem_alloc_entry;
+			struct bpf_link *l;
+			int err;
+
+			l = bpf_program__attach_uprobe_opts(prog, pid ? (int)pid : -1, o->path,
+							    o->set.offsets[i], &uo);
+			if (!l)
+				return -errno;
+			err = push_link(st, l);
+			if (err) {
+				bpf_link__destroy(l);
+				return err;
+			}
+		}
+	}
+	st->probes += o->set.n;
+	return 0;
+}
+
+/* The allocator probes of path (looked at once per file), attached for pid (0: every process). */
+static int probe_object(struct feature_ctx *f, struct mem_state *st, const char *path, uint32_t pid)
+{
+	struct mem_obj *o = NULL, *n;
+	int err;
+
+	for (size_t i = 0; i < st->nobjs; i++)
+		if (!strcmp(st->objs[i].path, path))
+			o = &st->objs[i];
+	if (!o) {
+		n = realloc(st->objs, (st->nobjs + 1) * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		st->objs = n;
+		o = &st->objs[st->nobjs];
+		memset(o, 0, sizeof(*o));
+		o->path = strdup(path);
+		if (!o->path)
+			return -ENOMEM;
+		st->nobjs++;
+		if (mem_probe_find(path, &o->set))
+			o->set.n = 0;
+		/* Benchmarks only: probe the first instruction, as a plain uprobe tracer does. */
+		if (getenv("EPROF_MEM_ENTRY") && !strcmp(getenv("EPROF_MEM_ENTRY"), "start"))
+			for (int i = 0; i < o->set.n; i++) {
+				o->set.offsets[i] -= o->set.skipped[i];
+				o->set.skipped[i] = 0;
+			}
+		for (int i = 0; i < o->set.n; i++)
+			log_debug("mem: %s: %s at file offset 0x%" PRIx64 " (+%u)", path,
+				  mem_func_names[o->set.cookies[i]], o->set.offsets[i],
+				  o->set.skipped[i]);
+	}
+	if (!o->set.n || o->set.free_idx < 0)
+		return 0;
+	err = st->session ? attach_multi(st, f->skel, o, pid) : attach_classic(st, f->skel, o, pid);
+	if (err) {
+		log_warn("failed to attach allocator uprobes to '%s': %s", path, strerror(-err));
+		return 0; /* the other objects still count */
+	}
+	st->objects++;
+	return 0;
+}
+
+static bool target_seen(struct mem_target *t, const char *path)
+{
+	char **n;
+
+	for (size_t i = 0; i < t->nseen; i++)
+		if (!strcmp(t->seen[i], path))
+			return true;
+	if (t->nseen == t->capseen) {
+		size_t cap = t->capseen ? t->capseen * 2 : 32;
+
+		n = realloc(t->seen, cap * sizeof(*n));
+		if (!n)
+			return true;
+		t->seen = n;
+		t->capseen = cap;
+	}
+	t->seen[t->nseen] = strdup(path);
+	if (t->seen[t->nseen])
+		t->nseen++;
+	return false;
+}
+
+/* Probes the executable objects pid maps that were not looked at yet. */
+static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t,
+		       uint32_t filter_pid)
+{
+	char path[64], line[4096 + 128];
+	FILE *fp;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", t->pid);
+	fp = fopen(path, "re");
+	if (!fp)
+		return -errno;
+	while (fgets(line, sizeof(line), fp)) {
+		char perms[8], *file;
+		int off = 0;
+
+		if (sscanf(line, "%*x-%*x %7s %*x %*x:%*x %*u %n", perms, &off) < 1 || !off)
+			continue;
+		file = line + off;
+		file[strcspn(file, "\n")] = 0;
+		if (perms[2] != 'x' || file[0] != '/' || target_seen(t, file))
+			continue;
+		err = probe_object(f, st, file, filter_pid);
+		if (err)
+			break;
+	}
+	fclose(fp);
+	return err;
+}
+
+/*
+ * The launched command's executable: a static binary has its own malloc, probed before it
+ * runs. Marked as seen under its real path, the name its maps will show after exec.
+ */
+static void probe_command(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
+{
+	const char *cmd = f->o->argv[0], *path = getenv("PATH");
+	char buf[4096], real[4096];
+
+	buf[0] = 0;
+	if (strchr(cmd, '/')) {
+		snprintf(buf, sizeof(buf), "%s", cmd);
+	} else {
+		while (path && *path) {
+			size_t len = strcspn(path, ":");
+
+			snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, path, cmd);
+			if (len && access(buf, X_OK) == 0)
+				break;
+			buf[0] = 0;
+			path += len + (path[len] == ':');
+		}
+	}
+	if (buf[0] && realpath(buf, real) && !target_seen(t, real))
+		probe_object(f, st, real, f->child);
+}
+
+static int mem_attach(struct feature_ctx *f, void *state)
+{
+	struct mem_state *st = state;
+	const struct record_opts *o = f->o;
+	size_t n = o->npids + (f->child ? 1 : 0) + (o->all ? 1 : 0);
+	int err;
+
+	st->targets = calloc(n ? n : 1, sizeof(*st->targets));
+	if (!st->targets)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->npids; i++)
+		st->targets[st->ntargets++].pid = o->pids[i];
+	/* A launched command has not exec'd yet: its maps are ours, and so most likely its libc. */
+	if (f->child)
+		st->targets[st->ntargets++].pid = f->child;
+	for (size_t i = 0; i < st->ntargets; i++) {
+		err = scan_target(f, st, &st->targets[i], st->targets[i].pid);
+		if (err && err != -ENOENT && err != -ESRCH)
+			return err;
+	}
+	if (f->child && o->argv && o->argv[0])
+		probe_command(f, st, &st->targets[st->ntargets - 1]);
+	if (o->all) {
+		/* System-wide: the libc eprof uses, in every process (no dlopen tracking). */
+		struct mem_target self = { .pid = getpid() };
+
+		err = scan_target(f, st, &self, 0);
+		for (size_t i = 0; i < self.nseen; i++)
+			free(self.seen[i]);
+		free(self.seen);
+		if (err)
+			return err;
+	}
+	if (!st->objects) {
+		log_err("failed to find an allocator (malloc and free) in the target's objects");
+		return -ENOENT;
+	}
+	log_info("mem: %u allocator probes in %u objects (%s)", st->probes, st->objects,
+		 st->session ? "uprobe sessions" : "uprobe + uretprobe");
+	return 0;
+}
+
+static void read_rss(struct feature_ctx *f, struct mem_state *st, uint64_t now)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < st->ntargets; i++) {
+		unsigned long long size, rss;
+		struct event ev = { 0 };
+		char path[64];
+		FILE *fp;
+		int got;
+
+		snprintf(path, sizeof(path), "/proc/%u/statm", st->targets[i].pid);
+		fp = fopen(path, "re");
+		if (!fp)
+			continue;
+		got = fscanf(fp, "%llu %llu", &size, &rss);
+		fclose(fp);
+		if (got != 2)
+			continue;
+		ev.ts = now;
+		ev.kind = EVK_COUNTER;
+		ev.pid = st->targets[i].pid;
+		ev.name = st->rss_name;
+		ev.b = rss * page;
+		profile__add_event(f->p, &ev);
+	}
+}
+
+static void copy_stats(struct feature_ctx *f)
+{
+	f->p->stats[STAT_MEM_CALLS] = f->bpf_stat(f, BSTAT_MEM_CALLS);
+	f->p->stats[STAT_MEM_LOST] = f->bpf_stat(f, BSTAT_MEM_RB_FULL);
+	f->p->stats[STAT_MEM_UNTRACKED] = f->bpf_stat(f, BSTAT_MEM_LIVE_FULL);
+}
+
+static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
+{
+	struct mem_state *st = state;
+
+	if (now - st->last_rss >= MEM_RSS_NS) {
+		read_rss(f, st, now);
+		st->last_rss = now;
+		copy_stats(f);
+	}
+	if (now - st->last_scan >= MEM_RESCAN_NS) {
+		for (size_t i = 0; i < st->ntargets; i++)
+			scan_target(f, st, &st->targets[i], st->targets[i].pid);
+		st->last_scan = now;
+	}
+	return 0;
+}
+
+static void detach_all(struct mem_state *st)
+{
+	for (size_t i = 0; i < st->nfds; i++)
+		close(st->fds[i]);
+	st->nfds = 0;
+	for (size_t i = 0; i < st->nlinks; i++)
+		bpf_link__destroy(st->links[i]);
+	st->nlinks = 0;
+}
+
+static int mem_finish(struct feature_ctx *f, void *state)
+{
+	struct mem_state *st = state;
+
+	detach_all(st);
+	f->consume(f);
+	read_rss(f, st, st->last_rss + MEM_RSS_NS);
+	copy_stats(f);
+	if (f->p->stats[STAT_MEM_LOST] && !f->o->quiet)
+		log_warn("%" PRIu64 " memory events lost (ring buffer full): try --ringbuf-mb",
+			 f->p->stats[STAT_MEM_LOST]);
+	return 0;
+}
+
+static void mem_destroy(struct feature_ctx *f, void *state)
+{
+	struct mem_state *st = state;
+
+	(void)f;
+	if (!st)
+		return;
+	detach_all(st);
+	free(st->fds);
+	free(st->links);
+	for (size_t i = 0; i < st->nobjs; i++)
+		free(st->objs[i].path);
+	free(st->objs);
+	for (size_t i = 0; i < st->ntargets; i++) {
+		for (size_t j = 0; j < st->targets[i].nseen; j++)
+			free(st->targets[i].seen[j]);
+		free(st->targets[i].seen);
+	}
+	free(st->targets);
+	free(st);
+}
+
+const struct feature feature_mem = {
+	.name = "mem",
+	.enabled = mem_enabled,
+	.configure = mem_configure,
+	.attach = mem_attach,
+	.poll = mem_poll,
+	.finish = mem_finish,
+	.destroy = mem_destroy,
+};

@@ -1,0 +1,249 @@
+# SPDX-License-Identifier: MIT
+"""record --mem: allocations, frees, peak and leaks of a fixture with known answers."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import FIXTURES
+
+# tests/fixtures/memfix.c: leak site -> (bytes, blocks)
+LEAKS = {
+    "leak_small": (40000, 40),
+    "leak_calloc": (49152, 12),
+    "leak_realloc": (25000, 5),
+    "leak_aligned": (6144, 3),
+}
+LEAKED = sum(b for b, _ in LEAKS.values())  # 120,296
+FIXTURE_FUNCS = set(LEAKS) | {"churn", "peak_phase"}
+
+pytestmark = pytest.mark.usefixtures("need_bpf")
+
+
+@pytest.fixture(scope="module")
+def memfix(tmp_path_factory):
+    out = tmp_path_factory.mktemp("memfix") / "memfix"
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
+                    "-o", str(out), os.path.join(FIXTURES, "memfix.c")], check=True)
+    return str(out)
+
+
+def site(stack):
+    """The fixture function that made an allocation (its leaf-most fixture frame)."""
+    for f in stack:
+        if f in FIXTURE_FUNCS:
+            return f
+    return None
+
+
+def by_site(groups):
+    out = {}
+    for g in groups:
+        s = site(g["stack"])
+        b, c = out.get(s, (0, 0))
+        out[s] = (b + g["bytes"], c + g["count"])
+    return out
+
+
+def memory(ep, data="eprof.data"):
+    return ep.report_json(data)["memory"]
+
+
+def check_exact(mem, churn, blocks=400, size=10000):
+    assert mem["events_lost"] == 0, "events lost: the exact figures cannot hold"
+    leaks = by_site(mem["leaks"])
+    for name, want in LEAKS.items():
+        assert leaks.get(name) == want, (name, leaks.get(name), leaks)
+    assert "churn" not in leaks and "peak_phase" not in leaks
+    # Peak: the peak phase plus every leak (they were made before); nothing else of ours.
+    peak = by_site(mem["peak_stacks"])
+    assert peak["peak_phase"] == (blocks * size, blocks)
+    others = sum(b for s, (b, _) in peak.items() if s not in FIXTURE_FUNCS)
+    assert mem["peak_bytes"] == blocks * size + LEAKED + others
+    churn_calls = by_site(mem["churn"]).get("churn", (0, 0))[1]
+    assert churn_calls == churn + churn // 10, mem["churn"]
+
+
+@pytest.mark.parametrize("probes", ["session", "uretprobe"])
+def test_mem_every_allocation_exact(ep, memfix, probes):
+    # uretprobe: the fallback for kernels without uprobe sessions (< 6.13)
+    env = dict(os.environ, EPROF_MEM_PROBES=probes)
+    r = ep.run("record", "-v", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "20000", env=env)
+    assert ("uprobe sessions" if probes == "session" else "uprobe + uretprobe") in r.stderr
+    mem = memory(ep)
+    assert mem["sample_bytes"] == 1
+    check_exact(mem, 20000)
+    # Churn frees everything it allocates, within a millisecond.
+    temp = by_site(mem["temporary"])
+    assert temp["churn"][1] >= 0.9 * 22000
+    text = ep.run("report", "eprof.data").stdout
+    assert "peak live heap" in text and "leak_calloc <- main" in text
+
+
+def test_mem_attach_by_pid_exact(ep, memfix, tmp_path):
+    go = str(tmp_path / "go")
+    target = subprocess.Popen([memfix, "20000", go], stdout=subprocess.DEVNULL)
+    rec = subprocess.Popen([ep.bin, "record", "-q", "--mem=1", "--ringbuf-mb", "64", "-p",
+                            str(target.pid)], cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    open(go, "w").close()
+    assert target.wait(timeout=60) == 0
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, err
+    check_exact(memory(ep), 20000)
+
+
+def test_mem_sampled_within_20_percent(ep, memfix):
+    # 2000 x 100 kB at the peak (200 MB) and 200,000 small blocks of churn: enough bytes
+    # for a 512 KiB mean to estimate within 20% (about 4 standard deviations).
+    blocks, size, churn = 2000, 100000, 200000
+    ep.run("record", "-q", "--mem", "--", memfix, str(churn), "-", str(blocks), str(size))
+    mem = memory(ep)
+    assert mem["sample_bytes"] == 524288
+    assert mem["events_lost"] == 0
+    peak = blocks * size + LEAKED
+    assert abs(mem["peak_bytes"] - peak) <= 0.2 * peak, (mem["peak_bytes"], peak)
+    churn_bytes = sum(64 + i % 64 for i in range(churn)) + sum(64 + i % 64 for i in range(churn // 10))
+    total = blocks * size + churn_bytes + LEAKED + 500
+    assert abs(mem["allocated_bytes"] - total) <= 0.2 * total, (mem["allocated_bytes"], total)
+    assert site(mem["peak_stacks"][0]["stack"]) == "peak_phase"
+    # Every call is seen even when few are recorded.
+    assert mem["calls_seen"] >= blocks + churn * 1.1
+
+
+def valgrind_leaks(memfix, churn):
+    r = subprocess.run(["valgrind", "--leak-check=full", "--show-leak-kinds=all", memfix,
+                        str(churn)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    sites, cur = {}, None
+    for line in r.stderr.splitlines():
+        m = re.search(r"([\d,]+) bytes in ([\d,]+) blocks are still reachable", line)
+        if m:
+            cur = (int(m.group(1).replace(",", "")), int(m.group(2).replace(",", "")))
+            continue
+        m = re.search(r"by 0x[0-9A-F]+: (\w+) \(", line)
+        if m and cur and m.group(1) in FIXTURE_FUNCS:
+            b, c = sites.get(m.group(1), (0, 0))
+            sites[m.group(1)] = (b + cur[0], c + cur[1])
+            cur = None
+    m = re.search(r"total heap usage: ([\d,]+) allocs, ([\d,]+) frees, ([\d,]+) bytes allocated",
+                  r.stderr)
+    total = tuple(int(x.replace(",", "")) for x in m.groups())
+    return sites, total
+
+
+@pytest.mark.skipif(not shutil.which("valgrind"), reason="skipped: valgrind not installed")
+def test_mem_matches_valgrind(ep, memfix):
+    vg_sites, (vg_allocs, _, vg_bytes) = valgrind_leaks(memfix, 20000)
+    ep.run("record", "-q", "--mem=1", "--", memfix, "20000")
+    mem = memory(ep)
+    ours = {s: v for s, v in by_site(mem["leaks"]).items() if s in FIXTURE_FUNCS}
+    assert ours == vg_sites
+    assert vg_sites == LEAKS
+    # Same allocation calls and bytes over the whole run (realloc counts as an allocation).
+    assert mem["alloc_count"] == vg_allocs
+    assert mem["allocated_bytes"] == vg_bytes
+
+
+def libc_text(pid):
+    """(path, offset, bytes) of the first executable libc mapping of pid, read from its memory."""
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and "x" in parts[1] and "libc.so" in parts[5]:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                with open(f"/proc/{pid}/mem", "rb") as m:
+                    m.seek(lo)
+                    return parts[5], int(parts[2], 16), m.read(hi - lo)
+    raise AssertionError("no libc mapping")
+
+
+def file_bytes(path, off, n):
+    with open(path, "rb") as f:
+        f.seek(off)
+        return f.read(n)
+
+
+def test_mem_detach_restores_code(ep, memfix, tmp_path):
+    # The target waits for a file that never comes: it outlives the record.
+    target = subprocess.Popen([memfix, "10", str(tmp_path / "never")])
+    try:
+        time.sleep(0.2)
+        rec = subprocess.Popen([ep.bin, "record", "-q", "--mem", "-p", str(target.pid), "-d",
+                                "3"], cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        path, off, during = libc_text(target.pid)
+        clean = file_bytes(path, off, len(during))
+        # While recording, the allocator entry points hold breakpoints...
+        assert during != clean
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+        # ...and after, the code is exactly the file's again.
+        _, _, after = libc_text(target.pid)
+        assert after == clean
+        assert target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
+    links = subprocess.run(["bpftool", "-j", "link", "list"], capture_output=True, text=True)
+    if links.returncode == 0:
+        for link in json.loads(links.stdout or "[]"):
+            owners = [p.get("pid") for p in link.get("pids", [])]
+            assert rec.pid not in owners
+
+
+def test_mem_flamegraphs(ep, memfix):
+    ep.run("record", "-q", "--mem=1", "--", memfix, "20000")
+    leaks = ep.folded("eprof.data", "--leaks")
+    got = {}
+    for stack, n in leaks:
+        s = site(list(reversed(stack)))
+        got[s] = got.get(s, 0) + n
+    for name, (b, _) in LEAKS.items():
+        assert got[name] == b
+    peak = ep.folded("eprof.data", "--mem-peak")
+    assert sum(n for stack, n in peak if stack[-1] == "peak_phase") == 4000000
+    alloc = ep.folded("eprof.data", "--mem")
+    assert sum(n for _, n in alloc) == memory(ep)["allocated_bytes"]
+    ep.run("flamegraph", "eprof.data", "--leaks", "-o", "leaks.svg")
+    svg = open(os.path.join(ep.dir, "leaks.svg")).read()
+    assert "<svg" in svg and "leak_calloc" in svg
+    ep.run("trace", "eprof.data", "-o", "trace.json")
+    trace = json.load(open(os.path.join(ep.dir, "trace.json")))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    heap = [e for e in events if e.get("ph") == "C" and e.get("name") == "Live heap"]
+    assert heap and max(e["args"]["bytes"] for e in heap) >= 4000000
+    assert any(e.get("ph") == "C" and e.get("name") == "RSS" for e in events)
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/lib/x86_64-linux-gnu/libc.a"),
+                    reason="skipped: no static libc (libc6-dev)")
+def test_mem_static_binary(ep, tmp_path):
+    exe = str(tmp_path / "memfix-static")
+    subprocess.run(["cc", "-O2", "-g", "-static", "-fno-omit-frame-pointer",
+                    "-fno-optimize-sibling-calls", "-o", exe, os.path.join(FIXTURES, "memfix.c")],
+                   check=True)
+    ep.run("record", "-q", "--mem=1", "--", exe, "20000")
+    mem = memory(ep)
+    leaks = by_site(mem["leaks"])
+    for name, want in LEAKS.items():
+        assert leaks.get(name) == want, (name, leaks)
+    assert by_site(mem["peak_stacks"])["peak_phase"] == (4000000, 400)
+
+
+def test_mem_allocator_loaded_later(ep, tmp_path):
+    lib = str(tmp_path / "libmemlib.so")
+    exe = str(tmp_path / "memdl")
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-o", lib,
+                    os.path.join(FIXTURES, "memlib.c")], check=True)
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", exe,
+                    os.path.join(FIXTURES, "memdl.c"), "-ldl"], check=True)
+    ep.run("record", "-q", "--mem=1", "--", exe, lib, "800")
+    mem = memory(ep)
+    got = [g for g in mem["leaks"] if "use_lib" in g["stack"]]
+    assert sum(g["bytes"] for g in got) == 15000, mem["leaks"]
+    assert sum(g["count"] for g in got) == 5

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Cost of eprof record --mem on malloc-heavy programs, attached by PID.
+
+Each workload waits for a go-file, so the profiler attaches first, then times
+its own work (the wall time of the part the profiler slows down; start-up of
+the profiler and the target is not in it). Modes run interleaved, A B C A B C,
+and the ratio to the bare run of the same round is reported (median of --reps).
+
+  workloads: CPython string churn, perl hashes (../shared/BENCHMARKS.md),
+             and the allocator microbenchmark mem_micro.c (ns per call)
+  modes:     bare, eprof --mem (default sampling), eprof --mem=1,
+             eprof --mem with a uretprobe on every call (EPROF_MEM_PROBES=uretprobe),
+             eprof --mem probing free's first instruction (EPROF_MEM_ENTRY=start),
+             eprof --mem whose programs return at once (EPROF_MEM_NULL=1: the uprobe floor),
+             eprof --mem=1 without user stack copies (EPROF_MEM_STACK=0: frame pointers only),
+             bpftrace counting uprobes on malloc and free (reference)
+
+Usage: tools/bench/mem_bench.py [--reps N] [--eprof PATH] [--modes a,b] [--workloads a,b]
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
+
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+
+PY_WORK = ("for r in range(10):\n"
+           "    l = [('%d-' % i) * 120 for i in range(100000)]\n"
+           "    d = [dict(a=s, b=len(s)) for s in l]\n"
+           "    del l, d\n")
+PY = ("import os, sys, time\n"
+      "go = sys.argv[1]\n"
+      "while not os.path.exists(go): time.sleep(0.002)\n"
+      "os.unlink(go)\n"
+      "t = time.monotonic()\n" + PY_WORK +
+      "print('elapsed', time.monotonic() - t)\n")
+PERL = ('use Time::HiRes qw(time sleep); my $go = $ARGV[0];'
+        'sleep(0.002) until -e $go; unlink $go; my $t = time;'
+        'for my $r (1..5) { my %h; $h{$_} = ("x" x 100) . $_ for 1..200000; undef %h; }'
+        'print "elapsed ", time - $t, "\\n";')
+
+MODES = {
+    "bare": None,
+    "null": ["--mem"],
+    "default": ["--mem"],
+    "mem1": ["--mem=1"],
+    "mem1-nostack": ["--mem=1"],
+    "uretprobe": ["--mem"],
+    "entry0": ["--mem"],
+    "bpftrace": None,
+}
+MODE_ENV = {"uretprobe": {"EPROF_MEM_PROBES": "uretprobe"}, "entry0": {"EPROF_MEM_ENTRY": "start"},
+            "null": {"EPROF_MEM_NULL": "1"}, "mem1-nostack": {"EPROF_MEM_STACK": "0"}}
+
+
+def workload_cmd(name, go, tmp):
+    if name == "python":
+        return ["/usr/bin/python3", "-c", PY, go]
+    if name == "perl":
+        return ["/usr/bin/perl", "-e", PERL, go]
+    if name == "micro":
+        exe = os.path.join(tmp, "mem_micro")
+        if not os.path.exists(exe):
+            subprocess.run(["cc", "-O2", "-o", exe, os.path.join(HERE, "mem_micro.c")], check=True)
+        return [exe, "100000", "64", "10", go]
+    raise ValueError(name)
+
+
+def parse(out):
+    vals = {}
+    for line in out.splitlines():
+        parts = line.split()
+        for i in range(0, len(parts) - 1, 2):
+            try:
+                vals[parts[i]] = float(parts[i + 1])
+            except ValueError:
+                pass
+    return vals
+
+
+def run_once(eprof, workload, mode, tmp):
+    go = os.path.join(tmp, "go")
+    if os.path.exists(go):
+        os.unlink(go)
+    target = subprocess.Popen(workload_cmd(workload, go, tmp), stdout=subprocess.PIPE, text=True)
+    prof = None
+    if mode == "bpftrace":
+        prog = (f"uprobe:{LIBC}:malloc {{ @m = count(); }} "
+                f"uprobe:{LIBC}:free {{ @f = count(); }}")
+        prof = subprocess.Popen(["bpftrace", "-p", str(target.pid), "-e", prog],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(3.0)
+    elif MODES[mode] is not None:
+        env = dict(os.environ, **MODE_ENV.get(mode, {}))
+        out = os.path.join(tmp, f"{mode}.data")
+        prof = subprocess.Popen([eprof, "record", "-q", *MODES[mode], "-p", str(target.pid),
+                                 "-o", out], env=env, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+    open(go, "w").close()
+    stdout, _ = target.communicate(timeout=600)
+    stats = {}
+    if prof:
+        if mode == "bpftrace":
+            prof.send_signal(2)
+        prof.wait(timeout=120)
+        if mode != "bpftrace":
+            rep = subprocess.run([eprof, "report", os.path.join(tmp, f"{mode}.data"), "--json",
+                                  "--limit", "1"], capture_output=True, text=True)
+            if rep.returncode == 0:
+                import json
+                mem = json.loads(rep.stdout).get("memory", {})
+                stats = {"calls": mem.get("calls_seen", 0), "lost": mem.get("events_lost", 0)}
+    return parse(stdout), stats
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--eprof")
+    ap.add_argument("--modes", default="bare,null,default,mem1,uretprobe,entry0,bpftrace")
+    ap.add_argument("--workloads", default="micro,python,perl")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        benchlib.die("run as root (BPF)")
+    eprof = benchlib.find_eprof(a.eprof)
+    modes = a.modes.split(",")
+    if "bpftrace" in modes and not shutil.which("bpftrace"):
+        modes.remove("bpftrace")
+    tmp = tempfile.mkdtemp(prefix="eprof-mem-bench-")
+    for wl in a.workloads.split(","):
+        res = {m: [] for m in modes}
+        extra = {m: {} for m in modes}
+        for _ in range(a.reps):
+            for m in modes:
+                vals, st = run_once(eprof, wl, m, tmp)
+                res[m].append(vals)
+                extra[m] = st
+        print(f"\n== {wl} (median of {a.reps}, interleaved; ratio to bare of the same round)")
+        if wl == "micro":
+            base_m = statistics.median(v["malloc_ns"] for v in res["bare"])
+            base_f = statistics.median(v["free_ns"] for v in res["bare"])
+            print(f"{'mode':10} {'malloc ns':>10} {'free ns':>10} {'+malloc':>9} {'+free':>9}")
+            for m in modes:
+                mm = statistics.median(v["malloc_ns"] for v in res[m])
+                ff = statistics.median(v["free_ns"] for v in res[m])
+                print(f"{m:10} {mm:10.1f} {ff:10.1f} {mm - base_m:9.1f} {ff - base_f:9.1f}")
+            continue
+        print(f"{'mode':10} {'seconds':>8} {'ratio':>7}  calls seen / events lost")
+        for m in modes:
+            secs = [v.get("elapsed", float("nan")) for v in res[m]]
+            ratios = [s / b["elapsed"] for s, b in zip(secs, res["bare"])]
+            st = extra[m]
+            info = f"{st.get('calls', '')} / {st.get('lost', '')}" if st else ""
+            print(f"{m:10} {statistics.median(secs):8.3f} {statistics.median(ratios):7.2f}  {info}")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
