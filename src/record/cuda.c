@@ -82,6 +82,7 @@ struct cuda_state {
 	atomic_bool stop;
 	atomic_ullong qlost;   /* messages the reader thread could not queue (ENOMEM) */
 	atomic_ullong qn;      /* messages queued so far */
+	atomic_bool connected; /* an injection library connected at least once */
 	atomic_bool flush_req; /* ask every connected process to flush now */
 	int wake[2];
 	pthread_mutex_t qlock;
@@ -676,8 +677,10 @@ static size_t cupti_read(struct cuda_state *s, bool queue)
 	if (!s->conv_on)
 		return 0;
 	while (s->nconns < MAX_CONNS &&
-	       (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0)
+	       (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 		s->conns[s->nconns++] = fd;
+		atomic_store(&s->connected, true);
+	}
 	for (size_t i = 0; i < s->nconns;) {
 		ssize_t n = recv(s->conns[i], s->buf, EGPU_MSG_MAX, MSG_DONTWAIT);
 
@@ -736,7 +739,8 @@ static void cupti_final_flush(struct cuda_state *s)
 	uint64_t last = atomic_load(&s->qn);
 	int quiet = 0;
 
-	if (!s->thread_on)
+	/* No program loaded the library (no CUDA, or no CUPTI): nothing to wait for. */
+	if (!s->thread_on || !atomic_load(&s->connected))
 		return;
 	atomic_store(&s->flush_req, true);
 	if (write(s->wake[1], "x", 1) < 0)

@@ -11,7 +11,7 @@ c=$here/corpus
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 
-mkdir -p "$c"/{reader,elf,ehframe,perfmap,kallsyms,unwind,demangle}
+mkdir -p "$c"/{reader,elf,ehframe,perfmap,kallsyms,unwind,demangle,usdt,cupti}
 
 # --- ELF files ----------------------------------------------------------------------------
 # No page padding between segments: the same structure in a quarter of the bytes.
@@ -77,6 +77,36 @@ stack = b"".join(struct.pack("<Q", v) for v in
 open(os.path.join(out, "chain"), "wb").write(struct.pack("<QQQ", 0x400, sp, sp + 0x10) + stack)
 open(os.path.join(out, "empty"), "wb").write(struct.pack("<QQQ", 0, sp, 0))
 open(os.path.join(out, "wrap"), "wb").write(struct.pack("<QQQ", 0x10, 2**64 - 16, 2**64 - 8) + b"\xff" * 64)
+PY
+
+# --- USDT notes: an ELF with probes (sys/sdt.h) ------------------------------------------------
+if [ -f /usr/include/x86_64-linux-gnu/sys/sdt.h ] || [ -f /usr/include/sys/sdt.h ]; then
+	cc -O1 $LDFLAGS_SEED -o "$w/usdt" "$here/seeds/usdt.c"
+	strip --strip-debug -o "$c/usdt/usdt-probes" "$w/usdt"
+fi
+
+# --- CUPTI messages: u16 length + a message of src/inject/eprof_gpu_proto.h, repeated ---------
+python3 - "$c/cupti" <<'PY'
+import struct, sys, os
+out = sys.argv[1]
+def rec(kind, corr, start, end, body):
+    size = 24 + len(body)
+    pad = (-size) % 8
+    return struct.pack("<HHIQQ", kind, size + pad, corr, start, end) + body + b"\0" * pad
+def msg(pid, recs):
+    m = struct.pack("<IHHII", 0x55504745, 1, 0, pid, len(recs)) + b"".join(recs)
+    return struct.pack("<H", len(m)) + m
+name = b"_Z6kernelPfi\0"
+kernel = struct.pack("<3I3I3III", 0, 1, 7, 64, 1, 1, 256, 1, 1, 32, 0) + struct.pack("<I", len(name)) + name
+memcpy = struct.pack("<3IBBBBQ", 0, 1, 7, 1, 0, 3, 0, 4096)
+api = struct.pack("<4I", 4242, 211, 2, 0)
+memset = struct.pack("<4IQ", 0, 1, 7, 0, 1024)
+sync = struct.pack("<4I", 1, 7, 1, 0)
+stats = struct.pack("<QQ", 3, 0)
+seq = msg(77, [rec(4, 1, 1000, 1000, api), rec(1, 1, 2000, 5000, kernel),
+               rec(2, 2, 6000, 7000, memcpy), rec(3, 3, 7000, 7100, memset), rec(5, 0, 8000, 9000, sync)])
+open(os.path.join(out, "mixed"), "wb").write(seq + msg(77, [rec(6, 0, 0, 0, stats)]))
+open(os.path.join(out, "kernel-only"), "wb").write(msg(5, [rec(1, 9, 10, 20, kernel)]))
 PY
 
 # --- demangler --------------------------------------------------------------------------------

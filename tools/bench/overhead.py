@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 import tempfile
 
@@ -51,11 +50,14 @@ def tool_argv(tool, eprof, out, cmd):
     """The whole command line of a tool profiling cmd."""
     f = str(bl.FREQ)
     if tool == "bpftrace":
-        # bpftrace runs one command given as a string (-c) and exits when it does.
-        # It wants an absolute path for the command.
-        prog = [shutil.which(cmd[0]) or cmd[0]] + cmd[1:]
+        # bpftrace runs one command given as a string (-c), split on spaces with no shell
+        # quoting, and exits when it does: a script that execs the real command keeps
+        # arguments with spaces or newlines (the py workload) intact.
+        script = out + ".sh"
+        with open(script, "w") as fh:
+            fh.write("exec " + " ".join(shlex.quote(x) for x in cmd) + "\n")
         return [BPFTRACE, "-o", out, "-e", BPFTRACE_PROG.replace("999", f),
-                "-c", " ".join(shlex.quote(x) for x in prog)]
+                "-c", f"/bin/sh {script}"]
     perf = [bl.PERF, "record", "-F", f, "-o", out]
     table = {
         "perf-g": perf + ["-g"],
@@ -99,7 +101,7 @@ def measure(argv, tmp, name):
 
 def clean(*paths):
     for p in paths:
-        for q in (p, p + ".old"):
+        for q in (p, p + ".old", p + ".sh"):
             try:
                 os.unlink(q)
             except FileNotFoundError:
