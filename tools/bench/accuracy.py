@@ -127,7 +127,9 @@ def compare(wname, cmd, eprof, tmp, top_n, callgraph, keep, reuse):
     else:
         prun = bl.run_tree([bl.PERF, "record", "-F", f, "-g", "-o", pdata, "--"] + cmd,
                            stderr_path=os.path.join(tmp, "perf.err"))
-        eargv = [eprof, "record", "-F", f, "-q", "-o", edata]
+        # perf knows nothing of Python: compare the same native attribution (with Python
+        # frames on, eprof charges the interpreter loop's self time to the Python functions).
+        eargv = [eprof, "record", "-F", f, "-q", "--no-python", "-o", edata]
         if callgraph:
             eargv += ["-g", callgraph]
         erun = bl.run_tree(eargv + ["--"] + cmd, stderr_path=os.path.join(tmp, "eprof.err"))
