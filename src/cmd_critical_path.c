@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis/critpath.h"
+#include "analysis/regions.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -33,10 +34,14 @@ static void critpath_usage(FILE *f)
 	    "      --limit N           function rows (default 20, 0 = all)\n"
 	    "      --tid TID           end on this thread (its last sign of life, or --end)\n"
 	    "      --end SECONDS       end at this time, seconds from the start of the record\n"
+	    "      --region NAME       the path of one instance of a region: from its end back to "
+	    "its start\n"
+	    "      --instance N        which instance (0 the first by start time, -1 the last; "
+	    "default 0)\n"
 	    "  -o, --output FILE       write to FILE instead of stdout\n");
 }
 
-enum { C_SEGS = 256, C_JSON, C_LIMIT, C_TID, C_END };
+enum { C_SEGS = 256, C_JSON, C_LIMIT, C_TID, C_END, C_REGION, C_INSTANCE };
 
 static int cp_opt(int c, const char *arg, void *opts)
 {
@@ -57,6 +62,16 @@ static int cp_opt(int c, const char *arg, void *opts)
 		return parse_u32_arg("--limit", arg, 0, 10000000, &o->limit);
 	case C_TID:
 		return parse_u32_arg("--tid", arg, 1, 0x7fffffff, &o->tid);
+	case C_REGION:
+		o->region = arg;
+		return 0;
+	case C_INSTANCE:
+		o->instance = strtol(arg, &end, 10);
+		if (*end || end == arg || o->instance < -1000000000L || o->instance > 1000000000L) {
+			log_err("invalid --instance '%s': use an integer (0 the first, -1 the last)", arg);
+			return -EINVAL;
+		}
+		return 0;
 	case C_END:
 		o->end_s = strtod(arg, &end);
 		if (*end || end == arg || !(o->end_s > 0) || !isfinite(o->end_s)) {
@@ -76,6 +91,8 @@ int parse_critpath_args(int argc, char **argv, struct critpath_cli *o)
 	    {"limit", required_argument, NULL, C_LIMIT},
 	    {"tid", required_argument, NULL, C_TID},
 	    {"end", required_argument, NULL, C_END},
+	    {"region", required_argument, NULL, C_REGION},
+	    {"instance", required_argument, NULL, C_INSTANCE},
 	    {"output", required_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -192,13 +209,20 @@ static struct thread_share *by_thread(const struct cp_graph *g, const struct cp_
 	return v;
 }
 
+/* Wall time the path is measured against: the record's, or the region instance's. */
+static uint64_t wall_origin(const struct critpath_cli *o, const struct cp_graph *g,
+			    const struct cp_path *path)
+{
+	return o->region ? path->start : g->t_start;
+}
+
 static void write_text(struct sink *out, const struct critpath_cli *o, const struct cp_graph *g,
 		       const struct cp_path *path, const struct cp_func *f, size_t nf,
 		       const struct thread_share *ts, size_t nts, uint32_t end_track)
 {
 	const struct profile *p = g->p;
 	const struct cp_track *et = &g->tracks[end_track];
-	uint64_t wall = path->end - g->t_start, total = path->total_ns;
+	uint64_t wall = path->end - wall_origin(o, g, path), total = path->total_ns;
 	size_t lim = o->limit && o->limit < nf ? o->limit : nf;
 
 	sink_printf(out, "# critical path: %s\n", o->input);
@@ -259,7 +283,8 @@ static void write_json(struct sink *out, const struct critpath_cli *o, const str
 		    "{\n  \"version\": 1, \"total_ns\": %" PRIu64 ", \"wall_ns\": %" PRIu64
 		    ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
 		    ", \"end_pid\": %u, \"end_tid\": %u,\n  \"by_kind\": {",
-		    total, path->end - g->t_start, path->start, path->end, g->tracks[end_track].pid,
+		    total, path->end - wall_origin(o, g, path), path->start, path->end,
+		    g->tracks[end_track].pid,
 		    g->tracks[end_track].tid);
 	for (int k = 0; k < WAIT_KIND_MAX; k++)
 		sink_printf(out, "%s\"%s\": %" PRIu64, k ? ", " : "", wait_kind_name(k),
@@ -333,6 +358,34 @@ static int end_point(const struct critpath_cli *o, const struct cp_graph *g, uin
 	return err;
 }
 
+/* --region NAME --instance N: the thread and the span of that instance. */
+static int region_point(const struct critpath_cli *o, const struct profile *p,
+			const struct cp_graph *g, uint32_t *track, uint64_t *end, uint64_t *start)
+{
+	struct region_span sp;
+	int64_t t;
+	int err = regions_instance(p, o->region, o->instance, &sp);
+
+	if (err == -ENOENT) {
+		log_err("no instance %ld of region '%s' in '%s' (%zu instances)", o->instance,
+			o->region, o->input, regions_count(p, o->region));
+		return err;
+	}
+	if (err)
+		return err;
+	t = critpath_find_track(g, CP_TRACK_THREAD, sp.pid, sp.tid);
+	if (t < 0) {
+		log_err("region '%s' ran on thread %u, which has no timeline in '%s' (record with "
+			"--offcpu)",
+			o->region, sp.tid, o->input);
+		return -ENOENT;
+	}
+	*track = (uint32_t)t;
+	*end = sp.end;
+	*start = sp.start;
+	return 0;
+}
+
 static int run(struct sink *out, const struct critpath_cli *o, struct profile *p)
 {
 	struct cp_graph g;
@@ -341,15 +394,18 @@ static int run(struct sink *out, const struct critpath_cli *o, struct profile *p
 	struct thread_share *ts = NULL;
 	size_t nf = 0, nts = 0;
 	uint32_t track;
-	uint64_t end;
+	uint64_t end, start = 0;
 	int err;
 
 	err = critpath_build(p, &g);
 	if (err)
 		return err;
-	err = end_point(o, &g, &track, &end);
+	if (o->region)
+		err = region_point(o, p, &g, &track, &end, &start);
+	else
+		err = end_point(o, &g, &track, &end);
 	if (!err)
-		err = critpath_walk(&g, track, end, 0, &path);
+		err = critpath_walk(&g, track, end, start, &path);
 	if (!err)
 		err = critpath_functions(p, &path, &f, &nf);
 	if (!err && !(ts = by_thread(&g, &path, &nts)))

@@ -130,6 +130,8 @@ struct critpath_cli {
 	unsigned limit;	  /* rows of functions, 0 = all */
 	uint32_t pid, tid; /* end thread (default: the launched command's main thread) */
 	double end_s;	  /* end, seconds from the start (0 = the default end) */
+	const char *region; /* --region NAME: the path of one instance of that region */
+	long instance;	    /* --instance N (0 the first, -1 the last; default 0) */
 };
 int parse_critpath_args(int argc, char **argv, struct critpath_cli *o);
 /*

@@ -36,7 +36,7 @@
 #include "symbolize.h"
 
 #define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
-#define STACK_EPOCH_NODES (128u << 10) /* ~1.5 MB of nodes + ~7 MB of index */
+#define STACK_EPOCH_NODES (32u << 10) /* ~0.4 MB of nodes + ~2 MB of index */
 #define POLL_MS 50 /* samples do not wake us: read the ring this often */
 
 static volatile sig_atomic_t stop_signal;

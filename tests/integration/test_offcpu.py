@@ -123,3 +123,27 @@ def test_stack_budget_keeps_times(ep, progs):
     # program's own nap time less the wakeup latencies.
     sleep = rep["offcpu"]["by_kind"]["sleep"]
     assert 0.7 * napped_ns <= sleep <= 1.02 * napped_ns, (sleep, napped_ns)
+
+
+def test_critical_path_of_a_region_instance(ep, progs):
+    """--region NAME --instance N: the path of one region instance, from its end to its start."""
+    exe = progs["condwait"]
+    ep.run("record", "--offcpu", "-F", "999", "-q", "-o", "cwr.eprof",
+           "--region", f"{exe}:wait_for_worker", "--", exe, "1")
+    rep = ep.report_json("cwr.eprof")
+    inst = [r for r in rep["regions"] if r["name"] == "wait_for_worker"]
+    assert inst and inst[0]["count"] == 1, rep["regions"]
+    r = ep.run("critical-path", "cwr.eprof", "--json", "--limit", "0",
+               "--region", "wait_for_worker", "--instance", "0")
+    cp = json.loads(r.stdout)
+    # The walk covers exactly the instance: its length is the region's.
+    assert cp["wall_ns"] == cp["end_ns"] - cp["start_ns"]
+    assert abs(cp["wall_ns"] - inst[0]["total_ns"]) <= 0.02 * inst[0]["total_ns"] + 1e6, \
+        (cp["wall_ns"], inst[0]["total_ns"])
+    assert cp["end_tid"] == cp["end_pid"]  # main waited in the region
+    funcs = {f["name"]: f for f in cp["functions"]}
+    assert funcs["worker_compute"]["pct"] >= 80.0, funcs.get("worker_compute")
+    # An instance that does not exist: one clear line, non-zero exit.
+    bad = ep.run("critical-path", "cwr.eprof", "--region", "wait_for_worker", "--instance", "5",
+                 check=False)
+    assert bad.returncode != 0 and "no instance 5" in bad.stderr
