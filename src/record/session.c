@@ -128,6 +128,14 @@ static int check_environment(void)
 
 static int check_pids(const struct record_opts *o)
 {
+	/*
+	 * With -a the allocator probes fire in every process on the machine: only root may
+	 * probe processes of other users (a user with CAP_BPF alone must name its own PIDs).
+	 */
+	if (o->all && o->mem_sample && geteuid() != 0) {
+		log_err("--mem with -a probes every user's processes: run as root, or use -p PID");
+		return -EPERM;
+	}
 	for (size_t i = 0; i < o->npids; i++) {
 		struct stat st;
 		char path[64];

@@ -389,6 +389,13 @@ def test_caps_do_not_reach_another_users_process(ep, bins):
         assert len(error_lines(other.stderr)) == 1, other.stderr
         assert str(roots.pid) in other.stderr, other.stderr
         assert not os.path.exists(f"{work}/other.data")
+        # -a --mem would put allocator probes into every user's processes: root only.
+        system = subprocess.run(as_nobody_with_caps(ep.bin, "record", "-q", "-a", "--mem",
+                                                    "-d", "1", "-o", f"{work}/all.data"),
+                                capture_output=True, text=True, timeout=60, cwd="/")
+        assert system.returncode != 0, "an unprivileged user probed every process's malloc"
+        assert len(error_lines(system.stderr)) == 1 and "--mem" in system.stderr, system.stderr
+        assert not os.path.exists(f"{work}/all.data")
     finally:
         stop(mine)
         stop(roots)
