@@ -369,7 +369,10 @@ int usdt_arg_parse(const char *args, int n, struct usdt_arg *out)
 		return -EINVAL;
 	memcpy(tok, p, len);
 	tok[len] = '\0';
-	if (sscanf(tok, "%d@%n", &size, &len) != 1 || !size || tok[len] == '\0')
+	if (sscanf(tok, "%d@%n", &size, &len) != 1 || tok[len] == '\0')
+		return -EINVAL;
+	/* An argument is 1, 2, 4 or 8 bytes, negative when signed: anything else is corrupt. */
+	if (abs(size) != 1 && abs(size) != 2 && abs(size) != 4 && abs(size) != 8)
 		return -EINVAL;
 	out->size = size;
 	return parse_loc(tok + len, out);

@@ -355,7 +355,7 @@ void fuzz_check_profile(const struct profile *p)
 		const struct frame *f = &p->frames.v[i];
 
 		FUZZ_CHECK(f->name < nstr && f->module < nstr && f->file < nstr &&
-			   f->kind <= FRAME_SPECIAL,
+			   f->kind <= FRAME_PYTHON,
 			   "frame %zu out of range", i);
 	}
 	for (size_t i = 1; i < p->stacks.n; i++) {
