@@ -12,6 +12,9 @@
 #include "../util/sink.h"
 #include "html.h"
 #include "report.h"
+#include "report_gpu.h"
+#include "report_mem.h"
+#include "report_regions.h"
 
 #define HTML_FUNC_ROWS 1000
 #define FG_DEPTH 4096
@@ -319,12 +322,80 @@ static int section_threads(struct sink *out, struct profile *p, const struct htm
 	return out->err;
 }
 
-/* Later issues (memory, regions, GPU) add their sections here. */
+enum feature_section { FS_MEMORY, FS_OFFCPU, FS_REGIONS, FS_GPU };
+
+/*
+ * The memory, off-CPU, region and GPU sections as `eprof report` prints them (a
+ * preformatted block): one rendering for both, and "no data" when the record has none.
+ */
+static int section_feature(struct sink *out, struct profile *p, enum feature_section which)
+{
+	struct report_opts ro = { .limit = 20 };
+	struct sample_filter none = { 0 };
+	struct sink *txt = sink_mem();
+	const char *data;
+	size_t len = 0;
+	int err;
+
+	if (!txt)
+		return -ENOMEM;
+	switch (which) {
+	case FS_MEMORY:
+		err = report_mem_text(txt, p, 20);
+		break;
+	case FS_OFFCPU:
+		err = report_offcpu(txt, p, &ro);
+		break;
+	case FS_REGIONS:
+		err = report_regions_text(txt, p, &none);
+		break;
+	default:
+		err = report_gpu_text(txt, p, 20);
+		break;
+	}
+	data = err || txt->err ? NULL : sink_mem_data(txt, &len);
+	while (data && len && (data[0] == '\n'))
+		data++, len--;
+	if (!err && !txt->err && len) {
+		sink_puts(out, "<pre class=\"report\">");
+		esc(out, data);
+		sink_puts(out, "</pre>\n");
+	} else if (!err) {
+		err = txt->err ? txt->err : -ENODATA;
+	}
+	sink_close(txt);
+	return err;
+}
+
+static int section_memory(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	return section_feature(out, p, FS_MEMORY);
+}
+
+static int section_offcpu(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	return section_feature(out, p, FS_OFFCPU);
+}
+
+static int section_regions(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	return section_feature(out, p, FS_REGIONS);
+}
+
+static int section_gpu(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	return section_feature(out, p, FS_GPU);
+}
+
 static const struct html_section html_sections[] = {
     {"summary", "Summary", section_summary},
     {"flamegraph", "CPU flamegraph", section_flamegraph},
     {"functions", "Top functions", section_functions},
     {"threads", "Threads", section_threads},
+    {"memory", "Memory", section_memory},
+    {"offcpu", "Off-CPU time", section_offcpu},
+    {"regions", "Regions", section_regions},
+    {"gpu", "GPU", section_gpu},
 };
 #define NSECTIONS (sizeof(html_sections) / sizeof(html_sections[0]))
 

@@ -247,3 +247,18 @@ def test_mem_allocator_loaded_later(ep, tmp_path):
     got = [g for g in mem["leaks"] if "use_lib" in g["stack"]]
     assert sum(g["bytes"] for g in got) == 15000, mem["leaks"]
     assert sum(g["count"] for g in got) == 5
+
+
+def test_html_report_has_the_memory_section(ep, memfix):
+    ep.run("record", "-q", "--mem=1", "--ringbuf-mb", "64", "-o", "html.eprof", "--", memfix,
+           "20000")
+    ep.run("export", "html.eprof", "--format", "html", "-o", "mem.html")
+    html = open(os.path.join(ep.dir, "mem.html")).read()
+    start = html.index('<section id="memory">')
+    section = html[start:html.index("</section>", start)]
+    assert "no data" not in section
+    for site in ("leak_small", "leak_calloc", "leak_realloc", "leak_aligned", "peak_phase"):
+        assert site in section, site
+    # A record without off-CPU or GPU data says so in those sections.
+    off = html[html.index('<section id="offcpu">'):]
+    assert "no data" in off[:off.index("</section>")]
