@@ -39,10 +39,19 @@ struct mem_obj {
 	struct mem_probe_set set;
 };
 
+/* The links made for one target (or for every process, with -a). */
+struct mem_links {
+	int *fds; /* uprobe_multi link fds */
+	size_t nfds, capfds;
+	struct bpf_link **links; /* fallback: one link per probe */
+	size_t nlinks, caplinks;
+};
+
 struct mem_target {
 	uint32_t pid;
 	char **seen; /* mapped paths already looked at */
 	size_t nseen, capseen;
+	struct mem_links l;
 };
 
 struct mem_state {
@@ -50,12 +59,10 @@ struct mem_state {
 	uint64_t mean;	  /* mean bytes between samples, 1 = all */
 	struct mem_obj *objs;
 	size_t nobjs;
-	int *fds;	  /* uprobe_multi link fds */
-	size_t nfds, capfds;
-	struct bpf_link **links; /* fallback: one link per probe */
-	size_t nlinks, caplinks;
+	struct mem_links all; /* -a: probes for every process */
+	/* Targets: the named PIDs, the launched command, and every process they fork later. */
 	struct mem_target *targets;
-	size_t ntargets;
+	size_t ntargets, captargets;
 	uint64_t last_scan, last_rss;
 	uint32_t rss_name;
 	uint32_t probes, objects;
@@ -207,34 +214,52 @@ static int mem_configure(struct feature_ctx *f, void **state)
 	return events_add_handler(f->ev, EV_MEM_FIRST, EV_MEM_LAST, handle_mem, st);
 }
 
-static int push_fd(struct mem_state *st, int fd)
+static int push_fd(struct mem_links *ml, int fd)
 {
-	if (st->nfds == st->capfds) {
-		size_t cap = st->capfds ? st->capfds * 2 : 16;
-		int *n = realloc(st->fds, cap * sizeof(*n));
+	if (ml->nfds == ml->capfds) {
+		size_t cap = ml->capfds ? ml->capfds * 2 : 8;
+		int *n = realloc(ml->fds, cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		st->fds = n;
-		st->capfds = cap;
+		ml->fds = n;
+		ml->capfds = cap;
 	}
-	st->fds[st->nfds++] = fd;
+	ml->fds[ml->nfds++] = fd;
 	return 0;
 }
 
-static int push_link(struct mem_state *st, struct bpf_link *l)
+static int push_link(struct mem_links *ml, struct bpf_link *l)
 {
-	if (st->nlinks == st->caplinks) {
-		size_t cap = st->caplinks ? st->caplinks * 2 : 16;
-		struct bpf_link **n = realloc(st->links, cap * sizeof(*n));
+	if (ml->nlinks == ml->caplinks) {
+		size_t cap = ml->caplinks ? ml->caplinks * 2 : 16;
+		struct bpf_link **n = realloc(ml->links, cap * sizeof(*n));
 
 		if (!n)
 			return -ENOMEM;
-		st->links = n;
-		st->caplinks = cap;
+		ml->links = n;
+		ml->caplinks = cap;
 	}
-	st->links[st->nlinks++] = l;
+	ml->links[ml->nlinks++] = l;
 	return 0;
+}
+
+static void links_detach(struct mem_links *ml)
+{
+	for (size_t i = 0; i < ml->nfds; i++)
+		close(ml->fds[i]);
+	ml->nfds = 0;
+	for (size_t i = 0; i < ml->nlinks; i++)
+		bpf_link__destroy(ml->links[i]);
+	ml->nlinks = 0;
+}
+
+static void links_free(struct mem_links *ml)
+{
+	links_detach(ml);
+	free(ml->fds);
+	free(ml->links);
+	memset(ml, 0, sizeof(*ml));
 }
 
 /* BPF_LINK_CREATE for uprobe_multi / uprobe session: libbpf 1.1 has no wrapper for it. */
@@ -261,8 +286,8 @@ static int link_uprobe_multi(int prog_fd, uint32_t type, const char *path, const
 	return syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr));
 }
 
-static int attach_multi(struct mem_state *st, struct profile_bpf *skel, const struct mem_obj *o,
-			uint32_t pid)
+static int attach_multi(struct mem_state *st, struct mem_links *ml, struct profile_bpf *skel,
+			const struct mem_obj *o, uint32_t pid)
 {
 	uint64_t offs[MEM_NFUNCS], cookies[MEM_NFUNCS];
 	uint32_t n = 0;
@@ -278,7 +303,7 @@ static int attach_multi(struct mem_state *st, struct profile_bpf *skel, const st
 			       MEM_BPF_TRACE_UPROBE_SESSION, o->path, offs, cookies, n, pid);
 	if (fd < 0)
 		return -errno;
-	err = push_fd(st, fd);
+	err = push_fd(ml, fd);
 	if (err) {
 		close(fd);
 		return err;
@@ -288,15 +313,15 @@ static int attach_multi(struct mem_state *st, struct profile_bpf *skel, const st
 			       &o->set.cookies[o->set.free_idx], 1, pid);
 	if (fd < 0)
 		return -errno;
-	err = push_fd(st, fd);
+	err = push_fd(ml, fd);
 	if (err)
 		close(fd);
 	st->probes += o->set.n;
 	return err;
 }
 
-static int attach_classic(struct mem_state *st, struct profile_bpf *skel, const struct mem_obj *o,
-			  uint32_t pid)
+static int attach_classic(struct mem_state *st, struct mem_links *ml, struct profile_bpf *skel,
+			  const struct mem_obj *o, uint32_t pid)
 {
 	for (int i = 0; i < o->set.n; i++) {
 		bool is_free = i == o->set.free_idx;
@@ -315,7 +340,7 @@ static int attach_classic(struct mem_state *st, struct profile_bpf *skel, const 
 							    o->set.offsets[i], &uo);
 			if (!l)
 				return -errno;
-			err = push_link(st, l);
+			err = push_link(ml, l);
 			if (err) {
 				bpf_link__destroy(l);
 				return err;
@@ -327,7 +352,8 @@ static int attach_classic(struct mem_state *st, struct profile_bpf *skel, const 
 }
 
 /* The allocator probes of path (looked at once per file), attached for pid (0: every process). */
-static int probe_object(struct feature_ctx *f, struct mem_state *st, const char *path, uint32_t pid)
+static int probe_object(struct feature_ctx *f, struct mem_state *st, struct mem_links *ml,
+			const char *path, uint32_t pid)
 {
 	struct mem_obj *o = NULL, *n;
 	int err;
@@ -361,7 +387,10 @@ static int probe_object(struct feature_ctx *f, struct mem_state *st, const char 
 	}
 	if (!o->set.n || o->set.free_idx < 0)
 		return 0;
-	err = st->session ? attach_multi(st, f->skel, o, pid) : attach_classic(st, f->skel, o, pid);
+	err = st->session ? attach_multi(st, ml, f->skel, o, pid)
+			  : attach_classic(st, ml, f->skel, o, pid);
+	if (err == -ESRCH || err == -ENOENT)
+		return 0; /* the process is gone */
 	if (err) {
 		log_warn("failed to attach allocator uprobes to '%s': %s", path, strerror(-err));
 		return 0; /* the other objects still count */
@@ -394,7 +423,7 @@ static bool target_seen(struct mem_target *t, const char *path)
 
 /* Probes the executable objects pid maps that were not looked at yet. */
 static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t,
-		       uint32_t filter_pid)
+		       struct mem_links *ml, uint32_t filter_pid)
 {
 	char path[64], line[4096 + 128];
 	FILE *fp;
@@ -414,7 +443,7 @@ static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_t
 		file[strcspn(file, "\n")] = 0;
 		if (perms[2] != 'x' || file[0] != '/' || target_seen(t, file))
 			continue;
-		err = probe_object(f, st, file, filter_pid);
+		err = probe_object(f, st, ml, file, filter_pid);
 		if (err)
 			break;
 	}
@@ -446,26 +475,54 @@ static void probe_command(struct feature_ctx *f, struct mem_state *st, struct me
 		}
 	}
 	if (buf[0] && realpath(buf, real) && !target_seen(t, real))
-		probe_object(f, st, real, f->child);
+		probe_object(f, st, &t->l, real, f->child);
+}
+
+static struct mem_target *add_target(struct mem_state *st, uint32_t pid)
+{
+	struct mem_target *n;
+
+	if (st->ntargets == st->captargets) {
+		size_t cap = st->captargets ? st->captargets * 2 : 8;
+
+		n = realloc(st->targets, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		st->targets = n;
+		st->captargets = cap;
+	}
+	n = &st->targets[st->ntargets++];
+	memset(n, 0, sizeof(*n));
+	n->pid = pid;
+	return n;
+}
+
+static void target_free(struct mem_target *t)
+{
+	links_free(&t->l);
+	for (size_t j = 0; j < t->nseen; j++)
+		free(t->seen[j]);
+	free(t->seen);
+	t->seen = NULL;
+	t->nseen = t->capseen = 0;
 }
 
 static int mem_attach(struct feature_ctx *f, void *state)
 {
 	struct mem_state *st = state;
 	const struct record_opts *o = f->o;
-	size_t n = o->npids + (f->child ? 1 : 0) + (o->all ? 1 : 0);
 	int err;
 
-	st->targets = calloc(n ? n : 1, sizeof(*st->targets));
-	if (!st->targets)
-		return -ENOMEM;
 	for (size_t i = 0; i < o->npids; i++)
-		st->targets[st->ntargets++].pid = o->pids[i];
+		if (!add_target(st, o->pids[i]))
+			return -ENOMEM;
 	/* A launched command has not exec'd yet: its maps are ours, and so most likely its libc. */
-	if (f->child)
-		st->targets[st->ntargets++].pid = f->child;
+	if (f->child && !add_target(st, f->child))
+		return -ENOMEM;
 	for (size_t i = 0; i < st->ntargets; i++) {
-		err = scan_target(f, st, &st->targets[i], st->targets[i].pid);
+		struct mem_target *t = &st->targets[i];
+
+		err = scan_target(f, st, t, &t->l, t->pid);
 		if (err && err != -ENOENT && err != -ESRCH)
 			return err;
 	}
@@ -475,10 +532,8 @@ static int mem_attach(struct feature_ctx *f, void *state)
 		/* System-wide: the libc eprof uses, in every process (no dlopen tracking). */
 		struct mem_target self = { .pid = getpid() };
 
-		err = scan_target(f, st, &self, 0);
-		for (size_t i = 0; i < self.nseen; i++)
-			free(self.seen[i]);
-		free(self.seen);
+		err = scan_target(f, st, &self, &st->all, 0);
+		target_free(&self);
 		if (err)
 			return err;
 	}
@@ -489,6 +544,37 @@ static int mem_attach(struct feature_ctx *f, void *state)
 	log_info("mem: %u allocator probes in %u objects (%s)", st->probes, st->objects,
 		 st->session ? "uprobe sessions" : "uprobe + uretprobe");
 	return 0;
+}
+
+/*
+ * Processes the targets forked since the last look (the BPF target set follows forks):
+ * uprobes attached for one PID do not follow it into a child, so each child gets its own.
+ * Its first allocations, before the next poll, are not seen.
+ */
+static void follow_children(struct feature_ctx *f, struct mem_state *st)
+{
+	int fd = bpf_map__fd(f->skel->maps.targets);
+	uint32_t key, next, *prev = NULL;
+	size_t n = st->ntargets;
+
+	if (f->o->all || fd < 0)
+		return;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		bool known = false;
+
+		key = next;
+		prev = &key;
+		for (size_t i = 0; i < n && !known; i++)
+			known = st->targets[i].pid == key;
+		if (!known && !add_target(st, key))
+			return;
+	}
+	for (size_t i = n; i < st->ntargets; i++) {
+		struct mem_target *t = &st->targets[i];
+
+		log_debug("mem: following child %u", t->pid);
+		scan_target(f, st, t, &t->l, t->pid);
+	}
 }
 
 static void read_rss(struct feature_ctx *f, struct mem_state *st, uint64_t now)
@@ -536,8 +622,19 @@ static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
 		copy_stats(f);
 	}
 	if (now - st->last_scan >= MEM_RESCAN_NS) {
-		for (size_t i = 0; i < st->ntargets; i++)
-			scan_target(f, st, &st->targets[i], st->targets[i].pid);
+		follow_children(f, st);
+		for (size_t i = 0; i < st->ntargets;) {
+			struct mem_target *t = &st->targets[i];
+			int err = scan_target(f, st, t, &t->l, t->pid);
+
+			/* Gone: its links go (they pin the task) and so does its entry. */
+			if (err == -ENOENT || err == -ESRCH) {
+				target_free(t);
+				st->targets[i] = st->targets[--st->ntargets];
+				continue;
+			}
+			i++;
+		}
 		st->last_scan = now;
 	}
 	return 0;
@@ -545,12 +642,9 @@ static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
 
 static void detach_all(struct mem_state *st)
 {
-	for (size_t i = 0; i < st->nfds; i++)
-		close(st->fds[i]);
-	st->nfds = 0;
-	for (size_t i = 0; i < st->nlinks; i++)
-		bpf_link__destroy(st->links[i]);
-	st->nlinks = 0;
+	links_detach(&st->all);
+	for (size_t i = 0; i < st->ntargets; i++)
+		links_detach(&st->targets[i].l);
 }
 
 static int mem_finish(struct feature_ctx *f, void *state)
@@ -574,17 +668,12 @@ static void mem_destroy(struct feature_ctx *f, void *state)
 	(void)f;
 	if (!st)
 		return;
-	detach_all(st);
-	free(st->fds);
-	free(st->links);
+	links_free(&st->all);
 	for (size_t i = 0; i < st->nobjs; i++)
 		free(st->objs[i].path);
 	free(st->objs);
-	for (size_t i = 0; i < st->ntargets; i++) {
-		for (size_t j = 0; j < st->targets[i].nseen; j++)
-			free(st->targets[i].seen[j]);
-		free(st->targets[i].seen);
-	}
+	for (size_t i = 0; i < st->ntargets; i++)
+		target_free(&st->targets[i]);
 	free(st->targets);
 	free(st);
 }

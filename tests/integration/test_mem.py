@@ -262,3 +262,44 @@ def test_html_report_has_the_memory_section(ep, memfix):
     # A record without off-CPU or GPU data says so in those sections.
     off = html[html.index('<section id="offcpu">'):]
     assert "no data" in off[:off.index("</section>")]
+
+
+@pytest.fixture(scope="module")
+def memfork(tmp_path_factory):
+    out = tmp_path_factory.mktemp("memfork") / "memfork"
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
+                    "-o", str(out), os.path.join(FIXTURES, "memfork.c")], check=True)
+    return str(out)
+
+
+def fork_leaks(mem):
+    out = {}
+    for g in mem["leaks"]:
+        for f in g["stack"]:
+            if f in ("child_leak", "parent_leak"):
+                b, c = out.get(f, (0, 0))
+                out[f] = (b + g["bytes"], c + g["count"])
+                break
+    return out
+
+
+@pytest.mark.parametrize("mode", ["launched", "pid"])
+def test_mem_follows_children_forked_later(ep, memfork, tmp_path, mode):
+    """Uprobes attached for a PID do not follow it into a fork: each child gets its own."""
+    if mode == "launched":
+        r = ep.run("record", "-q", "--mem=1", "--", memfork)
+    else:
+        go = str(tmp_path / "go")
+        target = subprocess.Popen([memfork, go])
+        rec = subprocess.Popen([ep.bin, "record", "-q", "--mem=1", "-p", str(target.pid)],
+                               cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        open(go, "w").close()
+        assert target.wait(timeout=60) == 0
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+    mem = memory(ep)
+    assert mem["events_lost"] == 0
+    leaks = fork_leaks(mem)
+    assert leaks.get("parent_leak") == (30000, 10), mem["leaks"]
+    assert leaks.get("child_leak") == (50000, 25), mem["leaks"]
