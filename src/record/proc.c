@@ -387,7 +387,7 @@ static uint64_t mono_ns(void)
 
 int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
 {
-	struct pstate *ps = pstate_get(t, pid, true);
+	struct pstate *ps = pstate_get(t, pid, true), tmp = { 0 };
 	size_t old_n;
 	char path[PATH_MAX];
 	FILE *f;
@@ -401,9 +401,21 @@ int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
 	if (!f)
 		return errno == ENOENT ? -ESRCH : -errno;
 	old_n = ps->n;
-	err = parse_maps(t, pid, f, ps);
+	tmp.pid = pid;
+	err = parse_maps(t, pid, f, &tmp);
 	fclose(f);
-	if (!err && ps->n != old_n)
+	/*
+	 * A process that is exiting has dropped its memory: its maps read empty. Its
+	 * events still in the ring buffer need the maps it had, so keep those.
+	 */
+	if (err || (!tmp.n && old_n)) {
+		free(tmp.maps);
+		return err ? err : -ESRCH;
+	}
+	free(ps->maps);
+	ps->maps = tmp.maps;
+	ps->n = tmp.n;
+	if (ps->n != old_n)
 		err = record_mappings(t, ps, now_ns);
 	return err;
 }

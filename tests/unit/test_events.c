@@ -249,6 +249,29 @@ static void test_cfi_budget(void **state)
 	profile__free(p);
 }
 
+/* A process that is exiting reads as empty maps: the maps it had stay for its last events. */
+static void test_exiting_process_keeps_maps(void **state)
+{
+	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+	struct fixture fx;
+	uint32_t loc = 0;
+	const struct location *l;
+
+	snprintf(dir, sizeof(dir), "%s/300", proc_root);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/maps", dir);
+	write_file(path, "00400000-00500000 r-xp 00001000 08:01 1234   /usr/bin/true\n");
+	fx_init(&fx);
+	assert_int_equal(proc_tracker__scan(fx.t, 300, 1000), 0);
+	write_file(path, ""); /* exit_mm() has run: the file reads empty */
+	assert_int_equal(proc_tracker__scan(fx.t, 300, 2000), -ESRCH);
+	assert_int_equal(proc_tracker__location(fx.t, 300, 0x400100, false, &loc, 1500), 0);
+	l = &fx.p->locations.v[loc];
+	assert_int_equal(fx.p->objects.v[l->object].kind, OBJ_ELF);
+	assert_int_equal(l->addr, 0x1100);
+	fx_free(&fx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -257,6 +280,7 @@ int main(void)
 		cmocka_unit_test(test_truncated_and_malformed),
 		cmocka_unit_test(test_process_events),
 		cmocka_unit_test(test_cfi_budget),
+		cmocka_unit_test(test_exiting_process_keeps_maps),
 	};
 
 	return cmocka_run_group_tests(tests, setup_proc, NULL);
