@@ -33,6 +33,8 @@ enum eprof_event_kind {
 	EV_MEM_FREE = 17,   /* struct ev_mem_free */
 	EV_MEM_MMAP = 18,   /* struct ev_mem_map */
 	EV_MEM_MUNMAP = 19, /* struct ev_mem_map */
+	EV_MEM_BRK = 20,    /* struct ev_mem_map: addr = break before, len = break after */
+	EV_MEM_MREMAP = 21, /* struct ev_mem_remap */
 	EV_MEM_LAST = 31,
 	/* off-CPU and wakeups (bpf/offcpu.bpf.h): 32..39 */
 	EV_OFFCPU_FIRST = 32,
@@ -199,6 +201,13 @@ struct ev_mem_map {
 	struct ev_hdr h;
 	__u64 addr;
 	__u64 len;
+};
+
+/* A successful mremap of a target (any mapping: the reader knows which were anonymous). */
+struct ev_mem_remap {
+	struct ev_hdr h;
+	__u64 old_addr, old_len;
+	__u64 new_addr, new_len;
 };
 
 /* The allocator entry points, as the uprobe cookie. */

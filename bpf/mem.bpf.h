@@ -71,12 +71,19 @@ struct {
 	__type(value, struct mem_pending);
 } mem_pend SEC(".maps");
 
-/* Anonymous mmaps in flight, by tid: the length until the return gives the address. */
+/*
+ * Mapping syscalls in flight, by tid, until the return gives the result: an anonymous
+ * mmap's length, brk's break before the call, mremap's old address and length.
+ */
+struct mem_sysarg {
+	__u64 a, b;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct mem_sysarg);
 } mem_mmap_len SEC(".maps");
 
 static __always_inline __u64 mem_draw(void)
@@ -337,6 +344,8 @@ static __always_inline void mem_send_map(__u16 kind, __u64 id, __u64 addr, __u64
 
 #define MEM_NR_MMAP 9 /* x86_64 */
 #define MEM_NR_MUNMAP 11
+#define MEM_NR_BRK 12
+#define MEM_NR_MREMAP 25
 
 /*
  * The raw syscall tracepoints through BTF: syscall tracepoints need tracefs
@@ -346,44 +355,79 @@ static __always_inline void mem_send_map(__u16 kind, __u64 id, __u64 addr, __u64
 SEC("?tp_btf/sys_enter")
 int BPF_PROG(mem_sys_enter, struct pt_regs *regs, long nr)
 {
-	__u64 id, len;
+	struct mem_sysarg arg = {};
+	struct mm_struct *mm;
+	__u64 id;
 	__u32 tid;
 
-	if (nr != MEM_NR_MMAP && nr != MEM_NR_MUNMAP)
+	if (nr != MEM_NR_MMAP && nr != MEM_NR_MUNMAP && nr != MEM_NR_BRK && nr != MEM_NR_MREMAP)
 		return 0;
 	id = bpf_get_current_pid_tgid();
 	if (!is_target(id >> 32))
 		return 0;
-	if (nr == MEM_NR_MUNMAP) {
+	switch (nr) {
+	case MEM_NR_MUNMAP:
 		mem_send_map(EV_MEM_MUNMAP, id, BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
 		return 0;
+	case MEM_NR_MMAP:
+		if (!(BPF_CORE_READ(regs, r10) & MEM_MAP_ANONYMOUS))
+			return 0;
+		arg.a = BPF_CORE_READ(regs, si);
+		break;
+	case MEM_NR_BRK:
+		mm = bpf_get_current_task_btf()->mm;
+		if (!mm)
+			return 0;
+		arg.a = mm->brk;
+		break;
+	default: /* mremap */
+		arg.a = BPF_CORE_READ(regs, di);
+		arg.b = BPF_CORE_READ(regs, si);
+		break;
 	}
-	if (!(BPF_CORE_READ(regs, r10) & MEM_MAP_ANONYMOUS))
-		return 0;
-	len = BPF_CORE_READ(regs, si);
 	tid = id;
-	bpf_map_update_elem(&mem_mmap_len, &tid, &len, BPF_ANY);
+	bpf_map_update_elem(&mem_mmap_len, &tid, &arg, BPF_ANY);
 	return 0;
 }
 
 SEC("?tp_btf/sys_exit")
 int BPF_PROG(mem_sys_exit, struct pt_regs *regs, long ret)
 {
-	__u64 id, *len, l;
+	struct mem_sysarg *ap, arg;
+	struct ev_mem_remap *e;
+	__u64 id, nr;
 	__u32 tid;
 
-	if (BPF_CORE_READ(regs, orig_ax) != MEM_NR_MMAP)
+	nr = BPF_CORE_READ(regs, orig_ax);
+	if (nr != MEM_NR_MMAP && nr != MEM_NR_BRK && nr != MEM_NR_MREMAP)
 		return 0;
 	id = bpf_get_current_pid_tgid();
 	tid = id;
-	len = bpf_map_lookup_elem(&mem_mmap_len, &tid);
-	if (!len)
+	ap = bpf_map_lookup_elem(&mem_mmap_len, &tid);
+	if (!ap)
 		return 0;
-	l = *len;
+	arg = *ap;
 	bpf_map_delete_elem(&mem_mmap_len, &tid);
 	if (ret < 0 && ret > -4096)
 		return 0;
-	mem_send_map(EV_MEM_MMAP, id, ret, l);
+	if (nr == MEM_NR_MMAP) {
+		mem_send_map(EV_MEM_MMAP, id, ret, arg.a);
+	} else if (nr == MEM_NR_BRK) {
+		/* brk returns the break after the call: unchanged for a query or a refusal. */
+		if ((__u64)ret != arg.a)
+			mem_send_map(EV_MEM_BRK, id, arg.a, ret);
+	} else {
+		e = reserve_event(sizeof(*e), BSTAT_MEM_RB_FULL);
+		if (!e)
+			return 0;
+		fill_hdr(&e->h, EV_MEM_MREMAP, id);
+		e->h.size = sizeof(*e);
+		e->old_addr = arg.a;
+		e->old_len = arg.b;
+		e->new_addr = ret;
+		e->new_len = BPF_CORE_READ(regs, dx); /* argument registers survive the call */
+		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	}
 	return 0;
 }
 

@@ -16,17 +16,6 @@ struct replay {
 	size_t peak_pos;  /* position after which the live heap peaked */
 };
 
-static const struct profile *sort_p;
-
-static int cmp_ts(const void *a, const void *b)
-{
-	const struct event *x = &sort_p->events.v[*(const uint32_t *)a];
-	const struct event *y = &sort_p->events.v[*(const uint32_t *)b];
-
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
-}
 
 static bool is_heap_event(const struct event *e, uint32_t pid)
 {
@@ -63,8 +52,7 @@ static int replay_build(const struct profile *p, const struct mem_opts *o, struc
 	for (size_t i = 0; i < p->events.n; i++)
 		if (is_heap_event(&p->events.v[i], o->pid))
 			rp->order[rp->n++] = i;
-	sort_p = p;
-	qsort(rp->order, rp->n, sizeof(*rp->order), cmp_ts);
+	profile__sort_events(p, rp->order, rp->n);
 	for (size_t k = 0; k < rp->n; k++) {
 		const struct event *e = &p->events.v[rp->order[k]];
 		uint64_t v = 0;
@@ -166,6 +154,207 @@ static int finish_groups(struct mem_group *acc, size_t nacc, struct mem_group **
 	return 0;
 }
 
+/* Anonymous mappings live now, per process: sorted by (pid, start), never overlapping. */
+struct range {
+	uint32_t pid;
+	uint64_t start, end;
+};
+
+struct range_set {
+	struct range *v;
+	size_t n, cap;
+};
+
+static bool range_before(const struct range *x, uint32_t pid, uint64_t start)
+{
+	return x->pid < pid || (x->pid == pid && x->start < start);
+}
+
+static int range_insert(struct range_set *rs, size_t at, uint32_t pid, uint64_t s, uint64_t e)
+{
+	if (rs->n == rs->cap) {
+		size_t cap = rs->cap ? rs->cap * 2 : 64;
+		struct range *v = realloc(rs->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		rs->v = v;
+		rs->cap = cap;
+	}
+	memmove(&rs->v[at + 1], &rs->v[at], (rs->n - at) * sizeof(*rs->v));
+	rs->v[at] = (struct range){ .pid = pid, .start = s, .end = e };
+	rs->n++;
+	return 0;
+}
+
+/* First range of pid that may overlap [s, ...): the one before the insertion point of s. */
+static size_t range_find(const struct range_set *rs, uint32_t pid, uint64_t s)
+{
+	size_t lo = 0, hi = rs->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (range_before(&rs->v[mid], pid, s))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo && rs->v[lo - 1].pid == pid && rs->v[lo - 1].end > s)
+		lo--;
+	return lo;
+}
+
+/* Removes [s, e) of pid; returns the bytes that were mapped there (-ENOMEM as 0 removed). */
+static uint64_t range_remove(struct range_set *rs, uint32_t pid, uint64_t s, uint64_t e)
+{
+	uint64_t removed = 0;
+	size_t i = range_find(rs, pid, s);
+
+	while (i < rs->n && rs->v[i].pid == pid && rs->v[i].start < e) {
+		struct range *r = &rs->v[i];
+		uint64_t lo = r->start > s ? r->start : s, hi = r->end < e ? r->end : e;
+
+		if (hi <= lo) {
+			i++;
+			continue;
+		}
+		removed += hi - lo;
+		if (r->start < lo && r->end > hi) { /* a hole in the middle: split */
+			uint64_t end = r->end;
+
+			r->end = lo;
+			range_insert(rs, i + 1, pid, hi, end); /* out of memory: the right part is lost */
+			return removed;
+		}
+		if (r->start < lo) {
+			r->end = lo;
+			i++;
+		} else if (r->end > hi) {
+			r->start = hi;
+			i++;
+		} else {
+			memmove(r, r + 1, (rs->n - i - 1) * sizeof(*r));
+			rs->n--;
+		}
+	}
+	return removed;
+}
+
+#define PAGE_UP(x) (((x) + 4095) & ~(uint64_t)4095)
+
+struct pid_exit {
+	uint64_t ts;
+	uint32_t pid;
+};
+
+static int cmp_exit(const void *a, const void *b)
+{
+	const struct pid_exit *x = a, *y = b;
+
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* A process exited: its mappings and its break go with it. */
+static void mapping_exit(struct range_set *rs, struct hmap *grow, uint32_t pid, uint64_t *mapped,
+			 int64_t *brk)
+{
+	uint64_t g = 0;
+
+	*mapped -= range_remove(rs, pid, 0, UINT64_MAX);
+	if (hmap__get(grow, pid, 0, &g)) {
+		*brk -= (int64_t)g;
+		hmap__put(grow, pid, 0, 0);
+	}
+}
+
+/*
+ * Anonymous mappings and the program break over time, in event order: the live
+ * anonymous mapped bytes (mmap minus munmap, mremap moving them) and the growth of
+ * each process's break past the first value seen, summed over the processes alive.
+ */
+static int mapping_replay(const struct profile *p, const struct mem_opts *o, struct mem_result *r)
+{
+	struct range_set rs = { 0 };
+	struct hmap *grow = hmap__new(16); /* pid -> its break's growth (int64 bits) */
+	struct pid_exit *ex = malloc((p->procs.n ? p->procs.n : 1) * sizeof(*ex));
+	uint32_t *idx = malloc((p->events.n ? p->events.n : 1) * sizeof(*idx));
+	uint64_t mapped = 0, moved = 0;
+	size_t n = 0, nex = 0, kx = 0;
+	int64_t brk = 0;
+
+	if (!idx || !grow || !ex) {
+		free(idx);
+		free(ex);
+		hmap__free(grow);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->events.n; i++) {
+		uint16_t k = p->events.v[i].kind;
+
+		if ((k == EVK_MMAP || k == EVK_MUNMAP || k == EVK_BRK) &&
+		    (!o->pid || p->events.v[i].pid == o->pid))
+			idx[n++] = i;
+	}
+	profile__sort_events(p, idx, n);
+	for (size_t i = 0; i < p->procs.n; i++)
+		if (p->procs.v[i].exit_ts && (!o->pid || p->procs.v[i].pid == o->pid))
+			ex[nex++] = (struct pid_exit){ p->procs.v[i].exit_ts, p->procs.v[i].pid };
+	qsort(ex, nex, sizeof(*ex), cmp_exit);
+	for (size_t k = 0; k < n; k++) {
+		const struct event *e = &p->events.v[idx[k]];
+		uint64_t len = PAGE_UP(e->b), was, g = 0;
+
+		for (; kx < nex && ex[kx].ts < e->ts; kx++)
+			mapping_exit(&rs, grow, ex[kx].pid, &mapped, &brk);
+		switch (e->kind) {
+		case EVK_MMAP:
+			/* the new place of an mremap counts only if the old one was anonymous */
+			if ((e->flags & MEM_F_REMAP) && !moved)
+				break;
+			moved = 0;
+			if (!(e->flags & MEM_F_REMAP))
+				r->mmap_bytes += e->b;
+			mapped -= range_remove(&rs, e->pid, e->a, e->a + len); /* MAP_FIXED */
+			if (range_insert(&rs, range_find(&rs, e->pid, e->a), e->pid, e->a, e->a + len))
+				break;
+			mapped += len;
+			break;
+		case EVK_MUNMAP:
+			was = range_remove(&rs, e->pid, e->a, e->a + len);
+			mapped -= was;
+			if (e->flags & MEM_F_REMAP)
+				moved = was;
+			else
+				r->munmap_bytes += was;
+			break;
+		case EVK_BRK:
+			hmap__get(grow, e->pid, 0, &g);
+			g = (uint64_t)((int64_t)g + (int64_t)(e->b - e->a));
+			hmap__put(grow, e->pid, 0, g);
+			brk += (int64_t)(e->b - e->a);
+			break;
+		}
+		if (mapped > r->mapped_peak) {
+			r->mapped_peak = mapped;
+			r->mapped_peak_ts = e->ts;
+		}
+		if (brk > 0 && (uint64_t)brk > r->brk_peak) {
+			r->brk_peak = brk;
+			r->brk_peak_ts = e->ts;
+		}
+	}
+	for (; kx < nex; kx++)
+		mapping_exit(&rs, grow, ex[kx].pid, &mapped, &brk);
+	r->mapped_end = mapped;
+	r->brk_end = brk > 0 ? brk : 0;
+	free(rs.v);
+	free(idx);
+	free(ex);
+	hmap__free(grow);
+	return 0;
+}
+
 static void other_events(const struct profile *p, const struct mem_opts *o, struct mem_result *r)
 {
 	uint32_t rss = 0, other = 0;
@@ -175,11 +364,7 @@ static void other_events(const struct profile *p, const struct mem_opts *o, stru
 
 		if (o->pid && e->pid != o->pid)
 			continue;
-		if (e->kind == EVK_MMAP)
-			r->mmap_bytes += e->b;
-		else if (e->kind == EVK_MUNMAP)
-			r->munmap_bytes += e->b;
-		else if (e->kind == EVK_COUNTER && e->name != other) {
+		if (e->kind == EVK_COUNTER && e->name != other) {
 			if (e->name != rss) {
 				if (strcmp(profile__str(p, e->name), "rss_bytes")) {
 					other = e->name;
@@ -212,6 +397,8 @@ int memory_analyze(const struct profile *p, const struct mem_opts *opts, struct 
 	r->start_ns = profile__meta_u64(p, "start_ns", 0);
 	r->end_ns = profile__meta_u64(p, "end_ns", 0);
 	other_events(p, &o, r);
+	if (mapping_replay(p, &o, r))
+		return -ENOMEM;
 	if (replay_build(p, &o, &rp, r))
 		return -ENOMEM;
 	for (size_t k = 0; k < rp.n; k++) {

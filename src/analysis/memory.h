@@ -40,6 +40,9 @@ struct mem_result {
 	double temp_count;
 	uint64_t rss_peak, rss_peak_ts;
 	uint64_t mmap_bytes, munmap_bytes; /* anonymous mmap calls, not part of the heap figures */
+	/* Anonymous mappings live (mmap/munmap/mremap, page-rounded) and brk growth, peak + end. */
+	uint64_t mapped_peak, mapped_peak_ts, mapped_end;
+	uint64_t brk_peak, brk_peak_ts, brk_end;
 	uint64_t sample_bytes;		   /* mean of the byte sampling, 1 = every allocation */
 	/* Each sorted by bytes, largest first (by_count: by calls). */
 	struct mem_group *allocated, *by_count, *at_peak, *leaks, *temps;

@@ -340,6 +340,22 @@ int profile__add_event(struct profile *p, const struct event *e)
 	return 0;
 }
 
+static int cmp_event_ts(const void *a, const void *b, void *arg)
+{
+	const struct profile *p = arg;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	uint64_t x = p->events.v[i].ts, y = p->events.v[j].ts;
+
+	if (x != y)
+		return x < y ? -1 : 1;
+	return i < j ? -1 : i > j;
+}
+
+void profile__sort_events(const struct profile *p, uint32_t *idx, size_t n)
+{
+	qsort_r(idx, n, sizeof(*idx), cmp_event_ts, (void *)p);
+}
+
 int profile__add_mapping(struct profile *p, const struct mapping *m)
 {
 	struct mapping *d = vec_push(p->mappings);

@@ -94,8 +94,9 @@ enum event_kind {
 	/* memory (issue 5) */
 	EVK_ALLOC = 16,	   /* a = address, b = size, c = bytes this event stands for (sampling) */
 	EVK_FREE = 17,	   /* a = address of a recorded allocation */
-	EVK_MMAP = 18,	   /* a = address, b = length */
-	EVK_MUNMAP = 19,   /* a = address, b = length */
+	EVK_MMAP = 18,	   /* a = address, b = length; flags MEM_F_REMAP: new place of an mremap */
+	EVK_MUNMAP = 19,   /* a = address, b = length; flags MEM_F_REMAP: old place of an mremap */
+	EVK_BRK = 20,	   /* a = program break before, b = after */
 	/* wall-clock (issue 6) */
 	EVK_OFFCPU = 32,   /* ts..ts+dur blocked; flags = state; a = waker tid; b = wakeup ts;
 			      c = waker pid; stack = blocking stack; stack2 = waker stack */
@@ -112,6 +113,9 @@ enum event_kind {
 
 /* flags of EVK_REGION */
 #define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
+
+/* EVK_MMAP / EVK_MUNMAP flags: the pair written for one mremap (unmap first). */
+#define MEM_F_REMAP 0x1
 
 struct event {
 	uint64_t ts;  /* CLOCK_MONOTONIC ns (start for intervals) */
@@ -266,6 +270,12 @@ struct thread *profile__thread(struct profile *p, uint32_t pid, uint32_t tid, bo
 int profile__add_sample(struct profile *p, const struct sample *s);
 int profile__add_event(struct profile *p, const struct event *e);
 int profile__add_mapping(struct profile *p, const struct mapping *m);
+/*
+ * Sorts event indexes idx[0..n) by time, ties by index (the order they were added), so
+ * analyses replay events as they happened: the ring buffer delivers them per CPU in
+ * order but interleaved across CPUs.
+ */
+void profile__sort_events(const struct profile *p, uint32_t *idx, size_t n);
 
 int profile__set_meta(struct profile *p, const char *key, const char *value);
 const char *profile__meta(const struct profile *p, const char *key); /* NULL if unset */

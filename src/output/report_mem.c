@@ -115,8 +115,13 @@ int report_mem_text(struct sink *out, const struct profile *p, unsigned limit)
 			 "%s in %.0f calls\n", lk, r.leak_count, tp, r.temp_count);
 	sink_printf(out, "#   RSS peak %s at %.3f s", rss,
 		    r.rss_peak ? (r.rss_peak_ts - t0) / 1e9 : 0.0);
-	fmt_bytes(a, sizeof(a), r.mmap_bytes);
-	sink_printf(out, "; anonymous mmap %s\n", a);
+	sink_puts(out, "\n");
+	fmt_bytes(a, sizeof(a), r.mapped_peak);
+	fmt_bytes(pk, sizeof(pk), r.mmap_bytes);
+	sink_printf(out, "#   anonymous mappings (mmap, mremap, munmap) peak %s live at %.3f s, %s "
+			 "mapped in all", a, r.mapped_peak ? (r.mapped_peak_ts - t0) / 1e9 : 0.0, pk);
+	fmt_bytes(a, sizeof(a), r.brk_peak);
+	sink_printf(out, "; brk heap peak +%s\n", a);
 	sink_printf(out,
 		    "#   allocator calls seen %" PRIu64 ", events lost %" PRIu64
 		    ", untracked %" PRIu64 "\n",
@@ -183,10 +188,13 @@ int report_mem_json(struct sink *out, const struct profile *p, unsigned limit)
 		    ", \"leaked_bytes\": %" PRIu64 ", \"leaked_count\": %.0f"
 		    ", \"temporary_bytes\": %" PRIu64 ", \"temporary_count\": %.0f"
 		    ", \"rss_peak_bytes\": %" PRIu64 ", \"mmap_bytes\": %" PRIu64
+		    ", \"mapped_peak_bytes\": %" PRIu64 ", \"mapped_end_bytes\": %" PRIu64
+		    ", \"brk_peak_bytes\": %" PRIu64 ", \"brk_end_bytes\": %" PRIu64
 		    ", \"calls_seen\": %" PRIu64 ", \"events_lost\": %" PRIu64,
 		    r.sample_bytes, r.allocated_bytes, r.alloc_count, r.free_count, r.peak_bytes,
 		    r.peak_bytes ? (r.peak_ts - r.start_ns) / 1e9 : 0.0, r.end_bytes, r.leak_count,
-		    r.temp_bytes, r.temp_count, r.rss_peak, r.mmap_bytes, p->stats[STAT_MEM_CALLS],
+		    r.temp_bytes, r.temp_count, r.rss_peak, r.mmap_bytes, r.mapped_peak, r.mapped_end,
+		    r.brk_peak, r.brk_end, p->stats[STAT_MEM_CALLS],
 		    p->stats[STAT_MEM_LOST]);
 	json_groups(out, p, &r, "leaks", r.leaks, r.nleaks, limit, true);
 	json_groups(out, p, &r, "peak_stacks", r.at_peak, r.nat_peak, limit, false);

@@ -155,6 +155,35 @@ static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t s
 		ev.b = e->len;
 		break;
 	}
+	case EV_MEM_BRK: {
+		const struct ev_mem_map *e = data;
+
+		if (size < sizeof(*e))
+			return -EINVAL;
+		ev.kind = EVK_BRK;
+		ev.a = e->addr;
+		ev.b = e->len;
+		break;
+	}
+	case EV_MEM_MREMAP: {
+		/* A move of whatever was there: an unmap and a map, both flagged as a remap. */
+		const struct ev_mem_remap *e = data;
+		int err;
+
+		if (size < sizeof(*e))
+			return -EINVAL;
+		ev.kind = EVK_MUNMAP;
+		ev.flags = MEM_F_REMAP;
+		ev.a = e->old_addr;
+		ev.b = e->old_len;
+		err = profile__add_event(c->p, &ev);
+		if (err)
+			return err;
+		ev.kind = EVK_MMAP;
+		ev.a = e->new_addr;
+		ev.b = e->new_len;
+		break;
+	}
 	default:
 		return -EINVAL;
 	}

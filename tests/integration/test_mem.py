@@ -303,3 +303,28 @@ def test_mem_follows_children_forked_later(ep, memfork, tmp_path, mode):
     leaks = fork_leaks(mem)
     assert leaks.get("parent_leak") == (30000, 10), mem["leaks"]
     assert leaks.get("child_leak") == (50000, 25), mem["leaks"]
+
+
+def test_mem_mappings_and_brk(ep, tmp_path):
+    """mmap/mremap/munmap of anonymous memory and brk, from the syscall tracepoints."""
+    exe = str(tmp_path / "memmap")
+    subprocess.run(["cc", "-O2", "-g", "-o", exe, os.path.join(FIXTURES, "memmap.c")],
+                   check=True)
+    go = str(tmp_path / "go")
+    target = subprocess.Popen([exe, go])
+    rec = subprocess.Popen([ep.bin, "record", "-q", "--mem", "-p", str(target.pid)],
+                           cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    open(go, "w").close()
+    assert target.wait(timeout=60) == 0
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, err
+    mem = memory(ep)
+    mib = 1024 * 1024
+    assert mem["mmap_bytes"] == 8 * mib  # the file mapping and the remap are not new memory
+    assert mem["mapped_peak_bytes"] == 12 * mib, mem
+    assert mem["brk_peak_bytes"] == 3 * mib, mem
+    assert mem["mapped_end_bytes"] == 0 and mem["brk_end_bytes"] == 0  # it exited
+    text = ep.run("report", "eprof.data").stdout
+    assert "anonymous mappings (mmap, mremap, munmap) peak 12.00 MiB live" in text, text
+    assert "brk heap peak +3.00 MiB" in text, text
