@@ -59,6 +59,11 @@ void eprof_writer__forget_samples(struct eprof_writer *w, struct profile *p);
 /* The same for p->events and p->mappings (the recorder never reads them back). */
 void eprof_writer__forget_events(struct eprof_writer *w, struct profile *p);
 void eprof_writer__forget_mappings(struct eprof_writer *w, struct profile *p);
+/*
+ * After a flush: drops from memory the processes (and their threads) that exited before
+ * `before`; they are in the file. Later chunks carry only processes that change, as before.
+ */
+int eprof_writer__forget_exited(struct eprof_writer *w, struct profile *p, uint64_t before);
 /* Flushes, writes the symbols of every location and the END chunk, closes. */
 int eprof_writer__finish(struct eprof_writer *w, struct profile *p);
 /* Closes without finishing (error paths); the file stays readable up to its last chunk. */

@@ -357,6 +357,21 @@ void eprof_writer__forget_mappings(struct eprof_writer *w, struct profile *p)
 	w->mappings = 0;
 }
 
+int eprof_writer__forget_exited(struct eprof_writer *w, struct profile *p, uint64_t before)
+{
+	int n = profile__drop_exited(p, before);
+
+	if (n <= 0)
+		return n;
+	/* Just flushed: what stays is exactly what was written, at its new positions. */
+	w->wprocs = keep_copy(w->wprocs, &w->capwprocs, p->procs.v, p->procs.n, sizeof(*w->wprocs));
+	w->nwprocs = w->capwprocs >= p->procs.n ? p->procs.n : 0;
+	w->wthreads = keep_copy(w->wthreads, &w->capwthreads, p->threads.v, p->threads.n,
+				sizeof(*w->wthreads));
+	w->nwthreads = w->capwthreads >= p->threads.n ? p->threads.n : 0;
+	return n;
+}
+
 static void encode_frames(struct eprof_writer *w, const struct profile *p)
 {
 	struct buf *b = &w->raw;

@@ -407,6 +407,66 @@ uint64_t profile__meta_u64(const struct profile *p, const char *key, uint64_t df
 	return *end ? dflt : x;
 }
 
+static bool proc_gone(const struct process *pr, uint64_t before)
+{
+	return pr->exit_ts && pr->exit_ts < before;
+}
+
+int profile__drop_exited(struct profile *p, uint64_t before)
+{
+	struct hmap *gone, *pi, *ti;
+	size_t n = 0, k = 0;
+
+	for (size_t i = 0; i < p->procs.n; i++)
+		n += proc_gone(&p->procs.v[i], before);
+	if (!n)
+		return 0;
+	gone = hmap__new(n);
+	pi = hmap__new(p->procs.n - n + 16);
+	ti = hmap__new(p->threads.n / 2 + 16);
+	if (!gone || !pi || !ti)
+		goto nomem;
+	for (size_t i = 0; i < p->procs.n; i++)
+		if (proc_gone(&p->procs.v[i], before) && hmap__put(gone, p->procs.v[i].pid, 0, 1))
+			goto nomem;
+	/* Build the new indexes first: on failure nothing has moved. */
+	for (size_t i = 0; i < p->procs.n; i++)
+		if (!proc_gone(&p->procs.v[i], before) && hmap__put(pi, p->procs.v[i].pid, 0, k++))
+			goto nomem;
+	k = 0;
+	for (size_t i = 0; i < p->threads.n; i++) {
+		uint64_t v;
+
+		if (!hmap__get(gone, p->threads.v[i].pid, 0, &v) &&
+		    hmap__put(ti, p->threads.v[i].tid, 0, k++))
+			goto nomem;
+	}
+	k = 0;
+	for (size_t i = 0; i < p->procs.n; i++)
+		if (!proc_gone(&p->procs.v[i], before))
+			p->procs.v[k++] = p->procs.v[i];
+	p->procs.n = k;
+	k = 0;
+	for (size_t i = 0; i < p->threads.n; i++) {
+		uint64_t v;
+
+		if (!hmap__get(gone, p->threads.v[i].pid, 0, &v))
+			p->threads.v[k++] = p->threads.v[i];
+	}
+	p->threads.n = k;
+	hmap__free(p->proc_index);
+	hmap__free(p->thread_index);
+	p->proc_index = pi;
+	p->thread_index = ti;
+	hmap__free(gone);
+	return (int)n;
+nomem:
+	hmap__free(gone);
+	hmap__free(pi);
+	hmap__free(ti);
+	return -ENOMEM;
+}
+
 int profile__reindex(struct profile *p)
 {
 	for (size_t i = 1; i < p->objects.n; i++) {

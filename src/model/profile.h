@@ -271,6 +271,13 @@ int profile__add_sample(struct profile *p, const struct sample *s);
 int profile__add_event(struct profile *p, const struct event *e);
 int profile__add_mapping(struct profile *p, const struct mapping *m);
 /*
+ * Drops the processes that exited before `before` (CLOCK_MONOTONIC ns) and their threads
+ * from memory, keeping the order of the others, and rebuilds the two indexes. For a
+ * recorder that has written them: a long -a record meets thousands of processes. Returns
+ * how many processes went, or -ENOMEM (the tables are then unchanged).
+ */
+int profile__drop_exited(struct profile *p, uint64_t before);
+/*
  * Sorts event indexes idx[0..n) by time, ties by index (the order they were added), so
  * analyses replay events as they happened: the ring buffer delivers them per CPU in
  * order but interleaved across CPUs.

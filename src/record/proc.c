@@ -299,7 +299,11 @@ static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64
 		m->kind = OBJ_VDSO;
 		m->oi = &t->vdso;
 		obj = profile__object(t->p, OBJ_VDSO, "[vdso]", "", 0);
-	} else if (is_anon_path(path) || !strcmp(path, "[vsyscall]") || !ino) {
+	} else if (!strcmp(path, "[vsyscall]")) {
+		/* The same fixed page in every process: one object for all of them. */
+		m->kind = OBJ_ANON;
+		obj = profile__object(t->p, OBJ_ANON, "[vsyscall]", "", 0);
+	} else if (is_anon_path(path) || !ino) {
 		/* JIT code: named by the process's perf map when it writes one. */
 		snprintf(pm, sizeof(pm), "%s/%u/root/tmp/perf-%u.map", t->opts.proc_root, pid, pid);
 		if (!access(pm, R_OK)) {
@@ -480,17 +484,48 @@ void proc_tracker__gc(struct proc_tracker *t, uint64_t now_ns)
 	/*
 	 * The exit event follows the process's last samples in the ring buffer, so its
 	 * maps are not needed once that has been read; a few seconds of slack cover
-	 * samples of other CPUs still in flight. The small pstate stays (pid index).
+	 * samples of other CPUs still in flight. The whole entry goes, and the pid index
+	 * is rebuilt, once enough have gone (a long -a record meets thousands).
 	 */
+	size_t k = 0, gone = 0;
+	struct hmap *idx;
+
 	for (size_t i = 0; i < t->nps; i++) {
 		struct pstate *ps = &t->ps[i];
 
-		if (ps->exited && ps->maps && ps->exit_ns && now_ns > ps->exit_ns + 5000000000ULL) {
+		if (ps->exited && ps->exit_ns && now_ns > ps->exit_ns + 5000000000ULL) {
 			free(ps->maps);
 			ps->maps = NULL;
 			ps->n = 0;
+			gone++;
 		}
 	}
+	if (gone < 64 && gone * 4 < t->nps)
+		return;
+	idx = hmap__new(t->nps - gone + 16);
+	if (!idx)
+		return;
+	for (size_t i = 0; i < t->nps; i++) {
+		struct pstate *ps = &t->ps[i];
+
+		if (ps->exited && ps->exit_ns && now_ns > ps->exit_ns + 5000000000ULL)
+			continue;
+		if (hmap__put(idx, ps->pid, 0, k)) {
+			hmap__free(idx);
+			return; /* out of memory: keep them all, the old index is intact */
+		}
+		k++;
+	}
+	k = 0;
+	for (size_t i = 0; i < t->nps; i++) {
+		struct pstate *ps = &t->ps[i];
+
+		if (!(ps->exited && ps->exit_ns && now_ns > ps->exit_ns + 5000000000ULL))
+			t->ps[k++] = *ps;
+	}
+	t->nps = k;
+	hmap__free(t->pid_index);
+	t->pid_index = idx;
 }
 
 static struct pmap *find_map(struct pstate *ps, uint64_t pc)
@@ -540,7 +575,8 @@ static struct pmap *lookup(struct proc_tracker *t, uint32_t pid, uint64_t pc, ui
 
 static int unknown_location(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint32_t *loc)
 {
-	int64_t obj = profile__object(t->p, OBJ_ANON, "[unknown]", "", pid);
+	/* One object for all processes: an unmapped address names nothing of its process. */
+	int64_t obj = profile__object(t->p, OBJ_ANON, "[unknown]", "", 0);
 	int64_t l;
 
 	if (obj < 0)

@@ -511,8 +511,10 @@ static int flush(struct session *s)
 	 */
 	if (s->p->stacks.n > STACK_EPOCH_NODES && profile__forget_stacks(s->p))
 		return -ENOMEM;
-	/* Maps of processes gone for a while: their last samples have been read. */
+	/* Processes gone for a while: their last samples have been read and written. */
 	proc_tracker__gc(s->tracker, now_ns());
+	if (eprof_writer__forget_exited(s->w, s->p, now_ns() - 5000000000ULL) < 0)
+		return -ENOMEM;
 	return 0;
 }
 

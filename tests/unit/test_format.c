@@ -139,6 +139,59 @@ static void test_chunks_and_forget(void **state)
  * of every process, every event once, every mapping once, and a chunk must not grow with
  * the number of processes that did not change.
  */
+/*
+ * A long -a record drops the processes that exited a while ago from memory once written
+ * (and their threads): the file still has all of them, later changes of the others are
+ * still written, and the memory holds only the rest.
+ */
+static void test_forget_exited(void **state)
+{
+	const char *path = test_path("forget.eprof");
+	struct profile *p = profile__new(), *q = NULL;
+	struct eprof_writer *w = eprof_writer__open(path);
+	struct read_info info;
+
+	assert_non_null(p);
+	assert_non_null(w);
+	for (uint32_t pid = 100; pid < 200; pid++) {
+		struct process *pr = profile__proc(p, pid, true);
+
+		pr->comm = profile__intern(p, pid % 2 ? "odd" : "even");
+		pr->start_ts = pid;
+		if (pid % 2)
+			pr->exit_ts = 1000 + pid; /* the odd ones exited */
+		profile__thread(p, pid, pid, true)->comm = pr->comm;
+		profile__thread(p, pid, pid + 1000, true)->comm = pr->comm;
+	}
+	profile__proc(p, 199, false)->exit_ts = 5000; /* exited, but not long enough ago */
+	assert_int_equal(eprof_writer__flush(w, p), 0);
+	assert_int_equal(eprof_writer__forget_exited(w, p, 2000), 49);
+	assert_int_equal(p->procs.n, 51);
+	assert_int_equal(p->threads.n, 102);
+	assert_null(profile__proc(p, 101, false));
+	assert_null(profile__thread(p, 101, 1101, false));
+	assert_int_equal(profile__proc(p, 150, false)->start_ts, 150);
+	assert_int_equal(profile__thread(p, 150, 1150, false)->pid, 150);
+	assert_int_equal(profile__proc(p, 199, false)->exit_ts, 5000);
+	assert_int_equal(eprof_writer__forget_exited(w, p, 2000), 0); /* nothing more to drop */
+	/* Changes after the drop are still seen as changes (the writer's copy moved too). */
+	profile__proc(p, 150, false)->exit_ts = 7777;
+	profile__thread(p, 152, 1152, false)->comm = profile__intern(p, "renamed");
+	assert_int_equal(eprof_writer__finish(w, p), 0);
+
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	assert_true(info.complete);
+	assert_int_equal(q->procs.n, 100);
+	assert_int_equal(q->threads.n, 200);
+	assert_int_equal(profile__proc(q, 101, false)->exit_ts, 1101);
+	assert_string_equal(profile__str(q, profile__thread(q, 101, 1101, false)->comm), "odd");
+	assert_int_equal(profile__proc(q, 150, false)->exit_ts, 7777);
+	assert_string_equal(profile__str(q, profile__thread(q, 152, 1152, false)->comm), "renamed");
+	assert_int_equal(profile__proc(q, 152, false)->exit_ts, 0);
+	profile__free(q);
+	profile__free(p);
+}
+
 static void test_changes_only(void **state)
 {
 	const char *path = test_path("changes.eprof");
@@ -373,6 +426,7 @@ int main(void)
 		cmocka_unit_test(test_stack_epochs),
 		cmocka_unit_test(test_killed_recorder),
 		cmocka_unit_test(test_corrupt),
+		cmocka_unit_test(test_forget_exited),
 		cmocka_unit_test(test_garbage_inputs),
 		cmocka_unit_test(test_hostile_ids),
 		cmocka_unit_test(test_writer_refuses_symlink_and_foreign_file),
