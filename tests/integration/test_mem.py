@@ -84,16 +84,26 @@ def test_mem_every_allocation_exact(ep, memfix, probes):
     assert "peak live heap" in text and "leak_calloc <- main" in text
 
 
-def test_mem_attach_by_pid_exact(ep, memfix, tmp_path):
-    go = str(tmp_path / "go")
-    target = subprocess.Popen([memfix, "20000", go], stdout=subprocess.DEVNULL)
-    rec = subprocess.Popen([ep.bin, "record", "-q", "--mem=1", "--ringbuf-mb", "64", "-p",
-                            str(target.pid)], cwd=ep.dir, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+def record_attached(ep, argv, *rec_args):
+    """Runs argv + [GOFILE] under `record -p` with rec_args: the target starts its work when
+    the allocator probes are in (the recorder says so on stderr), then both must end well."""
+    go = os.path.join(ep.dir, "go")
+    target = subprocess.Popen([*argv, go], stdout=subprocess.DEVNULL)
+    rec = subprocess.Popen([ep.bin, "record", "-v", *rec_args, "-p", str(target.pid)],
+                           cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in rec.stderr:
+        lines.append(line)
+        if "allocator probes" in line:
+            break
     open(go, "w").close()
     assert target.wait(timeout=60) == 0
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 0, err
+    rest = rec.stderr.read()
+    assert rec.wait(timeout=60) == 0, "".join(lines) + rest
+
+
+def test_mem_attach_by_pid_exact(ep, memfix, tmp_path):
+    record_attached(ep, [memfix, "20000"], "--mem=1", "--ringbuf-mb", "64")
     check_exact(memory(ep), 20000)
 
 
@@ -287,17 +297,9 @@ def fork_leaks(mem):
 def test_mem_follows_children_forked_later(ep, memfork, tmp_path, mode):
     """Uprobes attached for a PID do not follow it into a fork: each child gets its own."""
     if mode == "launched":
-        r = ep.run("record", "-q", "--mem=1", "--", memfork)
+        ep.run("record", "-q", "--mem=1", "--", memfork)
     else:
-        go = str(tmp_path / "go")
-        target = subprocess.Popen([memfork, go])
-        rec = subprocess.Popen([ep.bin, "record", "-q", "--mem=1", "-p", str(target.pid)],
-                               cwd=ep.dir, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
-        open(go, "w").close()
-        assert target.wait(timeout=60) == 0
-        _, err = rec.communicate(timeout=60)
-        assert rec.returncode == 0, err
+        record_attached(ep, [memfork], "--mem=1")
     mem = memory(ep)
     assert mem["events_lost"] == 0
     leaks = fork_leaks(mem)
@@ -310,15 +312,7 @@ def test_mem_mappings_and_brk(ep, tmp_path):
     exe = str(tmp_path / "memmap")
     subprocess.run(["cc", "-O2", "-g", "-o", exe, os.path.join(FIXTURES, "memmap.c")],
                    check=True)
-    go = str(tmp_path / "go")
-    target = subprocess.Popen([exe, go])
-    rec = subprocess.Popen([ep.bin, "record", "-q", "--mem", "-p", str(target.pid)],
-                           cwd=ep.dir, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
-    open(go, "w").close()
-    assert target.wait(timeout=60) == 0
-    _, err = rec.communicate(timeout=60)
-    assert rec.returncode == 0, err
+    record_attached(ep, [exe], "--mem")
     mem = memory(ep)
     mib = 1024 * 1024
     assert mem["mmap_bytes"] == 8 * mib  # the file mapping and the remap are not new memory
