@@ -24,12 +24,16 @@ FIXTURE_FUNCS = set(LEAKS) | {"churn", "peak_phase"}
 pytestmark = pytest.mark.usefixtures("need_bpf")
 
 
+def build_fixture(tmp_path_factory, name):
+    out = tmp_path_factory.mktemp(name) / name
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
+                    "-o", str(out), os.path.join(FIXTURES, name + ".c")], check=True)
+    return str(out)
+
+
 @pytest.fixture(scope="module")
 def memfix(tmp_path_factory):
-    out = tmp_path_factory.mktemp("memfix") / "memfix"
-    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
-                    "-o", str(out), os.path.join(FIXTURES, "memfix.c")], check=True)
-    return str(out)
+    return build_fixture(tmp_path_factory, "memfix")
 
 
 def site(stack):
@@ -276,10 +280,7 @@ def test_html_report_has_the_memory_section(ep, memfix):
 
 @pytest.fixture(scope="module")
 def memfork(tmp_path_factory):
-    out = tmp_path_factory.mktemp("memfork") / "memfork"
-    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
-                    "-o", str(out), os.path.join(FIXTURES, "memfork.c")], check=True)
-    return str(out)
+    return build_fixture(tmp_path_factory, "memfork")
 
 
 def fork_leaks(mem):
