@@ -547,11 +547,10 @@ static int64_t leaf_on(struct profile *p, uint32_t stack, const char *prefix, co
 	return profile__stack_child(p, stack, (uint32_t)loc);
 }
 
-static const char *activity_name(const struct profile *p, const struct event *e, char *buf,
-				 size_t len)
+const char *gpu_activity_name(const struct profile *p, const struct event *e, char *buf, size_t len)
 {
 	if (e->kind == EVK_GPU_KERNEL)
-		return profile__str(p, e->name);
+		return *profile__str(p, e->name) ? profile__str(p, e->name) : "[unnamed]";
 	snprintf(buf, len, "%s %s", e->kind == EVK_GPU_MEMSET ? "memset" : "memcpy",
 		 e->kind == EVK_GPU_MEMSET ? "" : gpu_copy_dir_name(e->flags & 0xf));
 	return buf;
@@ -601,7 +600,7 @@ int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
 			}
 			base = (uint32_t)profile__stack_child(p, 0, (uint32_t)none);
 		}
-		err = leaf_on(p, base, "[gpu]", activity_name(p, e, buf, sizeof(buf)));
+		err = leaf_on(p, base, "[gpu]", gpu_activity_name(p, e, buf, sizeof(buf)));
 		if (err > 0)
 			v[n++] = (struct sample){e->ts, e->pid,	       api ? api->tid : e->pid,
 						 0,	(uint32_t)err, e->dur ? e->dur : 1};

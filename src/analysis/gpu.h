@@ -98,6 +98,9 @@ enum gpu_weight {
  */
 int64_t gpu_to_samples(struct profile *p, enum gpu_weight w);
 
+/* "KERNEL", "memcpy HtoD", "memset " of a kernel, copy or set event (buf for the latter). */
+const char *gpu_activity_name(const struct profile *p, const struct event *e, char *buf, size_t len);
+
 /* Kernel name of a launch API event (from its host stub or function handle), or 0. */
 uint32_t gpu_launch_kernel_name(const struct profile *p, const struct event *api);
 
