@@ -82,7 +82,10 @@ static uint32_t find_call(const struct profile *p, const uint32_t *idx, size_t n
 	{
 		const struct event *e = &p->events.v[idx[lo - 1]];
 
-		if (e->pid == corr->pid && e->tid == corr->tid && corr->ts <= e->ts + e->dur)
+		/* A launch seen at entry only has no end: the thread's last call before the
+		 * callback is it (CUPTI's callback runs inside the call). */
+		if (e->pid == corr->pid && e->tid == corr->tid &&
+		    (corr->ts <= e->ts + e->dur || (e->flags & CUDA_API_F_NODUR)))
 			return idx[lo - 1];
 	}
 	return GPU_NO_LAUNCH;
@@ -157,7 +160,8 @@ struct acc {
 	size_t capi, ckern, cstream, cdev, claunched;
 };
 
-static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uint64_t dur)
+static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uint64_t dur,
+			bool timed)
 {
 	struct gpu_kernel_stat *k;
 	uint64_t i;
@@ -174,6 +178,9 @@ static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uin
 	}
 	k = &s->launched[i];
 	k->count++;
+	if (!timed)
+		return 0;
+	k->timed++;
 	k->total_ns += dur;
 	if (dur < k->min_ns)
 		k->min_ns = dur;
@@ -214,11 +221,13 @@ static int add_api(const struct profile *p, struct gpu_summary *s, struct acc *a
 	s->api_calls++;
 	if (cat == CUDA_CAT_LAUNCH || cat == CUDA_CAT_GRAPH) {
 		uint32_t kn = gpu_launch_kernel_name(p, e);
+		bool timed = !(e->flags & CUDA_API_F_NODUR);
 
 		s->launches++;
+		s->launches_timed += timed;
 		s->launch_ns += e->dur;
 		if (cat == CUDA_CAT_LAUNCH)
-			return add_launched(s, a, kn, e->dur); /* 0: unnamed */
+			return add_launched(s, a, kn, e->dur, timed); /* 0: unnamed */
 	} else if (cat == CUDA_CAT_SYNC) {
 		s->sync_calls++;
 		s->sync_ns += e->dur;
@@ -278,6 +287,7 @@ static int add_kernel(struct gpu_summary *s, struct acc *a, const struct event *
 	}
 	k = &s->kernels[i];
 	k->count++;
+	k->timed++;
 	k->total_ns += e->dur;
 	if (e->dur < k->min_ns)
 		k->min_ns = e->dur;

@@ -160,12 +160,18 @@ def fake_cuda(eprof, tmp_path_factory):
     subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_critpath"),
                     os.path.join(FAKE, "fake_critpath.c"), f"-L{d}", "-lcuda",
                     f"-Wl,-rpath,{d}"], check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", "-o", str(d / "libfakecudart.so"),
+                    os.path.join(FAKE, "fake_rt.c"), f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"],
+                   check=True)
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_rtapp"),
+                    os.path.join(FAKE, "fake_rtapp.c"), f"-L{d}", "-Wl,--no-as-needed",
+                    "-lfakecudart", "-lcuda", f"-Wl,-rpath,{d}"], check=True)
     return {"app": str(d / "fake_app"), "cupti": str(d / "libfakecupti.so"),
-            "critpath": str(d / "fake_critpath")}
+            "critpath": str(d / "fake_critpath"), "rtapp": str(d / "fake_rtapp")}
 
 
-def record_fake(ep, fake_cuda, *extra, app="app"):
-    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"])
+def record_fake(ep, fake_cuda, *extra, app="app", env_extra=None):
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], **(env_extra or {}))
     env.pop("CUDA_INJECTION64_PATH", None)
     ep.run("record", "-q", *extra, "--", fake_cuda[app], env=env)
 
@@ -278,3 +284,33 @@ def test_critical_path_through_the_gpu(ep, fake_cuda, offcpu):
         ev = json.load(f)["traceEvents"]
     cps = [e["name"] for e in ev if e["ph"] == "X" and e.get("cat") == "critical_path"]
     assert cps.count("GPU 0 stream 7: gpu-compute long_ms100") == 3, cps
+
+
+def have_uprobe_session():
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (6, 13) and "EPROF_NO_UPROBE_SESSION" not in os.environ
+
+
+@pytest.mark.parametrize("mode", ["session", "no-session"])
+@pytest.mark.parametrize("rate", [0, 3, 100])
+def test_launch_entry_only_keeps_counts_and_join(ep, fake_cuda, mode, rate):
+    """Launches past --cuda-stack-rate are sent at entry without a return probe (uprobe
+    sessions): counts, kernel names and the CUPTI join stay exact; only those launches lose
+    their duration and result. The fake runtime's cudaLaunchKernel calls the driver's
+    cuLaunchKernel: one launch each, however they were probed."""
+    env = {"EPROF_NO_UPROBE_SESSION": "1"} if mode == "no-session" else {}
+    record_fake(ep, fake_cuda, "--cuda-stack-rate", str(rate), app="rtapp", env_extra=env)
+    rep = ep.report_json()
+    gpu = rep["gpu"]
+    api = api_by_name(gpu)
+    assert api["cudaLaunchKernel"]["count"] == 12 and api["cuLaunchKernel"]["count"] == 12, api
+    assert gpu["launches"] == 12, gpu  # the nested driver launches are not counted again
+    assert {k["name"]: k["count"] for k in gpu["launched_kernels"]} == {"rt_kernel_a": 12}
+    # a nested launch needs no stack: the runtime launch around it has it
+    assert rep["stats"]["cuda_launches_without_stack"] == 12 + max(0, 12 - rate)
+    timed = 12 if mode == "no-session" or not have_uprobe_session() else min(rate, 12)
+    assert gpu["launches_timed"] == timed, gpu
+    assert gpu["activities"] == 12 and gpu["activities_with_launch_stack"] == 12, gpu
+    fg = {tuple(f[-2:]): ns for f, ns in ep.folded("eprof.data", "--gpu")}
+    with_stack = sum(ns for k, ns in fg.items() if k[0] == "rt_launch")
+    assert with_stack == min(rate, 12) * 2_000_000, fg
