@@ -494,9 +494,14 @@ static int attribute(const struct cp_graph *g, struct cp_path *path)
 			cap = ncap;
 		}
 		if (!wsum) {
+			/* GPU work is the process's: its main thread names it in flamegraphs */
 			path->attr[path->nattr++] = (struct cp_attr){
-			    t->pid,  t->tid, s->kind == WAIT_ONCPU ? stack_at_end(p, t, s) : s->stack,
-			    s->kind, len,    s->gpu_event};
+			    t->pid,
+			    t->kind == CP_TRACK_GPU_STREAM ? t->pid : t->tid,
+			    s->kind == WAIT_ONCPU ? stack_at_end(p, t, s) : s->stack,
+			    s->kind,
+			    len,
+			    s->gpu_event};
 			continue;
 		}
 		/* The segment's length spread over its samples by weight; rounding goes to the

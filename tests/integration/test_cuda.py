@@ -277,6 +277,8 @@ def test_critical_path_through_the_gpu(ep, fake_cuda, offcpu):
     funcs = {f["name"]: f["ns"] for f in cp["functions"]}
     assert funcs["[gpu] long_ms100"] == 300_000_000, funcs
     assert funcs["launch_long"] >= 300_000_000 and funcs["cpu_work"] >= 100_000_000, funcs
+    fg = {tuple(f[-2:]): (f[0], ns) for f, ns in ep.folded("eprof.data", "--critical-path")}
+    assert fg[("launch_long", "[gpu] long_ms100")] == ("fake_critpath", 300_000_000), fg
     text = ep.run("critical-path").stdout
     assert "gpu-compute" in text and "GPU 0 stream 7" in text, text
     ep.run("trace", "-o", "t.json")
