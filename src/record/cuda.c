@@ -215,7 +215,12 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, stru
 	if (s->session) {
 		o->mfd[0] = attach_multi(bpf_program__fd(f->skel->progs.cuda_session), path, so, ck,
 					 n, false, true);
-		return o->mfd[0] < 0 ? -errno : 0;
+		if (o->mfd[0] >= 0)
+			return 0;
+		/* the entry and return programs are loaded too: go on with them */
+		log_info("cuda: uprobe session refused (%s): entry and return probes instead",
+			 strerror(errno));
+		s->session = false;
 	}
 	o->mfd[0] = attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n,
 				 false, false);
@@ -816,8 +821,6 @@ static int cuda_configure(struct feature_ctx *f, void **state)
 		bpf_program__set_autoload(f->skel->progs.cuda_session, true);
 		bpf_program__set_expected_attach_type(f->skel->progs.cuda_session,
 						      BPF_TRACE_UPROBE_SESSION_);
-		f->skel->rodata->cuda_stack_rate = f->o->cuda_stack_rate;
-		return cupti_setup(f, s);
 	}
 	bpf_program__set_autoload(f->skel->progs.cuda_enter, true);
 	bpf_program__set_autoload(f->skel->progs.cuda_exit, true);
