@@ -66,7 +66,8 @@ static int add_streams(const struct profile *p, struct cp_graph *g, const uint32
 		const struct event *api =
 		    launch[i] != GPU_NO_LAUNCH ? &p->events.v[launch[i]] : NULL;
 		struct cp_gpu_op op = {e->ts, e->ts + e->dur, (uint32_t)i, api ? api->stack : 0,
-				       e->kind == EVK_GPU_KERNEL ? WAIT_GPU_COMPUTE : WAIT_GPU_COPY};
+				       e->kind == EVK_GPU_KERNEL ? WAIT_GPU_COMPUTE
+								 : WAIT_GPU_COPY};
 		uint64_t t;
 
 		if (!is_gpu_op(e->kind))
@@ -86,7 +87,8 @@ static int add_streams(const struct profile *p, struct cp_graph *g, const uint32
 	hmap__free(idx);
 	for (size_t i = 0; i < g->ntracks; i++)
 		if (g->tracks[i].nops > 1)
-			qsort(g->tracks[i].ops, g->tracks[i].nops, sizeof(struct cp_gpu_op), cmp_op);
+			qsort(g->tracks[i].ops, g->tracks[i].nops, sizeof(struct cp_gpu_op),
+			      cmp_op);
 	return err;
 }
 
@@ -116,8 +118,9 @@ static int add_launch_waits(const struct profile *p, struct cp_graph *g, uint32_
 			w.ready = api->ts < op->start ? api->ts : op->start;
 			if (!k)
 				w.start = w.ready;
-			w.edge = critpath_add_edge(g, &(struct cp_edge){(uint32_t)from, w.ready, tr,
-								       w.ready, CP_EDGE_GPU_LAUNCH});
+			w.edge =
+			    critpath_add_edge(g, &(struct cp_edge){(uint32_t)from, w.ready, tr,
+								   w.ready, CP_EDGE_GPU_LAUNCH});
 			if (w.edge < 0)
 				return (int)w.edge;
 		} else if (!api) {
@@ -243,8 +246,8 @@ static const struct op_ref *sync_target(const struct profile *p, const struct cp
 	    !(stream = synced_stream(syncs, e)))
 		return r;
 	/* Only that stream: the latest of its ops ending inside the call. */
-	for (size_t k = (size_t)(r - refs) + 1; k-- > 0 && refs[k].pid == e->pid &&
-						refs[k].end > e->ts;)
+	for (size_t k = (size_t)(r - refs) + 1;
+	     k-- > 0 && refs[k].pid == e->pid && refs[k].end > e->ts;)
 		if ((uint32_t)g->tracks[refs[k].track].gpu_stream == (uint32_t)stream)
 			return &refs[k];
 	return NULL;
@@ -269,8 +272,8 @@ static int add_sync_waits(const struct profile *p, struct cp_graph *g, uint8_t *
 	}
 	for (size_t i = 0; i < g->ntracks; i++)
 		for (size_t j = 0; j < g->tracks[i].nops; j++)
-			refs[k++] = (struct op_ref){g->tracks[i].pid, (uint32_t)i,
-						    g->tracks[i].ops[j].end};
+			refs[k++] =
+			    (struct op_ref){g->tracks[i].pid, (uint32_t)i, g->tracks[i].ops[j].end};
 	qsort(refs, n, sizeof(*refs), cmp_ref);
 	for (size_t i = 0; i < p->events.n && !err; i++) {
 		const struct event *e = &p->events.v[i];
@@ -286,11 +289,12 @@ static int add_sync_waits(const struct profile *p, struct cp_graph *g, uint8_t *
 			break;
 		}
 		r = sync_target(p, g, e, refs, n, &syncs);
-		w = (struct cp_wait){e->ts, r ? r->end : e->ts, e->ts + e->dur, -1, e->stack,
-				     WAIT_GPU_SYNC};
+		w = (struct cp_wait){e->ts, r ? r->end : e->ts, e->ts + e->dur,
+				     -1,    e->stack,		WAIT_GPU_SYNC};
 		if (r) {
-			w.edge = critpath_add_edge(
-			    g, &(struct cp_edge){r->track, r->end, (uint32_t)t, r->end, CP_EDGE_GPU_SYNC});
+			w.edge =
+			    critpath_add_edge(g, &(struct cp_edge){r->track, r->end, (uint32_t)t,
+								   r->end, CP_EDGE_GPU_SYNC});
 			if (w.edge < 0)
 				err = (int)w.edge;
 		}

@@ -129,8 +129,8 @@ static int table(struct sink *out, const struct top_gpu *g, const struct profile
 				    (unsigned long long)r->total);
 		else
 			sink_printf(out, "%10.1f %9.1f%% %10llu %10llu  ", r->last / dt,
-				    100.0 * r->last_ns / (dt * 1e9), (unsigned long long)r->last_err,
-				    (unsigned long long)r->total);
+				    100.0 * r->last_ns / (dt * 1e9),
+				    (unsigned long long)r->last_err, (unsigned long long)r->total);
 		cell(out, name, width - 46);
 	}
 	if (!n)

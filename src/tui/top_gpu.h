@@ -19,13 +19,13 @@ enum top_gpu_kind {
 };
 
 struct top_gpu_row {
-	uint32_t name;	/* string id: the kernel, or the function; 0 = an unnamed kernel */
-	uint8_t kind;	/* enum top_gpu_kind */
-	uint64_t last;	/* launches or calls in the last interval */
+	uint32_t name; /* string id: the kernel, or the function; 0 = an unnamed kernel */
+	uint8_t kind;  /* enum top_gpu_kind */
+	uint64_t last; /* launches or calls in the last interval */
 	uint64_t last_ns, last_err; /* API rows: ns in the calls that ended, failures */
 	uint64_t last_nodur;	    /* API rows: launches seen at entry only (no time, no result) */
-	uint64_t total; /* since the start */
-	double rate;	/* per second, decayed */
+	uint64_t total;		    /* since the start */
+	double rate;		    /* per second, decayed */
 };
 
 struct top_gpu {
