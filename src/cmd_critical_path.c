@@ -29,8 +29,8 @@ static void critpath_usage(FILE *f)
 	    "while a thread runs it is on the path; while it waited, the path goes to the thread "
 	    "that\n"
 	    "woke it. Waits nobody explains (timers, I/O) and waits for a CPU stay on the path.\n"
-	    "With CUDA data, a synchronization call goes to the GPU work that ended it, GPU work to "
-	    "its\nlaunch (or the work before it on its stream).\n"
+	    "With CUDA data, a synchronization call goes to the GPU work that ended it,\n"
+	    "GPU work to its launch (or to the work before it on its stream).\n"
 	    "      --segments          list the path's segments (thread, start, length, kind, "
 	    "frame)\n"
 	    "      --json              machine-readable (schema in docs/json-schema.md)\n"
@@ -234,13 +234,20 @@ static uint64_t wall_origin(const struct critpath_cli *o, const struct cp_graph 
 static const char *kind_note(int k)
 {
 	switch (k) {
-	case WAIT_RUNNABLE: return "   (CPU contention)";
-	case WAIT_ONCPU: return "   (CPU-bound)";
-	case WAIT_GPU_COMPUTE: return "   (GPU kernels)";
-	case WAIT_GPU_COPY: return "   (GPU copies and sets)";
-	case WAIT_GPU_LAUNCH: return "   (launch overhead: from the launch call to the work starting)";
-	case WAIT_GPU_SYNC: return "   (synchronization not explained by GPU work)";
-	default: return "";
+	case WAIT_RUNNABLE:
+		return "   (CPU contention)";
+	case WAIT_ONCPU:
+		return "   (CPU-bound)";
+	case WAIT_GPU_COMPUTE:
+		return "   (GPU kernels)";
+	case WAIT_GPU_COPY:
+		return "   (GPU copies and sets)";
+	case WAIT_GPU_LAUNCH:
+		return "   (launch overhead: from the launch call to the work starting)";
+	case WAIT_GPU_SYNC:
+		return "   (synchronization not explained by GPU work)";
+	default:
+		return "";
 	}
 }
 

@@ -24,7 +24,7 @@ enum wait_kind {
 	WAIT_GPU_COMPUTE = 6, /* a GPU kernel ran */
 	WAIT_GPU_COPY = 7,    /* a GPU copy or set ran */
 	WAIT_GPU_LAUNCH = 8,  /* from a launch call to its work starting on an idle stream */
-	WAIT_GPU_SYNC = 9,    /* a thread in a synchronization call that GPU work does not explain */
+	WAIT_GPU_SYNC = 9, /* a thread in a synchronization call that GPU work does not explain */
 	WAIT_KIND_MAX
 };
 /* The kinds an off-CPU interval can have. */

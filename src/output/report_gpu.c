@@ -150,8 +150,8 @@ int report_gpu_text(struct sink *out, const struct profile *p, unsigned limit)
 	fmt_ns(sync, sizeof(sync), s.sync_ns);
 	fmt_ns(launch, sizeof(launch), s.launch_ns);
 	sink_printf(out,
-		    "\n# GPU: %" PRIu64 " CUDA API calls, %" PRIu64
-		    " launches (%s in the %" PRIu64 " timed launch calls), "
+		    "\n# GPU: %" PRIu64 " CUDA API calls, %" PRIu64 " launches (%s in the %" PRIu64
+		    " timed launch calls), "
 		    "%" PRIu64 " sync calls blocked %s\n",
 		    s.api_calls, s.launches, launch, s.launches_timed, s.sync_calls, sync);
 	sink_printf(out,
@@ -281,14 +281,13 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 	sink_printf(out,
 		    ",\n  \"gpu\": {\"api_calls\": %" PRIu64 ", \"launches\": %" PRIu64
 		    ", \"launch_ns\": %" PRIu64 ", \"launches_timed\": %" PRIu64
-		    ", \"sync_calls\": %" PRIu64
-		    ", \"sync_ns\": %" PRIu64 ", \"kernel_ns\": %" PRIu64
-		    ", \"activities\": %" PRIu64 ", \"activities_with_launch_stack\": %" PRIu64
-		    ", \"mem_peak_bytes\": %" PRIu64 ", \"mem_never_freed_bytes\": %" PRIu64
+		    ", \"sync_calls\": %" PRIu64 ", \"sync_ns\": %" PRIu64
+		    ", \"kernel_ns\": %" PRIu64 ", \"activities\": %" PRIu64
+		    ", \"activities_with_launch_stack\": %" PRIu64 ", \"mem_peak_bytes\": %" PRIu64
+		    ", \"mem_never_freed_bytes\": %" PRIu64
 		    ", \"mem_never_freed_allocs\": %" PRIu64,
 		    s.api_calls, s.launches, s.launch_ns, s.launches_timed, s.sync_calls, s.sync_ns,
-		    s.kernel_ns,
-		    s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
+		    s.kernel_ns, s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
 	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns);
 	json_kernels(out, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]",
 		     s.launch_ns);

@@ -163,7 +163,8 @@ static int critical_path_track(struct trace_writer *w, const struct profile *p,
 			char op[64];
 			const char *what =
 			    s->gpu_event && s->gpu_event <= p->events.n
-				? gpu_activity_name(p, &p->events.v[s->gpu_event - 1], op, sizeof(op))
+				? gpu_activity_name(p, &p->events.v[s->gpu_event - 1], op,
+						    sizeof(op))
 				: "";
 
 			snprintf(name, sizeof(name), "GPU %u stream %u: %s%s%.40s",
@@ -198,7 +199,8 @@ int trace_source_offcpu(struct trace_writer *w, const struct profile *p, const s
 
 	for (size_t i = 0; i < p->events.n; i++) {
 		n += p->events.v[i].kind == EVK_OFFCPU;
-		gpu |= p->events.v[i].kind == EVK_GPU_KERNEL || p->events.v[i].kind == EVK_GPU_MEMCPY ||
+		gpu |= p->events.v[i].kind == EVK_GPU_KERNEL ||
+		       p->events.v[i].kind == EVK_GPU_MEMCPY ||
 		       p->events.v[i].kind == EVK_GPU_MEMSET;
 	}
 	if (!n) /* GPU work alone still has a critical path: through launches and syncs */

@@ -222,12 +222,12 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, stru
 			 strerror(errno));
 		s->session = false;
 	}
-	o->mfd[0] = attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n,
-				 false, false);
+	o->mfd[0] =
+	    attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n, false, false);
 	if (o->mfd[0] < 0)
 		return -errno;
-	o->mfd[1] = attach_multi(bpf_program__fd(f->skel->progs.cuda_exit), path, so, ck, n, true,
-				 false);
+	o->mfd[1] =
+	    attach_multi(bpf_program__fd(f->skel->progs.cuda_exit), path, so, ck, n, true, false);
 	if (o->mfd[1] < 0)
 		return -errno;
 	return 0;
