@@ -42,7 +42,7 @@ struct cuda_call {
 	__u64 ptr;
 	__u64 outp;
 	__u64 namep;
-	__u64 sp;    /* at entry: tells the session's return from a new entry */
+	__u64 sp; /* at entry: tells the session's return from a new entry */
 	__u32 kind;
 	__u16 nested;
 	__u16 stack; /* 1: the entry took a stack token (session), 0: the return decides */
@@ -132,8 +132,8 @@ static __always_inline bool cuda_want_stack(struct cuda_task *t, __u64 now)
 static __always_inline void cuda_send_entry(__u64 id, __u64 ck, __u64 now, __u64 ptr, bool nested)
 {
 	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes
-			      ? BPF_RB_FORCE_WAKEUP
-			      : BPF_RB_NO_WAKEUP;
+			  ? BPF_RB_FORCE_WAKEUP
+			  : BPF_RB_NO_WAKEUP;
 	struct ev_cuda_api *e = reserve_event(sizeof(*e), BSTAT_CUDA_RB_FULL);
 
 	if (!e)
@@ -161,8 +161,8 @@ static __always_inline void cuda_send_entry(__u64 id, __u64 ck, __u64 now, __u64
  * Entry of a traced call: its arguments onto the thread's call stack. Returns 1 when its
  * return needs no probe (sessions only: a launch past the stack rate, sent here).
  */
-static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 id, __u64 ck,
-				      struct cuda_task *t, bool session)
+static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 id, __u64 ck, struct cuda_task *t,
+				      bool session)
 {
 	bool launch = CUDA_CK_CLASS(ck) == CUDA_CL_LAUNCH, nested, token = false;
 	struct cuda_regs regs;
@@ -263,8 +263,8 @@ static __always_inline int cuda_send_handle(struct cuda_call *c, __u64 id, __u64
 }
 
 /* Return of the call on top of the thread's call stack: one event with duration and result. */
-static __always_inline int cuda_return(struct pt_regs *ctx, __u64 id, __u64 ck,
-				       struct cuda_task *t, long rc)
+static __always_inline int cuda_return(struct pt_regs *ctx, __u64 id, __u64 ck, struct cuda_task *t,
+				       long rc)
 {
 	__u64 now = bpf_ktime_get_ns(), size;
 	struct scratch_buf *b;
