@@ -7,6 +7,12 @@
  * function); the return sends one ev_cuda_api with duration, result and the
  * caller's stack (for launches only up to cuda_stack_rate per second and
  * thread, so launch-bound programs stay cheap while counts stay exact).
+ *
+ * With uprobe sessions (Linux 6.13+) one program, cuda_session, runs at both
+ * ends of a call, and its entry decides whether the return is probed at all:
+ * a launch past the stack rate is sent at entry (no duration, no result) and
+ * returns 1, so the kernel does not hijack its return address - the
+ * uretprobe's second trap, half of a launch's cost, is skipped.
  */
 #ifndef EPROF_CUDA_BPF_H
 #define EPROF_CUDA_BPF_H
@@ -23,14 +29,23 @@
 
 const volatile __u32 cuda_stack_rate = 100; /* launch stacks per second per thread, 0 = none */
 
+/* sp at a return is the entry's plus the popped return address (x86-64), the same on arm64. */
+#if defined(__TARGET_ARCH_x86)
+#define CUDA_RET_SP 8
+#else
+#define CUDA_RET_SP 0
+#endif
+
 struct cuda_call {
 	__u64 ts;
 	__u64 bytes;
 	__u64 ptr;
 	__u64 outp;
 	__u64 namep;
+	__u64 sp; /* at entry: tells the session's return from a new entry */
 	__u32 kind;
-	__u32 nested;
+	__u16 nested;
+	__u16 stack; /* 1: the entry took a stack token (session), 0: the return decides */
 };
 
 #define CUDA_MAX_DEPTH 8 /* nested traced calls per thread (runtime -> driver) */
@@ -42,6 +57,10 @@ struct cuda_task {
 	__u64 rate_window;
 	struct cuda_call calls[CUDA_MAX_DEPTH];
 	__u16 funcs[CUDA_MAX_DEPTH];
+	/* The last launch entered was a runtime launch sent at entry: a driver launch next (other
+	 * traced calls between them allowed) is the runtime calling the driver - nested - as the
+	 * depth cannot tell. */
+	__u8 rt_launch;
 };
 
 struct {
@@ -95,35 +114,93 @@ static __always_inline __u64 cuda_arg(struct cuda_regs *a, __u32 i)
 	return v;
 }
 
-SEC("?uprobe")
-int BPF_KPROBE(cuda_enter)
+static __always_inline bool cuda_want_stack(struct cuda_task *t, __u64 now)
 {
-	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx), b2;
+	if (!cuda_stack_rate)
+		return false;
+	if (now - t->rate_window >= 1000000000ULL) {
+		t->rate_window = now;
+		t->rate_n = 0;
+	}
+	if (t->rate_n >= cuda_stack_rate)
+		return false;
+	t->rate_n++;
+	return true;
+}
+
+/* A launch whose return is not probed: its event now, without stack, duration or result. */
+static __always_inline void cuda_send_entry(__u64 id, __u64 ck, __u64 now, __u64 ptr, bool nested)
+{
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes
+			  ? BPF_RB_FORCE_WAKEUP
+			  : BPF_RB_NO_WAKEUP;
+	struct ev_cuda_api *e = reserve_event(sizeof(*e), BSTAT_CUDA_RB_FULL);
+
+	if (!e)
+		return;
+	/* fill_hdr without its second clock read */
+	e->h.kind = EV_CUDA_API;
+	e->h.pid = id >> 32;
+	e->h.tid = (__u32)id;
+	e->h.size = sizeof(*e);
+	e->h.ts = now;
+	e->h.flags = CUDA_EVF_NOSTACK | CUDA_EVF_NORET | (nested ? CUDA_EVF_NESTED : 0);
+	e->dur = 0;
+	e->result = 0;
+	e->bytes = 0;
+	e->ptr = ptr;
+	e->out = 0;
+	e->kind = 0;
+	e->func = CUDA_CK_FUNC(ck);
+	e->pad = 0;
+	__builtin_memset(&e->st, 0, sizeof(e->st));
+	bpf_ringbuf_submit(e, flags);
+}
+
+/*
+ * Entry of a traced call: its arguments onto the thread's call stack. Returns 1 when its
+ * return needs no probe (sessions only: a launch past the stack rate, sent here).
+ */
+static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 id, __u64 ck, struct cuda_task *t,
+				      bool session)
+{
+	bool launch = CUDA_CK_CLASS(ck) == CUDA_CL_LAUNCH, nested, token = false;
 	struct cuda_regs regs;
-	struct cuda_task *t;
 	struct cuda_call *c;
 	__u32 ia, d;
+	__u64 b2;
 
-	if (!is_target(id >> 32))
-		return 0;
-	stat_inc(BSTAT_CUDA_CALLS);
-	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL,
-				 BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t) {
-		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
-		return 0;
-	}
 	d = t->depth;
+	nested = d > 0 || (launch && t->rt_launch && !(ck & CUDA_CK_RUNTIME));
+	if (launch)
+		t->rt_launch = 0;
+	cuda_regs_get(ctx, &regs);
+	/* A nested launch needs no stack (the outer call has it) and, in a session, no return. */
+	if (session && launch) {
+		__u64 now = bpf_ktime_get_ns();
+
+		token = !nested && cuda_want_stack(t, now);
+		if (!token) {
+			stat_inc(BSTAT_CUDA_NOSTACK);
+			t->rt_launch = !!(ck & CUDA_CK_RUNTIME);
+			cuda_send_entry(id, ck, now, cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_PTR)),
+					nested);
+			return 1;
+		}
+	}
 	if (d >= CUDA_MAX_DEPTH) {
 		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
+		if (session)
+			return 1; /* its return could not be told from an entry */
 		t->depth = d + 1;
 		return 0;
 	}
 	t->depth = d + 1;
 	c = &t->calls[d];
 	t->funcs[d] = CUDA_CK_FUNC(ck);
-	cuda_regs_get(ctx, &regs);
-	c->nested = d > 0;
+	c->nested = nested;
+	c->stack = token;
+	c->sp = regs.sp;
 	c->bytes = 0;
 	ia = CUDA_CK_ARG(ck, CUDA_CK_BYTES);
 	if (ia != CUDA_ARG_NONE) {
@@ -143,18 +220,22 @@ int BPF_KPROBE(cuda_enter)
 	return 0;
 }
 
-static __always_inline bool cuda_want_stack(struct cuda_task *t, __u64 now)
+SEC("?uprobe")
+int BPF_KPROBE(cuda_enter)
 {
-	if (!cuda_stack_rate)
-		return false;
-	if (now - t->rate_window >= 1000000000ULL) {
-		t->rate_window = now;
-		t->rate_n = 0;
+	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx);
+	struct cuda_task *t;
+
+	if (!is_target(id >> 32))
+		return 0;
+	stat_inc(BSTAT_CUDA_CALLS);
+	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t) {
+		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
+		return 0;
 	}
-	if (t->rate_n >= cuda_stack_rate)
-		return false;
-	t->rate_n++;
-	return true;
+	return cuda_entry(ctx, id, ck, t, false);
 }
 
 static __always_inline int cuda_send_handle(struct cuda_call *c, __u64 id, __u64 ck, long rc)
@@ -181,22 +262,18 @@ static __always_inline int cuda_send_handle(struct cuda_call *c, __u64 id, __u64
 	return 0;
 }
 
-SEC("?uretprobe")
-int BPF_KRETPROBE(cuda_exit, long rc)
+/* Return of the call on top of the thread's call stack: one event with duration and result. */
+static __always_inline int cuda_return(struct pt_regs *ctx, __u64 id, __u64 ck, struct cuda_task *t,
+				       long rc)
 {
-	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx), now, size;
+	__u64 now = bpf_ktime_get_ns(), size;
 	struct scratch_buf *b;
 	struct ev_cuda_api *e;
-	struct cuda_task *t;
 	struct cuda_call *c;
 	bool stack = true;
 	__u32 d;
 
-	if (!is_target(id >> 32))
-		return 0;
-	now = bpf_ktime_get_ns();
-	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL, 0);
-	if (!t || !t->depth)
+	if (!t->depth)
 		return 0;
 	d = --t->depth;
 	if (d >= CUDA_MAX_DEPTH)
@@ -227,8 +304,8 @@ int BPF_KRETPROBE(cuda_exit, long rc)
 	e->pad = 0;
 	if (c->nested)
 		e->h.flags |= CUDA_EVF_NESTED;
-	if (CUDA_CK_CLASS(ck) == CUDA_CL_LAUNCH)
-		stack = cuda_want_stack(t, now);
+	if (CUDA_CK_CLASS(ck) == CUDA_CL_LAUNCH && !c->stack)
+		stack = !c->nested && cuda_want_stack(t, now);
 	if (stack) {
 		size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, snapshot_bytes);
 	} else {
@@ -241,6 +318,50 @@ int BPF_KRETPROBE(cuda_exit, long rc)
 	if (size)
 		send_scratch(b, size, BSTAT_CUDA_RB_FULL);
 	return 0;
+}
+
+SEC("?uretprobe")
+int BPF_KRETPROBE(cuda_exit, long rc)
+{
+	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx);
+	struct cuda_task *t;
+
+	if (!is_target(id >> 32))
+		return 0;
+	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL, 0);
+	if (!t)
+		return 0;
+	return cuda_return(ctx, id, ck, t, rc);
+}
+
+/*
+ * Both ends of a call under a uprobe session (expected attach type BPF_TRACE_UPROBE_SESSION,
+ * set by userspace). A return is the call on top of the thread's stack coming back: same
+ * function, stack pointer just above the entry's (a new entry of that function from inside
+ * it has a lower one). Returning 1 from an entry skips the return probe.
+ */
+SEC("?uprobe")
+int BPF_KPROBE(cuda_session)
+{
+	__u64 id = bpf_get_current_pid_tgid(), ck = bpf_get_attach_cookie(ctx);
+	struct cuda_task *t;
+	__u32 d;
+
+	if (!is_target(id >> 32))
+		return 1;
+	t = bpf_task_storage_get(&cuda_tasks, bpf_get_current_task_btf(), NULL,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t) {
+		stat_inc(BSTAT_CUDA_CALLS);
+		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
+		return 1;
+	}
+	d = t->depth - 1;
+	if (d < CUDA_MAX_DEPTH && t->funcs[d] == CUDA_CK_FUNC(ck) &&
+	    PT_REGS_SP(ctx) == t->calls[d].sp + CUDA_RET_SP)
+		return cuda_return(ctx, id, ck, t, PT_REGS_RC(ctx));
+	stat_inc(BSTAT_CUDA_CALLS);
+	return cuda_entry(ctx, id, ck, t, true);
 }
 
 #endif

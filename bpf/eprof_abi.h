@@ -109,7 +109,8 @@ struct ev_exec {
 /*
  * CUDA API (bpf/cuda.bpf.h). The attach cookie of every CUDA uprobe says
  * which function it is and where its interesting arguments are; the
- * uretprobe sends one ev_cuda_api per call.
+ * uretprobe sends one ev_cuda_api per call (with uprobe sessions, launches
+ * past the stack rate send it at entry and skip their return probe).
  */
 #define CUDA_ARG_NONE 0xf
 enum cuda_class {
@@ -131,10 +132,12 @@ enum cuda_class {
 #define CUDA_CK_OUT 36
 #define CUDA_CK_NAME 40
 #define CUDA_CK_SHIFT 44
+#define CUDA_CK_RUNTIME (1ULL << 48) /* a runtime (cuda*) function, not a driver (cu*) one */
 
 enum cuda_ev_flags {
 	CUDA_EVF_NESTED = 1 << 8,  /* called from inside another traced CUDA call */
 	CUDA_EVF_NOSTACK = 1 << 9, /* stack left out by the rate limit */
+	CUDA_EVF_NORET = 1 << 10,  /* sent at entry, return not probed: no duration or result */
 };
 
 enum {

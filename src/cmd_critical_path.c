@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analysis/critpath.h"
+#include "analysis/gpu.h"
 #include "analysis/regions.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
@@ -28,6 +29,8 @@ static void critpath_usage(FILE *f)
 	    "while a thread runs it is on the path; while it waited, the path goes to the thread "
 	    "that\n"
 	    "woke it. Waits nobody explains (timers, I/O) and waits for a CPU stay on the path.\n"
+	    "With CUDA data, a synchronization call goes to the GPU work that ended it,\n"
+	    "GPU work to its launch (or to the work before it on its stream).\n"
 	    "      --segments          list the path's segments (thread, start, length, kind, "
 	    "frame)\n"
 	    "      --json              machine-readable (schema in docs/json-schema.md)\n"
@@ -115,9 +118,16 @@ int parse_critpath_args(int argc, char **argv, struct critpath_cli *o)
 
 static const char *track_comm(const struct profile *p, const struct cp_track *t)
 {
+	static char gpu[48];
 	const struct thread *th = profile__thread((struct profile *)p, t->pid, t->tid, false);
 	const struct process *pr = profile__proc((struct profile *)p, t->pid, false);
 	const char *c = th && th->comm ? profile__str(p, th->comm) : "";
+
+	if (t->kind == CP_TRACK_GPU_STREAM) {
+		snprintf(gpu, sizeof(gpu), "GPU %u stream %u", (uint32_t)(t->gpu_stream >> 32),
+			 (uint32_t)t->gpu_stream);
+		return gpu;
+	}
 
 	/* A main thread's process name follows exec; its thread name only follows samples. */
 	if (pr && pr->comm && t->tid == t->pid && *profile__str(p, pr->comm))
@@ -149,6 +159,11 @@ static const char *segment_top(const struct cp_graph *g, const struct cp_segment
 	const struct cp_track *t = &g->tracks[s->track];
 	uint32_t best = 0, best_n = 0, cur = 0, cur_n = 0;
 
+	if (s->gpu_event && s->gpu_event <= p->events.n) {
+		static char buf[64];
+
+		return gpu_activity_name(p, &p->events.v[s->gpu_event - 1], buf, sizeof(buf));
+	}
 	if (s->kind != WAIT_ONCPU)
 		return s->stack ? stack_top(p, s->stack) : "";
 	/* Few samples per segment: a quadratic count is fine and needs no memory. */
@@ -216,6 +231,26 @@ static uint64_t wall_origin(const struct critpath_cli *o, const struct cp_graph 
 	return o->region ? path->start : g->t_start;
 }
 
+static const char *kind_note(int k)
+{
+	switch (k) {
+	case WAIT_RUNNABLE:
+		return "   (CPU contention)";
+	case WAIT_ONCPU:
+		return "   (CPU-bound)";
+	case WAIT_GPU_COMPUTE:
+		return "   (GPU kernels)";
+	case WAIT_GPU_COPY:
+		return "   (GPU copies and sets)";
+	case WAIT_GPU_LAUNCH:
+		return "   (launch overhead: from the launch call to the work starting)";
+	case WAIT_GPU_SYNC:
+		return "   (synchronization not explained by GPU work)";
+	default:
+		return "";
+	}
+}
+
 static void write_text(struct sink *out, const struct critpath_cli *o, const struct cp_graph *g,
 		       const struct cp_path *path, const struct cp_func *f, size_t nf,
 		       const struct thread_share *ts, size_t nts, uint32_t end_track)
@@ -233,15 +268,16 @@ static void write_text(struct sink *out, const struct critpath_cli *o, const str
 	sink_puts(out, "\nBy kind:\n");
 	for (int k = 0; k < WAIT_KIND_MAX; k++)
 		if (path->by_kind[k])
-			sink_printf(out, "  %-10s %10.3f s %6.1f%%%s\n", wait_kind_name(k),
+			sink_printf(out, "  %-11s %10.3f s %6.1f%%%s\n", wait_kind_name(k),
 				    path->by_kind[k] / 1e9, pct(path->by_kind[k], total),
-				    k == WAIT_RUNNABLE ? "   (CPU contention)" : "");
+				    kind_note(k));
 	sink_puts(out, "\nBy thread:\n");
 	for (size_t i = 0; i < nts; i++) {
 		const struct cp_track *t = &g->tracks[ts[i].track];
 
-		sink_printf(out, "  %8u %8u  %-16s %10.3f s %6.1f%%\n", t->pid, t->tid,
-			    track_comm(p, t), ts[i].ns / 1e9, pct(ts[i].ns, total));
+		sink_printf(out, "  %8u %8u  %-16s %10.3f s %6.1f%%\n", t->pid,
+			    t->kind == CP_TRACK_GPU_STREAM ? 0 : t->tid, track_comm(p, t),
+			    ts[i].ns / 1e9, pct(ts[i].ns, total));
 	}
 	sink_printf(out, "\n%7s %12s  %-50s %s\n", "Path%", "Time(ms)", "Function (inclusive)",
 		    "Module");
@@ -252,15 +288,16 @@ static void write_text(struct sink *out, const struct critpath_cli *o, const str
 		sink_printf(out, "... %zu more functions (--limit 0 shows all)\n", nf - lim);
 	if (!o->segments)
 		return;
-	sink_printf(out, "\n%12s %12s  %-16s %8s  %-10s %s\n", "Start(s)", "Dur(ms)", "Thread",
+	sink_printf(out, "\n%12s %12s  %-16s %8s  %-11s %s\n", "Start(s)", "Dur(ms)", "Thread",
 		    "TID", "Kind", "Frame");
 	for (size_t i = 0; i < path->nsegs; i++) {
 		const struct cp_segment *s = &path->segs[i];
 		const struct cp_track *t = &g->tracks[s->track];
 
-		sink_printf(out, "%12.6f %12.3f  %-16s %8u  %-10s %s\n",
+		sink_printf(out, "%12.6f %12.3f  %-16s %8u  %-11s %s\n",
 			    (s->start - g->t_start) / 1e9, (s->end - s->start) / 1e6,
-			    track_comm(p, t), t->tid, wait_kind_name(s->kind), segment_top(g, s));
+			    track_comm(p, t), t->kind == CP_TRACK_GPU_STREAM ? 0 : t->tid,
+			    wait_kind_name(s->kind), segment_top(g, s));
 	}
 }
 
@@ -269,6 +306,14 @@ static void json_str(struct sink *out, const char *key, const char *v)
 	sink_printf(out, "\"%s\": \"", key);
 	sink_json_str(out, v ? v : "");
 	sink_puts(out, "\"");
+}
+
+/* GPU stream tracks: which device and stream (their tid is 0). */
+static void json_gpu_track(struct sink *out, const struct cp_track *t)
+{
+	if (t->kind == CP_TRACK_GPU_STREAM)
+		sink_printf(out, "\"gpu_device\": %u, \"gpu_stream\": %u, ",
+			    (uint32_t)(t->gpu_stream >> 32), (uint32_t)t->gpu_stream);
 }
 
 static void write_json(struct sink *out, const struct critpath_cli *o, const struct cp_graph *g,
@@ -294,7 +339,8 @@ static void write_json(struct sink *out, const struct critpath_cli *o, const str
 		const struct cp_track *t = &g->tracks[ts[i].track];
 
 		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u, ", i ? ",\n    " : "\n    ", t->pid,
-			    t->tid);
+			    t->kind == CP_TRACK_GPU_STREAM ? 0 : t->tid);
+		json_gpu_track(out, t);
 		json_str(out, "comm", track_comm(p, t));
 		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", ts[i].ns,
 			    pct(ts[i].ns, total));
@@ -318,8 +364,10 @@ static void write_json(struct sink *out, const struct critpath_cli *o, const str
 			sink_printf(out,
 				    "%s{\"pid\": %u, \"tid\": %u, \"start_ns\": %" PRIu64
 				    ", \"dur_ns\": %" PRIu64 ", \"kind\": \"%s\", ",
-				    i ? ",\n    " : "\n    ", t->pid, t->tid, s->start,
+				    i ? ",\n    " : "\n    ", t->pid,
+				    t->kind == CP_TRACK_GPU_STREAM ? 0 : t->tid, s->start,
 				    s->end - s->start, wait_kind_name(s->kind));
+			json_gpu_track(out, t);
 			json_str(out, "frame", segment_top(g, s));
 			sink_puts(out, "}");
 		}
@@ -336,7 +384,7 @@ static int end_point(const struct critpath_cli *o, const struct cp_graph *g, uin
 	if (o->tid) {
 		err = -ENOENT;
 		for (size_t i = 0; i < g->ntracks; i++) {
-			if (g->tracks[i].tid == o->tid) {
+			if (g->tracks[i].kind == CP_TRACK_THREAD && g->tracks[i].tid == o->tid) {
 				*track = i;
 				*end = g->tracks[i].t_last;
 				err = 0;
@@ -437,7 +485,7 @@ int cmd_critical_path(int argc, char **argv)
 		return 2;
 	if (profile_open(o.input, &p))
 		return 1;
-	if (!offcpu_count(p))
+	if (!offcpu_count(p) && !gpu_present(p))
 		log_warn(
 		    "'%s' has no off-CPU data (record with --offcpu): the path cannot follow waits",
 		    o.input);

@@ -269,7 +269,8 @@ static int swap_in_weights(struct profile *p, struct flamegraph_cli *o)
 	size_t n = 0;
 	int err;
 
-	if (!offcpu_count(p)) {
+	/* The critical path also runs through GPU work alone (launches and syncs). */
+	if (!offcpu_count(p) && (o->weights != FG_CRITICAL_PATH || !gpu_present(p))) {
 		log_err("'%s' has no off-CPU data: record with --offcpu", o->input);
 		return -ENOENT;
 	}

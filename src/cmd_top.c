@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cmds.h"
+#include "tui/top_gpu.h"
 #include "tui/top_ui.h"
 #include "util/log.h"
 
@@ -26,6 +27,8 @@ static void top_usage(FILE *f)
 		"  -n, --iterations N      stop after N snapshots (default: until stopped)\n"
 		"  -g, --call-graph MODE   auto (default), fp, dwarf\n"
 		"      --no-kernel         user stacks only\n"
+		"      --gpu               CUDA instead of functions: launches per kernel, calls, time\n"
+		"                          and failures per CUDA function (uprobes; needs -p)\n"
 		"  -v, --verbose           more messages (repeat for debug)\n"
 		"Keys: q quit, s sort, P pause, t threads, / filter, Enter callers/callees, h help.\n");
 }
@@ -99,6 +102,11 @@ static int top_opt(int c, const char *arg, struct top_cli *o)
 	case 'K':
 		o->rec.no_kernel = true;
 		return 0;
+	case 'G':
+		o->gpu = true;
+		o->rec.cuda = 1;
+		o->rec.cuda_stack_rate = 0; /* counts only: launches need no stack here */
+		return 0;
 	case 'v':
 		o->rec.verbose++;
 		return 0;
@@ -114,6 +122,7 @@ int parse_top_args(int argc, char **argv, struct top_cli *o)
 		{ "sort", required_argument, 0, 's' },	    { "batch", no_argument, 0, 'b' },
 		{ "iterations", required_argument, 0, 'n' }, { "call-graph", required_argument, 0, 'g' },
 		{ "no-kernel", no_argument, 0, 'K' },	    { "verbose", no_argument, 0, 'v' },
+		{ "gpu", no_argument, 0, 'G' },
 		{ "help", no_argument, 0, 'h' },	    { 0 }
 	};
 	int c;
@@ -137,6 +146,10 @@ int parse_top_args(int argc, char **argv, struct top_cli *o)
 	}
 	if (o->rec.all && o->rec.npids) {
 		log_err("-p and -a cannot be combined");
+		return -EINVAL;
+	}
+	if (o->gpu && !o->rec.npids) {
+		log_err("--gpu needs -p PID: CUDA libraries are found in the targets' maps");
 		return -EINVAL;
 	}
 	if (!o->rec.npids)
@@ -165,6 +178,7 @@ struct top_run {
 	struct top_cli *o;
 	struct session *s;
 	struct top_model m;
+	struct top_gpu g;
 	struct top_view v;
 	struct top_header h;
 	struct top_ui *ui;
@@ -211,9 +225,12 @@ static int refresh_view(struct top_run *r, double dt)
 
 	if (r->paused) {
 		p->samples.n = 0; /* a frozen screen: what comes meanwhile is not shown */
+		p->events.n = 0;
 		return 0;
 	}
 	err = live_symbolize(r->s);
+	if (!err && r->v.gpu)
+		err = top_gpu__update(&r->g, p, dt);
 	if (!err)
 		err = top_model__update(&r->m, p, dt);
 	if (err) {
@@ -283,6 +300,12 @@ int cmd_top(int argc, char **argv)
 	r.v.sort = o.sort;
 	if (top_model__init(&r.m))
 		return 1;
+	if (top_gpu__init(&r.g)) {
+		top_model__free(&r.m);
+		return 1;
+	}
+	if (o.gpu)
+		r.v.gpu = &r.g;
 	err = live_open(&o.rec, &r.s);
 	if (!err && !o.batch) {
 		r.ui = top_ui__new(&r.v);
@@ -306,5 +329,6 @@ int cmd_top(int argc, char **argv)
 	}
 	live_close(r.s);
 	top_model__free(&r.m);
+	top_gpu__free(&r.g);
 	return err ? 1 : 0;
 }

@@ -120,6 +120,7 @@ struct top_cli {
 	double delay;		/* seconds between refreshes */
 	unsigned iterations;	/* -n: snapshots before exiting, 0 = until stopped */
 	bool batch;
+	bool gpu; /* --gpu: CUDA tables (rec.cuda on) */
 	enum top_sort sort;
 };
 int parse_top_args(int argc, char **argv, struct top_cli *o);

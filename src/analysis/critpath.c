@@ -9,6 +9,7 @@
 
 #include "eprof_abi.h"
 #include "critpath.h"
+#include "gpu.h"
 #include "stacks.h"
 
 #define CP_MAX_STEPS 50000000ULL
@@ -213,6 +214,8 @@ int critpath_build(const struct profile *p, struct cp_graph *g)
 	err = add_samples(p, g);
 	if (!err)
 		err = add_offcpu(p, g);
+	if (!err)
+		err = critpath_add_gpu(p, g);
 	if (err) {
 		critpath_free(g);
 		return err;
@@ -244,6 +247,7 @@ void critpath_free(struct cp_graph *g)
 	for (size_t i = 0; i < g->ntracks; i++) {
 		free(g->tracks[i].waits);
 		free(g->tracks[i].samples);
+		free(g->tracks[i].ops);
 	}
 	free(g->tracks);
 	free(g->edges);
@@ -270,6 +274,8 @@ int critpath_default_end(const struct cp_graph *g, uint32_t *track, uint64_t *ts
 	}
 	if (best < 0) {
 		for (size_t i = 0; i < g->ntracks; i++) {
+			if (g->tracks[i].kind != CP_TRACK_THREAD)
+				continue; /* a path ends on a thread */
 			if (g->tracks[i].t_last > best_ts || best < 0) {
 				best = (int64_t)i;
 				best_ts = g->tracks[i].t_last;
@@ -300,7 +306,7 @@ static ssize_t last_wait_before(const struct cp_track *t, uint64_t ts)
 }
 
 static int push_seg(struct cp_path *path, size_t *cap, uint32_t track, uint64_t start, uint64_t end,
-		    uint8_t kind, uint32_t stack)
+		    uint8_t kind, uint32_t stack, uint32_t gpu_event)
 {
 	if (end <= start)
 		return 0;
@@ -313,10 +319,59 @@ static int push_seg(struct cp_path *path, size_t *cap, uint32_t track, uint64_t 
 		path->segs = n;
 		*cap = ncap;
 	}
-	path->segs[path->nsegs++] = (struct cp_segment){track, start, end, kind, stack};
+	path->segs[path->nsegs++] = (struct cp_segment){track, start, end, kind, stack, gpu_event};
 	path->by_kind[kind] += end - start;
 	path->total_ns += end - start;
 	return 0;
+}
+
+/*
+ * The running time [from, to) of a track, latest first: a thread's is on-cpu; a GPU stream's
+ * is the kernels and copies it ran (any hole between them, which its waits should cover, is
+ * "other").
+ */
+static int push_run(const struct cp_graph *g, struct cp_path *path, size_t *cap, uint32_t tr,
+		    uint64_t from, uint64_t to)
+{
+	const struct cp_track *t = &g->tracks[tr];
+	size_t lo = 0, hi = t->nops;
+	int err = 0;
+
+	if (t->kind != CP_TRACK_GPU_STREAM)
+		return push_seg(path, cap, tr, from, to, WAIT_ONCPU, 0, 0);
+	while (lo < hi) { /* ops starting before `to` */
+		size_t mid = (lo + hi) / 2;
+
+		if (t->ops[mid].start < to)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t k = lo; k-- > 0 && to > from && !err;) {
+		const struct cp_gpu_op *op = &t->ops[k];
+		uint64_t s = op->start > from ? op->start : from;
+
+		if (op->end < to) {
+			uint64_t hole = op->end > from ? op->end : from;
+
+			err = push_seg(path, cap, tr, hole, to, WAIT_OTHER, 0, 0);
+			to = hole;
+			if (to <= from)
+				break;
+		}
+		err = err ?: push_seg(path, cap, tr, s, to, op->kind, op->stack, op->event + 1);
+		to = s;
+	}
+	if (!err && to > from)
+		err = push_seg(path, cap, tr, from, to, WAIT_OTHER, 0, 0);
+	return err;
+}
+
+/* Edges a walk follows from a wait's very start: a thread's creation, a stream's first launch. */
+static bool edge_at_start(const struct cp_graph *g, const struct cp_wait *w)
+{
+	return w->edge >= 0 && (g->edges[w->edge].kind == CP_EDGE_CREATE ||
+				g->edges[w->edge].kind == CP_EDGE_GPU_LAUNCH);
 }
 
 /* Walks backwards; segments come out latest first and are reversed at the end. */
@@ -336,7 +391,7 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
 		if (lo < t) {
 			uint64_t from = lo > start ? lo : start;
 
-			err = push_seg(path, &cap, tr, from, t, WAIT_ONCPU, 0);
+			err = push_run(g, path, &cap, tr, from, t);
 			t = from;
 			stalls = 0;
 			if (!w || t <= start)
@@ -349,14 +404,17 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
 		if (ready < start)
 			ready = start;
 		if (ready < t) {
-			err =
-			    err ? err : push_seg(path, &cap, tr, ready, t, WAIT_RUNNABLE, w->stack);
+			/* After the wakeup: CPU contention; for GPU waits, their own kind. */
+			uint8_t rk = w->kind == WAIT_GPU_LAUNCH || w->kind == WAIT_GPU_SYNC
+					 ? w->kind
+					 : WAIT_RUNNABLE;
+
+			err = err ? err : push_seg(path, &cap, tr, ready, t, rk, w->stack, 0);
 			t = ready;
 			stalls = 0;
 		}
 		bstart = w->start > start ? w->start : start;
-		/* A thread's creation edge starts at the wait's start: follow it there too. */
-		if (t <= bstart && (w->edge < 0 || g->edges[w->edge].kind != CP_EDGE_CREATE))
+		if (t <= bstart && !edge_at_start(g, w))
 			continue;
 		if (w->edge >= 0 && stalls < 4) {
 			const struct cp_edge *e = &g->edges[w->edge];
@@ -370,7 +428,7 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
 		}
 		if (t <= bstart)
 			continue;
-		err = err ? err : push_seg(path, &cap, tr, bstart, t, w->kind, w->stack);
+		err = err ? err : push_seg(path, &cap, tr, bstart, t, w->kind, w->stack, 0);
 		t = bstart;
 		stalls = 0;
 	}
@@ -436,9 +494,14 @@ static int attribute(const struct cp_graph *g, struct cp_path *path)
 			cap = ncap;
 		}
 		if (!wsum) {
+			/* GPU work is the process's: its main thread names it in flamegraphs */
 			path->attr[path->nattr++] = (struct cp_attr){
-			    t->pid, t->tid,
-			    s->kind == WAIT_ONCPU ? stack_at_end(p, t, s) : s->stack, s->kind, len};
+			    t->pid,
+			    t->kind == CP_TRACK_GPU_STREAM ? t->pid : t->tid,
+			    s->kind == WAIT_ONCPU ? stack_at_end(p, t, s) : s->stack,
+			    s->kind,
+			    len,
+			    s->gpu_event};
 			continue;
 		}
 		/* The segment's length spread over its samples by weight; rounding goes to the
@@ -454,7 +517,7 @@ static int attribute(const struct cp_graph *g, struct cp_path *path)
 				ns = left;
 			left -= ns;
 			path->attr[path->nattr++] =
-			    (struct cp_attr){t->pid, t->tid, sm->stack, WAIT_ONCPU, ns};
+			    (struct cp_attr){t->pid, t->tid, sm->stack, WAIT_ONCPU, ns, 0};
 		}
 	}
 	return 0;
@@ -501,13 +564,26 @@ static int64_t kind_leaf(struct profile *p, uint8_t kind)
 	return profile__special(p, name);
 }
 
-/* Stack node of an attribution: a wait's stack gets a leaf naming the wait. */
+/*
+ * Stack node of an attribution: a wait's stack gets a leaf naming the wait; GPU work is
+ * its launch stack with the leaf "[gpu] KERNEL", as in `flamegraph --gpu`.
+ */
 static int64_t attr_node(struct profile *p, const struct cp_attr *a)
 {
+	uint32_t base = a->stack < p->stacks.n ? a->stack : 0;
 	int64_t leaf;
 
 	if (a->kind == WAIT_ONCPU && a->stack)
 		return a->stack;
+	if ((a->kind == WAIT_GPU_COMPUTE || a->kind == WAIT_GPU_COPY) && a->gpu_event &&
+	    a->gpu_event <= p->events.n) {
+		char buf[1100], nb[64];
+
+		snprintf(buf, sizeof(buf), "[gpu] %s",
+			 gpu_activity_name(p, &p->events.v[a->gpu_event - 1], nb, sizeof(nb)));
+		leaf = profile__special(p, buf);
+		return leaf < 0 ? leaf : profile__stack_child(p, base, (uint32_t)leaf);
+	}
 	leaf = kind_leaf(p, a->kind);
 	if (leaf < 0)
 		return leaf;

@@ -8,9 +8,10 @@
  *
  * The graph is generic: tracks with sorted waits, and edges
  * (from track, from time) -> (to track, to time) of a kind. The off-CPU
- * events fill it (critpath_build); the GPU feature can add its streams as
- * tracks, kernel launches as edges CPU -> stream and synchronizations as
- * edges stream -> CPU with critpath_add_track/wait before critpath_walk.
+ * events fill it (critpath_build); GPU activity adds its streams as tracks
+ * (their kernels and copies run on them), launches as edges CPU -> stream and
+ * synchronization calls as edges stream -> CPU (critpath_add_gpu, called by
+ * critpath_build).
  */
 #ifndef EPROF_CRITPATH_H
 #define EPROF_CRITPATH_H
@@ -24,13 +25,21 @@
 enum cp_edge_kind {
 	CP_EDGE_WAKEUP = 0,	/* a thread woke another (futex, pipe, socket ...) */
 	CP_EDGE_CREATE = 1,	/* a thread created another */
-	CP_EDGE_GPU_LAUNCH = 2, /* reserved: CPU launch -> GPU stream */
-	CP_EDGE_GPU_SYNC = 3,	/* reserved: GPU completion -> CPU thread */
+	CP_EDGE_GPU_LAUNCH = 2, /* CPU launch call -> the work starting on an idle stream */
+	CP_EDGE_GPU_SYNC = 3,	/* the GPU work that ended a synchronization -> the CPU thread */
 };
 
 enum cp_track_kind {
 	CP_TRACK_THREAD = 0,
-	CP_TRACK_GPU_STREAM = 1, /* reserved */
+	CP_TRACK_GPU_STREAM = 1, /* pid = the process, tid = a number, gpu_stream = which */
+};
+
+/* A kernel, copy or set on a GPU stream track. */
+struct cp_gpu_op {
+	uint64_t start, end;
+	uint32_t event; /* index in the profile's events */
+	uint32_t stack; /* the CPU stack that launched it, 0 = unknown */
+	uint8_t kind;	/* WAIT_GPU_COMPUTE or WAIT_GPU_COPY */
 };
 
 struct cp_edge {
@@ -57,6 +66,9 @@ struct cp_track {
 	size_t nwaits, cap;
 	uint32_t *samples; /* indexes of its CPU samples, by time */
 	size_t nsamples;
+	uint64_t gpu_stream;   /* GPU stream tracks: device << 32 | stream */
+	struct cp_gpu_op *ops; /* GPU stream tracks: by start, never overlapping */
+	size_t nops, opcap;
 };
 
 struct cp_graph {
@@ -77,8 +89,18 @@ int critpath_add_wait(struct cp_graph *g, uint32_t track, const struct cp_wait *
 /* Sorts waits, sets track lifetimes; call after adding and before walking. */
 int critpath_finalize(struct cp_graph *g);
 
-/* The graph of a profile's threads from its EVK_OFFCPU events and samples. */
+/* The graph of a profile's threads from its EVK_OFFCPU events and samples, plus its GPU. */
 int critpath_build(const struct profile *p, struct cp_graph *g);
+/*
+ * GPU edges (src/analysis/critpath_gpu.c): a stream track per (pid, device, stream)
+ * running its kernels and copies; each idle gap before an op is a wait ended by its
+ * launch call (CP_EDGE_GPU_LAUNCH), or by stream order when the launch came earlier;
+ * a CPU thread in a synchronization call waits for the last op that ended inside the
+ * call (CP_EDGE_GPU_SYNC; on any stream of the process, or the synchronized stream when
+ * CUPTI names it). Off-CPU waits inside a synchronization call give way to it. Leaves
+ * the graph unfinalized. Returns 0 or -ENOMEM.
+ */
+int critpath_add_gpu(const struct profile *p, struct cp_graph *g);
 void critpath_free(struct cp_graph *g);
 
 /* The default end point: the launched command's exit, else the last sign of life. */
@@ -88,7 +110,8 @@ struct cp_segment {
 	uint32_t track;
 	uint64_t start, end;
 	uint8_t kind;	/* enum wait_kind; WAIT_ONCPU while running */
-	uint32_t stack; /* waits: where it waited */
+	uint32_t stack; /* waits: where it waited; GPU work and launches: the launch stack */
+	uint32_t gpu_event; /* GPU work: 1 + index of its event in the profile, else 0 */
 };
 
 struct cp_attr {
@@ -96,6 +119,7 @@ struct cp_attr {
 	uint32_t stack; /* address stack node (a sample's, or a wait's) */
 	uint8_t kind;	/* enum wait_kind */
 	uint64_t ns;
+	uint32_t gpu_event; /* as in cp_segment */
 };
 
 struct cp_path {

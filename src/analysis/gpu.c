@@ -82,7 +82,10 @@ static uint32_t find_call(const struct profile *p, const uint32_t *idx, size_t n
 	{
 		const struct event *e = &p->events.v[idx[lo - 1]];
 
-		if (e->pid == corr->pid && e->tid == corr->tid && corr->ts <= e->ts + e->dur)
+		/* A launch seen at entry only has no end: the thread's last call before the
+		 * callback is it (CUPTI's callback runs inside the call). */
+		if (e->pid == corr->pid && e->tid == corr->tid &&
+		    (corr->ts <= e->ts + e->dur || (e->flags & CUDA_API_F_NODUR)))
 			return idx[lo - 1];
 	}
 	return GPU_NO_LAUNCH;
@@ -157,7 +160,8 @@ struct acc {
 	size_t capi, ckern, cstream, cdev, claunched;
 };
 
-static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uint64_t dur)
+static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uint64_t dur,
+			bool timed)
 {
 	struct gpu_kernel_stat *k;
 	uint64_t i;
@@ -174,6 +178,9 @@ static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uin
 	}
 	k = &s->launched[i];
 	k->count++;
+	if (!timed)
+		return 0;
+	k->timed++;
 	k->total_ns += dur;
 	if (dur < k->min_ns)
 		k->min_ns = dur;
@@ -214,11 +221,13 @@ static int add_api(const struct profile *p, struct gpu_summary *s, struct acc *a
 	s->api_calls++;
 	if (cat == CUDA_CAT_LAUNCH || cat == CUDA_CAT_GRAPH) {
 		uint32_t kn = gpu_launch_kernel_name(p, e);
+		bool timed = !(e->flags & CUDA_API_F_NODUR);
 
 		s->launches++;
+		s->launches_timed += timed;
 		s->launch_ns += e->dur;
 		if (cat == CUDA_CAT_LAUNCH)
-			return add_launched(s, a, kn, e->dur); /* 0: unnamed */
+			return add_launched(s, a, kn, e->dur, timed); /* 0: unnamed */
 	} else if (cat == CUDA_CAT_SYNC) {
 		s->sync_calls++;
 		s->sync_ns += e->dur;
@@ -278,6 +287,7 @@ static int add_kernel(struct gpu_summary *s, struct acc *a, const struct event *
 	}
 	k = &s->kernels[i];
 	k->count++;
+	k->timed++;
 	k->total_ns += e->dur;
 	if (e->dur < k->min_ns)
 		k->min_ns = e->dur;
@@ -547,11 +557,10 @@ static int64_t leaf_on(struct profile *p, uint32_t stack, const char *prefix, co
 	return profile__stack_child(p, stack, (uint32_t)loc);
 }
 
-static const char *activity_name(const struct profile *p, const struct event *e, char *buf,
-				 size_t len)
+const char *gpu_activity_name(const struct profile *p, const struct event *e, char *buf, size_t len)
 {
 	if (e->kind == EVK_GPU_KERNEL)
-		return profile__str(p, e->name);
+		return *profile__str(p, e->name) ? profile__str(p, e->name) : "[unnamed]";
 	snprintf(buf, len, "%s %s", e->kind == EVK_GPU_MEMSET ? "memset" : "memcpy",
 		 e->kind == EVK_GPU_MEMSET ? "" : gpu_copy_dir_name(e->flags & 0xf));
 	return buf;
@@ -601,7 +610,7 @@ int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
 			}
 			base = (uint32_t)profile__stack_child(p, 0, (uint32_t)none);
 		}
-		err = leaf_on(p, base, "[gpu]", activity_name(p, e, buf, sizeof(buf)));
+		err = leaf_on(p, base, "[gpu]", gpu_activity_name(p, e, buf, sizeof(buf)));
 		if (err > 0)
 			v[n++] = (struct sample){e->ts, e->pid,	       api ? api->tid : e->pid,
 						 0,	(uint32_t)err, e->dur ? e->dur : 1};

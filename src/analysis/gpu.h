@@ -30,6 +30,7 @@ struct gpu_api_stat {
 struct gpu_kernel_stat {
 	uint32_t name;
 	uint64_t count, total_ns, min_ns, max_ns;
+	uint64_t timed; /* entries with a duration (launches seen at entry only have none) */
 };
 
 struct gpu_copy_stat {
@@ -65,6 +66,7 @@ struct gpu_summary {
 	size_t nlaunched;
 	struct gpu_copy_stat copies[GPU_COPY_DIR_MAX];
 	uint64_t api_calls, launches, launch_ns;
+	uint64_t launches_timed;      /* launches with a duration: their return was probed */
 	uint64_t sync_calls, sync_ns; /* CPU time blocked in synchronization calls */
 	uint64_t kernel_ns;	      /* sum of kernel durations */
 	uint64_t gpu_events, joined;  /* GPU activities, and those with a launch stack */
@@ -97,6 +99,10 @@ enum gpu_weight {
  * Returns the number of samples made, or -ENOMEM.
  */
 int64_t gpu_to_samples(struct profile *p, enum gpu_weight w);
+
+/* "KERNEL", "memcpy HtoD", "memset " of a kernel, copy or set event (buf for the latter). */
+const char *gpu_activity_name(const struct profile *p, const struct event *e, char *buf,
+			      size_t len);
 
 /* Kernel name of a launch API event (from its host stub or function handle), or 0. */
 uint32_t gpu_launch_kernel_name(const struct profile *p, const struct event *api);

@@ -11,8 +11,9 @@
 
 const char *wait_kind_name(enum wait_kind k)
 {
-	static const char *const names[WAIT_KIND_MAX] = {"on-cpu", "runnable", "io",
-							 "sleep",  "lock",     "other"};
+	static const char *const names[WAIT_KIND_MAX] = {
+	    "on-cpu", "runnable",    "io",	 "sleep",      "lock",
+	    "other",  "gpu-compute", "gpu-copy", "gpu-launch", "gpu-sync"};
 
 	return (unsigned)k < WAIT_KIND_MAX ? names[k] : "other";
 }
@@ -95,7 +96,7 @@ static bool event_match(const struct sample_filter *f, const struct event *e)
 int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample_filter *f,
 		   struct sample **out, size_t *n)
 {
-	int64_t leaf[WAIT_KIND_MAX];
+	int64_t leaf[WAIT_OFFCPU_MAX];
 	size_t cap = 2 * offcpu_count(p) + (w == OFFCPU_W_WALL ? p->samples.n : 0), k = 0;
 	struct sample *v = malloc((cap ? cap : 1) * sizeof(*v));
 	char name[32];
@@ -113,7 +114,7 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 		free(v);
 		return (int)nostack;
 	}
-	for (int i = 0; i < WAIT_KIND_MAX; i++) {
+	for (int i = 0; i < WAIT_OFFCPU_MAX; i++) {
 		snprintf(name, sizeof(name), "[%s]", wait_kind_name(i));
 		leaf[i] = profile__special(p, name);
 		if (leaf[i] < 0) {

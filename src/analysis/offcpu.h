@@ -20,10 +20,18 @@ enum wait_kind {
 	WAIT_SLEEP = 3,	   /* interruptible sleep: timers, pipes, sockets, poll */
 	WAIT_LOCK = 4,	   /* futex, mutex, rwsem */
 	WAIT_OTHER = 5,
+	/* Critical path only (GPU edges, src/analysis/critpath_gpu.c): */
+	WAIT_GPU_COMPUTE = 6, /* a GPU kernel ran */
+	WAIT_GPU_COPY = 7,    /* a GPU copy or set ran */
+	WAIT_GPU_LAUNCH = 8,  /* from a launch call to its work starting on an idle stream */
+	WAIT_GPU_SYNC = 9, /* a thread in a synchronization call that GPU work does not explain */
 	WAIT_KIND_MAX
 };
+/* The kinds an off-CPU interval can have. */
+#define WAIT_OFFCPU_MAX WAIT_GPU_COMPUTE
 
-/* "on-cpu", "runnable", "io", "sleep", "lock", "other". */
+/* "on-cpu", "runnable", "io", "sleep", "lock", "other", "gpu-compute", "gpu-copy",
+ * "gpu-launch", "gpu-sync". */
 const char *wait_kind_name(enum wait_kind k);
 
 /* Kind of an EVK_OFFCPU event: from its state, and its kernel stack for locks. */

@@ -36,6 +36,7 @@ enum gpu_copy_dir {
 #define CUDA_API_F_NOSTACK (1u << 9) /* stack left out by --cuda-stack-rate */
 #define CUDA_API_F_ASYNC (1u << 10)
 #define CUDA_API_F_FAILED (1u << 11) /* result != 0 */
+#define CUDA_API_F_NODUR (1u << 12)  /* launch seen at entry only: dur and result unknown (0) */
 
 static inline const char *gpu_copy_dir_name(unsigned d)
 {

@@ -75,8 +75,8 @@ static void text_kernels(struct sink *out, const struct profile *p, const struct
 		const struct gpu_kernel_stat *k = &s->kernels[i];
 
 		fmt_ns(t, sizeof(t), k->total_ns);
-		fmt_ns(mean, sizeof(mean), k->total_ns / k->count);
-		fmt_ns(mn, sizeof(mn), k->min_ns);
+		fmt_ns(mean, sizeof(mean), k->timed ? k->total_ns / k->timed : 0);
+		fmt_ns(mn, sizeof(mn), k->timed ? k->min_ns : 0);
 		fmt_ns(mx, sizeof(mx), k->max_ns);
 		sink_printf(out, "%8" PRIu64 " %12s %6.1f%% %11s %11s %11s  %s\n", k->count, t,
 			    pct(k->total_ns, s->kernel_ns), mean, mn, mx,
@@ -150,10 +150,10 @@ int report_gpu_text(struct sink *out, const struct profile *p, unsigned limit)
 	fmt_ns(sync, sizeof(sync), s.sync_ns);
 	fmt_ns(launch, sizeof(launch), s.launch_ns);
 	sink_printf(out,
-		    "\n# GPU: %" PRIu64 " CUDA API calls, %" PRIu64
-		    " launches (%s in launch calls), "
+		    "\n# GPU: %" PRIu64 " CUDA API calls, %" PRIu64 " launches (%s in the %" PRIu64
+		    " timed launch calls), "
 		    "%" PRIu64 " sync calls blocked %s\n",
-		    s.api_calls, s.launches, launch, s.sync_calls, sync);
+		    s.api_calls, s.launches, launch, s.launches_timed, s.sync_calls, sync);
 	sink_printf(out,
 		    "# GPU memory (cudaMalloc & co): peak %" PRIu64 " bytes, never freed %" PRIu64
 		    " bytes in %" PRIu64 " allocations\n",
@@ -197,8 +197,8 @@ static void json_kernels(struct sink *out, const struct profile *p, const char *
 			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
 			    ", \"mean_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
 			    ", \"max_ns\": %" PRIu64 ", \"share_pct\": %.2f}",
-			    k[i].count, k[i].total_ns, k[i].total_ns / k[i].count, k[i].min_ns,
-			    k[i].max_ns, pct(k[i].total_ns, total));
+			    k[i].count, k[i].total_ns, k[i].timed ? k[i].total_ns / k[i].timed : 0,
+			    k[i].timed ? k[i].min_ns : 0, k[i].max_ns, pct(k[i].total_ns, total));
 	}
 	sink_puts(out, "]");
 }
@@ -280,13 +280,14 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 		return err;
 	sink_printf(out,
 		    ",\n  \"gpu\": {\"api_calls\": %" PRIu64 ", \"launches\": %" PRIu64
-		    ", \"launch_ns\": %" PRIu64 ", \"sync_calls\": %" PRIu64
-		    ", \"sync_ns\": %" PRIu64 ", \"kernel_ns\": %" PRIu64
-		    ", \"activities\": %" PRIu64 ", \"activities_with_launch_stack\": %" PRIu64
-		    ", \"mem_peak_bytes\": %" PRIu64 ", \"mem_never_freed_bytes\": %" PRIu64
+		    ", \"launch_ns\": %" PRIu64 ", \"launches_timed\": %" PRIu64
+		    ", \"sync_calls\": %" PRIu64 ", \"sync_ns\": %" PRIu64
+		    ", \"kernel_ns\": %" PRIu64 ", \"activities\": %" PRIu64
+		    ", \"activities_with_launch_stack\": %" PRIu64 ", \"mem_peak_bytes\": %" PRIu64
+		    ", \"mem_never_freed_bytes\": %" PRIu64
 		    ", \"mem_never_freed_allocs\": %" PRIu64,
-		    s.api_calls, s.launches, s.launch_ns, s.sync_calls, s.sync_ns, s.kernel_ns,
-		    s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
+		    s.api_calls, s.launches, s.launch_ns, s.launches_timed, s.sync_calls, s.sync_ns,
+		    s.kernel_ns, s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
 	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns);
 	json_kernels(out, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]",
 		     s.launch_ns);

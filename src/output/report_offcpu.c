@@ -49,7 +49,7 @@ int report_offcpu(struct sink *out, const struct profile *p, const struct report
 			    ",\n  \"offcpu\": {\"intervals\": %" PRIu64 ", \"total_ns\": %" PRIu64
 			    ", \"by_kind\": {",
 			    s.intervals, s.total_ns);
-		for (int k = WAIT_RUNNABLE; k < WAIT_KIND_MAX; k++)
+		for (int k = WAIT_RUNNABLE; k < WAIT_OFFCPU_MAX; k++)
 			sink_printf(out, "%s\"%s\": %" PRIu64, k > WAIT_RUNNABLE ? ", " : "",
 				    wait_kind_name(k), s.by_kind[k]);
 		sink_puts(out, "}, \"stacks\": [");
@@ -69,7 +69,7 @@ int report_offcpu(struct sink *out, const struct profile *p, const struct report
 			    " blocked intervals, %.3f s in all (%.1f%% with a known waker)\n",
 			    s.intervals, s.total_ns / 1e9,
 			    s.intervals ? 100.0 * s.wakers_known / s.intervals : 0);
-		for (int k = WAIT_RUNNABLE; k < WAIT_KIND_MAX; k++)
+		for (int k = WAIT_RUNNABLE; k < WAIT_OFFCPU_MAX; k++)
 			if (s.by_kind[k])
 				sink_printf(out, "  %-10s %10.3f s %6.1f%%\n", wait_kind_name(k),
 					    s.by_kind[k] / 1e9, 100.0 * s.by_kind[k] / s.total_ns);

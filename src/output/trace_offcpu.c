@@ -14,6 +14,7 @@
 
 #include "eprof_abi.h"
 #include "../analysis/critpath.h"
+#include "../analysis/gpu.h"
 #include "../util/hmap.h"
 #include "trace.h"
 
@@ -158,9 +159,25 @@ static int critical_path_track(struct trace_writer *w, const struct profile *p,
 
 		if (!in_range(o, s->start, s->end))
 			continue;
-		snprintf(name, sizeof(name), "%s: %s", comm_of(p, t->pid, t->tid, buf, sizeof(buf)),
-			 wait_kind_name(s->kind));
-		snprintf(args, sizeof(args), "{\"pid\":%u,\"tid\":%u}", t->pid, t->tid);
+		if (t->kind == CP_TRACK_GPU_STREAM) {
+			char op[64];
+			const char *what =
+			    s->gpu_event && s->gpu_event <= p->events.n
+				? gpu_activity_name(p, &p->events.v[s->gpu_event - 1], op,
+						    sizeof(op))
+				: "";
+
+			snprintf(name, sizeof(name), "GPU %u stream %u: %s%s%.40s",
+				 (uint32_t)(t->gpu_stream >> 32), (uint32_t)t->gpu_stream,
+				 wait_kind_name(s->kind), *what ? " " : "", what);
+			snprintf(args, sizeof(args), "{\"pid\":%u,\"gpu_stream\":%u}", t->pid,
+				 (uint32_t)t->gpu_stream);
+		} else {
+			snprintf(name, sizeof(name), "%s: %s",
+				 comm_of(p, t->pid, t->tid, buf, sizeof(buf)),
+				 wait_kind_name(s->kind));
+			snprintf(args, sizeof(args), "{\"pid\":%u,\"tid\":%u}", t->pid, t->tid);
+		}
 		trace_complete(w, CP_PID, CP_PID, s->start, s->end - s->start, name,
 			       "critical_path", args);
 		st->slices++;
@@ -178,10 +195,16 @@ int trace_source_offcpu(struct trace_writer *w, const struct profile *p, const s
 	size_t n = 0;
 	int err;
 
-	for (size_t i = 0; i < p->events.n; i++)
+	bool gpu = false;
+
+	for (size_t i = 0; i < p->events.n; i++) {
 		n += p->events.v[i].kind == EVK_OFFCPU;
-	if (!n)
-		return 0;
+		gpu |= p->events.v[i].kind == EVK_GPU_KERNEL ||
+		       p->events.v[i].kind == EVK_GPU_MEMCPY ||
+		       p->events.v[i].kind == EVK_GPU_MEMSET;
+	}
+	if (!n) /* GPU work alone still has a critical path: through launches and syncs */
+		return gpu ? critical_path_track(w, p, o, st) : 0;
 	idx = malloc(n * sizeof(*idx));
 	has_track = hmap__new(64);
 	if (!idx || !has_track) {

@@ -55,7 +55,7 @@ struct cuda_obj {
 	ino_t ino;
 	struct bpf_link **links; /* one per probe (kernels without uprobe_multi) */
 	size_t nlinks;
-	int mfd[2]; /* uprobe_multi links: entries, returns */
+	int mfd[2]; /* uprobe_multi links: entries, returns (or one session link in mfd[0]) */
 };
 
 struct cuda_state {
@@ -64,7 +64,8 @@ struct cuda_state {
 	struct hmap *seen_paths; /* string id of a mapped path already checked */
 	struct hmap *handles;	 /* (pid, CUfunction/CUkernel) -> kernel name string id */
 	uint32_t func_names[128];
-	bool multi; /* attach with uprobe_multi links (Linux 6.6+) */
+	bool multi;   /* attach with uprobe_multi links (Linux 6.6+) */
+	bool session; /* ... as one uprobe session: launches can skip their return (6.13+) */
 	uint64_t last_scan;
 	uint64_t calls, events;
 	/* CUPTI */
@@ -161,6 +162,7 @@ static int scan_symbols(const char *path, uint64_t *offs, unsigned *found)
 #ifndef BPF_TRACE_UPROBE_MULTI_
 #define BPF_TRACE_UPROBE_MULTI_ 48
 #endif
+#define BPF_TRACE_UPROBE_SESSION_ 57
 
 /*
  * One uprobe_multi link for all probes of an object (libbpf 1.1 has no API
@@ -168,7 +170,7 @@ static int scan_symbols(const char *path, uint64_t *offs, unsigned *found)
  * for libcudart); a multi link detaches all at once.
  */
 static int attach_multi(int prog_fd, const char *path, const uint64_t *offs,
-			const uint64_t *cookies, uint32_t cnt, bool ret)
+			const uint64_t *cookies, uint32_t cnt, bool ret, bool session)
 {
 	struct {
 		uint32_t prog_fd, target_fd, attach_type, flags;
@@ -178,7 +180,7 @@ static int attach_multi(int prog_fd, const char *path, const uint64_t *offs,
 
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = prog_fd;
-	attr.attach_type = BPF_TRACE_UPROBE_MULTI_;
+	attr.attach_type = session ? BPF_TRACE_UPROBE_SESSION_ : BPF_TRACE_UPROBE_MULTI_;
 	attr.path = (uint64_t)(uintptr_t)path;
 	attr.offsets = (uint64_t)(uintptr_t)offs;
 	attr.cookies = (uint64_t)(uintptr_t)cookies;
@@ -187,18 +189,19 @@ static int attach_multi(int prog_fd, const char *path, const uint64_t *offs,
 	return (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 }
 
-static bool kernel_has_uprobe_multi(void)
+/* Whether the running kernel is at least maj.min. */
+static bool kernel_at_least(int want_maj, int want_min)
 {
 	struct utsname u;
 	int maj = 0, min = 0;
 
 	if (uname(&u) || sscanf(u.release, "%d.%d", &maj, &min) != 2)
 		return false;
-	return maj > 6 || (maj == 6 && min >= 6);
+	return maj > want_maj || (maj == want_maj && min >= want_min);
 }
 
-static int attach_object_multi(struct feature_ctx *f, struct cuda_obj *o, const char *path,
-			       const uint64_t *offs)
+static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, struct cuda_obj *o,
+			       const char *path, const uint64_t *offs)
 {
 	uint64_t so[128], ck[128];
 	uint32_t n = 0;
@@ -209,11 +212,22 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_obj *o, const 
 		so[n] = offs[i];
 		ck[n++] = cuda_func_cookie(i);
 	}
+	if (s->session) {
+		o->mfd[0] = attach_multi(bpf_program__fd(f->skel->progs.cuda_session), path, so, ck,
+					 n, false, true);
+		if (o->mfd[0] >= 0)
+			return 0;
+		/* the entry and return programs are loaded too: go on with them */
+		log_info("cuda: uprobe session refused (%s): entry and return probes instead",
+			 strerror(errno));
+		s->session = false;
+	}
 	o->mfd[0] =
-	    attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n, false);
+	    attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n, false, false);
 	if (o->mfd[0] < 0)
 		return -errno;
-	o->mfd[1] = attach_multi(bpf_program__fd(f->skel->progs.cuda_exit), path, so, ck, n, true);
+	o->mfd[1] =
+	    attach_multi(bpf_program__fd(f->skel->progs.cuda_exit), path, so, ck, n, true, false);
 	if (o->mfd[1] < 0)
 		return -errno;
 	return 0;
@@ -245,7 +259,7 @@ static int attach_object(struct feature_ctx *f, struct cuda_state *s, const char
 	o->ino = st.st_ino;
 	o->mfd[0] = o->mfd[1] = -1;
 	if (s->multi) {
-		err = attach_object_multi(f, o, path, offs);
+		err = attach_object_multi(f, s, o, path, offs);
 		if (err)
 			log_warn("failed to attach uprobes to CUDA functions in '%s': %s", path,
 				 strerror(-err));
@@ -533,7 +547,8 @@ static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cud
 	ev.flags = fn->cat | dir << 4 | (fn->async ? CUDA_API_F_ASYNC : 0) |
 		   (e->h.flags & CUDA_EVF_NESTED ? CUDA_API_F_NESTED : 0) |
 		   (e->h.flags & CUDA_EVF_NOSTACK ? CUDA_API_F_NOSTACK : 0) |
-		   ((int32_t)e->result ? CUDA_API_F_FAILED : 0);
+		   ((int32_t)e->result ? CUDA_API_F_FAILED : 0) |
+		   (e->h.flags & CUDA_EVF_NORET ? CUDA_API_F_NODUR : 0);
 	if (fn->cat == CUDA_CAT_ALLOC)
 		ev.c = fn->out >= 0 ? e->out : e->ptr;
 	else if (fn->cat == CUDA_CAT_FREE)
@@ -800,9 +815,15 @@ static int cuda_configure(struct feature_ctx *f, void **state)
 	s->handles = hmap__new(256);
 	if (!s->seen_paths || !s->handles || cuda_nfuncs > 128)
 		return -ENOMEM;
+	s->multi = kernel_at_least(6, 6) && !getenv("EPROF_NO_UPROBE_MULTI");
+	s->session = s->multi && kernel_at_least(6, 13) && !getenv("EPROF_NO_UPROBE_SESSION");
+	if (s->session) {
+		bpf_program__set_autoload(f->skel->progs.cuda_session, true);
+		bpf_program__set_expected_attach_type(f->skel->progs.cuda_session,
+						      BPF_TRACE_UPROBE_SESSION_);
+	}
 	bpf_program__set_autoload(f->skel->progs.cuda_enter, true);
 	bpf_program__set_autoload(f->skel->progs.cuda_exit, true);
-	s->multi = kernel_has_uprobe_multi() && !getenv("EPROF_NO_UPROBE_MULTI");
 	if (s->multi) {
 		bpf_program__set_expected_attach_type(f->skel->progs.cuda_enter,
 						      BPF_TRACE_UPROBE_MULTI_);

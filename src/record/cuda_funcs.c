@@ -119,7 +119,8 @@ uint64_t cuda_func_cookie(unsigned i)
 	return (uint64_t)i | cls << 16 | arg_bits(f->bytes, CUDA_CK_BYTES) |
 	       arg_bits(f->bytes2, CUDA_CK_BYTES2) | arg_bits(f->kind, CUDA_CK_KIND) |
 	       arg_bits(f->ptr, CUDA_CK_PTR) | arg_bits(f->out, CUDA_CK_OUT) |
-	       arg_bits(f->name_arg, CUDA_CK_NAME) | (uint64_t)f->shift << CUDA_CK_SHIFT;
+	       arg_bits(f->name_arg, CUDA_CK_NAME) | (uint64_t)f->shift << CUDA_CK_SHIFT |
+	       (!strncmp(f->name, "cuda", 4) ? CUDA_CK_RUNTIME : 0);
 }
 
 unsigned cuda_memcpy_kind_dir(uint32_t kind)

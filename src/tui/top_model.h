@@ -55,10 +55,13 @@ struct top_model {
 	uint64_t intervals;
 };
 
+struct top_gpu;
+
 struct top_view {
 	enum top_sort sort;
 	const char *filter; /* substring of function or module; NULL or "" = all */
 	bool threads;	    /* per-thread table instead of functions */
+	const struct top_gpu *gpu; /* --gpu: the CUDA tables instead of functions (top_gpu.h) */
 };
 
 struct top_header {

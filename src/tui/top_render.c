@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "top_gpu.h"
 #include "top_model.h"
 
 #define MAX_DEPTH 512
@@ -198,7 +199,9 @@ int top_render(struct sink *out, const struct top_model *m, const struct profile
 	int err;
 
 	render_header(out, m, p, h, v);
-	if (v->threads)
+	if (v->gpu)
+		err = top_gpu__render(out, v->gpu, p, width, max_rows);
+	else if (v->threads)
 		err = render_threads(out, m, p, h, max_rows);
 	else
 		err = render_funcs(out, m, p, v, width, max_rows);

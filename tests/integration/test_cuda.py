@@ -157,13 +157,23 @@ def fake_cuda(eprof, tmp_path_factory):
     subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_app"),
                     os.path.join(FAKE, "fake_app.c"), f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"],
                    check=True)
-    return {"app": str(d / "fake_app"), "cupti": str(d / "libfakecupti.so")}
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_critpath"),
+                    os.path.join(FAKE, "fake_critpath.c"), f"-L{d}", "-lcuda",
+                    f"-Wl,-rpath,{d}"], check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", "-o", str(d / "libfakecudart.so"),
+                    os.path.join(FAKE, "fake_rt.c"), f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"],
+                   check=True)
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_rtapp"),
+                    os.path.join(FAKE, "fake_rtapp.c"), f"-L{d}", "-Wl,--no-as-needed",
+                    "-lfakecudart", "-lcuda", f"-Wl,-rpath,{d}"], check=True)
+    return {"app": str(d / "fake_app"), "cupti": str(d / "libfakecupti.so"),
+            "critpath": str(d / "fake_critpath"), "rtapp": str(d / "fake_rtapp")}
 
 
-def record_fake(ep, fake_cuda, *extra):
-    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"])
+def record_fake(ep, fake_cuda, *extra, app="app", env_extra=None):
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], **(env_extra or {}))
     env.pop("CUDA_INJECTION64_PATH", None)
-    ep.run("record", "-q", *extra, "--", fake_cuda["app"], env=env)
+    ep.run("record", "-q", *extra, "--", fake_cuda[app], env=env)
 
 
 def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
@@ -236,3 +246,73 @@ def test_cupti_flushed_when_the_record_stops(ep, fake_cuda):
     gpu = ep.report_json()["gpu"]
     assert {k["name"]: k["count"] for k in gpu["kernels"]} == {"kernel_a": 10, "kernel_b": 5}
     assert gpu["activities_with_launch_stack"] == 18
+
+
+@pytest.mark.parametrize("offcpu", [False, True], ids=["gpu-only", "offcpu"])
+def test_critical_path_through_the_gpu(ep, fake_cuda, offcpu):
+    """150 ms of CPU work, three 100 ms kernels waited for, a 0.1 ms copy waited for, 20 ms
+    of CPU work: the path goes exit <- CPU <- sync <- copy <- launch <- CPU <- sync <- the
+    kernels <- launch <- CPU. The GPU shares are the fake GPU's exact durations."""
+    record_fake(ep, fake_cuda, *(["--offcpu"] if offcpu else []), app="critpath")
+    cp = json.loads(ep.run("critical-path", "--json", "--segments", "--limit", "0").stdout)
+    k = cp["by_kind"]
+    assert k["gpu-compute"] == 300_000_000, k
+    assert k["gpu-copy"] == 100_000, k
+    # the fixture's own clock: at least 170 ms of CPU work, running or waiting for a CPU
+    assert k["on-cpu"] + k["runnable"] >= 170_000_000, k
+    assert 0 < k["gpu-launch"] < 20_000_000, k
+    assert k["gpu-sync"] < 20_000_000, k  # the CPU noticing the GPU was done
+    assert cp["total_ns"] >= 0.95 * cp["wall_ns"], cp
+    segs = cp["segments"]
+    gpu = [s for s in segs if s["kind"] == "gpu-compute"]
+    assert [s["frame"] for s in gpu] == ["long_ms100"] * 3, gpu
+    assert {(s["gpu_device"], s["gpu_stream"], s["tid"]) for s in gpu} == {(0, 7, 0)}
+    assert all(a["start_ns"] + a["dur_ns"] == b["start_ns"] for a, b in zip(gpu, gpu[1:]))
+    kinds = [s["kind"] for s in segs]
+    first = kinds.index("gpu-compute")
+    assert kinds[first - 1] == "gpu-launch" and kinds[first + 3] == "gpu-sync", kinds
+    assert "gpu-copy" in kinds[first + 3:], kinds
+    # the thread sleeps inside cuCtxSynchronize (--offcpu sees it): the GPU explains that wait
+    assert "sleep" not in kinds[first:] and "runnable" not in kinds[first:first + 6], kinds
+    funcs = {f["name"]: f["ns"] for f in cp["functions"]}
+    assert funcs["[gpu] long_ms100"] == 300_000_000, funcs
+    assert funcs["launch_long"] >= 300_000_000 and funcs["cpu_work"] >= 100_000_000, funcs
+    fg = {tuple(f[-2:]): (f[0], ns) for f, ns in ep.folded("eprof.data", "--critical-path")}
+    assert fg[("launch_long", "[gpu] long_ms100")] == ("fake_critpath", 300_000_000), fg
+    text = ep.run("critical-path").stdout
+    assert "gpu-compute" in text and "GPU 0 stream 7" in text, text
+    ep.run("trace", "-o", "t.json")
+    with open(os.path.join(ep.dir, "t.json")) as f:
+        ev = json.load(f)["traceEvents"]
+    cps = [e["name"] for e in ev if e["ph"] == "X" and e.get("cat") == "critical_path"]
+    assert cps.count("GPU 0 stream 7: gpu-compute long_ms100") == 3, cps
+
+
+def have_uprobe_session():
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (6, 13) and "EPROF_NO_UPROBE_SESSION" not in os.environ
+
+
+@pytest.mark.parametrize("mode", ["session", "no-session"])
+@pytest.mark.parametrize("rate", [0, 3, 100])
+def test_launch_entry_only_keeps_counts_and_join(ep, fake_cuda, mode, rate):
+    """Launches past --cuda-stack-rate are sent at entry without a return probe (uprobe
+    sessions): counts, kernel names and the CUPTI join stay exact; only those launches lose
+    their duration and result. The fake runtime's cudaLaunchKernel calls the driver's
+    cuLaunchKernel: one launch each, however they were probed."""
+    env = {"EPROF_NO_UPROBE_SESSION": "1"} if mode == "no-session" else {}
+    record_fake(ep, fake_cuda, "--cuda-stack-rate", str(rate), app="rtapp", env_extra=env)
+    rep = ep.report_json()
+    gpu = rep["gpu"]
+    api = api_by_name(gpu)
+    assert api["cudaLaunchKernel"]["count"] == 12 and api["cuLaunchKernel"]["count"] == 12, api
+    assert gpu["launches"] == 12, gpu  # the nested driver launches are not counted again
+    assert {k["name"]: k["count"] for k in gpu["launched_kernels"]} == {"rt_kernel_a": 12}
+    # a nested launch needs no stack: the runtime launch around it has it
+    assert rep["stats"]["cuda_launches_without_stack"] == 12 + max(0, 12 - rate)
+    timed = 12 if mode == "no-session" or not have_uprobe_session() else min(rate, 12)
+    assert gpu["launches_timed"] == timed, gpu
+    assert gpu["activities"] == 12 and gpu["activities_with_launch_stack"] == 12, gpu
+    fg = {tuple(f[-2:]): ns for f, ns in ep.folded("eprof.data", "--gpu")}
+    with_stack = sum(ns for k, ns in fg.items() if k[0] == "rt_launch")
+    assert with_stack == min(rate, 12) * 2_000_000, fg

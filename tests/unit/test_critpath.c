@@ -7,6 +7,7 @@
 #include "eprof_abi.h"
 #include "analysis/critpath.h"
 #include "analysis/offcpu.h"
+#include "model/gpu_event.h"
 #include "cmds.h"
 
 static void add_offcpu(struct profile *p, uint32_t tid, uint64_t ts, uint64_t end, uint16_t state,
@@ -159,6 +160,184 @@ static void test_offcpu_weights(void **state)
 	profile__free(p);
 }
 
+/* --- GPU edges ------------------------------------------------------------------------------ */
+
+static void add_api(struct profile *p, const char *fn, unsigned cat, uint64_t ts, uint64_t dur,
+		    uint64_t corr)
+{
+	struct event e = {.kind = EVK_CUDA_API, .pid = 1, .tid = 1, .ts = ts, .dur = dur,
+			  .flags = cat, .name = profile__intern(p, fn)};
+	struct event c = {.kind = EVK_CUDA_CORR, .pid = 1, .tid = 1, .ts = ts + dur / 2, .c = corr};
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+	if (corr)
+		assert_int_equal(profile__add_event(p, &c), 0);
+}
+
+static void add_op(struct profile *p, uint16_t kind, const char *name, uint32_t stream,
+		   uint64_t start, uint64_t end, uint64_t corr)
+{
+	struct event e = {.kind = kind, .pid = 1, .tid = 1, .ts = start, .dur = end - start,
+			  .a = stream, .c = corr, .name = name ? profile__intern(p, name) : 0,
+			  .flags = kind == EVK_GPU_MEMCPY ? GPU_COPY_HTOD : 0};
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+static struct profile *gpu_proc(uint64_t exit_ts)
+{
+	struct profile *p = profile__new();
+	struct process *pr;
+
+	assert_non_null(p);
+	pr = profile__proc(p, 1, true);
+	pr->start_ts = 1000;
+	pr->exit_ts = exit_ts;
+	profile__set_meta(p, "start_ns", "1000");
+	return p;
+}
+
+static void walk_default(struct profile *p, struct cp_graph *g, struct cp_path *path)
+{
+	uint32_t track;
+	uint64_t end;
+
+	assert_int_equal(critpath_build(p, g), 0);
+	assert_int_equal(critpath_default_end(g, &track, &end), 0);
+	assert_int_equal(critpath_walk(g, track, end, 0, path), 0);
+	for (size_t i = 1; i < path->nsegs; i++)
+		assert_int_equal(path->segs[i].start, path->segs[i - 1].end);
+}
+
+/*
+ * Thread 1 runs 1000..2000, launches K1 (runs 2300..5300) and K2 (queued behind it,
+ * 5300..6300) on stream 7 and a copy on stream 0, then waits in cuCtxSynchronize
+ * 3000..6500 (blocked off CPU 3100..6450 inside it), runs on and exits at 10000.
+ */
+static void test_gpu_launch_stream_order_sync(void **state)
+{
+	struct profile *p = gpu_proc(10000);
+	struct cp_graph g;
+	struct cp_path path;
+	struct cp_func *f;
+	size_t nf;
+	bool k1 = false;
+
+	add_api(p, "cuLaunchKernel", CUDA_CAT_LAUNCH, 2000, 100, 1);
+	add_api(p, "cuLaunchKernel", CUDA_CAT_LAUNCH, 2500, 100, 2);
+	add_api(p, "cuMemcpyHtoDAsync_v2", CUDA_CAT_MEMCPY, 2700, 100, 3);
+	add_api(p, "cuCtxSynchronize", CUDA_CAT_SYNC, 3000, 3500, 0);
+	add_op(p, EVK_GPU_KERNEL, "K1", 7, 2300, 5300, 1);
+	add_op(p, EVK_GPU_KERNEL, "K2", 7, 5300, 6300, 2);
+	add_op(p, EVK_GPU_MEMCPY, NULL, 0, 2900, 3400, 3);
+	add_offcpu(p, 1, 3100, 6450, OFFCPU_SLEEP, 0, 6440);
+	walk_default(p, &g, &path);
+	assert_int_equal(path.total_ns, 9000);
+	assert_int_equal(path.by_kind[WAIT_ONCPU], 1000 + 3500);
+	assert_int_equal(path.by_kind[WAIT_GPU_LAUNCH], 300);
+	assert_int_equal(path.by_kind[WAIT_GPU_COMPUTE], 4000);
+	assert_int_equal(path.by_kind[WAIT_GPU_SYNC], 200);
+	assert_int_equal(path.by_kind[WAIT_GPU_COPY], 0); /* the copy ended before K2 */
+	assert_int_equal(path.by_kind[WAIT_SLEEP] + path.by_kind[WAIT_RUNNABLE], 0);
+	assert_int_equal(path.nsegs, 6);
+	assert_int_equal(g.tracks[path.segs[2].track].kind, CP_TRACK_GPU_STREAM);
+	assert_int_equal(g.tracks[path.segs[2].track].gpu_stream, 7);
+	assert_int_equal(path.segs[2].kind, WAIT_GPU_COMPUTE);
+	assert_string_equal(profile__str(p, p->events.v[path.segs[2].gpu_event - 1].name), "K1");
+	assert_int_equal(path.segs[3].start, 5300);
+	/* GPU time counts for "[gpu] KERNEL" on the launch stack */
+	assert_int_equal(critpath_functions(p, &path, &f, &nf), 0);
+	for (size_t i = 0; i < nf; i++)
+		if (!strcmp(profile__str(p, f[i].name), "[gpu] K1")) {
+			assert_int_equal(f[i].ns, 3000);
+			k1 = true;
+		}
+	assert_true(k1);
+	free(f);
+	critpath_path_free(&path);
+	critpath_free(&g);
+	profile__free(p);
+}
+
+/*
+ * An idle stream: a copy launched at 3200, after K1 ended at 3000, starts at 3400: the
+ * path goes from the copy to its launch, not to K1.
+ */
+static void test_gpu_idle_gap_is_launch(void **state)
+{
+	struct profile *p = gpu_proc(4500);
+	struct cp_graph g;
+	struct cp_path path;
+
+	add_api(p, "cudaLaunchKernel", CUDA_CAT_LAUNCH, 1500, 50, 1);
+	add_api(p, "cudaDeviceSynchronize", CUDA_CAT_SYNC, 1600, 1500, 0);
+	add_api(p, "cudaMemcpyAsync", CUDA_CAT_MEMCPY, 3200, 100, 2);
+	add_api(p, "cudaDeviceSynchronize", CUDA_CAT_SYNC, 3300, 700, 0);
+	add_op(p, EVK_GPU_KERNEL, "K1", 7, 2000, 3000, 1);
+	add_op(p, EVK_GPU_MEMCPY, NULL, 7, 3400, 3900, 2);
+	walk_default(p, &g, &path);
+	assert_int_equal(path.total_ns, 3500);
+	assert_int_equal(path.by_kind[WAIT_ONCPU], 500 + 100 + 500);
+	assert_int_equal(path.by_kind[WAIT_GPU_COMPUTE], 1000);
+	assert_int_equal(path.by_kind[WAIT_GPU_COPY], 500);
+	assert_int_equal(path.by_kind[WAIT_GPU_LAUNCH], 500 + 200);
+	assert_int_equal(path.by_kind[WAIT_GPU_SYNC], 100 + 100);
+	critpath_path_free(&path);
+	critpath_free(&g);
+	profile__free(p);
+}
+
+/*
+ * cudaStreamSynchronize of stream 13: CUPTI's record of it names the stream, so the wait
+ * ends with stream 13's op (3000), not with stream 7's (3020), which ends later.
+ */
+static void test_gpu_stream_sync_names_its_stream(void **state)
+{
+	for (int with_record = 0; with_record < 2; with_record++) {
+		struct profile *p = gpu_proc(4000);
+		struct event rec = {.kind = EVK_GPU_SYNC, .pid = 1, .ts = 2510, .dur = 530,
+				    .a = 1ULL << 32 | 13, .b = 3};
+		struct cp_graph g;
+		struct cp_path path;
+		size_t k;
+
+		add_api(p, "cuLaunchKernel", CUDA_CAT_LAUNCH, 1500, 50, 1);
+		add_api(p, "cuLaunchKernel", CUDA_CAT_LAUNCH, 1600, 50, 2);
+		add_api(p, "cudaStreamSynchronize", CUDA_CAT_SYNC, 2500, 550, 0);
+		add_op(p, EVK_GPU_KERNEL, "on7", 7, 2000, 3020, 1);
+		add_op(p, EVK_GPU_KERNEL, "on13", 13, 2000, 3000, 2);
+		if (with_record)
+			assert_int_equal(profile__add_event(p, &rec), 0);
+		walk_default(p, &g, &path);
+		for (k = 0; k < path.nsegs && path.segs[k].kind != WAIT_GPU_COMPUTE; k++)
+			;
+		assert_true(k < path.nsegs);
+		assert_int_equal(g.tracks[path.segs[k].track].gpu_stream, with_record ? 13 : 7);
+		assert_int_equal(path.by_kind[WAIT_GPU_SYNC], with_record ? 50 : 30);
+		assert_int_equal(path.total_ns, 3000);
+		critpath_path_free(&path);
+		critpath_free(&g);
+		profile__free(p);
+	}
+}
+
+/* A synchronization no GPU work explains (no CUPTI data) stays on the path as gpu-sync. */
+static void test_gpu_sync_without_activity(void **state)
+{
+	struct profile *p = gpu_proc(5000);
+	struct cp_graph g;
+	struct cp_path path;
+
+	add_api(p, "cudaDeviceSynchronize", CUDA_CAT_SYNC, 2000, 1000, 0);
+	add_api(p, "cudaStreamWaitEvent", CUDA_CAT_SYNC, 3500, 500, 0); /* no CPU wait */
+	walk_default(p, &g, &path);
+	assert_int_equal(path.by_kind[WAIT_GPU_SYNC], 1000);
+	assert_int_equal(path.by_kind[WAIT_ONCPU], 3000);
+	critpath_path_free(&path);
+	critpath_free(&g);
+	profile__free(p);
+}
+
 static void test_cli(void **state)
 {
 	char *rec[] = { "record", "--offcpu-min-us", "50", "--offcpu-stack-rate", "0", "--", "true",
@@ -197,6 +376,10 @@ int main(void)
 	    cmocka_unit_test(test_walk_unexplained_wait),
 	    cmocka_unit_test(test_walk_terminates_on_cycles),
 	    cmocka_unit_test(test_offcpu_weights),
+	    cmocka_unit_test(test_gpu_launch_stream_order_sync),
+	    cmocka_unit_test(test_gpu_idle_gap_is_launch),
+	    cmocka_unit_test(test_gpu_stream_sync_names_its_stream),
+	    cmocka_unit_test(test_gpu_sync_without_activity),
 	    cmocka_unit_test(test_cli),
 	};
 

@@ -309,6 +309,48 @@ static void test_join(void **state)
 	profile__free(p);
 }
 
+/*
+ * Launches seen at entry only (no duration): a callback after a launch's start belongs to
+ * the thread's last launch before it; the summary counts them but times only the others.
+ */
+static void test_join_entry_only_launches(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t train = one_frame_stack(p, "train"), *launch = NULL;
+	struct gpu_summary s;
+
+	add_api(p, 11, "cudaLaunchKernel", CUDA_CAT_LAUNCH, 50, 20, train, 0, 0, 0);
+	add_api(p, 11, "cudaLaunchKernel", CUDA_CAT_LAUNCH, 100, 0, 0, 0, 0,
+		CUDA_API_F_NODUR | CUDA_API_F_NOSTACK);
+	add_api(p, 11, "cuLaunchKernel", CUDA_CAT_LAUNCH, 101, 0, 0, 0, 0,
+		CUDA_API_F_NODUR | CUDA_API_F_NESTED);
+	add_api(p, 11, "cudaLaunchKernel", CUDA_CAT_LAUNCH, 200, 0, 0, 0, 0, CUDA_API_F_NODUR);
+	add_gpu(p, EVK_GPU_KERNEL, "k1", 300, 10, 0, 1, 1);
+	add_gpu(p, EVK_GPU_KERNEL, "k1", 310, 10, 0, 1, 2);
+	add_gpu(p, EVK_GPU_KERNEL, "k1", 320, 10, 0, 1, 3);
+	add_gpu(p, EVK_GPU_KERNEL, "k1", 330, 10, 0, 1, 4);
+	add_corr(p, 11, 60, 1);	 /* inside the timed launch */
+	add_corr(p, 11, 102, 2); /* after the entry-only one (and its nested driver call) */
+	add_corr(p, 11, 250, 3); /* after the last */
+	add_corr(p, 11, 80, 4);	 /* after the timed launch ended: no launch */
+	assert_int_equal(gpu_join(p, &launch), 0);
+	assert_int_equal(p->events.v[launch[4]].ts, 50);
+	assert_int_equal(p->events.v[launch[5]].ts, 100);
+	assert_int_equal(p->events.v[launch[6]].ts, 200);
+	assert_int_equal(launch[7], GPU_NO_LAUNCH);
+	free(launch);
+	assert_int_equal(gpu_analyze(p, &s), 0);
+	assert_int_equal(s.launches, 3);
+	assert_int_equal(s.launches_timed, 1);
+	assert_int_equal(s.launch_ns, 20);
+	assert_int_equal(s.nlaunched, 1);
+	assert_int_equal(s.launched[0].count, 3);
+	assert_int_equal(s.launched[0].timed, 1);
+	assert_int_equal(s.launched[0].min_ns, 20);
+	gpu_summary_free(&s);
+	profile__free(p);
+}
+
 static const struct gpu_kernel_stat *kstat(const struct gpu_summary *s, const struct profile *p,
 					   const char *name)
 {
@@ -517,6 +559,8 @@ static void test_cookie(void **state)
 	c = cuda_func_cookie(cuda_func_find("cudaLaunchKernel"));
 	assert_int_equal(CUDA_CK_CLASS(c), CUDA_CL_LAUNCH);
 	assert_int_equal(CUDA_CK_ARG(c, CUDA_CK_PTR), 0);
+	assert_true(c & CUDA_CK_RUNTIME);
+	assert_false(cuda_func_cookie(cuda_func_find("cuLaunchKernel")) & CUDA_CK_RUNTIME);
 	assert_int_equal(cuda_func_find("cudaNoSuchThing"), -1);
 	assert_int_equal(cuda_memcpy_kind_dir(1), GPU_COPY_HTOD);
 	assert_int_equal(cuda_memcpy_kind_dir(4), GPU_COPY_UNKNOWN);
@@ -529,6 +573,7 @@ int main(void)
 	    cmocka_unit_test(test_conv_records),
 	    cmocka_unit_test(test_conv_malformed),
 	    cmocka_unit_test(test_join),
+	    cmocka_unit_test(test_join_entry_only_launches),
 	    cmocka_unit_test(test_analyze),
 	    cmocka_unit_test(test_analyze_api_only),
 	    cmocka_unit_test(test_gpu_samples),

@@ -5,6 +5,8 @@
 #include "test_util.h"
 
 #include "cmds.h"
+#include "model/gpu_event.h"
+#include "tui/top_gpu.h"
 #include "tui/top_model.h"
 
 static int parse(struct top_cli *o, int argc, char **argv)
@@ -36,6 +38,61 @@ static void test_args(void **state)
 	assert_int_equal(o.sort, TOP_SORT_TOTAL);
 	assert_int_equal(parse(&o, 2, a6), 1);
 	assert_int_equal(parse(&o, 3, a7), -EINVAL);
+	{
+		char *g1[] = { "top", "--gpu", "-p", "5", NULL };
+		char *g2[] = { "top", "--gpu", NULL };
+
+		assert_int_equal(parse(&o, 4, g1), 0);
+		assert_true(o.gpu && o.rec.cuda == 1 && o.rec.cuda_stack_rate == 0);
+		assert_int_equal(parse(&o, 2, g2), -EINVAL); /* CUDA libraries need targets */
+	}
+}
+
+static void add_cuda(struct profile *p, const char *fn, unsigned flags, uint64_t dur)
+{
+	struct event e = { .kind = EVK_CUDA_API, .pid = 7, .tid = 7, .ts = 1, .dur = dur,
+			   .flags = flags, .name = profile__intern(p, fn) };
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+/* Two intervals of CUDA calls: per-kernel launches, per-function calls, time and failures. */
+static void test_gpu_tables(void **state)
+{
+	struct profile *p = profile__new();
+	struct top_gpu g;
+	struct sink *out;
+	const char *text, *k;
+
+	assert_int_equal(top_gpu__init(&g), 0);
+	for (int i = 0; i < 30; i++)
+		add_cuda(p, "cudaLaunchKernel", CUDA_CAT_LAUNCH | CUDA_API_F_NODUR, 0);
+	add_cuda(p, "cuLaunchKernel", CUDA_CAT_LAUNCH | CUDA_API_F_NESTED | CUDA_API_F_NODUR, 0);
+	for (int i = 0; i < 3; i++)
+		add_cuda(p, "cudaDeviceSynchronize", CUDA_CAT_SYNC | CUDA_API_F_FAILED, 100000000);
+	assert_int_equal(top_gpu__update(&g, p, 0.5), 0);
+	assert_int_equal(p->events.n, 0);
+	assert_int_equal(g.last_launches, 30); /* the nested driver launch is no second one */
+	assert_int_equal(g.last_sync_ns, 300000000);
+	for (int i = 0; i < 10; i++)
+		add_cuda(p, "cudaLaunchKernel", CUDA_CAT_LAUNCH, 1000);
+	assert_int_equal(top_gpu__update(&g, p, 1.0), 0);
+	assert_int_equal(g.last_launches, 10);
+	out = sink_mem();
+	assert_int_equal(top_gpu__render(out, &g, p, 100, 20), 0);
+	text = sink_mem_data(out, NULL);
+	assert_non_null(strstr(text, "10.0 launches/s"));
+	/* the unnamed kernel: 10 in the last interval, 40 in all; 60/s decayed by 7/8 plus 10/s
+	 * by 1/8 */
+	k = strstr(text, "Kernel\n");
+	assert_non_null(k);
+	assert_non_null(strstr(k, "      10.0         10       53.8         40  [unknown kernel]"));
+	assert_non_null(strstr(text, "cudaLaunchKernel"));
+	/* the syncs had no call in the last interval but still show while their rate decays */
+	assert_non_null(strstr(text, "cudaDeviceSynchronize"));
+	assert_int_equal(sink_close(out), 0);
+	top_gpu__free(&g);
+	profile__free(p);
 }
 
 /* A profile with stacks main->hot (leaf) and main->cold (leaf), symbolized. */
@@ -182,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_args),
 		cmocka_unit_test(test_decay),
 		cmocka_unit_test(test_calls_and_render),
+		cmocka_unit_test(test_gpu_tables),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
