@@ -427,16 +427,6 @@ static int cmp_kernel_total(const void *a, const void *b)
 					  : (x->count < y->count) - (x->count > y->count);
 }
 
-static const struct profile *ts_p;
-
-static int cmp_ts(const void *a, const void *b)
-{
-	uint64_t x = ts_p->events.v[*(const uint32_t *)a].ts,
-		 y = ts_p->events.v[*(const uint32_t *)b].ts;
-
-	return (x > y) - (x < y);
-}
-
 static int analyze_events(const struct profile *p, struct gpu_summary *s, struct acc *a,
 			  struct ival *iv, size_t *niv, uint32_t *order)
 {
@@ -473,8 +463,7 @@ static int analyze_events(const struct profile *p, struct gpu_summary *s, struct
 		}
 	}
 	/* Memory in time order: the recorder appends events per ring read, not sorted. */
-	ts_p = p;
-	qsort(order, norder, sizeof(*order), cmp_ts);
+	profile__sort_events(p, order, norder);
 	for (size_t i = 0; i < norder; i++) {
 		err = track_mem(s, a, p, &p->events.v[order[i]]);
 		if (err)
