@@ -121,24 +121,16 @@ static __always_inline bool offcpu_in_irq(void)
 	return v && *v > 0;
 }
 
-SEC("?tp_btf/irq_handler_entry")
-int BPF_PROG(offcpu_irq_entry, int irq, struct irqaction *action)
-{
-	offcpu_irq_add(1);
-	return 0;
-}
-
+/*
+ * Exits are defined (and so attached) before entries: an interrupt that is
+ * running while the programs attach then shows an exit without an entry,
+ * which offcpu_irq_add ignores, never an entry without an exit, which would
+ * leave the CPU marked as in an interrupt. sched_switch clears the mark too.
+ */
 SEC("?tp_btf/irq_handler_exit")
 int BPF_PROG(offcpu_irq_exit, int irq, struct irqaction *action, int ret)
 {
 	offcpu_irq_add(-1);
-	return 0;
-}
-
-SEC("?tp_btf/softirq_entry")
-int BPF_PROG(offcpu_softirq_entry, unsigned int vec)
-{
-	offcpu_irq_add(1);
 	return 0;
 }
 
@@ -149,17 +141,31 @@ int BPF_PROG(offcpu_softirq_exit, unsigned int vec)
 	return 0;
 }
 
-SEC("?tp_btf/hrtimer_expire_entry")
-int BPF_PROG(offcpu_hrtimer_entry, struct hrtimer *t, ktime_t *now)
+SEC("?tp_btf/hrtimer_expire_exit")
+int BPF_PROG(offcpu_hrtimer_exit, struct hrtimer *t)
+{
+	offcpu_irq_add(-1);
+	return 0;
+}
+
+SEC("?tp_btf/irq_handler_entry")
+int BPF_PROG(offcpu_irq_entry, int irq, struct irqaction *action)
 {
 	offcpu_irq_add(1);
 	return 0;
 }
 
-SEC("?tp_btf/hrtimer_expire_exit")
-int BPF_PROG(offcpu_hrtimer_exit, struct hrtimer *t)
+SEC("?tp_btf/softirq_entry")
+int BPF_PROG(offcpu_softirq_entry, unsigned int vec)
 {
-	offcpu_irq_add(-1);
+	offcpu_irq_add(1);
+	return 0;
+}
+
+SEC("?tp_btf/hrtimer_expire_entry")
+int BPF_PROG(offcpu_hrtimer_entry, struct hrtimer *t, ktime_t *now)
+{
+	offcpu_irq_add(1);
 	return 0;
 }
 
@@ -269,8 +275,18 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct offcpu_task *s;
+	__s32 *depth;
+	__u32 zero = 0;
 	long n;
 
+	/*
+	 * No interrupt handler schedules: a CPU that switches tasks is not in one. An
+	 * entry whose exit we missed would otherwise make every later wakeup on this CPU
+	 * look like an interrupt's, without a waker.
+	 */
+	depth = bpf_map_lookup_elem(&offcpu_irq, &zero);
+	if (depth && *depth)
+		*depth = 0;
 	if (prev->pid && is_target(prev->tgid)) {
 		s = bpf_task_storage_get(&offcpu_tasks, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (s) {
