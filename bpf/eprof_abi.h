@@ -287,6 +287,7 @@ struct region_probe {
 /* Flags of an ev_region (bits 8-15 of ev_hdr.flags). */
 enum ev_region_flags {
 	REGION_F_OPEN = 1 << 8, /* still open when the record stopped: dur runs to then */
+	REGION_F_SAMPLED = 1 << 9, /* a Python region seen by sampling (--region py:FUNC) */
 };
 
 struct ev_region {
@@ -333,7 +334,37 @@ struct py_proc {
 	__u16 fr_owner;	    /* owner (char) */
 	__u16 fr_is_entry;  /* is_entry (bool, 3.11), or PY_NONE */
 	__u16 owner_cstack; /* FRAME_OWNED_BY_CSTACK (3.12+), or PY_NONE */
-	__u16 pad;
+	/* code objects and str objects, for --region py:FUNC (names compared in BPF) */
+	__u16 co_qualname;  /* co_qualname (co_name before 3.11) */
+	__u16 co_filename;
+	__u16 str_state;    /* PyASCIIObject.state */
+	__u16 str_length;   /* PyASCIIObject.length */
+	__u16 str_ascii;    /* where the characters of a compact ASCII str start */
+};
+
+/*
+ * --region py:FUNC: each FUNC gives one candidate per way of splitting it
+ * into [MODULE.]QUALNAME; a code object matches when its qualified name is
+ * qual and, if file_len, its file name ends with file ("pkg/mod.py") after a
+ * '/' or at its start. Strings are NUL-padded to PY_RNAME.
+ */
+#define PY_RSPEC_MAX 8	/* --region py: options */
+#define PY_RCAND_MAX 16 /* candidates over all of them */
+#define PY_RNAME 64	/* longest name or file suffix + 1 */
+
+struct py_rcand {
+	char qual[PY_RNAME];
+	char file[PY_RNAME];
+	__u32 qual_len, file_len;
+	__u32 spec; /* index of the py: option: bit in the match mask, slot in the thread state */
+	__u32 pair; /* region pair id of the option */
+};
+
+/* Calls in progress on a thread (map py_rthreads), per py: option; frame 0 = none. */
+struct py_rthread {
+	__u64 frame[PY_RSPEC_MAX]; /* outermost interpreter frame of the call */
+	__u64 start[PY_RSPEC_MAX]; /* first observation */
+	__u64 last[PY_RSPEC_MAX];  /* last observation */
 };
 
 /* Indexes of the per-CPU stats array: every failure in BPF is counted here. */

@@ -43,6 +43,11 @@ struct py_frbuf {
 	__u8 d[128];
 	struct py_frame_rec recs[PY_MAX_FRAMES + 1];
 	__u32 n;
+	__u32 err;  /* a frame could not be read: the walk saw part of the stack */
+	__u32 more; /* frames left beyond PY_MAX_FRAMES */
+	/* --region py:FUNC: the outermost frame running each option's function, 0 = none */
+	__u64 rframe[PY_RSPEC_MAX];
+	char q[PY_RNAME], f[PY_RNAME]; /* names read for a match */
 };
 
 struct {
@@ -99,7 +104,10 @@ struct py_walk {
 	struct py_frbuf *fb;
 	const struct py_proc *pp;
 	__u64 frame;
+	__u32 pid;
 };
+
+#include "python_region.bpf.h"
 
 /* One interpreter frame (bpf_loop callback): 0 to go on, 1 to stop. */
 static long py_step(__u32 i, void *arg)
@@ -115,6 +123,7 @@ static long py_step(__u32 i, void *arg)
 		return 1;
 	if (bpf_probe_read_user(fb->d, PY_FRAME_READ, (void *)w->frame)) {
 		stat_inc(BSTAT_PY_READ_ERR);
+		fb->err = 1;
 		return 1;
 	}
 	owner = py_byte(fb, pp->fr_owner);
@@ -127,6 +136,8 @@ static long py_step(__u32 i, void *arg)
 		return 0;
 	}
 	code = py_field(fb, pp->fr_code);
+	if (py_nrcand)
+		py_rnote(w, code, w->frame);
 	if (pp->fr_is_entry != PY_NONE && py_byte(fb, pp->fr_is_entry))
 		code |= 1;
 	fb->recs[n].code = code;
@@ -143,42 +154,65 @@ static long py_step(__u32 i, void *arg)
  * each group in place of its native eval frame. NULL when the thread has no
  * known thread state.
  */
-static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u32 tid)
+/*
+ * Walks the interpreter frames of thread tid into the per-CPU buffer (and,
+ * with --region py:, notes the frames of the functions asked for). NULL when
+ * the thread has no known thread state or the kernel has no bpf_loop.
+ */
+static __always_inline struct py_frbuf *py_walk_frames(const struct py_proc *pp, __u64 id)
 {
-	struct py_walk w = { .pp = pp };
-	struct py_trailer *tr;
-	__u32 zero = 0, n;
+	struct py_walk w = { .pp = pp, .pid = id >> 32 };
+	__u32 zero = 0, tid = (__u32)id;
 	__u64 *tstate;
 
 	/* bpf_loop came with 5.17: on an older kernel the rest of on_sample() still loads. */
 	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
 		return NULL;
-	tstate = bpf_map_lookup_elem(&py_threads, &tid);
-	if (!tstate) {
-		stat_inc(BSTAT_PY_NO_TSTATE);
-		return NULL;
-	}
 	w.fb = bpf_map_lookup_elem(&py_frbuf, &zero);
 	if (!w.fb)
 		return NULL;
 	w.fb->n = 0;
+	w.fb->err = 0;
+	w.fb->more = 0;
+	if (py_nrcand)
+		__builtin_memset(w.fb->rframe, 0, sizeof(w.fb->rframe));
+	tstate = bpf_map_lookup_elem(&py_threads, &tid);
+	if (!tstate)
+		return NULL;
 	if (pp->ts_cframe != PY_NONE)
 		w.frame = py_read_ptr(py_read_ptr(*tstate + pp->ts_cframe) + pp->cf_frame);
 	else
 		w.frame = py_read_ptr(*tstate + pp->ts_frame);
-	stat_inc(BSTAT_PY_SAMPLES);
 	bpf_loop(PY_MAX_FRAMES + 16, py_step, &w, 0);
-	n = w.fb->n;
+	w.fb->more = w.frame && w.fb->n >= PY_MAX_FRAMES;
+	return w.fb;
+}
+
+static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u64 id)
+{
+	struct py_trailer *tr;
+	struct py_frbuf *fb;
+	__u32 n;
+
+	fb = py_walk_frames(pp, id);
+	if (py_nrcand)
+		py_region_seen(id, bpf_ktime_get_ns(), fb != NULL);
+	if (!fb) {
+		stat_inc(BSTAT_PY_NO_TSTATE);
+		return NULL;
+	}
+	stat_inc(BSTAT_PY_SAMPLES);
+	n = fb->n;
 	if (n > PY_MAX_FRAMES)
 		return NULL;
-	tr = (struct py_trailer *)&w.fb->recs[n];
+	tr = (struct py_trailer *)&fb->recs[n];
 	tr->n = n;
-	if (w.frame && n >= PY_MAX_FRAMES) {
+	if (fb->more) {
 		stat_inc(BSTAT_PY_TRUNC);
 		tr->n |= PY_TRAILER_TRUNC;
 	}
 	tr->magic = PY_TRAILER_MAGIC;
-	return w.fb;
+	return fb;
 }
 
 /* Appends the collected records and trailer to the event of size bytes; returns the new size. */
@@ -199,6 +233,49 @@ static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct
 	size += len;
 	h->size = size;
 	return size;
+}
+
+#ifndef PF_EXITING
+#define PF_EXITING 0x00000004
+#endif
+
+/*
+ * --region py:FUNC: a Python thread switched out is observed like a sample
+ * (its stack cannot change until it runs again), and a thread switched in
+ * has its open calls extended to now. Loaded only with py: regions.
+ */
+SEC("?tp_btf/sched_switch")
+int BPF_PROG(py_region_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	const struct py_proc *pp;
+	struct py_rthread *t;
+	__u32 ntid = next->pid;
+
+	if (py_rstopped)
+		return 0;
+	if (is_target(next->tgid)) {
+		t = bpf_map_lookup_elem(&py_rthreads, &ntid);
+		if (t)
+			for (int s = 0; s < PY_RSPEC_MAX; s++)
+				if (t->frame[s])
+					t->last[s] = now;
+	}
+	if (!is_target(id >> 32) || !(__u32)id)
+		return 0;
+	pp = py_lookup(id);
+	if (!pp)
+		return 0;
+	if (prev->flags & PF_EXITING) {
+		/* Its calls end here (a thread exits with no Python frames left). */
+		__u32 ptid = (__u32)id;
+
+		py_region_seen(id, now, 0);
+		bpf_map_delete_elem(&py_rthreads, &ptid);
+		return 0;
+	}
+	py_region_seen(id, now, py_walk_frames(pp, id) != NULL);
+	return 0;
 }
 
 #endif

@@ -112,6 +112,7 @@ enum event_kind {
 
 /* flags of EVK_REGION */
 #define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
+#define EVF_REGION_SAMPLED 2 /* seen by sampling (--region py:): times within a period */
 
 struct event {
 	uint64_t ts;  /* CLOCK_MONOTONIC ns (start for intervals) */

@@ -38,7 +38,8 @@
 
 _Static_assert(sizeof(struct py_frame_rec) == 16, "py_frame_rec layout");
 _Static_assert(sizeof(struct py_trailer) == 8, "py_trailer layout");
-_Static_assert(sizeof(struct py_proc) == 24, "py_proc layout");
+_Static_assert(sizeof(struct py_proc) == 32, "py_proc layout");
+_Static_assert(sizeof(struct py_rcand) == 2 * PY_RNAME + 16, "py_rcand layout");
 
 /* ---- layouts ---------------------------------------------------------------------------- */
 
@@ -335,6 +336,53 @@ static int read_str(uint32_t pid, const struct py_layout *l, uint64_t addr, char
 	}
 	out[o] = '\0';
 	return 0;
+}
+
+/* ---- --region py:FUNC ------------------------------------------------------------------ */
+
+static bool name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '<' || c == '>' || (unsigned char)c >= 0x80;
+}
+
+int py_region_cands(const char *func, uint32_t spec, uint32_t pair, struct py_rcand *out,
+		    size_t max)
+{
+	size_t len = strlen(func), n = 0;
+
+	if (!len || func[0] == '.' || func[len - 1] == '.')
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		if (!name_char(func[i]) && !(func[i] == '.' && func[i + 1] != '.'))
+			return -EINVAL;
+	/* Split after each dot, the whole name first: prefix = module path, rest = qualname. */
+	for (size_t cut = 0; cut < len; cut++) {
+		struct py_rcand *c;
+		size_t ql;
+
+		if (cut && func[cut - 1] != '.')
+			continue;
+		ql = len - cut;
+		/* A qualname too long for BPF cannot match anything: ask for a shorter one. */
+		if (ql >= PY_RNAME || (cut && cut - 1 + 3 >= PY_RNAME))
+			return -E2BIG;
+		if (n == max)
+			return -E2BIG;
+		c = &out[n++];
+		memset(c, 0, sizeof(*c));
+		memcpy(c->qual, func + cut, ql);
+		c->qual_len = ql;
+		if (cut) {
+			for (size_t i = 0; i < cut - 1; i++)
+				c->file[i] = func[i] == '.' ? '/' : func[i];
+			memcpy(c->file + cut - 1, ".py", 3);
+			c->file_len = cut - 1 + 3;
+		}
+		c->spec = spec;
+		c->pair = pair;
+	}
+	return (int)n;
 }
 
 /* ---- per-target state ------------------------------------------------------------------- */
@@ -866,6 +914,12 @@ static void check_target(struct py_state *s, struct py_target *t, uint64_t now)
 	if (r <= 0)
 		return;
 	t->python = true;
+	/* What --region py: compares names with (bpf/python_region.bpf.h). */
+	t->l.bpf.co_qualname = t->l.co_qualname;
+	t->l.bpf.co_filename = t->l.co_filename;
+	t->l.bpf.str_state = t->l.str_state;
+	t->l.bpf.str_length = t->l.str_length;
+	t->l.bpf.str_ascii = t->l.ascii_size;
 	if (bpf_map_update_elem(fd, &t->pid, &t->l.bpf, BPF_ANY)) {
 		log_warn("python: pid %u: cannot add it to py_procs: %s", t->pid, strerror(errno));
 		t->python = false;
@@ -895,6 +949,15 @@ static void scan_targets(struct py_state *s, uint64_t now)
 		key = next;
 		prev = &key;
 	}
+}
+
+/* The first --region py:FUNC, or NULL. */
+static const char *py_region_asked(const struct record_opts *o)
+{
+	for (size_t i = 0; i < o->nregions; i++)
+		if (!strncmp(o->regions[i], PY_REGION_PREFIX, strlen(PY_REGION_PREFIX)))
+			return o->regions[i];
+	return NULL;
 }
 
 static bool py_enabled(const struct record_opts *o)
@@ -943,6 +1006,11 @@ static int py_attach(struct feature_ctx *f, void *state)
 			return -ENOMEM;
 		check_target(s, t, now);
 	}
+	if (f->o->npids && py_region_asked(f->o) && !s->detected) {
+		log_err("--region %s: process %d is not a CPython 3.11-3.13 interpreter",
+			py_region_asked(f->o), f->o->pids[0]);
+		return -EINVAL;
+	}
 	if (f->child && !target_add(s, f->child))
 		return -ENOMEM;
 	s->next_scan = now;
@@ -977,6 +1045,11 @@ static int py_finish(struct feature_ctx *f, void *state)
 	f->p->stats[STAT_PY_NO_TSTATE] += f->bpf_stat(f, BSTAT_PY_NO_TSTATE);
 	f->p->stats[STAT_PY_READ_ERR] += f->bpf_stat(f, BSTAT_PY_READ_ERR);
 	f->p->stats[STAT_PY_TRUNC] += f->bpf_stat(f, BSTAT_PY_TRUNC);
+	if (py_region_asked(f->o) && !s->detected) {
+		log_err("--region %s: the target never ran a CPython 3.11-3.13 interpreter",
+			py_region_asked(f->o));
+		return -EINVAL;
+	}
 	if (s->detected)
 		log_debug("python: %llu interpreters, %zu code objects, %llu Python samples",
 			  (unsigned long long)s->detected, s->ncodes,

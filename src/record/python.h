@@ -45,4 +45,16 @@ int py_layout_from_debug(const void *dbg, size_t len, struct py_layout *l);
  */
 int py_addr2line(const uint8_t *lt, size_t len, int firstlineno, int64_t unit);
 
+/*
+ * --region py:FUNC: the candidates FUNC gives, one per way of reading it as
+ * [MODULE.]QUALNAME ("a.b.c": qualname a.b.c in any file, b.c in a.py, c in
+ * a/b.py), with spec and pair set. Returns their number (<= max), or
+ * -EINVAL when FUNC is not a dotted name, -E2BIG when a part is too long or
+ * there are more than max.
+ */
+int py_region_cands(const char *func, uint32_t spec, uint32_t pair, struct py_rcand *out,
+		    size_t max);
+/* "py:FUNC" region options of a record (--region), counted. */
+#define PY_REGION_PREFIX "py:"
+
 #endif
