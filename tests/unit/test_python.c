@@ -331,6 +331,48 @@ static void test_interleave(void **state)
 	profile__free(p);
 }
 
+/* --region py:FUNC: every [MODULE.]QUALNAME reading of FUNC, and the names refused. */
+static void test_region_cands(void **state)
+{
+	struct py_rcand c[PY_RCAND_MAX];
+	char longname[PY_RNAME + 8];
+
+	(void)state;
+	assert_int_equal(py_region_cands("main", 2, 7, c, PY_RCAND_MAX), 1);
+	assert_string_equal(c[0].qual, "main");
+	assert_int_equal(c[0].qual_len, 4);
+	assert_int_equal(c[0].file_len, 0);
+	assert_int_equal(c[0].spec, 2);
+	assert_int_equal(c[0].pair, 7);
+
+	assert_int_equal(py_region_cands("pkg.train.Trainer.step", 0, 1, c, PY_RCAND_MAX), 4);
+	assert_string_equal(c[0].qual, "pkg.train.Trainer.step");
+	assert_string_equal(c[0].file, "");
+	assert_string_equal(c[1].qual, "train.Trainer.step");
+	assert_string_equal(c[1].file, "pkg.py");
+	assert_string_equal(c[2].qual, "Trainer.step");
+	assert_string_equal(c[2].file, "pkg/train.py");
+	assert_int_equal(c[2].file_len, strlen("pkg/train.py"));
+	assert_int_equal(c[2].qual_len, strlen("Trainer.step"));
+	assert_string_equal(c[3].qual, "step");
+	assert_string_equal(c[3].file, "pkg/train/Trainer.py");
+	/* BPF compares whole 64-byte blocks: the padding must be zero. */
+	for (size_t i = c[3].qual_len; i < PY_RNAME; i++)
+		assert_int_equal(c[3].qual[i], 0);
+
+	assert_int_equal(py_region_cands("<lambda>", 0, 0, c, PY_RCAND_MAX), 1);
+	assert_int_equal(py_region_cands("", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands(".step", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("step.", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("a..b", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("a:b", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("a b", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("a.b.c", 0, 0, c, 2), -E2BIG);
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(py_region_cands(longname, 0, 0, c, PY_RCAND_MAX), -E2BIG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -338,6 +380,7 @@ int main(void)
 		cmocka_unit_test(test_debug_offsets),
 		cmocka_unit_test(test_version_tables),
 		cmocka_unit_test_setup(test_interleave, setup_proc),
+		cmocka_unit_test(test_region_cands),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
