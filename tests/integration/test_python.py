@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Python-aware stacks: CPython 3.11-3.13 targets attached by PID, no flags on the Python side."""
 import glob
+import json
 import os
 import re
 import subprocess
@@ -172,3 +173,66 @@ def test_no_python_flag(need_bpf, ep):
         p.wait(timeout=30)
     stacks = ep.folded("eprof.data", "--lines")
     assert stacks and not any(py_frames(s) for s, _ in stacks)
+
+
+def by_name(rep):
+    out = {}
+    for r in rep["regions"]:
+        out.setdefault(r["name"], []).append(r)
+    return out
+
+
+@pytest.mark.parametrize("which", PY_IDS)
+def test_python_regions_sampled(need_bpf, ep, which):
+    """--region py:FUNC: counts of long calls exact, durations within 15% of the script's own."""
+    py = python_for(which)
+    r = ep.run("record", "-q", "-F", "999", "-o", "r.data",
+               "--region", "py:Trainer.step", "--region", "py:Trainer.wait_step",
+               "--region", "py:py_regions.phase", "--region", "py:tiny",
+               "--", py, os.path.join(PYDIR, "py_regions.py"), "4", "1.0", timeout=180)
+    m = json.loads(r.stdout.strip().splitlines()[-1])
+    rep = ep.report_json("r.data")
+    regs = by_name(rep)
+    for name, key, parent in (("Trainer.step", "step", "py_regions.phase"),
+                              ("Trainer.wait_step", "wait_step", None),
+                              ("py_regions.phase", "phase", None)):
+        assert name in regs and len(regs[name]) == 1, (name, rep["regions"])
+        got = regs[name][0]
+        durs = m[key]
+        assert got["count"] == len(durs), (name, got, durs)
+        assert got["parent"] == parent, got
+        assert got["sampled"] == got["count"], got
+        mean = sum(durs) / len(durs)
+        assert abs(got["mean_ns"] - mean) <= 0.15 * mean, (name, got["mean_ns"], mean)
+        assert got["min_ns"] >= 0.85 * min(durs), (name, got, durs)
+        assert got["max_ns"] <= 1.15 * max(durs), (name, got, durs)
+    # Calls far shorter than a period: some may be seen, never more than were made.
+    if "tiny" in regs:
+        assert regs["tiny"][0]["count"] < m["tiny"]
+    assert rep["stats"]["regions_lost"] == 0
+    text = ep.run("report", "r.data").stdout
+    assert re.search(r"^  Trainer\.step .*\(sampled\)$", text, re.M), text
+
+
+def test_python_region_bad_input(need_bpf, ep):
+    py = python_for("pyenv-3.12")
+    r = ep.run("record", "-q", "--region", "py:a..b", "--", py, "-c", "pass", check=False)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "py:a..b" in r.stderr
+    # A target that is not Python: attached by PID, and launched.
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        r = ep.run("record", "-q", "-p", str(p.pid), "-d", "1", "--region", "py:main",
+                   check=False)
+    finally:
+        p.kill()
+        p.wait()
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "not a CPython" in r.stderr
+    r = ep.run("record", "-q", "-o", "x.data", "--region", "py:main", "--", "sleep", "0.5",
+               check=False)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "CPython" in r.stderr
+    r = ep.run("record", "-q", "--no-python", "--region", "py:main", "--", py, "-c", "pass",
+               check=False)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
