@@ -307,6 +307,8 @@ struct ev_region {
  * the event's last 8 bytes.
  */
 #define SAMPLE_F_PYTHON (1 << 8)
+#define SAMPLE_F_PY_GIL_KNOWN (1 << 9) /* the GIL was readable: SAMPLE_F_PY_GIL says who held it */
+#define SAMPLE_F_PY_GIL (1 << 10)      /* the sampled thread held the GIL */
 #define PY_MAX_FRAMES 128
 #define PY_TRAILER_TRUNC (1u << 31) /* in py_trailer.n: the walk stopped at PY_MAX_FRAMES */
 #define PY_TRAILER_MAGIC 0x50594652 /* "PYFR" */
@@ -340,6 +342,11 @@ struct py_proc {
 	__u16 str_state;    /* PyASCIIObject.state */
 	__u16 str_length;   /* PyASCIIObject.length */
 	__u16 str_ascii;    /* where the characters of a compact ASCII str start */
+	/* the GIL (struct _gil_runtime_state), for SAMPLE_F_PY_GIL* */
+	__u16 gil_locked;   /* int locked: 1 when taken */
+	__u16 gil_holder;   /* PyThreadState *last_holder */
+	__u32 pad;
+	__u64 gil;	    /* its address in the target, 0 = not known (yet) */
 };
 
 /*

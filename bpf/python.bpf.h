@@ -45,6 +45,8 @@ struct py_frbuf {
 	__u32 n;
 	__u32 err;  /* a frame could not be read: the walk saw part of the stack */
 	__u32 more; /* frames left beyond PY_MAX_FRAMES */
+	__u64 tstate;
+	__u16 gil;  /* SAMPLE_F_PY_GIL* flags for the sample */
 	/* --region py:FUNC: the outermost frame running each option's function, 0 = none */
 	__u64 rframe[PY_RSPEC_MAX];
 	char q[PY_RNAME], f[PY_RNAME]; /* names read for a match */
@@ -179,6 +181,7 @@ static __always_inline struct py_frbuf *py_walk_frames(const struct py_proc *pp,
 	tstate = bpf_map_lookup_elem(&py_threads, &tid);
 	if (!tstate)
 		return NULL;
+	w.fb->tstate = *tstate;
 	if (pp->ts_cframe != PY_NONE)
 		w.frame = py_read_ptr(py_read_ptr(*tstate + pp->ts_cframe) + pp->cf_frame);
 	else
@@ -186,6 +189,29 @@ static __always_inline struct py_frbuf *py_walk_frames(const struct py_proc *pp,
 	bpf_loop(PY_MAX_FRAMES + 16, py_step, &w, 0);
 	w.fb->more = w.frame && w.fb->n >= PY_MAX_FRAMES;
 	return w.fb;
+}
+
+/*
+ * Whether the sampled thread holds the GIL: the GIL is taken (locked == 1)
+ * and its last holder is this thread's state. Two fields of struct
+ * _gil_runtime_state (3.11: in _PyRuntime; 3.12+: the main interpreter's
+ * ceval.gil).
+ */
+static __always_inline void py_gil(const struct py_proc *pp, struct py_frbuf *fb)
+{
+	__u64 holder = 0;
+	__s32 locked = -1;
+
+	fb->gil = 0;
+	if (!pp->gil ||
+	    bpf_probe_read_user(&locked, sizeof(locked), (void *)(pp->gil + pp->gil_locked)) ||
+	    bpf_probe_read_user(&holder, sizeof(holder), (void *)(pp->gil + pp->gil_holder)))
+		return;
+	if (locked != 0 && locked != 1)
+		return; /* -1: not created yet */
+	fb->gil = SAMPLE_F_PY_GIL_KNOWN;
+	if (locked == 1 && holder == fb->tstate)
+		fb->gil |= SAMPLE_F_PY_GIL;
 }
 
 static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u64 id)
@@ -202,6 +228,7 @@ static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u
 		return NULL;
 	}
 	stat_inc(BSTAT_PY_SAMPLES);
+	py_gil(pp, fb);
 	n = fb->n;
 	if (n > PY_MAX_FRAMES)
 		return NULL;
@@ -229,7 +256,7 @@ static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct
 		return size;
 	if (bpf_probe_read_kernel(b->data + size, len, fb->recs))
 		return size;
-	h->flags |= SAMPLE_F_PYTHON;
+	h->flags |= SAMPLE_F_PYTHON | fb->gil;
 	size += len;
 	h->size = size;
 	return size;

@@ -8,6 +8,7 @@
 #include "../util/sink.h"
 #include "report.h"
 #include "report_gpu.h"
+#include "report_python.h"
 #include "report_regions.h"
 #include "report_mem.h"
 
@@ -256,6 +257,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_gpu_json(out, p);
 		if (!err)
 			err = report_regions_json(out, p, &rf);
+		if (!err)
+			err = report_python_json(out, p, &o->hot.filter);
 		err = err ?: report_mem_json(out, p, o->limit);
 		sink_puts(out, "\n}\n");
 	} else {
@@ -271,6 +274,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_gpu_text(out, p, o->limit);
 		if (!err)
 			err = report_regions_text(out, p, &rf);
+		if (!err)
+			err = report_python_text(out, p, &o->hot.filter);
 		err = err ?: report_mem_text(out, p, o->limit);
 	}
 	hot_result__free(&r);

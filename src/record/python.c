@@ -38,7 +38,7 @@
 
 _Static_assert(sizeof(struct py_frame_rec) == 16, "py_frame_rec layout");
 _Static_assert(sizeof(struct py_trailer) == 8, "py_trailer layout");
-_Static_assert(sizeof(struct py_proc) == 32, "py_proc layout");
+_Static_assert(sizeof(struct py_proc) == 48, "py_proc layout");
 _Static_assert(sizeof(struct py_rcand) == 2 * PY_RNAME + 16, "py_rcand layout");
 
 /* ---- layouts ---------------------------------------------------------------------------- */
@@ -60,6 +60,7 @@ static const struct py_layout layout_311 = {
 	.co_firstlineno = 72, .co_code_adaptive = 184,
 	.str_state = 32, .str_length = 16, .ascii_size = 48, .compact_size = 72,
 	.bytes_size = 16, .bytes_sval = 32,
+	.rt_gil = 360, .is_ceval_gil = 0, .gil_locked = 16, .gil_holder = 8,
 };
 
 static const struct py_layout layout_312 = {
@@ -73,6 +74,7 @@ static const struct py_layout layout_312 = {
 	.co_firstlineno = 68, .co_code_adaptive = 192,
 	.str_state = 32, .str_length = 16, .ascii_size = 40, .compact_size = 56,
 	.bytes_size = 16, .bytes_sval = 32,
+	.rt_gil = 0, .is_ceval_gil = 384, .gil_locked = 16, .gil_holder = 8,
 };
 
 static const struct py_layout layout_313 = {
@@ -86,6 +88,7 @@ static const struct py_layout layout_313 = {
 	.co_firstlineno = 68, .co_code_adaptive = 200,
 	.str_state = 32, .str_length = 16, .ascii_size = 40, .compact_size = 56,
 	.bytes_size = 16, .bytes_sval = 32,
+	.rt_gil = 0, .is_ceval_gil = 16, .gil_locked = 16, .gil_holder = 8,
 };
 
 int py_layout_for_version(uint32_t version, struct py_layout *l)
@@ -110,7 +113,9 @@ int py_layout_for_version(uint32_t version, struct py_layout *l)
 /* Index of each field in _Py_DebugOffsets (3.13), counted in u64 words. */
 enum {
 	DO_VERSION = 1, DO_FREE_THREADED = 2, DO_RT_INTERP_HEAD = 5, DO_IS_NEXT = 8,
-	DO_IS_THREADS_HEAD = 9, DO_TS_NEXT = 21, DO_TS_CURRENT_FRAME = 23, DO_TS_NATIVE_TID = 25,
+	DO_IS_THREADS_HEAD = 9, DO_IS_CEVAL_GIL = 14, DO_IS_GIL = 15, DO_GIL_LOCKED = 17,
+	DO_GIL_HOLDER = 18,
+	DO_TS_NEXT = 21, DO_TS_CURRENT_FRAME = 23, DO_TS_NATIVE_TID = 25,
 	DO_FR_PREVIOUS = 29, DO_FR_EXECUTABLE = 30, DO_FR_INSTR_PTR = 31, DO_FR_OWNER = 33,
 	DO_CO_FILENAME = 35, DO_CO_NAME = 36, DO_CO_QUALNAME = 37, DO_CO_LINETABLE = 38,
 	DO_CO_FIRSTLINENO = 39, DO_CO_CODE_ADAPTIVE = 43, DO_OB_TYPE = 45, DO_BYTES_SIZE = 65,
@@ -168,6 +173,14 @@ int py_layout_from_debug(const void *dbg, size_t len, struct py_layout *l)
 	l->compact_size = w[DO_ASCII_SIZE] + 16;
 	l->bytes_size = w[DO_BYTES_SIZE];
 	l->bytes_sval = w[DO_BYTES_SVAL];
+	/* locked and holder are given in the interpreter's own GIL (at DO_IS_GIL): make them
+	 * relative to the GIL, which ceval.gil points to. */
+	if (w[DO_GIL_LOCKED] >= w[DO_IS_GIL] && w[DO_GIL_LOCKED] - w[DO_IS_GIL] <= 64 &&
+	    w[DO_GIL_HOLDER] >= w[DO_IS_GIL] && w[DO_GIL_HOLDER] - w[DO_IS_GIL] <= 64) {
+		l->is_ceval_gil = w[DO_IS_CEVAL_GIL];
+		l->gil_locked = w[DO_GIL_LOCKED] - w[DO_IS_GIL];
+		l->gil_holder = w[DO_GIL_HOLDER] - w[DO_IS_GIL];
+	}
 	return 0;
 }
 
@@ -664,6 +677,31 @@ static void drop_target(struct py_state *s, struct py_target *t)
 #define PY_MAX_THREADS 4096
 
 /* Reads the thread list of every interpreter and makes py_threads match it. */
+/*
+ * The GIL's address, once the interpreter has one: in _PyRuntime (3.11), or
+ * the first interpreter's ceval.gil pointer (3.12+; the main interpreter
+ * unless sub-interpreters were created). py_procs is updated when found.
+ */
+static void find_gil(struct py_state *s, struct py_target *t, uint64_t interp)
+{
+	uint64_t gil = 0;
+
+	if (t->l.bpf.gil || (!t->l.rt_gil && !t->l.is_ceval_gil))
+		return;
+	if (t->l.rt_gil)
+		gil = t->runtime + t->l.rt_gil;
+	else if (interp && mem_u64(t->pid, interp + t->l.is_ceval_gil, &gil))
+		gil = 0;
+	if (!gil)
+		return;
+	t->l.bpf.gil = gil;
+	t->l.bpf.gil_locked = t->l.gil_locked;
+	t->l.bpf.gil_holder = t->l.gil_holder;
+	if (bpf_map_update_elem(bpf_map__fd(s->f->skel->maps.py_procs), &t->pid, &t->l.bpf,
+				BPF_EXIST))
+		t->l.bpf.gil = 0;
+}
+
 static int refresh_threads(struct py_state *s, struct py_target *t)
 {
 	int fd = bpf_map__fd(s->f->skel->maps.py_threads);
@@ -673,6 +711,8 @@ static int refresh_threads(struct py_state *s, struct py_target *t)
 	int err;
 
 	err = mem_u64(t->pid, t->runtime + t->l.rt_interp_head, &interp);
+	if (!err)
+		find_gil(s, t, interp);
 	for (int ni = 0; !err && interp && ni < 64; ni++) {
 		err = mem_u64(t->pid, interp + t->l.is_threads_head, &ts);
 		while (!err && ts && n < PY_MAX_THREADS) {

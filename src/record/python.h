@@ -26,6 +26,12 @@ struct py_layout {
 	uint64_t ob_type, co_filename, co_name, co_qualname, co_linetable, co_firstlineno;
 	uint64_t co_code_adaptive;
 	uint64_t str_state, str_length, ascii_size, compact_size, bytes_size, bytes_sval;
+	/*
+	 * The GIL: struct _gil_runtime_state at _PyRuntime + rt_gil (3.11), or
+	 * pointed to by the main interpreter's ceval.gil at is_ceval_gil (3.12+);
+	 * 0 = not that way. Its locked and last_holder fields.
+	 */
+	uint64_t rt_gil, is_ceval_gil, gil_locked, gil_holder;
 };
 
 /* Built-in tables for 3.11 and 3.12 (and 3.13 as a fallback). Returns 0 or -ENOTSUP. */
