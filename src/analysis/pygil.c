@@ -28,6 +28,20 @@ static uint8_t *marker_locs(const struct profile *p)
 	return kind;
 }
 
+bool py_gil_marker(const struct profile *p, uint32_t loc)
+{
+	const struct object *o;
+	const char *name;
+
+	if (loc >= p->locations.n)
+		return false;
+	o = &p->objects.v[p->locations.v[loc].object];
+	if (o->kind != OBJ_SPECIAL)
+		return false;
+	name = profile__str(p, o->path);
+	return !strcmp(name, PY_GIL_HELD) || !strcmp(name, PY_GIL_NOT_HELD);
+}
+
 static int cmp_samples(const void *a, const void *b)
 {
 	const struct py_gil_thread *x = a, *y = b;

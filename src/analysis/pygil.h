@@ -7,11 +7,15 @@
 #ifndef EPROF_ANALYSIS_PYGIL_H
 #define EPROF_ANALYSIS_PYGIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "../model/profile.h"
 #include "hot.h"
+
+/* Whether location loc is a [GIL] / [no GIL] marker. */
+bool py_gil_marker(const struct profile *p, uint32_t loc);
 
 struct py_gil_thread {
 	uint32_t pid, tid;

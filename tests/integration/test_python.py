@@ -236,3 +236,38 @@ def test_python_region_bad_input(need_bpf, ep):
     r = ep.run("record", "-q", "--no-python", "--region", "py:main", "--", py, "-c", "pass",
                check=False)
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("which", PY_IDS)
+def test_gil_marking(need_bpf, ep, which):
+    """The pure-Python spinner holds the GIL in its samples, the hashlib thread does not."""
+    py = python_for(which)
+    p = start(py, "gil_threads.py", "8")
+    try:
+        record(ep, p.pid)
+    finally:
+        p.wait(timeout=30)
+    rep = ep.report_json()
+    gil = {t["tid"]: t for t in rep["python_gil"]}
+    assert len(gil) >= 2, rep["python_gil"]
+    held = {}
+    for tid, t in gil.items():
+        if t["samples"] < 100:
+            continue
+        funcs = {f["name"]: f["total_pct"] for f in
+                 ep.report_json("eprof.data", "--tid", str(tid))["functions"]}
+        for name in ("spin", "crunch"):
+            if funcs.get(name, 0) > 80:
+                held[name] = t["gil_held_pct"]
+    assert set(held) == {"spin", "crunch"}, (held, rep["python_gil"])
+    assert held["spin"] >= 80, held
+    assert held["crunch"] <= 30, held
+    # The marker is the root of each Python sample: usable in flamegraphs.
+    stacks = ep.folded("eprof.data")
+    spin_roots = {s[1] for s, n in stacks if "spin" in s}
+    assert "[GIL]" in spin_roots, spin_roots
+    crunch_no = sum(n for s, n in stacks if "crunch" in s and s[1] == "[no GIL]")
+    crunch_all = sum(n for s, n in stacks if "crunch" in s)
+    assert crunch_no >= 0.7 * crunch_all, (crunch_no, crunch_all)
+    # A Python sample's marker does not make its stack count as cut short.
+    assert rep["truncated_samples"] <= 0.2 * rep["samples"], rep["truncated_samples"]

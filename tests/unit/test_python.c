@@ -8,6 +8,9 @@
 #include "record/events.h"
 #include "record/proc.h"
 #include "record/python.h"
+#include "analysis/pygil.h"
+#include "output/report.h"
+#include "util/sink.h"
 
 static int hexval(char c)
 {
@@ -373,6 +376,79 @@ static void test_region_cands(void **state)
 	assert_int_equal(py_region_cands(longname, 0, 0, c, PY_RCAND_MAX), -E2BIG);
 }
 
+/* GIL markers at the root of Python samples: per-thread shares, filters, report sections. */
+static void test_gil_stats(void **state)
+{
+	struct profile *p = profile__new();
+	struct report_opts o = { 0 };
+	struct sample_filter f = { .tid = 2 };
+	struct py_gil_thread *t;
+	int64_t g, ng, tr, leaf;
+	uint32_t a[3], b[3], c[2];
+	int64_t sa, sb, sc;
+	struct sink *s;
+	const char *txt;
+	size_t n, len;
+
+	(void)state;
+	assert_non_null(p);
+	g = profile__special(p, PY_GIL_HELD);
+	ng = profile__special(p, PY_GIL_NOT_HELD);
+	tr = profile__special(p, "[truncated]");
+	leaf = profile__object(p, OBJ_ELF, "/bin/x", "", 0);
+	leaf = leaf >= 0 ? profile__location(p, (uint32_t)leaf, 0x10) : leaf;
+	assert_true(g >= 0 && ng >= 0 && tr >= 0 && leaf >= 0);
+	a[0] = g, a[1] = leaf, a[2] = leaf;
+	b[0] = ng, b[1] = tr, b[2] = leaf;
+	c[0] = tr, c[1] = leaf;
+	sa = profile__stack(p, a, 3);
+	sb = profile__stack(p, b, 3);
+	sc = profile__stack(p, c, 2);
+	assert_true(sa > 0 && sb > 0 && sc > 0);
+	for (int i = 0; i < 10; i++) {
+		struct sample smp = { .ts = 100 + i, .pid = 7, .weight = 1000 };
+
+		/* tid 1: 3 of 4 with the GIL; tid 2: never; tid 3: no marker (not Python). */
+		smp.tid = i < 4 ? 1 : i < 6 ? 2 : 3;
+		smp.stack = i < 3 ? sa : i < 6 ? sb : sc;
+		assert_int_equal(profile__add_sample(p, &smp), 0);
+	}
+	assert_true(py_gil_marker(p, g) && py_gil_marker(p, ng) && !py_gil_marker(p, tr));
+	assert_int_equal(py_gil_stats(p, NULL, &t, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(t[0].tid, 1);
+	assert_int_equal(t[0].samples, 4);
+	assert_int_equal(t[0].held, 3);
+	assert_int_equal(t[1].tid, 2);
+	assert_int_equal(t[1].samples, 2);
+	assert_int_equal(t[1].held, 0);
+	free(t);
+	assert_int_equal(py_gil_stats(p, &f, &t, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(t[0].tid, 2);
+	free(t);
+
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	assert_non_null(strstr(txt, "GIL held"));
+	assert_non_null(strstr(txt, "75.0%"));
+	/*
+	 * The marker is not a cut stack: the 3 samples under [GIL] are whole, the 3 with
+	 * [truncated] under [no GIL] and the 4 starting at [truncated] are cut.
+	 */
+	assert_non_null(strstr(txt, "truncated stacks: 70.0%"));
+	sink_close(s);
+	o.json = true;
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	assert_non_null(strstr(txt, "\"python_gil\": [\n    {\"pid\": 7, \"tid\": 1"));
+	assert_non_null(strstr(txt, "\"samples\": 4, \"gil_held\": 3, \"gil_held_pct\": 75.00}"));
+	sink_close(s);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +457,7 @@ int main(void)
 		cmocka_unit_test(test_version_tables),
 		cmocka_unit_test_setup(test_interleave, setup_proc),
 		cmocka_unit_test(test_region_cands),
+		cmocka_unit_test(test_gil_stats),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
