@@ -345,8 +345,19 @@ struct py_proc {
 	/* the GIL (struct _gil_runtime_state), for SAMPLE_F_PY_GIL* */
 	__u16 gil_locked;   /* int locked: 1 when taken */
 	__u16 gil_holder;   /* PyThreadState *last_holder */
-	__u32 pad;
+	__u16 fr_read;	    /* bytes of a frame to read (< 128): every field used lies in them */
+	__u16 pflags;	    /* enum py_proc_flags */
 	__u64 gil;	    /* its address in the target, 0 = not known (yet) */
+};
+
+enum py_proc_flags {
+	/* 3.10: each interpreter frame (PyFrameObject) is its own _PyEval_EvalFrameDefault call */
+	PY_PF_ALL_ENTRY = 1 << 0,
+	/*
+	 * 3.10: the thread state knows its pthread_t (the thread's TLS base: fsbase on
+	 * x86-64), not its tid: py_threads_fs is keyed by it
+	 */
+	PY_PF_TS_FSBASE = 1 << 1,
 };
 
 /*

@@ -29,7 +29,15 @@ struct {
 	__type(value, __u64); /* PyThreadState address */
 } py_threads SEC(".maps");
 
-/* The first bytes of an interpreter frame: every field the walk needs lies in them. */
+/* pthread_t (the thread's fsbase) -> PyThreadState address, for PY_PF_TS_FSBASE (3.10). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} py_threads_fs SEC(".maps");
+
+/* Frame bytes read when py_proc.fr_read is not set (3.11+: every field lies in them). */
 #define PY_FRAME_READ 80
 
 /*
@@ -81,14 +89,14 @@ static __always_inline __u32 py_user_bytes(__u32 want)
 
 static __always_inline __u64 py_field(struct py_frbuf *fb, __u32 off)
 {
-	if (off > PY_FRAME_READ - 8)
+	if (off > sizeof(fb->d) - 8)
 		return 0;
 	return *(__u64 *)(fb->d + off);
 }
 
 static __always_inline __u8 py_byte(struct py_frbuf *fb, __u32 off)
 {
-	if (off > PY_FRAME_READ - 1)
+	if (off > sizeof(fb->d) - 1)
 		return 0;
 	return fb->d[off];
 }
@@ -118,12 +126,15 @@ static long py_step(__u32 i, void *arg)
 	struct py_frbuf *fb = w->fb;
 	const struct py_proc *pp = w->pp;
 	__u32 n = fb->n;
+	__u32 sz = pp->fr_read & (sizeof(fb->d) - 1);
 	__u64 code, prev;
 	__u8 owner;
 
 	if (!w->frame || n >= PY_MAX_FRAMES)
 		return 1;
-	if (bpf_probe_read_user(fb->d, PY_FRAME_READ, (void *)w->frame)) {
+	if (sz < 8)
+		sz = PY_FRAME_READ;
+	if (bpf_probe_read_user(fb->d, sz, (void *)w->frame)) {
 		stat_inc(BSTAT_PY_READ_ERR);
 		fb->err = 1;
 		return 1;
@@ -140,7 +151,8 @@ static long py_step(__u32 i, void *arg)
 	code = py_field(fb, pp->fr_code);
 	if (py_nrcand)
 		py_rnote(w, code, w->frame);
-	if (pp->fr_is_entry != PY_NONE && py_byte(fb, pp->fr_is_entry))
+	if ((pp->fr_is_entry != PY_NONE && py_byte(fb, pp->fr_is_entry)) ||
+	    (pp->pflags & PY_PF_ALL_ENTRY))
 		code |= 1;
 	fb->recs[n].code = code;
 	fb->recs[n].instr = py_field(fb, pp->fr_instr);
@@ -178,7 +190,18 @@ static __always_inline struct py_frbuf *py_walk_frames(const struct py_proc *pp,
 	w.fb->more = 0;
 	if (py_nrcand)
 		__builtin_memset(w.fb->rframe, 0, sizeof(w.fb->rframe));
-	tstate = bpf_map_lookup_elem(&py_threads, &tid);
+	if (pp->pflags & PY_PF_TS_FSBASE) {
+#if defined(__TARGET_ARCH_x86)
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+		__u64 fs = BPF_CORE_READ(task, thread.fsbase);
+
+		tstate = bpf_map_lookup_elem(&py_threads_fs, &fs);
+#else
+		tstate = NULL;
+#endif
+	} else {
+		tstate = bpf_map_lookup_elem(&py_threads, &tid);
+	}
 	if (!tstate)
 		return NULL;
 	w.fb->tstate = *tstate;

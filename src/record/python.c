@@ -49,13 +49,35 @@ _Static_assert(sizeof(struct py_rcand) == 2 * PY_RNAME + 16, "py_rcand layout");
  * cpython/unicodeobject.h) with Py_BUILD_CORE, x86-64 and aarch64 (LP64, no
  * Py_TRACE_REFS, no free threading). Stable within a minor release.
  */
+/*
+ * 3.10: no _PyInterpreterFrame; the thread state points to a chain of
+ * PyFrameObjects (f_back), each run by its own _PyEval_EvalFrameDefault call;
+ * f_lasti counts code units; the thread state has thread_id (pthread_t), no
+ * native_thread_id (ts_native_tid holds thread_id's offset, PY_PF_TS_FSBASE
+ * says so); code objects have no co_qualname (co_name is used).
+ */
+static const struct py_layout layout_310 = {
+	.version = 0x030a0000,
+	.rt_interp_head = 32, .is_next = 0, .is_threads_head = 8, .ts_next = 8,
+	.ts_native_tid = 176,
+	.bpf = { .ts_cframe = PY_NONE, .cf_frame = PY_NONE, .ts_frame = 24, .fr_previous = 24,
+		 .fr_code = 32, .fr_instr = 96, .fr_owner = PY_NONE, .fr_is_entry = PY_NONE,
+		 .owner_cstack = PY_NONE, .fr_read = 104,
+		 .pflags = PY_PF_ALL_ENTRY | PY_PF_TS_FSBASE },
+	.ob_type = 8, .co_filename = 104, .co_name = 112, .co_qualname = 112, .co_linetable = 120,
+	.co_firstlineno = 40, .co_code_adaptive = 0,
+	.str_state = 32, .str_length = 16, .ascii_size = 48, .compact_size = 72,
+	.bytes_size = 16, .bytes_sval = 32,
+	.rt_gil = 352, .is_ceval_gil = 0, .gil_locked = 16, .gil_holder = 8,
+};
+
 static const struct py_layout layout_311 = {
 	.version = 0x030b0000,
 	.rt_interp_head = 40, .is_next = 0, .is_threads_head = 16, .ts_next = 8,
 	.ts_native_tid = 160,
 	.bpf = { .ts_cframe = 56, .cf_frame = 8, .ts_frame = PY_NONE, .fr_previous = 48,
 		 .fr_code = 32, .fr_instr = 56, .fr_owner = 69, .fr_is_entry = 68,
-		 .owner_cstack = PY_NONE },
+		 .owner_cstack = PY_NONE, .fr_read = 80 },
 	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
 	.co_firstlineno = 72, .co_code_adaptive = 184,
 	.str_state = 32, .str_length = 16, .ascii_size = 48, .compact_size = 72,
@@ -69,7 +91,7 @@ static const struct py_layout layout_312 = {
 	.ts_native_tid = 144,
 	.bpf = { .ts_cframe = 56, .cf_frame = 0, .ts_frame = PY_NONE, .fr_previous = 8,
 		 .fr_code = 0, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = PY_NONE,
-		 .owner_cstack = 3 },
+		 .owner_cstack = 3, .fr_read = 80 },
 	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
 	.co_firstlineno = 68, .co_code_adaptive = 192,
 	.str_state = 32, .str_length = 16, .ascii_size = 40, .compact_size = 56,
@@ -83,7 +105,7 @@ static const struct py_layout layout_313 = {
 	.ts_native_tid = 160,
 	.bpf = { .ts_cframe = PY_NONE, .cf_frame = PY_NONE, .ts_frame = 72, .fr_previous = 8,
 		 .fr_code = 0, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = PY_NONE,
-		 .owner_cstack = 3 },
+		 .owner_cstack = 3, .fr_read = 80 },
 	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
 	.co_firstlineno = 68, .co_code_adaptive = 200,
 	.str_state = 32, .str_length = 16, .ascii_size = 40, .compact_size = 56,
@@ -94,6 +116,9 @@ static const struct py_layout layout_313 = {
 int py_layout_for_version(uint32_t version, struct py_layout *l)
 {
 	switch (version >> 16) {
+	case 0x030a:
+		*l = layout_310;
+		break;
 	case 0x030b:
 		*l = layout_311;
 		break;
@@ -159,6 +184,7 @@ int py_layout_from_debug(const void *dbg, size_t len, struct py_layout *l)
 	l->bpf.fr_owner = w[DO_FR_OWNER];
 	l->bpf.fr_is_entry = PY_NONE;
 	l->bpf.owner_cstack = 3; /* FRAME_OWNED_BY_CSTACK: not in the debug offsets */
+	l->bpf.fr_read = 80;
 	l->ob_type = w[DO_OB_TYPE];
 	l->co_filename = w[DO_CO_FILENAME];
 	l->co_name = w[DO_CO_NAME];
@@ -258,6 +284,32 @@ int py_addr2line(const uint8_t *lt, size_t len, int firstlineno, int64_t unit)
 		if (unit < at + n)
 			return has_line ? (int)line : -1;
 		at += n;
+	}
+	return -1;
+}
+
+int py310_addr2line(const uint8_t *lt, size_t len, int firstlineno, int64_t addr)
+{
+	int64_t start, end = 0, line = firstlineno, at_line;
+	size_t i = 0;
+
+	if (addr < 0)
+		return firstlineno;
+	/* (bytes, signed line delta) pairs; -128: no line. Empty ranges only move the line. */
+	while (i + 1 < len) {
+		int8_t ld = (int8_t)lt[i + 1];
+
+		start = end;
+		end += lt[i];
+		i += 2;
+		if (ld == -128) {
+			at_line = -1;
+		} else {
+			line += ld;
+			at_line = line;
+		}
+		if (start != end && addr < end)
+			return (int)at_line;
 	}
 	return -1;
 }
@@ -409,7 +461,7 @@ struct py_target {
 	uint64_t map_start;  /* where that object's first mapping started */
 	struct py_layout l;
 	uint64_t runtime, code_type, eval_lo, eval_hi;
-	uint32_t *tids;
+	uint64_t *tids; /* keys in py_threads (tids) or py_threads_fs (pthread_t, 3.10) */
 	size_t ntids;
 };
 
@@ -532,7 +584,8 @@ static int read_syms(const char *path, struct py_syms *ps)
 		if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB)
 			scan_symtab(elf, scn, &sh, ps);
 	}
-	if (ps->runtime && ps->version && ps->eval && ps->min_vaddr != UINT64_MAX)
+	/* Py_Version came with 3.11: before, the version comes from the file name. */
+	if (ps->runtime && ps->eval && ps->min_vaddr != UINT64_MAX)
 		err = 0;
 	elf_end(elf);
 out:
@@ -546,6 +599,21 @@ static bool python_name(const char *path)
 
 	b = b ? b + 1 : path;
 	return !strncmp(b, "libpython3", 10) || !strncmp(b, "python3", 7) || !strcmp(b, "python");
+}
+
+/* "libpython3.10.so.1.0" or "python3.10" -> 0x030a0000; 0 when the name has no version. */
+static uint64_t version_from_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	unsigned minor;
+	char c;
+
+	b = b ? b + 1 : path;
+	if (!strncmp(b, "lib", 3))
+		b += 3;
+	if (sscanf(b, "python3.%u%c", &minor, &c) < 1 || minor > 99)
+		return 0;
+	return 0x03000000 | (uint64_t)minor << 16;
 }
 
 /* Layout of a found interpreter: debug offsets (3.13+) or the tables. */
@@ -607,7 +675,8 @@ static int detect(struct py_target *t)
 				continue;
 		}
 		bias = start - ps.min_vaddr;
-		if (mem_u64(t->pid, ps.version + bias, &version))
+		if (ps.version ? mem_u64(t->pid, ps.version + bias, &version)
+			       : !(version = version_from_name(path)))
 			continue;
 		t->runtime = ps.runtime + bias;
 		t->code_type = ps.code_type ? ps.code_type + bias : 0;
@@ -622,7 +691,7 @@ static int detect(struct py_target *t)
 		return 0;
 	version &= 0xffffffff;
 	if (target_layout(t, version)) {
-		log_info("python: pid %u runs Python %llu.%llu: not supported (3.11 to 3.13 are)",
+		log_info("python: pid %u runs Python %llu.%llu: not supported (3.10 to 3.13 are)",
 			 t->pid, (unsigned long long)(version >> 24),
 			 (unsigned long long)((version >> 16) & 0xff));
 		return 0;
@@ -656,12 +725,30 @@ static bool still_there(struct py_target *t)
 
 /* ---- threads ---------------------------------------------------------------------------- */
 
+static bool by_fsbase(const struct py_target *t)
+{
+	return t->l.bpf.pflags & PY_PF_TS_FSBASE;
+}
+
+/* Adds (or, with ts NULL, removes) a thread's key in the map its version uses. */
+static void thread_key(struct py_state *s, struct py_target *t, uint64_t key, const uint64_t *ts)
+{
+	struct bpf_map *m = by_fsbase(t) ? s->f->skel->maps.py_threads_fs : s->f->skel->maps.py_threads;
+	uint32_t tid = key;
+
+	if (!by_fsbase(t) && (!key || key >= UINT32_MAX))
+		return;
+	if (ts)
+		bpf_map_update_elem(bpf_map__fd(m), by_fsbase(t) ? (void *)&key : (void *)&tid, ts,
+				    BPF_ANY);
+	else
+		bpf_map_delete_elem(bpf_map__fd(m), by_fsbase(t) ? (void *)&key : (void *)&tid);
+}
+
 static void drop_threads(struct py_state *s, struct py_target *t)
 {
-	int fd = bpf_map__fd(s->f->skel->maps.py_threads);
-
 	for (size_t i = 0; i < t->ntids; i++)
-		bpf_map_delete_elem(fd, &t->tids[i]);
+		thread_key(s, t, t->tids[i], NULL);
 	t->ntids = 0;
 }
 
@@ -704,8 +791,7 @@ static void find_gil(struct py_state *s, struct py_target *t, uint64_t interp)
 
 static int refresh_threads(struct py_state *s, struct py_target *t)
 {
-	int fd = bpf_map__fd(s->f->skel->maps.py_threads);
-	uint32_t *tids = NULL;
+	uint64_t *tids = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t interp, ts;
 	int err;
@@ -731,8 +817,7 @@ static int refresh_threads(struct py_state *s, struct py_target *t)
 				tids = v;
 			}
 			tids[n++] = tid;
-			if (tid && tid < UINT32_MAX)
-				bpf_map_update_elem(fd, &tids[n - 1], &ts, BPF_ANY);
+			thread_key(s, t, tid, &ts);
 			err = mem_u64(t->pid, ts + t->l.ts_next, &ts);
 		}
 		if (!err)
@@ -749,7 +834,7 @@ static int refresh_threads(struct py_state *s, struct py_target *t)
 		for (size_t j = 0; j < n && !kept; j++)
 			kept = tids[j] == t->tids[i];
 		if (!kept)
-			bpf_map_delete_elem(fd, &t->tids[i]);
+			thread_key(s, t, t->tids[i], NULL);
 	}
 	free(t->tids);
 	t->tids = tids;
@@ -889,7 +974,16 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 		return profile__special(s->f->p, "[python: unreadable frame]");
 	}
 	line = c->firstlineno;
-	if (c->ltlen && r->instr >= addr + t->l.co_code_adaptive) {
+	if (t->l.version < 0x030b0000) {
+		/* 3.10: f_lasti (int, code units; -1 before the first instruction) */
+		int32_t lasti = (int32_t)(uint32_t)r->instr;
+		int ln = c->ltlen && lasti >= 0 ? py310_addr2line(c->lt, c->ltlen, c->firstlineno,
+								  (int64_t)lasti * 2)
+						: -1;
+
+		if (ln > 0)
+			line = ln;
+	} else if (c->ltlen && r->instr >= addr + t->l.co_code_adaptive) {
 		int64_t unit = (int64_t)(r->instr - addr - t->l.co_code_adaptive) / 2;
 		int ln = py_addr2line(c->lt, c->ltlen, c->firstlineno, unit);
 
@@ -1047,7 +1141,7 @@ static int py_attach(struct feature_ctx *f, void *state)
 		check_target(s, t, now);
 	}
 	if (f->o->npids && py_region_asked(f->o) && !s->detected) {
-		log_err("--region %s: process %d is not a CPython 3.11-3.13 interpreter",
+		log_err("--region %s: process %d is not a CPython 3.10-3.13 interpreter",
 			py_region_asked(f->o), f->o->pids[0]);
 		return -EINVAL;
 	}
@@ -1086,7 +1180,7 @@ static int py_finish(struct feature_ctx *f, void *state)
 	f->p->stats[STAT_PY_READ_ERR] += f->bpf_stat(f, BSTAT_PY_READ_ERR);
 	f->p->stats[STAT_PY_TRUNC] += f->bpf_stat(f, BSTAT_PY_TRUNC);
 	if (py_region_asked(f->o) && !s->detected) {
-		log_err("--region %s: the target never ran a CPython 3.11-3.13 interpreter",
+		log_err("--region %s: the target never ran a CPython 3.10-3.13 interpreter",
 			py_region_asked(f->o));
 		return -EINVAL;
 	}

@@ -52,6 +52,12 @@ int py_layout_from_debug(const void *dbg, size_t len, struct py_layout *l);
 int py_addr2line(const uint8_t *lt, size_t len, int firstlineno, int64_t unit);
 
 /*
+ * The same for 3.10's co_linetable (PEP 626: pairs of a byte count and a
+ * signed line delta, -128 for none) at byte offset addr (f_lasti * 2).
+ */
+int py310_addr2line(const uint8_t *lt, size_t len, int firstlineno, int64_t addr);
+
+/*
  * --region py:FUNC: the candidates FUNC gives, one per way of reading it as
  * [MODULE.]QUALNAME ("a.b.c": qualname a.b.c in any file, b.c in a.py, c in
  * a/b.py), with spec and pair set. Returns their number (<= max), or

@@ -163,7 +163,13 @@ static void test_version_tables(void **state)
 	assert_int_equal(l.bpf.fr_is_entry, PY_NONE);
 	assert_int_equal(l.bpf.owner_cstack, 3);
 	assert_int_equal(l.version, 0x030c01f0);
-	assert_int_equal(py_layout_for_version(0x030a0df0, &l), -ENOTSUP);
+	/* 3.10: PyFrameObject chain, every frame an eval call, threads by pthread_t */
+	assert_int_equal(py_layout_for_version(0x030a0df0, &l), 0);
+	assert_int_equal(l.bpf.pflags, PY_PF_ALL_ENTRY | PY_PF_TS_FSBASE);
+	assert_int_equal(l.bpf.ts_cframe, PY_NONE);
+	assert_true(l.bpf.fr_instr + 8 <= l.bpf.fr_read && l.bpf.fr_read < 128);
+	assert_int_equal(l.co_qualname, l.co_name);
+	assert_int_equal(py_layout_for_version(0x03090000, &l), -ENOTSUP);
 	assert_int_equal(py_layout_for_version(0x030e0000, &l), -ENOTSUP);
 }
 
@@ -334,6 +340,43 @@ static void test_interleave(void **state)
 	profile__free(p);
 }
 
+/*
+ * A 3.10 co_linetable (PEP 626 pairs) and its co_lines() as printed by pyenv's 3.10.13:
+ *   def sample(n):              (line 1)
+ *       total = 0
+ *       for i in range(n):
+ *           if i % 3 == 0:
+ *               total += i
+ *           else:
+ *
+ *               total -= 1
+ *       try:
+ *           x = 1 / n
+ *       except ZeroDivisionError:
+ *           x = 0
+ *       return total + x
+ */
+static void test_addr2line_310(void **state)
+{
+	static const struct {
+		int start, end, line;
+	} lines[] = { { 0, 4, 2 },   { 4, 16, 3 },  { 16, 28, 4 }, { 28, 38, 5 },
+		      { 38, 48, 8 }, { 48, 50, 9 }, { 50, 60, 10 }, { 60, 68, 13 },
+		      { 68, 80, 11 }, { 80, 86, 12 }, { 86, 94, 13 }, { 94, 96, 11 } };
+	uint8_t lt[64];
+	size_t n = unhex("04010c010c010a010a0302010a0108030cfe0601080102fe", lt, sizeof(lt));
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+		for (int a = lines[i].start; a < lines[i].end; a += 2)
+			assert_int_equal(py310_addr2line(lt, n, 1, a), lines[i].line);
+	assert_int_equal(py310_addr2line(lt, n, 1, 96), -1);  /* past the code */
+	assert_int_equal(py310_addr2line(lt, n, 1, -2), 1);   /* not started: the def line */
+	/* -128: an instruction with no line */
+	lt[0] = 4, lt[1] = 0x80;
+	assert_int_equal(py310_addr2line(lt, 2, 1, 2), -1);
+}
+
 /* --region py:FUNC: every [MODULE.]QUALNAME reading of FUNC, and the names refused. */
 static void test_region_cands(void **state)
 {
@@ -457,6 +500,7 @@ int main(void)
 		cmocka_unit_test(test_version_tables),
 		cmocka_unit_test_setup(test_interleave, setup_proc),
 		cmocka_unit_test(test_region_cands),
+		cmocka_unit_test(test_addr2line_310),
 		cmocka_unit_test(test_gil_stats),
 	};
 

@@ -47,6 +47,7 @@ def work(kind):
 t0 = time.monotonic()
 work(sys.argv[1])
 print(time.monotonic() - t0)
+time.sleep(0.5)  # time for the bench to read the BPF statistics before the recorder stops
 """
 
 PYTHONS = (("debian-3.11", "/usr/bin/python3.11"), ("pyenv-3.12", None))
@@ -77,29 +78,35 @@ def seconds(argv, cwd):
     return float(r.stdout.strip().splitlines()[-1])
 
 
+def switch_progs():
+    """{id: (run_time_ns, run_cnt)} of the loaded programs named py_region_switch."""
+    r = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True)
+    try:
+        progs = json.loads(r.stdout) if r.stdout.strip() else []
+    except ValueError:
+        progs = []
+    return {p["id"]: (p.get("run_time_ns", 0), p.get("run_cnt", 0)) for p in progs
+            if p.get("name", "").startswith("py_region_switc")}
+
+
 def switch_cost(eprof, py, script, tmp):
-    """ns per run of py_region_switch while eprof --region py:work runs the switches workload."""
+    """py_region_switch's run time (on all CPUs, for every task switched) per sleep of the
+    switches workload (3000 switch-outs of the target): an upper bound per target switch."""
     import time
+    before = set(switch_progs())
     e = subprocess.Popen(argv_for("eprof py:work", eprof, py, script, "switches",
                                   os.path.join(tmp, "s.data")),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp)
     last = None
     try:
         while e.poll() is None:
-            r = subprocess.run(["bpftool", "-j", "prog", "show", "name", "py_region_switch"],
-                               capture_output=True, text=True)
-            try:
-                progs = json.loads(r.stdout) if r.stdout.strip() else []
-            except ValueError:
-                progs = []
-            for p in progs if isinstance(progs, list) else [progs]:
-                pids = [x.get("pid") for x in p.get("pids", [])]
-                if e.pid in pids and p.get("run_cnt"):
-                    last = (p["run_time_ns"], p["run_cnt"])
-            time.sleep(0.2)
+            new = {k: v for k, v in switch_progs().items() if k not in before}
+            if len(new) == 1:
+                last = next(iter(new.values()))
+            time.sleep(0.1)
     finally:
         e.wait(timeout=120)
-    return last[0] / last[1] if last else None
+    return last[0] / 3000 if last and last[1] else None
 
 
 def has_usdt(py):
@@ -112,6 +119,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--eprof")
     ap.add_argument("--json")
+    ap.add_argument("--stats-only", action="store_true",
+                    help="only the BPF run-time statistics, no wall-time rounds")
     args = ap.parse_args()
     if os.geteuid() != 0:
         bl.die("run as root")
@@ -121,7 +130,7 @@ def main():
         script = os.path.join(tmp, "work.py")
         with open(script, "w") as f:
             f.write(SCRIPT)
-        for name, py in PYTHONS:
+        for name, py in PYTHONS if not args.stats_only else ():
             py = py if py and os.access(py, os.X_OK) else (None if py else bl.find_python("3.12.1"))
             if not py:
                 print(f"{name}: not installed, skipped")
@@ -175,7 +184,8 @@ def main():
                     print(f"{name}: on_sample ns/target sample " +
                           ", ".join(f"{k} {v:.0f}" if v else f"{k} -"
                                     for k, v in res["ns_per_sample"].items()) +
-                          f"; py_region_switch ns/run {res['ns_per_switch'] or 0:.0f}",
+                          f"; py_region_switch ns per target switch-out "
+                          f"{res['ns_per_switch'] or 0:.0f}",
                           flush=True)
         finally:
             with open(stats, "w") as f:
