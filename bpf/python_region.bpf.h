@@ -137,7 +137,8 @@ __noinline int py_rmatch_code(__u32 pid, __u64 qs, __u64 fs)
 			    !py_req(c->file, fb->f))
 				continue;
 			/* "mod.py" names mod.py and dir/mod.py, not othermod.py */
-			if (flen > fl && (bpf_probe_read_user(&ch, 1, (void *)(at - 1)) || ch != '/'))
+			if (flen > fl &&
+			    (bpf_probe_read_user(&ch, 1, (void *)(at - 1)) || ch != '/'))
 				continue;
 		}
 		mask |= 1u << (c->spec & 31);

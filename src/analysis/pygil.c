@@ -51,8 +51,8 @@ static int cmp_samples(const void *a, const void *b)
 	return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
-int py_gil_stats(const struct profile *p, const struct sample_filter *f,
-		 struct py_gil_thread **out, size_t *n)
+int py_gil_stats(const struct profile *p, const struct sample_filter *f, struct py_gil_thread **out,
+		 size_t *n)
 {
 	struct py_gil_thread *v = NULL;
 	size_t nv = 0, cap = 0;

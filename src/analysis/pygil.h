@@ -27,7 +27,7 @@ struct py_gil_thread {
  * One entry per thread with marked samples matching f, by samples (most
  * first). *out is NULL and *n 0 when there are none. Returns 0 or -ENOMEM.
  */
-int py_gil_stats(const struct profile *p, const struct sample_filter *f,
-		 struct py_gil_thread **out, size_t *n);
+int py_gil_stats(const struct profile *p, const struct sample_filter *f, struct py_gil_thread **out,
+		 size_t *n);
 
 #endif

@@ -49,8 +49,8 @@ int report_python_json(struct sink *out, const struct profile *p, const struct s
 		return err;
 	sink_puts(out, ",\n  \"python_gil\": [");
 	for (size_t i = 0; i < n; i++) {
-		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u, \"comm\": \"", i ? ",\n    " : "\n    ",
-			    t[i].pid, t[i].tid);
+		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u, \"comm\": \"",
+			    i ? ",\n    " : "\n    ", t[i].pid, t[i].tid);
 		sink_json_str(out, thread_name(p, t[i].pid, t[i].tid));
 		sink_printf(out,
 			    "\", \"samples\": %" PRIu64 ", \"gil_held\": %" PRIu64

@@ -733,7 +733,8 @@ static bool by_fsbase(const struct py_target *t)
 /* Adds (or, with ts NULL, removes) a thread's key in the map its version uses. */
 static void thread_key(struct py_state *s, struct py_target *t, uint64_t key, const uint64_t *ts)
 {
-	struct bpf_map *m = by_fsbase(t) ? s->f->skel->maps.py_threads_fs : s->f->skel->maps.py_threads;
+	struct profile_bpf *sk = s->f->skel;
+	struct bpf_map *m = by_fsbase(t) ? sk->maps.py_threads_fs : sk->maps.py_threads;
 	uint32_t tid = key;
 
 	if (!by_fsbase(t) && (!key || key >= UINT32_MAX))
