@@ -345,7 +345,7 @@ struct py_proc {
 	/* the GIL (struct _gil_runtime_state), for SAMPLE_F_PY_GIL* */
 	__u16 gil_locked;   /* int locked: 1 when taken */
 	__u16 gil_holder;   /* PyThreadState *last_holder */
-	__u16 fr_read;	    /* bytes of a frame to read (< 128): all fields used lie in them */
+	__u16 fr_read;	    /* frame bytes to read (< 128): all fields used lie in them */
 	__u16 pflags;	    /* enum py_proc_flags */
 	__u64 gil;	    /* its address in the target, 0 = not known (yet) */
 };

@@ -101,7 +101,8 @@ int report_regions_json(struct sink *out, const struct profile *p, const struct 
 			    ", \"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64 ", \"p99_ns\": %" PRIu64
 			    ", \"open\": %" PRIu64 ", \"sampled\": %" PRIu64 "}",
 			    n->depth, n->count, n->total_ns, n->self_ns, n->mean_ns, n->std_ns,
-			    n->min_ns, n->max_ns, n->p50_ns, n->p90_ns, n->p99_ns, n->open, n->sampled);
+			    n->min_ns, n->max_ns, n->p50_ns, n->p90_ns, n->p99_ns, n->open,
+			    n->sampled);
 	}
 	sink_puts(out, rs.nnodes ? "\n  ]" : "]");
 	region_set__free(&rs);
