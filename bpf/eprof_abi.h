@@ -299,6 +299,7 @@ struct region_probe {
 /* Flags of an ev_region (bits 8-15 of ev_hdr.flags). */
 enum ev_region_flags {
 	REGION_F_OPEN = 1 << 8, /* still open when the record stopped: dur runs to then */
+	REGION_F_SAMPLED = 1 << 9, /* a Python region seen by sampling (--region py:FUNC) */
 };
 
 struct ev_region {
@@ -318,6 +319,8 @@ struct ev_region {
  * the event's last 8 bytes.
  */
 #define SAMPLE_F_PYTHON (1 << 8)
+#define SAMPLE_F_PY_GIL_KNOWN (1 << 9) /* the GIL was readable: SAMPLE_F_PY_GIL says who held it */
+#define SAMPLE_F_PY_GIL (1 << 10)      /* the sampled thread held the GIL */
 #define PY_MAX_FRAMES 128
 #define PY_TRAILER_TRUNC (1u << 31) /* in py_trailer.n: the walk stopped at PY_MAX_FRAMES */
 #define PY_TRAILER_MAGIC 0x50594652 /* "PYFR" */
@@ -345,7 +348,53 @@ struct py_proc {
 	__u16 fr_owner;	    /* owner (char) */
 	__u16 fr_is_entry;  /* is_entry (bool, 3.11), or PY_NONE */
 	__u16 owner_cstack; /* FRAME_OWNED_BY_CSTACK (3.12+), or PY_NONE */
-	__u16 pad;
+	/* code objects and str objects, for --region py:FUNC (names compared in BPF) */
+	__u16 co_qualname;  /* co_qualname (co_name before 3.11) */
+	__u16 co_filename;
+	__u16 str_state;    /* PyASCIIObject.state */
+	__u16 str_length;   /* PyASCIIObject.length */
+	__u16 str_ascii;    /* where the characters of a compact ASCII str start */
+	/* the GIL (struct _gil_runtime_state), for SAMPLE_F_PY_GIL* */
+	__u16 gil_locked;   /* int locked: 1 when taken */
+	__u16 gil_holder;   /* PyThreadState *last_holder */
+	__u16 fr_read;	    /* frame bytes to read (< 128): all fields used lie in them */
+	__u16 pflags;	    /* enum py_proc_flags */
+	__u64 gil;	    /* its address in the target, 0 = not known (yet) */
+};
+
+enum py_proc_flags {
+	/* 3.10: each interpreter frame (PyFrameObject) is its own _PyEval_EvalFrameDefault call */
+	PY_PF_ALL_ENTRY = 1 << 0,
+	/*
+	 * 3.10: the thread state knows its pthread_t (the thread's TLS base: fsbase on
+	 * x86-64), not its tid: py_threads_fs is keyed by it
+	 */
+	PY_PF_TS_FSBASE = 1 << 1,
+};
+
+/*
+ * --region py:FUNC: each FUNC gives one candidate per way of splitting it
+ * into [MODULE.]QUALNAME; a code object matches when its qualified name is
+ * qual and, if file_len, its file name ends with file ("pkg/mod.py") after a
+ * '/' or at its start. Strings are NUL-padded to PY_RNAME.
+ */
+#define PY_RSPEC_MAX 8	/* --region py: options */
+#define PY_RCAND_MAX 16 /* candidates over all of them */
+#define PY_RNAME 64	/* longest name or file suffix + 1 */
+
+struct py_rcand {
+	char qual[PY_RNAME];
+	char file[PY_RNAME];
+	__u32 qual_len, file_len;
+	__u32 spec; /* index of the py: option: bit in the match mask, slot in the thread state */
+	__u32 pair; /* region pair id of the option */
+};
+
+/* Calls in progress on a thread (map py_rthreads), per py: option; frame 0 = none. */
+struct py_rthread {
+	__u64 frame[PY_RSPEC_MAX]; /* outermost interpreter frame of the call */
+	__u64 start[PY_RSPEC_MAX]; /* first observation */
+	__u64 last[PY_RSPEC_MAX];  /* last observation */
 };
 
 /* Indexes of the per-CPU stats array: every failure in BPF is counted here. */

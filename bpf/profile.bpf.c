@@ -37,7 +37,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		e->h.flags |= SAMPLE_F_IN_KERNEL;
 	py = py_lookup(id);
 	if (py)
-		pyf = py_collect(py, (__u32)id);
+		pyf = py_collect(py, id);
 	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, in_kernel,
 			     py ? py_user_bytes(snapshot_bytes) : snapshot_bytes);
 	if (size && pyf)

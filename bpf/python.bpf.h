@@ -29,7 +29,15 @@ struct {
 	__type(value, __u64); /* PyThreadState address */
 } py_threads SEC(".maps");
 
-/* The first bytes of an interpreter frame: every field the walk needs lies in them. */
+/* pthread_t (the thread's fsbase) -> PyThreadState address, for PY_PF_TS_FSBASE (3.10). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} py_threads_fs SEC(".maps");
+
+/* Frame bytes read when py_proc.fr_read is not set (3.11+: every field lies in them). */
 #define PY_FRAME_READ 80
 
 /*
@@ -43,6 +51,13 @@ struct py_frbuf {
 	__u8 d[128];
 	struct py_frame_rec recs[PY_MAX_FRAMES + 1];
 	__u32 n;
+	__u32 err;  /* a frame could not be read: the walk saw part of the stack */
+	__u32 more; /* frames left beyond PY_MAX_FRAMES */
+	__u64 tstate;
+	__u16 gil;  /* SAMPLE_F_PY_GIL* flags for the sample */
+	/* --region py:FUNC: the outermost frame running each option's function, 0 = none */
+	__u64 rframe[PY_RSPEC_MAX];
+	char q[PY_RNAME], f[PY_RNAME]; /* names read for a match */
 };
 
 struct {
@@ -74,14 +89,14 @@ static __always_inline __u32 py_user_bytes(__u32 want)
 
 static __always_inline __u64 py_field(struct py_frbuf *fb, __u32 off)
 {
-	if (off > PY_FRAME_READ - 8)
+	if (off > sizeof(fb->d) - 8)
 		return 0;
 	return *(__u64 *)(fb->d + off);
 }
 
 static __always_inline __u8 py_byte(struct py_frbuf *fb, __u32 off)
 {
-	if (off > PY_FRAME_READ - 1)
+	if (off > sizeof(fb->d) - 1)
 		return 0;
 	return fb->d[off];
 }
@@ -99,7 +114,10 @@ struct py_walk {
 	struct py_frbuf *fb;
 	const struct py_proc *pp;
 	__u64 frame;
+	__u32 pid;
 };
+
+#include "python_region.bpf.h"
 
 /* One interpreter frame (bpf_loop callback): 0 to go on, 1 to stop. */
 static long py_step(__u32 i, void *arg)
@@ -108,13 +126,17 @@ static long py_step(__u32 i, void *arg)
 	struct py_frbuf *fb = w->fb;
 	const struct py_proc *pp = w->pp;
 	__u32 n = fb->n;
+	__u32 sz = pp->fr_read & (sizeof(fb->d) - 1);
 	__u64 code, prev;
 	__u8 owner;
 
 	if (!w->frame || n >= PY_MAX_FRAMES)
 		return 1;
-	if (bpf_probe_read_user(fb->d, PY_FRAME_READ, (void *)w->frame)) {
+	if (sz < 8)
+		sz = PY_FRAME_READ;
+	if (bpf_probe_read_user(fb->d, sz, (void *)w->frame)) {
 		stat_inc(BSTAT_PY_READ_ERR);
+		fb->err = 1;
 		return 1;
 	}
 	owner = py_byte(fb, pp->fr_owner);
@@ -127,7 +149,10 @@ static long py_step(__u32 i, void *arg)
 		return 0;
 	}
 	code = py_field(fb, pp->fr_code);
-	if (pp->fr_is_entry != PY_NONE && py_byte(fb, pp->fr_is_entry))
+	if (py_nrcand)
+		py_rnote(w, code, w->frame);
+	if ((pp->fr_is_entry != PY_NONE && py_byte(fb, pp->fr_is_entry)) ||
+	    (pp->pflags & PY_PF_ALL_ENTRY))
 		code |= 1;
 	fb->recs[n].code = code;
 	fb->recs[n].instr = py_field(fb, pp->fr_instr);
@@ -143,42 +168,101 @@ static long py_step(__u32 i, void *arg)
  * each group in place of its native eval frame. NULL when the thread has no
  * known thread state.
  */
-static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u32 tid)
+/*
+ * Walks the interpreter frames of thread tid into the per-CPU buffer (and,
+ * with --region py:, notes the frames of the functions asked for). NULL when
+ * the thread has no known thread state or the kernel has no bpf_loop.
+ */
+static __always_inline struct py_frbuf *py_walk_frames(const struct py_proc *pp, __u64 id)
 {
-	struct py_walk w = { .pp = pp };
-	struct py_trailer *tr;
-	__u32 zero = 0, n;
+	struct py_walk w = { .pp = pp, .pid = id >> 32 };
+	__u32 zero = 0, tid = (__u32)id;
 	__u64 *tstate;
 
 	/* bpf_loop came with 5.17: on an older kernel the rest of on_sample() still loads. */
 	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
 		return NULL;
-	tstate = bpf_map_lookup_elem(&py_threads, &tid);
-	if (!tstate) {
-		stat_inc(BSTAT_PY_NO_TSTATE);
-		return NULL;
-	}
 	w.fb = bpf_map_lookup_elem(&py_frbuf, &zero);
 	if (!w.fb)
 		return NULL;
 	w.fb->n = 0;
+	w.fb->err = 0;
+	w.fb->more = 0;
+	if (py_nrcand)
+		__builtin_memset(w.fb->rframe, 0, sizeof(w.fb->rframe));
+	if (pp->pflags & PY_PF_TS_FSBASE) {
+#if defined(__TARGET_ARCH_x86)
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+		__u64 fs = BPF_CORE_READ(task, thread.fsbase);
+
+		tstate = bpf_map_lookup_elem(&py_threads_fs, &fs);
+#else
+		tstate = NULL;
+#endif
+	} else {
+		tstate = bpf_map_lookup_elem(&py_threads, &tid);
+	}
+	if (!tstate)
+		return NULL;
+	w.fb->tstate = *tstate;
 	if (pp->ts_cframe != PY_NONE)
 		w.frame = py_read_ptr(py_read_ptr(*tstate + pp->ts_cframe) + pp->cf_frame);
 	else
 		w.frame = py_read_ptr(*tstate + pp->ts_frame);
-	stat_inc(BSTAT_PY_SAMPLES);
 	bpf_loop(PY_MAX_FRAMES + 16, py_step, &w, 0);
-	n = w.fb->n;
+	w.fb->more = w.frame && w.fb->n >= PY_MAX_FRAMES;
+	return w.fb;
+}
+
+/*
+ * Whether the sampled thread holds the GIL: the GIL is taken (locked == 1)
+ * and its last holder is this thread's state. Two fields of struct
+ * _gil_runtime_state (3.11: in _PyRuntime; 3.12+: the main interpreter's
+ * ceval.gil).
+ */
+static __always_inline void py_gil(const struct py_proc *pp, struct py_frbuf *fb)
+{
+	__u64 holder = 0;
+	__s32 locked = -1;
+
+	fb->gil = 0;
+	if (!pp->gil ||
+	    bpf_probe_read_user(&locked, sizeof(locked), (void *)(pp->gil + pp->gil_locked)) ||
+	    bpf_probe_read_user(&holder, sizeof(holder), (void *)(pp->gil + pp->gil_holder)))
+		return;
+	if (locked != 0 && locked != 1)
+		return; /* -1: not created yet */
+	fb->gil = SAMPLE_F_PY_GIL_KNOWN;
+	if (locked == 1 && holder == fb->tstate)
+		fb->gil |= SAMPLE_F_PY_GIL;
+}
+
+static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u64 id)
+{
+	struct py_trailer *tr;
+	struct py_frbuf *fb;
+	__u32 n;
+
+	fb = py_walk_frames(pp, id);
+	if (py_nrcand)
+		py_region_seen(id, bpf_ktime_get_ns(), fb != NULL);
+	if (!fb) {
+		stat_inc(BSTAT_PY_NO_TSTATE);
+		return NULL;
+	}
+	stat_inc(BSTAT_PY_SAMPLES);
+	py_gil(pp, fb);
+	n = fb->n;
 	if (n > PY_MAX_FRAMES)
 		return NULL;
-	tr = (struct py_trailer *)&w.fb->recs[n];
+	tr = (struct py_trailer *)&fb->recs[n];
 	tr->n = n;
-	if (w.frame && n >= PY_MAX_FRAMES) {
+	if (fb->more) {
 		stat_inc(BSTAT_PY_TRUNC);
 		tr->n |= PY_TRAILER_TRUNC;
 	}
 	tr->magic = PY_TRAILER_MAGIC;
-	return w.fb;
+	return fb;
 }
 
 /* Appends the collected records and trailer to the event of size bytes; returns the new size. */
@@ -195,10 +279,53 @@ static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct
 		return size;
 	if (bpf_probe_read_kernel(b->data + size, len, fb->recs))
 		return size;
-	h->flags |= SAMPLE_F_PYTHON;
+	h->flags |= SAMPLE_F_PYTHON | fb->gil;
 	size += len;
 	h->size = size;
 	return size;
+}
+
+#ifndef PF_EXITING
+#define PF_EXITING 0x00000004
+#endif
+
+/*
+ * --region py:FUNC: a Python thread switched out is observed like a sample
+ * (its stack cannot change until it runs again), and a thread switched in
+ * has its open calls extended to now. Loaded only with py: regions.
+ */
+SEC("?tp_btf/sched_switch")
+int BPF_PROG(py_region_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	const struct py_proc *pp;
+	struct py_rthread *t;
+	__u32 ntid = next->pid;
+
+	if (py_rstopped)
+		return 0;
+	if (is_target(next->tgid)) {
+		t = bpf_map_lookup_elem(&py_rthreads, &ntid);
+		if (t)
+			for (int s = 0; s < PY_RSPEC_MAX; s++)
+				if (t->frame[s])
+					t->last[s] = now;
+	}
+	if (!is_target(id >> 32) || !(__u32)id)
+		return 0;
+	pp = py_lookup(id);
+	if (!pp)
+		return 0;
+	if (prev->flags & PF_EXITING) {
+		/* Its calls end here (a thread exits with no Python frames left). */
+		__u32 ptid = (__u32)id;
+
+		py_region_seen(id, now, 0);
+		bpf_map_delete_elem(&py_rthreads, &ptid);
+		return 0;
+	}
+	py_region_seen(id, now, py_walk_frames(pp, id) != NULL);
+	return 0;
 }
 
 #endif

@@ -87,6 +87,7 @@ static int collect(const struct profile *p, const struct sample_filter *f, struc
 		r->tid = e->tid;
 		r->name = e->name;
 		r->open = e->flags & EVF_REGION_OPEN;
+		r->sampled = e->flags & EVF_REGION_SAMPLED;
 	}
 	qsort(s->inst, s->n, sizeof(*s->inst), cmp_inst);
 	return 0;
@@ -195,6 +196,7 @@ static int node_stats(struct region_set *s)
 			nd->total_ns += dur;
 		nd->self_ns += dur > r->child_ns ? dur - r->child_ns : 0;
 		nd->open += r->open;
+		nd->sampled += r->sampled;
 	}
 	for (size_t k = 0; k < s->nnodes; k++)
 		region_stats(durs + off[k], off[k + 1] - off[k], &s->nodes[k]);

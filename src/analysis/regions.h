@@ -21,6 +21,7 @@ struct region_inst {
 	uint32_t node;	   /* index into region_set.nodes */
 	uint64_t child_ns; /* time inside direct child regions */
 	bool open;	   /* still open when the record stopped */
+	bool sampled;	   /* seen by sampling (--region py:): times within a period */
 	bool recursive;	   /* an enclosing instance has the same name */
 };
 
@@ -34,6 +35,7 @@ struct region_node {
 	uint64_t min_ns, max_ns, p50_ns, p90_ns, p99_ns; /* of the instances' durations */
 	double mean_ns, std_ns;
 	uint64_t open; /* instances cut by the end of the record */
+	uint64_t sampled; /* instances seen by sampling: counts and times estimated */
 };
 
 struct region_set {

@@ -111,8 +111,13 @@ enum event_kind {
 	EVK_KIND_MAX = 64,
 };
 
+/* Names of the root marker frames of Python samples: the sampled thread held the GIL or not. */
+#define PY_GIL_HELD "[GIL]"
+#define PY_GIL_NOT_HELD "[no GIL]"
+
 /* flags of EVK_REGION */
 #define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
+#define EVF_REGION_SAMPLED 2 /* seen by sampling (--region py:): times within a period */
 
 /* EVK_MMAP / EVK_MUNMAP flags: the pair written for one mremap (unmap first). */
 #define MEM_F_REMAP 0x1

@@ -8,15 +8,22 @@
 #include "../util/sink.h"
 #include "report.h"
 #include "report_gpu.h"
+#include "../analysis/pygil.h"
+#include "report_python.h"
 #include "report_regions.h"
 #include "report_mem.h"
 
 static bool stack_truncated(const struct profile *p, uint32_t node)
 {
-	uint32_t root = node;
+	uint32_t root = node, below = 0;
 
-	while (root && p->stacks.v[root].parent)
+	while (root && p->stacks.v[root].parent) {
+		below = root;
 		root = p->stacks.v[root].parent;
+	}
+	/* A Python sample's [GIL] / [no GIL] root is no sign of a cut stack: look below it. */
+	if (root && py_gil_marker(p, p->stacks.v[root].loc))
+		root = below;
 	return root && p->objects.v[p->locations.v[p->stacks.v[root].loc].object].kind == OBJ_SPECIAL;
 }
 
@@ -256,6 +263,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_gpu_json(out, p);
 		if (!err)
 			err = report_regions_json(out, p, &rf);
+		if (!err)
+			err = report_python_json(out, p, &o->hot.filter);
 		err = err ?: report_mem_json(out, p, o->limit);
 		sink_puts(out, "\n}\n");
 	} else {
@@ -271,6 +280,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_gpu_text(out, p, o->limit);
 		if (!err)
 			err = report_regions_text(out, p, &rf);
+		if (!err)
+			err = report_python_text(out, p, &o->hot.filter);
 		err = err ?: report_mem_text(out, p, o->limit);
 	}
 	hot_result__free(&r);

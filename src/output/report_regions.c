@@ -36,6 +36,8 @@ static void text_row(struct sink *out, const struct profile *p, const struct reg
 		sink_printf(out, " %10s", fmt_dur(b, sizeof(b), v[i]));
 	if (n->open)
 		sink_printf(out, "  (%" PRIu64 " open at the end)", n->open);
+	if (n->sampled)
+		sink_puts(out, "  (sampled)");
 	sink_puts(out, "\n");
 }
 
@@ -50,8 +52,16 @@ int report_regions_text(struct sink *out, const struct profile *p, const struct 
 		sink_printf(out, "\n%-32s %8s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n",
 			    "Region", "Count", "Total", "Self", "Mean", "Std", "Min", "Max", "P50",
 			    "P90", "P99");
-		for (size_t i = 0; i < rs.nnodes; i++)
+		bool sampled = false;
+
+		for (size_t i = 0; i < rs.nnodes; i++) {
 			text_row(out, p, &rs.nodes[i]);
+			sampled |= rs.nodes[i].sampled != 0;
+		}
+		if (sampled)
+			sink_puts(out, "# (sampled): Python calls seen by sampling (--region py:): "
+				       "calls shorter than a sampling period are missed or merged, "
+				       "times are within about one period\n");
 		if (p->stats[STAT_REGIONS_LOST] || p->stats[STAT_REGIONS_UNMATCHED])
 			sink_printf(out,
 				    "# regions lost: %" PRIu64
@@ -89,9 +99,10 @@ int report_regions_json(struct sink *out, const struct profile *p, const struct 
 			    ", \"self_ns\": %" PRIu64 ", \"mean_ns\": %.0f, \"std_ns\": %.0f"
 			    ", \"min_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64
 			    ", \"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64 ", \"p99_ns\": %" PRIu64
-			    ", \"open\": %" PRIu64 "}",
+			    ", \"open\": %" PRIu64 ", \"sampled\": %" PRIu64 "}",
 			    n->depth, n->count, n->total_ns, n->self_ns, n->mean_ns, n->std_ns,
-			    n->min_ns, n->max_ns, n->p50_ns, n->p90_ns, n->p99_ns, n->open);
+			    n->min_ns, n->max_ns, n->p50_ns, n->p90_ns, n->p99_ns, n->open,
+			    n->sampled);
 	}
 	sink_puts(out, rs.nnodes ? "\n  ]" : "]");
 	region_set__free(&rs);

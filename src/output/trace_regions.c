@@ -38,8 +38,9 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 		}
 		for (int32_t a = r->parent; a >= 0; a = rs.inst[a].parent)
 			depth++;
-		snprintf(args, sizeof(args), "{\"depth\":%u,\"tid\":%u%s}", depth, r->tid,
-			 r->open ? ",\"open_at_end\":true" : "");
+		snprintf(args, sizeof(args), "{\"depth\":%u,\"tid\":%u%s%s}", depth, r->tid,
+			 r->open ? ",\"open_at_end\":true" : "",
+			 r->sampled ? ",\"sampled\":true" : "");
 		trace_complete(w, r->pid, track, r->start, r->end - r->start,
 			       profile__str(p, r->name), "region", args);
 		st->slices++;

@@ -201,6 +201,8 @@ struct py_part {
 	const uint32_t *locs;
 	const uint8_t *entry;
 	uint32_t n;
+	bool has_root;
+	uint32_t root; /* [GIL] or [no GIL] at the root of the stack */
 };
 
 static bool is_perfmap(struct event_ctx *c, const struct ev_hdr *h, uint64_t ret)
@@ -271,6 +273,8 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 		memmove(uips, uips + skip_user, (nu - skip_user) * sizeof(*uips));
 		nu -= skip_user;
 	}
+	if (py && py->has_root)
+		locs[nl++] = py->root;
 	if (truncated) {
 		node = profile__special(c->p, "[truncated]");
 		if (node < 0)
@@ -339,6 +343,16 @@ static int sample_python(struct event_ctx *c, const struct ev_sample *e, size_t 
 	if (tr.magic != PY_TRAILER_MAGIC || nrec > PY_MAX_FRAMES || bytes > *avail)
 		return -EINVAL;
 	*avail -= bytes;
+	if (c->py_frames && (e->h.flags & SAMPLE_F_PY_GIL_KNOWN)) {
+		/* Whether the thread held the GIL: a marker frame at the root (docs/python.md). */
+		int64_t l = profile__special(c->p, e->h.flags & SAMPLE_F_PY_GIL ? PY_GIL_HELD
+									     : PY_GIL_NOT_HELD);
+
+		if (l < 0)
+			return (int)l;
+		py->root = (uint32_t)l;
+		py->has_root = true;
+	}
 	if (!c->py_frames || !nrec)
 		return 0;
 	memcpy(recs, end - bytes, nrec * sizeof(*recs));

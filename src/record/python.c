@@ -38,7 +38,8 @@
 
 _Static_assert(sizeof(struct py_frame_rec) == 16, "py_frame_rec layout");
 _Static_assert(sizeof(struct py_trailer) == 8, "py_trailer layout");
-_Static_assert(sizeof(struct py_proc) == 24, "py_proc layout");
+_Static_assert(sizeof(struct py_proc) == 48, "py_proc layout");
+_Static_assert(sizeof(struct py_rcand) == 2 * PY_RNAME + 16, "py_rcand layout");
 
 /* ---- layouts ---------------------------------------------------------------------------- */
 
@@ -48,17 +49,40 @@ _Static_assert(sizeof(struct py_proc) == 24, "py_proc layout");
  * cpython/unicodeobject.h) with Py_BUILD_CORE, x86-64 and aarch64 (LP64, no
  * Py_TRACE_REFS, no free threading). Stable within a minor release.
  */
+/*
+ * 3.10: no _PyInterpreterFrame; the thread state points to a chain of
+ * PyFrameObjects (f_back), each run by its own _PyEval_EvalFrameDefault call;
+ * f_lasti counts code units; the thread state has thread_id (pthread_t), no
+ * native_thread_id (ts_native_tid holds thread_id's offset, PY_PF_TS_FSBASE
+ * says so); code objects have no co_qualname (co_name is used).
+ */
+static const struct py_layout layout_310 = {
+	.version = 0x030a0000,
+	.rt_interp_head = 32, .is_next = 0, .is_threads_head = 8, .ts_next = 8,
+	.ts_native_tid = 176,
+	.bpf = { .ts_cframe = PY_NONE, .cf_frame = PY_NONE, .ts_frame = 24, .fr_previous = 24,
+		 .fr_code = 32, .fr_instr = 96, .fr_owner = PY_NONE, .fr_is_entry = PY_NONE,
+		 .owner_cstack = PY_NONE, .fr_read = 104,
+		 .pflags = PY_PF_ALL_ENTRY | PY_PF_TS_FSBASE },
+	.ob_type = 8, .co_filename = 104, .co_name = 112, .co_qualname = 112, .co_linetable = 120,
+	.co_firstlineno = 40, .co_code_adaptive = 0,
+	.str_state = 32, .str_length = 16, .ascii_size = 48, .compact_size = 72,
+	.bytes_size = 16, .bytes_sval = 32,
+	.rt_gil = 352, .is_ceval_gil = 0, .gil_locked = 16, .gil_holder = 8,
+};
+
 static const struct py_layout layout_311 = {
 	.version = 0x030b0000,
 	.rt_interp_head = 40, .is_next = 0, .is_threads_head = 16, .ts_next = 8,
 	.ts_native_tid = 160,
 	.bpf = { .ts_cframe = 56, .cf_frame = 8, .ts_frame = PY_NONE, .fr_previous = 48,
 		 .fr_code = 32, .fr_instr = 56, .fr_owner = 69, .fr_is_entry = 68,
-		 .owner_cstack = PY_NONE },
+		 .owner_cstack = PY_NONE, .fr_read = 80 },
 	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
 	.co_firstlineno = 72, .co_code_adaptive = 184,
 	.str_state = 32, .str_length = 16, .ascii_size = 48, .compact_size = 72,
 	.bytes_size = 16, .bytes_sval = 32,
+	.rt_gil = 360, .is_ceval_gil = 0, .gil_locked = 16, .gil_holder = 8,
 };
 
 static const struct py_layout layout_312 = {
@@ -67,11 +91,12 @@ static const struct py_layout layout_312 = {
 	.ts_native_tid = 144,
 	.bpf = { .ts_cframe = 56, .cf_frame = 0, .ts_frame = PY_NONE, .fr_previous = 8,
 		 .fr_code = 0, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = PY_NONE,
-		 .owner_cstack = 3 },
+		 .owner_cstack = 3, .fr_read = 80 },
 	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
 	.co_firstlineno = 68, .co_code_adaptive = 192,
 	.str_state = 32, .str_length = 16, .ascii_size = 40, .compact_size = 56,
 	.bytes_size = 16, .bytes_sval = 32,
+	.rt_gil = 0, .is_ceval_gil = 384, .gil_locked = 16, .gil_holder = 8,
 };
 
 static const struct py_layout layout_313 = {
@@ -80,16 +105,20 @@ static const struct py_layout layout_313 = {
 	.ts_native_tid = 160,
 	.bpf = { .ts_cframe = PY_NONE, .cf_frame = PY_NONE, .ts_frame = 72, .fr_previous = 8,
 		 .fr_code = 0, .fr_instr = 56, .fr_owner = 70, .fr_is_entry = PY_NONE,
-		 .owner_cstack = 3 },
+		 .owner_cstack = 3, .fr_read = 80 },
 	.ob_type = 8, .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
 	.co_firstlineno = 68, .co_code_adaptive = 200,
 	.str_state = 32, .str_length = 16, .ascii_size = 40, .compact_size = 56,
 	.bytes_size = 16, .bytes_sval = 32,
+	.rt_gil = 0, .is_ceval_gil = 16, .gil_locked = 16, .gil_holder = 8,
 };
 
 int py_layout_for_version(uint32_t version, struct py_layout *l)
 {
 	switch (version >> 16) {
+	case 0x030a:
+		*l = layout_310;
+		break;
 	case 0x030b:
 		*l = layout_311;
 		break;
@@ -109,7 +138,9 @@ int py_layout_for_version(uint32_t version, struct py_layout *l)
 /* Index of each field in _Py_DebugOffsets (3.13), counted in u64 words. */
 enum {
 	DO_VERSION = 1, DO_FREE_THREADED = 2, DO_RT_INTERP_HEAD = 5, DO_IS_NEXT = 8,
-	DO_IS_THREADS_HEAD = 9, DO_TS_NEXT = 21, DO_TS_CURRENT_FRAME = 23, DO_TS_NATIVE_TID = 25,
+	DO_IS_THREADS_HEAD = 9, DO_IS_CEVAL_GIL = 14, DO_IS_GIL = 15, DO_GIL_LOCKED = 17,
+	DO_GIL_HOLDER = 18,
+	DO_TS_NEXT = 21, DO_TS_CURRENT_FRAME = 23, DO_TS_NATIVE_TID = 25,
 	DO_FR_PREVIOUS = 29, DO_FR_EXECUTABLE = 30, DO_FR_INSTR_PTR = 31, DO_FR_OWNER = 33,
 	DO_CO_FILENAME = 35, DO_CO_NAME = 36, DO_CO_QUALNAME = 37, DO_CO_LINETABLE = 38,
 	DO_CO_FIRSTLINENO = 39, DO_CO_CODE_ADAPTIVE = 43, DO_OB_TYPE = 45, DO_BYTES_SIZE = 65,
@@ -153,6 +184,7 @@ int py_layout_from_debug(const void *dbg, size_t len, struct py_layout *l)
 	l->bpf.fr_owner = w[DO_FR_OWNER];
 	l->bpf.fr_is_entry = PY_NONE;
 	l->bpf.owner_cstack = 3; /* FRAME_OWNED_BY_CSTACK: not in the debug offsets */
+	l->bpf.fr_read = 80;
 	l->ob_type = w[DO_OB_TYPE];
 	l->co_filename = w[DO_CO_FILENAME];
 	l->co_name = w[DO_CO_NAME];
@@ -167,6 +199,14 @@ int py_layout_from_debug(const void *dbg, size_t len, struct py_layout *l)
 	l->compact_size = w[DO_ASCII_SIZE] + 16;
 	l->bytes_size = w[DO_BYTES_SIZE];
 	l->bytes_sval = w[DO_BYTES_SVAL];
+	/* locked and holder are given in the interpreter's own GIL (at DO_IS_GIL): make them
+	 * relative to the GIL, which ceval.gil points to. */
+	if (w[DO_GIL_LOCKED] >= w[DO_IS_GIL] && w[DO_GIL_LOCKED] - w[DO_IS_GIL] <= 64 &&
+	    w[DO_GIL_HOLDER] >= w[DO_IS_GIL] && w[DO_GIL_HOLDER] - w[DO_IS_GIL] <= 64) {
+		l->is_ceval_gil = w[DO_IS_CEVAL_GIL];
+		l->gil_locked = w[DO_GIL_LOCKED] - w[DO_IS_GIL];
+		l->gil_holder = w[DO_GIL_HOLDER] - w[DO_IS_GIL];
+	}
 	return 0;
 }
 
@@ -244,6 +284,32 @@ int py_addr2line(const uint8_t *lt, size_t len, int firstlineno, int64_t unit)
 		if (unit < at + n)
 			return has_line ? (int)line : -1;
 		at += n;
+	}
+	return -1;
+}
+
+int py310_addr2line(const uint8_t *lt, size_t len, int firstlineno, int64_t addr)
+{
+	int64_t start, end = 0, line = firstlineno, at_line;
+	size_t i = 0;
+
+	if (addr < 0)
+		return firstlineno;
+	/* (bytes, signed line delta) pairs; -128: no line. Empty ranges only move the line. */
+	while (i + 1 < len) {
+		int8_t ld = (int8_t)lt[i + 1];
+
+		start = end;
+		end += lt[i];
+		i += 2;
+		if (ld == -128) {
+			at_line = -1;
+		} else {
+			line += ld;
+			at_line = line;
+		}
+		if (start != end && addr < end)
+			return (int)at_line;
 	}
 	return -1;
 }
@@ -337,6 +403,53 @@ static int read_str(uint32_t pid, const struct py_layout *l, uint64_t addr, char
 	return 0;
 }
 
+/* ---- --region py:FUNC ------------------------------------------------------------------ */
+
+static bool name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '<' || c == '>' || (unsigned char)c >= 0x80;
+}
+
+int py_region_cands(const char *func, uint32_t spec, uint32_t pair, struct py_rcand *out,
+		    size_t max)
+{
+	size_t len = strlen(func), n = 0;
+
+	if (!len || func[0] == '.' || func[len - 1] == '.')
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		if (!name_char(func[i]) && !(func[i] == '.' && func[i + 1] != '.'))
+			return -EINVAL;
+	/* Split after each dot, the whole name first: prefix = module path, rest = qualname. */
+	for (size_t cut = 0; cut < len; cut++) {
+		struct py_rcand *c;
+		size_t ql;
+
+		if (cut && func[cut - 1] != '.')
+			continue;
+		ql = len - cut;
+		/* A qualname too long for BPF cannot match anything: ask for a shorter one. */
+		if (ql >= PY_RNAME || (cut && cut - 1 + 3 >= PY_RNAME))
+			return -E2BIG;
+		if (n == max)
+			return -E2BIG;
+		c = &out[n++];
+		memset(c, 0, sizeof(*c));
+		memcpy(c->qual, func + cut, ql);
+		c->qual_len = ql;
+		if (cut) {
+			for (size_t i = 0; i < cut - 1; i++)
+				c->file[i] = func[i] == '.' ? '/' : func[i];
+			memcpy(c->file + cut - 1, ".py", 3);
+			c->file_len = cut - 1 + 3;
+		}
+		c->spec = spec;
+		c->pair = pair;
+	}
+	return (int)n;
+}
+
 /* ---- per-target state ------------------------------------------------------------------- */
 
 struct py_target {
@@ -348,7 +461,7 @@ struct py_target {
 	uint64_t map_start;  /* where that object's first mapping started */
 	struct py_layout l;
 	uint64_t runtime, code_type, eval_lo, eval_hi;
-	uint32_t *tids;
+	uint64_t *tids; /* keys in py_threads (tids) or py_threads_fs (pthread_t, 3.10) */
 	size_t ntids;
 };
 
@@ -471,7 +584,8 @@ static int read_syms(const char *path, struct py_syms *ps)
 		if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB)
 			scan_symtab(elf, scn, &sh, ps);
 	}
-	if (ps->runtime && ps->version && ps->eval && ps->min_vaddr != UINT64_MAX)
+	/* Py_Version came with 3.11: before, the version comes from the file name. */
+	if (ps->runtime && ps->eval && ps->min_vaddr != UINT64_MAX)
 		err = 0;
 	elf_end(elf);
 out:
@@ -485,6 +599,21 @@ static bool python_name(const char *path)
 
 	b = b ? b + 1 : path;
 	return !strncmp(b, "libpython3", 10) || !strncmp(b, "python3", 7) || !strcmp(b, "python");
+}
+
+/* "libpython3.10.so.1.0" or "python3.10" -> 0x030a0000; 0 when the name has no version. */
+static uint64_t version_from_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	unsigned minor;
+	char c;
+
+	b = b ? b + 1 : path;
+	if (!strncmp(b, "lib", 3))
+		b += 3;
+	if (sscanf(b, "python3.%u%c", &minor, &c) < 1 || minor > 99)
+		return 0;
+	return 0x03000000 | (uint64_t)minor << 16;
 }
 
 /* Layout of a found interpreter: debug offsets (3.13+) or the tables. */
@@ -546,7 +675,8 @@ static int detect(struct py_target *t)
 				continue;
 		}
 		bias = start - ps.min_vaddr;
-		if (mem_u64(t->pid, ps.version + bias, &version))
+		if (ps.version ? mem_u64(t->pid, ps.version + bias, &version)
+			       : !(version = version_from_name(path)))
 			continue;
 		t->runtime = ps.runtime + bias;
 		t->code_type = ps.code_type ? ps.code_type + bias : 0;
@@ -561,7 +691,7 @@ static int detect(struct py_target *t)
 		return 0;
 	version &= 0xffffffff;
 	if (target_layout(t, version)) {
-		log_info("python: pid %u runs Python %llu.%llu: not supported (3.11 to 3.13 are)",
+		log_info("python: pid %u runs Python %llu.%llu: not supported (3.10 to 3.13 are)",
 			 t->pid, (unsigned long long)(version >> 24),
 			 (unsigned long long)((version >> 16) & 0xff));
 		return 0;
@@ -595,12 +725,31 @@ static bool still_there(struct py_target *t)
 
 /* ---- threads ---------------------------------------------------------------------------- */
 
+static bool by_fsbase(const struct py_target *t)
+{
+	return t->l.bpf.pflags & PY_PF_TS_FSBASE;
+}
+
+/* Adds (or, with ts NULL, removes) a thread's key in the map its version uses. */
+static void thread_key(struct py_state *s, struct py_target *t, uint64_t key, const uint64_t *ts)
+{
+	struct profile_bpf *sk = s->f->skel;
+	struct bpf_map *m = by_fsbase(t) ? sk->maps.py_threads_fs : sk->maps.py_threads;
+	uint32_t tid = key;
+
+	if (!by_fsbase(t) && (!key || key >= UINT32_MAX))
+		return;
+	if (ts)
+		bpf_map_update_elem(bpf_map__fd(m), by_fsbase(t) ? (void *)&key : (void *)&tid, ts,
+				    BPF_ANY);
+	else
+		bpf_map_delete_elem(bpf_map__fd(m), by_fsbase(t) ? (void *)&key : (void *)&tid);
+}
+
 static void drop_threads(struct py_state *s, struct py_target *t)
 {
-	int fd = bpf_map__fd(s->f->skel->maps.py_threads);
-
 	for (size_t i = 0; i < t->ntids; i++)
-		bpf_map_delete_elem(fd, &t->tids[i]);
+		thread_key(s, t, t->tids[i], NULL);
 	t->ntids = 0;
 }
 
@@ -616,15 +765,41 @@ static void drop_target(struct py_state *s, struct py_target *t)
 #define PY_MAX_THREADS 4096
 
 /* Reads the thread list of every interpreter and makes py_threads match it. */
+/*
+ * The GIL's address, once the interpreter has one: in _PyRuntime (3.11), or
+ * the first interpreter's ceval.gil pointer (3.12+; the main interpreter
+ * unless sub-interpreters were created). py_procs is updated when found.
+ */
+static void find_gil(struct py_state *s, struct py_target *t, uint64_t interp)
+{
+	uint64_t gil = 0;
+
+	if (t->l.bpf.gil || (!t->l.rt_gil && !t->l.is_ceval_gil))
+		return;
+	if (t->l.rt_gil)
+		gil = t->runtime + t->l.rt_gil;
+	else if (interp && mem_u64(t->pid, interp + t->l.is_ceval_gil, &gil))
+		gil = 0;
+	if (!gil)
+		return;
+	t->l.bpf.gil = gil;
+	t->l.bpf.gil_locked = t->l.gil_locked;
+	t->l.bpf.gil_holder = t->l.gil_holder;
+	if (bpf_map_update_elem(bpf_map__fd(s->f->skel->maps.py_procs), &t->pid, &t->l.bpf,
+				BPF_EXIST))
+		t->l.bpf.gil = 0;
+}
+
 static int refresh_threads(struct py_state *s, struct py_target *t)
 {
-	int fd = bpf_map__fd(s->f->skel->maps.py_threads);
-	uint32_t *tids = NULL;
+	uint64_t *tids = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t interp, ts;
 	int err;
 
 	err = mem_u64(t->pid, t->runtime + t->l.rt_interp_head, &interp);
+	if (!err)
+		find_gil(s, t, interp);
 	for (int ni = 0; !err && interp && ni < 64; ni++) {
 		err = mem_u64(t->pid, interp + t->l.is_threads_head, &ts);
 		while (!err && ts && n < PY_MAX_THREADS) {
@@ -643,8 +818,7 @@ static int refresh_threads(struct py_state *s, struct py_target *t)
 				tids = v;
 			}
 			tids[n++] = tid;
-			if (tid && tid < UINT32_MAX)
-				bpf_map_update_elem(fd, &tids[n - 1], &ts, BPF_ANY);
+			thread_key(s, t, tid, &ts);
 			err = mem_u64(t->pid, ts + t->l.ts_next, &ts);
 		}
 		if (!err)
@@ -661,7 +835,7 @@ static int refresh_threads(struct py_state *s, struct py_target *t)
 		for (size_t j = 0; j < n && !kept; j++)
 			kept = tids[j] == t->tids[i];
 		if (!kept)
-			bpf_map_delete_elem(fd, &t->tids[i]);
+			thread_key(s, t, t->tids[i], NULL);
 	}
 	free(t->tids);
 	t->tids = tids;
@@ -801,7 +975,16 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 		return profile__special(s->f->p, "[python: unreadable frame]");
 	}
 	line = c->firstlineno;
-	if (c->ltlen && r->instr >= addr + t->l.co_code_adaptive) {
+	if (t->l.version < 0x030b0000) {
+		/* 3.10: f_lasti (int, code units; -1 before the first instruction) */
+		int32_t lasti = (int32_t)(uint32_t)r->instr;
+		int ln = c->ltlen && lasti >= 0 ? py310_addr2line(c->lt, c->ltlen, c->firstlineno,
+								  (int64_t)lasti * 2)
+						: -1;
+
+		if (ln > 0)
+			line = ln;
+	} else if (c->ltlen && r->instr >= addr + t->l.co_code_adaptive) {
 		int64_t unit = (int64_t)(r->instr - addr - t->l.co_code_adaptive) / 2;
 		int ln = py_addr2line(c->lt, c->ltlen, c->firstlineno, unit);
 
@@ -866,6 +1049,12 @@ static void check_target(struct py_state *s, struct py_target *t, uint64_t now)
 	if (r <= 0)
 		return;
 	t->python = true;
+	/* What --region py: compares names with (bpf/python_region.bpf.h). */
+	t->l.bpf.co_qualname = t->l.co_qualname;
+	t->l.bpf.co_filename = t->l.co_filename;
+	t->l.bpf.str_state = t->l.str_state;
+	t->l.bpf.str_length = t->l.str_length;
+	t->l.bpf.str_ascii = t->l.ascii_size;
 	if (bpf_map_update_elem(fd, &t->pid, &t->l.bpf, BPF_ANY)) {
 		log_warn("python: pid %u: cannot add it to py_procs: %s", t->pid, strerror(errno));
 		t->python = false;
@@ -895,6 +1084,15 @@ static void scan_targets(struct py_state *s, uint64_t now)
 		key = next;
 		prev = &key;
 	}
+}
+
+/* The first --region py:FUNC, or NULL. */
+static const char *py_region_asked(const struct record_opts *o)
+{
+	for (size_t i = 0; i < o->nregions; i++)
+		if (!strncmp(o->regions[i], PY_REGION_PREFIX, strlen(PY_REGION_PREFIX)))
+			return o->regions[i];
+	return NULL;
 }
 
 static bool py_enabled(const struct record_opts *o)
@@ -943,6 +1141,11 @@ static int py_attach(struct feature_ctx *f, void *state)
 			return -ENOMEM;
 		check_target(s, t, now);
 	}
+	if (f->o->npids && py_region_asked(f->o) && !s->detected) {
+		log_err("--region %s: process %d is not a CPython 3.10-3.13 interpreter",
+			py_region_asked(f->o), f->o->pids[0]);
+		return -EINVAL;
+	}
 	if (f->child && !target_add(s, f->child))
 		return -ENOMEM;
 	s->next_scan = now;
@@ -977,6 +1180,11 @@ static int py_finish(struct feature_ctx *f, void *state)
 	f->p->stats[STAT_PY_NO_TSTATE] += f->bpf_stat(f, BSTAT_PY_NO_TSTATE);
 	f->p->stats[STAT_PY_READ_ERR] += f->bpf_stat(f, BSTAT_PY_READ_ERR);
 	f->p->stats[STAT_PY_TRUNC] += f->bpf_stat(f, BSTAT_PY_TRUNC);
+	if (py_region_asked(f->o) && !s->detected) {
+		log_err("--region %s: the target never ran a CPython 3.10-3.13 interpreter",
+			py_region_asked(f->o));
+		return -EINVAL;
+	}
 	if (s->detected)
 		log_debug("python: %llu interpreters, %zu code objects, %llu Python samples",
 			  (unsigned long long)s->detected, s->ncodes,

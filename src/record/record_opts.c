@@ -9,6 +9,7 @@
 
 #include "eprof_abi.h"
 #include "../util/log.h"
+#include "python.h"
 #include "record.h"
 
 void record_usage(FILE *f)
@@ -33,6 +34,8 @@ void record_usage(FILE *f)
 		"      --cuda-stack-rate N launches per second per thread recorded with a stack (default 100, 0 none)\n"
 		"      --region BIN:SYMBOL time each call of a function (also BIN:0xADDR; BIN a path or a\n"
 		"                          library name such as libfoo); repeatable\n"
+		"      --region py:FUNC    time each call of a Python function (py:Trainer.step,\n"
+		"                          py:train.main = main in train.py), by sampling; docs/python.md\n"
 		"      --usdt BIN:PROVIDER:NAME  regions from USDT probes NAME__begin/NAME__end or\n"
 		"                          NAME_start/NAME_end; repeatable\n"
 		"      --no-auto-regions   do not pick up EPROF_REGION_* (eprof/region.h) and NVTX ranges\n"
@@ -118,6 +121,19 @@ static int parse_region_opt(bool usdt, const char *arg, struct record_opts *o)
 			     : "invalid --region '%s': use BIN:SYMBOL or BIN:0xADDR",
 			arg);
 		return -EINVAL;
+	}
+	if (!usdt && !strncmp(arg, PY_REGION_PREFIX, strlen(PY_REGION_PREFIX))) {
+		struct py_rcand c[PY_RCAND_MAX];
+		int r = py_region_cands(arg + strlen(PY_REGION_PREFIX), 0, 0, c, PY_RCAND_MAX);
+
+		if (r < 0) {
+			log_err(r == -E2BIG ? "invalid --region '%s': name too long (at most %d "
+					      "characters a part, %d dots)"
+					    : "invalid --region '%s': use py:QUALNAME or "
+					      "py:MODULE.QUALNAME (e.g. py:Trainer.step, py:train.main)",
+				arg, PY_RNAME - 4, PY_RCAND_MAX - 1);
+			return -EINVAL;
+		}
 	}
 	if (*n == RECORD_MAX_REGIONS) {
 		log_err("too many --%s options (at most %d)", usdt ? "usdt" : "region",

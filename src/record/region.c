@@ -36,6 +36,7 @@
 #include "../util/log.h"
 #include "events.h"
 #include "feature.h"
+#include "python.h"
 #include "record.h"
 #include "usdt.h"
 
@@ -63,6 +64,7 @@ struct region_spec {
 	char what[256]; /* symbol, 0xADDR, or PROVIDER */
 	char name[128]; /* USDT NAME */
 	bool by_path, done;
+	bool py; /* py:FUNC, a Python function (bpf/python_region.bpf.h) */
 };
 
 struct site {
@@ -93,6 +95,8 @@ struct region_state {
 	bool sleepable; /* the kernel runs sleepable uprobes (6.0+) */
 	bool warned_full;
 	struct hmap *labels; /* (pid, address) -> string id of names read from /proc/PID/mem */
+	struct py_rcand py_cands[PY_RCAND_MAX];
+	uint32_t npy_cands, npy_specs;
 };
 
 static int grow(void **v, size_t *cap, size_t n, size_t elem)
@@ -583,6 +587,38 @@ static int scan_command(struct region_state *st, const char *path)
 	return c.err;
 }
 
+/* py:FUNC: a region pair and the name candidates BPF compares code objects with. */
+static int py_spec_configure(struct region_state *st, struct region_spec *s)
+{
+	const struct record_opts *o = st->f->o;
+	int pair, n;
+
+	if (o->no_python || o->all) {
+		log_err("--region %s needs Python frames: not with %s", s->arg,
+			o->all ? "-a" : "--no-python");
+		return -EINVAL;
+	}
+	if (st->npy_specs == PY_RSPEC_MAX) {
+		log_err("--region %s: at most %d py: regions", s->arg, PY_RSPEC_MAX);
+		return -EINVAL;
+	}
+	pair = pair_new(st, s->what);
+	if (pair < 0)
+		return pair;
+	n = py_region_cands(s->what, st->npy_specs, pair, st->py_cands + st->npy_cands,
+			    PY_RCAND_MAX - st->npy_cands);
+	if (n < 0) {
+		log_err("--region %s: %s", s->arg,
+			n == -E2BIG ? "too many dotted parts in the py: regions" : "invalid name");
+		return -EINVAL;
+	}
+	st->npy_cands += n;
+	st->npy_specs++;
+	s->py = true;
+	s->done = true;
+	return 0;
+}
+
 static int region_configure(struct feature_ctx *f, void **state)
 {
 	const struct record_opts *o = f->o;
@@ -609,12 +645,26 @@ static int region_configure(struct feature_ctx *f, void **state)
 			log_err("invalid --%s '%s'", usdt ? "usdt" : "region", arg);
 			return -EINVAL;
 		}
+		if (!usdt && !strcmp(st->specs[i].bin, "py")) {
+			err = py_spec_configure(st, &st->specs[i]);
+			if (err)
+				return err;
+			st->nspecs++;
+			continue;
+		}
 		if (o->all && !st->specs[i].by_path) {
 			log_err("--%s '%s': with -a, name the binary by its path",
 				usdt ? "usdt" : "region", arg);
 			return err;
 		}
 		st->nspecs++;
+	}
+	if (st->npy_specs) {
+		f->skel->rodata->py_nrspec = st->npy_specs;
+		f->skel->rodata->py_nrcand = st->npy_cands;
+		for (uint32_t i = 0; i < st->npy_cands; i++)
+			f->skel->rodata->py_rpair[st->py_cands[i].spec] = st->py_cands[i].pair;
+		bpf_program__set_autoload(f->skel->progs.py_region_switch, true);
 	}
 	bpf_program__set_autoload(f->skel->progs.region_probe, true);
 	/* Sleepable uprobes came with Linux 6.0; before, unread names are read later. */
@@ -672,6 +722,8 @@ static int handle_region(struct event_ctx *c, void *arg, const void *data, size_
 	ev.tid = e->h.tid;
 	ev.a = e->depth;
 	ev.flags = e->h.flags & REGION_F_OPEN ? EVF_REGION_OPEN : 0;
+	if (e->h.flags & REGION_F_SAMPLED)
+		ev.flags |= EVF_REGION_SAMPLED;
 	if (e->label_len) {
 		memcpy(label, e->label, e->label_len);
 		label[e->label_len] = '\0';
@@ -695,6 +747,12 @@ static int region_attach(struct feature_ctx *f, void *state)
 	err = events_add_handler(f->ev, EV_REGION, EV_REGION, handle_region, st);
 	if (err)
 		return err;
+	for (uint32_t i = 0; i < st->npy_cands; i++) {
+		err = bpf_map__update_elem(f->skel->maps.py_rcands, &i, sizeof(i), &st->py_cands[i],
+					   sizeof(st->py_cands[i]), BPF_ANY);
+		if (err)
+			return err;
+	}
 	for (size_t i = 0; i < st->nspecs; i++) {
 		struct region_spec *s = &st->specs[i];
 		struct stat sb;
@@ -809,6 +867,39 @@ static int emit_open(struct region_state *st, uint64_t now)
 	return err == -ENOMEM ? err : 0;
 }
 
+/* Python calls still running when the record stops: up to their last observation, open. */
+static int emit_open_py(struct region_state *st)
+{
+	struct bpf_map *m = st->f->skel->maps.py_rthreads;
+	uint32_t key, next, *prev = NULL;
+	struct py_rthread t;
+	int err = 0;
+
+	while (!err && !bpf_map__get_next_key(m, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (bpf_map__lookup_elem(m, &key, sizeof(key), &t, sizeof(t), 0))
+			continue;
+		for (uint32_t s = 0; s < st->npy_specs && !err; s++) {
+			struct ev_region e = { 0 };
+
+			if (!t.frame[s])
+				continue;
+			e.h.size = sizeof(e);
+			e.h.kind = EV_REGION;
+			e.h.flags = REGION_F_OPEN | REGION_F_SAMPLED;
+			e.h.pid = thread_pid(st->f->p, key);
+			e.h.tid = key;
+			e.h.ts = t.start[s];
+			e.dur = t.last[s] - t.start[s];
+			e.pair = st->f->skel->rodata->py_rpair[s];
+			if (e.h.pid)
+				err = handle_region(st->f->ev, st, &e, sizeof(e));
+		}
+	}
+	return err == -ENOMEM ? err : 0;
+}
+
 static void detach_all(struct region_state *st)
 {
 	for (size_t i = 0; i < st->nlinks; i++)
@@ -827,9 +918,12 @@ static int region_finish(struct feature_ctx *f, void *state)
 	 * probes off here and detach in destroy, once the file is written.
 	 */
 	f->skel->bss->region_stopped = true;
+	f->skel->bss->py_rstopped = true;
 	f->consume(f);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	err = emit_open(st, (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec);
+	if (!err && st->npy_specs)
+		err = emit_open_py(st);
 	f->p->stats[STAT_REGIONS_LOST] = f->bpf_stat(f, BSTAT_REGION_RB_FULL) +
 					 f->bpf_stat(f, BSTAT_REGION_TOO_DEEP) +
 					 f->bpf_stat(f, BSTAT_REGION_NO_STATE);

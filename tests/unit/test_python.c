@@ -8,6 +8,9 @@
 #include "record/events.h"
 #include "record/proc.h"
 #include "record/python.h"
+#include "analysis/pygil.h"
+#include "output/report.h"
+#include "util/sink.h"
 
 static int hexval(char c)
 {
@@ -160,7 +163,13 @@ static void test_version_tables(void **state)
 	assert_int_equal(l.bpf.fr_is_entry, PY_NONE);
 	assert_int_equal(l.bpf.owner_cstack, 3);
 	assert_int_equal(l.version, 0x030c01f0);
-	assert_int_equal(py_layout_for_version(0x030a0df0, &l), -ENOTSUP);
+	/* 3.10: PyFrameObject chain, every frame an eval call, threads by pthread_t */
+	assert_int_equal(py_layout_for_version(0x030a0df0, &l), 0);
+	assert_int_equal(l.bpf.pflags, PY_PF_ALL_ENTRY | PY_PF_TS_FSBASE);
+	assert_int_equal(l.bpf.ts_cframe, PY_NONE);
+	assert_true(l.bpf.fr_instr + 8 <= l.bpf.fr_read && l.bpf.fr_read < 128);
+	assert_int_equal(l.co_qualname, l.co_name);
+	assert_int_equal(py_layout_for_version(0x03090000, &l), -ENOTSUP);
 	assert_int_equal(py_layout_for_version(0x030e0000, &l), -ENOTSUP);
 }
 
@@ -331,6 +340,158 @@ static void test_interleave(void **state)
 	profile__free(p);
 }
 
+/*
+ * A 3.10 co_linetable (PEP 626 pairs) and its co_lines() as printed by pyenv's 3.10.13:
+ *   def sample(n):              (line 1)
+ *       total = 0
+ *       for i in range(n):
+ *           if i % 3 == 0:
+ *               total += i
+ *           else:
+ *
+ *               total -= 1
+ *       try:
+ *           x = 1 / n
+ *       except ZeroDivisionError:
+ *           x = 0
+ *       return total + x
+ */
+static void test_addr2line_310(void **state)
+{
+	static const struct {
+		int start, end, line;
+	} lines[] = { { 0, 4, 2 },   { 4, 16, 3 },  { 16, 28, 4 }, { 28, 38, 5 },
+		      { 38, 48, 8 }, { 48, 50, 9 }, { 50, 60, 10 }, { 60, 68, 13 },
+		      { 68, 80, 11 }, { 80, 86, 12 }, { 86, 94, 13 }, { 94, 96, 11 } };
+	uint8_t lt[64];
+	size_t n = unhex("04010c010c010a010a0302010a0108030cfe0601080102fe", lt, sizeof(lt));
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+		for (int a = lines[i].start; a < lines[i].end; a += 2)
+			assert_int_equal(py310_addr2line(lt, n, 1, a), lines[i].line);
+	assert_int_equal(py310_addr2line(lt, n, 1, 96), -1);  /* past the code */
+	assert_int_equal(py310_addr2line(lt, n, 1, -2), 1);   /* not started: the def line */
+	/* -128: an instruction with no line */
+	lt[0] = 4, lt[1] = 0x80;
+	assert_int_equal(py310_addr2line(lt, 2, 1, 2), -1);
+}
+
+/* --region py:FUNC: every [MODULE.]QUALNAME reading of FUNC, and the names refused. */
+static void test_region_cands(void **state)
+{
+	struct py_rcand c[PY_RCAND_MAX];
+	char longname[PY_RNAME + 8];
+
+	(void)state;
+	assert_int_equal(py_region_cands("main", 2, 7, c, PY_RCAND_MAX), 1);
+	assert_string_equal(c[0].qual, "main");
+	assert_int_equal(c[0].qual_len, 4);
+	assert_int_equal(c[0].file_len, 0);
+	assert_int_equal(c[0].spec, 2);
+	assert_int_equal(c[0].pair, 7);
+
+	assert_int_equal(py_region_cands("pkg.train.Trainer.step", 0, 1, c, PY_RCAND_MAX), 4);
+	assert_string_equal(c[0].qual, "pkg.train.Trainer.step");
+	assert_string_equal(c[0].file, "");
+	assert_string_equal(c[1].qual, "train.Trainer.step");
+	assert_string_equal(c[1].file, "pkg.py");
+	assert_string_equal(c[2].qual, "Trainer.step");
+	assert_string_equal(c[2].file, "pkg/train.py");
+	assert_int_equal(c[2].file_len, strlen("pkg/train.py"));
+	assert_int_equal(c[2].qual_len, strlen("Trainer.step"));
+	assert_string_equal(c[3].qual, "step");
+	assert_string_equal(c[3].file, "pkg/train/Trainer.py");
+	/* BPF compares whole 64-byte blocks: the padding must be zero. */
+	for (size_t i = c[3].qual_len; i < PY_RNAME; i++)
+		assert_int_equal(c[3].qual[i], 0);
+
+	assert_int_equal(py_region_cands("<lambda>", 0, 0, c, PY_RCAND_MAX), 1);
+	assert_int_equal(py_region_cands("", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands(".step", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("step.", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("a..b", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("a:b", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("a b", 0, 0, c, PY_RCAND_MAX), -EINVAL);
+	assert_int_equal(py_region_cands("a.b.c", 0, 0, c, 2), -E2BIG);
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(py_region_cands(longname, 0, 0, c, PY_RCAND_MAX), -E2BIG);
+}
+
+/* GIL markers at the root of Python samples: per-thread shares, filters, report sections. */
+static void test_gil_stats(void **state)
+{
+	struct profile *p = profile__new();
+	struct report_opts o = { 0 };
+	struct sample_filter f = { .tid = 2 };
+	struct py_gil_thread *t;
+	int64_t g, ng, tr, leaf;
+	uint32_t a[3], b[3], c[2];
+	int64_t sa, sb, sc;
+	struct sink *s;
+	const char *txt;
+	size_t n, len;
+
+	(void)state;
+	assert_non_null(p);
+	g = profile__special(p, PY_GIL_HELD);
+	ng = profile__special(p, PY_GIL_NOT_HELD);
+	tr = profile__special(p, "[truncated]");
+	leaf = profile__object(p, OBJ_ELF, "/bin/x", "", 0);
+	leaf = leaf >= 0 ? profile__location(p, (uint32_t)leaf, 0x10) : leaf;
+	assert_true(g >= 0 && ng >= 0 && tr >= 0 && leaf >= 0);
+	a[0] = g, a[1] = leaf, a[2] = leaf;
+	b[0] = ng, b[1] = tr, b[2] = leaf;
+	c[0] = tr, c[1] = leaf;
+	sa = profile__stack(p, a, 3);
+	sb = profile__stack(p, b, 3);
+	sc = profile__stack(p, c, 2);
+	assert_true(sa > 0 && sb > 0 && sc > 0);
+	for (int i = 0; i < 10; i++) {
+		struct sample smp = { .ts = 100 + i, .pid = 7, .weight = 1000 };
+
+		/* tid 1: 3 of 4 with the GIL; tid 2: never; tid 3: no marker (not Python). */
+		smp.tid = i < 4 ? 1 : i < 6 ? 2 : 3;
+		smp.stack = i < 3 ? sa : i < 6 ? sb : sc;
+		assert_int_equal(profile__add_sample(p, &smp), 0);
+	}
+	assert_true(py_gil_marker(p, g) && py_gil_marker(p, ng) && !py_gil_marker(p, tr));
+	assert_int_equal(py_gil_stats(p, NULL, &t, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(t[0].tid, 1);
+	assert_int_equal(t[0].samples, 4);
+	assert_int_equal(t[0].held, 3);
+	assert_int_equal(t[1].tid, 2);
+	assert_int_equal(t[1].samples, 2);
+	assert_int_equal(t[1].held, 0);
+	free(t);
+	assert_int_equal(py_gil_stats(p, &f, &t, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(t[0].tid, 2);
+	free(t);
+
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	assert_non_null(strstr(txt, "GIL held"));
+	assert_non_null(strstr(txt, "75.0%"));
+	/*
+	 * The marker is not a cut stack: the 3 samples under [GIL] are whole, the 3 with
+	 * [truncated] under [no GIL] and the 4 starting at [truncated] are cut.
+	 */
+	assert_non_null(strstr(txt, "truncated stacks: 70.0%"));
+	sink_close(s);
+	o.json = true;
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	assert_non_null(strstr(txt, "\"python_gil\": [\n    {\"pid\": 7, \"tid\": 1"));
+	assert_non_null(strstr(txt, "\"samples\": 4, \"gil_held\": 3, \"gil_held_pct\": 75.00}"));
+	sink_close(s);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -338,6 +499,9 @@ int main(void)
 		cmocka_unit_test(test_debug_offsets),
 		cmocka_unit_test(test_version_tables),
 		cmocka_unit_test_setup(test_interleave, setup_proc),
+		cmocka_unit_test(test_region_cands),
+		cmocka_unit_test(test_addr2line_310),
+		cmocka_unit_test(test_gil_stats),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

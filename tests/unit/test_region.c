@@ -328,6 +328,9 @@ static void test_record_args(void **state)
 	char *bad1[] = { "record", "--region", "nocolon", "--", "true", NULL };
 	char *bad2[] = { "record", "--usdt", "bin:name", "--", "true", NULL };
 	char *bad3[] = { "record", "--region", ":sym", "--", "true", NULL };
+	char *py[] = { "record", "--region", "py:train.Trainer.step", "--", "true", NULL };
+	char *pybad[] = { "record", "--region", "py:a..b", "--", "true", NULL };
+	char *pybad2[] = { "record", "--region", "py:step(", "--", "true", NULL };
 
 	assert_int_equal(parse_record_args(10, ok, &o), 0);
 	assert_int_equal(o.nregions, 2);
@@ -337,6 +340,10 @@ static void test_record_args(void **state)
 	assert_int_equal(parse_record_args(5, bad1, &o), -EINVAL);
 	assert_int_equal(parse_record_args(5, bad2, &o), -EINVAL);
 	assert_int_equal(parse_record_args(5, bad3, &o), -EINVAL);
+	assert_int_equal(parse_record_args(5, py, &o), 0);
+	assert_string_equal(o.regions[0], "py:train.Trainer.step");
+	assert_int_equal(parse_record_args(5, pybad, &o), -EINVAL);
+	assert_int_equal(parse_record_args(5, pybad2, &o), -EINVAL);
 }
 
 static void test_reader_args(void **state)
@@ -379,6 +386,31 @@ static void test_report_regions(void **state)
 	assert_non_null(strstr(txt, "\ntop "));
 	assert_non_null(strstr(txt, "\n  child \"q\" "));
 	assert_non_null(strstr(txt, "100 ns"));
+	assert_null(strstr(txt, "(sampled)"));
+	sink_close(s);
+
+	/* Python regions seen by sampling are marked in both forms. */
+	{
+		struct event e = { .kind = EVK_REGION, .ts = 200, .dur = 50, .pid = 1, .tid = 1,
+				   .name = profile__intern(p, "Trainer.step"),
+				   .flags = EVF_REGION_SAMPLED };
+
+		assert_int_equal(profile__add_event(p, &e), 0);
+	}
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	assert_non_null(strstr(txt, "\nTrainer.step "));
+	assert_non_null(strstr(strstr(txt, "\nTrainer.step "), "(sampled)\n"));
+	assert_null(strstr(strstr(txt, "\ntop "), "(sampled)\n  child"));
+	assert_non_null(strstr(txt, "# (sampled): Python calls seen by sampling"));
+	sink_close(s);
+	o.json = true;
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	assert_non_null(strstr(txt, "\"open\": 0, \"sampled\": 1}"));
+	assert_non_null(strstr(txt, "\"open\": 0, \"sampled\": 0}"));
 	sink_close(s);
 	profile__free(p);
 }

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/hmap.h"
+#include "pygil.h"
+
+/* 1 for [GIL], 2 for [no GIL], 0 for any other location. */
+static uint8_t *marker_locs(const struct profile *p)
+{
+	uint8_t *kind = calloc(p->locations.n ? p->locations.n : 1, 1);
+
+	if (!kind)
+		return NULL;
+	for (size_t i = 0; i < p->locations.n; i++) {
+		const struct object *o = &p->objects.v[p->locations.v[i].object];
+		const char *name;
+
+		if (o->kind != OBJ_SPECIAL)
+			continue;
+		name = profile__str(p, o->path);
+		if (!strcmp(name, PY_GIL_HELD))
+			kind[i] = 1;
+		else if (!strcmp(name, PY_GIL_NOT_HELD))
+			kind[i] = 2;
+	}
+	return kind;
+}
+
+bool py_gil_marker(const struct profile *p, uint32_t loc)
+{
+	const struct object *o;
+	const char *name;
+
+	if (loc >= p->locations.n)
+		return false;
+	o = &p->objects.v[p->locations.v[loc].object];
+	if (o->kind != OBJ_SPECIAL)
+		return false;
+	name = profile__str(p, o->path);
+	return !strcmp(name, PY_GIL_HELD) || !strcmp(name, PY_GIL_NOT_HELD);
+}
+
+static int cmp_samples(const void *a, const void *b)
+{
+	const struct py_gil_thread *x = a, *y = b;
+
+	if (x->samples != y->samples)
+		return x->samples < y->samples ? 1 : -1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+int py_gil_stats(const struct profile *p, const struct sample_filter *f, struct py_gil_thread **out,
+		 size_t *n)
+{
+	struct py_gil_thread *v = NULL;
+	size_t nv = 0, cap = 0;
+	struct hmap *idx = NULL;
+	uint8_t *kind;
+	int err = -ENOMEM;
+
+	*out = NULL;
+	*n = 0;
+	kind = marker_locs(p);
+	idx = hmap__new(64);
+	if (!kind || !idx)
+		goto out;
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const struct sample *s = &p->samples.v[i];
+		uint32_t node = s->stack;
+		uint64_t at;
+		uint8_t k;
+
+		if (!node || (f && !sample_filter__match(f, s)))
+			continue;
+		/* The marker is the root: the node at depth 1. */
+		while (p->stacks.v[node].parent)
+			node = p->stacks.v[node].parent;
+		k = kind[p->stacks.v[node].loc];
+		if (!k)
+			continue;
+		if (!hmap__get(idx, s->pid, s->tid, &at)) {
+			if (nv == cap) {
+				struct py_gil_thread *nvv;
+
+				cap = cap ? cap * 2 : 16;
+				nvv = realloc(v, cap * sizeof(*v));
+				if (!nvv)
+					goto out;
+				v = nvv;
+			}
+			at = nv++;
+			memset(&v[at], 0, sizeof(v[at]));
+			v[at].pid = s->pid;
+			v[at].tid = s->tid;
+			if (hmap__put(idx, s->pid, s->tid, at))
+				goto out;
+		}
+		v[at].samples++;
+		v[at].held += k == 1;
+	}
+	if (nv)
+		qsort(v, nv, sizeof(*v), cmp_samples);
+	*out = nv ? v : NULL;
+	*n = nv;
+	if (!nv)
+		free(v);
+	v = NULL;
+	err = 0;
+out:
+	free(v);
+	free(kind);
+	hmap__free(idx);
+	return err;
+}
