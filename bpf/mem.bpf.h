@@ -21,6 +21,12 @@
 #define MEM_EXP_TABLE 4096
 
 const volatile bool mem_sample_all = false; /* --mem=1: every allocation */
+/*
+ * --mem=1 with uprobe sessions: no per-allocation state in BPF. Every allocation and
+ * every free goes to the recorder, which matches them: a hash lookup and delete per
+ * free cost ~800 ns here (cold buckets), a ring-buffer record ~170 ns.
+ */
+const volatile bool mem_user_match = false;
 const volatile __u32 mem_stack_bytes = 0;   /* user stack copied per allocation (DWARF) */
 /* Quantiles of an exponential distribution of mean SAMPLE_BYTES: the gaps between samples. */
 const volatile __u64 mem_exp_table[MEM_EXP_TABLE] = { 1 };
@@ -47,6 +53,18 @@ struct {
 	__type(key, struct mem_key);
 	__type(value, struct mem_val);
 } mem_live SEC(".maps");
+
+/* mem_user_match: inside an allocator call (its return is probed), per thread. */
+struct mem_task {
+	__u32 depth;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct mem_task);
+} mem_tasks SEC(".maps");
 
 /* Bytes left until the next sample on this CPU (0: not drawn yet). */
 struct {
@@ -134,6 +152,11 @@ static __always_inline void mem_release(__u64 id, __u64 addr)
 	struct mem_val *v;
 	__u64 size;
 
+	if (mem_user_match) {
+		stat_inc(BSTAT_MEM_FREES);
+		mem_send_free(id, addr, 0);
+		return;
+	}
 	v = bpf_map_lookup_elem(&mem_live, &k);
 	if (!v)
 		return;
@@ -194,6 +217,8 @@ static __always_inline void mem_record(struct pt_regs *ctx, __u64 id, __u64 addr
 
 	if (!addr)
 		return;
+	if (mem_user_match)
+		goto send;
 	if (bpf_map_update_elem(&mem_live, &k, &v, BPF_NOEXIST)) {
 		old = bpf_map_lookup_elem(&mem_live, &k);
 		/* realloc(NULL) or memalign calling malloc inside: the inner call recorded it. */
@@ -205,6 +230,7 @@ static __always_inline void mem_record(struct pt_regs *ctx, __u64 id, __u64 addr
 		if (bpf_map_update_elem(&mem_live, &k, &v, BPF_ANY))
 			stat_inc(BSTAT_MEM_LIVE_FULL);
 	}
+send:
 	b = scratch_get(SLOT_UPROBE);
 	if (!b)
 		goto drop;
@@ -218,7 +244,8 @@ static __always_inline void mem_record(struct pt_regs *ctx, __u64 id, __u64 addr
 	if (n && !send_scratch(b, n, BSTAT_MEM_RB_FULL))
 		return;
 drop:
-	bpf_map_delete_elem(&mem_live, &k);
+	if (!mem_user_match)
+		bpf_map_delete_elem(&mem_live, &k);
 }
 
 static __always_inline __u64 mem_result(struct pt_regs *ctx, __u32 func, __u64 memptr)
@@ -240,11 +267,17 @@ int mem_alloc(struct pt_regs *ctx)
 	__u64 id = bpf_get_current_pid_tgid(), size, *cookie;
 	__u32 func = bpf_get_attach_cookie(ctx), tid = id;
 	struct mem_pending pd = {}, *pp;
+	struct mem_task *mt = NULL;
 
 	if (mem_null == 1)
 		return 1;
 
 	if (bpf_session_is_return()) {
+		if (mem_user_match) {
+			mt = bpf_task_storage_get(&mem_tasks, bpf_get_current_task_btf(), NULL, 0);
+			if (mt)
+				mt->depth = 0;
+		}
 		cookie = bpf_session_cookie();
 		if (!cookie)
 			return 0;
@@ -261,6 +294,18 @@ int mem_alloc(struct pt_regs *ctx)
 	}
 	if (!is_target(id >> 32))
 		return 1;
+	if (mem_user_match) {
+		/*
+		 * An allocator call inside another (realloc(NULL, n) or memalign calling
+		 * malloc): the outer one records the block.
+		 */
+		mt = bpf_task_storage_get(&mem_tasks, bpf_get_current_task_btf(), NULL,
+					  BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (mt && mt->depth) {
+			stat_inc(BSTAT_MEM_DUP);
+			return 1;
+		}
+	}
 	size = mem_entry(ctx, id, func);
 	if (!size)
 		return 1; /* no return probe for this call */
@@ -268,6 +313,8 @@ int mem_alloc(struct pt_regs *ctx)
 	if (!cookie)
 		return 1;
 	*cookie = size;
+	if (mt)
+		mt->depth = 1;
 	if (func == MEM_POSIX_MEMALIGN) {
 		pd.size = size;
 		pd.memptr = PT_REGS_PARM1(ctx);
@@ -285,6 +332,8 @@ int mem_free(struct pt_regs *ctx)
 	if (mem_null == 1)
 		return 0;
 	if (!addr)
+		return 0;
+	if (mem_user_match && !is_target(bpf_get_current_pid_tgid() >> 32))
 		return 0;
 	mem_release(bpf_get_current_pid_tgid(), addr);
 	return 0;

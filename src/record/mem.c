@@ -230,7 +230,13 @@ static int mem_configure(struct feature_ctx *f, void **state)
 	if (getenv("EPROF_MEM_NULL"))
 		skel->rodata->mem_null = atoi(getenv("EPROF_MEM_NULL"));
 	fill_exp_table(skel, st->mean);
-	bpf_map__set_max_entries(skel->maps.mem_live, st->mean <= 1 ? 1 << 22 : 1 << 18);
+	/* --mem=1 with sessions matches frees in the recorder: no live map in BPF. */
+	skel->rodata->mem_user_match = st->mean <= 1 && st->session &&
+				       !(getenv("EPROF_MEM_MATCH") &&
+					 !strcmp(getenv("EPROF_MEM_MATCH"), "bpf"));
+	bpf_map__set_max_entries(skel->maps.mem_live, skel->rodata->mem_user_match ? 1
+						      : st->mean <= 1		   ? 1 << 22
+										   : 1 << 18);
 	/* Every allocation with its stack copy: 16 MB fills in ~4,000 events; take 64 at least. */
 	if (st->mean <= 1 && f->o->ringbuf_mb < 64) {
 		bpf_map__set_max_entries(skel->maps.events, 64 << 20);

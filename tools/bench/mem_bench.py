@@ -14,6 +14,8 @@ and the ratio to the bare run of the same round is reported (median of --reps).
              eprof --mem probing free's first instruction (EPROF_MEM_ENTRY=start),
              eprof --mem whose programs return at once (EPROF_MEM_NULL=1: the uprobe floor),
              eprof --mem=1 without user stack copies (EPROF_MEM_STACK=0: frame pointers only),
+             eprof --mem=1 copying 2 KiB of stack per allocation (EPROF_MEM_STACK=2048),
+             eprof --mem=1 matching frees in BPF as --mem=N does (EPROF_MEM_MATCH=bpf),
              bpftrace counting uprobes on malloc and free (reference)
 
 Usage: tools/bench/mem_bench.py [--reps N] [--eprof PATH] [--modes a,b] [--workloads a,b]
@@ -54,12 +56,15 @@ MODES = {
     "default": ["--mem"],
     "mem1": ["--mem=1"],
     "mem1-nostack": ["--mem=1"],
+    "mem1-2k": ["--mem=1"],
+    "mem1-bpfmatch": ["--mem=1"],
     "uretprobe": ["--mem"],
     "entry0": ["--mem"],
     "bpftrace": None,
 }
 MODE_ENV = {"uretprobe": {"EPROF_MEM_PROBES": "uretprobe"}, "entry0": {"EPROF_MEM_ENTRY": "start"},
-            "null": {"EPROF_MEM_NULL": "1"}, "mem1-nostack": {"EPROF_MEM_STACK": "0"}}
+            "null": {"EPROF_MEM_NULL": "1"}, "mem1-nostack": {"EPROF_MEM_STACK": "0"},
+            "mem1-2k": {"EPROF_MEM_STACK": "2048"}, "mem1-bpfmatch": {"EPROF_MEM_MATCH": "bpf"}}
 
 
 def workload_cmd(name, go, tmp):
