@@ -239,6 +239,9 @@ enum offcpu_state {
 #define OFFCPU_STATE_MASK 0xf
 #define OFFCPU_F_IRQ_WAKE 0x10 /* woken from interrupt context: timer, I/O completion */
 #define OFFCPU_F_NO_STACK 0x20 /* over the stack budget: no stacks captured */
+/* Not picked by the time sampling (--offcpu-sample-us): no stacks; the picked ones stand for it. */
+#define OFFCPU_F_UNSAMPLED 0x40
+#define OFFCPU_F_FUTEX 0x80 /* went off CPU in a futex wait: a user-space lock or condition */
 
 /*
  * A blocked interval of a target thread: off at off_ts (sched_switch), made
@@ -421,6 +424,7 @@ enum eprof_bpf_stat {
 	BSTAT_OFFCPU_NO_STORAGE, /* per-thread state could not be created */
 	BSTAT_OFFCPU_IRQ_WAKE, /* wakeups from interrupt context (no waker thread) */
 	BSTAT_OFFCPU_NO_STACK, /* intervals sent without stacks: over --offcpu-stack-rate */
+	BSTAT_OFFCPU_UNSAMPLED, /* intervals sent without stacks: not picked by the time sampling */
 	/* cuda (bpf/cuda.bpf.h) */
 	BSTAT_CUDA_CALLS,      /* CUDA API calls of targets seen (entries) */
 	BSTAT_CUDA_RB_FULL,    /* CUDA API or handle event dropped: ring buffer full */

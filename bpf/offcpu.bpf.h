@@ -30,6 +30,18 @@ const volatile __u64 offcpu_min_ns = 10000;
 const volatile __u32 offcpu_stack_bytes = 0; /* user stack copy for DWARF; 0 = frame pointers */
 /* Stack captures (blocking or waker) per second and CPU; beyond, times and wakers only (0 = all). */
 const volatile __u64 offcpu_stack_rate = 0;
+/*
+ * Blocked time sampled by a Poisson process (mean offcpu_sample_ns, 0 = off): an interval
+ * of d ns gets its stacks when a gap drawn from the exponential table is <= d, i.e. with
+ * probability 1 - e^(-d/mean), and then stands for d / that probability (the reader
+ * scales it): long waits nearly always have stacks, a storm of short ones costs a few.
+ */
+const volatile __u64 offcpu_sample_ns = 0;
+#define OFFCPU_EXP_TABLE 4096
+const volatile __u64 offcpu_exp_table[OFFCPU_EXP_TABLE] = { 1 };
+
+#define OFFCPU_NR_FUTEX 202 /* x86_64 */
+#define OFFCPU_NR_FUTEX_WAITV 449
 
 #define OFFCPU_TASK_RUNNING 0x0000
 #define OFFCPU_TASK_INTERRUPTIBLE 0x0001
@@ -298,6 +310,14 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 			s->wake_ts = s->state == OFFCPU_RUNNABLE ? now : 0;
 			s->waker_pid = s->waker_tid = 0;
 			s->wflags = 0;
+			/* A futex wait names a lock even when the interval gets no stack. */
+			if (s->state == OFFCPU_SLEEP) {
+				long nr = BPF_CORE_READ((struct pt_regs *)bpf_task_pt_regs(prev),
+							orig_ax);
+
+				if (nr == OFFCPU_NR_FUTEX || nr == OFFCPU_NR_FUTEX_WAITV)
+					s->wflags = OFFCPU_F_FUTEX;
+			}
 		} else {
 			stat_inc(BSTAT_OFFCPU_NO_STORAGE);
 		}
@@ -313,6 +333,14 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 		return 0;
 	}
 	s->on_ts = now;
+	if (offcpu_sample_ns && s->state != OFFCPU_NEW &&
+	    now - s->off_ts <
+		offcpu_exp_table[bpf_get_prandom_u32() & (OFFCPU_EXP_TABLE - 1)]) {
+		stat_inc(BSTAT_OFFCPU_UNSAMPLED);
+		s->wflags |= OFFCPU_F_UNSAMPLED;
+		offcpu_send_bare(s, next->tgid, next->pid);
+		return 0;
+	}
 	if (!offcpu_take_stack(now)) {
 		stat_inc(BSTAT_OFFCPU_NO_STACK);
 		offcpu_send_bare(s, next->tgid, next->pid);
@@ -375,7 +403,7 @@ int BPF_PROG(offcpu_waking, struct task_struct *p)
 	s->wake_ts = now;
 	irq = offcpu_in_irq() || (__u32)id == 0;
 	if (irq) {
-		s->wflags = OFFCPU_F_IRQ_WAKE;
+		s->wflags |= OFFCPU_F_IRQ_WAKE;
 		stat_inc(BSTAT_OFFCPU_IRQ_WAKE);
 		return 0;
 	}

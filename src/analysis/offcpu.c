@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,10 +55,29 @@ enum wait_kind offcpu_classify(const struct profile *p, const struct event *e)
 	case OFFCPU_DISK:
 		return stack_is_lock(p, e->stack) ? WAIT_LOCK : WAIT_IO;
 	case OFFCPU_SLEEP:
-		return stack_is_lock(p, e->stack) ? WAIT_LOCK : WAIT_SLEEP;
+		/* A futex wait is a lock even without a stack (the time sampling left it out). */
+		return (e->flags & OFFCPU_F_FUTEX) || stack_is_lock(p, e->stack) ? WAIT_LOCK
+										  : WAIT_SLEEP;
 	default:
 		return WAIT_OTHER;
 	}
+}
+
+double offcpu_sample_mean(const struct profile *p)
+{
+	return (double)profile__meta_u64(p, "offcpu_sample_ns", 0);
+}
+
+double offcpu_scale(double mean, const struct event *e)
+{
+	double pick;
+
+	if (mean <= 0 || (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW)
+		return 1;
+	if (e->flags & OFFCPU_F_UNSAMPLED)
+		return 0;
+	pick = e->dur ? -expm1(-(double)e->dur / mean) : 1;
+	return pick > 0 ? 1 / pick : 1;
 }
 
 uint64_t offcpu_ready_ts(const struct event *e)
@@ -126,15 +146,19 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 		for (size_t i = 0; i < p->samples.n; i++)
 			if (sample_filter__match(f, &p->samples.v[i]))
 				v[k++] = p->samples.v[i];
+	double mean = offcpu_sample_mean(p);
+
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event e = p->events.v[i];
+		double scale = offcpu_scale(mean, &e);
 		int64_t node;
 
-		if (e.kind != EVK_OFFCPU || !event_match(f, &e))
+		if (e.kind != EVK_OFFCPU || !event_match(f, &e) || scale == 0)
 			continue;
 		uint64_t ready = offcpu_ready_ts(&e), end = e.ts + e.dur;
 		/* Blocked until the wakeup, then waiting for a CPU: two weights, two leaves. */
-		const uint64_t part[2] = {ready - e.ts, end - ready};
+		const uint64_t part[2] = {(uint64_t)llround((ready - e.ts) * scale),
+					  (uint64_t)llround((end - ready) * scale)};
 		const int kind[2] = {offcpu_classify(p, &e), WAIT_RUNNABLE};
 
 		for (int j = 0; j < 2; j++) {
@@ -177,6 +201,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		     struct offcpu_summary *s)
 {
 	struct hmap *idx = hmap__new(256);
+	double mean = offcpu_sample_mean(p);
 	size_t cap = 0;
 
 	memset(s, 0, sizeof(*s));
@@ -185,6 +210,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 		enum wait_kind k;
+		double scale;
 		uint64_t j;
 
 		if (e->kind != EVK_OFFCPU || !event_match(f, e))
@@ -196,6 +222,10 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		s->by_kind[k] += offcpu_ready_ts(e) - e->ts;
 		s->by_kind[WAIT_RUNNABLE] += e->ts + e->dur - offcpu_ready_ts(e);
 		s->wakers_known += e->a != 0;
+		/* The stacks table: blocked time by stack, sampled intervals scaled (see above). */
+		scale = offcpu_scale(mean, e);
+		if (scale == 0)
+			continue;
 		if (!hmap__get(idx, e->stack, k, &j)) {
 			if (s->nstacks == cap) {
 				struct offcpu_stack_stat *nv;
@@ -212,7 +242,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 				goto nomem;
 		}
 		s->stacks[j].count++;
-		s->stacks[j].ns += e->dur;
+		s->stacks[j].ns += (uint64_t)llround(e->dur * scale);
 	}
 	if (s->nstacks)
 		qsort(s->stacks, s->nstacks, sizeof(*s->stacks), cmp_stack_stat);

@@ -39,6 +39,14 @@ enum wait_kind offcpu_classify(const struct profile *p, const struct event *e);
 
 /* Time made runnable within [ts, ts+dur]: the wakeup, clamped; the start when preempted. */
 uint64_t offcpu_ready_ts(const struct event *e);
+/*
+ * Blocked-time sampling (record --offcpu-sample-us): the mean in ns, 0 when the file has
+ * every interval's stacks. offcpu_scale: what an interval's time counts for in stack
+ * weights: 1 / P(picked) = 1 / (1 - e^(-dur/mean)) when picked, 0 when not (its time is
+ * in the picked ones), 1 without sampling. Totals by kind use every interval as it is.
+ */
+double offcpu_sample_mean(const struct profile *p);
+double offcpu_scale(double mean, const struct event *e);
 
 enum offcpu_weights {
 	OFFCPU_W_OFF = 1,  /* blocked intervals, weight = blocked ns */

@@ -36,6 +36,7 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_MEM_CALLS] = "mem_alloc_calls",
 	[STAT_MEM_LOST] = "mem_events_lost",
 	[STAT_MEM_UNTRACKED] = "mem_untracked_allocs",
+	[STAT_OFFCPU_UNSAMPLED] = "offcpu_unsampled",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

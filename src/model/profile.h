@@ -190,6 +190,7 @@ enum profile_stat {
 	STAT_MEM_CALLS,		  /* allocation calls seen by the uprobes */
 	STAT_MEM_LOST,		  /* allocation/free events lost (ring buffer full) */
 	STAT_MEM_UNTRACKED,	  /* sampled allocations the live map could not hold */
+	STAT_OFFCPU_UNSAMPLED,	  /* intervals without stacks: not picked by --offcpu-sample-us */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

@@ -21,6 +21,7 @@
 #include <linux/types.h>
 
 #include "eprof_abi.h"
+#include "../util/expq.h"
 #include "../util/log.h"
 #include "profile.skel.h"
 #include "events.h"
@@ -92,19 +93,9 @@ static bool have_sessions(void)
 
 static void fill_exp_table(struct profile_bpf *skel, uint64_t mean)
 {
-	const int n = sizeof(skel->rodata->mem_exp_table) / sizeof(skel->rodata->mem_exp_table[0]);
-	double sum = 0, q[n];
-
-	/* Quantiles at the midpoints of n equal slices, scaled so the mean is exact. */
-	for (int i = 0; i < n; i++) {
-		q[i] = -log((i + 0.5) / n);
-		sum += q[i];
-	}
-	for (int i = 0; i < n; i++) {
-		double v = q[i] * mean * n / sum;
-
-		skel->rodata->mem_exp_table[i] = v < 1 ? 1 : (uint64_t)llround(v);
-	}
+	exp_quantiles((uint64_t *)skel->rodata->mem_exp_table,
+		      sizeof(skel->rodata->mem_exp_table) / sizeof(skel->rodata->mem_exp_table[0]),
+		      (double)mean);
 }
 
 static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t size)

@@ -15,6 +15,7 @@
 #include <linux/types.h>
 
 #include "eprof_abi.h"
+#include "../util/expq.h"
 #include "../util/hmap.h"
 #include "../util/log.h"
 #include "events.h"
@@ -154,6 +155,18 @@ static int offcpu_configure(struct feature_ctx *f, void **state)
 		bpf_program__set_autoload(progs[i], true);
 	skel->rodata->offcpu_min_ns = (uint64_t)f->o->offcpu_min_us * 1000;
 	skel->rodata->offcpu_stack_rate = f->o->offcpu_stack_rate;
+	skel->rodata->offcpu_sample_ns = (uint64_t)f->o->offcpu_sample_us * 1000;
+	if (f->o->offcpu_sample_us) {
+		char buf[32];
+
+		exp_quantiles((uint64_t *)skel->rodata->offcpu_exp_table,
+			      sizeof(skel->rodata->offcpu_exp_table) /
+				  sizeof(skel->rodata->offcpu_exp_table[0]),
+			      f->o->offcpu_sample_us * 1000.0);
+		snprintf(buf, sizeof(buf), "%llu",
+			 (unsigned long long)f->o->offcpu_sample_us * 1000);
+		profile__set_meta(f->p, "offcpu_sample_ns", buf);
+	}
 	skel->rodata->offcpu_stack_bytes =
 	    bytes > OFFCPU_MAX_STACK_BYTES ? OFFCPU_MAX_STACK_BYTES : bytes;
 	err = events_add_handler(f->ev, EV_OFFCPU_FIRST, EV_OFFCPU_LAST, offcpu_decode, st);
@@ -169,11 +182,13 @@ static int offcpu_finish(struct feature_ctx *f, void *state)
 	p->stats[STAT_OFFCPU_SEEN] = f->bpf_stat(f, BSTAT_OFFCPU_SEEN);
 	p->stats[STAT_OFFCPU_SHORT] = f->bpf_stat(f, BSTAT_OFFCPU_SHORT);
 	p->stats[STAT_OFFCPU_NO_STACK] = f->bpf_stat(f, BSTAT_OFFCPU_NO_STACK);
+	p->stats[STAT_OFFCPU_UNSAMPLED] = f->bpf_stat(f, BSTAT_OFFCPU_UNSAMPLED);
 	p->stats[STAT_OFFCPU_LOST] =
 	    f->bpf_stat(f, BSTAT_OFFCPU_RB_FULL) + f->bpf_stat(f, BSTAT_OFFCPU_NO_STORAGE);
-	log_info("off-CPU: %llu intervals recorded (%llu without stacks over the rate, %llu with a "
-		 "waker stack), %llu shorter than %u us skipped, %llu lost",
-		 (unsigned long long)st->events, (unsigned long long)p->stats[STAT_OFFCPU_NO_STACK],
+	log_info("off-CPU: %llu intervals recorded (%llu without stacks by the time sampling, %llu "
+		 "over the rate, %llu with a waker stack), %llu shorter than %u us skipped, %llu lost",
+		 (unsigned long long)st->events, (unsigned long long)p->stats[STAT_OFFCPU_UNSAMPLED],
+		 (unsigned long long)p->stats[STAT_OFFCPU_NO_STACK],
 		 (unsigned long long)st->waker_stacks,
 		 (unsigned long long)p->stats[STAT_OFFCPU_SHORT], f->o->offcpu_min_us,
 		 (unsigned long long)p->stats[STAT_OFFCPU_LOST]);

@@ -34,6 +34,7 @@ struct record_opts {
 	bool offcpu;		 /* --offcpu: blocked intervals, wakeups */
 	uint32_t offcpu_min_us; /* --offcpu-min-us: shorter blocked intervals are not recorded */
 	uint32_t offcpu_stack_rate; /* --offcpu-stack-rate: intervals/s/CPU with stacks, 0 = all */
+	uint32_t offcpu_sample_us;  /* --offcpu-sample-us: mean of the blocked-time sampling, 0 = all */
 	/* regions (src/record/region.c): BIN:SYMBOL / BIN:0xADDR and BIN:PROVIDER:NAME */
 	const char *regions[RECORD_MAX_REGIONS];
 	size_t nregions;

@@ -27,8 +27,11 @@ void record_usage(FILE *f)
 		"      --no-kernel         user stacks only\n"
 		"      --offcpu            also record blocked intervals (off-CPU stacks) and wakeups\n"
 		"      --offcpu-min-us N   shortest blocked interval recorded (default 10)\n"
-		"      --offcpu-stack-rate N  stack captures per second and CPU (default 2000, 0 = all);\n"
-		"                          intervals beyond keep their times and wakers\n"
+		"      --offcpu-sample-us N  stacks for blocked time sampled with mean N us (default 1000,\n"
+		"                          0 = every interval): a wait of d us has them with probability\n"
+		"                          1-e^(-d/N) and stands for d over that; all keep times and wakers\n"
+		"      --offcpu-stack-rate N  stack captures per second and CPU at most (default 2000,\n"
+		"                          0 = no cap); intervals beyond keep their times and wakers\n"
 		"      --cuda, --no-cuda   trace CUDA API calls and (launch mode, with CUPTI) GPU activity\n"
 		"                          (default: on when the target maps a CUDA library)\n"
 		"      --cuda-stack-rate N launches per second per thread recorded with a stack (default 100, 0 none)\n"
@@ -105,6 +108,7 @@ static int parse_callgraph(const char *arg, struct record_opts *o)
 
 enum {
 	OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE,
+	OPT_OFFCPU_SAMPLE,
 	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE, OPT_REGION, OPT_USDT, OPT_NO_AUTO_REGIONS, OPT_NO_PYTHON,
 	OPT_MEM
 };
@@ -210,6 +214,14 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 		o->offcpu_stack_rate = v;
 		o->offcpu = true;
 		return 0;
+	case OPT_OFFCPU_SAMPLE:
+		if (parse_uint(arg, 10000000, &v)) {
+			log_err("invalid --offcpu-sample-us '%s': use 0..10000000", arg);
+			return -EINVAL;
+		}
+		o->offcpu_sample_us = v;
+		o->offcpu = true;
+		return 0;
 	case OPT_CUDA:
 		o->cuda = 1;
 		return 0;
@@ -266,6 +278,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "offcpu", no_argument, NULL, OPT_OFFCPU },
 		{ "offcpu-min-us", required_argument, NULL, OPT_OFFCPU_MIN },
 		{ "offcpu-stack-rate", required_argument, NULL, OPT_OFFCPU_RATE },
+		{ "offcpu-sample-us", required_argument, NULL, OPT_OFFCPU_SAMPLE },
 		{ "cuda", no_argument, NULL, OPT_CUDA },
 		{ "no-cuda", no_argument, NULL, OPT_NO_CUDA },
 		{ "cuda-stack-rate", required_argument, NULL, OPT_CUDA_RATE },
@@ -288,6 +301,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 	o->ringbuf_mb = 16;
 	o->offcpu_min_us = 10;
 	o->offcpu_stack_rate = 2000;
+	o->offcpu_sample_us = 1000;
 	o->cuda = -1;
 	o->cuda_stack_rate = 100;
 	optind = 0; /* 0, not 1: glibc then resets its internal state between parses */

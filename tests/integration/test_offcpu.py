@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("need_bpf")
 def progs(tmp_path_factory):
     out = tmp_path_factory.mktemp("offcpu-fixtures")
     built = {}
-    for src, extra in (("sleephalf", []), ("condwait", ["-pthread"])):
+    for src, extra in (("sleephalf", []), ("condwait", ["-pthread"]), ("shortwaits", ["-pthread"])):
         exe = out / src
         subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", *extra, "-o", str(exe),
                         os.path.join(FIXTURES, src + ".c")], check=True)
@@ -111,12 +111,13 @@ def test_no_offcpu_data_says_so(ep, progs):
 
 def test_stack_budget_keeps_times(ep, progs):
     r = ep.run("record", "--offcpu", "--offcpu-stack-rate", "5", "-q", "-o", "sb.eprof", "--",
-               progs["sleephalf"], "2")
+               progs["sleephalf"], "4")
     napped_ns, loop_ns = (float(x) for x in r.stdout.split())
     rep = ep.report_json("sb.eprof")
-    # 64 banked tokens, then 5 per second and CPU: most of the ~100 sleeps have no stack ...
+    # 64 banked tokens per CPU, then 5 per second and CPU: at most 2 x (64 + 20) of the ~200
+    # sleeps (10 ms: the time sampling picks them all) have stacks ...
     assert rep["stats"]["offcpu_no_stack"] >= 10
-    assert rep["offcpu"]["intervals"] >= 50
+    assert rep["offcpu"]["intervals"] >= 100
     stacks = ep.folded("sb.eprof", "--offcpu")
     assert any("[stack not captured]" in s for s, _ in stacks)
     # ... but every interval keeps its time: the blocked time (up to each wakeup) is the
@@ -147,3 +148,28 @@ def test_critical_path_of_a_region_instance(ep, progs):
     bad = ep.run("critical-path", "cwr.eprof", "--region", "wait_for_worker", "--instance", "5",
                  check=False)
     assert bad.returncode != 0 and "no instance 5" in bad.stderr
+
+
+def test_time_sampling_is_unbiased(ep, progs):
+    """--offcpu-sample-us (default 1 ms): a short wait gets stacks with probability
+    1 - e^(-d/1ms) and stands for d over that, so thousands of 50 us naps cost a few hundred
+    stacks yet weigh what they took; long waits keep theirs; totals by kind stay exact."""
+    r = ep.run("record", "--offcpu", "-q", "-o", "sw.eprof", "--", progs["shortwaits"], "2")
+    short_ns, long_ns = (float(x) for x in r.stdout.split())
+    rep = ep.report_json("sw.eprof")
+    st, off = rep["stats"], rep["offcpu"]
+    assert off["intervals"] >= 2000, off["intervals"]
+    # most short naps were not picked, and none was dropped for the rate cap
+    assert st["offcpu_unsampled"] >= 0.7 * off["intervals"], st
+    stacks = ep.folded("sw.eprof", "--offcpu")
+    in_short = sum(c for s, c in stacks if "short_nap" in s)
+    in_long = sum(c for s, c in stacks if "long_nap" in s)
+    assert abs(in_short - short_ns) / short_ns < 0.15, (in_short, short_ns)
+    assert abs(in_long - long_ns) / long_ns < 0.05, (in_long, long_ns)
+    # every interval keeps its exact time in the totals
+    total = sum(off["by_kind"].values())
+    assert abs(total - (short_ns + long_ns)) / (short_ns + long_ns) < 0.1
+    # --offcpu-sample-us 0: every interval gets its stacks (up to the rate cap)
+    ep.run("record", "--offcpu", "--offcpu-sample-us", "0", "-q", "-o", "sw0.eprof", "--",
+           progs["shortwaits"], "0.5")
+    assert ep.report_json("sw0.eprof")["stats"]["offcpu_unsampled"] == 0
