@@ -40,6 +40,20 @@ const volatile __u64 offcpu_sample_ns = 0;
 #define OFFCPU_EXP_TABLE 4096
 const volatile __u64 offcpu_exp_table[OFFCPU_EXP_TABLE] = { 1 };
 
+/* Internal: the time sampling's draw is done (at the wakeup); never sent. */
+#define OFFCPU_DRAWN 0x8000
+
+/*
+ * The draw for an interval blocked d ns so far: true when it is not picked. Made once per
+ * interval: at its wakeup (so the waker's stack is taken only for picked ones), or at the
+ * switch back for intervals without one (preempted, or a wakeup not seen). The reader
+ * repeats the arithmetic with the same d (the wakeup time, else the whole interval).
+ */
+static __always_inline bool offcpu_unpicked(__u64 d)
+{
+	return d < offcpu_exp_table[bpf_get_prandom_u32() & (OFFCPU_EXP_TABLE - 1)];
+}
+
 #define OFFCPU_NR_FUTEX 202 /* x86_64 */
 #define OFFCPU_NR_FUTEX_WAITV 449
 
@@ -212,7 +226,7 @@ static __always_inline void offcpu_send_bare(struct offcpu_task *s, __u32 pid, _
 	e->waker_pid = s->waker_pid;
 	e->waker_tid = s->waker_tid;
 	e->state = s->state;
-	e->wflags = s->wflags | OFFCPU_F_NO_STACK;
+	e->wflags = (s->wflags & ~OFFCPU_DRAWN) | OFFCPU_F_NO_STACK;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
@@ -242,7 +256,7 @@ static __always_inline void offcpu_send(void *ctx, struct offcpu_task *s, bool u
 	e->waker_pid = s->waker_pid;
 	e->waker_tid = s->waker_tid;
 	e->state = s->state;
-	e->wflags = s->wflags;
+	e->wflags = s->wflags & ~OFFCPU_DRAWN;
 	e->pad = 0;
 	s->off_ts = 0;
 	e->st.user_ip = e->st.user_sp = e->st.user_bp = 0;
@@ -299,27 +313,29 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 	depth = bpf_map_lookup_elem(&offcpu_irq, &zero);
 	if (depth && *depth)
 		*depth = 0;
-	if (prev->pid && is_target(prev->tgid)) {
+	/* Only targets have storage: found, it is one; else the target set says (and creates). */
+	s = prev->pid ? bpf_task_storage_get(&offcpu_tasks, prev, NULL, 0) : NULL;
+	if (!s && prev->pid && is_target(prev->tgid)) {
 		s = bpf_task_storage_get(&offcpu_tasks, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (s) {
-			/* Back and off again without a hook in between: no trustworthy user stack. */
-			if (s->pending)
-				offcpu_send(ctx, s, false);
-			s->off_ts = now;
-			s->state = offcpu_state(preempt, prev_state);
-			s->wake_ts = s->state == OFFCPU_RUNNABLE ? now : 0;
-			s->waker_pid = s->waker_tid = 0;
-			s->wflags = 0;
-			/* A futex wait names a lock even when the interval gets no stack. */
-			if (s->state == OFFCPU_SLEEP) {
-				long nr = BPF_CORE_READ((struct pt_regs *)bpf_task_pt_regs(prev),
-							orig_ax);
-
-				if (nr == OFFCPU_NR_FUTEX || nr == OFFCPU_NR_FUTEX_WAITV)
-					s->wflags = OFFCPU_F_FUTEX;
-			}
-		} else {
+		if (!s)
 			stat_inc(BSTAT_OFFCPU_NO_STORAGE);
+	}
+	if (s) {
+		/* Back and off again without a hook in between: no trustworthy user stack. */
+		if (s->pending)
+			offcpu_send(ctx, s, false);
+		s->off_ts = now;
+		s->state = offcpu_state(preempt, prev_state);
+		s->wake_ts = s->state == OFFCPU_RUNNABLE ? now : 0;
+		s->waker_pid = s->waker_tid = 0;
+		s->wflags = 0;
+		/* A futex wait names a lock even when the interval gets no stack. */
+		if (s->state == OFFCPU_SLEEP) {
+			long nr = BPF_CORE_READ((struct pt_regs *)bpf_task_pt_regs(prev),
+						orig_ax);
+
+			if (nr == OFFCPU_NR_FUTEX || nr == OFFCPU_NR_FUTEX_WAITV)
+				s->wflags = OFFCPU_F_FUTEX;
 		}
 	}
 	/* Only targets have storage: a lookup without F_CREATE is the cheap filter. */
@@ -333,13 +349,14 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 		return 0;
 	}
 	s->on_ts = now;
-	if (offcpu_sample_ns && s->state != OFFCPU_NEW &&
-	    now - s->off_ts <
-		offcpu_exp_table[bpf_get_prandom_u32() & (OFFCPU_EXP_TABLE - 1)]) {
-		stat_inc(BSTAT_OFFCPU_UNSAMPLED);
-		s->wflags |= OFFCPU_F_UNSAMPLED;
-		offcpu_send_bare(s, next->tgid, next->pid);
-		return 0;
+	if (offcpu_sample_ns && s->state != OFFCPU_NEW) {
+		if (!(s->wflags & OFFCPU_DRAWN) && offcpu_unpicked(now - s->off_ts))
+			s->wflags |= OFFCPU_F_UNSAMPLED;
+		if (s->wflags & OFFCPU_F_UNSAMPLED) {
+			stat_inc(BSTAT_OFFCPU_UNSAMPLED);
+			offcpu_send_bare(s, next->tgid, next->pid);
+			return 0;
+		}
 	}
 	if (!offcpu_take_stack(now)) {
 		stat_inc(BSTAT_OFFCPU_NO_STACK);
@@ -401,6 +418,11 @@ int BPF_PROG(offcpu_waking, struct task_struct *p)
 		return 0;
 	now = bpf_ktime_get_ns();
 	s->wake_ts = now;
+	if (offcpu_sample_ns) {
+		s->wflags |= OFFCPU_DRAWN;
+		if (offcpu_unpicked(now - s->off_ts))
+			s->wflags |= OFFCPU_F_UNSAMPLED;
+	}
 	irq = offcpu_in_irq() || (__u32)id == 0;
 	if (irq) {
 		s->wflags |= OFFCPU_F_IRQ_WAKE;
@@ -409,7 +431,8 @@ int BPF_PROG(offcpu_waking, struct task_struct *p)
 	}
 	s->waker_pid = id >> 32;
 	s->waker_tid = (__u32)id;
-	if (now - s->off_ts < offcpu_min_ns || !offcpu_take_stack(now))
+	if (now - s->off_ts < offcpu_min_ns || (s->wflags & OFFCPU_F_UNSAMPLED) ||
+	    !offcpu_take_stack(now))
 		return 0;
 	b = scratch_get(SLOT_SCHED);
 	if (!b)

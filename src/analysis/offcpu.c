@@ -76,7 +76,13 @@ double offcpu_scale(double mean, const struct event *e)
 		return 1;
 	if (e->flags & OFFCPU_F_UNSAMPLED)
 		return 0;
-	pick = e->dur ? -expm1(-(double)e->dur / mean) : 1;
+	/* The draw used the time blocked up to the wakeup when there was one, as BPF did. */
+	uint64_t d = e->dur;
+
+	if ((e->flags & OFFCPU_STATE_MASK) != OFFCPU_RUNNABLE && e->b >= e->ts &&
+	    e->b <= e->ts + e->dur)
+		d = e->b - e->ts;
+	pick = d ? -expm1(-(double)d / mean) : 1;
 	return pick > 0 ? 1 / pick : 1;
 }
 
