@@ -8,7 +8,9 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
 #include <math.h>
@@ -22,6 +24,7 @@
 
 #include "eprof_abi.h"
 #include "../util/expq.h"
+#include "../util/hmap.h"
 #include "../util/log.h"
 #include "profile.skel.h"
 #include "events.h"
@@ -34,6 +37,7 @@
 #define MEM_BPF_TRACE_UPROBE_SESSION 57
 #define MEM_RESCAN_NS 200000000ULL
 #define MEM_RSS_NS 100000000ULL
+#define MEM_SYS_SCAN_NS 1000000000ULL /* -a: new processes' allocators */
 
 struct mem_obj {
 	char *path;
@@ -61,6 +65,9 @@ struct mem_state {
 	struct mem_obj *objs;
 	size_t nobjs;
 	struct mem_links all; /* -a: probes for every process */
+	struct mem_target sys; /* -a: objects looked at in any process */
+	struct hmap *sys_seen; /* -a: processes scanned, by (pid, start time) */
+	uint64_t last_sys_scan;
 	/* Targets: the named PIDs, the launched command, and every process they fork later. */
 	struct mem_target *targets;
 	size_t ntargets, captargets;
@@ -418,7 +425,13 @@ static int probe_object(struct feature_ctx *f, struct mem_state *st, struct mem_
 	if (err == -ESRCH || err == -ENOENT)
 		return 0; /* the process is gone */
 	if (err) {
-		log_warn("failed to attach allocator uprobes to '%s': %s", path, strerror(-err));
+		/* -a meets objects of other mount namespaces (containers): not worth a warning */
+		if (pid)
+			log_warn("failed to attach allocator uprobes to '%s': %s", path,
+				 strerror(-err));
+		else
+			log_debug("failed to attach allocator uprobes to '%s': %s", path,
+				  strerror(-err));
 		return 0; /* the other objects still count */
 	}
 	st->objects++;
@@ -447,15 +460,18 @@ static bool target_seen(struct mem_target *t, const char *path)
 	return false;
 }
 
-/* Probes the executable objects pid maps that were not looked at yet. */
-static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t,
-		       struct mem_links *ml, uint32_t filter_pid)
+/*
+ * Probes the executable objects process maps_pid maps that were not looked at yet (by
+ * seen: one target's list, or the system-wide one), with links for filter_pid (0: all).
+ */
+static int scan_maps(struct feature_ctx *f, struct mem_state *st, uint32_t maps_pid,
+		     struct mem_target *seen, struct mem_links *ml, uint32_t filter_pid)
 {
 	char path[64], line[4096 + 128];
 	FILE *fp;
 	int err = 0;
 
-	snprintf(path, sizeof(path), "/proc/%u/maps", t->pid);
+	snprintf(path, sizeof(path), "/proc/%u/maps", maps_pid);
 	fp = fopen(path, "re");
 	if (!fp)
 		return -errno;
@@ -467,7 +483,7 @@ static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_t
 			continue;
 		file = line + off;
 		file[strcspn(file, "\n")] = 0;
-		if (perms[2] != 'x' || file[0] != '/' || target_seen(t, file))
+		if (perms[2] != 'x' || file[0] != '/' || target_seen(seen, file))
 			continue;
 		err = probe_object(f, st, ml, file, filter_pid);
 		if (err)
@@ -475,6 +491,12 @@ static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_t
 	}
 	fclose(fp);
 	return err;
+}
+
+static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t,
+		       struct mem_links *ml, uint32_t filter_pid)
+{
+	return scan_maps(f, st, t->pid, t, ml, filter_pid);
 }
 
 /*
@@ -533,6 +555,61 @@ static void target_free(struct mem_target *t)
 	t->nseen = t->capseen = 0;
 }
 
+/* Start time of a process (clock ticks since boot, /proc/PID/stat field 22); 0 if gone. */
+static uint64_t proc_start_ticks(const char *pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+/*
+ * -a: looks at the maps of every process not seen before (a pid used again is a new
+ * process: keyed with its start time), so an allocator any of them maps (another libc, a
+ * static binary, jemalloc) gets system-wide probes once. Objects a process dlopen()s after
+ * it was scanned are not seen.
+ */
+static void scan_system(struct feature_ctx *f, struct mem_state *st)
+{
+	uint32_t self = getpid();
+	struct dirent *d;
+	DIR *dir = opendir("/proc");
+
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		uint64_t start, v;
+		char *end;
+		unsigned long pid = strtoul(d->d_name, &end, 10);
+
+		if (*end || !pid || pid == self)
+			continue;
+		start = proc_start_ticks(d->d_name);
+		if (!start || hmap__get(st->sys_seen, pid, start, &v))
+			continue;
+		if (hmap__put(st->sys_seen, pid, start, 1))
+			break;
+		scan_maps(f, st, (uint32_t)pid, &st->sys, &st->all, 0);
+	}
+	closedir(dir);
+}
+
 static int mem_attach(struct feature_ctx *f, void *state)
 {
 	struct mem_state *st = state;
@@ -555,13 +632,14 @@ static int mem_attach(struct feature_ctx *f, void *state)
 	if (f->child && o->argv && o->argv[0])
 		probe_command(f, st, &st->targets[st->ntargets - 1]);
 	if (o->all) {
-		/* System-wide: the libc eprof uses, in every process (no dlopen tracking). */
-		struct mem_target self = { .pid = getpid() };
-
-		err = scan_target(f, st, &self, &st->all, 0);
-		target_free(&self);
+		/* System-wide: eprof's own libc, then every allocator any process maps. */
+		st->sys_seen = hmap__new(1024);
+		if (!st->sys_seen)
+			return -ENOMEM;
+		err = scan_maps(f, st, getpid(), &st->sys, &st->all, 0);
 		if (err)
 			return err;
+		scan_system(f, st);
 	}
 	if (!st->objects) {
 		log_err("failed to find an allocator (malloc and free) in the target's objects");
@@ -647,6 +725,10 @@ static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
 		st->last_rss = now;
 		copy_stats(f);
 	}
+	if (f->o->all && st->sys_seen && now - st->last_sys_scan >= MEM_SYS_SCAN_NS) {
+		scan_system(f, st);
+		st->last_sys_scan = now;
+	}
 	if (now - st->last_scan >= MEM_RESCAN_NS) {
 		follow_children(f, st);
 		for (size_t i = 0; i < st->ntargets;) {
@@ -695,6 +777,8 @@ static void mem_destroy(struct feature_ctx *f, void *state)
 	if (!st)
 		return;
 	links_free(&st->all);
+	target_free(&st->sys);
+	hmap__free(st->sys_seen);
 	for (size_t i = 0; i < st->nobjs; i++)
 		free(st->objs[i].path);
 	free(st->objs);

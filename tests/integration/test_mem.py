@@ -323,3 +323,28 @@ def test_mem_mappings_and_brk(ep, tmp_path):
     text = ep.run("report", "eprof.data").stdout
     assert "anonymous mappings (mmap, mremap, munmap) peak 12.00 MiB live" in text, text
     assert "brk heap peak +3.00 MiB" in text, text
+
+
+def test_mem_system_wide_finds_new_allocators(ep, tmp_path):
+    """-a --mem: a statically linked program started after the record began has its own
+    malloc; the recorder finds it in its maps and probes it for every process."""
+    exe = str(tmp_path / "memfix-static")
+    subprocess.run(["cc", "-O2", "-g", "-static", "-fno-omit-frame-pointer",
+                    "-fno-optimize-sibling-calls", "-o", exe, os.path.join(FIXTURES, "memfix.c")],
+                   check=True)
+    rec = subprocess.Popen([ep.bin, "record", "-v", "-a", "--mem=65536", "-d", "6"],
+                           cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+    for line in rec.stderr:
+        if "allocator probes" in line:
+            break
+    go = str(tmp_path / "go")
+    target = subprocess.Popen([exe, "0", go], stdout=subprocess.DEVNULL)
+    time.sleep(2.5)  # the system-wide scan looks for new processes every second
+    open(go, "w").close()
+    assert target.wait(timeout=60) == 0
+    rest = rec.stderr.read()
+    assert rec.wait(timeout=60) == 0, rest
+    mem = ep.report_json("eprof.data", "--pid", str(target.pid))["memory"]
+    peak = by_site(mem["allocated"]).get("peak_phase")
+    # 400 blocks of 10,000 bytes, sampled with a 64 KiB mean: an estimate
+    assert peak and abs(peak[0] - 4_000_000) < 0.35 * 4_000_000, mem["allocated"][:5]
