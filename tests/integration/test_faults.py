@@ -207,10 +207,11 @@ def test_tiny_ring_buffer_storm(ep, fbins):
 
 @pytest.fixture
 def tiny_fs(tmp_path):
-    """A 32 KiB tmpfs: the record fills it within seconds."""
+    """A 64 KiB tmpfs: the record fills it within seconds (its first chunk, about a second of
+    a 4999 Hz storm, is ~20 KB: room for it and a little more, whatever the load)."""
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k,mode=0755", "tmpfs", str(mnt)],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(mnt)],
                        capture_output=True, text=True)
     if r.returncode:
         pytest.skip(f"skipped: cannot mount a tmpfs: {r.stderr.strip()}")
