@@ -243,7 +243,7 @@ def test_disk_full(ep, fbins, tiny_fs, tmp_path):
         with open(out, "rb") as src, open(copy, "wb") as dst:
             dst.write(src.read())
         r = ep.run("report", copy, "--json")
-        assert json.loads(r.stdout)["samples"] > 0
+        assert json.loads(r.stdout)["samples"] > 0, (os.path.getsize(copy), r.stderr, err)
     finally:
         stop(storm)
 
