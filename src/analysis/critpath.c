@@ -68,29 +68,16 @@ int64_t critpath_add_edge(struct cp_graph *g, const struct cp_edge *e)
 	return (int64_t)g->nedges++;
 }
 
-static void track_seen(struct cp_track *t, uint64_t from, uint64_t to)
-{
-	if (from < t->t_first)
-		t->t_first = from;
-	if (to > t->t_last)
-		t->t_last = to;
-}
-
 int critpath_add_wait(struct cp_graph *g, uint32_t track, const struct cp_wait *w)
 {
 	struct cp_track *t = &g->tracks[track];
 
-	if (t->nwaits == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 64;
-		struct cp_wait *n = realloc(t->waits, cap * sizeof(*n));
+	struct cp_wait *n = vec_push_((void **)&t->waits, &t->nwaits, &t->cap, sizeof(*n));
 
-		if (!n)
-			return -ENOMEM;
-		t->waits = n;
-		t->cap = cap;
-	}
-	t->waits[t->nwaits++] = *w;
-	track_seen(t, w->start, w->end);
+	if (!n)
+		return -ENOMEM;
+	*n = *w;
+	cp_track_seen(t, w->start, w->end);
 	return 0;
 }
 
@@ -138,7 +125,7 @@ static int add_samples(const struct profile *p, struct cp_graph *g)
 
 		if (t < 0)
 			return (int)t;
-		track_seen(&g->tracks[t], s->ts > s->weight ? s->ts - s->weight : s->ts, s->ts);
+		cp_track_seen(&g->tracks[t], s->ts > s->weight ? s->ts - s->weight : s->ts, s->ts);
 		g->tracks[t].nsamples++;
 	}
 	count = calloc(g->ntracks ? g->ntracks : 1, sizeof(*count));
@@ -196,7 +183,7 @@ static int add_offcpu(const struct profile *p, struct cp_graph *g)
 			if (w.edge < 0)
 				return (int)w.edge;
 			/* The waker was alive then, whatever else is known of it. */
-			track_seen(&g->tracks[from], w.ready, w.ready);
+			cp_track_seen(&g->tracks[from], w.ready, w.ready);
 		}
 		err = critpath_add_wait(g, (uint32_t)t, &w);
 		if (err)
@@ -225,10 +212,10 @@ int critpath_build(const struct profile *p, struct cp_graph *g)
 		int64_t t = critpath_find_track(g, CP_TRACK_THREAD, pr->pid, pr->pid);
 
 		if (t >= 0 && pr->exit_ts)
-			track_seen(&g->tracks[t], g->tracks[t].t_first, pr->exit_ts);
+			cp_track_seen(&g->tracks[t], g->tracks[t].t_first, pr->exit_ts);
 		/* A main thread lives from its process's start (launch or attach). */
 		if (t >= 0 && pr->start_ts)
-			track_seen(&g->tracks[t], pr->start_ts, g->tracks[t].t_last);
+			cp_track_seen(&g->tracks[t], pr->start_ts, g->tracks[t].t_last);
 	}
 	critpath_finalize(g);
 	g->t_start = profile__meta_u64(p, "start_ns", 0);

@@ -71,6 +71,15 @@ struct cp_track {
 	size_t nops, opcap;
 };
 
+/* Widens the span in which the track is known to exist. */
+static inline void cp_track_seen(struct cp_track *t, uint64_t from, uint64_t to)
+{
+	if (from < t->t_first)
+		t->t_first = from;
+	if (to > t->t_last)
+		t->t_last = to;
+}
+
 struct cp_graph {
 	const struct profile *p;
 	struct cp_track *tracks;

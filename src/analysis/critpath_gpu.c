@@ -19,27 +19,14 @@ static bool is_gpu_op(uint16_t k)
 	return k == EVK_GPU_KERNEL || k == EVK_GPU_MEMCPY || k == EVK_GPU_MEMSET;
 }
 
-static void seen(struct cp_track *t, uint64_t from, uint64_t to)
-{
-	if (from < t->t_first)
-		t->t_first = from;
-	if (to > t->t_last)
-		t->t_last = to;
-}
-
 static int add_op(struct cp_track *t, const struct cp_gpu_op *op)
 {
-	if (t->nops == t->opcap) {
-		size_t cap = t->opcap ? t->opcap * 2 : 64;
-		struct cp_gpu_op *n = realloc(t->ops, cap * sizeof(*n));
+	struct cp_gpu_op *n = vec_push_((void **)&t->ops, &t->nops, &t->opcap, sizeof(*n));
 
-		if (!n)
-			return -ENOMEM;
-		t->ops = n;
-		t->opcap = cap;
-	}
-	t->ops[t->nops++] = *op;
-	seen(t, op->start, op->end);
+	if (!n)
+		return -ENOMEM;
+	*n = *op;
+	cp_track_seen(t, op->start, op->end);
 	return 0;
 }
 
@@ -114,7 +101,7 @@ static int add_launch_waits(const struct profile *p, struct cp_graph *g, uint32_
 			if (from < 0)
 				return (int)from;
 			op = &g->tracks[tr].ops[k]; /* tracks may have moved */
-			seen(&g->tracks[from], api->ts, api->ts + api->dur);
+			cp_track_seen(&g->tracks[from], api->ts, api->ts + api->dur);
 			w.ready = api->ts < op->start ? api->ts : op->start;
 			if (!k)
 				w.start = w.ready;
