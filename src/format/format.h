@@ -15,7 +15,12 @@
 #include "../model/profile.h"
 
 #define EPROF_FILE_MAGIC "EPROFDAT"
-#define EPROF_FILE_VERSION 1
+/*
+ * Version 2: a chunk's sixth header word names its codec (chunk_codec); version 1 files
+ * have 0 there (zlib) and are still read.
+ */
+#define EPROF_FILE_VERSION 2
+#define EPROF_FILE_VERSION_MIN 1
 #define EPROF_CHUNK_MAGIC 0x4b484345u /* "ECHK" */
 #define EPROF_HEADER_SIZE 24
 #define EPROF_CHUNK_HDR_SIZE 24
@@ -25,6 +30,11 @@ enum chunk_type {
 	CHUNK_DATA = 1,	   /* tables: strings .. samples */
 	CHUNK_SYMBOLS = 2, /* frames of locations, written at the end of record */
 	CHUNK_END = 3,	   /* final metadata and counters: the file is complete */
+};
+
+enum chunk_codec {
+	CODEC_ZLIB = 0, /* every chunk of version 1 files */
+	CODEC_ZSTD = 1, /* what the writer uses since version 2 */
 };
 
 enum section_tag {

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "../util/buf.h"
 #include "format.h"
@@ -303,11 +304,46 @@ static void set_error(struct read_info *info, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Returns 0, 1 when the chunk is cut off (end of usable data), or -errno. */
-static int read_chunk(struct rbuf *r, struct profile *p, struct read_info *info, uint8_t **zout)
+/* Decompression state of one read: the output buffer and a zstd context, reused per chunk. */
+struct chunk_buf {
+	uint8_t *out;
+	ZSTD_DCtx *dc;
+};
+
+/* Decompresses a chunk payload of the given codec into exactly raw_len bytes; 0 or -EBADMSG. */
+static int inflate_chunk(struct chunk_buf *cb, uint32_t codec, const uint8_t *z, uint32_t zlen,
+			 uint32_t raw_len)
 {
-	uint32_t magic, type, raw_len, zlen, crc;
-	uLongf out_len;
+	uint8_t *nz = realloc(cb->out, raw_len ? raw_len : 1);
+
+	if (!nz)
+		return -ENOMEM;
+	cb->out = nz;
+	if (codec == CODEC_ZLIB) {
+		uLongf out_len = raw_len;
+
+		if (uncompress(cb->out, &out_len, z, zlen) != Z_OK || out_len != raw_len)
+			return -EBADMSG;
+		return 0;
+	}
+	if (codec == CODEC_ZSTD) {
+		size_t n;
+
+		if (!cb->dc && !(cb->dc = ZSTD_createDCtx()))
+			return -ENOMEM;
+		n = ZSTD_decompressDCtx(cb->dc, cb->out, raw_len, z, zlen);
+		if (ZSTD_isError(n) || n != raw_len)
+			return -EBADMSG;
+		return 0;
+	}
+	return -EBADMSG;
+}
+
+/* Returns 0, 1 when the chunk is cut off (end of usable data), or -errno. */
+static int read_chunk(struct rbuf *r, struct profile *p, struct read_info *info,
+		      struct chunk_buf *cb, uint32_t version)
+{
+	uint32_t magic, type, raw_len, zlen, crc, codec;
 	int err;
 
 	if (rbuf_left(r) < EPROF_CHUNK_HDR_SIZE)
@@ -317,26 +353,19 @@ static int read_chunk(struct rbuf *r, struct profile *p, struct read_info *info,
 	raw_len = rbuf_u32le(r);
 	zlen = rbuf_u32le(r);
 	crc = rbuf_u32le(r);
-	rbuf_u32le(r);
+	codec = rbuf_u32le(r);
 	if (magic != EPROF_CHUNK_MAGIC || type < CHUNK_DATA || type > CHUNK_END ||
-	    raw_len > EPROF_CHUNK_MAX)
+	    raw_len > EPROF_CHUNK_MAX || (version < 2 && codec != CODEC_ZLIB))
 		return -EBADMSG;
 	if (zlen > rbuf_left(r))
 		return 1; /* payload cut off */
-	out_len = raw_len;
 	if (crc32(0, r->p, zlen) != crc)
 		return -EBADMSG;
-	{
-		uint8_t *nz = realloc(*zout, raw_len ? raw_len : 1);
-
-		if (!nz)
-			return -ENOMEM;
-		*zout = nz;
-	}
-	if (uncompress(*zout, &out_len, r->p, zlen) != Z_OK || out_len != raw_len)
-		return -EBADMSG;
+	err = inflate_chunk(cb, codec, r->p, zlen, raw_len);
+	if (err)
+		return err;
 	r->p += zlen;
-	err = read_payload(*zout, raw_len, p);
+	err = read_payload(cb->out, raw_len, p);
 	if (err)
 		return err == -ENOMEM ? err : -EBADMSG;
 	info->chunks++;
@@ -371,7 +400,8 @@ static int name_special_locations(struct profile *p)
 int eprof_read_mem(const void *data, size_t len, struct profile **out, struct read_info *info)
 {
 	struct profile *p = NULL;
-	uint8_t *zbuf = NULL;
+	struct chunk_buf cb = { 0 };
+	uint32_t version;
 	struct rbuf r;
 	int err = 0;
 
@@ -383,8 +413,10 @@ int eprof_read_mem(const void *data, size_t len, struct profile **out, struct re
 		return -EINVAL;
 	}
 	r.p += 8;
-	if (rbuf_u32le(&r) != EPROF_FILE_VERSION) {
-		set_error(info, "unsupported eprof data file version");
+	version = rbuf_u32le(&r);
+	if (version < EPROF_FILE_VERSION_MIN || version > EPROF_FILE_VERSION) {
+		set_error(info, "unsupported eprof data file version %u (this eprof reads %u to %u)",
+			  version, EPROF_FILE_VERSION_MIN, EPROF_FILE_VERSION);
 		return -EPROTO;
 	}
 	r.p = (const uint8_t *)data + EPROF_HEADER_SIZE;
@@ -396,7 +428,7 @@ int eprof_read_mem(const void *data, size_t len, struct profile **out, struct re
 	while (rbuf_left(&r) && !info->complete) {
 		const uint8_t *at = r.p;
 
-		err = read_chunk(&r, p, info, &zbuf);
+		err = read_chunk(&r, p, info, &cb, version);
 		if (err == 1) {
 			info->bytes_lost = (const uint8_t *)data + len - at;
 			err = 0;
@@ -412,7 +444,8 @@ int eprof_read_mem(const void *data, size_t len, struct profile **out, struct re
 	if (!err)
 		err = profile__reindex(p);
 out:
-	free(zbuf);
+	free(cb.out);
+	ZSTD_freeDCtx(cb.dc);
 	if (err) {
 		if (!info->error[0])
 			set_error(info, "%s", strerror(-err));

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * A chunk-aware libFuzzer mutator for eprof.data inputs. Every chunk is
- * zlib-compressed with a CRC, so byte flips in a file almost never get past
+ * compressed (zlib in version 1 files, zstd since) with a CRC, so byte flips in a file almost never get past
  * the CRC check. This mutator decompresses one chunk, lets libFuzzer mutate
  * the payload (the sections the reader parses), recompresses it and fixes
  * the header; sometimes it drops, repeats, retypes or cuts off chunks, and
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "format/format.h"
 
@@ -23,7 +24,7 @@ size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
 struct chunk {
 	size_t off;  /* of the chunk header in the input */
 	size_t zlen; /* compressed bytes after the header */
-	uint32_t type, raw_len;
+	uint32_t type, raw_len, codec;
 };
 
 static uint32_t rng(uint32_t *s)
@@ -59,7 +60,7 @@ static size_t parse(const uint8_t *d, size_t size, struct chunk *c)
 
 		if (le32(h) != EPROF_CHUNK_MAGIC || zlen > size - off - EPROF_CHUNK_HDR_SIZE)
 			break;
-		c[n++] = (struct chunk){ off, zlen, le32(h + 4), le32(h + 8) };
+		c[n++] = (struct chunk){ off, zlen, le32(h + 4), le32(h + 8), le32(h + 20) };
 		off += EPROF_CHUNK_HDR_SIZE + zlen;
 	}
 	return n;
@@ -93,13 +94,26 @@ static void put(struct out *o, const void *p, size_t len)
 	o->n += len;
 }
 
-/* Appends a chunk of type with raw payload raw (compressed here). */
-static int put_chunk(struct out *o, uint32_t type, const uint8_t *raw, size_t raw_len)
+/* Appends a chunk of type with raw payload raw, compressed here with codec (kept from the input). */
+static int put_chunk(struct out *o, uint32_t type, uint32_t codec, const uint8_t *raw,
+		     size_t raw_len)
 {
-	uLongf zlen = compressBound(raw_len);
+	size_t zlen = codec == CODEC_ZSTD ? ZSTD_compressBound(raw_len) : compressBound(raw_len);
 	uint8_t hdr[EPROF_CHUNK_HDR_SIZE] = { 0 }, *z = malloc(zlen ? zlen : 1);
+	int bad;
 
-	if (!z || compress2(z, &zlen, raw, raw_len, 1) != Z_OK) {
+	if (!z)
+		return -1;
+	if (codec == CODEC_ZSTD) {
+		zlen = ZSTD_compress(z, zlen, raw, raw_len, 1);
+		bad = ZSTD_isError(zlen);
+	} else {
+		uLongf zl = zlen;
+
+		bad = compress2(z, &zl, raw, raw_len, 1) != Z_OK;
+		zlen = zl;
+	}
+	if (bad) {
 		free(z);
 		return -1;
 	}
@@ -108,6 +122,7 @@ static int put_chunk(struct out *o, uint32_t type, const uint8_t *raw, size_t ra
 	put32(hdr + 8, raw_len);
 	put32(hdr + 12, zlen);
 	put32(hdr + 16, crc32(0, z, zlen));
+	put32(hdr + 20, codec);
 	put(o, hdr, sizeof(hdr));
 	put(o, z, zlen);
 	free(z);
@@ -124,16 +139,27 @@ static const uint8_t *chunk_bytes(const uint8_t *d, const struct chunk *c, size_
 static int mutate_payload(const uint8_t *d, const struct chunk *k, uint8_t **raw, size_t *len)
 {
 	size_t cap = (size_t)k->raw_len + 4096;
-	uLongf got = k->raw_len;
+	const uint8_t *z = d + k->off + EPROF_CHUNK_HDR_SIZE;
+	size_t got = k->raw_len;
 	uint8_t *buf;
+	int bad;
 
 	if (k->raw_len > MAX_RAW)
 		return -1;
 	buf = malloc(cap);
 	if (!buf)
 		return -1;
-	if (uncompress(buf, &got, d + k->off + EPROF_CHUNK_HDR_SIZE, k->zlen) != Z_OK ||
-	    got != k->raw_len) {
+	if (k->codec == CODEC_ZSTD) {
+		got = ZSTD_decompress(buf, k->raw_len, z, k->zlen);
+		bad = ZSTD_isError(got) || got != k->raw_len;
+	} else {
+		uLongf zl = k->raw_len;
+
+		bad = k->codec != CODEC_ZLIB || uncompress(buf, &zl, z, k->zlen) != Z_OK ||
+		      zl != k->raw_len;
+		got = zl;
+	}
+	if (bad) {
 		free(buf);
 		return -1;
 	}
@@ -186,7 +212,7 @@ static size_t structured(uint8_t *d, size_t size, size_t max, uint32_t *s)
 			size_t rlen;
 
 			if (mutate_payload(d, &c[i], &raw, &rlen) ||
-			    put_chunk(&o, c[i].type, raw, rlen)) {
+			    put_chunk(&o, c[i].type, c[i].codec, raw, rlen)) {
 				free(raw);
 				free(o.v);
 				return 0;

@@ -128,11 +128,18 @@ cc -O2 -g -fno-omit-frame-pointer -o "$w/hot3" "$root/tests/fixtures/hot3.c"
 cc -O2 -g -fomit-frame-pointer -o "$w/hot3-nofp" "$root/tests/fixtures/hot3.c"
 cc -O2 -g -o "$w/forkexec" "$root/tests/fixtures/forkexec.c"
 cc -O2 -g -o "$w/syscalls" "$root/tests/fixtures/syscalls.c"
+cc -O2 -g -pthread -o "$w/condwait" "$root/tests/fixtures/condwait.c"
+cc -O2 -g -o "$w/memfix" "$root/tests/fixtures/memfix.c"
+cc -O2 -g -I"$root/include" -o "$w/regionfix" "$root/tests/fixtures/regionfix.c"
 r="$c/reader"
 "$eprof" record -q -F 499 -g fp -o "$r/fp.data" -- "$w/hot3" 0.2 >/dev/null
 "$eprof" record -q -F 499 -o "$r/dwarf.data" -- "$w/hot3-nofp" 0.2 >/dev/null
 "$eprof" record -q -F 499 -o "$r/kernel.data" -- "$w/syscalls" 0.2 >/dev/null
 PARENT_SECONDS=0.1 "$eprof" record -q -F 499 -o "$r/forkexec.data" -- "$w/forkexec" "$w/hot3" 0.1 >/dev/null
+# Events of the other features: off-CPU intervals with wakers, allocations, regions.
+"$eprof" record -q -F 99 --offcpu -o "$r/offcpu.data" -- "$w/condwait" 0.05 >/dev/null
+"$eprof" record -q -F 99 --mem=1 -o "$r/mem.data" -- "$w/memfix" 300 - 30 1000 >/dev/null
+"$eprof" record -q -F 99 --region "$w/regionfix:inner" -o "$r/region.data" -- "$w/regionfix" >/dev/null
 # Cut off: the recorder killed after its first chunk, and a file cut inside its last chunk.
 "$eprof" record -q -F 199 -o "$r/killed.data" -- "$w/hot3-nofp" 5 >/dev/null &
 sleep 1.6

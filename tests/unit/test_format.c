@@ -4,6 +4,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <zlib.h>
+#include <zstd.h>
+
 #include "format/format.h"
 
 static struct profile *make_profile(void)
@@ -359,6 +362,106 @@ static void test_corrupt(void **state)
 	profile__free(want);
 }
 
+static uint32_t get32(const uint8_t *p)
+{
+	return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void set32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = v >> (8 * i);
+}
+
+/*
+ * Rewrites a file of this writer (version 2, zstd chunks) as version 1 wrote it (zlib
+ * chunks, 0 in the codec word), or with codec as every chunk's codec word (bytes unchanged).
+ */
+static uint8_t *transcode(const uint8_t *d, size_t len, bool to_v1, uint32_t codec, size_t *out_len)
+{
+	uint8_t *o = malloc(len * 2 + 4096);
+	size_t n = EPROF_HEADER_SIZE, off = EPROF_HEADER_SIZE;
+
+	assert_non_null(o);
+	memcpy(o, d, EPROF_HEADER_SIZE);
+	if (to_v1)
+		set32(o + 8, 1);
+	while (off + EPROF_CHUNK_HDR_SIZE <= len) {
+		const uint8_t *h = d + off;
+		uint32_t raw_len = get32(h + 8), zlen = get32(h + 12);
+		uint8_t *raw = malloc(raw_len + 1);
+		uLongf zl = len * 2 - n;
+
+		assert_int_equal(get32(h + 20), CODEC_ZSTD);
+		assert_int_equal(ZSTD_decompress(raw, raw_len, h + EPROF_CHUNK_HDR_SIZE, zlen), raw_len);
+		memcpy(o + n, h, EPROF_CHUNK_HDR_SIZE);
+		if (to_v1) {
+			assert_int_equal(compress2(o + n + EPROF_CHUNK_HDR_SIZE, &zl, raw, raw_len, 6), Z_OK);
+			set32(o + n + 12, zl);
+			set32(o + n + 16, crc32(0, o + n + EPROF_CHUNK_HDR_SIZE, zl));
+			set32(o + n + 20, CODEC_ZLIB);
+		} else {
+			zl = zlen;
+			memcpy(o + n + EPROF_CHUNK_HDR_SIZE, h + EPROF_CHUNK_HDR_SIZE, zlen);
+			set32(o + n + 20, codec);
+		}
+		n += EPROF_CHUNK_HDR_SIZE + zl;
+		off += EPROF_CHUNK_HDR_SIZE + zlen;
+		free(raw);
+	}
+	*out_len = n;
+	return o;
+}
+
+/* Files of version 1 (zlib chunks) still read, the same; codec words that do not fit are refused. */
+static void test_version1_files(void **state)
+{
+	const char *path = test_path("v2.eprof");
+	struct profile *want = write_chunks(path, true), *q = NULL, *q1 = NULL;
+	struct read_info info;
+	struct stat st;
+	uint8_t *d, *v1;
+	size_t n1;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	d = malloc(st.st_size);
+	assert_int_equal(read(fd, d, st.st_size), st.st_size);
+	close(fd);
+	assert_int_equal(get32(d + 8), EPROF_FILE_VERSION);
+	assert_int_equal(eprof_read_mem(d, st.st_size, &q, &info), 0);
+	assert_true(info.complete);
+
+	v1 = transcode(d, st.st_size, true, 0, &n1);
+	assert_int_equal(eprof_read_mem(v1, n1, &q1, &info), 0);
+	assert_true(info.complete);
+	assert_true(info.has_symbols);
+	assert_same(q, q1, true);
+	assert_int_equal(q1->samples.n, want->samples.n);
+	profile__free(q1);
+	free(v1);
+
+	/* A zstd chunk in a version 1 file, or a codec nobody knows: corrupt, not misread. */
+	v1 = transcode(d, st.st_size, false, CODEC_ZSTD, &n1);
+	set32(v1 + 8, 1);
+	assert_true(eprof_read_mem(v1, n1, &q1, &info) < 0);
+	assert_non_null(strstr(info.error, "corrupt chunk 1"));
+	free(v1);
+	v1 = transcode(d, st.st_size, false, 7, &n1);
+	assert_true(eprof_read_mem(v1, n1, &q1, &info) < 0);
+	assert_non_null(strstr(info.error, "corrupt chunk 1"));
+	free(v1);
+
+	/* A version from the future names itself. */
+	set32(d + 8, EPROF_FILE_VERSION + 1);
+	assert_true(eprof_read_mem(d, st.st_size, &q1, &info) < 0);
+	assert_non_null(strstr(info.error, "unsupported eprof data file version"));
+	free(d);
+	profile__free(q);
+	profile__free(want);
+}
+
 static void test_garbage_inputs(void **state)
 {
 	struct profile *q = NULL;
@@ -428,6 +531,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_forget_exited),
 		cmocka_unit_test(test_garbage_inputs),
+		cmocka_unit_test(test_version1_files),
 		cmocka_unit_test(test_hostile_ids),
 		cmocka_unit_test(test_writer_refuses_symlink_and_foreign_file),
 	};
