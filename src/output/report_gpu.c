@@ -104,9 +104,9 @@ static void text_kernels(struct sink *out, const struct profile *p, const struct
 			    pct(k->total_ns, s->kernel_ns), mean, mn, mx, occ,
 			    str_or(p, k->name, "[unnamed]"));
 	}
-	sink_puts(out, "# Occupancy: theoretical, from the launch configuration and the device's limits "
-		       "(limiter after the %; * several configurations: GPU-time-weighted, limiter of "
-		       "the one with the most time; - no device limits or no launch configuration)\n");
+	sink_puts(out, "# Occupancy: theoretical, from the launch configuration and the device limits,"
+		       " with the limit reached first;\n#   * several configurations: weighted by GPU"
+		       " time, the limit of the longest; - no device limits or configuration\n");
 }
 
 static void text_copies(struct sink *out, const struct gpu_summary *s)
