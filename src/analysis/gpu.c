@@ -156,8 +156,9 @@ out:
 	})
 
 struct acc {
-	struct hmap *api, *kern, *stream, *dev, *mem, *launched;
-	size_t capi, ckern, cstream, cdev, claunched;
+	struct hmap *api, *kern, *stream, *dev, *mem, *launched, *cfg;
+	size_t capi, ckern, cstream, cdev, claunched, ccfg;
+	const struct gpu_device_props *last; /* the device of the previous kernel */
 };
 
 static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uint64_t dur,
@@ -270,6 +271,43 @@ static int track_mem(struct gpu_summary *s, struct acc *a, const struct profile 
 	return 0;
 }
 
+/*
+ * The launch configuration of a kernel event (flags = registers per thread, tid = shared
+ * memory per block: docs/file-format.md). Configurations beyond what any GPU allows (they
+ * would not fit the key) are kept as one entry with no figure.
+ */
+static int add_config(struct gpu_summary *s, struct acc *a, const struct event *e)
+{
+	uint32_t dev = (uint32_t)(e->a >> 32), threads = (uint32_t)e->b, regs = e->flags;
+	uint32_t smem = e->tid;
+	struct gpu_kernel_config *c;
+	uint64_t i;
+
+	if (threads > 0xffff || smem > 0xffffff || dev > 0xff)
+		regs = threads = smem = dev = 0;
+	if (!hmap__get(a->cfg, (uint64_t)e->name << 32 | e->pid,
+		       (uint64_t)dev << 56 | (uint64_t)smem << 32 | regs << 16 | threads, &i)) {
+		const struct gpu_device_props *d = a->last;
+
+		if (GROW(s->configs, s->nconfigs, a->ccfg))
+			return -ENOMEM;
+		i = s->nconfigs++;
+		c = &s->configs[i];
+		*c = (struct gpu_kernel_config){.name = e->name, .pid = e->pid, .device = dev,
+						.threads = threads, .regs = regs, .smem = smem};
+		if (!d || d->pid != e->pid || d->device != dev)
+			d = a->last = gpu_device_find(s->props, s->nprops, e->pid, dev);
+		c->occ_known = !gpu_occupancy(d, threads, regs, smem, &c->occ);
+		if (hmap__put(a->cfg, (uint64_t)e->name << 32 | e->pid,
+			      (uint64_t)dev << 56 | (uint64_t)smem << 32 | regs << 16 | threads, i))
+			return -ENOMEM;
+	}
+	c = &s->configs[i];
+	c->count++;
+	c->total_ns += e->dur;
+	return 0;
+}
+
 static int add_kernel(struct gpu_summary *s, struct acc *a, const struct event *e)
 {
 	struct gpu_kernel_stat *k;
@@ -294,7 +332,59 @@ static int add_kernel(struct gpu_summary *s, struct acc *a, const struct event *
 	if (e->dur > k->max_ns)
 		k->max_ns = e->dur;
 	s->kernel_ns += e->dur;
-	return 0;
+	return add_config(s, a, e);
+}
+
+static int cmp_config(const void *a, const void *b)
+{
+	const struct gpu_kernel_config *x = a, *y = b;
+
+	if (x->name != y->name)
+		return x->name < y->name ? -1 : 1;
+	if (x->total_ns != y->total_ns)
+		return x->total_ns < y->total_ns ? 1 : -1;
+	return (x->count < y->count) - (x->count > y->count);
+}
+
+/*
+ * Per kernel: the occupancy of its configurations weighted by their GPU time (by their
+ * launches when none took any), and the limiter of the one with the most time. No figure
+ * when a configuration has none: part of the kernel's time would be left out silently.
+ */
+static void kernel_occupancy(struct gpu_summary *s, struct acc *a)
+{
+	if (s->nconfigs)
+		qsort(s->configs, s->nconfigs, sizeof(*s->configs), cmp_config);
+	for (size_t i = 0; i < s->nconfigs;) {
+		struct gpu_kernel_stat *k;
+		double sum = 0, w = 0;
+		bool known = true, by_time;
+		uint64_t ki;
+		size_t j;
+
+		for (j = i; j < s->nconfigs && s->configs[j].name == s->configs[i].name; j++)
+			;
+		if (!hmap__get(a->kern, s->configs[i].name, 0, &ki)) {
+			i = j;
+			continue;
+		}
+		k = &s->kernels[ki];
+		k->cfg_first = i;
+		k->ncfg = j - i;
+		by_time = k->total_ns > 0;
+		for (size_t c = i; c < j; c++) {
+			const struct gpu_kernel_config *cf = &s->configs[c];
+			double cw = by_time ? (double)cf->total_ns : (double)cf->count;
+
+			known &= cf->occ_known;
+			sum += cf->occ.occupancy * cw;
+			w += cw;
+		}
+		k->occ_known = known && w > 0;
+		k->occupancy = k->occ_known ? sum / w : 0;
+		k->limiter = k->occ_known ? s->configs[i].occ.limiter : GPU_OCC_UNKNOWN;
+		i = j;
+	}
 }
 
 struct ival {
@@ -485,9 +575,14 @@ int gpu_analyze(const struct profile *p, struct gpu_summary *s)
 	a.kern = hmap__new(256);
 	a.mem = hmap__new(256);
 	a.launched = hmap__new(64);
-	if (!iv || !order || !a.api || !a.kern || !a.mem || !a.launched)
+	a.cfg = hmap__new(256);
+	if (!iv || !order || !a.api || !a.kern || !a.mem || !a.launched || !a.cfg)
 		goto out;
-	err = analyze_events(p, s, &a, iv, &niv, order);
+	err = gpu_devices_load(p, &s->props, &s->nprops);
+	if (!err)
+		err = analyze_events(p, s, &a, iv, &niv, order);
+	if (!err)
+		kernel_occupancy(s, &a);
 	if (!err)
 		err = busy_times(p, s, iv, niv, &a);
 	if (!err && s->have_activity)
@@ -513,6 +608,7 @@ out:
 	hmap__free(a.kern);
 	hmap__free(a.mem);
 	hmap__free(a.launched);
+	hmap__free(a.cfg);
 	return err;
 }
 
@@ -523,6 +619,11 @@ void gpu_summary_free(struct gpu_summary *s)
 	free(s->streams);
 	free(s->devices);
 	free(s->launched);
+	free(s->configs);
+	free(s->props);
+	s->configs = NULL;
+	s->props = NULL;
+	s->nconfigs = s->nprops = 0;
 	s->launched = NULL;
 	s->nlaunched = 0;
 	s->api = NULL;

@@ -16,6 +16,7 @@
 
 #include "../model/gpu_event.h"
 #include "../model/profile.h"
+#include "gpu_occ.h"
 
 #define GPU_NO_LAUNCH UINT32_MAX
 #define GPU_MAX_GAPS 3
@@ -31,6 +32,25 @@ struct gpu_kernel_stat {
 	uint32_t name;
 	uint64_t count, total_ns, min_ns, max_ns;
 	uint64_t timed; /* entries with a duration (launches seen at entry only have none) */
+	/*
+	 * GPU kernels only: theoretical occupancy, GPU-time-weighted over the kernel's launch
+	 * configurations (launch-weighted when they took no time); occ_known false when any
+	 * configuration has no figure. limiter: that of the configuration with the most time.
+	 */
+	bool occ_known;
+	double occupancy;
+	uint8_t limiter;	     /* enum gpu_occ_limiter */
+	size_t cfg_first, ncfg;	     /* its entries in gpu_summary.configs */
+};
+
+/* One launch configuration of a kernel on one device of one process. */
+struct gpu_kernel_config {
+	uint32_t name; /* kernel */
+	uint32_t pid, device;
+	uint32_t threads, regs, smem; /* per block; regs per thread; regs 0: not recorded */
+	uint64_t count, total_ns;
+	bool occ_known;
+	struct gpu_occupancy occ;
 };
 
 struct gpu_copy_stat {
@@ -58,6 +78,10 @@ struct gpu_summary {
 	size_t napi;
 	struct gpu_kernel_stat *kernels;
 	size_t nkernels;
+	struct gpu_kernel_config *configs; /* grouped by kernel (kernels[i].cfg_first), most time first */
+	size_t nconfigs;
+	struct gpu_device_props *props; /* device limits (CUPTI device records) */
+	size_t nprops;
 	struct gpu_stream_stat *streams;
 	size_t nstreams;
 	struct gpu_device_stat *devices;

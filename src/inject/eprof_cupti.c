@@ -5,7 +5,7 @@
  * InitializeInjection() in every process that initializes CUDA. It opens
  * libcupti with dlopen (no link-time dependency), makes CUPTI stamp records
  * with CLOCK_MONOTONIC (the clock of eprof's BPF events), enables kernel,
- * copy, set and synchronization activity plus API callbacks (for the
+ * copy, set, synchronization and device activity plus API callbacks (for the
  * thread and correlation id of each call), and streams eprof's compact
  * records (eprof_gpu_proto.h) to the recorder over the SOCK_SEQPACKET
  * socket named by EPROF_CUPTI_SOCK. Records that cannot be delivered are
@@ -149,12 +149,48 @@ static void put_kernel(const CUpti_ActivityKernel10 *k)
 	}
 }
 
+/* The limits the occupancy of a launch configuration is computed from (src/analysis/gpu_occ.c). */
+static void put_device(const CUpti_ActivityDevice5 *d)
+{
+	struct egpu_device r = {0};
+	size_t n = d->name ? strlen(d->name) + 1 : 1;
+	char name[EGPU_NAME_MAX];
+
+	if (n > EGPU_NAME_MAX)
+		n = EGPU_NAME_MAX;
+	r.r.kind = EGPU_DEVICE;
+	r.r.size = sizeof(r) + ((n + 7) & ~(size_t)7);
+	r.r.start = r.r.end = mono_ns();
+	r.device = d->id;
+	r.sm_count = d->numMultiprocessors;
+	r.warp_size = d->numThreadsPerWarp;
+	r.max_warps_per_sm = d->maxWarpsPerMultiprocessor;
+	r.max_blocks_per_sm = d->maxBlocksPerMultiprocessor;
+	r.max_threads_per_block = d->maxThreadsPerBlock;
+	r.max_regs_per_sm = d->maxRegistersPerMultiprocessor;
+	r.max_regs_per_block = d->maxRegistersPerBlock;
+	r.max_smem_per_sm = d->maxSharedMemoryPerMultiprocessor;
+	r.max_smem_per_block = d->maxSharedMemoryPerBlock;
+	r.cc_major = d->computeCapabilityMajor;
+	r.cc_minor = d->computeCapabilityMinor;
+	r.global_mem = d->globalMemorySize;
+	r.name_len = n;
+	memcpy(name, d->name ? d->name : "", n - 1);
+	name[n - 1] = '\0';
+	put(&r, sizeof(r), name, n);
+	/* CUDA 13's cupti_activity.h: the client frees the device name. */
+	free((void *)d->name);
+}
+
 static void put_record(const CUpti_Activity *a)
 {
 	switch (a->kind) {
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
 		put_kernel((const CUpti_ActivityKernel10 *)a);
+		break;
+	case CUPTI_ACTIVITY_KIND_DEVICE:
+		put_device((const CUpti_ActivityDevice5 *)a);
 		break;
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const void *)a;
@@ -415,6 +451,9 @@ EXPORT int InitializeInjection(void)
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (cupti.enable(kinds[i]) != CUPTI_SUCCESS)
 			goto fail;
+	/* Optional: without device records the report shows no occupancy, nothing else is lost. */
+	if (cupti.enable(CUPTI_ACTIVITY_KIND_DEVICE) != CUPTI_SUCCESS)
+		fprintf(stderr, "eprof: CUPTI gives no device records: no occupancy figures\n");
 	if (cupti.subscribe(&sub, on_api, NULL) != CUPTI_SUCCESS ||
 	    enable_work_callbacks(sub, CUPTI_CB_DOMAIN_RUNTIME_API,
 				  CUPTI_RUNTIME_TRACE_CBID_SIZE) != CUPTI_SUCCESS ||

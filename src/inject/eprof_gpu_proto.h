@@ -32,6 +32,11 @@ enum egpu_kind {
 	EGPU_API = 4,	/* an API call seen by the CUPTI callback: tid and correlation id */
 	EGPU_SYNC = 5,
 	EGPU_STATS = 6, /* records dropped by the injection library so far */
+	/*
+	 * Added after version 1 shipped, without a version bump: a recorder that predates it
+	 * skips the record (unknown kinds are skipped by size), so old recorders keep working.
+	 */
+	EGPU_DEVICE = 7, /* a device's properties (CUPTI_ACTIVITY_KIND_DEVICE) */
 };
 
 struct egpu_rec {
@@ -79,6 +84,26 @@ struct egpu_sync {
 	uint32_t context, stream, type, pad;
 };
 
+/* Limits of one device, as CUPTI reported them; 0 = not reported. corr = 0, start = end = seen. */
+struct egpu_device {
+	struct egpu_rec r;
+	uint32_t device; /* CUPTI device id, as in egpu_kernel.device */
+	uint32_t sm_count;
+	uint32_t warp_size;
+	uint32_t max_warps_per_sm;
+	uint32_t max_blocks_per_sm;
+	uint32_t max_threads_per_block;
+	uint32_t max_regs_per_sm;
+	uint32_t max_regs_per_block;
+	uint32_t max_smem_per_sm;    /* bytes */
+	uint32_t max_smem_per_block; /* bytes */
+	uint32_t cc_major, cc_minor; /* compute capability */
+	uint64_t global_mem;	     /* bytes */
+	uint32_t name_len;	     /* bytes of name after this struct, NUL included */
+	uint32_t pad;
+	/* char name[name_len], then padding to 8 */
+};
+
 struct egpu_stats {
 	struct egpu_rec r;
 	uint64_t dropped; /* records lost in the injection library (buffers, socket) */
@@ -93,5 +118,6 @@ _Static_assert(sizeof(struct egpu_memset) == 48, "egpu_memset");
 _Static_assert(sizeof(struct egpu_api) == 40, "egpu_api");
 _Static_assert(sizeof(struct egpu_sync) == 40, "egpu_sync");
 _Static_assert(sizeof(struct egpu_stats) == 40, "egpu_stats");
+_Static_assert(sizeof(struct egpu_device) == 88, "egpu_device");
 
 #endif

@@ -38,6 +38,24 @@ enum gpu_copy_dir {
 #define CUDA_API_F_FAILED (1u << 11) /* result != 0 */
 #define CUDA_API_F_NODUR (1u << 12)  /* launch seen at entry only: dur and result unknown (0) */
 
+/*
+ * EVK_GPU_DEVATTR names: the device limits CUPTI reports (CUpti_ActivityDevice5), one event
+ * each. Readers ignore names they do not know, so limits can be added.
+ */
+#define GPU_ATTR_LIST(X)                                                                           \
+	X(sm_count, "sm_count")                                                                    \
+	X(warp_size, "warp_size")                                                                  \
+	X(max_warps_per_sm, "max_warps_per_sm")                                                    \
+	X(max_blocks_per_sm, "max_blocks_per_sm")                                                  \
+	X(max_threads_per_block, "max_threads_per_block")                                          \
+	X(max_regs_per_sm, "max_regs_per_sm")                                                      \
+	X(max_regs_per_block, "max_regs_per_block")                                                \
+	X(max_smem_per_sm, "max_smem_per_sm")                                                      \
+	X(max_smem_per_block, "max_smem_per_block")                                                \
+	X(cc_major, "cc_major")                                                                    \
+	X(cc_minor, "cc_minor")                                                                    \
+	X(global_mem, "global_mem_bytes")
+
 static inline const char *gpu_copy_dir_name(unsigned d)
 {
 	static const char *const n[] = { "unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP" };

@@ -103,11 +103,15 @@ enum event_kind {
 	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost) */
 	/* GPU (issue 7) */
 	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = address (alloc/free) */
-	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; c = correlation id */
+	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; b = blocks<<32|threads per
+				block; c = correlation id; flags = registers per thread;
+				tid = shared memory bytes per block (0, 0: not recorded) */
 	EVK_GPU_MEMCPY = 50, /* b = bytes; flags = direction; a = device<<32|stream; c = correlation */
 	EVK_GPU_MEMSET = 51, /* b = bytes; a = device<<32|stream; c = correlation id */
 	EVK_CUDA_CORR = 52,  /* CUPTI saw API call c (correlation id) on tid at ts */
 	EVK_GPU_SYNC = 53,   /* CUPTI synchronization: ts..ts+dur; a = device<<32|stream */
+	EVK_GPU_DEVICE = 54, /* a device of process pid: name = its name, a = device id */
+	EVK_GPU_DEVATTR = 55, /* one limit of device a of process pid: name = limit, b = value */
 	EVK_KIND_MAX = 64,
 };
 

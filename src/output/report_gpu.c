@@ -29,6 +29,22 @@ static void fmt_ns(char *buf, size_t len, uint64_t ns)
 		snprintf(buf, len, "%" PRIu64 " ns", ns);
 }
 
+static void text_device_props(struct sink *out, const struct profile *p,
+			      const struct gpu_summary *s)
+{
+	for (size_t i = 0; i < s->nprops; i++) {
+		const struct gpu_device_props *d = &s->props[i];
+
+		sink_printf(out,
+			    "# pid %u device %u: %s, %" PRIu64 " SMs, compute capability %" PRIu64
+			    ".%" PRIu64 ", %.1f GiB, per SM %" PRIu64 " warps, %" PRIu64
+			    " blocks, %" PRIu64 " registers, %" PRIu64 " KiB shared memory\n",
+			    d->pid, d->device, str_or(p, d->name, "?"), d->sm_count, d->cc_major,
+			    d->cc_minor, d->global_mem / 1073741824.0, d->max_warps_per_sm,
+			    d->max_blocks_per_sm, d->max_regs_per_sm, d->max_smem_per_sm / 1024);
+	}
+}
+
 static void text_devices(struct sink *out, const struct gpu_summary *s)
 {
 	char b[32], g[32];
@@ -69,19 +85,28 @@ static void text_kernels(struct sink *out, const struct profile *p, const struct
 		    "\nGPU kernels (%" PRIu64 " of %" PRIu64
 		    " activities matched to a launch stack)\n",
 		    s->joined, s->gpu_events);
-	sink_printf(out, "%8s %12s %7s %11s %11s %11s  %s\n", "Count", "Total", "GPU%", "Mean",
-		    "Min", "Max", "Kernel");
+	sink_printf(out, "%8s %12s %7s %11s %11s %11s %15s  %s\n", "Count", "Total", "GPU%", "Mean",
+		    "Min", "Max", "Occupancy", "Kernel");
 	for (size_t i = 0; i < s->nkernels && (!limit || i < limit); i++) {
 		const struct gpu_kernel_stat *k = &s->kernels[i];
+		char occ[32];
 
 		fmt_ns(t, sizeof(t), k->total_ns);
 		fmt_ns(mean, sizeof(mean), k->timed ? k->total_ns / k->timed : 0);
 		fmt_ns(mn, sizeof(mn), k->timed ? k->min_ns : 0);
 		fmt_ns(mx, sizeof(mx), k->max_ns);
-		sink_printf(out, "%8" PRIu64 " %12s %6.1f%% %11s %11s %11s  %s\n", k->count, t,
-			    pct(k->total_ns, s->kernel_ns), mean, mn, mx,
+		if (k->occ_known)
+			snprintf(occ, sizeof(occ), "%.0f%% %s%s", 100 * k->occupancy,
+				 gpu_occ_limiter_name(k->limiter), k->ncfg > 1 ? "*" : "");
+		else
+			snprintf(occ, sizeof(occ), "-");
+		sink_printf(out, "%8" PRIu64 " %12s %6.1f%% %11s %11s %11s %15s  %s\n", k->count, t,
+			    pct(k->total_ns, s->kernel_ns), mean, mn, mx, occ,
 			    str_or(p, k->name, "[unnamed]"));
 	}
+	sink_puts(out, "# Occupancy: theoretical, from the launch configuration and the device limits,"
+		       " with the limit reached first;\n#   * several configurations: weighted by GPU"
+		       " time, the limit of the longest; - no device limits or configuration\n");
 }
 
 static void text_copies(struct sink *out, const struct gpu_summary *s)
@@ -167,6 +192,7 @@ int report_gpu_text(struct sink *out, const struct profile *p, unsigned limit)
 			    p->stats[STAT_GPU_RECORDS_LOST]);
 	if (s.have_activity) {
 		text_devices(out, &s);
+		text_device_props(out, p, &s);
 		text_kernels(out, p, &s, limit);
 	} else {
 		sink_puts(
@@ -185,9 +211,42 @@ static void json_name(struct sink *out, const struct profile *p, uint32_t id, co
 	sink_puts(out, "\"");
 }
 
+static void json_occ(struct sink *out, bool known, double occ, unsigned limiter)
+{
+	if (known)
+		sink_printf(out, ", \"occupancy\": %.4f, \"occupancy_limiter\": \"%s\"", occ,
+			    gpu_occ_limiter_name(limiter));
+	else
+		sink_puts(out, ", \"occupancy\": null, \"occupancy_limiter\": null");
+}
+
+/* The launch configurations of a GPU kernel, with their occupancy. */
+static void json_configs(struct sink *out, const struct gpu_summary *s,
+			 const struct gpu_kernel_stat *k)
+{
+	sink_puts(out, ", \"configs\": [");
+	for (size_t c = k->cfg_first; c < k->cfg_first + k->ncfg; c++) {
+		const struct gpu_kernel_config *cf = &s->configs[c];
+
+		sink_printf(out,
+			    "%s{\"pid\": %u, \"device\": %u, \"threads_per_block\": %u"
+			    ", \"registers_per_thread\": %u, \"shared_bytes_per_block\": %u"
+			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64,
+			    c > k->cfg_first ? ", " : "", cf->pid, cf->device, cf->threads, cf->regs,
+			    cf->smem, cf->count, cf->total_ns);
+		json_occ(out, cf->occ_known, cf->occ.occupancy, cf->occ.limiter);
+		if (cf->occ_known)
+			sink_printf(out, ", \"blocks_per_sm\": %u, \"warps_per_sm\": %u",
+				    cf->occ.blocks, cf->occ.warps);
+		sink_puts(out, "}");
+	}
+	sink_puts(out, "]");
+}
+
+/* s: the GPU kernels get occupancy and configs; NULL for the launch side. */
 static void json_kernels(struct sink *out, const struct profile *p, const char *key,
 			 const struct gpu_kernel_stat *k, size_t n, const char *dflt,
-			 uint64_t total)
+			 uint64_t total, const struct gpu_summary *s)
 {
 	sink_printf(out, ",\n    \"%s\": [", key);
 	for (size_t i = 0; i < n; i++) {
@@ -196,9 +255,14 @@ static void json_kernels(struct sink *out, const struct profile *p, const char *
 		sink_printf(out,
 			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
 			    ", \"mean_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
-			    ", \"max_ns\": %" PRIu64 ", \"share_pct\": %.2f}",
+			    ", \"max_ns\": %" PRIu64 ", \"share_pct\": %.2f",
 			    k[i].count, k[i].total_ns, k[i].timed ? k[i].total_ns / k[i].timed : 0,
 			    k[i].timed ? k[i].min_ns : 0, k[i].max_ns, pct(k[i].total_ns, total));
+		if (s) {
+			json_occ(out, k[i].occ_known, k[i].occupancy, k[i].limiter);
+			json_configs(out, s, &k[i]);
+		}
+		sink_puts(out, "}");
 	}
 	sink_puts(out, "]");
 }
@@ -230,6 +294,24 @@ static void json_devices(struct sink *out, const struct gpu_summary *s)
 			    ", \"busy_ns\": %" PRIu64 "}",
 			    i ? ",\n      " : "\n      ", st->pid, (uint32_t)(st->dev_stream >> 32),
 			    (uint32_t)st->dev_stream, st->count, st->busy_ns);
+	}
+	sink_puts(out, "]");
+}
+
+static void json_device_props(struct sink *out, const struct profile *p,
+			      const struct gpu_summary *s)
+{
+	sink_puts(out, ",\n    \"device_props\": [");
+	for (size_t i = 0; i < s->nprops; i++) {
+		const struct gpu_device_props *d = &s->props[i];
+
+		sink_printf(out, "%s{\"pid\": %u, \"device\": %u, ", i ? ",\n      " : "\n      ",
+			    d->pid, d->device);
+		json_name(out, p, d->name, "");
+#define X(field, key) sink_printf(out, ", \"" key "\": %" PRIu64, d->field);
+		GPU_ATTR_LIST(X)
+#undef X
+		sink_puts(out, "}");
 	}
 	sink_puts(out, "]");
 }
@@ -288,9 +370,10 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 		    ", \"mem_never_freed_allocs\": %" PRIu64,
 		    s.api_calls, s.launches, s.launch_ns, s.launches_timed, s.sync_calls, s.sync_ns,
 		    s.kernel_ns, s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
-	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns);
+	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns, &s);
 	json_kernels(out, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]",
-		     s.launch_ns);
+		     s.launch_ns, NULL);
+	json_device_props(out, p, &s);
 	json_devices(out, &s);
 	json_copies_api(out, p, &s);
 	sink_puts(out, "}");

@@ -94,8 +94,41 @@ static int conv_kernel(struct gpu_conv *c, uint32_t pid, const struct egpu_kerne
 	e.b = (uint64_t)k->grid[0] * k->grid[1] * k->grid[2] << 32 |
 	      (uint32_t)((uint64_t)k->block[0] * k->block[1] * k->block[2]);
 	e.c = k->r.corr;
+	/* what the occupancy needs besides the block size (flags 0: not recorded) */
+	e.flags = k->regs > 0xffff ? 0xffff : (uint16_t)k->regs;
+	e.tid = k->smem;
 	c->kernels++;
 	return profile__add_event(c->p, &e);
+}
+
+/* One EVK_GPU_DEVICE naming the device, then an EVK_GPU_DEVATTR per limit CUPTI reported. */
+static int conv_device(struct gpu_conv *c, uint32_t pid, const struct egpu_device *d, size_t size)
+{
+	struct event e = {.kind = EVK_GPU_DEVICE, .pid = pid, .ts = d->r.start, .a = d->device};
+	char name[EGPU_NAME_MAX];
+	size_t n;
+	int err;
+
+	if (size < sizeof(*d))
+		return -EINVAL;
+	n = d->name_len;
+	if (n > size - sizeof(*d) || n > sizeof(name))
+		return -EINVAL;
+	memcpy(name, d + 1, n);
+	name[n ? n - 1 : 0] = '\0';
+	e.name = profile__intern(c->p, name[0] ? name : "[unnamed device]");
+	err = profile__add_event(c->p, &e);
+	e.kind = EVK_GPU_DEVATTR;
+#define X(field, key)                                                                              \
+	if (!err && d->field) {                                                                    \
+		e.name = profile__intern(c->p, key);                                               \
+		e.b = d->field;                                                                    \
+		err = e.name ? profile__add_event(c->p, &e) : -ENOMEM;                             \
+	}
+	GPU_ATTR_LIST(X)
+#undef X
+	c->devices++;
+	return err;
 }
 
 static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, size_t size)
@@ -153,6 +186,8 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		c->syncs++;
 		break;
 	}
+	case EGPU_DEVICE:
+		return conv_device(c, pid, (const void *)r, size);
 	case EGPU_STATS: {
 		const struct egpu_stats *s = (const void *)r;
 		uint64_t old = 0;

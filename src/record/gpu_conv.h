@@ -12,7 +12,7 @@ struct hmap;
 struct gpu_conv {
 	struct profile *p;
 	struct hmap *names; /* raw kernel name string id -> demangled name string id */
-	uint64_t kernels, memcpys, memsets, apis, syncs;
+	uint64_t kernels, memcpys, memsets, apis, syncs, devices;
 	uint64_t bad;	  /* malformed messages or records */
 	uint64_t dropped; /* records the injection library lost (latest EGPU_STATS per pid, summed) */
 	struct hmap *dropped_by_pid;

@@ -166,8 +166,12 @@ def fake_cuda(eprof, tmp_path_factory):
     subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_rtapp"),
                     os.path.join(FAKE, "fake_rtapp.c"), f"-L{d}", "-Wl,--no-as-needed",
                     "-lfakecudart", "-lcuda", f"-Wl,-rpath,{d}"], check=True)
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_occ"),
+                    os.path.join(FAKE, "fake_occ.c"), f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"],
+                   check=True)
     return {"app": str(d / "fake_app"), "cupti": str(d / "libfakecupti.so"),
-            "critpath": str(d / "fake_critpath"), "rtapp": str(d / "fake_rtapp")}
+            "critpath": str(d / "fake_critpath"), "rtapp": str(d / "fake_rtapp"),
+            "occ": str(d / "fake_occ")}
 
 
 def record_fake(ep, fake_cuda, *extra, app="app", env_extra=None):
@@ -316,3 +320,63 @@ def test_launch_entry_only_keeps_counts_and_join(ep, fake_cuda, mode, rate):
     fg = {tuple(f[-2:]): ns for f, ns in ep.folded("eprof.data", "--gpu")}
     with_stack = sum(ns for k, ns in fg.items() if k[0] == "rt_launch")
     assert with_stack == min(rate, 12) * 2_000_000, fg
+
+
+# What tests/fixtures/fakecuda/fake_occ.c launches on the fake H100 (64 warps, 32 blocks,
+# 65536 registers in 4 sub-partitions, 228 KiB shared memory per SM; 1 KiB reserved per block,
+# 128-byte units), and the theoretical occupancy worked out by hand:
+OCC = {
+    # 256 threads = 8 warps; 32 regs -> 1024 per warp: 16 warps per sub-partition = 8 blocks;
+    # 64 / 8 = 8 blocks by warps: 64 warps, 100% (a tie: the warps)
+    "occ_full": (1.0, "warps"),
+    # 128 regs -> 4096 per warp: 4 warps per sub-partition = 16 warps = 2 blocks: 25%
+    "occ_regs": (0.25, "registers"),
+    # 128 threads = 4 warps, 48 KiB + 1 KiB = 50176 B: 233472 / 50176 = 4 blocks = 16 warps
+    "occ_smem": (0.25, "shared"),
+    # 32 threads = 1 warp, at most 32 blocks per SM: 32 warps
+    "occ_small": (0.5, "blocks"),
+    # 3 launches of 1 ms at 100%, 1 of 5 ms at 25%: GPU-time-weighted (3 + 1.25) / 8
+    "occ_mixed": (0.53125, "registers"),
+}
+
+
+def test_cupti_occupancy_from_device_records(ep, fake_cuda):
+    """The device record and the kernels' registers and shared memory go through the injection
+    library, the socket and the file into the report's occupancy figures."""
+    record_fake(ep, fake_cuda, app="occ")
+    gpu = ep.report_json()["gpu"]
+    kernels = {k["name"]: k for k in gpu["kernels"]}
+    assert set(kernels) == set(OCC), kernels
+    for name, (occ, limiter) in OCC.items():
+        k = kernels[name]
+        assert abs(k["occupancy"] - occ) < 1e-4, (name, k)
+        assert k["occupancy_limiter"] == limiter, (name, k)
+    cfgs = {(c["registers_per_thread"], c["count"], c["total_ns"], c["occupancy"])
+            for c in kernels["occ_mixed"]["configs"]}
+    assert cfgs == {(32, 3, 3_000_000, 1.0), (128, 1, 5_000_000, 0.25)}, cfgs
+    smem = kernels["occ_smem"]["configs"][0]
+    assert smem["shared_bytes_per_block"] == 48 * 1024 and smem["threads_per_block"] == 128
+    assert smem["blocks_per_sm"] == 4 and smem["warps_per_sm"] == 16
+    dev = gpu["device_props"]
+    assert [(d["device"], d["name"], d["sm_count"], d["cc_major"]) for d in dev] == \
+        [(0, "Fake H100", 132, 9)], dev
+    text = ep.run("report").stdout
+    lines = {}
+    for line in text.splitlines():  # the kernels table comes before the launches table
+        if "occ_" in line:
+            lines.setdefault(line.split()[-1], line)
+    assert "25% registers  occ_regs" in lines["occ_regs"], text
+    assert "53% registers*  occ_mixed" in lines["occ_mixed"], text
+    assert "device 0: Fake H100, 132 SMs, compute capability 9.0" in text
+
+
+def test_cupti_no_device_records_no_occupancy(ep, fake_cuda):
+    """A CUPTI that gives no device records: no occupancy figure, never a guessed one."""
+    record_fake(ep, fake_cuda, app="occ", env_extra={"FAKE_CUPTI_NO_DEVICE": "1"})
+    gpu = ep.report_json()["gpu"]
+    assert len(gpu["kernels"]) == len(OCC)
+    for k in gpu["kernels"]:
+        assert k["occupancy"] is None and k["occupancy_limiter"] is None, k
+    assert gpu["device_props"] == []
+    text = ep.run("report").stdout
+    assert any(line.rstrip().endswith("-  occ_full") for line in text.splitlines()), text

@@ -567,6 +567,202 @@ static void test_cookie(void **state)
 	assert_true(cuda_nfuncs < 128); /* the recorder's per-object tables */
 }
 
+/* --- theoretical occupancy ------------------------------------------------------------- */
+
+/* The limits CUPTI reports for an H100 SXM (compute capability 9.0). */
+static const struct gpu_device_props h100 = {
+    .sm_count = 132,
+    .warp_size = 32,
+    .max_warps_per_sm = 64,
+    .max_blocks_per_sm = 32,
+    .max_threads_per_block = 1024,
+    .max_regs_per_sm = 65536,
+    .max_regs_per_block = 65536,
+    .max_smem_per_sm = 228 * 1024,
+    .max_smem_per_block = 227 * 1024,
+    .cc_major = 9,
+    .cc_minor = 0,
+};
+
+static void check_occ(const struct gpu_device_props *d, uint32_t threads, uint32_t regs,
+		      uint32_t smem, uint32_t blocks, uint32_t warps, enum gpu_occ_limiter lim)
+{
+	struct gpu_occupancy o;
+
+	assert_int_equal(gpu_occupancy(d, threads, regs, smem, &o), 0);
+	assert_int_equal(o.blocks, blocks);
+	assert_int_equal(o.warps, warps);
+	assert_int_equal(o.limiter, lim);
+	assert_true(o.occupancy > (double)warps / d->max_warps_per_sm - 1e-9 &&
+		    o.occupancy < (double)warps / d->max_warps_per_sm + 1e-9);
+}
+
+static void test_occupancy(void **state)
+{
+	struct gpu_device_props d = h100;
+	struct gpu_occupancy o;
+
+	/*
+	 * 256 threads = 8 warps, 32 registers: 64 / 8 = 8 blocks by warps; 32 * 32 = 1024
+	 * registers per warp (a multiple of 256), 65536 / 4 sub-partitions = 16384 / 1024 = 16
+	 * warps each, 64 warps = 8 blocks by registers; shared memory 0 + 1 KiB reserved: 228
+	 * blocks; 32 by blocks. 8 blocks, 64 warps: 100%, the warps (first of the tie).
+	 */
+	check_occ(&d, 256, 32, 0, 8, 64, GPU_OCC_WARPS);
+	/* 128 registers: 4096 per warp, 16384 / 4096 = 4 warps per sub-partition, 16 warps =
+	 * 2 blocks of 8 warps: 16 / 64 = 25%, the registers. */
+	check_occ(&d, 256, 128, 0, 2, 16, GPU_OCC_REGS);
+	/* 128 threads = 4 warps, 48 KiB: 49152 + 1024 reserved = 50176 (a multiple of 128);
+	 * 233472 / 50176 = 4.65: 4 blocks (16 by warps, 16 by registers): 16 warps, 25%. */
+	check_occ(&d, 128, 32, 48 * 1024, 4, 16, GPU_OCC_SMEM);
+	/* 32 threads = 1 warp: 64 by warps, 64 by registers, 32 by blocks: 32 warps, 50%. */
+	check_occ(&d, 32, 32, 0, 32, 32, GPU_OCC_BLOCKS);
+	/* 96 threads = 3 warps, 40 registers: 1280 per warp; 16384 / 1280 = 12.8: 12 warps per
+	 * sub-partition, 48 warps, 16 blocks (the whole file would give 51 warps, 17 blocks);
+	 * 21 by warps: 16 blocks, 48 warps, 75%, the registers. */
+	check_occ(&d, 96, 40, 0, 16, 48, GPU_OCC_REGS);
+	/* 33 threads take 2 warps: 32 blocks by warps and by blocks: 64 warps, 100%. */
+	check_occ(&d, 33, 16, 0, 32, 64, GPU_OCC_WARPS);
+	/* 1024 threads of 255 registers: 8160 -> 8192 per warp, 32 warps = 262144 > 65536 per
+	 * block: it cannot run, 0%. */
+	check_occ(&d, 1024, 255, 0, 0, 0, GPU_OCC_REGS);
+	/* compute capability 7.5 (Turing: 32 warps, 16 blocks, 64 KiB): 256 B units, no reserve:
+	 * 128 threads, 20000 B -> 20224: 65536 / 20224 = 3 blocks = 12 warps, 37.5%. */
+	d.cc_major = 7;
+	d.cc_minor = 5;
+	d.max_warps_per_sm = 32;
+	d.max_blocks_per_sm = 16;
+	d.max_smem_per_sm = 64 * 1024;
+	check_occ(&d, 128, 32, 20000, 3, 12, GPU_OCC_SMEM);
+	/* unknown limits or configuration: no figure */
+	assert_int_equal(gpu_occupancy(NULL, 256, 32, 0, &o), -ENODATA);
+	assert_int_equal(gpu_occupancy(&h100, 256, 0, 0, &o), -ENODATA); /* registers not recorded */
+	d = h100;
+	d.max_regs_per_sm = 0;
+	assert_int_equal(gpu_occupancy(&d, 256, 32, 0, &o), -ENODATA);
+	assert_string_equal(gpu_occ_limiter_name(GPU_OCC_SMEM), "shared");
+	assert_string_equal(gpu_occ_limiter_name(GPU_OCC_UNKNOWN), "-");
+}
+
+static void put_device(struct msg *m, uint32_t dev, const char *name)
+{
+	struct egpu_device d = {.r = {EGPU_DEVICE, 0, 0, 50, 50},
+				.device = dev,
+				.sm_count = h100.sm_count,
+				.warp_size = 32,
+				.max_warps_per_sm = 64,
+				.max_blocks_per_sm = 32,
+				.max_threads_per_block = 1024,
+				.max_regs_per_sm = 65536,
+				.max_regs_per_block = 65536,
+				.max_smem_per_sm = 228 * 1024,
+				.max_smem_per_block = 227 * 1024,
+				.cc_major = 9,
+				.global_mem = 80ULL << 30,
+				.name_len = strlen(name) + 1};
+
+	msg_put(m, &d, sizeof(d), name);
+}
+
+static void put_kernel_cfg(struct msg *m, const char *name, uint32_t corr, uint64_t start,
+			   uint64_t dur, uint32_t dev, uint32_t threads, uint32_t regs,
+			   uint32_t smem)
+{
+	struct egpu_kernel k = {.r = {EGPU_KERNEL, 0, corr, start, start + dur},
+				.device = dev,
+				.grid = {100, 1, 1},
+				.block = {threads, 1, 1},
+				.regs = regs,
+				.smem = smem,
+				.name_len = strlen(name) + 1};
+
+	msg_put(m, &k, sizeof(k), name);
+}
+
+/*
+ * Through the recorder's conversion, the analysis and the JSON: kernels of known
+ * configurations on an H100-like device 0, one kernel on device 1 whose limits never came.
+ */
+static void test_occupancy_report(void **state)
+{
+	struct profile *p = profile__new();
+	struct msg *m = malloc(sizeof(*m));
+	struct gpu_summary s;
+	struct gpu_conv c;
+	struct sink *out = sink_mem();
+	const struct event *k;
+	const char *js;
+	size_t len;
+
+	assert_non_null(p);
+	assert_non_null(m);
+	assert_int_equal(gpu_conv_init(&c, p), 0);
+	msg_init(m, 42);
+	put_kernel_cfg(m, "full", 1, 100, 1000, 0, 256, 32, 0);
+	put_device(m, 0, "Fake H100");
+	put_kernel_cfg(m, "smem", 2, 2000, 1000, 0, 128, 32, 48 * 1024);
+	/* two configurations: 3 x 1000 ns at 100% and 1 x 5000 ns at 25% (registers):
+	 * GPU-time-weighted (3000 * 1 + 5000 * 0.25) / 8000 = 0.53125; by launches it would be
+	 * 0.8125. The limiter is that of the 5000 ns. */
+	for (int i = 0; i < 3; i++)
+		put_kernel_cfg(m, "mixed", 3 + i, 4000 + 1000 * i, 1000, 0, 256, 32, 0);
+	put_kernel_cfg(m, "mixed", 6, 8000, 5000, 0, 256, 128, 0);
+	put_kernel_cfg(m, "elsewhere", 7, 9000, 1000, 1, 256, 32, 0);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	assert_int_equal(c.bad, 0);
+	assert_int_equal(c.devices, 1);
+	k = find_kind(p, EVK_GPU_KERNEL, 1);
+	assert_int_equal(k->flags, 32);		/* registers per thread */
+	assert_int_equal(k->tid, 48 * 1024);	/* shared memory per block */
+	k = find_kind(p, EVK_GPU_DEVICE, 0);
+	assert_string_equal(profile__str(p, k->name), "Fake H100");
+
+	assert_int_equal(gpu_analyze(p, &s), 0);
+	assert_int_equal(s.nprops, 1);
+	assert_int_equal(s.props[0].sm_count, 132);
+	assert_int_equal(s.props[0].global_mem, 80ULL << 30);
+	for (size_t i = 0; i < s.nkernels; i++) {
+		const struct gpu_kernel_stat *ks = &s.kernels[i];
+		const char *n = profile__str(p, ks->name);
+
+		if (!strcmp(n, "mixed")) {
+			assert_true(ks->occ_known);
+			assert_true(ks->occupancy > 0.53124 && ks->occupancy < 0.53126);
+			assert_int_equal(ks->limiter, GPU_OCC_REGS);
+			assert_int_equal(ks->ncfg, 2);
+		} else if (!strcmp(n, "elsewhere")) {
+			assert_false(ks->occ_known); /* device 1: no limits, no figure */
+		} else {
+			assert_true(ks->occ_known);
+			assert_int_equal(ks->limiter, !strcmp(n, "full") ? GPU_OCC_WARPS : GPU_OCC_SMEM);
+		}
+	}
+	gpu_summary_free(&s);
+
+	assert_int_equal(report_gpu_json(out, p), 0);
+	js = sink_mem_data(out, &len);
+	assert_non_null(strstr(js, "\"name\": \"full\", \"count\": 1, \"total_ns\": 1000"));
+	assert_non_null(strstr(js, "\"occupancy\": 1.0000, \"occupancy_limiter\": \"warps\""));
+	assert_non_null(strstr(js, "\"occupancy\": 0.2500, \"occupancy_limiter\": \"shared\""));
+	assert_non_null(strstr(js, "\"occupancy\": 0.5312, \"occupancy_limiter\": \"registers\""));
+	assert_non_null(strstr(js, "\"occupancy\": null, \"occupancy_limiter\": null"));
+	assert_non_null(strstr(js, "\"registers_per_thread\": 128, \"shared_bytes_per_block\": 0"));
+	assert_non_null(strstr(js, "\"name\": \"Fake H100\", \"sm_count\": 132"));
+	sink_close(out);
+	out = sink_mem();
+	assert_int_equal(report_gpu_text(out, p, 0), 0);
+	js = sink_mem_data(out, &len);
+	assert_non_null(strstr(js, "Occupancy"));
+	assert_non_null(strstr(js, "53% registers*  mixed"));
+	assert_non_null(strstr(js, "25% shared  smem"));
+	assert_non_null(strstr(js, "-  elsewhere"));
+	assert_non_null(strstr(js, "device 0: Fake H100, 132 SMs, compute capability 9.0"));
+	sink_close(out);
+	gpu_conv_free(&c);
+	profile__free(p);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -580,6 +776,8 @@ int main(void)
 	    cmocka_unit_test(test_report_json),
 	    cmocka_unit_test(test_trace),
 	    cmocka_unit_test(test_cookie),
+	    cmocka_unit_test(test_occupancy),
+	    cmocka_unit_test(test_occupancy_report),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
