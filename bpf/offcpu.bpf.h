@@ -331,8 +331,9 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 		s->wflags = 0;
 		/* A futex wait names a lock even when the interval gets no stack. */
 		if (s->state == OFFCPU_SLEEP) {
-			long nr = BPF_CORE_READ((struct pt_regs *)bpf_task_pt_regs(prev),
-						orig_ax);
+			/* A BTF pointer: a direct load, no probe-read helper call. */
+			struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+			long nr = regs->orig_ax;
 
 			if (nr == OFFCPU_NR_FUTEX || nr == OFFCPU_NR_FUTEX_WAITV)
 				s->wflags = OFFCPU_F_FUTEX;
