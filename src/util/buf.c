@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,24 +17,33 @@ void buf_reset(struct buf *b)
 	b->len = 0;
 }
 
+/* Room for n more bytes: false (b->err set) when it cannot grow. */
+static bool buf_room(struct buf *b, size_t n)
+{
+	size_t cap;
+	uint8_t *nd;
+
+	if (b->err)
+		return false;
+	if (b->len + n <= b->cap)
+		return true;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + n)
+		cap *= 2;
+	nd = realloc(b->data, cap);
+	if (!nd) {
+		b->err = -ENOMEM;
+		return false;
+	}
+	b->data = nd;
+	b->cap = cap;
+	return true;
+}
+
 void buf_put(struct buf *b, const void *p, size_t n)
 {
-	if (b->err)
+	if (!buf_room(b, n))
 		return;
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		uint8_t *nd;
-
-		while (cap < b->len + n)
-			cap *= 2;
-		nd = realloc(b->data, cap);
-		if (!nd) {
-			b->err = -ENOMEM;
-			return;
-		}
-		b->data = nd;
-		b->cap = cap;
-	}
 	memcpy(b->data + b->len, p, n);
 	b->len += n;
 }
@@ -56,19 +66,20 @@ void buf_u64le(struct buf *b, uint64_t v)
 	buf_u32le(b, (uint32_t)(v >> 32));
 }
 
+/* Written in place: the encoder of every sample and event, a call per field. */
 void buf_varint(struct buf *b, uint64_t v)
 {
-	uint8_t x[10];
-	size_t n = 0;
+	uint8_t *p;
 
-	do {
-		x[n] = v & 0x7f;
+	if (!buf_room(b, 10))
+		return;
+	p = b->data + b->len;
+	while (v >= 0x80) {
+		*p++ = (uint8_t)v | 0x80;
 		v >>= 7;
-		if (v)
-			x[n] |= 0x80;
-		n++;
-	} while (v);
-	buf_put(b, x, n);
+	}
+	*p++ = (uint8_t)v;
+	b->len = p - b->data;
 }
 
 void buf_svarint(struct buf *b, int64_t v)
