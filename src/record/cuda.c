@@ -48,6 +48,8 @@ _Static_assert(sizeof(struct ev_cuda_api) == 24 + 48 + 40, "ev_cuda_api layout")
 _Static_assert(sizeof(struct ev_cuda_handle) == 24 + 32 + EPROF_CUDA_NAME_LEN, "ev_cuda_handle");
 
 #define SCAN_NS 200000000ULL /* rescan the targets' maps for CUDA libraries this often */
+#define SYS_SCAN_NS 1000000000ULL    /* -a --cuda: new processes */
+#define SYS_RESCAN_NS 10000000000ULL /* -a --cuda: every process again */
 #define MAX_CONNS 256
 
 struct cuda_obj {
@@ -67,6 +69,9 @@ struct cuda_state {
 	bool multi;   /* attach with uprobe_multi links (Linux 6.6+) */
 	bool session; /* ... as one uprobe session: launches can skip their return (6.13+) */
 	uint64_t last_scan;
+	/* -a with --cuda: processes looked at (pid, start time), and when all were last read */
+	struct hmap *sys_seen;
+	uint64_t last_sys_scan, last_sys_rescan;
 	uint64_t calls, events;
 	/* CUPTI */
 	struct gpu_conv conv;
@@ -354,6 +359,34 @@ static void scan_targets(struct feature_ctx *f, struct cuda_state *s)
 		prev = &key;
 		scan_pid(f, s, key);
 	}
+}
+
+struct sys_scan {
+	struct feature_ctx *f;
+	struct cuda_state *s;
+};
+
+static void scan_process(uint32_t pid, void *arg)
+{
+	struct sys_scan *c = arg;
+
+	scan_pid(c->f, c->s, pid);
+}
+
+/*
+ * -a: every process's executable mappings, once per process and path (seen_paths): CUDA
+ * libraries get system-wide uprobes (pid -1), and so does an executable with a static
+ * cudart. New processes are looked at every second; every ten seconds all of them are read
+ * again for libraries loaded since (PyTorch dlopen()s its CUDA libraries on import).
+ */
+static void scan_system(struct feature_ctx *f, struct cuda_state *s, uint64_t now, bool all)
+{
+	struct sys_scan c = { f, s };
+
+	s->last_sys_scan = now;
+	if (all)
+		s->last_sys_rescan = now;
+	proc_for_each(all ? NULL : s->sys_seen, scan_process, &c);
 }
 
 /* --- a launched program: its CUDA libraries before it runs ----------------------------------- */
@@ -847,10 +880,14 @@ static int cuda_attach(struct feature_ctx *f, void *state)
 	else if (!f->o->all)
 		scan_targets(f, s);
 	s->last_scan = f->start_ns;
-	if (f->o->cuda > 0 && f->o->all)
-		log_warn("--cuda with -a: CUDA libraries are only found in -p targets or a "
-			 "launched command");
-	else if (f->o->cuda > 0 && !s->nobjs && !f->o->argv)
+	if (f->o->cuda > 0 && f->o->all) {
+		s->sys_seen = hmap__new(1024);
+		if (!s->sys_seen)
+			return -ENOMEM;
+		scan_system(f, s, f->start_ns, false);
+		s->last_sys_rescan = f->start_ns;
+		log_info("cuda: -a: %zu objects with CUDA functions so far", s->nobjs);
+	} else if (f->o->cuda > 0 && !s->nobjs && !f->o->argv)
 		log_warn(
 		    "--cuda: no CUDA library in the target yet; tracing it once one is loaded");
 	return 0;
@@ -864,6 +901,8 @@ static int cuda_poll(struct feature_ctx *f, void *state, uint64_t now)
 		convert_queued(s);
 	else
 		cupti_read(s, false);
+	if (s->sys_seen && now - s->last_sys_scan >= SYS_SCAN_NS)
+		scan_system(f, s, now, now - s->last_sys_rescan >= SYS_RESCAN_NS);
 	if (f->o->all || now - s->last_scan < SCAN_NS)
 		return 0;
 	s->last_scan = now;
@@ -929,6 +968,7 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 	free(s->buf);
 	hmap__free(s->seen_paths);
 	hmap__free(s->handles);
+	hmap__free(s->sys_seen);
 	free(s);
 }
 

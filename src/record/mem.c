@@ -30,6 +30,7 @@
 #include "events.h"
 #include "feature.h"
 #include "mem_probe.h"
+#include "proc.h"
 #include "record.h"
 
 /* Not in Debian 12's UAPI headers (6.1): values from the kernel's enum bpf_attach_type. */
@@ -555,59 +556,28 @@ static void target_free(struct mem_target *t)
 	t->nseen = t->capseen = 0;
 }
 
-/* Start time of a process (clock ticks since boot, /proc/PID/stat field 22); 0 if gone. */
-static uint64_t proc_start_ticks(const char *pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long start = 0;
-	ssize_t n;
-	int fd;
+struct sys_scan {
+	struct feature_ctx *f;
+	struct mem_state *st;
+};
 
-	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-			 "%*d %*d %*d %llu", &start) != 1)
-		return 0;
-	return start;
+static void scan_new_process(uint32_t pid, void *arg)
+{
+	struct sys_scan *c = arg;
+
+	scan_maps(c->f, c->st, pid, &c->st->sys, &c->st->all, 0);
 }
 
 /*
- * -a: looks at the maps of every process not seen before (a pid used again is a new
- * process: keyed with its start time), so an allocator any of them maps (another libc, a
- * static binary, jemalloc) gets system-wide probes once. Objects a process dlopen()s after
- * it was scanned are not seen.
+ * -a: looks at the maps of every process not seen before, so an allocator any of them maps
+ * (another libc, a static binary, jemalloc) gets system-wide probes once. Objects a process
+ * dlopen()s after it was scanned are not seen.
  */
 static void scan_system(struct feature_ctx *f, struct mem_state *st)
 {
-	uint32_t self = getpid();
-	struct dirent *d;
-	DIR *dir = opendir("/proc");
+	struct sys_scan c = { f, st };
 
-	if (!dir)
-		return;
-	while ((d = readdir(dir))) {
-		uint64_t start, v;
-		char *end;
-		unsigned long pid = strtoul(d->d_name, &end, 10);
-
-		if (*end || !pid || pid == self)
-			continue;
-		start = proc_start_ticks(d->d_name);
-		if (!start || hmap__get(st->sys_seen, pid, start, &v))
-			continue;
-		if (hmap__put(st->sys_seen, pid, start, 1))
-			break;
-		scan_maps(f, st, (uint32_t)pid, &st->sys, &st->all, 0);
-	}
-	closedir(dir);
+	proc_for_each(st->sys_seen, scan_new_process, &c);
 }
 
 static int mem_attach(struct feature_ctx *f, void *state)

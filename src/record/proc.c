@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -18,6 +19,7 @@
 #include "../sym/symbolizer.h"
 #include "../unwind/unwind.h"
 #include "../util/elf_layout.h"
+#include "../util/hmap.h"
 #include "../util/log.h"
 #include "proc.h"
 
@@ -736,4 +738,58 @@ void proc_tracker__counts(const struct proc_tracker *t, uint32_t *pids, uint32_t
 {
 	*pids = t->nps;
 	*files = t->nobjs;
+}
+
+uint64_t proc_start_ticks(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+int proc_for_each(struct hmap *seen, void (*fn)(uint32_t pid, void *arg), void *arg)
+{
+	uint32_t self = getpid();
+	struct dirent *d;
+	DIR *dir = opendir("/proc");
+	int err = 0;
+
+	if (!dir)
+		return 0;
+	while ((d = readdir(dir))) {
+		uint64_t start, v;
+		char *end;
+		unsigned long pid = strtoul(d->d_name, &end, 10);
+
+		if (*end || !pid || pid == self || pid > UINT32_MAX)
+			continue;
+		if (seen) {
+			start = proc_start_ticks((uint32_t)pid);
+			if (!start || hmap__get(seen, pid, start, &v))
+				continue;
+			if (hmap__put(seen, pid, start, 1)) {
+				err = -ENOMEM;
+				break;
+			}
+		}
+		fn((uint32_t)pid, arg);
+	}
+	closedir(dir);
+	return err;
 }

@@ -14,6 +14,7 @@
 #include "../model/profile.h"
 
 struct cfi_table;
+struct hmap;
 struct proc_tracker;
 
 struct tracker_opts {
@@ -36,6 +37,15 @@ int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint
 int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
 /* The process exited: keep its mappings (samples still in flight), stop rescanning. */
 void proc_tracker__exit(struct proc_tracker *t, uint32_t pid);
+
+/* Start time of a process (clock ticks since boot, field 22 of /proc/PID/stat); 0 if gone. */
+uint64_t proc_start_ticks(uint32_t pid);
+/*
+ * Calls fn for every process in /proc but eprof itself; with seen (keys: pid and start
+ * time, so a pid used again is a new process), only for those it does not hold yet, which
+ * are added. 0, or -ENOMEM.
+ */
+int proc_for_each(struct hmap *seen, void (*fn)(uint32_t pid, void *arg), void *arg);
 /* Frees the maps of processes that exited more than a few seconds before now_ns. */
 void proc_tracker__gc(struct proc_tracker *t, uint64_t now_ns);
 /* Frees every unwind table (built again if needed): symbolization at the end needs the room. */

@@ -134,6 +134,31 @@ def test_attach_to_running_cuda_process(ep, cuda_bins, tmp_path):
     assert api["cudaLaunchKernel"]["count"] == 7
 
 
+def test_system_wide_finds_cuda_processes(ep, cuda_bins):
+    """-a --cuda: processes that start during the record get their libcudart (shared) and
+    their executable (nvcc's static cudart) traced system-wide, counts exact."""
+    rec = subprocess.Popen([ep.bin, "record", "-v", "-a", "--cuda", "-F", "49", "-d", "9"],
+                           cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in rec.stderr:
+        lines.append(line)
+        if "cuda: -a:" in line:
+            break
+    apps = [subprocess.Popen([exe, "3000"], stdout=subprocess.DEVNULL)
+            for exe in cuda_bins.values()]
+    for a in apps:
+        assert a.wait(timeout=60) == 0
+    rest = rec.stderr.read()
+    assert rec.wait(timeout=60) == 0, "".join(lines) + rest
+    log = "".join(lines) + rest
+    for name in cuda_bins:
+        if name.startswith("nvcc-static"):
+            assert f"root{cuda_bins[name]}\n" in log or f"in {cuda_bins[name]}\n" in log, log
+    api = api_by_name(ep.report_json()["gpu"])
+    for name, n in COUNTS.items():
+        assert api[name]["count"] == n * len(apps), (name, api[name], sorted(cuda_bins))
+
+
 # --- CUPTI path end to end with a fake driver and a fake libcupti (no GPU) -----------------
 
 FAKE = os.path.join(FIXTURES, "fakecuda")
