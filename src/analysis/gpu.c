@@ -432,6 +432,79 @@ static void note_gap(struct gpu_device_stat *d, uint64_t gap, uint64_t at)
 	}
 }
 
+/* A start (+1) or an end (-1) of a stream's interval, for the overlap sweep. */
+struct edge {
+	uint64_t ts;
+	int32_t delta;
+	uint32_t stream; /* index in s->streams */
+};
+
+static int cmp_edge(const void *a, const void *b)
+{
+	const struct edge *x = a, *y = b;
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->delta - y->delta; /* ends first: back-to-back work does not overlap */
+}
+
+static size_t stream_index(const struct gpu_summary *s, uint32_t pid, uint64_t ds)
+{
+	size_t lo = 0, hi = s->nstreams;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct gpu_stream_stat *st = &s->streams[mid];
+
+		if (st->pid < pid || (st->pid == pid && st->dev_stream < ds))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Per stream, the part of its busy time during which another stream of the same device
+ * (and process) was busy: a sweep over the starts and ends of the device's intervals
+ * iv[0..n), counting how many of its streams are busy. Streams: [first, last).
+ */
+static int stream_overlap(struct gpu_summary *s, const struct ival *iv, size_t n, size_t first,
+			  size_t last)
+{
+	size_t nstreams = last - first, busy = 0;
+	struct edge *e = malloc(2 * n * sizeof(*e));
+	uint32_t *depth = calloc(nstreams ? nstreams : 1, sizeof(*depth));
+
+	if (!e || !depth) {
+		free(e);
+		free(depth);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < n; k++) {
+		uint32_t idx = (uint32_t)(stream_index(s, iv[k].pid, iv[k].ds) - first);
+
+		e[2 * k] = (struct edge){ iv[k].start, 1, idx };
+		e[2 * k + 1] = (struct edge){ iv[k].end, -1, idx };
+	}
+	qsort(e, 2 * n, sizeof(*e), cmp_edge);
+	for (size_t k = 0; k < 2 * n; k++) {
+		if (k && busy >= 2 && e[k].ts > e[k - 1].ts)
+			for (size_t m = 0; m < nstreams; m++)
+				if (depth[m])
+					s->streams[first + m].overlap_ns += e[k].ts - e[k - 1].ts;
+		if (e[k].stream >= nstreams)
+			continue;
+		if (e[k].delta > 0 && depth[e[k].stream]++ == 0)
+			busy++;
+		else if (e[k].delta < 0 && depth[e[k].stream] && --depth[e[k].stream] == 0)
+			busy--;
+	}
+	free(e);
+	free(depth);
+	return 0;
+}
+
 /* Busy time as the union of intervals, per stream (sorted by stream) and per device. */
 static int busy_times(const struct profile *p, struct gpu_summary *s, struct ival *iv, size_t n,
 		      struct acc *a)
@@ -496,6 +569,15 @@ static int busy_times(const struct profile *p, struct gpu_summary *s, struct iva
 			    (s->streams[k].dev_stream >> 32) == d->device)
 				d->overlap_ns += s->streams[k].busy_ns;
 		d->overlap_ns = d->overlap_ns > d->busy_ns ? d->overlap_ns - d->busy_ns : 0;
+		/* the device's streams are contiguous in s->streams (sorted by pid, device, stream) */
+		if (d->overlap_ns) {
+			size_t first = stream_index(s, d->pid, (uint64_t)d->device << 32),
+			       last = stream_index(s, d->pid, ((uint64_t)d->device + 1) << 32);
+			int err = stream_overlap(s, iv + i, j - i, first, last);
+
+			if (err)
+				return err;
+		}
 		i = j;
 	}
 	return 0;

@@ -62,6 +62,7 @@ struct gpu_stream_stat {
 	uint32_t pid;
 	uint64_t dev_stream; /* device << 32 | stream */
 	uint64_t count, busy_ns;
+	uint64_t overlap_ns; /* of busy_ns, the time another stream of its device was busy too */
 };
 
 struct gpu_device_stat {

@@ -65,15 +65,20 @@ static void text_devices(struct sink *out, const struct gpu_summary *s)
 		}
 		sink_puts(out, "\n");
 	}
-	sink_printf(out, "\n%8s %6s %8s %8s %12s\n", "PID", "Device", "Stream", "Count", "Busy");
+	sink_printf(out, "\n%8s %6s %8s %8s %12s %12s %9s\n", "PID", "Device", "Stream", "Count",
+		    "Busy", "Overlapped", "Overlap%");
 	for (size_t i = 0; i < s->nstreams; i++) {
 		const struct gpu_stream_stat *st = &s->streams[i];
 
 		fmt_ns(b, sizeof(b), st->busy_ns);
-		sink_printf(out, "%8u %6u %8u %8" PRIu64 " %12s\n", st->pid,
+		fmt_ns(g, sizeof(g), st->overlap_ns);
+		sink_printf(out, "%8u %6u %8u %8" PRIu64 " %12s %12s %8.1f%%\n", st->pid,
 			    (uint32_t)(st->dev_stream >> 32), (uint32_t)st->dev_stream, st->count,
-			    b);
+			    b, g, pct(st->overlap_ns, st->busy_ns));
 	}
+	if (s->nstreams)
+		sink_puts(out, "# Overlapped: busy while another stream of the same device was busy "
+			       "(copies hidden behind compute, concurrent kernels)\n");
 }
 
 static void text_kernels(struct sink *out, const struct profile *p, const struct gpu_summary *s,
@@ -291,9 +296,9 @@ static void json_devices(struct sink *out, const struct gpu_summary *s)
 
 		sink_printf(out,
 			    "%s{\"pid\": %u, \"device\": %u, \"stream\": %u, \"count\": %" PRIu64
-			    ", \"busy_ns\": %" PRIu64 "}",
+			    ", \"busy_ns\": %" PRIu64 ", \"overlap_ns\": %" PRIu64 "}",
 			    i ? ",\n      " : "\n      ", st->pid, (uint32_t)(st->dev_stream >> 32),
-			    (uint32_t)st->dev_stream, st->count, st->busy_ns);
+			    (uint32_t)st->dev_stream, st->count, st->busy_ns, st->overlap_ns);
 	}
 	sink_puts(out, "]");
 }

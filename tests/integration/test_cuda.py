@@ -227,6 +227,13 @@ def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
     streams = {s["stream"]: s for s in gpu["streams"]}
     assert streams[7]["busy_ns"] == 20_000_000 and streams[13]["busy_ns"] == 25_000_000
     assert len(gpu["devices"]) == 1 and gpu["devices"][0]["busy_ns"] >= 25_000_000
+    # the fake runs its streams concurrently: per stream, the part that overlapped another;
+    # k streams at once count k times there, (k - 1) times in the device's overlap
+    dev_overlap = gpu["devices"][0]["overlap_ns"]
+    assert dev_overlap > 0
+    assert all(0 <= s["overlap_ns"] <= s["busy_ns"] for s in gpu["streams"])
+    assert sum(s["overlap_ns"] for s in gpu["streams"]) >= dev_overlap
+    assert streams[7]["overlap_ns"] > 0 and streams[13]["overlap_ns"] > 0
     assert rep["stats"]["gpu_records_lost"] == 0 and rep["stats"]["gpu_bad_records"] == 0
     # GPU time on the CPU stacks that launched it
     fg = {tuple(f[-2:]): ns for f, ns in ep.folded("eprof.data", "--gpu")}

@@ -399,6 +399,10 @@ static void test_analyze(void **state)
 	assert_int_equal(s.streams[0].busy_ns, 200);
 	assert_int_equal(s.streams[0].count, 3);
 	assert_int_equal(s.streams[1].busy_ns, 100);
+	/* each of them ran 50 of its time alongside the other; device 1 has one stream */
+	assert_int_equal(s.streams[0].overlap_ns, 50);
+	assert_int_equal(s.streams[1].overlap_ns, 50);
+	assert_int_equal(s.streams[2].overlap_ns, 0);
 	/* copies: GPU side and API side */
 	assert_int_equal(s.copies[GPU_COPY_HTOD].count, 1);
 	assert_int_equal(s.copies[GPU_COPY_HTOD].bytes, 4096);
@@ -408,6 +412,32 @@ static void test_analyze(void **state)
 	assert_int_equal(s.mem_peak, 1500);
 	assert_int_equal(s.mem_live, 800);
 	assert_int_equal(s.mem_live_allocs, 2);
+	gpu_summary_free(&s);
+	profile__free(p);
+}
+
+/*
+ * Three streams of device 0: s1 0..100 and 200..300, s2 50..150, s3 100..120 (s3 starts as
+ * s1 ends: back to back is not overlap). s1 overlaps 50..100 (50), s2 50..120 (70), s3
+ * 100..120 (20); the device: 200 + 100 + 20 busy in 250 of union, 70 beyond it.
+ */
+static void test_stream_overlap(void **state)
+{
+	struct profile *p = profile__new();
+	struct gpu_summary s;
+
+	assert_non_null(p);
+	add_gpu(p, EVK_GPU_KERNEL, "a", 0, 100, 0, 1, 1);
+	add_gpu(p, EVK_GPU_KERNEL, "a", 200, 100, 0, 1, 2);
+	add_gpu(p, EVK_GPU_MEMCPY, NULL, 50, 100, 0, 2, 3);
+	add_gpu(p, EVK_GPU_KERNEL, "b", 100, 20, 0, 3, 4);
+	assert_int_equal(gpu_analyze(p, &s), 0);
+	assert_int_equal(s.nstreams, 3);
+	assert_int_equal(s.devices[0].busy_ns, 250);
+	assert_int_equal(s.devices[0].overlap_ns, 70);
+	assert_int_equal(s.streams[0].overlap_ns, 50);
+	assert_int_equal(s.streams[1].overlap_ns, 70);
+	assert_int_equal(s.streams[2].overlap_ns, 20);
 	gpu_summary_free(&s);
 	profile__free(p);
 }
@@ -771,6 +801,7 @@ int main(void)
 	    cmocka_unit_test(test_join),
 	    cmocka_unit_test(test_join_entry_only_launches),
 	    cmocka_unit_test(test_analyze),
+	    cmocka_unit_test(test_stream_overlap),
 	    cmocka_unit_test(test_analyze_api_only),
 	    cmocka_unit_test(test_gpu_samples),
 	    cmocka_unit_test(test_report_json),
