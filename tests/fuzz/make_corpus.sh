@@ -140,6 +140,22 @@ PARENT_SECONDS=0.1 "$eprof" record -q -F 499 -o "$r/forkexec.data" -- "$w/forkex
 "$eprof" record -q -F 99 --offcpu -o "$r/offcpu.data" -- "$w/condwait" 0.05 >/dev/null
 "$eprof" record -q -F 99 --mem=1 -o "$r/mem.data" -- "$w/memfix" 300 - 30 1000 >/dev/null
 "$eprof" record -q -F 99 --region "$w/regionfix:inner" -o "$r/region.data" -- "$w/regionfix" >/dev/null
+# GPU events through the tests' fake CUDA driver and fake CUPTI (kernels, copies, streams,
+# API calls, device limits): needs the CUPTI headers and an eprof built with them.
+cuda=${CUDA_HOME:-/usr/local/cuda}
+fk=$root/tests/fixtures/fakecuda
+if [ -f "$cuda/include/cupti.h" ] && [ -f "$(dirname "$eprof")/libeprof_cupti.so" ]; then
+	cc -shared -fPIC -O1 -g -I"$cuda/include" -o "$w/libfakecupti.so" "$fk/fake_cupti.c" -lpthread
+	cc -shared -fPIC -O1 -g -Wl,-soname,libcuda.so.1 -o "$w/libcuda.so.1" "$fk/fake_cuda.c" -ldl
+	ln -sf libcuda.so.1 "$w/libcuda.so"
+	for app in fake_app fake_occ; do
+		cc -O1 -g -fno-omit-frame-pointer -o "$w/$app" "$fk/$app.c" -L"$w" -lcuda -Wl,-rpath,"$w"
+	done
+	EPROF_LIBCUPTI=$w/libfakecupti.so "$eprof" record -q -F 99 -o "$r/gpu.data" -- "$w/fake_app" >/dev/null
+	EPROF_LIBCUPTI=$w/libfakecupti.so "$eprof" record -q -F 99 -o "$r/occ.data" -- "$w/fake_occ" >/dev/null
+else
+	echo "make_corpus: GPU seeds skipped (no $cuda/include/cupti.h or no libeprof_cupti.so)"
+fi
 # Cut off: the recorder killed after its first chunk, and a file cut inside its last chunk.
 "$eprof" record -q -F 199 -o "$r/killed.data" -- "$w/hot3-nofp" 5 >/dev/null &
 sleep 1.6
