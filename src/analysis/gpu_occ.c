@@ -54,6 +54,14 @@ int gpu_occupancy(const struct gpu_device_props *d, uint32_t threads, uint32_t r
 	if (!d || !threads || !regs || !d->warp_size || !d->max_warps_per_sm ||
 	    !d->max_blocks_per_sm || !d->max_regs_per_sm || !d->max_smem_per_sm || !d->cc_major)
 		return -ENODATA;
+	/*
+	 * Limits come from the file: bounds far above any GPU's keep the arithmetic below free
+	 * of overflow (a wrapped warp count would divide by zero). Outside them: no figure.
+	 */
+	if (d->warp_size > 1024 || d->max_warps_per_sm > 65536 || d->max_blocks_per_sm > 65536 ||
+	    d->max_regs_per_sm > (1u << 24) || d->max_regs_per_block > (1u << 24) ||
+	    d->max_smem_per_sm > (1ull << 32) || threads > (1u << 20) || regs > 65536)
+		return -ENODATA;
 	warps = (threads + d->warp_size - 1) / d->warp_size;
 	o->by[GPU_OCC_WARPS] = d->max_warps_per_sm / warps;
 	o->by[GPU_OCC_REGS] = blocks_by_regs(d, warps, regs);

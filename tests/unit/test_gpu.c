@@ -670,6 +670,15 @@ static void test_occupancy(void **state)
 	d = h100;
 	d.max_regs_per_sm = 0;
 	assert_int_equal(gpu_occupancy(&d, 256, 32, 0, &o), -ENODATA);
+	/* limits from a hostile file: a warp size that wraps the warp count to 0 (which would
+	 * divide by zero), registers that wrap the per-warp allocation: no figure, no crash */
+	d = h100;
+	d.warp_size = UINT64_MAX;
+	assert_int_equal(gpu_occupancy(&d, 256, 32, 0, &o), -ENODATA);
+	d = h100;
+	d.max_regs_per_sm = UINT64_MAX;
+	assert_int_equal(gpu_occupancy(&d, 256, 32, 0, &o), -ENODATA);
+	assert_int_equal(gpu_occupancy(&h100, 256, UINT32_MAX, 0, &o), -ENODATA);
 	assert_string_equal(gpu_occ_limiter_name(GPU_OCC_SMEM), "shared");
 	assert_string_equal(gpu_occ_limiter_name(GPU_OCC_UNKNOWN), "-");
 }
