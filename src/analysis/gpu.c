@@ -472,7 +472,7 @@ static size_t stream_index(const struct gpu_summary *s, uint32_t pid, uint64_t d
 static int stream_overlap(struct gpu_summary *s, const struct ival *iv, size_t n, size_t first,
 			  size_t last)
 {
-	size_t nstreams = last - first, busy = 0;
+	size_t nstreams = last - first, busy = 0, ne = 0;
 	struct edge *e = malloc(2 * n * sizeof(*e));
 	uint32_t *depth = calloc(nstreams ? nstreams : 1, sizeof(*depth));
 
@@ -484,11 +484,13 @@ static int stream_overlap(struct gpu_summary *s, const struct ival *iv, size_t n
 	for (size_t k = 0; k < n; k++) {
 		uint32_t idx = (uint32_t)(stream_index(s, iv[k].pid, iv[k].ds) - first);
 
-		e[2 * k] = (struct edge){ iv[k].start, 1, idx };
-		e[2 * k + 1] = (struct edge){ iv[k].end, -1, idx };
+		if (iv[k].end <= iv[k].start)
+			continue; /* empty, or an end that wrapped (a hostile file) */
+		e[ne++] = (struct edge){ iv[k].start, 1, idx };
+		e[ne++] = (struct edge){ iv[k].end, -1, idx };
 	}
-	qsort(e, 2 * n, sizeof(*e), cmp_edge);
-	for (size_t k = 0; k < 2 * n; k++) {
+	qsort(e, ne, sizeof(*e), cmp_edge);
+	for (size_t k = 0; k < ne; k++) {
 		if (k && busy >= 2 && e[k].ts > e[k - 1].ts)
 			for (size_t m = 0; m < nstreams; m++)
 				if (depth[m])
