@@ -3,9 +3,11 @@
 """Long fuzzing runs counted in CPU time, resumable (called by `tools/fuzz --long`).
 
 Each target is fuzzed round-robin, in slices of --slice CPU seconds, until the ledger
-(BUILD/ledger.tsv: one line per run: target, CPU s, executions, exit code, findings, date)
-shows TOTAL CPU seconds for it, counting earlier runs: a long campaign can be spread over
-several sittings, each resuming from the work corpus the last one grew. Fuzzers run at
+(tests/fuzz/ledger.tsv, committed: one line per run: target, CPU s, executions, exit code,
+findings, date) shows TOTAL CPU seconds for it, counting earlier runs: a long campaign can
+be spread over several sittings, each resuming from the corpus the last one grew (the work
+corpus BUILD/corpus/TARGET, and tests/fuzz/grown/TARGET, where `tools/fuzz --save-corpus`
+keeps it for sittings on other machines). Fuzzers run at
 nice 19. A slice ends by SIGINT (libFuzzer exits cleanly), also when BUILD/PAUSE appears,
 so a benchmark can have the machine: the run waits until PAUSE is gone. (Stopping a
 fuzzer with SIGSTOP instead would make libFuzzer report the paused unit as a timeout.)
@@ -53,10 +55,11 @@ def main():
     ap.add_argument("targets", nargs="+")
     ap.add_argument("--build", required=True)
     ap.add_argument("--slice", type=float, default=300)
+    ap.add_argument("--ledger", help="default: tests/fuzz/ledger.tsv")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     fz = os.path.join(root, "tests", "fuzz")
-    ledger = os.path.join(a.build, "ledger.tsv")
+    ledger = a.ledger or os.path.join(fz, "ledger.tsv")
     pause = os.path.join(a.build, "PAUSE")
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
@@ -77,6 +80,8 @@ def main():
                 os.makedirs(out, exist_ok=True)
                 dirs = [os.path.join(fz, k, m) for m in GROUPS.get(t, [t])
                         for k in ("corpus", "regressions") if os.path.isdir(os.path.join(fz, k, m))]
+                if os.path.isdir(os.path.join(fz, "grown", t)):
+                    dirs.append(os.path.join(fz, "grown", t))
                 log = os.path.join(a.build, "logs", f"long-{t}.log")
                 os.makedirs(os.path.dirname(log), exist_ok=True)
                 before = set(os.listdir(out))
