@@ -74,25 +74,43 @@ static int add_frames(struct profile *p, struct location *l, const struct sym_re
 	return 0;
 }
 
+static int add_one(struct profile *p, struct location *l, uint32_t module, const char *name,
+		   uint8_t kind)
+{
+	struct frame *f = vec_push(p->frames);
+
+	if (!f)
+		return -ENOMEM;
+	f->name = profile__intern(p, name);
+	f->module = module;
+	f->kind = kind;
+	l->frame_first = p->frames.n - 1;
+	l->frame_n = 1;
+	return 0;
+}
+
 /* "[unknown] module+0xOFFSET": the function's start when CFI tells it, else the address. */
 static int add_unknown(struct profile *p, struct location *l, uint32_t module, struct objstate *os)
 {
 	uint64_t at = l->addr;
 	char name[256];
-	struct frame *f;
 
 	if (os && os->usable == 1 && !function_start(os, l->addr, &at))
 		at = l->addr;
 	snprintf(name, sizeof(name), "[unknown] %s+0x%" PRIx64, profile__str(p, module), at);
-	f = vec_push(p->frames);
-	if (!f)
-		return -ENOMEM;
-	f->name = profile__intern(p, name);
-	f->module = module;
-	f->kind = FRAME_UNKNOWN;
-	l->frame_first = p->frames.n - 1;
-	l->frame_n = 1;
-	return 0;
+	return add_one(p, l, module, name, FRAME_UNKNOWN);
+}
+
+/*
+ * The kernel's [uprobes] page holds the return trampoline of uretprobes: a function
+ * probed for its return (eprof's --mem, --region, --cuda) returns there. Samples in it
+ * are the profiler's own cost, named as such rather than as unknown code.
+ */
+static bool uprobes_page(const struct profile *p, const struct location *l)
+{
+	const struct object *o = &p->objects.v[l->object];
+
+	return o->kind == OBJ_ANON && !strcmp(profile__str(p, o->path), "[uprobes]");
 }
 
 static const char *usable_path(struct profile *p, struct objstate *os, uint32_t obj,
@@ -179,7 +197,11 @@ int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn 
 		st->locations++;
 		if (p->objects.v[l->object].kind == OBJ_ELF)
 			path = usable_path(p, os, l->object, path_fn, ctx, st);
-		if (!resolve(p, sym, l, path, &r, &module, &kind, path_fn, ctx) && r.n) {
+		if (uprobes_page(p, l)) {
+			err = add_one(p, l, profile__intern(p, "[uprobes]"), "[uretprobe trampoline]",
+				      FRAME_SPECIAL);
+			st->named++;
+		} else if (!resolve(p, sym, l, path, &r, &module, &kind, path_fn, ctx) && r.n) {
 			err = add_frames(p, l, &r, module, kind);
 			st->named++;
 		} else {

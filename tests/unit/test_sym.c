@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "record/symbolize.h"
 #include "sym/symbolizer.h"
 
 static char tmp[PATH_MAX];
@@ -860,6 +861,37 @@ static void test_demangle(void **state)
 	assert_null(sym_demangle(NULL));
 }
 
+/* The kernel's [uprobes] page (uretprobe returns land there) is named, other anonymous code is
+ * unknown. */
+static void test_uprobes_page(void **state)
+{
+	struct profile *p = profile__new();
+	struct symbolizer *s = new_sym(false, NULL);
+	struct symbolize_stats st;
+	int64_t up, anon, l1, l2;
+	const struct frame *f;
+	uint32_t n;
+
+	(void)state;
+	assert_non_null(p);
+	up = profile__object(p, OBJ_ANON, "[uprobes]", "", 7);
+	anon = profile__object(p, OBJ_ANON, "[anon]", "", 7);
+	assert_true(up > 0 && anon > 0);
+	l1 = profile__location(p, up, 0x7fffffffe00d);
+	l2 = profile__location(p, anon, 0x7f0000001000);
+	assert_true(l1 > 0 && l2 > 0);
+	assert_int_equal(symbolize_profile(p, s, NULL, NULL, &st), 0);
+	f = profile__loc_frames(p, l1, &n);
+	assert_int_equal(n, 1);
+	assert_string_equal(profile__str(p, f->name), "[uretprobe trampoline]");
+	assert_string_equal(profile__str(p, f->module), "[uprobes]");
+	assert_int_equal(f->kind, FRAME_SPECIAL);
+	f = profile__loc_frames(p, l2, &n);
+	assert_int_equal(f->kind, FRAME_UNKNOWN);
+	symbolizer__free(s);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -879,6 +911,7 @@ int main(void)
 	    cmocka_unit_test(test_perfmap),
 	    cmocka_unit_test(test_vdso),
 	    cmocka_unit_test(test_libc_debug),
+	    cmocka_unit_test(test_uprobes_page),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
