@@ -12,6 +12,7 @@
 #include "report_python.h"
 #include "report_regions.h"
 #include "report_mem.h"
+#include "report_findings.h"
 
 static bool stack_truncated(const struct profile *p, uint32_t node)
 {
@@ -266,6 +267,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (!err)
 			err = report_python_json(out, p, &o->hot.filter);
 		err = err ?: report_mem_json(out, p, o->limit);
+		err = err ?: report_findings(out, p, &o->hot.filter, true);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -283,6 +285,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (!err)
 			err = report_python_text(out, p, &o->hot.filter);
 		err = err ?: report_mem_text(out, p, o->limit);
+		err = err ?: report_findings(out, p, &o->hot.filter, false);
 	}
 	hot_result__free(&r);
 	return err ? err : out->err;

@@ -235,6 +235,10 @@ def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
     assert sum(s["overlap_ns"] for s in gpu["streams"]) >= dev_overlap
     assert streams[7]["overlap_ns"] > 0 and streams[13]["overlap_ns"] > 0
     assert rep["stats"]["gpu_records_lost"] == 0 and rep["stats"]["gpu_bad_records"] == 0
+    # the GPU ran 25 ms of a run of over half a second (the app sleeps before and after)
+    idle = [f for f in rep["findings"] if f["id"] == "gpu-idle"]
+    assert len(idle) == 1 and "GPU 0 (pid " in idle[0]["what"], rep["findings"]
+    assert idle[0]["impact"] > 0.9 and idle[0]["severity"] == "high", idle
     # GPU time on the CPU stacks that launched it
     fg = {tuple(f[-2:]): ns for f, ns in ep.folded("eprof.data", "--gpu")}
     assert fg == {("launch_a", "[gpu] kernel_a"): 20_000_000,

@@ -348,3 +348,18 @@ def test_mem_system_wide_finds_new_allocators(ep, tmp_path):
     peak = by_site(mem["allocated"]).get("peak_phase")
     # 400 blocks of 10,000 bytes, sampled with a 64 KiB mean: an estimate
     assert peak and abs(peak[0] - 4_000_000) < 0.35 * 4_000_000, mem["allocated"][:5]
+
+
+def test_findings_leak_churn_and_probe_cost(ep, memfix):
+    """Findings from a memory record: the leak (the process exited with 0.12 MiB held, a big
+    share of its 130 KB peak), the churn of short-lived allocations, and the share of the run
+    spent in eprof's own allocator probes, named as such rather than as kernel time."""
+    ep.run("record", "-q", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "300000", "-", "10",
+           "1000")
+    fs = {f["id"]: f for f in ep.report_json()["findings"]}
+    assert "leak_calloc" in fs["memory-leak"]["what"], fs
+    assert "0.12 MiB" in fs["memory-leak"]["what"], fs
+    assert "the most from churn" in fs["allocation-churn"]["what"], fs
+    assert "probe-overhead" in fs and "kernel-time" not in fs, fs
+    # the trampoline of the return probes is named, not unknown code
+    assert "unknown-code" not in fs, fs

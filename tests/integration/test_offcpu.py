@@ -15,7 +15,8 @@ pytestmark = pytest.mark.usefixtures("need_bpf")
 def progs(tmp_path_factory):
     out = tmp_path_factory.mktemp("offcpu-fixtures")
     built = {}
-    for src, extra in (("sleephalf", []), ("condwait", ["-pthread"]), ("shortwaits", ["-pthread"])):
+    for src, extra in (("sleephalf", []), ("condwait", ["-pthread"]), ("shortwaits", ["-pthread"]),
+                       ("spinners", ["-pthread"])):
         exe = out / src
         subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", *extra, "-o", str(exe),
                         os.path.join(FIXTURES, src + ".c")], check=True)
@@ -173,3 +174,29 @@ def test_time_sampling_is_unbiased(ep, progs):
     ep.run("record", "--offcpu", "--offcpu-sample-us", "0", "-q", "-o", "sw0.eprof", "--",
            progs["shortwaits"], "0.5")
     assert ep.report_json("sw0.eprof")["stats"]["offcpu_unsampled"] == 0
+
+
+def findings(ep, data):
+    return {f["id"]: f for f in ep.report_json(data)["findings"]}
+
+
+def test_findings_cpu_and_lock_contention(ep, progs):
+    """The report's findings name the bottleneck a fixture makes on purpose, whatever the
+    machine: three threads pinned to one CPU (CPU contention), three threads fighting for a
+    mutex (lock contention). A thread waiting in pthread_join waits for work, not for a lock."""
+    ep.run("record", "--offcpu", "-q", "-o", "cpu.eprof", "--", progs["spinners"], "1")
+    fs = findings(ep, "cpu.eprof")
+    cpu = fs.get("cpu-contention")
+    # each spinner lacks the CPU 2/3 of the time; the main thread's join dilutes that a bit
+    assert cpu and cpu["impact"] > 0.3 and cpu["severity"] == "high", fs
+    assert "lock-contention" not in fs, fs
+    assert "spin (spinners)" in fs["hot-function"]["what"], fs
+
+    ep.run("record", "--offcpu", "-q", "-o", "lock.eprof", "--", progs["spinners"], "1", "3",
+           "lock")
+    fs = findings(ep, "lock.eprof")
+    lock = fs.get("lock-contention")
+    assert lock and lock["impact"] > 0.2, fs
+    assert "run_locked" in lock["what"] or "take_lock" in lock["what"], lock
+    text = ep.run("report", "lock.eprof").stdout
+    assert "Findings (most severe first" in text and "lock-contention" in text

@@ -5,6 +5,7 @@
 #include <linux/types.h>
 
 #include "eprof_abi.h"
+#include "analysis/findings.h"
 #include "analysis/gpu.h"
 #include "inject/eprof_gpu_proto.h"
 #include "output/report_gpu.h"
@@ -802,6 +803,82 @@ static void test_occupancy_report(void **state)
 	free(m);
 }
 
+static const struct finding *finding_of(const struct findings *fs, const char *id)
+{
+	for (size_t i = 0; i < fs->n; i++)
+		if (!strcmp(fs->v[i].id, id))
+			return &fs->v[i];
+	return NULL;
+}
+
+/*
+ * GPU findings. A 100 ms record whose GPU ran 10 us: idle; half of that time a kernel at
+ * 25% occupancy limited by registers. Then 1,000 kernels of 2 us, 1,000 copies of 4 KiB
+ * and 40 ms in cudaDeviceSynchronize: launch-bound, small copies, sync waits.
+ */
+static void test_findings_gpu(void **state)
+{
+	struct profile *p = profile__new();
+	struct msg *m = malloc(sizeof(*m));
+	struct sample_filter f = {0};
+	struct findings fs;
+	const struct finding *x;
+	struct gpu_conv c;
+
+	(void)state;
+	assert_non_null(p);
+	assert_non_null(m);
+	profile__set_meta(p, "start_ns", "0");
+	profile__set_meta(p, "end_ns", "100000000");
+	assert_int_equal(gpu_conv_init(&c, p), 0);
+	msg_init(m, 10);
+	put_device(m, 0, "Fake H100");
+	put_kernel_cfg(m, "lowreg", 1, 1000, 5000, 0, 256, 128, 0);
+	put_kernel_cfg(m, "fine", 2, 7000, 5000, 0, 256, 32, 0);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	gpu_conv_free(&c);
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	x = finding_of(&fs, "gpu-idle");
+	assert_non_null(x);
+	assert_int_equal(x->severity, FINDING_HIGH);
+	assert_non_null(strstr(x->what, "GPU 0 (pid 10) was idle 100.0% of 0.100 s"));
+	x = finding_of(&fs, "low-occupancy");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "kernel lowreg (50.0% of GPU time) has 25% theoretical "
+					"occupancy, limited by registers"));
+	assert_non_null(strstr(x->advice, "__launch_bounds__"));
+	assert_null(finding_of(&fs, "launch-bound"));
+	assert_null(finding_of(&fs, "gpu-sync-wait"));
+	assert_string_equal(fs.v[0].id, "gpu-idle");
+	findings__free(&fs);
+
+	for (int i = 0; i < 1000; i++) {
+		/* no launch configuration recorded (flags = registers 0): no occupancy figure */
+		struct event k = {.kind = EVK_GPU_KERNEL, .ts = 20000 + 10000 * i, .dur = 2000,
+				  .pid = 10, .name = profile__intern(p, "tiny"), .a = 1, .c = 100 + i};
+
+		assert_int_equal(profile__add_event(p, &k), 0);
+		add_gpu(p, EVK_GPU_MEMCPY, NULL, 25000 + 10000 * i, 1000, 0, 2, 5000 + i);
+	}
+	add_api(p, 11, "cudaDeviceSynchronize", CUDA_CAT_SYNC, 50000000, 40000000, 0, 0, 0, 0);
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	x = finding_of(&fs, "launch-bound");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "1002 kernels ran 2.0 us each on average"));
+	x = finding_of(&fs, "gpu-sync-wait");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "CPU threads spent 0.040 s (40.0% of the run) in 1 "
+					"synchronization calls, the most in cudaDeviceSynchronize"));
+	x = finding_of(&fs, "small-copies");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "1000 host-to-device copies of 4.0 KiB on average"));
+	/* 1,002 kernels now: the low-occupancy one has under 10% of GPU time */
+	assert_null(finding_of(&fs, "low-occupancy"));
+	findings__free(&fs);
+	profile__free(p);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -818,6 +895,7 @@ int main(void)
 	    cmocka_unit_test(test_cookie),
 	    cmocka_unit_test(test_occupancy),
 	    cmocka_unit_test(test_occupancy_report),
+	    cmocka_unit_test(test_findings_gpu),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

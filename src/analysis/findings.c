@@ -1,0 +1,704 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Bottleneck rules. Each rule reads one analysis and adds at most one finding
+ * (one per device for GPU idle time); thresholds are the constants below and
+ * are listed for users in docs/findings.md. Names from the file are untrusted:
+ * every one is printed with a bound.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "findings.h"
+#include "gpu.h"
+#include "memory.h"
+#include "offcpu.h"
+#include "pygil.h"
+#include "stacks.h"
+
+#define MIN_SAMPLES 50		 /* fewer CPU samples: no CPU rule fires */
+#define LOST_SHARE 0.01		 /* samples lost in the ring buffer */
+#define UNKNOWN_SHARE 0.10	 /* samples whose leaf has no name */
+#define TRUNC_SHARE 0.05	 /* samples whose stack was cut */
+#define HOT_SHARE 0.25		 /* one function's self samples */
+#define CLASS_SHARE 0.10	 /* copies, allocator, spinning */
+#define KERNEL_SHARE 0.30	 /* samples with a kernel leaf */
+#define WAIT_SHARE 0.10		 /* runnable time of all thread time */
+#define LOCK_SHARE 0.20		 /* lock / I/O waits of all thread time */
+#define LEAK_BYTES (1u << 20)	 /* or LEAK_PEAK_SHARE of the peak and LEAK_MIN_BYTES */
+#define LEAK_PEAK_SHARE 0.10
+#define LEAK_MIN_BYTES (64u << 10)
+#define CHURN_RATE 10000.0	 /* short-lived allocations per second */
+#define GPU_IDLE_SHARE 0.30	 /* idle share of a device's window */
+#define GPU_MIN_WINDOW 10000000	 /* 10 ms */
+#define LAUNCH_MIN 1000		 /* kernels, for the launch-bound rule */
+#define LAUNCH_SHORT_NS 20000	 /* mean kernel shorter than this: launch-bound */
+#define SYNC_SHARE 0.10		 /* of the run's wall time */
+#define OCC_SHARE 0.10		 /* a kernel's share of GPU time */
+#define OCC_LOW 0.25		 /* theoretical occupancy, at most */
+#define COPY_MIN 1000
+#define COPY_SMALL (64u << 10)
+
+struct ctx {
+	struct profile *p;
+	const struct sample_filter *f;
+	struct findings *out;
+	int err;
+	uint64_t start, end; /* the record's span, ns */
+	uint64_t samples, cpu_ns;
+	/* Samples in eprof's own uprobe handling (traps, the return trampoline): all, those with
+	 * a kernel leaf, those whose stack the trampoline cut. */
+	uint64_t probe, probe_kernel, probe_truncated;
+	struct hot_result hot;
+	bool exited; /* every process of the record exited while recorded */
+};
+
+const char *finding_severity_name(enum finding_severity s)
+{
+	return s == FINDING_HIGH ? "high" : s == FINDING_MEDIUM ? "medium" : "low";
+}
+
+static enum finding_severity sev_of(double impact)
+{
+	return impact >= 0.30 ? FINDING_HIGH : impact >= 0.10 ? FINDING_MEDIUM : FINDING_LOW;
+}
+
+static struct finding *add(struct ctx *c, const char *id, enum finding_severity sev, double impact)
+{
+	struct finding *nv = realloc(c->out->v, (c->out->n + 1) * sizeof(*nv)), *f;
+
+	if (!nv) {
+		c->err = -ENOMEM;
+		return NULL;
+	}
+	c->out->v = nv;
+	f = &nv[c->out->n++];
+	memset(f, 0, sizeof(*f));
+	f->id = id;
+	f->severity = sev;
+	f->impact = impact < 0 ? 0 : impact > 1 ? 1 : impact;
+	return f;
+}
+
+__attribute__((format(printf, 2, 3))) static void say(char *dst, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(dst, sizeof(((struct finding *)0)->what), fmt, ap);
+	va_end(ap);
+}
+
+static const char *str(const struct ctx *c, uint32_t id)
+{
+	const char *s = profile__str(c->p, id);
+
+	return s && *s ? s : "?";
+}
+
+/* A function name without leading underscores, glibc's __GI_ alias prefix and .part/.constprop
+ * suffixes, into buf: "__GI___libc_free" -> "libc_free". */
+static const char *base_name(const char *name, char *buf, size_t len)
+{
+	size_t n;
+	char *dot;
+
+	if (!strncmp(name, "__GI_", 5))
+		name += 5;
+	while (*name == '_')
+		name++;
+	snprintf(buf, len, "%s", name);
+	dot = strchr(buf, '.');
+	if (dot)
+		*dot = '\0';
+	n = strlen(buf);
+	return n ? buf : "?";
+}
+
+static bool in_list(const char *s, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcmp(s, *list))
+			return true;
+	return false;
+}
+
+static bool prefix(const char *s, const char *pre)
+{
+	return !strncmp(s, pre, strlen(pre));
+}
+
+enum fclass { FC_NONE, FC_COPY, FC_ALLOC, FC_SPIN };
+
+static enum fclass classify(const char *name, const char *module)
+{
+	static const char *const alloc[] = {
+		"malloc", "free", "calloc", "realloc", "cfree", "int_malloc", "int_free", "int_realloc",
+		"malloc_consolidate", "unlink_chunk", "sysmalloc", "libc_malloc", "libc_free",
+		"libc_calloc", "libc_realloc", "int_free_merge_chunk", "int_free_create_chunk",
+		"int_free_maybe_consolidate", "tcache_get", "tcache_put", "posix_memalign",
+		"libc_memalign", "int_memalign", "aligned_alloc", NULL
+	};
+	static const char *const spin[] = { "sched_yield", "libc_sched_yield", "pthread_spin_lock",
+					    "pthread_spin_trylock", NULL };
+	char b[128];
+	const char *n = base_name(name, b, sizeof(b));
+
+	if (prefix(n, "memcpy") || prefix(n, "memmove") || prefix(n, "memset") ||
+	    prefix(n, "wmemset") || prefix(n, "wmemcpy"))
+		return FC_COPY;
+	if (in_list(n, alloc) || prefix(name, "operator new") || prefix(name, "operator delete") ||
+	    ((prefix(n, "je_") || prefix(n, "tc_") || prefix(n, "mi_")) && in_list(n + 3, alloc)))
+		return FC_ALLOC;
+	if (in_list(n, spin) || strstr(module, "libgomp"))
+		return FC_SPIN;
+	return FC_NONE;
+}
+
+/* --- data quality ------------------------------------------------------------------ */
+
+static void rule_quality(struct ctx *c, uint64_t unknown, uint64_t truncated, uint32_t unk_module)
+{
+	const struct profile *p = c->p;
+	uint64_t lost = p->stats[STAT_SAMPLES_LOST], tot = c->samples + lost;
+	uint64_t ev = p->stats[STAT_EVENTS_LOST] + p->stats[STAT_OFFCPU_LOST] +
+		      p->stats[STAT_MEM_LOST] + p->stats[STAT_CUDA_LOST] + p->stats[STAT_REGIONS_LOST];
+	struct finding *f;
+
+	if (tot && (double)lost / tot > LOST_SHARE && (f = add(c, "lost-samples", FINDING_MEDIUM,
+							      (double)lost / tot))) {
+		say(f->what, "%llu samples (%.1f%%) were lost: the ring buffer was full",
+		    (unsigned long long)lost, 100.0 * lost / tot);
+		say(f->advice, "record with a larger --ringbuf-mb (default 16) or a lower -F");
+	}
+	if (ev && (f = add(c, "lost-events", FINDING_MEDIUM, 0))) {
+		say(f->what, "%llu events (off-CPU, memory, CUDA or regions) were lost: the ring "
+			     "buffer was full", (unsigned long long)ev);
+		say(f->advice, "record with a larger --ringbuf-mb (default 16); for --offcpu, a "
+			       "larger --offcpu-min-us; for --mem, sample (--mem=BYTES)");
+	}
+	if (c->samples >= MIN_SAMPLES && (double)unknown / c->samples > UNKNOWN_SHARE &&
+	    (f = add(c, "unknown-code", FINDING_MEDIUM, (double)unknown / c->samples))) {
+		const char *m = unk_module ? str(c, unk_module) : "?";
+
+		say(f->what, "%.1f%% of samples end in code with no name, most in %.160s",
+		    100.0 * unknown / c->samples, m);
+		if (!strcmp(m, "?") || strchr(m, '[') || strstr(m, "memfd") || strstr(m, "anon"))
+			say(f->advice, "JIT code: have the runtime write /tmp/perf-PID.map (python -X "
+				       "perf, node --perf-basic-prof, the JVM's perf-map-agent)");
+		else
+			say(f->advice, "install the debug symbols of %.160s (Debian: its -dbgsym "
+				       "package) or set DEBUGINFOD_URLS", m);
+	}
+	if (c->samples >= MIN_SAMPLES && (double)truncated / c->samples > TRUNC_SHARE &&
+	    (f = add(c, "truncated-stacks", FINDING_LOW, (double)truncated / c->samples))) {
+		uint64_t nocfi = p->stats[STAT_UNWIND_NO_CFI], deep = p->stats[STAT_UNWIND_TOO_DEEP];
+		uint64_t fault = p->stats[STAT_UNWIND_READ_FAULT];
+
+		say(f->what, "%.1f%% of stacks stop early (no CFI %llu, too deep %llu, beyond the "
+			     "copied stack %llu)", 100.0 * truncated / c->samples,
+		    (unsigned long long)nocfi, (unsigned long long)deep, (unsigned long long)fault);
+		if (fault >= nocfi && fault >= deep)
+			say(f->advice, "record with a larger --stack-size (default 32768, max 65536)");
+		else if (nocfi >= deep)
+			say(f->advice, "build the code with -fasynchronous-unwind-tables (or keep frame "
+				       "pointers and record with -g fp)");
+		else
+			say(f->advice, "the stacks are deeper than eprof follows: the flamegraph's roots "
+				       "are cut, the leaves are right");
+	}
+}
+
+/* --- CPU -------------------------------------------------------------------------- */
+
+static void rule_cpu(struct ctx *c)
+{
+	const struct hot_result *r = &c->hot;
+	uint64_t cls[4] = { 0 }, kernel = 0, fault = 0, sys = 0;
+	uint32_t cls_top[4] = { 0 }, sys_name = 0;
+	uint64_t cls_top_n[4] = { 0 };
+	struct finding *f;
+	double s;
+
+	if (c->samples < MIN_SAMPLES)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		const struct func_stat *fs = &r->funcs[i];
+		const char *name = str(c, fs->name);
+		enum fclass k;
+
+		if (fs->kind == FRAME_KERNEL) {
+			kernel += fs->self;
+			if (!strcmp(name, "exc_page_fault") || !strcmp(name, "handle_mm_fault"))
+				fault = fs->total > fault ? fs->total : fault;
+			if ((prefix(name, "__x64_sys_") || prefix(name, "__ia32_sys_")) &&
+			    fs->total > sys) {
+				sys = fs->total;
+				sys_name = fs->name;
+			}
+			continue;
+		}
+		k = classify(name, str(c, fs->module));
+		cls[k] += fs->self;
+		if (fs->self > cls_top_n[k]) {
+			cls_top_n[k] = fs->self;
+			cls_top[k] = fs->name;
+		}
+	}
+	if (r->n && r->funcs[0].self > HOT_SHARE * c->samples) {
+		const struct func_stat *fs = &r->funcs[0];
+
+		s = (double)fs->self / c->samples;
+		if (classify(str(c, fs->name), str(c, fs->module)) == FC_NONE &&
+		    fs->kind != FRAME_KERNEL &&
+		    /* Compute code has a hottest function: a pointer, not an alarm. */
+		    (f = add(c, "hot-function", s >= 0.5 ? FINDING_MEDIUM : FINDING_LOW, s))) {
+			say(f->what, "%.120s (%.80s) runs %.1f%% of the CPU samples in its own code",
+			    str(c, fs->name), str(c, fs->module), 100 * s);
+			say(f->advice, "the place where optimizing pays: `eprof report --lines` shows "
+				       "its hottest lines, `eprof flamegraph` its callers");
+		}
+	}
+	s = (double)cls[FC_COPY] / c->samples;
+	if (s > CLASS_SHARE && (f = add(c, "memory-copies", sev_of(s), s))) {
+		say(f->what, "%.1f%% of the CPU samples copy or fill memory (%.120s the most)", 100 * s,
+		    str(c, cls_top[FC_COPY]));
+		say(f->advice, "find the callers in `eprof flamegraph` (search memcpy): pass buffers "
+			       "by reference, reuse them, copy once");
+	}
+	s = (double)cls[FC_ALLOC] / c->samples;
+	if (s > CLASS_SHARE && (f = add(c, "allocator", sev_of(s), s))) {
+		say(f->what, "%.1f%% of the CPU samples are in the memory allocator (%.120s the most)",
+		    100 * s, str(c, cls_top[FC_ALLOC]));
+		say(f->advice, "reuse buffers instead of allocating per item (`eprof record --mem` shows "
+			       "which stacks allocate), or preload jemalloc/tcmalloc");
+	}
+	s = (double)cls[FC_SPIN] / c->samples;
+	if (s > CLASS_SHARE && (f = add(c, "spinning", sev_of(s), s))) {
+		say(f->what, "%.1f%% of the CPU samples spin waiting (%.120s the most)", 100 * s,
+		    str(c, cls_top[FC_SPIN]));
+		say(f->advice, "threads burn CPU waiting for others: OMP_WAIT_POLICY=passive for "
+			       "OpenMP, fewer threads (OMP_NUM_THREADS), or blocking waits");
+	}
+	s = (double)c->probe / c->samples;
+	if (s > CLASS_SHARE && (f = add(c, "probe-overhead", sev_of(s), s))) {
+		say(f->what, "%.1f%% of the CPU samples are in eprof's own uprobes (allocation, "
+			     "region or CUDA probes): the job ran that much slower while recorded",
+		    100 * s);
+		say(f->advice, "the rest of the profile is right; for a lighter record, sample "
+			       "allocations (--mem rather than --mem=1) or probe fewer functions");
+	}
+	/* The kernel time of uprobe traps is eprof's, not the program's. */
+	kernel -= c->probe_kernel < kernel ? c->probe_kernel : kernel;
+	s = (double)kernel / c->samples;
+	if (s > KERNEL_SHARE && (f = add(c, "kernel-time", sev_of(s), s))) {
+		if (fault * 2 > kernel) {
+			say(f->what, "%.1f%% of the CPU samples are in the kernel, %.1f%% under page "
+				     "faults", 100 * s, 100.0 * fault / c->samples);
+			say(f->advice, "memory is touched for the first time over and over: reuse "
+				       "buffers instead of fresh mappings, or pre-fault them "
+				       "(MAP_POPULATE, transparent huge pages)");
+		} else {
+			say(f->what, "%.1f%% of the CPU samples are in the kernel%s%.80s", 100 * s,
+			    sys_name ? ", the most under " : "", sys_name ? str(c, sys_name) : "");
+			say(f->advice, "fewer, larger system calls (bigger I/O buffers, batching); "
+				       "`eprof flamegraph` shows which calls and from where");
+		}
+	}
+}
+
+/* --- off-CPU ---------------------------------------------------------------------- */
+
+/* The innermost frame of a blocking stack that is the program's own: not the kernel, libc,
+ * libpthread, the dynamic loader. NULL when there is none. */
+static const char *own_frame(const struct ctx *c, uint32_t node)
+{
+	const struct frame *fr[256];
+	size_t n = stack_frames(c->p, node, fr, 256, NULL);
+
+	for (size_t i = n; i-- > 0;) {
+		const char *m = str(c, fr[i]->module);
+
+		if (fr[i]->kind == FRAME_KERNEL || fr[i]->kind == FRAME_SPECIAL ||
+		    fr[i]->kind == FRAME_UNKNOWN || strstr(m, "libc.so") ||
+		    strstr(m, "libpthread") || strstr(m, "ld-linux") || strstr(m, "libstdc++"))
+			continue;
+		return str(c, fr[i]->name);
+	}
+	return NULL;
+}
+
+/* Whether a blocking stack is waiting to acquire a lock (a mutex or rwlock, in the program
+ * or in the kernel), as opposed to waiting for an event. */
+static bool acquiring(const struct ctx *c, uint32_t node)
+{
+	static const char *const user[] = { "pthread_mutex_lock", "pthread_mutex_timedlock",
+					    "pthread_mutex_clocklock", "lll_lock_wait",
+					    "pthread_rwlock_rdlock", "pthread_rwlock_wrlock",
+					    "pthread_rwlock_timed", "pthread_rwlock_clock", NULL };
+	const struct frame *fr[256];
+	size_t n = stack_frames(c->p, node, fr, 256, NULL);
+	char b[128];
+
+	for (size_t i = 0; i < n; i++) {
+		const char *name = base_name(str(c, fr[i]->name), b, sizeof(b));
+
+		if (fr[i]->kind == FRAME_KERNEL) {
+			if (prefix(name, "rwsem_down_") || prefix(name, "mutex_lock") ||
+			    prefix(name, "rt_mutex_slowlock"))
+				return true;
+			continue;
+		}
+		for (const char *const *u = user; *u; u++)
+			if (prefix(name, *u))
+				return true;
+	}
+	return false;
+}
+
+static void rule_offcpu(struct ctx *c)
+{
+	struct offcpu_summary s;
+	uint64_t all;
+	struct finding *f;
+	double sh;
+
+	if (offcpu_summarize(c->p, c->f, &s)) {
+		c->err = -ENOMEM;
+		return;
+	}
+	all = s.total_ns + c->cpu_ns;
+	if (!s.intervals || !all)
+		goto out;
+	sh = (double)s.by_kind[WAIT_RUNNABLE] / all;
+	if (sh > WAIT_SHARE && (f = add(c, "cpu-contention", sev_of(sh), sh))) {
+		unsigned ncpus = profile__meta_u64(c->p, "ncpus", 0);
+
+		say(f->what, "threads waited %.3f s for a CPU while runnable, %.1f%% of their time "
+			     "(%u CPUs)", s.by_kind[WAIT_RUNNABLE] / 1e9, 100 * sh, ncpus);
+		say(f->advice, "the job's threads and everything else running want more than the "
+			       "CPUs there are: run fewer threads (OMP_NUM_THREADS, "
+			       "torch.set_num_threads, DataLoader num_workers, make -j), move other "
+			       "work away (`eprof record -a` shows it) or add CPUs");
+	}
+	/*
+	 * Lock contention is time spent acquiring a lock, not every futex wait: a thread waiting
+	 * on a condition variable, a join or a semaphore waits for work, which the critical path
+	 * explains. The stacks table (sampled intervals scaled up) tells them apart.
+	 */
+	{
+		uint64_t mutex_ns = 0;
+		const char *where = NULL;
+
+		for (size_t i = 0; i < s.nstacks; i++)
+			if (s.stacks[i].kind == WAIT_LOCK && acquiring(c, s.stacks[i].stack)) {
+				mutex_ns += s.stacks[i].ns;
+				if (!where)
+					where = own_frame(c, s.stacks[i].stack);
+			}
+		sh = (double)mutex_ns / all;
+		if (sh > LOCK_SHARE && (f = add(c, "lock-contention", sev_of(sh), sh))) {
+			say(f->what, "threads waited %.3f s to acquire locks, %.1f%% of their time%s%.120s",
+			    mutex_ns / 1e9, 100 * sh, where ? ", the most under " : "",
+			    where ? where : "");
+			say(f->advice, "shorten what runs under the lock or split it; `eprof "
+				       "critical-path` shows whether these waits set the run's length");
+		}
+	}
+	sh = (double)s.by_kind[WAIT_IO] / all;
+	if (sh > LOCK_SHARE && (f = add(c, "io-wait", sev_of(sh), sh))) {
+		const char *where = NULL;
+
+		for (size_t i = 0; i < s.nstacks && !where; i++)
+			if (s.stacks[i].kind == WAIT_IO)
+				where = own_frame(c, s.stacks[i].stack);
+		say(f->what, "threads were blocked %.3f s in disk I/O, %.1f%% of their time%s%.120s",
+		    s.by_kind[WAIT_IO] / 1e9, 100 * sh, where ? ", the most under " : "",
+		    where ? where : "");
+		say(f->advice, "read ahead or in the background (more DataLoader workers, "
+			       "prefetching, larger reads); check the storage's throughput");
+	}
+out:
+	offcpu_summary__free(&s);
+}
+
+/* --- memory ----------------------------------------------------------------------- */
+
+static void rule_memory(struct ctx *c)
+{
+	struct mem_opts o = { .temp_ns = 1000000 };
+	struct mem_result r;
+	struct finding *f;
+	double secs;
+
+	if (memory_analyze(c->p, &o, &r)) {
+		c->err = -ENOMEM;
+		return;
+	}
+	if (!r.present)
+		goto out;
+	if (c->exited && (r.end_bytes >= LEAK_BYTES ||
+			  (r.end_bytes >= LEAK_MIN_BYTES &&
+			   r.end_bytes >= LEAK_PEAK_SHARE * r.peak_bytes)) &&
+	    (f = add(c, "memory-leak", r.end_bytes >= LEAK_BYTES ? FINDING_MEDIUM : FINDING_LOW,
+		     r.peak_bytes ? (double)r.end_bytes / r.peak_bytes : 0))) {
+		const char *where = r.nleaks ? own_frame(c, r.leaks[0].stack) : NULL;
+
+		say(f->what, "%.2f MiB in %.0f blocks were never freed before the process exited%s%.120s",
+		    r.end_bytes / 1048576.0, r.leak_count, where ? ", the most from " : "",
+		    where ? where : "");
+		say(f->advice, "`eprof flamegraph --mem leaks` shows every leaking stack; free them, "
+			       "or bound the cache that holds them");
+	}
+	secs = r.end_ns > r.start_ns ? (r.end_ns - r.start_ns) / 1e9 : 0;
+	if (secs > 0 && r.temp_count / secs > CHURN_RATE && r.temp_count * 2 > r.alloc_count &&
+	    (f = add(c, "allocation-churn", r.temp_count / secs > 10 * CHURN_RATE ? FINDING_MEDIUM
+										 : FINDING_LOW,
+		     r.alloc_count ? r.temp_count / r.alloc_count : 0))) {
+		const char *where = r.ntemps ? own_frame(c, r.temps[0].stack) : NULL;
+
+		say(f->what, "%.0f allocations per second were freed within 1 ms (%.0f%% of all)%s%.120s",
+		    r.temp_count / secs, 100.0 * r.temp_count / r.alloc_count,
+		    where ? ", the most from " : "", where ? where : "");
+		say(f->advice, "reuse the buffer or object across iterations (reserve(), a pool, an "
+			       "arena) instead of allocating it each time");
+	}
+out:
+	mem_result__free(&r);
+}
+
+/* --- GPU -------------------------------------------------------------------------- */
+
+static void rule_gpu_devices(struct ctx *c, const struct gpu_summary *s)
+{
+	for (size_t i = 0; i < s->ndevices; i++) {
+		const struct gpu_device_stat *d = &s->devices[i];
+		double idle;
+		struct finding *f;
+
+		if (d->window_ns < GPU_MIN_WINDOW || d->busy_ns > d->window_ns)
+			continue;
+		idle = 1.0 - (double)d->busy_ns / d->window_ns;
+		if (idle <= GPU_IDLE_SHARE || !(f = add(c, "gpu-idle", sev_of(idle), idle)))
+			continue;
+		say(f->what, "GPU %u (pid %u) was idle %.1f%% of %.3f s; the longest gap %.3f ms",
+		    d->device, d->pid, 100 * idle, d->window_ns / 1e9, d->gaps[0] / 1e6);
+		say(f->advice, "the GPU waits for the CPU: prepare input in the background "
+			       "(DataLoader num_workers, pin_memory=True, non_blocking copies) and look "
+			       "at the CPU flamegraph of the gaps (`eprof trace`)");
+	}
+}
+
+static void rule_gpu(struct ctx *c)
+{
+	struct gpu_summary s;
+	uint64_t kernels = 0, wall = c->end > c->start ? c->end - c->start : 0;
+	struct finding *f;
+	double sh;
+
+	if (!gpu_present(c->p))
+		return;
+	if (gpu_analyze(c->p, &s)) {
+		c->err = -ENOMEM;
+		return;
+	}
+	rule_gpu_devices(c, &s);
+	for (size_t i = 0; i < s.nkernels; i++)
+		kernels += s.kernels[i].count;
+	if (kernels >= LAUNCH_MIN && s.kernel_ns / kernels < LAUNCH_SHORT_NS &&
+	    (f = add(c, "launch-bound", FINDING_MEDIUM, 0.10))) {
+		say(f->what, "%llu kernels ran %.1f us each on average", (unsigned long long)kernels,
+		    s.kernel_ns / 1e3 / kernels);
+		if (s.launches_timed)
+			snprintf(f->what + strlen(f->what), sizeof(f->what) - strlen(f->what),
+				 "; a launch call took %.1f us of CPU",
+				 s.launch_ns / 1e3 / s.launches_timed);
+		say(f->advice, "kernels this short cost more to launch than to run: fuse them "
+			       "(torch.compile, fused ops) or capture the loop in a CUDA graph");
+	}
+	sh = wall ? (double)s.sync_ns / wall : 0;
+	if (sh > SYNC_SHARE && (f = add(c, "gpu-sync-wait", sev_of(sh), sh))) {
+		const struct gpu_api_stat *top = NULL;
+
+		for (size_t i = 0; i < s.napi; i++)
+			if (s.api[i].cat == CUDA_CAT_SYNC && (!top || s.api[i].total_ns > top->total_ns))
+				top = &s.api[i];
+		say(f->what, "CPU threads spent %.3f s (%.1f%% of the run) in %llu synchronization "
+			     "calls%s%.80s", s.sync_ns / 1e9, 100 * sh, (unsigned long long)s.sync_calls,
+		    top ? ", the most in " : "", top ? str(c, top->name) : "");
+		say(f->advice, "take host synchronizations out of the loop (.item(), .cpu(), printing "
+			       "tensors, cudaDeviceSynchronize); wait on events only where the result "
+			       "is needed");
+	}
+	for (size_t i = 0; i < s.nkernels && s.kernel_ns; i++) {
+		const struct gpu_kernel_stat *k = &s.kernels[i];
+		const char *lim;
+
+		sh = (double)k->total_ns / s.kernel_ns;
+		if (sh < OCC_SHARE || !k->occ_known || k->occupancy > OCC_LOW + 1e-9)
+			continue;
+		if (!(f = add(c, "low-occupancy", FINDING_LOW, sh)))
+			break;
+		lim = gpu_occ_limiter_name(k->limiter);
+		say(f->what, "kernel %.120s (%.1f%% of GPU time) has %.0f%% theoretical occupancy, "
+			     "limited by %s", str(c, k->name), 100 * sh, 100 * k->occupancy, lim);
+		if (k->limiter == GPU_OCC_REGS)
+			say(f->advice, "cap its registers per thread (__launch_bounds__, -maxrregcount)"
+				       " if it is latency-bound");
+		else if (k->limiter == GPU_OCC_SMEM)
+			say(f->advice, "use less shared memory per block (smaller tiles) if it is "
+				       "latency-bound");
+		else
+			say(f->advice, "launch larger blocks (128-256 threads) so more warps fit "
+				       "on an SM");
+	}
+	for (int d = GPU_COPY_HTOD; d <= GPU_COPY_DTOH; d++) {
+		const struct gpu_copy_stat *cp = &s.copies[d];
+		uint64_t n = cp->count ? cp->count : cp->api_count;
+		uint64_t b = cp->count ? cp->bytes : cp->api_bytes;
+
+		if (n < COPY_MIN || b / n >= COPY_SMALL)
+			continue;
+		f = add(c, "small-copies", FINDING_LOW, wall ? (double)cp->total_ns / wall : 0);
+		if (!f)
+			break;
+		say(f->what, "%llu %s copies of %.1f KiB on average", (unsigned long long)n,
+		    d == GPU_COPY_HTOD ? "host-to-device" : "device-to-host", b / 1024.0 / n);
+		say(f->advice, "each copy pays a fixed latency: batch them into larger transfers "
+			       "(one pinned staging buffer, torch.cat before .to())");
+	}
+	if (c->exited && s.mem_live >= LEAK_BYTES && (f = add(c, "gpu-memory-leak", FINDING_LOW, 0))) {
+		say(f->what, "%.2f MiB of device memory in %llu allocations was never freed before "
+			     "the process exited", s.mem_live / 1048576.0,
+		    (unsigned long long)s.mem_live_allocs);
+		say(f->advice, "free it (cudaFree) or keep it in a caching allocator meant to hold it");
+	}
+	gpu_summary_free(&s);
+}
+
+/* --- driver ----------------------------------------------------------------------- */
+
+static int cmp_finding(const void *a, const void *b)
+{
+	const struct finding *x = a, *y = b;
+
+	if (x->severity != y->severity)
+		return x->severity > y->severity ? -1 : 1;
+	if (x->impact != y->impact)
+		return x->impact > y->impact ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+/* Whether a stack runs through a uprobe's trap or return trampoline: eprof's own cost. */
+static bool in_probe(const struct ctx *c, uint32_t node)
+{
+	static const char *const marks[] = { "asm_exc_int3", "exc_int3", "uprobe_notify_resume",
+					     "handle_swbp", "__do_sys_uretprobe",
+					     "uprobe_handle_trampoline", "[uretprobe trampoline]",
+					     NULL };
+	const struct frame *fr[256];
+	size_t n = stack_frames(c->p, node, fr, 256, NULL);
+
+	for (size_t i = 0; i < n; i++)
+		if ((fr[i]->kind == FRAME_KERNEL || fr[i]->kind == FRAME_SPECIAL) &&
+		    in_list(str(c, fr[i]->name), marks))
+			return true;
+	return false;
+}
+
+/* Sample totals: all, with an unnamed leaf (and its most common object), cut, in probes. */
+static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, uint32_t *umod)
+{
+	const struct profile *p = c->p;
+	struct stack_counts sc;
+	uint64_t best = 0;
+
+	*unknown = *truncated = 0;
+	*umod = 0;
+	if (stack_counts(p, c->f, &sc))
+		return -ENOMEM;
+	for (size_t i = 1; i < sc.n; i++) {
+		uint32_t root = i, n, below = 0;
+		const struct frame *fr;
+		bool cut = false, probe;
+
+		if (!sc.samples[i])
+			continue;
+		c->samples += sc.samples[i];
+		c->cpu_ns += sc.weight[i];
+		while (p->stacks.v[root].parent) {
+			below = root;
+			root = p->stacks.v[root].parent;
+		}
+		/* As the report counts them: a [truncated] root, below a Python [GIL] marker too. */
+		if (py_gil_marker(p, p->stacks.v[root].loc))
+			root = below;
+		if (root && p->objects.v[p->locations.v[p->stacks.v[root].loc].object].kind ==
+				    OBJ_SPECIAL) {
+			*truncated += sc.samples[i];
+			cut = true;
+		}
+		fr = profile__loc_frames(p, p->stacks.v[i].loc, &n);
+		probe = in_probe(c, i);
+		if (probe) {
+			c->probe += sc.samples[i];
+			c->probe_kernel += n && fr[0].kind == FRAME_KERNEL ? sc.samples[i] : 0;
+			c->probe_truncated += cut ? sc.samples[i] : 0;
+		}
+		if (!n || fr[0].kind == FRAME_UNKNOWN) {
+			*unknown += sc.samples[i];
+			/* The object's path, not the frame's short module name: the file to fix. */
+			if (sc.samples[i] > best) {
+				best = sc.samples[i];
+				*umod = p->objects.v[p->locations.v[p->stacks.v[i].loc].object].path;
+			}
+		}
+	}
+	stack_counts__free(&sc);
+	return 0;
+}
+
+int findings_analyze(struct profile *p, const struct sample_filter *f, struct findings *out)
+{
+	struct ctx c = { .p = p, .f = f, .out = out };
+	struct hot_opts ho = { .filter = *f };
+	uint64_t unknown, truncated;
+	uint32_t umod;
+
+	memset(out, 0, sizeof(*out));
+	c.start = profile__meta_u64(p, "start_ns", 0);
+	c.end = profile__meta_u64(p, "end_ns", 0);
+	c.exited = p->procs.n > 0;
+	for (size_t i = 0; i < p->procs.n; i++)
+		c.exited &= p->procs.v[i].exit_ts != 0;
+	if (count_samples(&c, &unknown, &truncated, &umod) || hot_functions(p, &ho, &c.hot)) {
+		findings__free(out);
+		return -ENOMEM;
+	}
+	/* Stacks cut at a uretprobe's trampoline are the probe's doing, counted under its cost. */
+	rule_quality(&c, unknown, truncated - c.probe_truncated, umod);
+	rule_cpu(&c);
+	if (!c.err)
+		rule_offcpu(&c);
+	if (!c.err)
+		rule_memory(&c);
+	if (!c.err)
+		rule_gpu(&c);
+	hot_result__free(&c.hot);
+	if (c.err) {
+		findings__free(out);
+		return c.err;
+	}
+	if (out->n > 1)
+		qsort(out->v, out->n, sizeof(*out->v), cmp_finding);
+	return 0;
+}
+
+void findings__free(struct findings *fs)
+{
+	free(fs->v);
+	fs->v = NULL;
+	fs->n = 0;
+}

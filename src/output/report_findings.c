@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+#include "report_findings.h"
+
+#include "../analysis/findings.h"
+#include "../util/sink.h"
+
+static void json_str(struct sink *out, const char *key, const char *v)
+{
+	sink_printf(out, ", \"%s\": \"", key);
+	sink_json_str(out, v);
+	sink_puts(out, "\"");
+}
+
+int report_findings(struct sink *out, struct profile *p, const struct sample_filter *f, bool json)
+{
+	struct findings fs;
+	int err = findings_analyze(p, f, &fs);
+
+	if (err)
+		return err;
+	if (json) {
+		sink_puts(out, ",\n  \"findings\": [");
+		for (size_t i = 0; i < fs.n; i++) {
+			sink_printf(out, "%s{\"id\": \"%s\", \"severity\": \"%s\", \"impact\": %.4f",
+				    i ? ",\n    " : "\n    ", fs.v[i].id,
+				    finding_severity_name(fs.v[i].severity), fs.v[i].impact);
+			json_str(out, "what", fs.v[i].what);
+			json_str(out, "advice", fs.v[i].advice);
+			sink_puts(out, "}");
+		}
+		sink_puts(out, fs.n ? "\n  ]" : "]");
+	} else if (!fs.n) {
+		sink_puts(out, "\nFindings: none above the thresholds (docs/findings.md lists the "
+			       "rules)\n");
+	} else {
+		sink_puts(out, "\nFindings (most severe first; docs/findings.md lists the rules)\n");
+		for (size_t i = 0; i < fs.n; i++)
+			sink_printf(out, "  %-6s  %-18s %s\n  %-6s  %-18s -> %s\n",
+				    finding_severity_name(fs.v[i].severity), fs.v[i].id,
+				    fs.v[i].what, "", "", fs.v[i].advice);
+	}
+	findings__free(&fs);
+	return out->err;
+}

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+/* Bottleneck rules on synthetic profiles: each fires above its threshold, not below. */
+#include "test_util.h"
+
+#include "analysis/findings.h"
+#include "output/report_findings.h"
+#include "util/sink.h"
+
+static uint32_t loc_kind(struct profile *p, const char *module, const char *func, uint64_t addr,
+			 uint8_t kind)
+{
+	uint32_t loc = test_loc(p, module, func, NULL, addr);
+
+	p->frames.v[p->locations.v[loc].frame_first].kind = kind;
+	return loc;
+}
+
+static const struct finding *find(const struct findings *fs, const char *id)
+{
+	for (size_t i = 0; i < fs->n; i++)
+		if (!strcmp(fs->v[i].id, id))
+			return &fs->v[i];
+	return NULL;
+}
+
+static struct profile *spread(int nfuncs, int each)
+{
+	struct profile *p = profile__new();
+	uint32_t m = test_loc(p, "/bin/app", "main", NULL, 1);
+
+	assert_non_null(p);
+	for (int i = 0; i < nfuncs; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		test_samples(p, 10, 10, "app", each,
+			     (uint32_t[]){ m, test_loc(p, "/bin/app", name, NULL, 10 + i) }, 2);
+	}
+	return p;
+}
+
+static void test_quiet_profile_has_none(void **state)
+{
+	struct profile *p = spread(10, 10); /* 10% each: no rule's threshold */
+	struct sample_filter f = { 0 };
+	struct findings fs;
+	struct sink *out = sink_mem();
+	size_t len;
+
+	(void)state;
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(fs.n, 0);
+	findings__free(&fs);
+	assert_int_equal(report_findings(out, p, &f, false), 0);
+	assert_non_null(strstr(sink_mem_data(out, &len), "Findings: none above the thresholds"));
+	sink_close(out);
+	out = sink_mem();
+	assert_int_equal(report_findings(out, p, &f, true), 0);
+	assert_string_equal(sink_mem_data(out, &len), ",\n  \"findings\": []");
+	sink_close(out);
+	profile__free(p);
+}
+
+/* 35% memcpy, 20% allocator, 45% one function of the program's own. */
+static void test_cpu_classes(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t m = test_loc(p, "/bin/app", "main", NULL, 1);
+	uint32_t cp = test_loc(p, "/lib/libc.so.6", "__memcpy_avx_unaligned_erms", NULL, 2);
+	uint32_t ma = test_loc(p, "/lib/libc.so.6", "_int_malloc", NULL, 3);
+	uint32_t fr = test_loc(p, "/lib/libc.so.6", "__GI___libc_free", NULL, 4);
+	uint32_t work = test_loc(p, "/bin/app", "compute", NULL, 5);
+	struct sample_filter f = { 0 };
+	struct findings fs;
+	const struct finding *x;
+	struct sink *out = sink_mem();
+	const char *txt;
+	size_t len;
+
+	(void)state;
+	test_samples(p, 10, 10, "app", 35, (uint32_t[]){ m, work, cp }, 3);
+	test_samples(p, 10, 10, "app", 15, (uint32_t[]){ m, ma }, 2);
+	test_samples(p, 10, 10, "app", 5, (uint32_t[]){ m, fr }, 2);
+	test_samples(p, 10, 10, "app", 45, (uint32_t[]){ m, work }, 2);
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(fs.n, 3);
+	/* most severe first */
+	assert_string_equal(fs.v[0].id, "memory-copies");
+	assert_int_equal(fs.v[0].severity, FINDING_HIGH);
+	assert_true(fs.v[0].impact > 0.349 && fs.v[0].impact < 0.351);
+	assert_non_null(strstr(fs.v[0].what, "35.0% of the CPU samples copy"));
+	assert_non_null(strstr(fs.v[0].what, "__memcpy_avx_unaligned_erms"));
+	x = find(&fs, "allocator");
+	assert_non_null(x);
+	assert_int_equal(x->severity, FINDING_MEDIUM);
+	assert_non_null(strstr(x->what, "20.0%"));
+	assert_non_null(strstr(x->what, "_int_malloc"));
+	x = find(&fs, "hot-function");
+	assert_non_null(x);
+	assert_int_equal(x->severity, FINDING_LOW);
+	assert_non_null(strstr(x->what, "compute (app) runs 45.0%"));
+	assert_ptr_equal(x, &fs.v[2]);
+	findings__free(&fs);
+
+	/* The same through the report section, filtered to another thread: nothing. */
+	f.tid = 99;
+	assert_int_equal(report_findings(out, p, &f, false), 0);
+	txt = sink_mem_data(out, &len);
+	assert_non_null(strstr(txt, "none above"));
+	sink_close(out);
+	f.tid = 0;
+	out = sink_mem();
+	assert_int_equal(report_findings(out, p, &f, true), 0);
+	txt = sink_mem_data(out, &len);
+	assert_non_null(strstr(txt, "{\"id\": \"memory-copies\", \"severity\": \"high\", "
+				    "\"impact\": 0.3500, \"what\": \""));
+	sink_close(out);
+	profile__free(p);
+}
+
+/* Kernel time, mostly under page faults; then the same share under a system call. */
+static void test_kernel_time(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t m = test_loc(p, "/bin/app", "main", NULL, 1);
+	uint32_t work = test_loc(p, "/bin/app", "work", NULL, 2);
+	uint32_t pf = loc_kind(p, "[kernel.kallsyms]", "exc_page_fault", 3, FRAME_KERNEL);
+	uint32_t mm = loc_kind(p, "[kernel.kallsyms]", "handle_mm_fault", 4, FRAME_KERNEL);
+	uint32_t clr = loc_kind(p, "[kernel.kallsyms]", "clear_page_erms", 5, FRAME_KERNEL);
+	uint32_t sys = loc_kind(p, "[kernel.kallsyms]", "__x64_sys_write", 6, FRAME_KERNEL);
+	uint32_t cpy = loc_kind(p, "[kernel.kallsyms]", "copy_user_generic", 7, FRAME_KERNEL);
+	struct sample_filter f = { 0 };
+	struct findings fs;
+	const struct finding *x;
+
+	(void)state;
+	test_samples(p, 10, 10, "app", 40, (uint32_t[]){ m, work, pf, mm, clr }, 5);
+	test_samples(p, 10, 10, "app", 60, (uint32_t[]){ m, work }, 2);
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	x = find(&fs, "kernel-time");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "40.0% of the CPU samples are in the kernel, 40.0% under "
+					"page faults"));
+	assert_non_null(strstr(x->advice, "MAP_POPULATE"));
+	/* the hottest self function is the program's: not the kernel's */
+	x = find(&fs, "hot-function");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "work (app)"));
+	findings__free(&fs);
+
+	test_samples(p, 10, 10, "app", 100, (uint32_t[]){ m, sys, cpy }, 3);
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	x = find(&fs, "kernel-time");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "70.0% of the CPU samples are in the kernel, the most "
+					"under __x64_sys_write"));
+	assert_non_null(strstr(x->advice, "system calls"));
+	findings__free(&fs);
+	profile__free(p);
+}
+
+static void test_data_quality(void **state)
+{
+	struct profile *p = spread(10, 8);
+	uint32_t m = test_loc(p, "/bin/app", "main", NULL, 1);
+	uint32_t unk = loc_kind(p, "/opt/x/libstripped.so", "[unknown]", 50, FRAME_UNKNOWN);
+	int64_t trunc = profile__special(p, "[truncated]");
+	struct sample_filter f = { 0 };
+	struct findings fs;
+	const struct finding *x;
+
+	(void)state;
+	assert_true(trunc > 0);
+	test_samples(p, 10, 10, "app", 20, (uint32_t[]){ m, unk }, 2);
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	x = find(&fs, "unknown-code");
+	assert_non_null(x); /* 20 of 100 */
+	assert_non_null(strstr(x->what, "20.0% of samples end in code with no name, most in "
+					"/opt/x/libstripped.so"));
+	assert_non_null(strstr(x->advice, "debug symbols of /opt/x/libstripped.so"));
+	assert_null(find(&fs, "lost-samples"));
+	assert_null(find(&fs, "truncated-stacks"));
+	findings__free(&fs);
+
+	/* 1 lost in 101: under 1%; 5 in 105: over */
+	p->stats[STAT_SAMPLES_LOST] = 1;
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_null(find(&fs, "lost-samples"));
+	findings__free(&fs);
+	p->stats[STAT_SAMPLES_LOST] = 5;
+	p->stats[STAT_MEM_LOST] = 3;
+	p->stats[STAT_UNWIND_NO_CFI] = 9;
+	test_samples(p, 10, 10, "app", 10, (uint32_t[]){ (uint32_t)trunc, m }, 2);
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	x = find(&fs, "lost-samples");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "5 samples (4.3%) were lost"));
+	x = find(&fs, "lost-events");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "3 events"));
+	x = find(&fs, "truncated-stacks");
+	assert_non_null(x); /* 10 of 110 */
+	assert_non_null(strstr(x->what, "9.1% of stacks stop early (no CFI 9"));
+	assert_non_null(strstr(x->advice, "-fasynchronous-unwind-tables"));
+	findings__free(&fs);
+	profile__free(p);
+}
+
+/* Too few samples for any CPU rule: a 10-sample run is no evidence. */
+static void test_few_samples(void **state)
+{
+	struct profile *p = spread(1, 10);
+	struct sample_filter f = { 0 };
+	struct findings fs;
+
+	(void)state;
+	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(fs.n, 0);
+	findings__free(&fs);
+	profile__free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_quiet_profile_has_none),
+		cmocka_unit_test(test_cpu_classes),
+		cmocka_unit_test(test_kernel_time),
+		cmocka_unit_test(test_data_quality),
+		cmocka_unit_test(test_few_samples),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
