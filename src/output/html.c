@@ -12,6 +12,7 @@
 #include "../util/sink.h"
 #include "html.h"
 #include "report.h"
+#include "../analysis/findings.h"
 #include "report_gpu.h"
 #include "report_mem.h"
 #include "report_regions.h"
@@ -387,8 +388,38 @@ static int section_gpu(struct sink *out, struct profile *p, const struct html_op
 	return section_feature(out, p, FS_GPU);
 }
 
+/* The report's findings (analysis/findings.c) as a table, most severe first. */
+static int section_findings(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	static const char *const hdr[] = {"Severity", "Finding", "What the record shows",
+					  "Next step"};
+	struct findings fs;
+	int err = findings_analyze(p, &o->filter, &fs);
+
+	if (err)
+		return err;
+	if (!fs.n) {
+		sink_puts(out, "<p class=\"note\">None above the thresholds (docs/findings.md lists "
+			       "the rules).</p>\n");
+		return out->err;
+	}
+	html_table_begin(out, "findings-table", hdr, "ssss", 4);
+	for (size_t i = 0; i < fs.n; i++) {
+		sink_puts(out, "<tr>");
+		html_cell_text(out, finding_severity_name(fs.v[i].severity));
+		html_cell_text(out, fs.v[i].id);
+		html_cell_text(out, fs.v[i].what);
+		html_cell_text(out, fs.v[i].advice);
+		sink_puts(out, "</tr>\n");
+	}
+	html_table_end(out);
+	findings__free(&fs);
+	return out->err;
+}
+
 static const struct html_section html_sections[] = {
     {"summary", "Summary", section_summary},
+    {"findings", "Findings", section_findings},
     {"flamegraph", "CPU flamegraph", section_flamegraph},
     {"functions", "Top functions", section_functions},
     {"threads", "Threads", section_threads},

@@ -89,6 +89,18 @@ static void test_html(void **state)
 	assert_null(strstr(t, "https://"));
 	assert_null(strstr(t, " src="));
 	assert_true(strstr(t, "</html>\n") == t + strlen(t) - 8);
+	/* 40 samples: too few for any finding */
+	assert_non_null(strstr(t, "<section id=\"findings\">"));
+	assert_non_null(strstr(t, "None above the thresholds"));
+	free(t);
+	/* 70 samples, 40 of them in the escaped name: a hot-function finding, escaped too */
+	test_samples(p, 5, 6, "io&work", 30, (uint32_t[]){ test_loc(p, "/bin/app", "main", NULL, 1),
+							 test_loc(p, "/bin/app", "<script>alert(1)</script>", NULL, 3) }, 2);
+	t = render(html_fn, p, &o);
+	assert_non_null(strstr(t, "<table class=\"sortable\" id=\"findings-table\">"));
+	assert_non_null(strstr(t, "<td class=\"fn\">hot-function</td>"));
+	assert_non_null(strstr(t, "&lt;script&gt;alert(1)&lt;/script&gt; (app) runs 57.1% of the CPU"));
+	assert_null(strstr(t, "<script>alert(1)"));
 	free(t);
 	profile__free(p);
 }
