@@ -358,6 +358,24 @@ static bool acquiring(const struct ctx *c, uint32_t node)
 	return false;
 }
 
+/* Whether a blocking stack waits for CPython's GIL (take_gil, whatever lock it uses inside). */
+static bool gil_wait(const struct ctx *c, uint32_t node, const char **py)
+{
+	const struct frame *fr[256];
+	size_t n = stack_frames(c->p, node, fr, 256, NULL);
+	bool gil = false;
+	char b[128];
+
+	*py = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (fr[i]->kind == FRAME_PYTHON)
+			*py = str(c, fr[i]->name); /* root first: the innermost wins */
+		gil |= fr[i]->kind != FRAME_KERNEL &&
+		       !strcmp(base_name(str(c, fr[i]->name), b, sizeof(b)), "take_gil");
+	}
+	return gil;
+}
+
 static void rule_offcpu(struct ctx *c)
 {
 	struct offcpu_summary s;
@@ -389,15 +407,30 @@ static void rule_offcpu(struct ctx *c)
 	 * explains. The stacks table (sampled intervals scaled up) tells them apart.
 	 */
 	{
-		uint64_t mutex_ns = 0;
-		const char *where = NULL;
+		uint64_t mutex_ns = 0, gil_ns = 0;
+		const char *where = NULL, *py_where = NULL, *py;
 
-		for (size_t i = 0; i < s.nstacks; i++)
-			if (s.stacks[i].kind == WAIT_LOCK && acquiring(c, s.stacks[i].stack)) {
+		for (size_t i = 0; i < s.nstacks; i++) {
+			if (s.stacks[i].kind != WAIT_LOCK)
+				continue;
+			if (gil_wait(c, s.stacks[i].stack, &py)) {
+				gil_ns += s.stacks[i].ns;
+				py_where = py_where ? py_where : py;
+			} else if (acquiring(c, s.stacks[i].stack)) {
 				mutex_ns += s.stacks[i].ns;
 				if (!where)
 					where = own_frame(c, s.stacks[i].stack);
 			}
+		}
+		sh = (double)gil_ns / all;
+		if (sh > LOCK_SHARE && (f = add(c, "gil-contention", sev_of(sh), sh))) {
+			say(f->what, "Python threads waited %.3f s for the GIL, %.1f%% of their time%s"
+				     "%.120s", gil_ns / 1e9, 100 * sh,
+			    py_where ? ", the most in " : "", py_where ? py_where : "");
+			say(f->advice, "one thread at a time runs Python code: move CPU-bound Python "
+				       "work to processes (multiprocessing, DataLoader num_workers) or "
+				       "to native code that releases the GIL (NumPy, torch ops)");
+		}
 		sh = (double)mutex_ns / all;
 		if (sh > LOCK_SHARE && (f = add(c, "lock-contention", sev_of(sh), sh))) {
 			say(f->what, "threads waited %.3f s to acquire locks, %.1f%% of their time%s%.120s",

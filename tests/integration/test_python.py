@@ -274,3 +274,17 @@ def test_gil_marking(need_bpf, ep, which):
     assert crunch_no >= 0.7 * crunch_all, (crunch_no, crunch_all)
     # A Python sample's marker does not make its stack count as cut short.
     assert rep["truncated_samples"] <= 0.2 * rep["samples"], rep["truncated_samples"]
+
+
+def test_gil_contention_finding(need_bpf, ep):
+    """Three threads of pure Python: the report's findings say they wait for the GIL (in
+    take_gil, a condition variable inside: not counted as lock contention)."""
+    if not PYTHONS:
+        pytest.skip("skipped: no CPython installed")
+    py = PYTHONS.get("pyenv-3.12") or sorted(PYTHONS.values())[-1]
+    ep.run("record", "--offcpu", "-q", "-o", "gil.eprof", "--", py,
+           os.path.join(PYDIR, "gil_fight.py"), "1.5", timeout=120)
+    fs = {f["id"]: f for f in ep.report_json("gil.eprof")["findings"]}
+    gil = fs.get("gil-contention")
+    assert gil and gil["impact"] > 0.2, fs
+    assert "lock-contention" not in fs or fs["lock-contention"]["impact"] < gil["impact"], fs
