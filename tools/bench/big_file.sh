@@ -39,7 +39,7 @@ gen="$build/gen_profile"
 if [[ ! -x $gen || $here/gen_profile.c -nt $gen || $build/libeprof_core.a -nt $gen ]]; then
 	echo "building $gen" >&2
 	(cd "$repo" && cc -O2 -std=gnu11 -D_GNU_SOURCE -Isrc tools/bench/gen_profile.c \
-		"$build/libeprof_core.a" -lz -o "$gen")
+		"$build/libeprof_core.a" -lz -lzstd -o "$gen")
 fi
 
 mkdir -p "$here/work"

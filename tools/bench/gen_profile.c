@@ -9,7 +9,7 @@
  *
  * Build from the repository root, after building eprof into /tmp/build-bench:
  *   cc -O2 -std=gnu11 -D_GNU_SOURCE -Isrc tools/bench/gen_profile.c \
- *      /tmp/build-bench/libeprof_core.a -lz -o /tmp/build-bench/gen_profile
+ *      /tmp/build-bench/libeprof_core.a -lz -lzstd -o /tmp/build-bench/gen_profile
  * Run:
  *   /tmp/build-bench/gen_profile -o big.eprof [-n SAMPLES] [-s STACKS] [-f FUNCS]
  *                                [-t THREADS] [-S SEED]
