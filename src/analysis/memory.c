@@ -409,6 +409,10 @@ int memory_analyze(const struct profile *p, const struct mem_opts *opts, struct 
 		if (ts > r->end_ns)
 			r->end_ns = ts;
 	}
+	if (!rp.n) { /* no allocation: no groups (and no pass over every stack node) */
+		err = 0;
+		goto out;
+	}
 	for (int i = 0; i < 4; i++) {
 		acc[i] = calloc(ns, sizeof(*acc[i]));
 		if (!acc[i])

@@ -6,11 +6,12 @@
 #include "../util/hmap.h"
 #include "pygil.h"
 
-/* 1 for [GIL], 2 for [no GIL], 0 for any other location. */
-static uint8_t *marker_locs(const struct profile *p)
+/* 1 for [GIL], 2 for [no GIL], 0 for any other location; *any: whether there is one. */
+static uint8_t *marker_locs(const struct profile *p, bool *any)
 {
 	uint8_t *kind = calloc(p->locations.n ? p->locations.n : 1, 1);
 
+	*any = false;
 	if (!kind)
 		return NULL;
 	for (size_t i = 0; i < p->locations.n; i++) {
@@ -24,6 +25,7 @@ static uint8_t *marker_locs(const struct profile *p)
 			kind[i] = 1;
 		else if (!strcmp(name, PY_GIL_NOT_HELD))
 			kind[i] = 2;
+		*any |= kind[i] != 0;
 	}
 	return kind;
 }
@@ -58,15 +60,17 @@ int py_gil_stats(const struct profile *p, const struct sample_filter *f, struct 
 	size_t nv = 0, cap = 0;
 	struct hmap *idx = NULL;
 	uint8_t *kind;
+	bool any;
 	int err = -ENOMEM;
 
 	*out = NULL;
 	*n = 0;
-	kind = marker_locs(p);
+	kind = marker_locs(p, &any);
 	idx = hmap__new(64);
 	if (!kind || !idx)
 		goto out;
-	for (size_t i = 0; i < p->samples.n; i++) {
+	/* No marker location, no Python sample: no need to walk every stack to its root. */
+	for (size_t i = 0; any && i < p->samples.n; i++) {
 		const struct sample *s = &p->samples.v[i];
 		uint32_t node = s->stack;
 		uint64_t at;
