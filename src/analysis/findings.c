@@ -51,7 +51,7 @@ struct ctx {
 	/* Samples in eprof's own uprobe handling (traps, the return trampoline): all, those with
 	 * a kernel leaf, those whose stack the trampoline cut. */
 	uint64_t probe, probe_kernel, probe_truncated;
-	struct hot_result hot;
+	const struct hot_result *hot;
 	bool exited; /* every process of the record exited while recorded */
 };
 
@@ -215,7 +215,7 @@ static void rule_quality(struct ctx *c, uint64_t unknown, uint64_t truncated, ui
 
 static void rule_cpu(struct ctx *c)
 {
-	const struct hot_result *r = &c->hot;
+	const struct hot_result *r = c->hot;
 	uint64_t cls[4] = { 0 }, kernel = 0, fault = 0, sys = 0;
 	uint32_t cls_top[4] = { 0 }, sys_name = 0;
 	uint64_t cls_top_n[4] = { 0 };
@@ -693,10 +693,12 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 	return 0;
 }
 
-int findings_analyze(struct profile *p, const struct sample_filter *f, struct findings *out)
+int findings_analyze(struct profile *p, const struct sample_filter *f,
+		     const struct hot_result *hot, struct findings *out)
 {
-	struct ctx c = { .p = p, .f = f, .out = out };
+	struct ctx c = { .p = p, .f = f, .out = out, .hot = hot };
 	struct hot_opts ho = { .filter = *f };
+	struct hot_result own = { 0 };
 	uint64_t unknown, truncated;
 	uint32_t umod;
 
@@ -706,10 +708,13 @@ int findings_analyze(struct profile *p, const struct sample_filter *f, struct fi
 	c.exited = p->procs.n > 0;
 	for (size_t i = 0; i < p->procs.n; i++)
 		c.exited &= p->procs.v[i].exit_ts != 0;
-	if (count_samples(&c, &unknown, &truncated, &umod) || hot_functions(p, &ho, &c.hot)) {
+	if (count_samples(&c, &unknown, &truncated, &umod) ||
+	    (!hot && hot_functions(p, &ho, &own))) {
 		findings__free(out);
 		return -ENOMEM;
 	}
+	if (!hot)
+		c.hot = &own;
 	/* Stacks cut at a uretprobe's trampoline are the probe's doing, counted under its cost. */
 	rule_quality(&c, unknown, truncated - c.probe_truncated, umod);
 	rule_cpu(&c);
@@ -719,7 +724,7 @@ int findings_analyze(struct profile *p, const struct sample_filter *f, struct fi
 		rule_memory(&c);
 	if (!c.err)
 		rule_gpu(&c);
-	hot_result__free(&c.hot);
+	hot_result__free(&own);
 	if (c.err) {
 		findings__free(out);
 		return c.err;

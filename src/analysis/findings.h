@@ -29,8 +29,13 @@ struct findings {
 	size_t n;
 };
 
-/* Runs every rule on the samples f lets through (and the whole file's events). 0 or -ENOMEM. */
-int findings_analyze(struct profile *p, const struct sample_filter *f, struct findings *out);
+/*
+ * Runs every rule on the samples f lets through (and the whole file's events). hot: the
+ * per-function hot_functions() result of the same samples (not by line, inline frames not
+ * split) when the caller has it, else NULL. 0 or -ENOMEM.
+ */
+int findings_analyze(struct profile *p, const struct sample_filter *f,
+		     const struct hot_result *hot, struct findings *out);
 void findings__free(struct findings *fs);
 /* "low", "medium", "high". */
 const char *finding_severity_name(enum finding_severity s);

@@ -394,7 +394,7 @@ static int section_findings(struct sink *out, struct profile *p, const struct ht
 	static const char *const hdr[] = {"Severity", "Finding", "What the record shows",
 					  "Next step"};
 	struct findings fs;
-	int err = findings_analyze(p, &o->filter, &fs);
+	int err = findings_analyze(p, &o->filter, NULL, &fs);
 
 	if (err)
 		return err;

@@ -245,6 +245,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 	struct sample_filter rf = o->hot.filter;
 	struct profile_summary s;
 	struct hot_result r;
+	const struct hot_result *per_func;
 	int err;
 
 	/* Regions are not samples: --region restricts samples, not the regions table. */
@@ -254,6 +255,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 	err = hot_functions(p, &o->hot, &r);
 	if (err)
 		return err;
+	/* The findings' rules read functions, not lines or split inline frames. */
+	per_func = o->hot.by_line || o->hot.inlined ? NULL : &r;
 	if (o->json) {
 		json_summary(out, p, &s);
 		json_functions(out, p, o, &r);
@@ -267,7 +270,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (!err)
 			err = report_python_json(out, p, &o->hot.filter);
 		err = err ?: report_mem_json(out, p, o->limit);
-		err = err ?: report_findings(out, p, &o->hot.filter, true);
+		err = err ?: report_findings(out, p, &o->hot.filter, per_func, true);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -285,7 +288,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (!err)
 			err = report_python_text(out, p, &o->hot.filter);
 		err = err ?: report_mem_text(out, p, o->limit);
-		err = err ?: report_findings(out, p, &o->hot.filter, false);
+		err = err ?: report_findings(out, p, &o->hot.filter, per_func, false);
 	}
 	hot_result__free(&r);
 	return err ? err : out->err;

@@ -11,10 +11,11 @@ static void json_str(struct sink *out, const char *key, const char *v)
 	sink_puts(out, "\"");
 }
 
-int report_findings(struct sink *out, struct profile *p, const struct sample_filter *f, bool json)
+int report_findings(struct sink *out, struct profile *p, const struct sample_filter *f,
+		    const struct hot_result *hot, bool json)
 {
 	struct findings fs;
-	int err = findings_analyze(p, f, &fs);
+	int err = findings_analyze(p, f, hot, &fs);
 
 	if (err)
 		return err;

@@ -9,7 +9,9 @@
 
 struct sink;
 
-/* Runs the rules of analysis/findings.c on the samples f selects. 0 or -errno. */
-int report_findings(struct sink *out, struct profile *p, const struct sample_filter *f, bool json);
+/* Runs the rules of analysis/findings.c on the samples f selects (hot: see findings_analyze).
+ * 0 or -errno. */
+int report_findings(struct sink *out, struct profile *p, const struct sample_filter *f,
+		    const struct hot_result *hot, bool json);
 
 #endif

@@ -48,14 +48,14 @@ static void test_quiet_profile_has_none(void **state)
 	size_t len;
 
 	(void)state;
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	assert_int_equal(fs.n, 0);
 	findings__free(&fs);
-	assert_int_equal(report_findings(out, p, &f, false), 0);
+	assert_int_equal(report_findings(out, p, &f, NULL, false), 0);
 	assert_non_null(strstr(sink_mem_data(out, &len), "Findings: none above the thresholds"));
 	sink_close(out);
 	out = sink_mem();
-	assert_int_equal(report_findings(out, p, &f, true), 0);
+	assert_int_equal(report_findings(out, p, &f, NULL, true), 0);
 	assert_string_equal(sink_mem_data(out, &len), ",\n  \"findings\": []");
 	sink_close(out);
 	profile__free(p);
@@ -82,7 +82,7 @@ static void test_cpu_classes(void **state)
 	test_samples(p, 10, 10, "app", 15, (uint32_t[]){ m, ma }, 2);
 	test_samples(p, 10, 10, "app", 5, (uint32_t[]){ m, fr }, 2);
 	test_samples(p, 10, 10, "app", 45, (uint32_t[]){ m, work }, 2);
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	assert_int_equal(fs.n, 3);
 	/* most severe first */
 	assert_string_equal(fs.v[0].id, "memory-copies");
@@ -100,17 +100,33 @@ static void test_cpu_classes(void **state)
 	assert_int_equal(x->severity, FINDING_LOW);
 	assert_non_null(strstr(x->what, "compute (app) runs 45.0%"));
 	assert_ptr_equal(x, &fs.v[2]);
+	/* given the caller's hot functions of the same samples: the same findings */
+	{
+		struct hot_opts ho = { 0 };
+		struct hot_result hr;
+		struct findings again;
+
+		assert_int_equal(hot_functions(p, &ho, &hr), 0);
+		assert_int_equal(findings_analyze(p, &f, &hr, &again), 0);
+		assert_int_equal(again.n, fs.n);
+		for (size_t i = 0; i < fs.n; i++) {
+			assert_string_equal(again.v[i].id, fs.v[i].id);
+			assert_string_equal(again.v[i].what, fs.v[i].what);
+		}
+		findings__free(&again);
+		hot_result__free(&hr);
+	}
 	findings__free(&fs);
 
 	/* The same through the report section, filtered to another thread: nothing. */
 	f.tid = 99;
-	assert_int_equal(report_findings(out, p, &f, false), 0);
+	assert_int_equal(report_findings(out, p, &f, NULL, false), 0);
 	txt = sink_mem_data(out, &len);
 	assert_non_null(strstr(txt, "none above"));
 	sink_close(out);
 	f.tid = 0;
 	out = sink_mem();
-	assert_int_equal(report_findings(out, p, &f, true), 0);
+	assert_int_equal(report_findings(out, p, &f, NULL, true), 0);
 	txt = sink_mem_data(out, &len);
 	assert_non_null(strstr(txt, "{\"id\": \"memory-copies\", \"severity\": \"high\", "
 				    "\"impact\": 0.3500, \"what\": \""));
@@ -136,7 +152,7 @@ static void test_kernel_time(void **state)
 	(void)state;
 	test_samples(p, 10, 10, "app", 40, (uint32_t[]){ m, work, pf, mm, clr }, 5);
 	test_samples(p, 10, 10, "app", 60, (uint32_t[]){ m, work }, 2);
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	x = find(&fs, "kernel-time");
 	assert_non_null(x);
 	assert_non_null(strstr(x->what, "40.0% of the CPU samples are in the kernel, 40.0% under "
@@ -149,7 +165,7 @@ static void test_kernel_time(void **state)
 	findings__free(&fs);
 
 	test_samples(p, 10, 10, "app", 100, (uint32_t[]){ m, sys, cpy }, 3);
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	x = find(&fs, "kernel-time");
 	assert_non_null(x);
 	assert_non_null(strstr(x->what, "70.0% of the CPU samples are in the kernel, the most "
@@ -172,7 +188,7 @@ static void test_data_quality(void **state)
 	(void)state;
 	assert_true(trunc > 0);
 	test_samples(p, 10, 10, "app", 20, (uint32_t[]){ m, unk }, 2);
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	x = find(&fs, "unknown-code");
 	assert_non_null(x); /* 20 of 100 */
 	assert_non_null(strstr(x->what, "20.0% of samples end in code with no name, most in "
@@ -184,14 +200,14 @@ static void test_data_quality(void **state)
 
 	/* 1 lost in 101: under 1%; 5 in 105: over */
 	p->stats[STAT_SAMPLES_LOST] = 1;
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	assert_null(find(&fs, "lost-samples"));
 	findings__free(&fs);
 	p->stats[STAT_SAMPLES_LOST] = 5;
 	p->stats[STAT_MEM_LOST] = 3;
 	p->stats[STAT_UNWIND_NO_CFI] = 9;
 	test_samples(p, 10, 10, "app", 10, (uint32_t[]){ (uint32_t)trunc, m }, 2);
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	x = find(&fs, "lost-samples");
 	assert_non_null(x);
 	assert_non_null(strstr(x->what, "5 samples (4.3%) were lost"));
@@ -214,7 +230,7 @@ static void test_few_samples(void **state)
 	struct findings fs;
 
 	(void)state;
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	assert_int_equal(fs.n, 0);
 	findings__free(&fs);
 	profile__free(p);

@@ -837,7 +837,7 @@ static void test_findings_gpu(void **state)
 	put_kernel_cfg(m, "fine", 2, 7000, 5000, 0, 256, 32, 0);
 	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
 	gpu_conv_free(&c);
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	x = finding_of(&fs, "gpu-idle");
 	assert_non_null(x);
 	assert_int_equal(x->severity, FINDING_HIGH);
@@ -861,7 +861,7 @@ static void test_findings_gpu(void **state)
 		add_gpu(p, EVK_GPU_MEMCPY, NULL, 25000 + 10000 * i, 1000, 0, 2, 5000 + i);
 	}
 	add_api(p, 11, "cudaDeviceSynchronize", CUDA_CAT_SYNC, 50000000, 40000000, 0, 0, 0, 0);
-	assert_int_equal(findings_analyze(p, &f, &fs), 0);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	x = finding_of(&fs, "launch-bound");
 	assert_non_null(x);
 	assert_non_null(strstr(x->what, "1002 kernels ran 2.0 us each on average"));
