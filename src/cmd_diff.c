@@ -8,6 +8,7 @@
 
 #include "../flamegraph/flamegraph.h"
 #include "analysis/diff.h"
+#include "analysis/findings.h"
 #include "cmds.h"
 #include "format/open.h"
 #include "util/cli.h"
@@ -238,7 +239,7 @@ static void write_json(struct sink *out, const struct diff_cli *o, const struct 
 			sink_printf(out, ", \"regressed\": %s", f->regressed ? "true" : "false");
 		sink_puts(out, "}");
 	}
-	sink_puts(out, "\n  ]\n}\n");
+	sink_puts(out, "\n  ]");
 }
 
 static int write_flamegraph(const struct diff_cli *o, const struct profile *base,
@@ -268,6 +269,60 @@ static int write_flamegraph(const struct diff_cli *o, const struct profile *base
 	err = sink_close(out) ?: err;
 	diff_stacks__free(&d);
 	return err;
+}
+
+/* The findings of both runs side by side: appeared, still there, gone. */
+static int write_findings(struct sink *out, bool json, struct profile *base, struct profile *new)
+{
+	static const struct sample_filter all;
+	struct findings fb, fn = { 0 };
+	struct finding_change *ch = NULL;
+	size_t n = 0;
+	int err = findings_analyze(base, &all, NULL, &fb);
+
+	err = err ?: findings_analyze(new, &all, NULL, &fn);
+	err = err ?: findings_compare(&fb, &fn, &ch, &n);
+	if (err)
+		goto out;
+	if (json)
+		sink_puts(out, ",\n  \"findings\": [");
+	else
+		sink_printf(out, "\nFindings (docs/findings.md)%s\n", n ? "" : ": none in either run");
+	for (size_t i = 0; i < n; i++) {
+		const struct finding *f = ch[i].new ? ch[i].new : ch[i].base;
+		const char *st = !ch[i].base ? "new" : !ch[i].new ? "gone" : "both";
+
+		if (json) {
+			sink_printf(out, "%s{\"id\": \"%s\", \"status\": \"%s\", \"severity\": \"%s\"",
+				    i ? ",\n    " : "\n    ", f->id, st,
+				    finding_severity_name(f->severity));
+			if (ch[i].base)
+				sink_printf(out, ", \"impact_base\": %.4f", ch[i].base->impact);
+			else
+				sink_puts(out, ", \"impact_base\": null");
+			if (ch[i].new)
+				sink_printf(out, ", \"impact_new\": %.4f", ch[i].new->impact);
+			else
+				sink_puts(out, ", \"impact_new\": null");
+			sink_puts(out, ", ");
+			json_str(out, "what", f->what);
+			sink_puts(out, "}");
+		} else {
+			sink_printf(out, "  %-5s %-6s  %-18s %s%s\n", st,
+				    finding_severity_name(f->severity), f->id, f->what,
+				    ch[i].base && ch[i].new ? "" : !ch[i].base ? "" : "   (base)");
+			if (ch[i].base && ch[i].new)
+				sink_printf(out, "  %-5s %-6s  %-18s impact %.1f%% -> %.1f%%\n", "", "", "",
+					    100 * ch[i].base->impact, 100 * ch[i].new->impact);
+		}
+	}
+	if (json)
+		sink_puts(out, n ? "\n  ]" : "]");
+out:
+	free(ch);
+	findings__free(&fb);
+	findings__free(&fn);
+	return err ? err : out->err;
 }
 
 static int report_gate(const struct diff_cli *o, const struct diff_result *r)
@@ -328,7 +383,10 @@ int cmd_diff(int argc, char **argv)
 		write_json(out, &o, &r);
 	else
 		write_text(out, &o, &r);
-	err = sink_close(out);
+	err = write_findings(out, o.json, base, new);
+	if (o.json)
+		sink_puts(out, "\n}\n");
+	err = sink_close(out) ?: err;
 	if (err) {
 		log_err("failed to write '%s': %s", o.output, strerror(-err));
 		goto free_result;

@@ -734,6 +734,47 @@ int findings_analyze(struct profile *p, const struct sample_filter *f,
 	return 0;
 }
 
+/* The finding of fs with in->v[at]'s id and the same rank among the findings of that id. */
+static const struct finding *same_rank(const struct findings *fs, const struct findings *in,
+				       size_t at)
+{
+	size_t rank = 0;
+
+	for (size_t i = 0; i < at; i++)
+		rank += !strcmp(in->v[i].id, in->v[at].id);
+	for (size_t i = 0; i < fs->n; i++)
+		if (!strcmp(fs->v[i].id, in->v[at].id) && !rank--)
+			return &fs->v[i];
+	return NULL;
+}
+
+int findings_compare(const struct findings *base, const struct findings *new,
+		     struct finding_change **out, size_t *n)
+{
+	struct finding_change *v = malloc((base->n + new->n + 1) * sizeof(*v));
+	size_t k = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < new->n; i++)
+		if (!same_rank(base, new, i))
+			v[k++] = (struct finding_change){ NULL, &new->v[i] };
+	for (size_t i = 0; i < new->n; i++) {
+		const struct finding *b = same_rank(base, new, i);
+
+		if (b)
+			v[k++] = (struct finding_change){ b, &new->v[i] };
+	}
+	for (size_t i = 0; i < base->n; i++)
+		if (!same_rank(new, base, i))
+			v[k++] = (struct finding_change){ &base->v[i], NULL };
+	*out = v;
+	*n = k;
+	return 0;
+}
+
 void findings__free(struct findings *fs)
 {
 	free(fs->v);

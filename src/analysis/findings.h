@@ -37,6 +37,17 @@ struct findings {
 int findings_analyze(struct profile *p, const struct sample_filter *f,
 		     const struct hot_result *hot, struct findings *out);
 void findings__free(struct findings *fs);
+/*
+ * Pairs the findings of two runs by id (the k-th of an id in one with the k-th in the
+ * other): those only in new (base NULL) first, then those in both, then those only in base
+ * (new NULL), each group in its run's order. *out is malloc'd. 0 or -ENOMEM.
+ */
+struct finding_change {
+	const struct finding *base, *new;
+};
+int findings_compare(const struct findings *base, const struct findings *new,
+		     struct finding_change **out, size_t *n);
+
 /* "low", "medium", "high". */
 const char *finding_severity_name(enum finding_severity s);
 

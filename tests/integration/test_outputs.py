@@ -574,6 +574,11 @@ def test_diff_table_json_and_gate(runs):
     assert f["func_b"]["change_pct"] > 30 and f["func_a"]["change_pct"] < -30
     assert js["speedup"]["cpu"] == pytest.approx(1.0, abs=0.25)
     assert f["func_b"]["new"]["self_ms_per_s"] > f["func_b"]["base"]["self_ms_per_s"]
+    # the findings of both runs, paired: the hottest function is func_b's 75% in NEW
+    hot = [x for x in js["findings"] if x["id"] == "hot-function"]
+    assert len(hot) == 1 and hot[0]["status"] == "both", js["findings"]
+    assert abs(hot[0]["impact_new"] - 0.75) < 0.06 and "func_b" in hot[0]["what"], hot
+    assert "\nFindings (docs/findings.md)\n" in r.stdout and "  both  " in r.stdout, r.stdout
 
     gate = runs.run("diff", "base.data", "new.data", "--fail-above", "20", check=False)
     assert gate.returncode == 3, (gate.returncode, gate.stderr)

@@ -236,6 +236,32 @@ static void test_few_samples(void **state)
 	profile__free(p);
 }
 
+/* Pairing two runs' findings by id and rank: appeared, both, gone. */
+static void test_compare(void **state)
+{
+	struct finding b[3] = { { .id = "a" }, { .id = "b" }, { .id = "b" } };
+	struct finding n[2] = { { .id = "b" }, { .id = "c" } };
+	struct findings fb = { b, 3 }, fn = { n, 2 }, none = { NULL, 0 };
+	struct finding_change *ch;
+	size_t k;
+
+	(void)state;
+	assert_int_equal(findings_compare(&fb, &fn, &ch, &k), 0);
+	assert_int_equal(k, 4);
+	assert_null(ch[0].base);
+	assert_ptr_equal(ch[0].new, &n[1]); /* c: new */
+	assert_ptr_equal(ch[1].base, &b[1]); /* the first b with the only b */
+	assert_ptr_equal(ch[1].new, &n[0]);
+	assert_ptr_equal(ch[2].base, &b[0]); /* a: gone */
+	assert_null(ch[2].new);
+	assert_ptr_equal(ch[3].base, &b[2]); /* the second b: gone */
+	assert_null(ch[3].new);
+	free(ch);
+	assert_int_equal(findings_compare(&none, &none, &ch, &k), 0);
+	assert_int_equal(k, 0);
+	free(ch);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -244,6 +270,7 @@ int main(void)
 		cmocka_unit_test(test_kernel_time),
 		cmocka_unit_test(test_data_quality),
 		cmocka_unit_test(test_few_samples),
+		cmocka_unit_test(test_compare),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
