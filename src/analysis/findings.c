@@ -11,12 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "critpath.h"
 #include "findings.h"
 #include "gpu.h"
 #include "memory.h"
 #include "offcpu.h"
 #include "pygil.h"
 #include "stacks.h"
+#include "../util/hmap.h"
 
 #define MIN_SAMPLES 50		 /* fewer CPU samples: no CPU rule fires */
 #define LOST_SHARE 0.01		 /* samples lost in the ring buffer */
@@ -38,6 +40,11 @@
 #define SYNC_SHARE 0.10		 /* of the run's wall time */
 #define OCC_SHARE 0.10		 /* a kernel's share of GPU time */
 #define OCC_LOW 0.25		 /* theoretical occupancy, at most */
+#define PATH_SHARE 0.30		 /* one function's on-CPU share of a multi-thread critical path */
+#define PATH_MIN_NS 10000000	 /* shorter paths: no finding */
+/* More blocked intervals: no critical-path rule in the report (its graph costs ~0.5 us and
+ * ~130 bytes per interval; `eprof critical-path` still walks any size). */
+#define PATH_MAX_INTERVALS 1000000
 #define COPY_MIN 1000
 #define COPY_SMALL (64u << 10)
 
@@ -457,6 +464,105 @@ out:
 	offcpu_summary__free(&s);
 }
 
+/*
+ * The critical path's hottest function: when the path runs through more than one thread,
+ * the function where it spends most of its time running or preempted (runnable: it would
+ * have run) is the one whose speed sets the run's length (src/analysis/critpath.c;
+ * `eprof critical-path` has the details).
+ */
+struct path_fn {
+	uint32_t name, module, tid;
+	uint64_t ns;
+};
+
+static void path_top(const struct profile *p, const struct cp_path *path, struct hmap *h,
+		     struct path_fn *v, size_t *nv, struct path_fn *top)
+{
+	for (size_t i = 0; i < path->nattr; i++) {
+		const struct cp_attr *a = &path->attr[i];
+		const struct frame *fr[256], *leaf = NULL;
+		size_t n;
+		uint64_t at;
+
+		if ((a->kind != WAIT_ONCPU && a->kind != WAIT_RUNNABLE) || !a->stack ||
+		    a->stack >= p->stacks.n)
+			continue;
+		/* The program's innermost frame: a preempted thread's kernel frames are the
+		 * scheduler's, not its work. */
+		n = stack_frames(p, a->stack, fr, 256, NULL);
+		for (size_t k = n; k-- > 0 && !leaf;)
+			if (fr[k]->kind != FRAME_KERNEL && fr[k]->kind != FRAME_SPECIAL)
+				leaf = fr[k];
+		if (!leaf)
+			continue;
+		if (!hmap__get(h, leaf->name, 0, &at)) {
+			at = (*nv)++;
+			v[at] = (struct path_fn){ leaf->name, leaf->module, a->tid, 0 };
+			if (hmap__put(h, leaf->name, 0, at)) {
+				(*nv)--;
+				continue;
+			}
+		}
+		v[at].ns += a->ns;
+		if (v[at].tid != a->tid)
+			v[at].tid = 0; /* on several threads */
+		if (v[at].ns > top->ns)
+			*top = v[at];
+	}
+}
+
+static void rule_critpath(struct ctx *c)
+{
+	struct cp_graph g;
+	struct cp_path path = { 0 };
+	struct path_fn top = { 0 }, *v = NULL;
+	struct hmap *h = NULL;
+	uint32_t track, first = UINT32_MAX;
+	uint64_t end;
+	size_t nv = 0;
+	bool threads = false;
+	struct finding *f;
+	char on[32];
+	double sh;
+	size_t intervals = offcpu_count(c->p);
+
+	if (!intervals || intervals > PATH_MAX_INTERVALS || critpath_build(c->p, &g))
+		return;
+	if (critpath_default_end(&g, &track, &end) || critpath_walk(&g, track, end, 0, &path) ||
+	    path.total_ns < PATH_MIN_NS)
+		goto out;
+	for (size_t i = 0; i < path.nsegs; i++) {
+		const struct cp_track *t = &g.tracks[path.segs[i].track];
+
+		if (t->kind != CP_TRACK_THREAD)
+			continue;
+		if (first == UINT32_MAX)
+			first = t->tid;
+		threads |= t->tid != first;
+	}
+	if (!threads)
+		goto out; /* one thread: its hot functions are the report's */
+	v = malloc((path.nattr ? path.nattr : 1) * sizeof(*v));
+	h = hmap__new(64);
+	if (!v || !h)
+		goto out;
+	path_top(c->p, &path, h, v, &nv, &top);
+	sh = (double)top.ns / path.total_ns;
+	if (sh < PATH_SHARE || !(f = add(c, "critical-path", sev_of(sh), sh)))
+		goto out;
+	snprintf(on, sizeof(on), top.tid ? "thread %u" : "several threads", top.tid);
+	say(f->what, "%.120s (%.80s) on %s is %.1f%% of the critical path (%.3f s of %.3f s, "
+		     "running or preempted)", str(c, top.name), str(c, top.module), on, 100 * sh,
+	    top.ns / 1e9, path.total_ns / 1e9);
+	say(f->advice, "the run gets shorter only when the path does: speed up this function "
+		       "first (`eprof critical-path --segments` shows the chain of threads)");
+out:
+	hmap__free(h);
+	free(v);
+	critpath_path_free(&path);
+	critpath_free(&g);
+}
+
 /* --- memory ----------------------------------------------------------------------- */
 
 static void rule_memory(struct ctx *c)
@@ -720,6 +826,8 @@ int findings_analyze(struct profile *p, const struct sample_filter *f,
 	rule_cpu(&c);
 	if (!c.err)
 		rule_offcpu(&c);
+	if (!c.err)
+		rule_critpath(&c);
 	if (!c.err)
 		rule_memory(&c);
 	if (!c.err)

@@ -89,6 +89,10 @@ def test_critical_path_through_worker(ep, progs):
     assert abs(total - cp["total_ns"]) <= len(stacks) + 1
     through = sum(c for s, c in stacks if "worker_compute" in s)
     assert through >= 0.8 * total
+    # the report's findings point at the same function
+    fs = {f["id"]: f for f in ep.report_json("cw.eprof")["findings"]}
+    assert "critical-path" in fs and "worker_compute" in fs["critical-path"]["what"], fs
+    assert fs["critical-path"]["impact"] >= 0.5, fs["critical-path"]
 
 
 def test_trace_has_states_flows_and_path(ep, progs):
