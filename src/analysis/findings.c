@@ -58,6 +58,7 @@ struct ctx {
 	/* Samples in eprof's own uprobe handling (traps, the return trampoline): all, those with
 	 * a kernel leaf, those whose stack the trampoline cut. */
 	uint64_t probe, probe_kernel, probe_truncated;
+	uint64_t py_samples; /* samples with a Python frame */
 	const struct hot_result *hot;
 	bool exited; /* every process of the record exited while recorded */
 };
@@ -146,7 +147,11 @@ static enum fclass classify(const char *name, const char *module)
 		"malloc_consolidate", "unlink_chunk", "sysmalloc", "libc_malloc", "libc_free",
 		"libc_calloc", "libc_realloc", "int_free_merge_chunk", "int_free_create_chunk",
 		"int_free_maybe_consolidate", "tcache_get", "tcache_put", "posix_memalign",
-		"libc_memalign", "int_memalign", "aligned_alloc", NULL
+		"libc_memalign", "int_memalign", "aligned_alloc",
+		/* CPython's object allocator (leading underscores stripped) */
+		"PyObject_Malloc", "PyObject_Free", "PyObject_Realloc", "PyObject_Calloc",
+		"PyMem_Malloc", "PyMem_Free", "PyMem_Realloc", "PyMem_RawMalloc", "PyMem_RawFree",
+		"pymalloc_alloc", "pymalloc_free", "pymalloc_realloc", NULL
 	};
 	static const char *const spin[] = { "sched_yield", "libc_sched_yield", "pthread_spin_lock",
 					    "pthread_spin_trylock", NULL };
@@ -162,6 +167,86 @@ static enum fclass classify(const char *name, const char *module)
 	if (in_list(n, spin) || strstr(module, "libgomp"))
 		return FC_SPIN;
 	return FC_NONE;
+}
+
+/* Whether a native function is the Python interpreter's own (its binary or libpython). */
+static bool interpreter(const struct ctx *c, const struct func_stat *fs)
+{
+	const char *m = str(c, fs->module);
+
+	return fs->kind == FRAME_USER && (strstr(m, "libpython") || !strncmp(m, "python", 6));
+}
+
+/*
+ * Python: samples charged to their innermost Python function (with the native code it
+ * calls), the function a Python user can change. Fires for the largest such share.
+ */
+static void rule_python(struct ctx *c)
+{
+	struct stack_counts sc;
+	struct hmap *h;
+	uint64_t *ns = NULL, best = 0, at;
+	uint32_t bname = 0, bfile = 0;
+	size_t n = 0;
+	struct finding *f;
+	double sh;
+
+	if (stack_counts(c->p, c->f, &sc))
+		goto nomem;
+	if (!c->p->stats[STAT_PY_SAMPLES]) { /* no Python frames anywhere */
+		stack_counts__free(&sc);
+		return;
+	}
+	h = hmap__new(64);
+	ns = malloc((sc.n ? sc.n : 1) * sizeof(*ns));
+	if (!h || !ns) {
+		hmap__free(h);
+		stack_counts__free(&sc);
+		goto nomem;
+	}
+	for (size_t i = 1; i < sc.n; i++) {
+		const struct frame *fr[256], *py = NULL;
+		size_t nf;
+
+		if (!sc.samples[i])
+			continue;
+		nf = stack_frames(c->p, i, fr, 256, NULL);
+		for (size_t k = nf; k-- > 0 && !py;)
+			if (fr[k]->kind == FRAME_PYTHON)
+				py = fr[k];
+		if (!py)
+			continue;
+		c->py_samples += sc.samples[i];
+		if (!hmap__get(h, py->name, py->file, &at)) {
+			at = n++;
+			ns[at] = 0;
+			if (hmap__put(h, py->name, py->file, at)) {
+				n--;
+				continue;
+			}
+		}
+		ns[at] += sc.samples[i];
+		if (ns[at] > best) {
+			best = ns[at];
+			bname = py->name;
+			bfile = py->file;
+		}
+	}
+	hmap__free(h);
+	stack_counts__free(&sc);
+	sh = c->samples ? (double)best / c->samples : 0;
+	if (c->samples >= MIN_SAMPLES && sh > HOT_SHARE &&
+	    (f = add(c, "hot-python-function", sh >= 0.5 ? FINDING_MEDIUM : FINDING_LOW, sh))) {
+		say(f->what, "Python function %.120s (%.160s) and the native code it calls run %.1f%% "
+			     "of the CPU samples", str(c, bname), str(c, bfile), 100 * sh);
+		say(f->advice, "the Python code to speed up first: `eprof report --lines` shows its "
+			       "lines; loops over elements are faster as array operations (NumPy, "
+			       "torch) or in native code");
+	}
+	free(ns);
+	return;
+nomem:
+	c->err = -ENOMEM;
 }
 
 /* --- data quality ------------------------------------------------------------------ */
@@ -254,19 +339,24 @@ static void rule_cpu(struct ctx *c)
 			cls_top[k] = fs->name;
 		}
 	}
-	if (r->n && r->funcs[0].self > HOT_SHARE * c->samples) {
-		const struct func_stat *fs = &r->funcs[0];
+	/* The hottest function that no other rule speaks for (copies, allocator, spinning,
+	 * the kernel, the Python interpreter under Python functions). */
+	for (size_t i = 0; i < r->n && r->funcs[i].self > HOT_SHARE * c->samples; i++) {
+		const struct func_stat *fs = &r->funcs[i];
 
+		if (classify(str(c, fs->name), str(c, fs->module)) != FC_NONE ||
+		    fs->kind == FRAME_KERNEL || (c->py_samples && interpreter(c, fs)))
+			continue;
 		s = (double)fs->self / c->samples;
-		if (classify(str(c, fs->name), str(c, fs->module)) == FC_NONE &&
-		    fs->kind != FRAME_KERNEL &&
-		    /* Compute code has a hottest function: a pointer, not an alarm. */
-		    (f = add(c, "hot-function", s >= 0.5 ? FINDING_MEDIUM : FINDING_LOW, s))) {
+		/* Compute code has a hottest function: a pointer, not an alarm. */
+		f = add(c, "hot-function", s >= 0.5 ? FINDING_MEDIUM : FINDING_LOW, s);
+		if (f) {
 			say(f->what, "%.120s (%.80s) runs %.1f%% of the CPU samples in its own code",
 			    str(c, fs->name), str(c, fs->module), 100 * s);
 			say(f->advice, "the place where optimizing pays: `eprof report --lines` shows "
 				       "its hottest lines, `eprof flamegraph` its callers");
 		}
+		break;
 	}
 	s = (double)cls[FC_COPY] / c->samples;
 	if (s > CLASS_SHARE && (f = add(c, "memory-copies", sev_of(s), s))) {
@@ -279,8 +369,12 @@ static void rule_cpu(struct ctx *c)
 	if (s > CLASS_SHARE && (f = add(c, "allocator", sev_of(s), s))) {
 		say(f->what, "%.1f%% of the CPU samples are in the memory allocator (%.120s the most)",
 		    100 * s, str(c, cls_top[FC_ALLOC]));
-		say(f->advice, "reuse buffers instead of allocating per item (`eprof record --mem` shows "
-			       "which stacks allocate), or preload jemalloc/tcmalloc");
+		if (strstr(str(c, cls_top[FC_ALLOC]), "Py") || strstr(str(c, cls_top[FC_ALLOC]), "py"))
+			say(f->advice, "Python makes an object per value: work on whole arrays "
+				       "(NumPy, torch) instead of element by element, or reuse objects");
+		else
+			say(f->advice, "reuse buffers instead of allocating per item (`eprof record "
+				       "--mem` shows which stacks allocate), or preload jemalloc/tcmalloc");
 	}
 	s = (double)cls[FC_SPIN] / c->samples;
 	if (s > CLASS_SHARE && (f = add(c, "spinning", sev_of(s), s))) {
@@ -823,7 +917,9 @@ int findings_analyze(struct profile *p, const struct sample_filter *f,
 		c.hot = &own;
 	/* Stacks cut at a uretprobe's trampoline are the probe's doing, counted under its cost. */
 	rule_quality(&c, unknown, truncated - c.probe_truncated, umod);
-	rule_cpu(&c);
+	rule_python(&c);
+	if (!c.err)
+		rule_cpu(&c);
 	if (!c.err)
 		rule_offcpu(&c);
 	if (!c.err)

@@ -36,7 +36,7 @@ int report_findings(struct sink *out, struct profile *p, const struct sample_fil
 	} else {
 		sink_puts(out, "\nFindings (most severe first; docs/findings.md lists the rules)\n");
 		for (size_t i = 0; i < fs.n; i++)
-			sink_printf(out, "  %-6s  %-18s %s\n  %-6s  %-18s -> %s\n",
+			sink_printf(out, "  %-6s  %-19s %s\n  %-6s  %-19s -> %s\n",
 				    finding_severity_name(fs.v[i].severity), fs.v[i].id,
 				    fs.v[i].what, "", "", fs.v[i].advice);
 	}

@@ -288,3 +288,18 @@ def test_gil_contention_finding(need_bpf, ep):
     gil = fs.get("gil-contention")
     assert gil and gil["impact"] > 0.2, fs
     assert "lock-contention" not in fs or fs["lock-contention"]["impact"] < gil["impact"], fs
+
+
+def test_hot_python_function_finding(need_bpf, ep):
+    """The findings name the Python function (70% of the work with what it calls natively),
+    not an interpreter function."""
+    if not PYTHONS:
+        pytest.skip("skipped: no CPython installed")
+    py = PYTHONS.get("pyenv-3.12") or sorted(PYTHONS.values())[-1]
+    ep.run("record", "-F", "499", "-q", "-o", "hot.eprof", "--", py,
+           os.path.join(PYDIR, "two_hot.py"), "2", timeout=120)
+    fs = {f["id"]: f for f in ep.report_json("hot.eprof")["findings"]}
+    hot = fs.get("hot-python-function")
+    assert hot and "hot_a (" in hot["what"] and "two_hot.py" in hot["what"], fs
+    assert 0.5 < hot["impact"] < 0.9, hot
+    assert "_PyEval" not in fs.get("hot-function", {}).get("what", ""), fs

@@ -236,6 +236,46 @@ static void test_few_samples(void **state)
 	profile__free(p);
 }
 
+/* Python: the innermost Python function takes its native callees' samples; the interpreter's
+ * own functions are no hot-function finding; CPython's allocator gets Python advice. */
+static void test_python(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t m = test_loc(p, "/usr/bin/python3.12", "main", NULL, 1);
+	uint32_t ev = test_loc(p, "/usr/lib/libpython3.12.so.1.0", "_PyEval_EvalFrameDefault",
+			       NULL, 2);
+	uint32_t step = loc_kind(p, "[python]", "train_step", 3, FRAME_PYTHON);
+	uint32_t load = loc_kind(p, "[python]", "load", 4, FRAME_PYTHON);
+	uint32_t pm = test_loc(p, "/usr/lib/libpython3.12.so.1.0", "_PyObject_Malloc", NULL, 5);
+	uint32_t add = test_loc(p, "/usr/lib/libpython3.12.so.1.0", "PyLong_Add", NULL, 6);
+	uint32_t nat = test_loc(p, "/opt/ext.so", "compute", NULL, 7);
+	struct sample_filter f = { 0 };
+	struct findings fs;
+	const struct finding *x;
+
+	(void)state;
+	p->frames.v[p->locations.v[step].frame_first].file = profile__intern(p, "train.py");
+	p->frames.v[p->locations.v[load].frame_first].file = profile__intern(p, "data.py");
+	p->stats[STAT_PY_SAMPLES] = 70;
+	test_samples(p, 10, 10, "python3", 40, (uint32_t[]){ m, ev, step, pm }, 4);
+	test_samples(p, 10, 10, "python3", 30, (uint32_t[]){ m, ev, load, add }, 4);
+	test_samples(p, 10, 11, "worker", 30, (uint32_t[]){ m, nat }, 2);
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
+	x = find(&fs, "hot-python-function");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "Python function train_step (train.py) and the native code "
+					"it calls run 40.0%"));
+	x = find(&fs, "allocator");
+	assert_non_null(x);
+	assert_non_null(strstr(x->advice, "NumPy"));
+	x = find(&fs, "hot-function"); /* _PyObject_Malloc is the allocator, PyLong_Add the
+					* interpreter's: the hottest other is the extension's */
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "compute (ext.so) runs 30.0%"));
+	findings__free(&fs);
+	profile__free(p);
+}
+
 /* Pairing two runs' findings by id and rank: appeared, both, gone. */
 static void test_compare(void **state)
 {
@@ -271,6 +311,7 @@ int main(void)
 		cmocka_unit_test(test_data_quality),
 		cmocka_unit_test(test_few_samples),
 		cmocka_unit_test(test_compare),
+		cmocka_unit_test(test_python),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
