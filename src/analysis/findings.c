@@ -33,6 +33,8 @@
 #define LEAK_PEAK_SHARE 0.10
 #define LEAK_MIN_BYTES (64u << 10)
 #define CHURN_RATE 10000.0	 /* short-lived allocations per second */
+#define GROWTH_BYTES (1u << 20)	 /* live heap growth over the record's second half */
+#define GROWTH_SHARE 0.20	 /* ... relative to its value midway */
 #define GPU_IDLE_SHARE 0.30	 /* idle share of a device's window */
 #define GPU_MIN_WINDOW 10000000	 /* 10 ms */
 #define LAUNCH_MIN 1000		 /* kernels, for the launch-bound rule */
@@ -659,6 +661,41 @@ out:
 
 /* --- memory ----------------------------------------------------------------------- */
 
+/*
+ * A record that ends with its processes alive cannot call anything a leak; a live heap
+ * still climbing through the record's second half, and at its peak at the end, is the sign
+ * of one (or of an unbounded cache) worth a look.
+ */
+static void rule_heap_growth(struct ctx *c, const struct mem_result *r)
+{
+	struct mem_point *pts;
+	uint64_t mid_ts, mid = 0, end;
+	size_t n;
+	struct finding *f;
+	const char *where;
+
+	if (r->end_ns <= r->start_ns || memory_timeline(c->p, 0, &pts, &n)) {
+		c->err = r->end_ns <= r->start_ns ? c->err : -ENOMEM;
+		return;
+	}
+	mid_ts = r->start_ns + (r->end_ns - r->start_ns) / 2;
+	for (size_t i = 0; i < n && pts[i].ts <= mid_ts; i++)
+		mid = pts[i].bytes;
+	end = n ? pts[n - 1].bytes : 0;
+	free(pts);
+	if (end < mid + GROWTH_BYTES || end < (1 + GROWTH_SHARE) * mid || end * 10 < r->peak_bytes * 9)
+		return;
+	where = r->nleaks ? own_frame(c, r->leaks[0].stack) : NULL;
+	f = add(c, "heap-growth", FINDING_LOW, r->peak_bytes ? (double)(end - mid) / r->peak_bytes : 0);
+	if (!f)
+		return;
+	say(f->what, "the live heap grew from %.2f MiB midway to %.2f MiB at the end of the record, "
+		     "its peak%s%.120s", mid / 1048576.0, end / 1048576.0,
+	    where ? "; the most still held from " : "", where ? where : "");
+	say(f->advice, "a heap that keeps growing is a leak or an unbounded cache: record longer "
+		       "to confirm; `eprof flamegraph --mem leaks` shows what holds it");
+}
+
 static void rule_memory(struct ctx *c)
 {
 	struct mem_opts o = { .temp_ns = 1000000 };
@@ -685,6 +722,8 @@ static void rule_memory(struct ctx *c)
 		say(f->advice, "`eprof flamegraph --mem leaks` shows every leaking stack; free them, "
 			       "or bound the cache that holds them");
 	}
+	if (!c->exited)
+		rule_heap_growth(c, &r);
 	secs = r.end_ns > r.start_ns ? (r.end_ns - r.start_ns) / 1e9 : 0;
 	if (secs > 0 && r.temp_count / secs > CHURN_RATE && r.temp_count * 2 > r.alloc_count &&
 	    (f = add(c, "allocation-churn", r.temp_count / secs > 10 * CHURN_RATE ? FINDING_MEDIUM

@@ -363,3 +363,16 @@ def test_findings_leak_churn_and_probe_cost(ep, memfix):
     assert "probe-overhead" in fs and "kernel-time" not in fs, fs
     # the trampoline of the return probes is named, not unknown code
     assert "unknown-code" not in fs, fs
+
+
+def test_findings_heap_growth_of_a_running_process(ep, tmp_path):
+    """Attached for 1.5 s to a process that keeps 100 KB every 10 ms and outlives the record:
+    no leak can be claimed, but the still-climbing heap is a finding naming grow()."""
+    exe = str(tmp_path / "memgrow")
+    subprocess.run(["cc", "-O2", "-g", "-o", exe, os.path.join(FIXTURES, "memgrow.c")],
+                   check=True)
+    record_attached(ep, [exe, "4"], "--mem", "-d", "1.5")
+    fs = {f["id"]: f for f in ep.report_json()["findings"]}
+    assert "memory-leak" not in fs, fs
+    growth = fs.get("heap-growth")
+    assert growth and "the most still held from grow" in growth["what"], fs
