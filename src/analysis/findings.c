@@ -17,6 +17,7 @@
 #include "memory.h"
 #include "offcpu.h"
 #include "pygil.h"
+#include "regions.h"
 #include "stacks.h"
 #include "../util/hmap.h"
 
@@ -47,6 +48,9 @@
 /* More blocked intervals: no critical-path rule in the report (its graph costs ~0.5 us and
  * ~130 bytes per interval; `eprof critical-path` still walks any size). */
 #define PATH_MAX_INTERVALS 1000000
+#define TAIL_MIN_COUNT 20	 /* region instances, for the tail rule */
+#define TAIL_RATIO 3.0		 /* p99 over the median */
+#define TAIL_MIN_P50 10000	 /* 10 us: shorter regions are timing noise */
 #define COPY_MIN 1000
 #define COPY_SMALL (64u << 10)
 
@@ -659,6 +663,68 @@ out:
 	critpath_free(&g);
 }
 
+/* --- regions --------------------------------------------------------------------- */
+
+/*
+ * Slow instances of a timed region (a training step, a request): a p99 far above the
+ * median. Names the slowest instance by its number, the one `eprof critical-path
+ * --region NAME --instance N` takes.
+ */
+static void rule_regions(struct ctx *c)
+{
+	struct region_set rs;
+	struct sample_filter all = { .pid = c->f->pid, .tid = c->f->tid };
+
+	if (regions_build(c->p, &all, &rs)) {
+		c->err = -ENOMEM;
+		return;
+	}
+	for (size_t j = 0; j < rs.nnodes; j++) {
+		const struct region_node *nd = &rs.nodes[j];
+		const struct region_inst *slow = NULL;
+		uint64_t excess = 0, nth = 0;
+		struct finding *f;
+		double sh;
+
+		if (nd->sampled || nd->count < TAIL_MIN_COUNT || nd->p50_ns < TAIL_MIN_P50 ||
+		    nd->p99_ns < TAIL_RATIO * nd->p50_ns || !nd->total_ns)
+			continue;
+		for (size_t i = 0; i < rs.n; i++) {
+			const struct region_inst *in = &rs.inst[i];
+			uint64_t d = in->end - in->start;
+
+			if (in->node != j || in->open)
+				continue;
+			excess += d > nd->p50_ns ? d - nd->p50_ns : 0;
+			if (!slow || d > slow->end - slow->start)
+				slow = in;
+		}
+		if (!slow)
+			continue;
+		/* its number as regions_instance() counts: the name's events, by start time */
+		for (size_t i = 0; i < c->p->events.n; i++) {
+			const struct event *e = &c->p->events.v[i];
+
+			nth += e->kind == EVK_REGION && e->name == slow->name && e->ts < slow->start;
+		}
+		sh = (double)excess / nd->total_ns;
+		if (sh > 1)
+			sh = 1;
+		f = add(c, "region-tail", sh >= 0.3 ? FINDING_MEDIUM : FINDING_LOW, sh);
+		if (!f)
+			break;
+		say(f->what, "region %.120s: p99 %.3f ms against a median of %.3f ms over %llu "
+			     "instances; the slowest, number %llu, took %.3f ms",
+		    str(c, nd->name), nd->p99_ns / 1e6, nd->p50_ns / 1e6,
+		    (unsigned long long)nd->count, (unsigned long long)nth,
+		    (slow->end - slow->start) / 1e6);
+		say(f->advice, "look at what the slow ones did: `eprof critical-path --region %.80s "
+			       "--instance %llu`, and `eprof trace` around it",
+		    str(c, nd->name), (unsigned long long)nth);
+	}
+	region_set__free(&rs);
+}
+
 /* --- memory ----------------------------------------------------------------------- */
 
 /*
@@ -963,6 +1029,8 @@ int findings_analyze(struct profile *p, const struct sample_filter *f,
 		rule_offcpu(&c);
 	if (!c.err)
 		rule_critpath(&c);
+	if (!c.err)
+		rule_regions(&c);
 	if (!c.err)
 		rule_memory(&c);
 	if (!c.err)

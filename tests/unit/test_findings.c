@@ -3,6 +3,7 @@
 #include "test_util.h"
 
 #include "analysis/findings.h"
+#include "analysis/regions.h"
 #include "output/report_findings.h"
 #include "util/sink.h"
 
@@ -276,6 +277,49 @@ static void test_python(void **state)
 	profile__free(p);
 }
 
+static void add_region(struct profile *p, uint32_t tid, const char *name, uint64_t start,
+		       uint64_t dur)
+{
+	struct event e = { .kind = EVK_REGION, .ts = start, .dur = dur, .pid = 1, .tid = tid,
+			   .name = profile__intern(p, name) };
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+/* 100 steps of 10 ms on two threads, 3 of them 80 ms: a tail; "flat" has none. */
+static void test_region_tail(void **state)
+{
+	struct profile *p = profile__new();
+	struct sample_filter f = { 0 };
+	struct region_span sp;
+	struct findings fs;
+	const struct finding *x;
+	uint64_t t = 1000000;
+
+	(void)state;
+	for (int i = 0; i < 100; i++) {
+		uint64_t d = i == 40 || i == 41 || i == 77 ? (i == 77 ? 90000000 : 80000000)
+							   : 10000000;
+
+		add_region(p, 1 + i % 2, "step", t, d);
+		add_region(p, 3, "flat", t, 5000000 + 1000 * (i % 7));
+		t += d + 1000;
+	}
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
+	assert_int_equal(fs.n, 1);
+	x = &fs.v[0];
+	assert_string_equal(x->id, "region-tail");
+	assert_non_null(strstr(x->what, "region step: p99 "));
+	assert_non_null(strstr(x->what, "median of 10.000 ms over 100 instances; the slowest, "
+					"number 77, took 90.000 ms"));
+	assert_non_null(strstr(x->advice, "--region step --instance 77"));
+	/* the number is the one critical-path takes */
+	assert_int_equal(regions_instance(p, "step", 77, &sp), 0);
+	assert_int_equal(sp.end - sp.start, 90000000);
+	findings__free(&fs);
+	profile__free(p);
+}
+
 /* Pairing two runs' findings by id and rank: appeared, both, gone. */
 static void test_compare(void **state)
 {
@@ -312,6 +356,7 @@ int main(void)
 		cmocka_unit_test(test_few_samples),
 		cmocka_unit_test(test_compare),
 		cmocka_unit_test(test_python),
+		cmocka_unit_test(test_region_tail),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
