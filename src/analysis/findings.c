@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Bottleneck rules. Each rule reads one analysis and adds at most one finding
- * (one per device for GPU idle time); thresholds are the constants below and
- * are listed for users in docs/findings.md. Names from the file are untrusted:
- * every one is printed with a bound.
+ * Bottleneck rules. Each rule reads one analysis and adds a finding per thing it
+ * flags (most flag one thing; GPU idle time is per device, occupancy per kernel,
+ * tails per region); thresholds are the constants below and are listed for users
+ * in docs/findings.md. Names from the file are untrusted: every one is printed
+ * with a bound.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -43,7 +44,7 @@
 #define SYNC_SHARE 0.10		 /* of the run's wall time */
 #define OCC_SHARE 0.10		 /* a kernel's share of GPU time */
 #define OCC_LOW 0.25		 /* theoretical occupancy, at most */
-#define PATH_SHARE 0.30		 /* one function's on-CPU share of a multi-thread critical path */
+#define PATH_SHARE 0.30		 /* one function's share of a multi-thread critical path */
 #define PATH_MIN_NS 10000000	 /* shorter paths: no finding */
 /* More blocked intervals: no critical-path rule in the report (its graph costs ~0.5 us and
  * ~130 bytes per interval; `eprof critical-path` still walks any size). */
