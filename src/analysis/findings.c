@@ -347,12 +347,13 @@ static void rule_cpu(struct ctx *c)
 		}
 	}
 	/* The hottest function that no other rule speaks for (copies, allocator, spinning,
-	 * the kernel, the Python interpreter under Python functions). */
+	 * the kernel, unnamed code, the Python interpreter under Python functions). */
 	for (size_t i = 0; i < r->n && r->funcs[i].self > HOT_SHARE * c->samples; i++) {
 		const struct func_stat *fs = &r->funcs[i];
 
 		if (classify(str(c, fs->name), str(c, fs->module)) != FC_NONE ||
-		    fs->kind == FRAME_KERNEL || (c->py_samples && interpreter(c, fs)))
+		    fs->kind == FRAME_KERNEL || fs->kind == FRAME_UNKNOWN ||
+		    fs->kind == FRAME_SPECIAL || (c->py_samples && interpreter(c, fs)))
 			continue;
 		s = (double)fs->self / c->samples;
 		/* Compute code has a hottest function: a pointer, not an alarm. */
