@@ -831,6 +831,53 @@ static void rule_gpu_devices(struct ctx *c, const struct gpu_summary *s)
 	}
 }
 
+/* What a few common CUDA error codes mean (the same numbers in the runtime and driver APIs). */
+static const char *cuda_error_meaning(int64_t e)
+{
+	switch (e) {
+	case 1: return "invalid value";
+	case 2: return "out of memory";
+	case 3: return "initialization error";
+	case 35: return "driver older than the runtime";
+	case 100: return "no CUDA-capable device";
+	case 101: return "invalid device";
+	case 700: return "illegal memory access";
+	default: return NULL;
+	}
+}
+
+/* CUDA calls that returned an error: the function that failed most, and what its code says. */
+static void rule_cuda_errors(struct ctx *c, const struct gpu_summary *s)
+{
+	const struct gpu_api_stat *top = NULL;
+	uint64_t errors = 0, calls = 0;
+	const char *meaning;
+	struct finding *f;
+
+	for (size_t i = 0; i < s->napi; i++) {
+		errors += s->api[i].errors;
+		calls += s->api[i].count;
+		if (s->api[i].errors && (!top || s->api[i].errors > top->errors))
+			top = &s->api[i];
+	}
+	if (!top || !(f = add(c, "cuda-errors", FINDING_MEDIUM, calls ? (double)errors / calls : 0)))
+		return;
+	meaning = cuda_error_meaning(top->last_error);
+	say(f->what, "%llu of %llu CUDA calls failed; %.80s failed %llu times (error %lld%s%s)",
+	    (unsigned long long)errors, (unsigned long long)calls, str(c, top->name),
+	    (unsigned long long)top->errors, (long long)top->last_error, meaning ? ": " : "",
+	    meaning ? meaning : "");
+	if (top->last_error == 100 || top->last_error == 35 || top->last_error == 3)
+		say(f->advice, "the program ran without a usable GPU: check the driver "
+			       "(nvidia-smi) and CUDA_VISIBLE_DEVICES");
+	else if (top->last_error == 2)
+		say(f->advice, "device memory ran out: smaller batches, free cached blocks, or "
+			       "look at the GPU memory counter in `eprof trace`");
+	else
+		say(f->advice, "the failing calls' stacks are in `eprof flamegraph --cuda-api`; "
+			       "the program may be checking none of these results");
+}
+
 static void rule_gpu(struct ctx *c)
 {
 	struct gpu_summary s;
@@ -845,6 +892,7 @@ static void rule_gpu(struct ctx *c)
 		return;
 	}
 	rule_gpu_devices(c, &s);
+	rule_cuda_errors(c, &s);
 	for (size_t i = 0; i < s.nkernels; i++)
 		kernels += s.kernels[i].count;
 	if (kernels >= LAUNCH_MIN && s.kernel_ns / kernels < LAUNCH_SHORT_NS &&

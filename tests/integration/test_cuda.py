@@ -93,6 +93,10 @@ def test_cuda_api_counts_bytes_errors_stacks(ep, cuda_bins, variant):
     assert set(seen) == set(COUNTS), seen
     txt = ep.run("report").stdout
     assert "cudaLaunchKernel" in txt and "eprof_test_kernel" in txt
+    if err:  # the findings say every call failed, and why
+        fs = {f["id"]: f for f in rep["findings"]}
+        assert f"(error {err}: " in fs["cuda-errors"]["what"], fs
+        assert "nvidia-smi" in fs["cuda-errors"]["advice"], fs
 
 
 def test_cuda_stack_rate_keeps_counts(ep, cuda_bins):
