@@ -67,6 +67,7 @@ struct ctx {
 	uint64_t probe, probe_kernel, probe_truncated;
 	uint64_t py_samples; /* samples with a Python frame */
 	const struct hot_result *hot;
+	const struct mem_result *mem; /* the caller's, or NULL */
 	bool exited; /* every process of the record exited while recorded */
 };
 
@@ -771,7 +772,9 @@ static void rule_memory(struct ctx *c)
 	struct finding *f;
 	double secs;
 
-	if (memory_analyze(c->p, &o, &r)) {
+	if (c->mem)
+		r = *c->mem;
+	else if (memory_analyze(c->p, &o, &r)) {
 		c->err = -ENOMEM;
 		return;
 	}
@@ -806,7 +809,8 @@ static void rule_memory(struct ctx *c)
 			       "arena) instead of allocating it each time");
 	}
 out:
-	mem_result__free(&r);
+	if (!c->mem)
+		mem_result__free(&r);
 }
 
 /* --- GPU -------------------------------------------------------------------------- */
@@ -1049,9 +1053,10 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 }
 
 int findings_analyze(struct profile *p, const struct sample_filter *f,
-		     const struct hot_result *hot, struct findings *out)
+		     const struct findings_pre *pre, struct findings *out)
 {
-	struct ctx c = { .p = p, .f = f, .out = out, .hot = hot };
+	const struct hot_result *hot = pre ? pre->hot : NULL;
+	struct ctx c = { .p = p, .f = f, .out = out, .hot = hot, .mem = pre ? pre->mem : NULL };
 	struct hot_opts ho = { .filter = *f };
 	struct hot_result own = { 0 };
 	uint64_t unknown, truncated;

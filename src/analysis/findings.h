@@ -29,13 +29,19 @@ struct findings {
 	size_t n;
 };
 
-/*
- * Runs every rule on the samples f lets through (and the whole file's events). hot: the
- * per-function hot_functions() result of the same samples (not by line, inline frames not
- * split) when the caller has it, else NULL. 0 or -ENOMEM.
- */
+struct mem_result;
+
+/* What the caller has computed already for the same samples, to reuse (each may be NULL). */
+struct findings_pre {
+	const struct hot_result *hot; /* hot_functions() per function: not by line, inline
+				       * frames not split */
+	const struct mem_result *mem; /* memory_analyze() with 1 ms temporaries, all processes */
+};
+
+/* Runs every rule on the samples f lets through (and the whole file's events). pre may be
+ * NULL. 0 or -ENOMEM. */
 int findings_analyze(struct profile *p, const struct sample_filter *f,
-		     const struct hot_result *hot, struct findings *out);
+		     const struct findings_pre *pre, struct findings *out);
 void findings__free(struct findings *fs);
 /*
  * Pairs the findings of two runs by id (the k-th of an id in one with the k-th in the

@@ -342,7 +342,7 @@ static int section_feature(struct sink *out, struct profile *p, enum feature_sec
 		return -ENOMEM;
 	switch (which) {
 	case FS_MEMORY:
-		err = report_mem_text(txt, p, 20);
+		err = report_mem_text(txt, p, NULL, 20);
 		break;
 	case FS_OFFCPU:
 		err = report_offcpu(txt, p, &ro);

@@ -13,6 +13,8 @@
 #include "report_regions.h"
 #include "report_mem.h"
 #include "report_findings.h"
+#include "../analysis/findings.h"
+#include "../analysis/memory.h"
 
 static bool stack_truncated(const struct profile *p, uint32_t node)
 {
@@ -245,7 +247,9 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 	struct sample_filter rf = o->hot.filter;
 	struct profile_summary s;
 	struct hot_result r;
-	const struct hot_result *per_func;
+	struct mem_result mem;
+	struct findings_pre pre = { 0 };
+	bool have_mem = false;
 	int err;
 
 	/* Regions are not samples: --region restricts samples, not the regions table. */
@@ -255,8 +259,18 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 	err = hot_functions(p, &o->hot, &r);
 	if (err)
 		return err;
-	/* The findings' rules read functions, not lines or split inline frames. */
-	per_func = o->hot.by_line || o->hot.inlined ? NULL : &r;
+	/* The findings reuse the function table (unless by line or with inline frames split)
+	 * and the memory analysis of the memory section. */
+	pre.hot = o->hot.by_line || o->hot.inlined ? NULL : &r;
+	if (report_mem_present(p)) {
+		err = memory_analyze(p, &(struct mem_opts){ .temp_ns = 1000000 }, &mem);
+		if (err) {
+			hot_result__free(&r);
+			return err;
+		}
+		have_mem = true;
+		pre.mem = &mem;
+	}
 	if (o->json) {
 		json_summary(out, p, &s);
 		json_functions(out, p, o, &r);
@@ -269,8 +283,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_regions_json(out, p, &rf);
 		if (!err)
 			err = report_python_json(out, p, &o->hot.filter);
-		err = err ?: report_mem_json(out, p, o->limit);
-		err = err ?: report_findings(out, p, &o->hot.filter, per_func, true);
+		err = err ?: report_mem_json(out, p, pre.mem, o->limit);
+		err = err ?: report_findings(out, p, &o->hot.filter, &pre, true);
 		sink_puts(out, "\n}\n");
 	} else {
 		text_header(out, p, o, &s);
@@ -287,9 +301,11 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_regions_text(out, p, &rf);
 		if (!err)
 			err = report_python_text(out, p, &o->hot.filter);
-		err = err ?: report_mem_text(out, p, o->limit);
-		err = err ?: report_findings(out, p, &o->hot.filter, per_func, false);
+		err = err ?: report_mem_text(out, p, pre.mem, o->limit);
+		err = err ?: report_findings(out, p, &o->hot.filter, &pre, false);
 	}
 	hot_result__free(&r);
+	if (have_mem)
+		mem_result__free(&mem);
 	return err ? err : out->err;
 }

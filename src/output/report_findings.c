@@ -12,10 +12,10 @@ static void json_str(struct sink *out, const char *key, const char *v)
 }
 
 int report_findings(struct sink *out, struct profile *p, const struct sample_filter *f,
-		    const struct hot_result *hot, bool json)
+		    const struct findings_pre *pre, bool json)
 {
 	struct findings fs;
-	int err = findings_analyze(p, f, hot, &fs);
+	int err = findings_analyze(p, f, pre, &fs);
 
 	if (err)
 		return err;

@@ -9,9 +9,11 @@
 
 struct sink;
 
-/* Runs the rules of analysis/findings.c on the samples f selects (hot: see findings_analyze).
- * 0 or -errno. */
+struct findings_pre;
+
+/* Runs the rules of analysis/findings.c on the samples f selects (pre: see
+ * findings_analyze). 0 or -errno. */
 int report_findings(struct sink *out, struct profile *p, const struct sample_filter *f,
-		    const struct hot_result *hot, bool json);
+		    const struct findings_pre *pre, bool json);
 
 #endif

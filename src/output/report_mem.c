@@ -12,7 +12,7 @@
 #define STACK_MAX 256
 #define TEXT_FRAMES 6
 
-static bool has_memory(const struct profile *p)
+bool report_mem_present(const struct profile *p)
 {
 	return profile__meta(p, "mem_sample_bytes") != NULL;
 }
@@ -82,17 +82,32 @@ static void text_table(struct sink *out, const struct profile *p, const struct m
 		sink_printf(out, "... %zu more stacks (--limit 0 shows all)\n", n - limit);
 }
 
-int report_mem_text(struct sink *out, const struct profile *p, unsigned limit)
+/* The caller's analysis, or a fresh one (then *own is set: free it). */
+static int analysis(const struct profile *p, const struct mem_result *pre, struct mem_result *r,
+		    bool *own)
 {
 	struct mem_opts o = { .temp_ns = 1000000 };
+
+	*own = !pre;
+	if (pre) {
+		*r = *pre;
+		return 0;
+	}
+	return memory_analyze(p, &o, r);
+}
+
+int report_mem_text(struct sink *out, const struct profile *p, const struct mem_result *pre,
+		    unsigned limit)
+{
 	struct mem_result r;
 	char a[32], pk[32], lk[32], tp[32], rss[32];
 	double t0;
+	bool own;
 	int err;
 
-	if (!has_memory(p))
+	if (!report_mem_present(p))
 		return 0;
-	err = memory_analyze(p, &o, &r);
+	err = analysis(p, pre, &r, &own);
 	if (err)
 		return err;
 	t0 = r.start_ns;
@@ -133,7 +148,8 @@ int report_mem_text(struct sink *out, const struct profile *p, unsigned limit)
 		   limit, false);
 	text_table(out, p, &r, "Temporary allocations (freed within 1 ms):", r.temps, r.ntemps,
 		   limit, false);
-	mem_result__free(&r);
+	if (own)
+		mem_result__free(&r);
 	return out->err;
 }
 
@@ -170,15 +186,16 @@ static void json_groups(struct sink *out, const struct profile *p, const struct 
 	sink_puts(out, "]");
 }
 
-int report_mem_json(struct sink *out, const struct profile *p, unsigned limit)
+int report_mem_json(struct sink *out, const struct profile *p, const struct mem_result *pre,
+		    unsigned limit)
 {
-	struct mem_opts o = { .temp_ns = 1000000 };
 	struct mem_result r;
+	bool own;
 	int err;
 
-	if (!has_memory(p))
+	if (!report_mem_present(p))
 		return 0;
-	err = memory_analyze(p, &o, &r);
+	err = analysis(p, pre, &r, &own);
 	if (err)
 		return err;
 	sink_printf(out,
@@ -202,6 +219,7 @@ int report_mem_json(struct sink *out, const struct profile *p, unsigned limit)
 	json_groups(out, p, &r, "churn", r.by_count, r.nallocated, limit, false);
 	json_groups(out, p, &r, "temporary", r.temps, r.ntemps, limit, false);
 	sink_puts(out, "\n  }");
-	mem_result__free(&r);
+	if (own)
+		mem_result__free(&r);
 	return out->err;
 }

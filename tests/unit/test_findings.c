@@ -108,7 +108,7 @@ static void test_cpu_classes(void **state)
 		struct findings again;
 
 		assert_int_equal(hot_functions(p, &ho, &hr), 0);
-		assert_int_equal(findings_analyze(p, &f, &hr, &again), 0);
+		assert_int_equal(findings_analyze(p, &f, &(struct findings_pre){ .hot = &hr }, &again), 0);
 		assert_int_equal(again.n, fs.n);
 		for (size_t i = 0; i < fs.n; i++) {
 			assert_string_equal(again.v[i].id, fs.v[i].id);

@@ -186,7 +186,7 @@ static void test_report_json(void **state)
 	const char *out;
 
 	(void)state;
-	assert_int_equal(report_mem_json(s, p, 0), 0);
+	assert_int_equal(report_mem_json(s, p, NULL, 0), 0);
 	out = sink_mem_data(s, NULL);
 	assert_non_null(strstr(out, "\"memory\": {"));
 	assert_non_null(strstr(out, "\"peak_bytes\": 1500"));
@@ -195,7 +195,7 @@ static void test_report_json(void **state)
 	assert_non_null(strstr(out, "\"stack\": [\"b\", \"main\"]"));
 	sink_close(s);
 	s = sink_mem();
-	assert_int_equal(report_mem_text(s, p, 0), 0);
+	assert_int_equal(report_mem_text(s, p, NULL, 0), 0);
 	out = sink_mem_data(s, NULL);
 	assert_non_null(strstr(out, "Not freed by the end (leaks):"));
 	assert_non_null(strstr(out, "b <- main"));
@@ -204,7 +204,7 @@ static void test_report_json(void **state)
 	/* No memory data: nothing written. */
 	p = profile__new();
 	s = sink_mem();
-	assert_int_equal(report_mem_json(s, p, 0), 0);
+	assert_int_equal(report_mem_json(s, p, NULL, 0), 0);
 	assert_string_equal(sink_mem_data(s, NULL), "");
 	sink_close(s);
 	profile__free(p);
