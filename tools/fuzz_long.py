@@ -6,8 +6,8 @@ Each target is fuzzed round-robin, in slices of --slice CPU seconds, until the l
 (tests/fuzz/ledger.tsv, committed: one line per run: target, CPU s, executions, exit code,
 findings, date) shows TOTAL CPU seconds for it, counting earlier runs: a long campaign can
 be spread over several sittings, each resuming from the corpus the last one grew (the work
-corpus BUILD/corpus/TARGET, and tests/fuzz/grown/TARGET, where `tools/fuzz --save-corpus`
-keeps it for sittings on other machines). Fuzzers run at
+corpus BUILD/corpus/TARGET, and tests/fuzz/grown/TARGET.tar.xz, where `tools/fuzz
+--save-corpus` keeps it for sittings on other machines). Fuzzers run at
 nice 19. A slice ends by SIGINT (libFuzzer exits cleanly), also when BUILD/PAUSE appears,
 so a benchmark can have the machine: the run waits until PAUSE is gone. (Stopping a
 fuzzer with SIGSTOP instead would make libFuzzer report the paused unit as a timeout.)
@@ -48,6 +48,22 @@ def done(path, t):
     return sum(r[1] for r in ledger_rows(path) if r[0] == t)
 
 
+def grown_dir(fz, build, t):
+    """The committed grown corpus of t, unpacked under BUILD/grown/ (as tools/fuzz does)."""
+    arc = os.path.join(fz, "grown", t + ".tar.xz")
+    d = os.path.join(build, "grown", t)
+    if not os.path.exists(arc):
+        return None
+    stamp = d + ".stamp"
+    if not os.path.isdir(d) or not os.path.exists(stamp) or \
+            os.path.getmtime(arc) > os.path.getmtime(stamp):
+        subprocess.run(["rm", "-rf", d], check=True)
+        os.makedirs(d)
+        subprocess.run(["tar", "-C", d, "-xJf", arc], check=True)
+        open(stamp, "w").close()
+    return d
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,8 +96,9 @@ def main():
                 os.makedirs(out, exist_ok=True)
                 dirs = [os.path.join(fz, k, m) for m in GROUPS.get(t, [t])
                         for k in ("corpus", "regressions") if os.path.isdir(os.path.join(fz, k, m))]
-                if os.path.isdir(os.path.join(fz, "grown", t)):
-                    dirs.append(os.path.join(fz, "grown", t))
+                grown = grown_dir(fz, a.build, t)
+                if grown:
+                    dirs.append(grown)
                 log = os.path.join(a.build, "logs", f"long-{t}.log")
                 os.makedirs(os.path.dirname(log), exist_ok=True)
                 before = set(os.listdir(out))
