@@ -66,6 +66,11 @@ struct ctx {
 	 * a kernel leaf, those whose stack the trampoline cut. */
 	uint64_t probe, probe_kernel, probe_truncated;
 	uint64_t py_samples; /* samples with a Python frame */
+	/* Kernel-leaf samples: the user frames that entered the kernel most often (the innermost
+	 * user frame, a libc wrapper say, and the program's own frame under it). */
+	uint32_t sys_entry, sys_own;
+	struct hmap *sys_idx; /* (entry, own) -> samples, while counting */
+	uint64_t sys_best;
 	const struct hot_result *hot;
 	const struct mem_result *mem; /* the caller's, or NULL */
 	bool exited; /* every process of the record exited while recorded */
@@ -295,16 +300,27 @@ static void rule_quality(struct ctx *c, uint64_t unknown, uint64_t truncated, ui
 	if (c->samples >= MIN_SAMPLES && (double)truncated / c->samples > TRUNC_SHARE &&
 	    (f = add(c, "truncated-stacks", FINDING_LOW, (double)truncated / c->samples))) {
 		uint64_t nocfi = p->stats[STAT_UNWIND_NO_CFI], deep = p->stats[STAT_UNWIND_TOO_DEEP];
-		uint64_t fault = p->stats[STAT_UNWIND_READ_FAULT];
+		uint64_t fault = p->stats[STAT_UNWIND_READ_FAULT], bad = p->stats[STAT_UNWIND_BAD_FRAME];
+		uint64_t most = nocfi > deep ? nocfi : deep;
 
+		most = most > fault ? most : fault;
+		most = most > bad ? most : bad;
 		say(f->what, "%.1f%% of stacks stop early (no CFI %llu, too deep %llu, beyond the "
-			     "copied stack %llu)", 100.0 * truncated / c->samples,
-		    (unsigned long long)nocfi, (unsigned long long)deep, (unsigned long long)fault);
-		if (fault >= nocfi && fault >= deep)
+			     "copied stack %llu, bad frame %llu)", 100.0 * truncated / c->samples,
+		    (unsigned long long)nocfi, (unsigned long long)deep, (unsigned long long)fault,
+		    (unsigned long long)bad);
+		if (!most)
+			say(f->advice, "the record does not say why (frame-pointer stacks stop at the "
+				       "first function without one): record with -g dwarf");
+		else if (most == fault)
 			say(f->advice, "record with a larger --stack-size (default 32768, max 65536)");
-		else if (nocfi >= deep)
+		else if (most == nocfi)
 			say(f->advice, "build the code with -fasynchronous-unwind-tables (or keep frame "
 				       "pointers and record with -g fp)");
+		else if (most == bad)
+			say(f->advice, "the unwind tables and the stack disagree (hand-written assembly, "
+				       "a JIT, a corrupted stack): if the code keeps frame pointers, "
+				       "record with -g fp");
 		else
 			say(f->advice, "the stacks are deeper than eprof follows: the flamegraph's roots "
 				       "are cut, the leaves are right");
@@ -411,8 +427,16 @@ static void rule_cpu(struct ctx *c)
 				       "buffers instead of fresh mappings, or pre-fault them "
 				       "(MAP_POPULATE, transparent huge pages)");
 		} else {
-			say(f->what, "%.1f%% of the CPU samples are in the kernel%s%.80s", 100 * s,
-			    sys_name ? ", the most under " : "", sys_name ? str(c, sys_name) : "");
+			char from[256] = "";
+
+			if (c->sys_entry && c->sys_own && c->sys_own != c->sys_entry)
+				snprintf(from, sizeof(from), ", the most entered from %.80s in %.80s",
+					 str(c, c->sys_entry), str(c, c->sys_own));
+			else if (c->sys_entry)
+				snprintf(from, sizeof(from), ", the most entered from %.80s",
+					 str(c, c->sys_entry));
+			say(f->what, "%.1f%% of the CPU samples are in the kernel%s%s%.80s", 100 * s, from,
+			    sys_name ? ", under " : "", sys_name ? str(c, sys_name) : "");
 			say(f->advice, "fewer, larger system calls (bigger I/O buffers, batching); "
 				       "`eprof flamegraph` shows which calls and from where");
 		}
@@ -819,6 +843,7 @@ static void rule_gpu_devices(struct ctx *c, const struct gpu_summary *s)
 {
 	for (size_t i = 0; i < s->ndevices; i++) {
 		const struct gpu_device_stat *d = &s->devices[i];
+		uint64_t span, inside, outside;
 		double idle;
 		struct finding *f;
 
@@ -827,11 +852,22 @@ static void rule_gpu_devices(struct ctx *c, const struct gpu_summary *s)
 		idle = 1.0 - (double)d->busy_ns / d->window_ns;
 		if (idle <= GPU_IDLE_SHARE || !(f = add(c, "gpu-idle", sev_of(idle), idle)))
 			continue;
-		say(f->what, "GPU %u (pid %u) was idle %.1f%% of %.3f s; the longest gap %.3f ms",
-		    d->device, d->pid, 100 * idle, d->window_ns / 1e9, d->gaps[0] / 1e6);
-		say(f->advice, "the GPU waits for the CPU: prepare input in the background "
-			       "(DataLoader num_workers, pin_memory=True, non_blocking copies) and look "
-			       "at the CPU flamegraph of the gaps (`eprof trace`)");
+		span = d->last_ns > d->first_ns ? d->last_ns - d->first_ns : 0;
+		span = span < d->window_ns ? span : d->window_ns;
+		inside = span > d->busy_ns ? span - d->busy_ns : 0;
+		outside = d->window_ns - span;
+		say(f->what, "GPU %u (pid %u) was idle %.1f%% of %.3f s: %.3f s between its first and "
+			     "last work (longest gap %.3f ms), %.3f s before or after",
+		    d->device, d->pid, 100 * idle, d->window_ns / 1e9, inside / 1e9, d->gaps[0] / 1e6,
+		    outside / 1e9);
+		if (outside > inside)
+			say(f->advice, "most idle time is outside the GPU phase (start-up, loading, "
+				       "shutdown): shorten or overlap it, or record the steady state "
+				       "only (attach with -p, -d)");
+		else
+			say(f->advice, "the GPU waits for the CPU: prepare input in the background "
+				       "(DataLoader num_workers, pin_memory=True, non_blocking copies) "
+				       "and look at the CPU flamegraph of the gaps (`eprof trace`)");
 	}
 }
 
@@ -984,20 +1020,53 @@ static int cmp_finding(const void *a, const void *b)
 }
 
 /* Whether a stack runs through a uprobe's trap or return trampoline: eprof's own cost. */
-static bool in_probe(const struct ctx *c, uint32_t node)
+static bool in_probe(const struct ctx *c, const struct frame *const *fr, size_t n)
 {
 	static const char *const marks[] = { "asm_exc_int3", "exc_int3", "uprobe_notify_resume",
 					     "handle_swbp", "__do_sys_uretprobe",
 					     "uprobe_handle_trampoline", "[uretprobe trampoline]",
 					     NULL };
-	const struct frame *fr[256];
-	size_t n = stack_frames(c->p, node, fr, 256, NULL);
 
 	for (size_t i = 0; i < n; i++)
 		if ((fr[i]->kind == FRAME_KERNEL || fr[i]->kind == FRAME_SPECIAL) &&
 		    in_list(str(c, fr[i]->name), marks))
 			return true;
 	return false;
+}
+
+static bool libc_module(const struct ctx *c, const struct frame *f)
+{
+	const char *m = str(c, f->module);
+
+	return strstr(m, "libc.so") || strstr(m, "libpthread") || strstr(m, "ld-linux");
+}
+
+/* A kernel-leaf sample (fr root first): counts it for the user frames it entered from. */
+static void count_kernel_entry(struct ctx *c, const struct frame *const *fr, size_t n,
+			       uint64_t samples)
+{
+	const struct frame *entry = NULL, *own = NULL;
+	uint64_t v = 0;
+
+	for (size_t k = n; k-- > 0 && !own;) {
+		if (fr[k]->kind == FRAME_KERNEL || fr[k]->kind == FRAME_SPECIAL)
+			continue;
+		if (!entry)
+			entry = fr[k];
+		if (!libc_module(c, fr[k]) && fr[k]->kind != FRAME_UNKNOWN)
+			own = fr[k];
+	}
+	if (!entry || !c->sys_idx)
+		return;
+	hmap__get(c->sys_idx, entry->name, own ? own->name : 0, &v);
+	v += samples;
+	if (hmap__put(c->sys_idx, entry->name, own ? own->name : 0, v))
+		return;
+	if (v > c->sys_best) {
+		c->sys_best = v;
+		c->sys_entry = entry->name;
+		c->sys_own = own ? own->name : 0;
+	}
 }
 
 /* Sample totals: all, with an unnamed leaf (and its most common object), cut, in probes. */
@@ -1011,9 +1080,11 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 	*umod = 0;
 	if (stack_counts(p, c->f, &sc))
 		return -ENOMEM;
+	c->sys_idx = hmap__new(64); /* without it, no system call names: not an error */
 	for (size_t i = 1; i < sc.n; i++) {
 		uint32_t root = i, n, below = 0;
-		const struct frame *fr;
+		const struct frame *fr, *all[256];
+		size_t nf;
 		bool cut = false, probe;
 
 		if (!sc.samples[i])
@@ -1033,7 +1104,10 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 			cut = true;
 		}
 		fr = profile__loc_frames(p, p->stacks.v[i].loc, &n);
-		probe = in_probe(c, i);
+		nf = stack_frames(p, i, all, 256, NULL);
+		probe = in_probe(c, all, nf);
+		if (!probe && n && fr[0].kind == FRAME_KERNEL)
+			count_kernel_entry(c, all, nf, sc.samples[i]);
 		if (probe) {
 			c->probe += sc.samples[i];
 			c->probe_kernel += n && fr[0].kind == FRAME_KERNEL ? sc.samples[i] : 0;
@@ -1049,6 +1123,8 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 		}
 	}
 	stack_counts__free(&sc);
+	hmap__free(c->sys_idx);
+	c->sys_idx = NULL;
 	return 0;
 }
 

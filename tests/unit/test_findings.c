@@ -170,8 +170,20 @@ static void test_kernel_time(void **state)
 	x = find(&fs, "kernel-time");
 	assert_non_null(x);
 	assert_non_null(strstr(x->what, "70.0% of the CPU samples are in the kernel, the most "
-					"under __x64_sys_write"));
+					"entered from main, under __x64_sys_write"));
 	assert_non_null(strstr(x->advice, "system calls"));
+	findings__free(&fs);
+
+	/* through a libc wrapper: the wrapper and the program's frame under it */
+	{
+		uint32_t wr = test_loc(p, "/lib/libc.so.6", "write", NULL, 8);
+
+		test_samples(p, 10, 10, "app", 200, (uint32_t[]){ m, work, wr, cpy }, 4);
+	}
+	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
+	x = find(&fs, "kernel-time");
+	assert_non_null(x);
+	assert_non_null(strstr(x->what, "the most entered from write in work"));
 	findings__free(&fs);
 	profile__free(p);
 }
