@@ -17,7 +17,6 @@
 #include "gpu.h"
 #include "memory.h"
 #include "offcpu.h"
-#include "pygil.h"
 #include "regions.h"
 #include "stacks.h"
 #include "../util/hmap.h"
@@ -445,6 +444,15 @@ static void rule_cpu(struct ctx *c)
 
 /* --- off-CPU ---------------------------------------------------------------------- */
 
+/* The C and C++ runtimes and the dynamic loader: never "the program's own" frame. */
+static bool runtime_module(const struct ctx *c, const struct frame *f)
+{
+	const char *m = str(c, f->module);
+
+	return strstr(m, "libc.so") || strstr(m, "libpthread") || strstr(m, "ld-linux") ||
+	       strstr(m, "libstdc++");
+}
+
 /* The innermost frame of a blocking stack that is the program's own: not the kernel, libc,
  * libpthread, the dynamic loader. NULL when there is none. */
 static const char *own_frame(const struct ctx *c, uint32_t node)
@@ -453,11 +461,8 @@ static const char *own_frame(const struct ctx *c, uint32_t node)
 	size_t n = stack_frames(c->p, node, fr, 256, NULL);
 
 	for (size_t i = n; i-- > 0;) {
-		const char *m = str(c, fr[i]->module);
-
 		if (fr[i]->kind == FRAME_KERNEL || fr[i]->kind == FRAME_SPECIAL ||
-		    fr[i]->kind == FRAME_UNKNOWN || strstr(m, "libc.so") ||
-		    strstr(m, "libpthread") || strstr(m, "ld-linux") || strstr(m, "libstdc++"))
+		    fr[i]->kind == FRAME_UNKNOWN || runtime_module(c, fr[i]))
 			continue;
 		return str(c, fr[i]->name);
 	}
@@ -1034,13 +1039,6 @@ static bool in_probe(const struct ctx *c, const struct frame *const *fr, size_t 
 	return false;
 }
 
-static bool libc_module(const struct ctx *c, const struct frame *f)
-{
-	const char *m = str(c, f->module);
-
-	return strstr(m, "libc.so") || strstr(m, "libpthread") || strstr(m, "ld-linux");
-}
-
 /* A kernel-leaf sample (fr root first): counts it for the user frames it entered from. */
 static void count_kernel_entry(struct ctx *c, const struct frame *const *fr, size_t n,
 			       uint64_t samples)
@@ -1053,7 +1051,7 @@ static void count_kernel_entry(struct ctx *c, const struct frame *const *fr, siz
 			continue;
 		if (!entry)
 			entry = fr[k];
-		if (!libc_module(c, fr[k]) && fr[k]->kind != FRAME_UNKNOWN)
+		if (!runtime_module(c, fr[k]) && fr[k]->kind != FRAME_UNKNOWN)
 			own = fr[k];
 	}
 	if (!entry || !c->sys_idx)
@@ -1082,27 +1080,18 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 		return -ENOMEM;
 	c->sys_idx = hmap__new(64); /* without it, no system call names: not an error */
 	for (size_t i = 1; i < sc.n; i++) {
-		uint32_t root = i, n, below = 0;
+		uint32_t n;
 		const struct frame *fr, *all[256];
 		size_t nf;
-		bool cut = false, probe;
+		bool cut, probe;
 
 		if (!sc.samples[i])
 			continue;
 		c->samples += sc.samples[i];
 		c->cpu_ns += sc.weight[i];
-		while (p->stacks.v[root].parent) {
-			below = root;
-			root = p->stacks.v[root].parent;
-		}
-		/* As the report counts them: a [truncated] root, below a Python [GIL] marker too. */
-		if (py_gil_marker(p, p->stacks.v[root].loc))
-			root = below;
-		if (root && p->objects.v[p->locations.v[p->stacks.v[root].loc].object].kind ==
-				    OBJ_SPECIAL) {
-			*truncated += sc.samples[i];
-			cut = true;
-		}
+		/* As the report counts them. */
+		cut = stack_truncated(p, i);
+		*truncated += cut ? sc.samples[i] : 0;
 		fr = profile__loc_frames(p, p->stacks.v[i].loc, &n);
 		nf = stack_frames(p, i, all, 256, NULL);
 		probe = in_probe(c, all, nf);
@@ -1113,7 +1102,7 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 			c->probe_kernel += n && fr[0].kind == FRAME_KERNEL ? sc.samples[i] : 0;
 			c->probe_truncated += cut ? sc.samples[i] : 0;
 		}
-		if (!n || fr[0].kind == FRAME_UNKNOWN) {
+		if (stack_leaf_unknown(p, i)) {
 			*unknown += sc.samples[i];
 			/* The object's path, not the frame's short module name: the file to fix. */
 			if (sc.samples[i] > best) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pygil.h"
 #include "stacks.h"
 
 static int cmp_collapsed(const void *a, const void *b)
@@ -207,4 +208,29 @@ size_t stack_frames(const struct profile *p, uint32_t node, const struct frame *
 		n -= pos;
 	}
 	return n;
+}
+
+bool stack_truncated(const struct profile *p, uint32_t node)
+{
+	uint32_t root = node, below = 0;
+
+	while (root && p->stacks.v[root].parent) {
+		below = root;
+		root = p->stacks.v[root].parent;
+	}
+	/* A Python sample's [GIL] / [no GIL] root is no sign of a cut stack: look below it. */
+	if (root && py_gil_marker(p, p->stacks.v[root].loc))
+		root = below;
+	return root && p->objects.v[p->locations.v[p->stacks.v[root].loc].object].kind == OBJ_SPECIAL;
+}
+
+bool stack_leaf_unknown(const struct profile *p, uint32_t node)
+{
+	uint32_t n;
+	const struct frame *f;
+
+	if (!node)
+		return false;
+	f = profile__loc_frames(p, p->stacks.v[node].loc, &n);
+	return !n || f[0].kind == FRAME_UNKNOWN;
 }

@@ -49,4 +49,10 @@ size_t collapsed_frames(const struct collapsed_set *c, const struct profile *p, 
 size_t stack_frames(const struct profile *p, uint32_t node, const struct frame **out, size_t max,
 		    size_t *total);
 
+/* Whether a stack was cut short: its root (below a Python [GIL] marker) is a special frame
+ * such as [truncated]. */
+bool stack_truncated(const struct profile *p, uint32_t node);
+/* Whether a stack's leaf frame has no name. */
+bool stack_leaf_unknown(const struct profile *p, uint32_t node);
+
 #endif

@@ -15,31 +15,7 @@
 #include "report_findings.h"
 #include "../analysis/findings.h"
 #include "../analysis/memory.h"
-
-static bool stack_truncated(const struct profile *p, uint32_t node)
-{
-	uint32_t root = node, below = 0;
-
-	while (root && p->stacks.v[root].parent) {
-		below = root;
-		root = p->stacks.v[root].parent;
-	}
-	/* A Python sample's [GIL] / [no GIL] root is no sign of a cut stack: look below it. */
-	if (root && py_gil_marker(p, p->stacks.v[root].loc))
-		root = below;
-	return root && p->objects.v[p->locations.v[p->stacks.v[root].loc].object].kind == OBJ_SPECIAL;
-}
-
-static bool leaf_unknown(const struct profile *p, uint32_t node)
-{
-	uint32_t n;
-	const struct frame *f;
-
-	if (!node)
-		return false;
-	f = profile__loc_frames(p, p->stacks.v[node].loc, &n);
-	return !n || f[0].kind == FRAME_UNKNOWN;
-}
+#include "../analysis/stacks.h"
 
 void profile_summarize(const struct profile *p, const struct sample_filter *f,
 		       struct profile_summary *s)
@@ -62,7 +38,7 @@ void profile_summarize(const struct profile *p, const struct sample_filter *f,
 			s->weight += c.weight[i];
 			if (stack_truncated(p, i))
 				s->truncated += c.samples[i];
-			if (leaf_unknown(p, i))
+			if (stack_leaf_unknown(p, i))
 				s->unknown_samples += c.samples[i];
 		}
 		stack_counts__free(&c);
