@@ -308,11 +308,11 @@ static int write_findings(struct sink *out, bool json, struct profile *base, str
 			json_str(out, "what", f->what);
 			sink_puts(out, "}");
 		} else {
-			sink_printf(out, "  %-5s %-6s  %-18s %s%s\n", st,
+			sink_printf(out, "  %-5s %-6s  %-19s %s%s\n", st,
 				    finding_severity_name(f->severity), f->id, f->what,
-				    ch[i].base && ch[i].new ? "" : !ch[i].base ? "" : "   (base)");
+				    ch[i].new ? "" : "   (base)");
 			if (ch[i].base && ch[i].new)
-				sink_printf(out, "  %-5s %-6s  %-18s impact %.1f%% -> %.1f%%\n", "", "", "",
+				sink_printf(out, "  %-5s %-6s  %-19s impact %.1f%% -> %.1f%%\n", "", "", "",
 					    100 * ch[i].base->impact, 100 * ch[i].new->impact);
 		}
 	}

@@ -65,6 +65,10 @@ struct ctx {
 	 * a kernel leaf, those whose stack the trampoline cut. */
 	uint64_t probe, probe_kernel, probe_truncated;
 	uint64_t py_samples; /* samples with a Python frame */
+	/* The innermost Python function with the most samples (its native callees included). */
+	uint32_t py_name, py_file;
+	struct hmap *py_idx; /* (name, file) -> samples, while counting */
+	uint64_t py_best;
 	/* Kernel-leaf samples: the user frames that entered the kernel most often (the innermost
 	 * user frame, a libc wrapper say, and the program's own frame under it). */
 	uint32_t sys_entry, sys_own;
@@ -191,74 +195,22 @@ static bool interpreter(const struct ctx *c, const struct func_stat *fs)
 
 /*
  * Python: samples charged to their innermost Python function (with the native code it
- * calls), the function a Python user can change. Fires for the largest such share.
+ * calls), the function a Python user can change (counted by count_samples). Fires for the
+ * largest such share.
  */
 static void rule_python(struct ctx *c)
 {
-	struct stack_counts sc;
-	struct hmap *h;
-	uint64_t *ns = NULL, best = 0, at;
-	uint32_t bname = 0, bfile = 0;
-	size_t n = 0;
 	struct finding *f;
-	double sh;
+	double sh = c->samples ? (double)c->py_best / c->samples : 0;
 
-	if (stack_counts(c->p, c->f, &sc))
-		goto nomem;
-	if (!c->p->stats[STAT_PY_SAMPLES]) { /* no Python frames anywhere */
-		stack_counts__free(&sc);
-		return;
-	}
-	h = hmap__new(64);
-	ns = malloc((sc.n ? sc.n : 1) * sizeof(*ns));
-	if (!h || !ns) {
-		hmap__free(h);
-		stack_counts__free(&sc);
-		goto nomem;
-	}
-	for (size_t i = 1; i < sc.n; i++) {
-		const struct frame *fr[256], *py = NULL;
-		size_t nf;
-
-		if (!sc.samples[i])
-			continue;
-		nf = stack_frames(c->p, i, fr, 256, NULL);
-		for (size_t k = nf; k-- > 0 && !py;)
-			if (fr[k]->kind == FRAME_PYTHON)
-				py = fr[k];
-		if (!py)
-			continue;
-		c->py_samples += sc.samples[i];
-		if (!hmap__get(h, py->name, py->file, &at)) {
-			at = n++;
-			ns[at] = 0;
-			if (hmap__put(h, py->name, py->file, at)) {
-				n--;
-				continue;
-			}
-		}
-		ns[at] += sc.samples[i];
-		if (ns[at] > best) {
-			best = ns[at];
-			bname = py->name;
-			bfile = py->file;
-		}
-	}
-	hmap__free(h);
-	stack_counts__free(&sc);
-	sh = c->samples ? (double)best / c->samples : 0;
 	if (c->samples >= MIN_SAMPLES && sh > HOT_SHARE &&
 	    (f = add(c, "hot-python-function", sh >= 0.5 ? FINDING_MEDIUM : FINDING_LOW, sh))) {
 		say(f->what, "Python function %.120s (%.160s) and the native code it calls run %.1f%% "
-			     "of the CPU samples", str(c, bname), str(c, bfile), 100 * sh);
+			     "of the CPU samples", str(c, c->py_name), str(c, c->py_file), 100 * sh);
 		say(f->advice, "the Python code to speed up first: `eprof report --lines` shows its "
 			       "lines; loops over elements are faster as array operations (NumPy, "
 			       "torch) or in native code");
 	}
-	free(ns);
-	return;
-nomem:
-	c->err = -ENOMEM;
 }
 
 /* --- data quality ------------------------------------------------------------------ */
@@ -331,6 +283,7 @@ static void rule_quality(struct ctx *c, uint64_t unknown, uint64_t truncated, ui
 static void rule_cpu(struct ctx *c)
 {
 	const struct hot_result *r = c->hot;
+	const struct func_stat *hot = NULL;
 	uint64_t cls[4] = { 0 }, kernel = 0, fault = 0, sys = 0;
 	uint32_t cls_top[4] = { 0 }, sys_name = 0;
 	uint64_t cls_top_n[4] = { 0 };
@@ -363,24 +316,26 @@ static void rule_cpu(struct ctx *c)
 		}
 	}
 	/* The hottest function that no other rule speaks for (copies, allocator, spinning,
-	 * the kernel, unnamed code, the Python interpreter under Python functions). */
-	for (size_t i = 0; i < r->n && r->funcs[i].self > HOT_SHARE * c->samples; i++) {
+	 * the kernel, unnamed code, the Python interpreter under Python functions). The
+	 * table may be in the report's --sort total order: look at every row. */
+	for (size_t i = 0; i < r->n; i++) {
 		const struct func_stat *fs = &r->funcs[i];
 
-		if (classify(str(c, fs->name), str(c, fs->module)) != FC_NONE ||
+		if ((hot && fs->self <= hot->self) ||
+		    classify(str(c, fs->name), str(c, fs->module)) != FC_NONE ||
 		    fs->kind == FRAME_KERNEL || fs->kind == FRAME_UNKNOWN ||
 		    fs->kind == FRAME_SPECIAL || (c->py_samples && interpreter(c, fs)))
 			continue;
-		s = (double)fs->self / c->samples;
-		/* Compute code has a hottest function: a pointer, not an alarm. */
-		f = add(c, "hot-function", s >= 0.5 ? FINDING_MEDIUM : FINDING_LOW, s);
-		if (f) {
-			say(f->what, "%.120s (%.80s) runs %.1f%% of the CPU samples in its own code",
-			    str(c, fs->name), str(c, fs->module), 100 * s);
-			say(f->advice, "the place where optimizing pays: `eprof report --lines` shows "
-				       "its hottest lines, `eprof flamegraph` its callers");
-		}
-		break;
+		hot = fs;
+	}
+	s = hot ? (double)hot->self / c->samples : 0;
+	/* Compute code has a hottest function: a pointer, not an alarm. */
+	if (s > HOT_SHARE &&
+	    (f = add(c, "hot-function", s >= 0.5 ? FINDING_MEDIUM : FINDING_LOW, s))) {
+		say(f->what, "%.120s (%.80s) runs %.1f%% of the CPU samples in its own code",
+		    str(c, hot->name), str(c, hot->module), 100 * s);
+		say(f->advice, "the place where optimizing pays: `eprof report --lines` shows its "
+			       "hottest lines, `eprof flamegraph` its callers");
 	}
 	s = (double)cls[FC_COPY] / c->samples;
 	if (s > CLASS_SHARE && (f = add(c, "memory-copies", sev_of(s), s))) {
@@ -1067,6 +1022,32 @@ static void count_kernel_entry(struct ctx *c, const struct frame *const *fr, siz
 	}
 }
 
+/* A sample's innermost Python function (fr root first), if it has one. */
+static void count_python(struct ctx *c, const struct frame *const *fr, size_t n,
+			 uint64_t samples)
+{
+	const struct frame *py = NULL;
+	uint64_t v = 0;
+
+	if (!c->py_idx)
+		return;
+	for (size_t k = n; k-- > 0 && !py;)
+		if (fr[k]->kind == FRAME_PYTHON)
+			py = fr[k];
+	if (!py)
+		return;
+	c->py_samples += samples;
+	hmap__get(c->py_idx, py->name, py->file, &v);
+	v += samples;
+	if (hmap__put(c->py_idx, py->name, py->file, v))
+		return;
+	if (v > c->py_best) {
+		c->py_best = v;
+		c->py_name = py->name;
+		c->py_file = py->file;
+	}
+}
+
 /* Sample totals: all, with an unnamed leaf (and its most common object), cut, in probes. */
 static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, uint32_t *umod)
 {
@@ -1078,7 +1059,10 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 	*umod = 0;
 	if (stack_counts(p, c->f, &sc))
 		return -ENOMEM;
-	c->sys_idx = hmap__new(64); /* without it, no system call names: not an error */
+	/* Without these maps, no system call or Python names: not an error. */
+	c->sys_idx = hmap__new(64);
+	if (p->stats[STAT_PY_SAMPLES]) /* Python frames anywhere */
+		c->py_idx = hmap__new(64);
 	for (size_t i = 1; i < sc.n; i++) {
 		uint32_t n;
 		const struct frame *fr, *all[256];
@@ -1095,6 +1079,7 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 		fr = profile__loc_frames(p, p->stacks.v[i].loc, &n);
 		nf = stack_frames(p, i, all, 256, NULL);
 		probe = in_probe(c, all, nf);
+		count_python(c, all, nf, sc.samples[i]);
 		if (!probe && n && fr[0].kind == FRAME_KERNEL)
 			count_kernel_entry(c, all, nf, sc.samples[i]);
 		if (probe) {
@@ -1113,7 +1098,8 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 	}
 	stack_counts__free(&sc);
 	hmap__free(c->sys_idx);
-	c->sys_idx = NULL;
+	hmap__free(c->py_idx);
+	c->sys_idx = c->py_idx = NULL;
 	return 0;
 }
 

@@ -101,9 +101,10 @@ static void test_cpu_classes(void **state)
 	assert_int_equal(x->severity, FINDING_LOW);
 	assert_non_null(strstr(x->what, "compute (app) runs 45.0%"));
 	assert_ptr_equal(x, &fs.v[2]);
-	/* given the caller's hot functions of the same samples: the same findings */
-	{
-		struct hot_opts ho = { 0 };
+	/* given the caller's hot functions of the same samples, in either order (the report's
+	 * --sort self or total): the same findings */
+	for (int sort = SORT_SELF; sort <= SORT_TOTAL; sort++) {
+		struct hot_opts ho = { .sort = sort };
 		struct hot_result hr;
 		struct findings again;
 
