@@ -588,21 +588,31 @@ static int add_plt_syms(struct sym_obj *o)
 	Elf_Data *rd, *dd;
 	Elf_Scn *dyn;
 	char name[512];
+	size_t relsz, nrel, nslots;
 	int err = 0;
 
 	if (!elf || !plt_layout(elf, &l) || !gelf_getshdr(l.plt, &psh) ||
-	    !gelf_getshdr(l.rela, &rsh) || !rsh.sh_entsize ||
+	    !gelf_getshdr(l.rela, &rsh) || rsh.sh_type != SHT_RELA ||
 	    !(dyn = elf_getscn(elf, rsh.sh_link)) || !gelf_getshdr(dyn, &dsh) ||
-	    !(rd = elf_getdata(l.rela, NULL)) || !(dd = elf_getdata(dyn, NULL)))
+	    !(rd = elf_getdata(l.rela, NULL)) || rd->d_type != ELF_T_RELA ||
+	    !(dd = elf_getdata(dyn, NULL)) || psh.sh_size < l.first)
 		return 0;
-	for (size_t i = 0; i < rsh.sh_size / rsh.sh_entsize && !err; i++) {
+	/*
+	 * Count the relocations libelf actually read, not what the headers claim:
+	 * a hostile header (a huge sh_size, an entsize of 1) must not make this a
+	 * loop of 2^60 slots.
+	 */
+	relsz = gelf_fsize(elf, ELF_T_RELA, 1, EV_CURRENT);
+	if (!relsz)
+		return 0;
+	nrel = rd->d_size / relsz;
+	nslots = (psh.sh_size - l.first) / l.entsize;
+	for (size_t i = 0; i < nrel && i < nslots && !err; i++) {
 		uint64_t addr = psh.sh_addr + l.first + i * l.entsize + bias;
 		const char *sname;
 		GElf_Rela r;
 		GElf_Sym sym;
 
-		if (l.first + (i + 1) * l.entsize > psh.sh_size)
-			break;
 		if (!gelf_getrela(rd, (int)i, &r) || GELF_R_TYPE(r.r_info) != l.jump_slot ||
 		    !gelf_getsym(dd, (int)GELF_R_SYM(r.r_info), &sym))
 			continue;
