@@ -6,16 +6,22 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <libiberty/demangle.h>
+#include <setjmp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sym/symbolizer.h"
 
-/* From libstdc++ (the C++ ABI); we link it anyway. */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
-
 /* Longer mangled names are not worth the demangler's time (and stack). */
 #define MAX_MANGLED_LEN 16384
+/*
+ * Substitutions make demangled names grow exponentially with nesting: 280
+ * mangled bytes can ask for 16 MB of output (and __cxa_demangle would build
+ * all of it). Real names stay far below this; a longer one is shown mangled.
+ */
+#define MAX_DEMANGLED_LEN (256u << 10)
 
 static bool ends_with(const char *s, size_t len, const char *suffix)
 {
@@ -259,19 +265,63 @@ static void rust_unescape(char *s)
 	*w = '\0';
 }
 
+/* The demangler's output, built piece by piece with a cap. */
+struct dm_out {
+	char *buf;
+	size_t len, cap;
+	jmp_buf stop;
+};
+
+static void dm_put(const char *piece, size_t n, void *opaque)
+{
+	struct dm_out *o = opaque;
+
+	if (n > MAX_DEMANGLED_LEN - o->len)
+		longjmp(o->stop, 1);
+	if (o->len + n + 1 > o->cap) {
+		size_t cap = o->cap ? o->cap : 256;
+		char *b;
+
+		while (cap < o->len + n + 1)
+			cap *= 2;
+		b = realloc(o->buf, cap);
+		if (!b)
+			longjmp(o->stop, 1);
+		o->buf = b;
+		o->cap = cap;
+	}
+	memcpy(o->buf + o->len, piece, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
+}
+
+/*
+ * The callback form of the demangler (the same code as __cxa_demangle) keeps
+ * its working state on the stack and allocates nothing, so leaving it with
+ * longjmp once the output passes the cap leaks nothing. Returns the name, or
+ * NULL when it is not a valid mangled name, too long, or memory ran out.
+ */
+static char *demangle_capped(struct dm_out *o, const char *mangled)
+{
+	if (setjmp(o->stop) ||
+	    !cplus_demangle_v3_callback(mangled, DMGL_PARAMS | DMGL_TYPES, dm_put, o) || !o->buf) {
+		free(o->buf);
+		return NULL;
+	}
+	return o->buf;
+}
+
 /* Demangles base (no version suffix); returns a malloc'd name or NULL on ENOMEM. */
 static char *demangle_base(const char *base)
 {
+	struct dm_out out = { 0 };
 	char *d = NULL;
-	int status = -1;
 	size_t len;
 
 	if (!strncmp(base, "_Z", 2) && strlen(base) < MAX_MANGLED_LEN)
-		d = __cxa_demangle(base, NULL, NULL, &status);
-	if (!d || status != 0) {
-		free(d);
+		d = demangle_capped(&out, base);
+	if (!d)
 		return strdup(base);
-	}
 	len = strlen(d);
 	if (rust_hash_suffix(d, len)) {
 		d[len - 19] = '\0';

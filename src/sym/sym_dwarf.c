@@ -9,14 +9,23 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
+#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sym/sym_internal.h"
+#include "util/log.h"
 
 #define MAX_DIE_DEPTH 64 /* hostile DWARF must not recurse us off the stack */
 #define MAX_INLINE 64
 #define SCAN_BACK 16
+/*
+ * Work one lookup may do walking a function's blocks and inlined calls: DIEs
+ * visited plus range-list entries read. A real function's chain costs tens to
+ * a few thousand; hostile DWARF that points thousands of blocks at one long
+ * range list would otherwise cost millions per lookup.
+ */
+#define RESOLVE_BUDGET 100000
 
 struct dw_range {
 	uint64_t lo, hi; /* DWARF addresses */
@@ -39,6 +48,14 @@ struct dw_index {
 	size_t ncus, cap_cus;
 	struct dw_range *ranges;
 	size_t nranges, cap_ranges;
+	/*
+	 * Address ranges the index may still hold. Real DWARF has about one range
+	 * per function plus the entries of its range lists, so the budget is
+	 * linear in the sizes of the DWARF sections; many DIEs naming one long
+	 * range list (ranges = DIEs x entries) run out of it instead of memory.
+	 */
+	size_t range_budget;
+	bool budget_warned;
 };
 
 static int grow(void **buf, size_t *cap, size_t need, size_t elem)
@@ -58,12 +75,16 @@ static int grow(void **buf, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-static int push_range(struct dw_range **r, size_t *n, size_t *cap, uint64_t lo, uint64_t hi,
-		      size_t idx)
+/* Returns 0, -ENOMEM, or -E2BIG when the index's range budget is spent. */
+static int push_range(struct dw_index *x, struct dw_range **r, size_t *n, size_t *cap, uint64_t lo,
+		      uint64_t hi, size_t idx)
 {
 	/* Functions dropped by the linker keep their DWARF at 0 or at a tombstone. */
 	if (lo == 0 || lo >= hi || lo >= (uint64_t)-2)
 		return 0;
+	if (!x->range_budget)
+		return -E2BIG;
+	x->range_budget--;
 	if (grow((void **)r, cap, *n + 1, sizeof(**r)))
 		return -ENOMEM;
 	(*r)[*n].lo = lo;
@@ -104,16 +125,18 @@ static const struct dw_range *range_find(const struct dw_range *r, size_t n, uin
 	return NULL;
 }
 
-/* Adds every address range of die; returns how many, or -ENOMEM. */
-static int add_die_ranges(Dwarf_Die *die, struct dw_range **r, size_t *n, size_t *cap, size_t idx)
+/* Adds every address range of die; returns how many, -ENOMEM or -E2BIG (budget spent). */
+static int add_die_ranges(struct dw_index *x, Dwarf_Die *die, struct dw_range **r, size_t *n,
+			  size_t *cap, size_t idx)
 {
 	Dwarf_Addr base, start, end;
 	ptrdiff_t off = 0;
-	int count = 0;
+	int count = 0, err;
 
 	while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
-		if (push_range(r, n, cap, start, end, idx))
-			return -ENOMEM;
+		err = push_range(x, r, n, cap, start, end, idx);
+		if (err)
+			return err;
 		count++;
 	}
 	return count;
@@ -136,7 +159,8 @@ static bool is_container(int tag)
  * definitions of lambdas and nested functions: slower, so done only for a
  * CU where the shallow index missed an address.
  */
-static int index_funcs(struct dw_cu *cu, Dwarf_Die *parent, int depth, bool deep)
+static int index_funcs(struct dw_index *x, struct dw_cu *cu, Dwarf_Die *parent, int depth,
+		       bool deep)
 {
 	Dwarf_Die child;
 	int n, tag;
@@ -150,7 +174,7 @@ static int index_funcs(struct dw_cu *cu, Dwarf_Die *parent, int depth, bool deep
 				 sizeof(*cu->funcs)))
 				return -ENOMEM;
 			cu->funcs[cu->nfuncs] = child;
-			n = add_die_ranges(&child, &cu->ranges, &cu->nranges, &cu->cap_ranges,
+			n = add_die_ranges(x, &child, &cu->ranges, &cu->nranges, &cu->cap_ranges,
 					   cu->nfuncs);
 			if (n < 0)
 				return n;
@@ -159,7 +183,7 @@ static int index_funcs(struct dw_cu *cu, Dwarf_Die *parent, int depth, bool deep
 		}
 		if (is_container(tag) || (deep && (tag == DW_TAG_subprogram || is_block(tag) ||
 						   tag == DW_TAG_inlined_subroutine))) {
-			n = index_funcs(cu, &child, depth + 1, deep);
+			n = index_funcs(x, cu, &child, depth + 1, deep);
 			if (n < 0)
 				return n;
 		}
@@ -167,14 +191,28 @@ static int index_funcs(struct dw_cu *cu, Dwarf_Die *parent, int depth, bool deep
 	return 0;
 }
 
-static int index_cu(struct dw_cu *cu, bool deep)
+/* The budget ran out: keep what was indexed, say so once. */
+static int budget_spent(struct dw_index *x, int err)
+{
+	if (err != -E2BIG)
+		return err;
+	if (!x->budget_warned)
+		log_warn("DWARF names more address ranges than its size can hold: indexing stopped, "
+			 "some functions may go unnamed");
+	x->budget_warned = true;
+	return 0;
+}
+
+static int index_cu(struct dw_index *x, struct dw_cu *cu, bool deep)
 {
 	int err;
 
 	if (cu->indexed && (cu->deep || !deep))
 		return 0;
+	/* A deep index replaces the shallow one: its ranges go back to the budget. */
+	x->range_budget += cu->nranges;
 	cu->nfuncs = cu->nranges = 0;
-	err = index_funcs(cu, &cu->die, 0, deep);
+	err = budget_spent(x, index_funcs(x, cu, &cu->die, 0, deep));
 	if (err)
 		return err;
 	if (cu->nranges)
@@ -196,12 +234,12 @@ static int add_cu(struct dw_index *x, Dwarf_Die *cudie)
 	cu = &x->cus[x->ncus++];
 	memset(cu, 0, sizeof(*cu));
 	cu->die = *cudie;
-	n = add_die_ranges(cudie, &x->ranges, &x->nranges, &x->cap_ranges, idx);
+	n = add_die_ranges(x, cudie, &x->ranges, &x->nranges, &x->cap_ranges, idx);
 	if (n)
 		return n < 0 ? n : 0;
-	n = index_cu(cu, false);
+	n = index_cu(x, cu, false);
 	for (size_t i = 0; i < cu->nranges && !n; i++)
-		n = push_range(&x->ranges, &x->nranges, &x->cap_ranges, cu->ranges[i].lo,
+		n = push_range(x, &x->ranges, &x->nranges, &x->cap_ranges, cu->ranges[i].lo,
 			       cu->ranges[i].hi, idx);
 	return n;
 }
@@ -219,11 +257,49 @@ void dw_index__free(struct dw_index *x)
 	free(x);
 }
 
+/*
+ * A DIE takes more than 2 bytes of .debug_info to carry an address range (an
+ * abbrev code and two addresses or a range-list offset), and a range-list
+ * entry at least 2 bytes: no real DWARF has more ranges than that, even
+ * counting a CU's functions twice when the CU has no ranges of its own.
+ */
+static size_t range_budget(Dwarf *dw)
+{
+	static const struct {
+		const char *name;
+		size_t per_range;
+	} secs[] = {
+		{ ".debug_info", 2 }, { ".debug_ranges", 2 }, { ".debug_rnglists", 2 },
+	};
+	Elf *elf = dwarf_getelf(dw);
+	size_t shstrndx, budget = 1024;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx))
+		return budget;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+		    !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
+			continue;
+		for (size_t i = 0; i < sizeof(secs) / sizeof(secs[0]); i++) {
+			/* The data libdw reads: decompressed when the section was compressed. */
+			if (strcmp(name, secs[i].name) || !(d = elf_getdata(scn, NULL)))
+				continue;
+			budget += d->d_size / secs[i].per_range;
+		}
+	}
+	return budget;
+}
+
 struct dw_index *dw_index__new(Dwarf *dw, uint64_t bias)
 {
 	struct dw_index *x = calloc(1, sizeof(*x));
 	Dwarf_CU *cu = NULL, *next;
-	Dwarf_Die cudie, sub;
+	Dwarf_Die cudie;
 	Dwarf_Half ver;
 	uint8_t type;
 
@@ -231,14 +307,24 @@ struct dw_index *dw_index__new(Dwarf *dw, uint64_t bias)
 		return NULL;
 	x->dw = dw;
 	x->bias = bias;
-	while (dwarf_get_units(dw, cu, &next, &ver, &type, &cudie, &sub) == 0) {
+	/*
+	 * No subdie: asking for it makes libdw open the split unit (.dwo) each
+	 * skeleton CU names, a path the file chooses, and scan it.
+	 */
+	x->range_budget = range_budget(dw);
+	while (dwarf_get_units(dw, cu, &next, &ver, &type, &cudie, NULL) == 0) {
+		int err;
+
 		cu = next;
 		if (type != DW_UT_compile || dwarf_tag(&cudie) != DW_TAG_compile_unit)
 			continue; /* type units and dwz partial units hold no code */
-		if (add_cu(x, &cudie)) {
+		err = budget_spent(x, add_cu(x, &cudie));
+		if (err) {
 			dw_index__free(x);
 			return NULL;
 		}
+		if (!x->range_budget)
+			break;
 	}
 	if (x->nranges)
 		qsort(x->ranges, x->nranges, sizeof(*x->ranges), range_cmp);
@@ -247,8 +333,27 @@ struct dw_index *dw_index__new(Dwarf *dw, uint64_t bias)
 
 /* --- resolving ------------------------------------------------------------------------ */
 
-/* Appends to chain the inlined subroutines under scope that hold addr, outermost first. */
-static int inline_chain(Dwarf_Die *scope, uint64_t addr, Dwarf_Die *chain, int n, int depth)
+/* dwarf_haspc, charging each range-list entry read to *budget; false once it is spent. */
+static bool die_has_pc(Dwarf_Die *die, uint64_t addr, long *budget)
+{
+	Dwarf_Addr base, start, end;
+	ptrdiff_t off = 0;
+
+	while (*budget > 0 && (off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
+		(*budget)--;
+		if (addr >= start && addr < end)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Appends to chain the inlined subroutines under scope that hold addr,
+ * outermost first. *budget bounds the work (DIEs and range entries): when it
+ * runs out the chain found so far is the answer.
+ */
+static int inline_chain(Dwarf_Die *scope, uint64_t addr, Dwarf_Die *chain, int n, int depth,
+			long *budget)
 {
 	Dwarf_Die child;
 	int tag, m;
@@ -256,14 +361,16 @@ static int inline_chain(Dwarf_Die *scope, uint64_t addr, Dwarf_Die *chain, int n
 	if (depth > MAX_DIE_DEPTH || dwarf_child(scope, &child) != 0)
 		return n;
 	do {
+		if (--(*budget) <= 0)
+			return n;
 		tag = dwarf_tag(&child);
 		if (tag != DW_TAG_inlined_subroutine && !is_block(tag))
 			continue;
-		if (dwarf_haspc(&child, addr) <= 0) {
+		if (!die_has_pc(&child, addr, budget)) {
 			/* A block without addresses of its own can still hold inlined code. */
 			if (is_block(tag) && !dwarf_hasattr(&child, DW_AT_low_pc) &&
 			    !dwarf_hasattr(&child, DW_AT_ranges)) {
-				m = inline_chain(&child, addr, chain, n, depth + 1);
+				m = inline_chain(&child, addr, chain, n, depth + 1, budget);
 				if (m > n)
 					return m;
 			}
@@ -271,7 +378,7 @@ static int inline_chain(Dwarf_Die *scope, uint64_t addr, Dwarf_Die *chain, int n
 		}
 		if (tag == DW_TAG_inlined_subroutine && n < MAX_INLINE)
 			chain[n++] = child;
-		return inline_chain(&child, addr, chain, n, depth + 1);
+		return inline_chain(&child, addr, chain, n, depth + 1, budget);
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return n;
 }
@@ -351,19 +458,21 @@ int dw_index__resolve(struct dw_index *x, uint64_t maddr, const char *outer_name
 	if (!r)
 		return -ENOENT;
 	cu = &x->cus[r->idx];
-	err = index_cu(cu, false);
+	err = index_cu(x, cu, false);
 	if (err)
 		return err;
 	fr = range_find(cu->ranges, cu->nranges, addr);
 	if (!fr && !cu->deep) {
-		err = index_cu(cu, true);
+		err = index_cu(x, cu, true);
 		if (err)
 			return err;
 		fr = range_find(cu->ranges, cu->nranges, addr);
 	}
 	if (fr) {
+		long budget = RESOLVE_BUDGET;
+
 		chain[0] = cu->funcs[fr->idx];
-		n = inline_chain(&chain[0], addr, chain, 1, 0);
+		n = inline_chain(&chain[0], addr, chain, 1, 0, &budget);
 	}
 	line = dwarf_getsrc_die(&cu->die, addr);
 	if (!n && (!line || !outer_name))

@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <inttypes.h>
 #include <libgen.h>
+#include <lzma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +89,135 @@ out:
 	return err;
 }
 
+/*
+ * libdwfl opens a gzip, bzip2, xz or zstd file by decompressing all of it into
+ * memory first: a 5 KB bzip2 file becomes gigabytes. Objects a process maps
+ * and debug files are plain ELF, so anything else is refused before libdwfl
+ * sees it.
+ */
+static bool fd_is_elf(int fd)
+{
+	unsigned char m[SELFMAG];
+
+	return pread(fd, m, sizeof(m), 0) == (ssize_t)sizeof(m) && !memcmp(m, ELFMAG, SELFMAG);
+}
+
+/*
+ * Compressed sections are inflated whole by libelf and libdw. Real DWARF and
+ * MiniDebugInfo compress 2-10x; a section that claims more than this ratio
+ * (plus some slack for small sections) is a decompression bomb, and the file
+ * is used without it.
+ */
+#define MAX_INFLATE_RATIO 64
+#define INFLATE_SLACK (1u << 20)
+#define MINIDEBUG_MEMLIMIT (64u << 20) /* xz -9 needs 64 MiB of dictionary */
+
+static bool inflates_sanely(uint64_t claimed, uint64_t stored)
+{
+	return claimed <= stored * MAX_INFLATE_RATIO + INFLATE_SLACK;
+}
+
+/* Every compressed section (SHF_COMPRESSED, or GNU .zdebug_*) within the ratio. */
+static bool compressed_sections_sane(Elf *elf, const char *path)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	GElf_Shdr sh;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return true; /* no section names: libdw will find no DWARF either */
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+		uint64_t claimed;
+		Elf_Data *raw;
+		GElf_Chdr ch;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (sh.sh_flags & SHF_COMPRESSED) {
+			if (!gelf_getchdr(scn, &ch))
+				continue;
+			claimed = ch.ch_size;
+		} else if (name && !strncmp(name, ".zdebug", 7)) {
+			const unsigned char *b;
+
+			raw = elf_rawdata(scn, NULL);
+			if (!raw || raw->d_size < 12 || memcmp(raw->d_buf, "ZLIB", 4))
+				continue;
+			b = (const unsigned char *)raw->d_buf + 4;
+			claimed = 0;
+			for (int i = 0; i < 8; i++)
+				claimed = claimed << 8 | b[i];
+		} else {
+			continue;
+		}
+		if (!inflates_sanely(claimed, sh.sh_size)) {
+			log_warn("'%s': section %s says it inflates from %" PRIu64 " to %" PRIu64
+				 " bytes; its debug info is not used",
+				 path, name ? name : "?", (uint64_t)sh.sh_size, claimed);
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * MiniDebugInfo (.gnu_debugdata, xz): libdwfl inflates it whole when the file
+ * has no .symtab, and checks sizes only at the end. Decompress it here first,
+ * discarding the output, and stop once it passes the ratio.
+ */
+static bool minidebug_sane(Elf *elf, const char *path)
+{
+	lzma_stream z = LZMA_STREAM_INIT;
+	Elf_Scn *scn = NULL, *mini = NULL;
+	uint8_t *buf = NULL;
+	uint64_t limit;
+	size_t shstrndx;
+	lzma_ret ret;
+	GElf_Shdr sh;
+	Elf_Data *d;
+	bool ok;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return true;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB)
+			return true; /* libdwfl uses .symtab and never opens .gnu_debugdata */
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!mini && name && !strcmp(name, ".gnu_debugdata"))
+			mini = scn;
+	}
+	if (!mini || !(d = elf_rawdata(mini, NULL)) || !d->d_buf || !d->d_size)
+		return true;
+	limit = (uint64_t)d->d_size * MAX_INFLATE_RATIO + INFLATE_SLACK;
+	buf = malloc(65536);
+	if (!buf || lzma_stream_decoder(&z, MINIDEBUG_MEMLIMIT, 0) != LZMA_OK) {
+		free(buf);
+		return false;
+	}
+	z.next_in = d->d_buf;
+	z.avail_in = d->d_size;
+	do {
+		z.next_out = buf;
+		z.avail_out = 65536;
+		ret = lzma_code(&z, LZMA_FINISH);
+	} while (ret == LZMA_OK && z.total_out <= limit);
+	/* A stream that fails early fails the same way in libdwfl, after as little work. */
+	ok = z.total_out <= limit && ret != LZMA_MEMLIMIT_ERROR && ret != LZMA_MEM_ERROR;
+	if (!ok)
+		log_warn("'%s': its MiniDebugInfo (.gnu_debugdata) inflates past %" PRIu64
+			 " bytes from %zu; symbols not read",
+			 path, limit, d->d_size);
+	lzma_end(&z);
+	free(buf);
+	return ok;
+}
+
 /* --- finding separate debug info ------------------------------------------------ */
 
 /* The build-id of an open candidate file, compared with want. */
@@ -105,25 +236,31 @@ static bool fd_has_build_id(int fd, const unsigned char *want, size_t len)
 	return ok;
 }
 
-static bool fd_crc_matches(int fd, GElf_Word want)
+/* The CRC of the file's st_size bytes: a file that reads on past its size is not a debug file. */
+static bool fd_crc_matches(int fd, off_t size, GElf_Word want)
 {
 	unsigned char buf[65536];
 	uLong crc = crc32(0L, Z_NULL, 0);
 	off_t off = 0;
-	ssize_t n;
+	ssize_t n = 0;
 
-	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+	while (off < size) {
+		size_t want = size - off < (off_t)sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
+
+		n = pread(fd, buf, want, off);
+		if (n <= 0)
+			break;
 		crc = crc32(crc, buf, (uInt)n);
 		off += n;
 	}
-	return n == 0 && (GElf_Word)crc == want;
+	return off == size && n >= 0 && (GElf_Word)crc == want;
 }
 
 /*
  * A .gnu_debuglink target must match the main file: by build-id when both
  * have one (cheap), else by the CRC the link records.
  */
-static bool debuglink_matches(struct sym_obj *o, int fd, GElf_Word crc)
+static bool debuglink_matches(struct sym_obj *o, int fd, off_t size, GElf_Word crc)
 {
 	const unsigned char *bits;
 	GElf_Addr vaddr;
@@ -144,22 +281,35 @@ static bool debuglink_matches(struct sym_obj *o, int fd, GElf_Word crc)
 		}
 		elf_end(elf);
 	}
-	return fd_crc_matches(fd, crc);
+	return fd_crc_matches(fd, size, crc);
 }
 
-/* Opens a candidate unless it is the main file under another name. */
-static int open_candidate(struct sym_obj *o, const char *name)
+/*
+ * Opens a candidate unless it is the main file under another name, or not an
+ * ELF file of some size (procfs files say size 0 and may read on forever).
+ */
+static int open_candidate(struct sym_obj *o, const char *name, off_t *size)
 {
 	struct stat st;
+	Elf *elf;
+	bool sane;
 	int fd = open(name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    (st.st_ino == o->st.st_ino && st.st_dev == o->st.st_dev)) {
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr) ||
+	    (st.st_ino == o->st.st_ino && st.st_dev == o->st.st_dev) || !fd_is_elf(fd)) {
 		close(fd);
 		return -1;
 	}
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	sane = elf && compressed_sections_sane(elf, name);
+	elf_end(elf);
+	if (!sane) {
+		close(fd);
+		return -1;
+	}
+	*size = st.st_size;
 	return fd;
 }
 
@@ -183,6 +333,7 @@ static int try_debuglink_dir(struct sym_obj *o, const char *dir, const char *lin
 {
 	const char *dbg = symbolizer__debug_dir(o->s);
 	char *cand[3] = {NULL, NULL, NULL};
+	off_t size;
 	int fd = -1;
 
 	if (asprintf(&cand[0], "%s/%s", dir, link) < 0)
@@ -194,8 +345,8 @@ static int try_debuglink_dir(struct sym_obj *o, const char *dir, const char *lin
 	for (int i = 0; i < 3 && fd < 0; i++) {
 		if (!cand[i])
 			continue;
-		fd = open_candidate(o, cand[i]);
-		if (fd >= 0 && !debuglink_matches(o, fd, crc)) {
+		fd = open_candidate(o, cand[i], &size);
+		if (fd >= 0 && !debuglink_matches(o, fd, size, crc)) {
 			log_debug("debug link '%s' does not match '%s'", cand[i], o->path);
 			close(fd);
 			fd = -1;
@@ -213,9 +364,14 @@ static int try_debuglink_dir(struct sym_obj *o, const char *dir, const char *lin
 static int find_by_debuglink(struct sym_obj *o, const char *file, const char *link, GElf_Word crc,
 			     char **out)
 {
-	char *copy = strdup(file), *real = realpath(file, NULL), *rcopy = NULL;
+	char *copy, *real, *rcopy = NULL;
 	int fd = -1;
 
+	/* A debug link is a file name, never a path: "../../proc/..." must not be followed. */
+	if (strchr(link, '/') || !strcmp(link, ".") || !strcmp(link, ".."))
+		return -1;
+	copy = strdup(file);
+	real = realpath(file, NULL);
 	if (!copy)
 		goto out;
 	fd = try_debuglink_dir(o, dirname(copy), link, crc, out);
@@ -238,6 +394,7 @@ static int find_alt_by_name(struct sym_obj *o, const char *file, const char *alt
 {
 	const char *dbg = symbolizer__debug_dir(o->s), *std = "/usr/lib/debug/";
 	char *cand[2] = {NULL, NULL}, *copy = strdup(file);
+	off_t size;
 	int fd = -1;
 
 	if (!copy)
@@ -253,7 +410,7 @@ static int find_alt_by_name(struct sym_obj *o, const char *file, const char *alt
 	for (int i = 1; i >= 0 && fd < 0; i--) {
 		if (!cand[i])
 			continue;
-		fd = open_candidate(o, cand[i]);
+		fd = open_candidate(o, cand[i], &size);
 		if (fd >= 0 && !fd_has_build_id(fd, id, id_len)) {
 			close(fd);
 			fd = -1;
@@ -408,6 +565,10 @@ static int open_obj(struct sym_obj *o, int fd, const char *build_id)
 	if (fstat(fd, &o->st) || !S_ISREG(o->st.st_mode)) {
 		close(fd);
 		return -EINVAL;
+	}
+	if (!fd_is_elf(fd)) {
+		close(fd);
+		return -ENOEXEC;
 	}
 	o->debuginfo_path = strdup(symbolizer__debug_dir(o->s));
 	if (!o->debuginfo_path) {
@@ -627,9 +788,14 @@ static int add_plt_syms(struct sym_obj *o)
 
 static int load_syms(struct sym_obj *o)
 {
-	int n = dwfl_module_getsymtab(o->mod), err = 0;
+	Dwarf_Addr bias;
+	Elf *elf = dwfl_module_getelf(o->mod, &bias);
+	int n, err = 0;
 
 	o->syms_done = true;
+	if (!elf || !minidebug_sane(elf, o->path))
+		return 0; /* no names from this file; lookups fall back to DWARF or fail */
+	n = dwfl_module_getsymtab(o->mod);
 	for (int i = 1; i < n && !err; i++)
 		err = add_sym(o, i);
 	if (!err)
@@ -660,10 +826,14 @@ static struct dw_index *get_dwarf(struct sym_obj *o)
 {
 	Dwarf_Addr dwbias;
 	Dwarf *dw;
+	Elf *elf;
 
 	if (o->dw_done)
 		return o->dwx;
 	o->dw_done = true;
+	elf = dwfl_module_getelf(o->mod, &dwbias);
+	if (!elf || !compressed_sections_sane(elf, o->path))
+		return NULL;
 	dw = dwfl_module_getdwarf(o->mod, &dwbias);
 	if (!dw) {
 		log_debug("no DWARF for '%s': %s", o->path, dwfl_errmsg(-1));

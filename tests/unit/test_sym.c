@@ -282,9 +282,32 @@ static int build_fixtures(void)
 		  " objcopy --only-keep-debug byid dbg/.build-id/$(echo $id | cut -c1-2)/"
 		  "$(echo $id | cut -c3-).debug && strip -s byid",
 		  tmp);
+	/* zlib-compressed DWARF, and a copy whose .debug_str inflates 1000x: a decompression bomb. */
+	err |= sh("cd '%s' && cc -O2 -g -gz=zlib -o plain-gz fix.c && cp plain-g bomb-gz &&"
+		  " objcopy --dump-section .debug_str=str.bin bomb-gz &&"
+		  " head -c 8388608 /dev/zero >> str.bin &&"
+		  " objcopy --update-section .debug_str=str.bin bomb-gz &&"
+		  " objcopy --compress-debug-sections=zlib bomb-gz",
+		  tmp);
+	/*
+	 * A debug link that climbs out of the binary's directory: a link is a file
+	 * name, so the debug file two levels up must not be found.
+	 */
+	err |= sh("cd '%s' && mkdir -p trav/a trav/b && cp linked trav/a/linked &&"
+		  " cp linked.debug trav/b/lnk.dbg &&"
+		  " perl -pi -e 's{linked[.]debug\\x00}{../b/lnk.dbg\\x00}' trav/a/linked &&"
+		  " grep -qa '../b/lnk.dbg' trav/a/linked",
+		  tmp);
 	if (err)
 		return -1;
 	if (have_xz && make_minidebuginfo())
+		return -1;
+	/* MiniDebugInfo followed by 8 MiB of zeros: inflates thousands of times its size. */
+	if (have_xz &&
+	    sh("set -e; cd '%s'; xz -dc mini.dbg.xz > bomb.dbg; head -c 8388608 /dev/zero >> bomb.dbg;"
+	       " rm -f bomb.dbg.xz; xz bomb.dbg; objcopy -R .gnu_debugdata mini mini-bomb;"
+	       " objcopy --add-section .gnu_debugdata=bomb.dbg.xz mini-bomb",
+	       tmp))
 		return -1;
 	if (have_cxx) {
 		write_file(path_of("cxx.cc"), cxx_src);
@@ -529,6 +552,64 @@ static void test_minidebuginfo(void **state)
 	expect_name(s, path_of("mini"), off + 2, "outer_fn");
 	func_off(path_of("plain-g"), "ext_work", false, &off, NULL);
 	expect_name(s, path_of("mini"), off, "ext_work");
+	symbolizer__free(s);
+}
+
+/*
+ * Compressed sections: zlib DWARF is read (lines and inline frames), a
+ * section that claims to inflate 1000x is not, and the symbol table still names
+ * the function. MiniDebugInfo that inflates far past its size gives no names.
+ */
+static void test_compressed_sections(void **state)
+{
+	struct symbolizer *s;
+	struct sym_result r;
+	uint64_t off;
+
+	NEED_CC();
+	s = new_sym(true, path_of("nowhere"));
+	func_off(path_of("plain-gz"), "outer_fn", false, &off, NULL);
+	assert_int_equal(symbolizer__elf(s, path_of("plain-gz"), NULL, off + 2, &r), 0);
+	assert_string_equal(r.frames[r.n - 1].name, "outer_fn");
+	assert_non_null(r.frames[r.n - 1].file);
+	assert_string_equal(base_name(r.frames[r.n - 1].file), "fix.c");
+	assert_true(r.frames[r.n - 1].line > 0);
+	sym_result__free(&r);
+
+	func_off(path_of("bomb-gz"), "outer_fn", false, &off, NULL);
+	assert_int_equal(symbolizer__elf(s, path_of("bomb-gz"), NULL, off + 2, &r), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.frames[0].name, "outer_fn");
+	assert_null(r.frames[0].file);
+	assert_int_equal(r.frames[0].line, 0);
+	sym_result__free(&r);
+	symbolizer__free(s);
+
+	if (!have_xz) {
+		fprintf(stderr, "skipped: no xz to build MiniDebugInfo\n");
+		skip();
+	}
+	s = new_sym(false, path_of("nowhere"));
+	func_off(path_of("plain-g"), "outer_fn", false, &off, NULL);
+	expect_name(s, path_of("mini"), off + 2, "outer_fn");
+	assert_int_equal(symbolizer__elf(s, path_of("mini-bomb"), NULL, off + 2, &r), -ENOENT);
+	symbolizer__free(s);
+}
+
+/* A .gnu_debuglink naming "../b/lnk.dbg" is not followed out of the directory. */
+static void test_debuglink_traversal(void **state)
+{
+	struct symbolizer *s;
+	struct sym_result r;
+	uint64_t off;
+
+	NEED_CC();
+	s = new_sym(true, path_of("nowhere"));
+	func_off(path_of("plain-g"), "outer_fn", false, &off, NULL);
+	/* The same stripped binary with its link intact finds its debug file... */
+	expect_name(s, path_of("linked"), off, "outer_fn");
+	/* ...but not through a link that is a path. */
+	assert_int_equal(symbolizer__elf(s, path_of("trav/a/linked"), NULL, off, &r), -ENOENT);
 	symbolizer__free(s);
 }
 
@@ -828,6 +909,23 @@ static void test_strip_params(void **state)
 	sym_strip_params(NULL);
 }
 
+/*
+ * A name whose substitutions nest `levels` deep: each level refers twice to
+ * the one before, so the demangled text doubles per level (10 levels: 26 KB,
+ * 14 levels: 416 KB).
+ */
+static void nested_name(char *out, size_t size, int levels)
+{
+	static const char digits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	size_t n = (size_t)snprintf(out, size, "_Z1f1A1BIS_S_E");
+
+	for (int k = 0, last = 2; k < levels; k++, last++) {
+		/* Substitution last is "S<last-1 in base 36>_"; below 37 one digit does. */
+		n += (size_t)snprintf(out + n, size - n, "S0_IS%c_S%c_E", digits[last - 1],
+				      digits[last - 1]);
+	}
+}
+
 static void test_demangle(void **state)
 {
 	static const char *const cases[][2] = {
@@ -859,6 +957,23 @@ static void test_demangle(void **state)
 		free(d);
 	}
 	assert_null(sym_demangle(NULL));
+
+	/* An exponential name: demangled while it stays small, left mangled past the cap. */
+	{
+		char name[256];
+		char *d;
+
+		nested_name(name, sizeof(name), 10);
+		d = sym_demangle(name);
+		assert_non_null(d);
+		assert_string_equal(d, "f");
+		free(d);
+		nested_name(name, sizeof(name), 14);
+		d = sym_demangle(name);
+		assert_non_null(d);
+		assert_string_equal(d, name);
+		free(d);
+	}
 }
 
 /* The kernel's [uprobes] page (uretprobe returns land there) is named, other anonymous code is
@@ -904,6 +1019,8 @@ int main(void)
 	    cmocka_unit_test(test_debuglink),
 	    cmocka_unit_test(test_build_id_dir),
 	    cmocka_unit_test(test_minidebuginfo),
+	    cmocka_unit_test(test_compressed_sections),
+	    cmocka_unit_test(test_debuglink_traversal),
 	    cmocka_unit_test(test_debuginfod_unreachable),
 	    cmocka_unit_test(test_cache_repeat),
 	    cmocka_unit_test(test_garbage_files),
