@@ -45,42 +45,53 @@ static Elf *elf_open_fd(int fd)
 	return elf;
 }
 
+/* The first section of type want, or NULL: a real ELF has one .symtab and one .dynsym. */
+static Elf_Scn *first_scn(Elf *elf, Elf64_Word want, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn)) != NULL)
+		if (gelf_getshdr(scn, sh) && sh->sh_type == want)
+			return scn;
+	return NULL;
+}
+
 /* Calls fn on every defined function symbol of .symtab and .dynsym until it returns true. */
 static int for_each_func(int fd, bool (*fn)(void *arg, const char *name, const GElf_Sym *s),
 			 void *arg)
 {
+	static const Elf64_Word types[] = { SHT_SYMTAB, SHT_DYNSYM };
 	Elf *elf = elf_open_fd(fd);
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
+	size_t symsz;
 
 	if (!elf)
 		return -EINVAL;
-	(void)shstrndx;
-	for (int pass = 0; pass < 2; pass++) {
-		scn = NULL;
-		while ((scn = elf_nextscn(elf, scn)) != NULL) {
-			GElf_Shdr sh;
-			Elf_Data *d;
+	symsz = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
+	/*
+	 * Only the first table of each type, and only the symbols libelf read: a
+	 * hostile file's hundreds of headers naming one table, or an sh_entsize of
+	 * 1, would otherwise make each lookup (one per USDT note) cost notes x
+	 * tables x symbols.
+	 */
+	for (size_t t = 0; symsz && t < sizeof(types) / sizeof(types[0]); t++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = first_scn(elf, types[t], &sh);
+		Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+		size_t n = d && d->d_type == ELF_T_SYM ? d->d_size / symsz : 0;
 
-			if (!gelf_getshdr(scn, &sh) ||
-			    sh.sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || !sh.sh_entsize)
+		for (size_t i = 0; i < n; i++) {
+			GElf_Sym s;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &s) || GELF_ST_TYPE(s.st_info) != STT_FUNC ||
+			    s.st_shndx == SHN_UNDEF || !s.st_value)
 				continue;
-			d = elf_getdata(scn, NULL);
-			for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
-				GElf_Sym s;
-				const char *name;
-
-				if (!gelf_getsym(d, i, &s) || GELF_ST_TYPE(s.st_info) != STT_FUNC ||
-				    s.st_shndx == SHN_UNDEF || !s.st_value)
-					continue;
-				name = elf_strptr(elf, sh.sh_link, s.st_name);
-				if (name && fn(arg, name, &s)) {
-					elf_end(elf);
-					return 0;
-				}
-			}
+			name = elf_strptr(elf, sh.sh_link, s.st_name);
+			if (name && fn(arg, name, &s))
+				goto out;
 		}
 	}
+out:
 	elf_end(elf);
 	return 0;
 }
@@ -378,25 +389,48 @@ int usdt_arg_parse(const char *args, int n, struct usdt_arg *out)
 	return parse_loc(tok + len, out);
 }
 
+/*
+ * Search-path components tried per library, and DT_NEEDED entries handled: far more than a
+ * real DT_RUNPATH, LD_LIBRARY_PATH or binary has (a few, and tens), and they keep a hostile
+ * file's thousands of entries times thousands of components from becoming millions of
+ * access() calls.
+ */
+#define MAX_SEARCH_DIRS 64
+#define MAX_NEEDED 1024
+
+/* The first readable dirs[k]/lib into out, dirs being ':'-separated ($ORIGIN expanded). */
 static bool find_in_dirs(const char *dirs, const char *origin, const char *lib, char *out,
 			 size_t len)
 {
-	char *copy = strdup(dirs), *save = NULL, *d;
-	bool found = false;
+	int tried = 0;
+	size_t n;
 
-	if (!copy)
-		return false;
-	for (d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
-		if (!strncmp(d, "$ORIGIN", 7))
-			snprintf(out, len, "%s%s/%s", origin, d + 7, lib);
-		else if (!strncmp(d, "${ORIGIN}", 9))
-			snprintf(out, len, "%s%s/%s", origin, d + 9, lib);
+	for (const char *d = dirs; *d && tried < MAX_SEARCH_DIRS; d += n + (d[n] == ':')) {
+		n = strcspn(d, ":");
+		if (!n) /* "a::b" */
+			continue;
+		tried++;
+		if (n >= 7 && !strncmp(d, "$ORIGIN", 7))
+			snprintf(out, len, "%s%.*s/%s", origin, (int)n - 7, d + 7, lib);
+		else if (n >= 9 && !strncmp(d, "${ORIGIN}", 9))
+			snprintf(out, len, "%s%.*s/%s", origin, (int)n - 9, d + 9, lib);
 		else
-			snprintf(out, len, "%s/%s", d, lib);
-		found = access(out, R_OK) == 0;
+			snprintf(out, len, "%.*s/%s", (int)n, d, lib);
+		if (access(out, R_OK) == 0)
+			return true;
 	}
-	free(copy);
-	return found;
+	return false;
+}
+
+/* Whether lib is among the n names of seen; if not, adds it (seen holds MAX_NEEDED). */
+static bool seen_before(const char **seen, size_t *n, const char *lib)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp(seen[i], lib))
+			return true;
+	if (*n < MAX_NEEDED)
+		seen[(*n)++] = lib;
+	return false;
 }
 
 int elf_needed_paths(int fd, const char *self_path, const char *ld_library_path,
@@ -410,47 +444,47 @@ int elf_needed_paths(int fd, const char *self_path, const char *ld_library_path,
 #endif
 		"/lib64:/usr/lib64:/lib:/usr/lib:/usr/local/lib";
 	Elf *elf = elf_open_fd(fd);
-	Elf_Scn *scn = NULL;
 	char origin[PATH_MAX], path[PATH_MAX + 256];
-	const char *slash = strrchr(self_path, '/');
+	const char *slash = strrchr(self_path, '/'), *rpath = NULL, *seen[MAX_NEEDED];
+	size_t n = 0, nseen = 0, dynsz;
+	Elf_Data *d = NULL;
+	Elf_Scn *scn;
+	GElf_Shdr sh;
 
 	if (!elf)
 		return -EINVAL;
 	snprintf(origin, sizeof(origin), "%.*s", slash ? (int)(slash - self_path) : 1,
 		 slash ? self_path : ".");
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-		const char *rpath = NULL;
-		size_t n;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
-			continue;
+	scn = first_scn(elf, SHT_DYNAMIC, &sh);
+	if (scn)
 		d = elf_getdata(scn, NULL);
-		n = d ? sh.sh_size / sh.sh_entsize : 0;
-		for (size_t i = 0; i < n; i++) {
-			GElf_Dyn dyn;
+	/* The entries libelf read, not the count sh_size / sh_entsize claims. */
+	dynsz = gelf_fsize(elf, ELF_T_DYN, 1, EV_CURRENT);
+	if (d && d->d_type == ELF_T_DYN && dynsz)
+		n = d->d_size / dynsz;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Dyn dyn;
 
-			if (gelf_getdyn(d, i, &dyn) &&
-			    (dyn.d_tag == DT_RUNPATH || dyn.d_tag == DT_RPATH))
-				rpath = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
-		}
-		for (size_t i = 0; i < n; i++) {
-			GElf_Dyn dyn;
-			const char *lib;
+		if (gelf_getdyn(d, (int)i, &dyn) &&
+		    (dyn.d_tag == DT_RUNPATH || dyn.d_tag == DT_RPATH))
+			rpath = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+	}
+	for (size_t i = 0, needed = 0; i < n && needed < MAX_NEEDED; i++) {
+		GElf_Dyn dyn;
+		const char *lib;
 
-			if (!gelf_getdyn(d, i, &dyn) || dyn.d_tag != DT_NEEDED)
-				continue;
-			lib = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
-			if (!lib || strchr(lib, '/'))
-				continue;
-			if ((rpath && find_in_dirs(rpath, origin, lib, path, sizeof(path))) ||
-			    (ld_library_path &&
-			     find_in_dirs(ld_library_path, origin, lib, path, sizeof(path))) ||
-			    find_in_dirs(std_dirs, origin, lib, path, sizeof(path)))
-				fn(arg, path);
-		}
-		break;
+		if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag != DT_NEEDED)
+			continue;
+		needed++;
+		lib = elf_strptr(elf, sh.sh_link, dyn.d_un.d_val);
+		/* Each name is looked up (and reported) once, however often it is listed. */
+		if (!lib || strchr(lib, '/') || seen_before(seen, &nseen, lib))
+			continue;
+		if ((rpath && find_in_dirs(rpath, origin, lib, path, sizeof(path))) ||
+		    (ld_library_path &&
+		     find_in_dirs(ld_library_path, origin, lib, path, sizeof(path))) ||
+		    find_in_dirs(std_dirs, origin, lib, path, sizeof(path)))
+			fn(arg, path);
 	}
 	elf_end(elf);
 	return 0;

@@ -38,7 +38,9 @@ int elf_vaddr_to_off(int fd, uint64_t vaddr, uint64_t *off);
  * The DT_NEEDED libraries of an ELF file, resolved the way ld.so would for
  * the common cases: DT_RPATH/DT_RUNPATH ($ORIGIN expanded), then
  * ld_library_path, then the standard directories (no ld.so.cache). Calls fn
- * with each path found. Returns 0 or -errno.
+ * once with each path found; a name listed twice is looked up once, and only
+ * the first 1024 DT_NEEDED entries and 64 directories of each search path are
+ * used. Returns 0 or -errno.
  */
 int elf_needed_paths(int fd, const char *self_path, const char *ld_library_path,
 		     void (*fn)(void *arg, const char *path), void *arg);
