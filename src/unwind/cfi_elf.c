@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <inttypes.h>
 #include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,21 +125,71 @@ static int add_eh_frame(struct cfi_builder *b, Elf *e, unsigned int asz)
 	return cfi_builder__add(b, d->d_buf, d->d_size, sh.sh_addr, true, asz);
 }
 
-static int add_debug_frame(struct cfi_builder *b, Elf *e, const char *path, unsigned int asz)
+/*
+ * Real DWARF compresses 2-10x. libelf allocates and inflates whatever size a
+ * compressed section claims: 41 KB of zlib can claim a 40 MB .debug_frame,
+ * which costs seconds to inflate and walk, and the claim can go to gigabytes.
+ * The same ratio and slack as the symbolizer's (src/sym/sym_elf.c), so a file
+ * has its CFI and its DWARF used or refused alike; the cap bounds the rest.
+ */
+#define CFI_INFLATE_RATIO_MAX 64
+#define CFI_INFLATE_SLACK (1u << 20)
+#define CFI_INFLATED_MAX (256ull << 20)
+
+/*
+ * Whether a compressed section may be inflated: the size it claims (ch_size
+ * of SHF_COMPRESSED, the big-endian size after "ZLIB" of .zdebug_) must be
+ * plausible for its compressed bytes. Checked before libelf allocates it.
+ */
+static bool inflate_ok(Elf_Scn *scn, bool gnu, const char *what, const char *path)
+{
+	Elf_Data *raw = elf_rawdata(scn, NULL);
+	uint64_t claimed = 0;
+
+	if (!raw || !raw->d_buf)
+		return false;
+	if (gnu) {
+		const uint8_t *p = raw->d_buf;
+
+		if (raw->d_size < 12 || memcmp(p, "ZLIB", 4))
+			return false;
+		for (int i = 4; i < 12; i++)
+			claimed = claimed << 8 | p[i];
+	} else {
+		GElf_Chdr ch;
+
+		if (!gelf_getchdr(scn, &ch))
+			return false;
+		claimed = ch.ch_size;
+	}
+	if (claimed <= CFI_INFLATED_MAX &&
+	    claimed <= (uint64_t)raw->d_size * CFI_INFLATE_RATIO_MAX + CFI_INFLATE_SLACK)
+		return true;
+	log_warn("'%s': section %s says it inflates from %zu to %" PRIu64
+		 " bytes; its CFI is not used",
+		 path, what, raw->d_size, claimed);
+	return false;
+}
+
+/* want: a debug file was asked for, so its lack of CFI is worth a word. */
+static int add_debug_frame(struct cfi_builder *b, Elf *e, const char *path, bool want,
+			   unsigned int asz)
 {
 	GElf_Shdr sh;
 	Elf_Scn *scn = find_section(e, ".debug_frame", &sh);
 	Elf_Data *d;
 
-	if (scn && (sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+	if (scn && (sh.sh_flags & SHF_COMPRESSED) &&
+	    (!inflate_ok(scn, false, ".debug_frame", path) || elf_compress(scn, 0, 0) < 0))
 		scn = NULL;
 	if (!scn) {
 		scn = find_section(e, ".zdebug_frame", &sh);
-		if (scn && elf_compress_gnu(scn, 0, 0) < 0)
+		if (scn && (!inflate_ok(scn, true, ".zdebug_frame", path) ||
+			    elf_compress_gnu(scn, 0, 0) < 0))
 			scn = NULL;
 	}
 	if (!scn) {
-		if (path) /* only worth a word when a debug file was asked for */
+		if (want)
 			log_debug("no usable .debug_frame in '%s'", path);
 		return 0;
 	}
@@ -170,9 +221,9 @@ static struct cfi_table *build(Elf *e, Elf *dbg, const char *path, const char *d
 	rc = add_eh_frame(b, e, asz);
 	/* An unstripped -g build without unwind tables has its CFI only here. */
 	if (!rc)
-		rc = add_debug_frame(b, e, NULL, asz);
+		rc = add_debug_frame(b, e, path, false, asz);
 	if (!rc && dbg)
-		rc = add_debug_frame(b, dbg, dbg_path, asz);
+		rc = add_debug_frame(b, dbg, dbg_path, true, asz);
 	if (rc)
 		*err = rc;
 	else

@@ -830,6 +830,57 @@ static void test_rows(void **state)
 	cfi_table__free(t);
 }
 
+/* CIE "zR" like put_cie, with the given initial instructions (padded with nops). */
+static void put_cie_insns(struct eh *e, const uint8_t *insns, size_t n)
+{
+	static const uint8_t head[] = { 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 16, 1, 0x03 };
+	size_t len = sizeof(head) + n, pad = (4 - len % 4) % 4;
+
+	put32(e, (uint32_t)(len + pad));
+	put(e, head, sizeof(head));
+	put(e, insns, n);
+	for (size_t i = 0; i < pad; i++)
+		put(e, "", 1);
+}
+
+/*
+ * A CIE's initial instructions run once for all its FDEs; a DW_CFA_restore
+ * among them goes back to the defaults (rbp unchanged), and one in an FDE to
+ * what the CIE left. A CIE with a location op is garbage: its FDEs are unknown.
+ */
+static void test_cie_state(void **state)
+{
+	static const uint8_t cie_ops[] = {
+		0x0c, 6, 16, 0x86, 2, /* CFA rbp+16, rbp at CFA-16 (as in CUDA's libnvrtc) */
+		0x0c, 7, 8, 0xc6,     /* CFA rsp+8, restore rbp: unchanged, not CFA-16 */
+		0x90, 1,	      /* RA at CFA-8 */
+	};
+	static const uint8_t fde_ops[] = { 0x41, 0x0e, 16, 0x86, 2, 0x41, 0xc6 };
+	static const uint8_t loc_in_cie[] = { 0x0c, 7, 8, 0x90, 1, 0x41, 0x0e, 16 };
+	struct eh e = { .n = 0 };
+	struct cfi_table *t;
+
+	put_cie_insns(&e, cie_ops, sizeof(cie_ops));
+	put_fde(&e, 0x1000, 0x10, NULL, 0);
+	put_fde(&e, 0x1010, 0x10, fde_ops, sizeof(fde_ops));
+	put_fde(&e, 0x1020, 0x10, NULL, 0);
+	put32(&e, 0);
+	t = build_eh(&e);
+	expect_row(t, 0x1000, CFI_CFA_RSP, 8, CFI_RBP_SAME, 0);
+	expect_row(t, 0x1011, CFI_CFA_RSP, 16, CFI_RBP_AT_CFA, -16);
+	expect_row(t, 0x1012, CFI_CFA_RSP, 16, CFI_RBP_SAME, 0);
+	expect_row(t, 0x1020, CFI_CFA_RSP, 8, CFI_RBP_SAME, 0);
+	cfi_table__free(t);
+
+	e.n = 0;
+	put_cie_insns(&e, loc_in_cie, sizeof(loc_in_cie));
+	put_fde(&e, 0x1000, 0x10, NULL, 0);
+	put32(&e, 0);
+	t = build_eh(&e);
+	expect_row(t, 0x1000, CFI_CFA_UNSUPPORTED, 0, 0, 0);
+	cfi_table__free(t);
+}
+
 static void put64(struct eh *e, uint64_t v)
 {
 	put(e, &v, 8);
@@ -1047,6 +1098,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rows),
+		cmocka_unit_test(test_cie_state),
 		cmocka_unit_test(test_debug_frame_rows),
 		cmocka_unit_test(test_load_errors),
 		cmocka_unit_test(test_chain),
