@@ -94,6 +94,7 @@ static int read_stacks(struct rbuf *r, struct profile *p, uint64_t count)
 		/* A parent always precedes its child, so the trie has no cycles. */
 		BAD(!r->ok || s->parent >= p->stacks.n - 1 || s->loc == 0 || s->loc >= p->locations.n);
 		s->depth = s->parent ? p->stacks.v[s->parent].depth + 1 : 1;
+		BAD(s->depth > PROFILE_MAX_STACK_DEPTH);
 	}
 	return 0;
 }

@@ -215,6 +215,12 @@ int64_t profile__stack_child(struct profile *p, uint32_t parent, uint32_t loc)
 	/* Within one epoch every parent is in memory (the index was reset with the nodes). */
 	if (parent && (parent < p->stacks_base || parent - p->stacks_base >= p->stacks.n))
 		return -EINVAL;
+	/*
+	 * Deeper than any recording (a file with it would not read back): the
+	 * stack stays at the cap, as the recorder's own frame limits do.
+	 */
+	if (parent && p->stacks.v[parent - p->stacks_base].depth >= PROFILE_MAX_STACK_DEPTH)
+		return parent;
 	s = vec_push(p->stacks);
 	if (!s)
 		return -ENOMEM;

@@ -70,6 +70,14 @@ struct frame {
 	uint8_t inlined; /* 1 when this frame was inlined into the next (outer) one */
 };
 
+/*
+ * Locations in one stack. The recorder writes at most ~770 (512 unwound user
+ * frames, 128 Python frames, 127 kernel frames and markers); the reader
+ * rejects deeper stacks as corruption and analyses that walk stacks rely on
+ * the bound.
+ */
+#define PROFILE_MAX_STACK_DEPTH 2048
+
 struct stack_node {
 	uint32_t parent; /* node id, 0 for a root-level frame */
 	uint32_t loc;	 /* location id */

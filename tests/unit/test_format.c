@@ -502,6 +502,50 @@ static void test_hostile_ids(void **state)
 	profile__free(p);
 }
 
+/*
+ * Stacks are at most PROFILE_MAX_STACK_DEPTH deep: the model stops growing a
+ * stack there, a file at the bound reads back, and one node deeper is corrupt.
+ */
+static void test_stack_depth_bound(void **state)
+{
+	const size_t n = PROFILE_MAX_STACK_DEPTH + 10;
+	const char *path = test_path("deep.eprof");
+	struct profile *p = profile__new(), *q = NULL;
+	uint32_t *locs = calloc(n, sizeof(*locs));
+	struct eprof_writer *w;
+	struct read_info info;
+	struct stack_node *extra;
+	int64_t leaf;
+
+	assert_non_null(p);
+	assert_non_null(locs);
+	for (size_t i = 0; i < n; i++)
+		locs[i] = test_loc(p, "/usr/bin/app", i % 2 ? "even" : "odd", NULL, 0x10 + i % 2);
+	leaf = profile__stack(p, locs, n);
+	assert_true(leaf > 0);
+	assert_int_equal(p->stacks.v[leaf].depth, PROFILE_MAX_STACK_DEPTH);
+	w = eprof_writer__open(path);
+	assert_non_null(w);
+	assert_int_equal(eprof_writer__finish(w, p), 0);
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	assert_int_equal(q->stacks.v[leaf].depth, PROFILE_MAX_STACK_DEPTH);
+	profile__free(q);
+
+	/* A node under the deepest one, made behind the model's back: the reader refuses it. */
+	extra = vec_push(p->stacks);
+	assert_non_null(extra);
+	extra->parent = (uint32_t)leaf;
+	extra->loc = locs[0];
+	extra->depth = PROFILE_MAX_STACK_DEPTH + 1;
+	w = eprof_writer__open(path);
+	assert_non_null(w);
+	assert_int_equal(eprof_writer__finish(w, p), 0);
+	assert_true(eprof_read_file(path, &q, &info) < 0);
+	assert_non_null(strstr(info.error, "corrupt"));
+	free(locs);
+	profile__free(p);
+}
+
 static void test_writer_refuses_symlink_and_foreign_file(void **state)
 {
 	const char *link = test_path("link.eprof"), *victim = test_path("victim"),
@@ -533,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_inputs),
 		cmocka_unit_test(test_version1_files),
 		cmocka_unit_test(test_hostile_ids),
+		cmocka_unit_test(test_stack_depth_bound),
 		cmocka_unit_test(test_writer_refuses_symlink_and_foreign_file),
 	};
 
