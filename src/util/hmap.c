@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "hmap.h"
 
@@ -14,7 +16,32 @@ struct hmap {
 	struct slot *slots;
 	size_t cap; /* power of two */
 	size_t count;
+	uint64_t seed;
 };
+
+/*
+ * Keys often come from files that may be hostile (thread ids, addresses): with
+ * a fixed hash, keys chosen to land in one cluster make every lookup walk it.
+ * A seed per process, unknown to the file, spreads them. Nothing iterates a
+ * map, so the seed changes no output.
+ */
+static uint64_t process_seed(void)
+{
+	static uint64_t seed;
+	uint64_t s = __atomic_load_n(&seed, __ATOMIC_RELAXED);
+	struct timespec ts;
+
+	if (s)
+		return s;
+	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		s = hash_mix64((uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&ts ^
+			       (uint64_t)ts.tv_sec << 32);
+	}
+	s |= 1;
+	__atomic_store_n(&seed, s, __ATOMIC_RELAXED);
+	return s;
+}
 
 uint64_t hash_bytes(const void *data, size_t len)
 {
@@ -31,7 +58,8 @@ uint64_t hash_bytes(const void *data, size_t len)
 
 static size_t slot_of(const struct hmap *m, uint64_t k1, uint64_t k2)
 {
-	return hash_mix64(k1 * 0x9e3779b97f4a7c15ULL ^ hash_mix64(k2)) & (m->cap - 1);
+	return hash_mix64((k1 ^ m->seed) * 0x9e3779b97f4a7c15ULL ^ hash_mix64(k2 + m->seed)) &
+	       (m->cap - 1);
 }
 
 struct hmap *hmap__new(size_t expect)
@@ -49,6 +77,7 @@ struct hmap *hmap__new(size_t expect)
 		return NULL;
 	}
 	m->cap = cap;
+	m->seed = process_seed();
 	return m;
 }
 
