@@ -7,12 +7,26 @@
 #include <string.h>
 
 #include "../analysis/stacks.h"
+#include "../util/log.h"
 #include "../util/sink.h"
 #include "trace.h"
 #include "trace_gpu.h"
 
 #define TW_BUF (256 * 1024)
-#define MAX_FRAMES 8192
+/*
+ * Frames a sample contributes to CPU slices, root side first; deeper ones are cut and one
+ * "[truncated]" slice stands for them. Real stacks stay far below this (the recorder keeps at
+ * most ~770 locations of a few inline frames each); a crafted file with thousands of frames
+ * per sample would otherwise write that many slices per sample.
+ */
+#define MAX_FRAMES 1024
+/*
+ * CPU slices of one trace: about 200 MB of JSON, where `eprof trace` already warns that
+ * viewers struggle. A few hundred bytes of crafted samples, each off CPU and deep, would
+ * otherwise ask for gigabytes; past this the remaining samples open no slices.
+ */
+#define MAX_SLICES (2u << 20)
+#define CUT_FRAG ",\"name\":\"[truncated]\",\"cat\":\"[eprof]\"}"
 
 /* --- the streaming writer -------------------------------------------------------- */
 
@@ -420,13 +434,23 @@ struct cpu_ctx {
 	size_t nfrags, capfrags;
 	char *arena;
 	size_t arena_len, arena_cap;
+	/*
+	 * Per stack node: frames from the root through it (saturating at MAX_FRAMES + 1), the
+	 * nearest ancestor with frames, and the deepest node of its path whose frames start
+	 * below MAX_FRAMES. Common prefixes then cost the frames that differ, not the depth.
+	 */
+	uint32_t *fdepth, *fup, *cut;
+	struct frame cut_frame; /* stands for the frames beyond MAX_FRAMES */
+	struct frag cut_frag;
 	/* per-thread work arrays */
 	uint32_t *lcp;
 	uint32_t *endk;
-	const struct frame **fa, **fb;
-	/* CPU utilisation buckets of the current process */
+	const struct frame **fa, **fb; /* MAX_FRAMES + 1, indexed by depth */
+	uint64_t slices; /* CPU slices written; none past MAX_SLICES */
+	/* CPU utilisation buckets of the current process, and which of them are not 0 */
 	double *bucket;
-	size_t nbuckets;
+	uint32_t *busy;
+	size_t nbuckets, nbusy;
 	uint64_t bucket_ns;
 };
 
@@ -481,11 +505,26 @@ static const struct frag *frame_frag_slow(struct cpu_ctx *c, const struct frame 
 	return &c->frags[c->nfrags++];
 }
 
+static const struct frag *cut_frag(struct cpu_ctx *c)
+{
+	size_t off = c->arena_len;
+
+	if (c->cut_frag.len)
+		return &c->cut_frag;
+	arena_put(c, CUT_FRAG, sizeof(CUT_FRAG) - 1);
+	if (c->arena_cap == SIZE_MAX)
+		return NULL;
+	c->cut_frag = (struct frag){(uint32_t)off, (uint32_t)(c->arena_len - off)};
+	return &c->cut_frag;
+}
+
 static inline const struct frag *frame_frag(struct cpu_ctx *c, const struct frame *f)
 {
 	size_t fi = (size_t)(f - c->p->frames.v);
 	const struct frag *fr;
 
+	if (f == &c->cut_frame)
+		return cut_frag(c);
 	if (c->frag_of_frame[fi])
 		return &c->frags[c->frag_of_frame[fi] - 1];
 	fr = frame_frag_slow(c, f);
@@ -606,57 +645,90 @@ static inline bool contiguous(const struct cpu_ctx *c, const struct sample *prev
 	return s->ts - prev->ts <= w + w / 2;
 }
 
-/*
- * Frames of a sample's stack, root first, inline frames expanded (outer before
- * inner), as stack_frames() gives them but in one walk: they are filled from
- * the end of buf, and *out points at the root. Keeps the leaf side when deeper
- * than MAX_FRAMES.
- */
-static inline size_t frames_of(const struct cpu_ctx *c, uint32_t si, const struct frame **buf,
-			       const struct frame ***out)
+static inline uint32_t leaf_of(const struct cpu_ctx *c, uint32_t si)
 {
-	const struct profile *p = c->p;
-	uint32_t node = p->samples.v[si].stack;
-	size_t pos = MAX_FRAMES;
+	uint32_t node = c->p->samples.v[si].stack;
 
-	if (node >= p->stacks.n)
-		node = 0;
-	for (; node && pos; node = p->stacks.v[node].parent) {
-		uint32_t nf;
-		const struct frame *fr = profile__loc_frames(p, p->stacks.v[node].loc, &nf);
+	return node < c->p->stacks.n ? node : 0;
+}
 
-		for (uint32_t k = 0; k < nf && pos; k++)
-			buf[--pos] = &fr[k];
-	}
-	*out = buf + pos;
-	return MAX_FRAMES - pos;
+/* Length of a stack's frame list: at most MAX_FRAMES frames, then the cut marker. */
+static inline uint32_t stack_len(const struct cpu_ctx *c, uint32_t node)
+{
+	return c->fdepth[node] > MAX_FRAMES ? MAX_FRAMES + 1 : c->fdepth[node];
 }
 
 /*
- * Frames continue by function name alone, as viewers key slices: two
- * same-named functions of two binaries meeting at one depth would otherwise
- * end and start a slice of one name at one instant, which speedscope nests
- * inside each other. The slice keeps the binary of its first sample.
+ * Frames of a stack, root first, inline frames expanded (outer before inner), as
+ * stack_frames() gives them: fills buf[from .. len) with the frames at those depths and
+ * returns len. Walks only the nodes that hold them.
  */
-static inline uint32_t common_prefix(const struct frame **a, size_t na, const struct frame **b,
-				     size_t nb)
+static uint32_t frames_from(const struct cpu_ctx *c, uint32_t node, uint32_t from,
+			    const struct frame **buf)
 {
-	size_t n = na < nb ? na : nb, i = 0;
+	const struct profile *p = c->p;
+	uint32_t len = stack_len(c, node);
 
-	while (i < n && (a[i] == b[i] || a[i]->name == b[i]->name))
-		i++;
-	return (uint32_t)i;
+	if (len > MAX_FRAMES)
+		buf[MAX_FRAMES] = &c->cut_frame;
+	for (uint32_t v = c->cut[node]; v; v = c->fup[v]) {
+		uint32_t nf, start = c->fdepth[c->fup[v]], pos;
+		const struct frame *fr = profile__loc_frames(p, p->stacks.v[v].loc, &nf);
+
+		if (start + (uint64_t)nf <= from)
+			break;
+		for (pos = start > from ? start : from; pos - start < nf && pos < MAX_FRAMES; pos++)
+			buf[pos] = &fr[nf - 1 - (pos - start)];
+	}
+	return len;
+}
+
+/*
+ * How many root-side frames two stacks share. Frames continue by function name alone, as
+ * viewers key slices: two same-named functions of two binaries meeting at one depth would
+ * otherwise end and start a slice of one name at one instant, which speedscope nests inside
+ * each other. The slice keeps the binary of its first sample.
+ *
+ * Up to their common ancestor in the trie the frames are the same; only below it are they
+ * expanded and compared, so a sample costs what changed, not its depth.
+ */
+static uint32_t stack_lcp(struct cpu_ctx *c, uint32_t x, uint32_t y)
+{
+	uint32_t u = c->cut[x], v = c->cut[y], i, n, nx = stack_len(c, x), ny = stack_len(c, y);
+
+	if (x == y)
+		return nx;
+	while (u != v) {
+		uint32_t su = c->fdepth[c->fup[u]], sv = c->fdepth[c->fup[v]];
+
+		if (su >= sv)
+			u = c->fup[u];
+		if (sv >= su)
+			v = c->fup[v];
+	}
+	n = nx < ny ? nx : ny;
+	i = c->fdepth[u] < n ? c->fdepth[u] : n;
+	if (i < n) {
+		frames_from(c, x, i, c->fa);
+		frames_from(c, y, i, c->fb);
+		while (i < n && (c->fa[i] == c->fb[i] || c->fa[i]->name == c->fb[i]->name))
+			i++;
+	}
+	return i;
 }
 
 static void add_busy(struct cpu_ctx *c, const struct sample *s)
 {
 	size_t b;
 
-	if (!c->bucket)
+	if (!c->bucket || !s->weight)
 		return;
 	b = (s->ts - c->t_min) / c->bucket_ns;
-	if (b < c->nbuckets)
-		c->bucket[b] += (double)s->weight;
+	if (b >= c->nbuckets)
+		return;
+	if (c->bucket[b] == 0)
+		c->busy[c->nbusy++] = (uint32_t)b;
+	c->bucket[b] += (double)s->weight;
 }
 
 /* Pass A: per sample, how many root-side frames it shares with the next one (0 across a gap). */
@@ -664,19 +736,12 @@ static void thread_lcp(struct cpu_ctx *c, const struct tthread *t)
 {
 	const struct sample *sv = c->p->samples.v;
 	const uint32_t *ord = c->order + t->first;
-	const struct frame **ba = c->fa, **bb = c->fb, **tmp, **fa, **fb;
 	uint32_t *L = c->lcp;
-	size_t na, nb;
 
-	na = frames_of(c, ord[0], ba, &fa);
-	for (size_t j = 0; j + 1 < t->n; j++) {
-		nb = frames_of(c, ord[j + 1], bb, &fb);
-		L[j] = contiguous(c, &sv[ord[j]], &sv[ord[j + 1]]) ? common_prefix(fa, na, fb, nb)
-								     : 0;
-		tmp = ba, ba = bb, bb = tmp;
-		fa = fb;
-		na = nb;
-	}
+	for (size_t j = 0; j + 1 < t->n; j++)
+		L[j] = contiguous(c, &sv[ord[j]], &sv[ord[j + 1]])
+			       ? stack_lcp(c, leaf_of(c, ord[j]), leaf_of(c, ord[j + 1]))
+			       : 0;
 	L[t->n - 1] = 0;
 }
 
@@ -685,10 +750,12 @@ static void thread_lcp(struct cpu_ctx *c, const struct tthread *t)
  * Viewers that order same-time events by name (speedscope opens before it
  * closes when the names match) would nest the new slice in the old one.
  */
-static bool name_closes(const struct frame **prev, size_t pn, uint32_t a, const struct frame *f)
+static bool name_closes(struct cpu_ctx *c, uint32_t prev, uint32_t a, const struct frame *f)
 {
-	for (size_t d = a; d < pn; d++)
-		if (prev[d]->name == f->name)
+	uint32_t pn = frames_from(c, prev, a, c->fb);
+
+	for (uint32_t d = a; d < pn; d++)
+		if (c->fb[d]->name == f->name)
 			return true;
 	return false;
 }
@@ -745,55 +812,84 @@ static int cpu_thread(struct cpu_ctx *c, const struct tthread *t, const char *pr
 {
 	const struct sample *sv = c->p->samples.v;
 	const uint32_t *ord = c->order + t->first;
-	const struct frame **fr, **prev = NULL;
-	size_t pn = 0;
 	int err = 0;
 
 	thread_lcp(c, t);
 	for (size_t j = 0; j < t->n && !err; j++) {
 		const struct sample *s = &sv[ord[j]];
 		uint64_t w = s->weight ? s->weight : c->period, begin, begin_us;
-		uint32_t a = j ? c->lcp[j - 1] : 0;
+		uint32_t a = j ? c->lcp[j - 1] : 0, node = leaf_of(c, ord[j]);
 		bool cont = j && contiguous(c, &sv[ord[j - 1]], s);
-		size_t n = frames_of(c, ord[j], j & 1 ? c->fb : c->fa, &fr);
+		uint32_t n = stack_len(c, node);
 
 		add_busy(c, s);
 		c->st->samples++;
+		if (a >= n) /* nothing opens: the same stack as before, or a shallower one */
+			continue;
+		if (c->slices + (n - a) > MAX_SLICES) {
+			if (c->slices <= MAX_SLICES)
+				log_warn("trace: CPU slices stop at %u, the rest of the samples open "
+					 "none; pick a window with --time-range",
+					 MAX_SLICES);
+			c->slices = MAX_SLICES + 1;
+			continue;
+		}
+		c->slices += n - a;
+		frames_from(c, node, a, c->fa);
 		begin = cont ? sv[ord[j - 1]].ts : s->ts > w ? s->ts - w : 0;
 		begin_us = (begin + 500) / 1000;
 		/* a same-named frame ends here (recursion): start 1 us later, see name_closes() */
-		if (cont && a < n && name_closes(prev, pn, a, fr[a]) &&
-		    (s->ts + 500) / 1000 > begin_us + 1)
+		if (cont && (s->ts + 500) / 1000 > begin_us + 1 &&
+		    name_closes(c, leaf_of(c, ord[j - 1]), a, c->fa[a]))
 			begin_us++;
-		if (a < n)
-			err = open_slices(c, ord, j, fr, a, n, begin_us, prefix, prefix_len);
-		prev = fr;
-		pn = n;
+		err = open_slices(c, ord, j, c->fa, a, n, begin_us, prefix, prefix_len);
 	}
 	return err ? err : c->w->out->err;
 }
 
-static void flush_counters(struct cpu_ctx *c, uint32_t pid)
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void counter_point(struct cpu_ctx *c, uint32_t pid, size_t i)
 {
 	static const char *const series[] = {"cores"};
-	size_t first = c->nbuckets, last = 0;
+	double v = c->bucket[i] / (double)c->bucket_ns;
 
-	if (!c->bucket)
+	trace_counter(c->w, pid, "CPU utilization", c->t_min + i * c->bucket_ns, series, &v, 1);
+}
+
+/*
+ * The process's buckets from its first busy one to the 0 after its last. Viewers hold a
+ * counter's value until the next point, so of a run of equal values only the first and the
+ * last point are written (the last for viewers that draw lines between points): the same
+ * graph, in points that grow with the changes, not with the length of the record. Only the
+ * busy buckets and the zeros beside them are visited.
+ */
+static void flush_counters(struct cpu_ctx *c, uint32_t pid)
+{
+	const double *b = c->bucket;
+
+	if (!b)
 		return;
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		if (c->bucket[i] == 0)
-			continue;
-		if (first == c->nbuckets)
-			first = i;
-		last = i;
-	}
-	for (size_t i = first; i < c->nbuckets && i <= last + 1; i++) {
-		double v = c->bucket[i] / (double)c->bucket_ns;
+	qsort(c->busy, c->nbusy, sizeof(*c->busy), cmp_u32);
+	for (size_t k = 0; k < c->nbusy; k++) {
+		size_t i = c->busy[k], next = k + 1 < c->nbusy ? c->busy[k + 1] : i + 2;
 
-		trace_counter(c->w, pid, "CPU utilization", c->t_min + i * c->bucket_ns, series, &v,
-			      1);
+		if (!k || b[i] != b[i - 1] || i + 1 >= c->nbuckets || b[i] != b[i + 1])
+			counter_point(c, pid, i);
+		if (next > i + 1 && i + 1 < c->nbuckets) {
+			counter_point(c, pid, i + 1); /* a run of zeros: its first and last */
+			if (next - 1 > i + 1)
+				counter_point(c, pid, next - 1);
+		}
 	}
-	memset(c->bucket, 0, c->nbuckets * sizeof(*c->bucket));
+	for (size_t k = 0; k < c->nbusy; k++)
+		c->bucket[c->busy[k]] = 0;
+	c->nbusy = 0;
 }
 
 static const char *process_name(const struct profile *p, uint32_t pid, char *buf, size_t len)
@@ -835,7 +931,7 @@ static void thread_track(struct cpu_ctx *c, const struct tthread *t, int sort_in
 }
 
 struct pid_rank {
-	uint32_t pid;
+	uint32_t pid, ord; /* ord: index in pid order, the order tracks are written in */
 	uint64_t weight;
 };
 
@@ -848,13 +944,28 @@ static int cmp_pid_rank(const void *a, const void *b)
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-/* Processes sorted by CPU time, busiest first: their track order. */
-static int process_rank(const struct cpu_ctx *c, uint32_t pid, const struct pid_rank *r, size_t n)
+/* fdepth, fup and cut of every stack node, parents first (the reader checks parent < id). */
+static int stack_index(struct cpu_ctx *c)
 {
-	for (size_t i = 0; i < n; i++)
-		if (r[i].pid == pid)
-			return (int)i;
-	return (int)n;
+	const struct profile *p = c->p;
+	size_t n = p->stacks.n ? p->stacks.n : 1;
+
+	c->fdepth = calloc(n, sizeof(*c->fdepth));
+	c->fup = calloc(n, sizeof(*c->fup));
+	c->cut = calloc(n, sizeof(*c->cut));
+	if (!c->fdepth || !c->fup || !c->cut)
+		return -ENOMEM;
+	c->cut_frame.name = UINT32_MAX; /* no string id: never continues a real frame */
+	for (size_t v = 1; v < p->stacks.n; v++) {
+		uint32_t par = p->stacks.v[v].parent < v ? p->stacks.v[v].parent : 0;
+		uint64_t nf = p->locations.v[p->stacks.v[v].loc].frame_n;
+		uint64_t fd = c->fdepth[par] + nf;
+
+		c->fdepth[v] = fd > MAX_FRAMES ? MAX_FRAMES + 1 : (uint32_t)fd;
+		c->fup[v] = par && p->locations.v[p->stacks.v[par].loc].frame_n ? par : c->fup[par];
+		c->cut[v] = nf && c->fdepth[par] < MAX_FRAMES ? (uint32_t)v : c->cut[par];
+	}
+	return 0;
 }
 
 static int cpu_alloc(struct cpu_ctx *c)
@@ -865,12 +976,13 @@ static int cpu_alloc(struct cpu_ctx *c)
 		if (c->thr[t].n > maxn)
 			maxn = c->thr[t].n;
 	c->lcp = malloc(maxn * sizeof(*c->lcp));
-	c->endk = malloc(MAX_FRAMES * sizeof(*c->endk));
-	c->fa = malloc(MAX_FRAMES * sizeof(*c->fa));
-	c->fb = malloc(MAX_FRAMES * sizeof(*c->fb));
+	c->endk = malloc((MAX_FRAMES + 1) * sizeof(*c->endk));
+	c->fa = malloc((MAX_FRAMES + 1) * sizeof(*c->fa));
+	c->fb = malloc((MAX_FRAMES + 1) * sizeof(*c->fb));
 	c->frag_idx = hmap__new(4096);
 	c->frag_of_frame = calloc(c->p->frames.n ? c->p->frames.n : 1, sizeof(*c->frag_of_frame));
-	if (!c->lcp || !c->endk || !c->fa || !c->fb || !c->frag_idx || !c->frag_of_frame)
+	if (!c->lcp || !c->endk || !c->fa || !c->fb || !c->frag_idx || !c->frag_of_frame ||
+	    stack_index(c))
 		return -ENOMEM;
 	if (!c->o->no_counters && c->nthr) {
 		/* about 2000 points per process, 10 ms at the finest */
@@ -879,7 +991,8 @@ static int cpu_alloc(struct cpu_ctx *c)
 		c->bucket_ns = span / 2000 > 10000000 ? span / 2000 : 10000000;
 		c->nbuckets = span / c->bucket_ns + 2; /* + a last one back at 0 */
 		c->bucket = calloc(c->nbuckets, sizeof(*c->bucket));
-		if (!c->bucket)
+		c->busy = malloc(c->nbuckets * sizeof(*c->busy));
+		if (!c->bucket || !c->busy)
 			return -ENOMEM;
 	}
 	return 0;
@@ -893,16 +1006,22 @@ static void cpu_free(struct cpu_ctx *c)
 	free(c->endk);
 	free(c->fa);
 	free(c->fb);
+	free(c->fdepth);
+	free(c->fup);
+	free(c->cut);
 	hmap__free(c->frag_idx);
 	free(c->frag_of_frame);
 	free(c->frags);
 	free(c->arena);
 	free(c->bucket);
+	free(c->busy);
 }
 
-static int cpu_processes(struct cpu_ctx *c, const struct pid_rank *ranks, size_t nranks)
+/* rank_of: per process in pid order, its place by CPU time (busiest first), the track order */
+static int cpu_processes(struct cpu_ctx *c, const int *rank_of)
 {
 	char prefix[96];
+	size_t k = 0;
 	int err = 0;
 
 	for (size_t t = 0; t < c->nthr && !err; t++) {
@@ -910,7 +1029,7 @@ static int cpu_processes(struct cpu_ctx *c, const struct pid_rank *ranks, size_t
 		size_t plen;
 
 		if (!t || th->pid != c->thr[t - 1].pid)
-			process_tracks(c, th->pid, process_rank(c, th->pid, ranks, nranks));
+			process_tracks(c, th->pid, rank_of[k++]);
 		thread_track(c, th, th->tid == th->pid ? 0 : (int)(t + 1));
 		plen = (size_t)snprintf(prefix, sizeof(prefix),
 					"\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":", th->pid,
@@ -929,6 +1048,7 @@ static int source_cpu(struct trace_writer *w, const struct profile *p, const str
 	struct cpu_ctx c = {.p = p, .o = o, .w = w, .st = st};
 	unsigned rate = (unsigned)profile__meta_u64(p, "sample_rate", 0);
 	struct pid_rank *ranks = NULL;
+	int *rank_of = NULL;
 	size_t nranks = 0;
 	int err;
 
@@ -939,19 +1059,26 @@ static int source_cpu(struct trace_writer *w, const struct profile *p, const str
 	if (err)
 		goto out;
 	ranks = calloc(c.nthr ? c.nthr : 1, sizeof(*ranks));
-	if (!ranks) {
+	rank_of = calloc(c.nthr ? c.nthr : 1, sizeof(*rank_of));
+	if (!ranks || !rank_of) {
 		err = -ENOMEM;
 		goto out;
 	}
 	for (size_t t = 0; t < c.nthr; t++) {
-		if (!t || c.thr[t].pid != c.thr[t - 1].pid)
-			ranks[nranks++].pid = c.thr[t].pid;
+		if (!t || c.thr[t].pid != c.thr[t - 1].pid) {
+			ranks[nranks].pid = c.thr[t].pid;
+			ranks[nranks].ord = (uint32_t)nranks;
+			nranks++;
+		}
 		ranks[nranks - 1].weight += c.thr[t].weight;
 	}
 	qsort(ranks, nranks, sizeof(*ranks), cmp_pid_rank);
-	err = cpu_processes(&c, ranks, nranks);
+	for (size_t i = 0; i < nranks; i++)
+		rank_of[ranks[i].ord] = (int)i;
+	err = cpu_processes(&c, rank_of);
 out:
 	free(ranks);
+	free(rank_of);
 	cpu_free(&c);
 	return err;
 }

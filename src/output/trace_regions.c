@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "../analysis/regions.h"
 #include "trace.h"
@@ -17,16 +18,22 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 	struct sample_filter f = o->filter;
 	struct region_set rs;
 	char args[96], name[64];
+	uint32_t *depth;
 	int err;
 
 	f.match = NULL;
 	err = regions_build(p, &f, &rs);
 	if (err)
 		return err;
+	/* parents come before their children: one pass gives every depth */
+	depth = malloc((rs.n ? rs.n : 1) * sizeof(*depth));
+	if (!depth) {
+		region_set__free(&rs);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < rs.n; i++) {
 		const struct region_inst *r = &rs.inst[i];
 		uint32_t track = TRACE_REGION_TID(r->tid);
-		uint32_t depth = 0;
 
 		if (!i || rs.inst[i - 1].tid != r->tid) {
 			const struct thread *t =
@@ -36,15 +43,15 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 				 t ? profile__str(p, t->comm) : "thread", r->tid);
 			trace_thread_name(w, r->pid, track, name);
 		}
-		for (int32_t a = r->parent; a >= 0; a = rs.inst[a].parent)
-			depth++;
-		snprintf(args, sizeof(args), "{\"depth\":%u,\"tid\":%u%s%s}", depth, r->tid,
+		depth[i] = r->parent >= 0 && (size_t)r->parent < i ? depth[r->parent] + 1 : 0;
+		snprintf(args, sizeof(args), "{\"depth\":%u,\"tid\":%u%s%s}", depth[i], r->tid,
 			 r->open ? ",\"open_at_end\":true" : "",
 			 r->sampled ? ",\"sampled\":true" : "");
 		trace_complete(w, r->pid, track, r->start, r->end - r->start,
 			       profile__str(p, r->name), "region", args);
 		st->slices++;
 	}
+	free(depth);
 	region_set__free(&rs);
 	return 0;
 }
