@@ -18,8 +18,6 @@
 #include "util/log.h"
 #include "util/sink.h"
 
-#define FG_MAX_DEPTH 4096
-
 static void flamegraph_usage(FILE *f)
 {
 	fprintf(f, "usage: eprof flamegraph [FILE] [options]   (FILE defaults to eprof.data)\n"
@@ -161,7 +159,7 @@ static int build_fg_input(const struct profile *p, const struct flamegraph_cli *
 			  struct fg_stack **out, size_t *nout, struct fg_frame **frames_out,
 			  char ***labels_out, size_t *nlabels)
 {
-	const struct frame **tmp = malloc(FG_MAX_DEPTH * sizeof(*tmp));
+	const struct frame **tmp = malloc(STACK_MAX_FRAMES * sizeof(*tmp));
 	struct collapsed_set cs = { 0 };
 	struct collapsed *c;
 	struct fg_frame *frames = NULL;
@@ -179,7 +177,7 @@ static int build_fg_input(const struct profile *p, const struct flamegraph_cli *
 		size_t t;
 
 		collapsed_frames(&cs, p, c[i].node, tmp, 0, &t);
-		total += (t < FG_MAX_DEPTH ? t : FG_MAX_DEPTH) + 1;
+		total += (t < STACK_MAX_FRAMES ? t : STACK_MAX_FRAMES) + 1;
 	}
 	st = calloc(n ? n : 1, sizeof(*st));
 	frames = calloc(total ? total : 1, sizeof(*frames));
@@ -187,7 +185,7 @@ static int build_fg_input(const struct profile *p, const struct flamegraph_cli *
 	if (!st || !frames || (o->lines && !labels))
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		size_t nf = collapsed_frames(&cs, p, c[i].node, tmp, FG_MAX_DEPTH, NULL);
+		size_t nf = collapsed_frames(&cs, p, c[i].node, tmp, STACK_MAX_FRAMES, NULL);
 
 		st[i].frames = &frames[pos];
 		st[i].weight = o->weight_ns ? c[i].weight : c[i].samples;

@@ -50,7 +50,15 @@ struct hot_state {
 	struct hmap *index; /* (name, module or file:line key) -> funcs index */
 	struct func_stat *funcs;
 	size_t n, cap;
-	uint64_t *stamp; /* per function: last stack that counted it in total */
+	uint32_t *onpath; /* per function: how often it occurs on the path the walk is at */
+	/*
+	 * A location's function indexes depend on the location alone (by_line keys every frame
+	 * by the location's innermost line), so they are looked up once per location:
+	 * loc_off[loc] - 1 is where they start in lf, -1 standing for a skipped inlined frame.
+	 */
+	uint32_t *loc_off;
+	int32_t *lf;
+	size_t nlf, caplf;
 };
 
 static int64_t func_index(struct hot_state *h, const struct frame *f, const struct frame *leaf)
@@ -71,13 +79,13 @@ static int64_t func_index(struct hot_state *h, const struct frame *f, const stru
 	if (h->n == h->cap) {
 		size_t ncap = h->cap ? h->cap * 2 : 256;
 		struct func_stat *nf = realloc(h->funcs, ncap * sizeof(*nf));
-		uint64_t *ns = realloc(h->stamp, ncap * sizeof(*ns));
+		uint32_t *np = realloc(h->onpath, ncap * sizeof(*np));
 
 		if (nf)
 			h->funcs = nf;
-		if (ns)
-			h->stamp = ns;
-		if (!nf || !ns)
+		if (np)
+			h->onpath = np;
+		if (!nf || !np)
 			return -ENOMEM;
 		h->cap = ncap;
 	}
@@ -85,44 +93,177 @@ static int64_t func_index(struct hot_state *h, const struct frame *f, const stru
 	h->funcs[h->n].name = name;
 	h->funcs[h->n].module = f->module;
 	h->funcs[h->n].kind = f->kind;
-	h->stamp[h->n] = 0;
+	h->onpath[h->n] = 0;
 	if (hmap__put(h->index, name, f->module, h->n))
 		return -ENOMEM;
 	return h->n++;
 }
 
-/* Counts one unique stack: self for its leaf function, total once per distinct function. */
-static int count_stack(struct hot_state *h, uint32_t node, uint64_t samples, uint64_t weight)
+/* Looks up the function indexes of a location's frames once. Returns 0 or -ENOMEM. */
+static int loc_funcs(struct hot_state *h, uint32_t loc)
 {
-	bool leaf_done = false;
+	uint32_t nf;
+	const struct frame *fr = profile__loc_frames(h->p, loc, &nf);
 
-	for (uint32_t n = node; n; n = h->p->stacks.v[n].parent) {
-		uint32_t nf;
-		const struct frame *fr = profile__loc_frames(h->p, h->p->stacks.v[n].loc, &nf);
+	if (h->loc_off[loc])
+		return 0;
+	if (h->nlf + nf >= UINT32_MAX)
+		return -ENOMEM;
+	if (h->nlf + nf > h->caplf) {
+		size_t ncap = h->caplf * 2;
+		int32_t *nv;
 
-		for (uint32_t k = 0; k < nf; k++) {
-			const struct frame *f = &fr[k];
-			int64_t idx;
+		while (ncap < h->nlf + nf)
+			ncap *= 2;
+		nv = realloc(h->lf, ncap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		h->lf = nv;
+		h->caplf = ncap;
+	}
+	for (uint32_t k = 0; k < nf; k++) {
+		int64_t idx = -1;
 
-			if (f->inlined && !h->o->inlined)
-				continue;
+		if (!fr[k].inlined || h->o->inlined) {
 			/* by_line keys the leaf by its innermost line, callers by their own line. */
-			idx = func_index(h, f, h->o->by_line ? &fr[0] : NULL);
+			idx = func_index(h, &fr[k], h->o->by_line ? &fr[0] : NULL);
 			if (idx < 0)
 				return (int)idx;
-			if (!leaf_done) {
-				h->funcs[idx].self += samples;
-				h->funcs[idx].self_ns += weight;
-				leaf_done = true;
-			}
-			if (h->stamp[idx] != node) {
-				h->stamp[idx] = node;
-				h->funcs[idx].total += samples;
-				h->funcs[idx].total_ns += weight;
-			}
+		}
+		h->lf[h->nlf + k] = (int32_t)idx;
+	}
+	h->loc_off[loc] = (uint32_t)h->nlf + 1;
+	h->nlf += nf;
+	return 0;
+}
+
+/*
+ * Creates the functions of every stack with samples in the order a walk of each stack from
+ * its leaf creates them (ties in the sort keep that order). Above a node seen before, every
+ * function exists already, so each node is looked at once.
+ */
+static int create_funcs(struct hot_state *h, const struct stack_counts *c, uint8_t *seen)
+{
+	for (size_t i = 1; i < c->n; i++) {
+		if (!c->samples[i])
+			continue;
+		for (uint32_t n = (uint32_t)i; n && !seen[n]; n = h->p->stacks.v[n].parent) {
+			int err = loc_funcs(h, h->p->stacks.v[n].loc);
+
+			seen[n] = 1;
+			if (err)
+				return err;
 		}
 	}
 	return 0;
+}
+
+/* The function indexes of a node's location, looked up by loc_funcs. */
+static const int32_t *node_funcs(const struct hot_state *h, uint32_t node, uint32_t *nf)
+{
+	uint32_t loc = h->p->stacks.v[node].loc;
+
+	*nf = h->p->locations.v[loc].frame_n;
+	return &h->lf[h->loc_off[loc] - 1];
+}
+
+struct hot_walk {
+	uint64_t *sub_s, *sub_w; /* samples and weight of a node's subtree */
+	uint32_t *start, *kids;	 /* children of node n: kids[start[n]..start[n + 1]) */
+	uint32_t *cur, *stk;	 /* the depth-first walk: child cursor per node, path */
+	int32_t *self;		 /* per path level: the innermost function counted at it */
+};
+
+static void hot_walk__free(struct hot_walk *w)
+{
+	free(w->sub_s);
+	free(w->sub_w);
+	free(w->start);
+	free(w->kids);
+	free(w->cur);
+	free(w->stk);
+	free(w->self);
+}
+
+/* Subtree sums (parents precede children) and the children of nodes with samples below. */
+static int hot_walk__init(struct hot_walk *w, const struct profile *p, const struct stack_counts *c)
+{
+	size_t n = c->n;
+
+	w->sub_s = malloc(n * sizeof(*w->sub_s));
+	w->sub_w = malloc(n * sizeof(*w->sub_w));
+	w->start = calloc(n + 2, sizeof(*w->start));
+	w->kids = malloc(n * sizeof(*w->kids));
+	w->cur = malloc(n * sizeof(*w->cur));
+	w->stk = malloc((n + 1) * sizeof(*w->stk));
+	w->self = malloc((n + 1) * sizeof(*w->self));
+	if (!w->sub_s || !w->sub_w || !w->start || !w->kids || !w->cur || !w->stk || !w->self)
+		return -ENOMEM;
+	memcpy(w->sub_s, c->samples, n * sizeof(*w->sub_s));
+	memcpy(w->sub_w, c->weight, n * sizeof(*w->sub_w));
+	for (size_t i = n; i-- > 1;) {
+		uint32_t parent = p->stacks.v[i].parent;
+
+		w->sub_s[parent] += w->sub_s[i];
+		w->sub_w[parent] += w->sub_w[i];
+		if (w->sub_s[i])
+			w->start[parent + 2]++;
+	}
+	/* Counts sit one slot ahead so that filling moves each start to its final place. */
+	for (size_t i = 2; i < n + 2; i++)
+		w->start[i] += w->start[i - 1];
+	for (size_t i = 1; i < n; i++)
+		if (w->sub_s[i])
+			w->kids[w->start[p->stacks.v[i].parent + 1]++] = (uint32_t)i;
+	for (size_t i = 0; i < n; i++)
+		w->cur[i] = w->start[i];
+	return 0;
+}
+
+/*
+ * Self and total in one depth-first walk of the trie instead of a walk per stack: a function
+ * gets the samples of the subtree of each node where it occurs and does not occur above,
+ * which is once per stack that holds it, however often recursion repeats it.
+ */
+static void count_walk(struct hot_state *h, const struct stack_counts *c, struct hot_walk *w)
+{
+	size_t top = 1;
+
+	w->stk[0] = 0;
+	w->self[0] = -1;
+	while (top) {
+		uint32_t n = w->stk[top - 1], m, nf;
+		const int32_t *lf;
+
+		if (w->cur[n] == w->start[n + 1]) {
+			/* Leaving n: its functions are no longer on the path. */
+			if (n) {
+				lf = node_funcs(h, n, &nf);
+				for (uint32_t k = 0; k < nf; k++)
+					if (lf[k] >= 0)
+						h->onpath[lf[k]]--;
+			}
+			top--;
+			continue;
+		}
+		m = w->kids[w->cur[n]++];
+		lf = node_funcs(h, m, &nf);
+		w->self[top] = w->self[top - 1];
+		for (uint32_t k = nf; k-- > 0;) {
+			if (lf[k] < 0)
+				continue;
+			w->self[top] = lf[k];
+			if (!h->onpath[lf[k]]++) {
+				h->funcs[lf[k]].total += w->sub_s[m];
+				h->funcs[lf[k]].total_ns += w->sub_w[m];
+			}
+		}
+		if (c->samples[m] && w->self[top] >= 0) {
+			h->funcs[w->self[top]].self += c->samples[m];
+			h->funcs[w->self[top]].self_ns += c->weight[m];
+		}
+		w->stk[top++] = m;
+	}
 }
 
 static int cmp_self(const void *a, const void *b)
@@ -148,27 +289,35 @@ static int cmp_total(const void *a, const void *b)
 int hot_functions(struct profile *p, const struct hot_opts *o, struct hot_result *out)
 {
 	struct hot_state h = { .p = p, .o = o };
+	struct hot_walk w = { 0 };
 	struct stack_counts c;
+	uint8_t *seen = NULL;
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	err = stack_counts(p, &o->filter, &c);
 	if (err)
 		return err;
+	err = -ENOMEM;
 	h.index = hmap__new(1024);
-	if (!h.index) {
-		err = -ENOMEM;
+	h.loc_off = calloc(p->locations.n ? p->locations.n : 1, sizeof(*h.loc_off));
+	h.caplf = 1024;
+	h.lf = malloc(h.caplf * sizeof(*h.lf));
+	seen = calloc(c.n ? c.n : 1, 1);
+	if (!h.index || !h.loc_off || !h.lf || !seen)
 		goto out;
-	}
 	for (size_t i = 0; i < c.n; i++) {
-		if (!c.samples[i])
-			continue;
 		out->samples += c.samples[i];
 		out->weight += c.weight[i];
-		/* Stamps use node ids; node 0 (empty stack) has no frames to stamp. */
-		err = count_stack(&h, i, c.samples[i], c.weight[i]);
+	}
+	err = create_funcs(&h, &c, seen);
+	if (err)
+		goto out;
+	if (c.n) {
+		err = hot_walk__init(&w, p, &c);
 		if (err)
 			goto out;
+		count_walk(&h, &c, &w);
 	}
 	if (h.n)
 		qsort(h.funcs, h.n, sizeof(*h.funcs), o->sort == SORT_TOTAL ? cmp_total : cmp_self);
@@ -176,8 +325,12 @@ int hot_functions(struct profile *p, const struct hot_opts *o, struct hot_result
 	out->n = h.n;
 	h.funcs = NULL;
 out:
+	hot_walk__free(&w);
+	free(seen);
 	free(h.funcs);
-	free(h.stamp);
+	free(h.onpath);
+	free(h.loc_off);
+	free(h.lf);
 	hmap__free(h.index);
 	stack_counts__free(&c);
 	return err;

@@ -59,7 +59,7 @@ int py_gil_stats(const struct profile *p, const struct sample_filter *f, struct 
 	struct py_gil_thread *v = NULL;
 	size_t nv = 0, cap = 0;
 	struct hmap *idx = NULL;
-	uint8_t *kind;
+	uint8_t *kind, *root = NULL;
 	bool any;
 	int err = -ENOMEM;
 
@@ -69,19 +69,29 @@ int py_gil_stats(const struct profile *p, const struct sample_filter *f, struct 
 	idx = hmap__new(64);
 	if (!kind || !idx)
 		goto out;
-	/* No marker location, no Python sample: no need to walk every stack to its root. */
+	/*
+	 * The marker is the root, the node at depth 1: one pass in id order (parents come first)
+	 * gives every node its root's kind, so no sample walks its stack.
+	 */
+	if (any) {
+		root = malloc((p->stacks.n ? p->stacks.n : 1) * sizeof(*root));
+		if (!root)
+			goto out;
+		for (size_t i = 0; i < p->stacks.n; i++) {
+			const struct stack_node *sn = &p->stacks.v[i];
+
+			root[i] = !i ? 0 : sn->parent ? root[sn->parent] : kind[sn->loc];
+		}
+	}
+	/* No marker location, no Python sample: nothing to look at. */
 	for (size_t i = 0; any && i < p->samples.n; i++) {
 		const struct sample *s = &p->samples.v[i];
-		uint32_t node = s->stack;
 		uint64_t at;
 		uint8_t k;
 
-		if (!node || (f && !sample_filter__match(f, s)))
+		if (!s->stack || (f && !sample_filter__match(f, s)))
 			continue;
-		/* The marker is the root: the node at depth 1. */
-		while (p->stacks.v[node].parent)
-			node = p->stacks.v[node].parent;
-		k = kind[p->stacks.v[node].loc];
+		k = root[s->stack];
 		if (!k)
 			continue;
 		if (!hmap__get(idx, s->pid, s->tid, &at)) {
@@ -114,6 +124,7 @@ int py_gil_stats(const struct profile *p, const struct sample_filter *f, struct 
 	err = 0;
 out:
 	free(v);
+	free(root);
 	free(kind);
 	hmap__free(idx);
 	return err;

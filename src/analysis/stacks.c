@@ -162,50 +162,40 @@ void collapsed_set__free(struct collapsed_set *c)
 size_t collapsed_frames(const struct collapsed_set *c, const struct profile *p, uint32_t node,
 			const struct frame **out, size_t max, size_t *total)
 {
-	size_t n = c->nodes[node].depth, skip, i;
+	size_t n = c->nodes[node].depth, keep = n > max ? max : n, i = keep;
 
 	if (total)
 		*total = n;
-	/* Keep the leaf side when max is short: drop `skip` frames at the root. */
-	skip = n > max ? n - max : 0;
-	i = n;
-	for (uint32_t s = node; s; s = c->nodes[s].parent) {
-		i--;
-		if (i >= skip)
-			out[i - skip] = &p->frames.v[c->nodes[s].frame];
-	}
-	return n - skip;
+	/* Keep the leaf side when max is short: the walk stops there, not at the root. */
+	for (uint32_t s = node; i; s = c->nodes[s].parent)
+		out[--i] = &p->frames.v[c->nodes[s].frame];
+	return keep;
 }
 
 size_t stack_frames(const struct profile *p, uint32_t node, const struct frame **out, size_t max,
 		    size_t *total)
 {
-	size_t n = 0, pos;
+	size_t n = 0;
 
-	for (uint32_t s = node; s; s = p->stacks.v[s].parent) {
-		uint32_t nf;
-
-		profile__loc_frames(p, p->stacks.v[s].loc, &nf);
-		n += nf;
-	}
-	if (total)
-		*total = n;
-	if (n > max)
-		n = max;
-	/* Fill from the end: the leaf location's innermost frame is last. */
-	pos = n;
-	for (uint32_t s = node; s && pos; s = p->stacks.v[s].parent) {
+	/* Leaf first, so that a walk cut by max has kept the leaf side; reversed below. */
+	for (uint32_t s = node; s && n < max; s = p->stacks.v[s].parent) {
 		uint32_t nf;
 		const struct frame *fr = profile__loc_frames(p, p->stacks.v[s].loc, &nf);
 
-		for (uint32_t k = 0; k < nf && pos; k++)
-			out[--pos] = &fr[k];
+		for (uint32_t k = 0; k < nf && n < max; k++)
+			out[n++] = &fr[k];
 	}
-	/* When cut by max, the root side is dropped and the rest moved down. */
-	if (pos) {
-		for (size_t i = 0; i + pos < n; i++)
-			out[i] = out[i + pos];
-		n -= pos;
+	for (size_t i = 0; i < n / 2; i++) {
+		const struct frame *t = out[i];
+
+		out[i] = out[n - 1 - i];
+		out[n - 1 - i] = t;
+	}
+	/* Only a caller that asks for the depth pays for a walk of the whole stack. */
+	if (total) {
+		*total = 0;
+		for (uint32_t s = node; s; s = p->stacks.v[s].parent)
+			*total += p->locations.v[p->stacks.v[s].loc].frame_n;
 	}
 	return n;
 }

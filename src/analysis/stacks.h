@@ -14,6 +14,13 @@
 
 #include "hot.h"
 
+/*
+ * Frames a flamegraph, folded line or pprof sample shows of one stack at most, the leaf side
+ * kept: far deeper than real stacks (the recorder writes at most ~770 locations of a few
+ * frames each), and it keeps output linear in the input for crafted deep chains.
+ */
+#define STACK_MAX_FRAMES 4096
+
 struct sym_node {
 	uint32_t parent; /* 0 = root level */
 	uint32_t frame;	 /* index into profile.frames: a representative frame */
@@ -45,7 +52,11 @@ void collapsed_set__free(struct collapsed_set *c);
 size_t collapsed_frames(const struct collapsed_set *c, const struct profile *p, uint32_t node,
 			const struct frame **out, size_t max, size_t *total);
 
-/* Frames of an address stack node, ROOT first, inline frames expanded (outer before inner). */
+/*
+ * Frames of an address stack node, ROOT first, inline frames expanded (outer before inner):
+ * at most max, the leaf side kept. The walk stops at max unless total is wanted: *total gets
+ * the full depth, which costs a walk to the root.
+ */
 size_t stack_frames(const struct profile *p, uint32_t node, const struct frame **out, size_t max,
 		    size_t *total);
 

@@ -9,8 +9,6 @@
 #include "../util/sink.h"
 #include "folded.h"
 
-#define MAX_DEPTH 4096
-
 const char *frame_label(const struct profile *p, const struct frame *f, bool lines, char *buf,
 			size_t len)
 {
@@ -43,7 +41,7 @@ static void write_label(struct sink *out, const char *s)
 
 int folded_write(struct sink *out, const struct profile *p, const struct folded_opts *o)
 {
-	const struct frame **frames = malloc(MAX_DEPTH * sizeof(*frames));
+	const struct frame **frames = malloc(STACK_MAX_FRAMES * sizeof(*frames));
 	struct collapsed_set c;
 	char buf[1024];
 	int err;
@@ -54,7 +52,7 @@ int folded_write(struct sink *out, const struct profile *p, const struct folded_
 	if (err)
 		goto out;
 	for (size_t i = 0; i < c.n && !out->err; i++) {
-		size_t nf = collapsed_frames(&c, p, c.v[i].node, frames, MAX_DEPTH, NULL);
+		size_t nf = collapsed_frames(&c, p, c.v[i].node, frames, STACK_MAX_FRAMES, NULL);
 		const char *comm = profile__str(p, c.v[i].comm);
 
 		if (!o->no_comm)

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "../analysis/stacks.h"
 #include "../util/buf.h"
 #include "../util/sink.h"
 #include "../util/utf8.h"
@@ -207,13 +208,23 @@ static void write_samples(struct pp *c)
 		const struct group *gr = &c->groups[g];
 		const struct thread *t =
 		    profile__thread((struct profile *)p, gr->pid, gr->tid, false);
+		uint32_t frames;
 
-		/* location ids, leaf first; unsymbolized locations are skipped as report does */
+		/*
+		 * Location ids, leaf first; unsymbolized locations are skipped as report does. A
+		 * sample holds its whole stack, so a crafted chain of nodes would make the output
+		 * grow with the square of the input: stacks stop at the frame cap of the
+		 * flamegraph, far above what the recorder writes.
+		 */
+		frames = 0;
 		for (uint32_t n = gr->node; n; n = p->stacks.v[n].parent) {
-			uint32_t loc = p->stacks.v[n].loc;
+			uint32_t loc = p->stacks.v[n].loc, nf = p->locations.v[loc].frame_n;
 
-			if (!p->locations.v[loc].frame_n)
+			if (!nf)
 				continue;
+			if (frames + nf > STACK_MAX_FRAMES)
+				break;
+			frames += nf;
 			c->loc_used[loc] = 1;
 			buf_varint(&c->sub, loc);
 		}
