@@ -93,28 +93,59 @@ static int collect(const struct profile *p, const struct sample_filter *f, struc
 	return 0;
 }
 
-/* Parents by time containment on each thread: the recorded depth may miss lost regions. */
-static int link_parents(struct region_set *s)
+/*
+ * Pops the top of the parent stack. top maps a name to 1 + the topmost stack entry of that
+ * name; same[] chains each entry to the one below it, so popping restores the previous one.
+ */
+static int stack_pop(struct region_set *s, const int32_t *stack, size_t *sp, struct hmap *top,
+		     const int32_t *same)
+{
+	int32_t j = stack[--*sp];
+
+	return hmap__put(top, s->inst[j].name, 0, (uint64_t)(same[j] + 1));
+}
+
+/*
+ * Parents by time containment on each thread: the recorded depth may miss lost regions.
+ * Also finds each instance's nearest enclosing instance of the same name (same[], -1 for
+ * none): the open stack is the ancestor chain, and walking it per instance would cost the
+ * nesting depth each time (deep recursion with many children is quadratic).
+ */
+static int link_parents(struct region_set *s, int32_t *same)
 {
 	int32_t *stack = malloc((s->n ? s->n : 1) * sizeof(*stack));
+	struct hmap *top = hmap__new(64);
 	size_t sp = 0;
+	int err = -ENOMEM;
 
-	if (!stack)
-		return -ENOMEM;
+	if (!stack || !top)
+		goto out;
 	for (size_t i = 0; i < s->n; i++) {
 		struct region_inst *r = &s->inst[i];
+		uint64_t v = 0;
 
 		if (i && s->inst[i - 1].tid != r->tid)
-			sp = 0;
+			while (sp)
+				if (stack_pop(s, stack, &sp, top, same))
+					goto out;
 		while (sp && s->inst[stack[sp - 1]].end < r->end)
-			sp--;
+			if (stack_pop(s, stack, &sp, top, same))
+				goto out;
 		r->parent = sp ? stack[sp - 1] : -1;
+		r->depth = sp;
 		if (r->parent >= 0)
 			s->inst[r->parent].child_ns += r->end - r->start;
+		hmap__get(top, r->name, 0, &v);
+		same[i] = (int32_t)v - 1;
+		if (hmap__put(top, r->name, 0, i + 1))
+			goto out;
 		stack[sp++] = (int32_t)i;
 	}
+	err = 0;
+out:
+	hmap__free(top);
 	free(stack);
-	return 0;
+	return err;
 }
 
 static int node_get(struct region_set *s, struct hmap *idx, size_t *cap, int32_t parent,
@@ -146,7 +177,7 @@ static int node_get(struct region_set *s, struct hmap *idx, size_t *cap, int32_t
 }
 
 /* Nodes keyed by (parent node, name); an instance inside one of its own name joins that node. */
-static int assign_nodes(struct region_set *s)
+static int assign_nodes(struct region_set *s, const int32_t *same)
 {
 	struct hmap *idx = hmap__new(64);
 	size_t cap = 0;
@@ -156,10 +187,8 @@ static int assign_nodes(struct region_set *s)
 		return -ENOMEM;
 	for (size_t i = 0; i < s->n && !err; i++) {
 		struct region_inst *r = &s->inst[i];
-		int32_t a;
+		int32_t a = same[i];
 
-		for (a = r->parent; a >= 0 && s->inst[a].name != r->name; a = s->inst[a].parent)
-			;
 		if (a >= 0) {
 			r->recursive = true;
 			r->node = s->inst[a].node;
@@ -274,14 +303,18 @@ done:
 
 int regions_build(const struct profile *p, const struct sample_filter *f, struct region_set *out)
 {
+	int32_t *same = NULL;
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	err = collect(p, f, out);
+	if (!err && !(same = malloc((out->n ? out->n : 1) * sizeof(*same))))
+		err = -ENOMEM;
 	if (!err)
-		err = link_parents(out);
+		err = link_parents(out, same);
 	if (!err)
-		err = assign_nodes(out);
+		err = assign_nodes(out, same);
+	free(same);
 	if (!err)
 		err = node_stats(out);
 	if (!err && out->nnodes)

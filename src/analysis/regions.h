@@ -19,6 +19,7 @@ struct region_inst {
 	uint32_t pid, tid, name;
 	int32_t parent;	   /* enclosing instance on the same thread, -1 for none */
 	uint32_t node;	   /* index into region_set.nodes */
+	uint32_t depth;	   /* enclosing instances on the same thread, 0 for none */
 	uint64_t child_ns; /* time inside direct child regions */
 	bool open;	   /* still open when the record stopped */
 	bool sampled;	   /* seen by sampling (--region py:): times within a period */
