@@ -24,6 +24,7 @@
 #include <zlib.h>
 
 #include "sym/sym_internal.h"
+#include "util/elf_layout.h"
 #include "util/log.h"
 
 #define MAX_BUILD_ID 64
@@ -102,62 +103,28 @@ static bool fd_is_elf(int fd)
 	return pread(fd, m, sizeof(m), 0) == (ssize_t)sizeof(m) && !memcmp(m, ELFMAG, SELFMAG);
 }
 
-/*
- * Compressed sections are inflated whole by libelf and libdw. Real DWARF and
- * MiniDebugInfo compress 2-10x; a section that claims more than this ratio
- * (plus some slack for small sections) is a decompression bomb, and the file
- * is used without it.
- */
-#define MAX_INFLATE_RATIO 64
-#define INFLATE_SLACK (1u << 20)
 #define MINIDEBUG_MEMLIMIT (64u << 20) /* xz -9 needs 64 MiB of dictionary */
 
-static bool inflates_sanely(uint64_t claimed, uint64_t stored)
-{
-	return claimed <= stored * MAX_INFLATE_RATIO + INFLATE_SLACK;
-}
-
-/* Every compressed section (SHF_COMPRESSED, or GNU .zdebug_*) within the ratio. */
+/* Every compressed section (SHF_COMPRESSED, or GNU .zdebug_*) plausible (elf_layout.h). */
 static bool compressed_sections_sane(Elf *elf, const char *path)
 {
 	Elf_Scn *scn = NULL;
-	size_t shstrndx;
+	size_t shstrndx = 0;
+	uint64_t claimed;
 	GElf_Shdr sh;
 
-	if (elf_getshdrstrndx(elf, &shstrndx))
-		return true; /* no section names: libdw will find no DWARF either */
 	while ((scn = elf_nextscn(elf, scn))) {
 		const char *name;
-		uint64_t claimed;
-		Elf_Data *raw;
-		GElf_Chdr ch;
+		int c = elf_scn_inflated_size(elf, scn, &claimed);
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (sh.sh_flags & SHF_COMPRESSED) {
-			if (!gelf_getchdr(scn, &ch))
-				continue;
-			claimed = ch.ch_size;
-		} else if (name && !strncmp(name, ".zdebug", 7)) {
-			const unsigned char *b;
-
-			raw = elf_rawdata(scn, NULL);
-			if (!raw || raw->d_size < 12 || memcmp(raw->d_buf, "ZLIB", 4))
-				continue;
-			b = (const unsigned char *)raw->d_buf + 4;
-			claimed = 0;
-			for (int i = 0; i < 8; i++)
-				claimed = claimed << 8 | b[i];
-		} else {
-			continue;
-		}
-		if (!inflates_sanely(claimed, sh.sh_size)) {
-			log_warn("'%s': section %s says it inflates from %" PRIu64 " to %" PRIu64
-				 " bytes; its debug info is not used",
-				 path, name ? name : "?", (uint64_t)sh.sh_size, claimed);
-			return false;
-		}
+		if (c <= 0 || !gelf_getshdr(scn, &sh) || elf_inflate_plausible(claimed, sh.sh_size))
+			continue; /* a header libelf cannot read, libdw cannot inflate either */
+		name = elf_getshdrstrndx(elf, &shstrndx) ? NULL
+							 : elf_strptr(elf, shstrndx, sh.sh_name);
+		log_warn("'%s': section %s says it inflates from %" PRIu64 " to %" PRIu64
+			 " bytes; its debug info is not used",
+			 path, name ? name : "?", (uint64_t)sh.sh_size, claimed);
+		return false;
 	}
 	return true;
 }
@@ -172,7 +139,6 @@ static bool minidebug_sane(Elf *elf, const char *path)
 	lzma_stream z = LZMA_STREAM_INIT;
 	Elf_Scn *scn = NULL, *mini = NULL;
 	uint8_t *buf = NULL;
-	uint64_t limit;
 	size_t shstrndx;
 	lzma_ret ret;
 	GElf_Shdr sh;
@@ -194,7 +160,6 @@ static bool minidebug_sane(Elf *elf, const char *path)
 	}
 	if (!mini || !(d = elf_rawdata(mini, NULL)) || !d->d_buf || !d->d_size)
 		return true;
-	limit = (uint64_t)d->d_size * MAX_INFLATE_RATIO + INFLATE_SLACK;
 	buf = malloc(65536);
 	if (!buf || lzma_stream_decoder(&z, MINIDEBUG_MEMLIMIT, 0) != LZMA_OK) {
 		free(buf);
@@ -206,13 +171,14 @@ static bool minidebug_sane(Elf *elf, const char *path)
 		z.next_out = buf;
 		z.avail_out = 65536;
 		ret = lzma_code(&z, LZMA_FINISH);
-	} while (ret == LZMA_OK && z.total_out <= limit);
+	} while (ret == LZMA_OK && elf_inflate_plausible(z.total_out, d->d_size));
 	/* A stream that fails early fails the same way in libdwfl, after as little work. */
-	ok = z.total_out <= limit && ret != LZMA_MEMLIMIT_ERROR && ret != LZMA_MEM_ERROR;
+	ok = elf_inflate_plausible(z.total_out, d->d_size) && ret != LZMA_MEMLIMIT_ERROR &&
+	     ret != LZMA_MEM_ERROR;
 	if (!ok)
 		log_warn("'%s': its MiniDebugInfo (.gnu_debugdata) inflates past %" PRIu64
 			 " bytes from %zu; symbols not read",
-			 path, limit, d->d_size);
+			 path, (uint64_t)z.total_out, d->d_size);
 	lzma_end(&z);
 	free(buf);
 	return ok;

@@ -126,44 +126,20 @@ static int add_eh_frame(struct cfi_builder *b, Elf *e, unsigned int asz)
 }
 
 /*
- * Real DWARF compresses 2-10x. libelf allocates and inflates whatever size a
- * compressed section claims: 41 KB of zlib can claim a 40 MB .debug_frame,
- * which costs seconds to inflate and walk, and the claim can go to gigabytes.
- * The same ratio and slack as the symbolizer's (src/sym/sym_elf.c), so a file
- * has its CFI and its DWARF used or refused alike; the cap bounds the rest.
+ * A compressed .debug_frame is inflated whole by libelf: its claimed size must
+ * be plausible (the symbolizer's rule, so a file has its CFI and its DWARF
+ * used or refused alike) and at most 256 MiB, checked before libelf allocates.
  */
-#define CFI_INFLATE_RATIO_MAX 64
-#define CFI_INFLATE_SLACK (1u << 20)
 #define CFI_INFLATED_MAX (256ull << 20)
 
-/*
- * Whether a compressed section may be inflated: the size it claims (ch_size
- * of SHF_COMPRESSED, the big-endian size after "ZLIB" of .zdebug_) must be
- * plausible for its compressed bytes. Checked before libelf allocates it.
- */
-static bool inflate_ok(Elf_Scn *scn, bool gnu, const char *what, const char *path)
+static bool inflate_ok(Elf *e, Elf_Scn *scn, const char *what, const char *path)
 {
 	Elf_Data *raw = elf_rawdata(scn, NULL);
 	uint64_t claimed = 0;
 
-	if (!raw || !raw->d_buf)
+	if (!raw || elf_scn_inflated_size(e, scn, &claimed) != 1)
 		return false;
-	if (gnu) {
-		const uint8_t *p = raw->d_buf;
-
-		if (raw->d_size < 12 || memcmp(p, "ZLIB", 4))
-			return false;
-		for (int i = 4; i < 12; i++)
-			claimed = claimed << 8 | p[i];
-	} else {
-		GElf_Chdr ch;
-
-		if (!gelf_getchdr(scn, &ch))
-			return false;
-		claimed = ch.ch_size;
-	}
-	if (claimed <= CFI_INFLATED_MAX &&
-	    claimed <= (uint64_t)raw->d_size * CFI_INFLATE_RATIO_MAX + CFI_INFLATE_SLACK)
+	if (claimed <= CFI_INFLATED_MAX && elf_inflate_plausible(claimed, raw->d_size))
 		return true;
 	log_warn("'%s': section %s says it inflates from %zu to %" PRIu64
 		 " bytes; its CFI is not used",
@@ -180,11 +156,11 @@ static int add_debug_frame(struct cfi_builder *b, Elf *e, const char *path, bool
 	Elf_Data *d;
 
 	if (scn && (sh.sh_flags & SHF_COMPRESSED) &&
-	    (!inflate_ok(scn, false, ".debug_frame", path) || elf_compress(scn, 0, 0) < 0))
+	    (!inflate_ok(e, scn, ".debug_frame", path) || elf_compress(scn, 0, 0) < 0))
 		scn = NULL;
 	if (!scn) {
 		scn = find_section(e, ".zdebug_frame", &sh);
-		if (scn && (!inflate_ok(scn, true, ".zdebug_frame", path) ||
+		if (scn && (!inflate_ok(e, scn, ".zdebug_frame", path) ||
 			    elf_compress_gnu(scn, 0, 0) < 0))
 			scn = NULL;
 	}

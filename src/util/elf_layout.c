@@ -65,3 +65,36 @@ int open_regular(const char *path)
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;
 }
+
+int elf_scn_inflated_size(Elf *elf, Elf_Scn *scn, uint64_t *claimed)
+{
+	size_t shstrndx;
+	const char *name;
+	Elf_Data *raw;
+	GElf_Shdr sh;
+	GElf_Chdr ch;
+
+	if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+		return 0;
+	if (sh.sh_flags & SHF_COMPRESSED) {
+		if (!gelf_getchdr(scn, &ch))
+			return -1;
+		*claimed = ch.ch_size;
+		return 1;
+	}
+	if (elf_getshdrstrndx(elf, &shstrndx) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+	    strncmp(name, ".zdebug", 7))
+		return 0;
+	raw = elf_rawdata(scn, NULL);
+	if (!raw || !raw->d_buf || raw->d_size < 12 || memcmp(raw->d_buf, "ZLIB", 4))
+		return -1;
+	*claimed = 0;
+	for (int i = 4; i < 12; i++)
+		*claimed = *claimed << 8 | ((const uint8_t *)raw->d_buf)[i];
+	return 1;
+}
+
+bool elf_inflate_plausible(uint64_t claimed, uint64_t stored)
+{
+	return claimed <= stored * 64 + (1u << 20);
+}

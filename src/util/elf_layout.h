@@ -3,6 +3,7 @@
 #ifndef EPROF_ELF_LAYOUT_H
 #define EPROF_ELF_LAYOUT_H
 
+#include <libelf.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,5 +28,19 @@ bool elf_layout_vaddr(const struct elf_layout *l, uint64_t off, uint64_t *vaddr)
  * device planted there must not hang eprof. Returns the fd, or -1 with errno.
  */
 int open_regular(const char *path);
+
+/*
+ * The size a compressed section says it inflates to: ch_size of an
+ * SHF_COMPRESSED section, or the big-endian size after "ZLIB" of a GNU
+ * .zdebug_ one. Returns 1 with *claimed set, 0 for a section stored plainly,
+ * -1 for a compressed section whose header cannot be read.
+ */
+int elf_scn_inflated_size(Elf *elf, Elf_Scn *scn, uint64_t *claimed);
+/*
+ * libelf and libdw allocate and inflate whatever a compressed section claims.
+ * Real DWARF and MiniDebugInfo compress 2-10x: a claim above 64x the stored
+ * bytes (plus 1 MiB of slack for small sections) is a decompression bomb.
+ */
+bool elf_inflate_plausible(uint64_t claimed, uint64_t stored);
 
 #endif
