@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "sym/symbolizer.h"
+#include "util/buf.h"
 
 /* Longer mangled names are not worth the demangler's time (and stack). */
 #define MAX_MANGLED_LEN 16384
@@ -267,8 +268,7 @@ static void rust_unescape(char *s)
 
 /* The demangler's output, built piece by piece with a cap. */
 struct dm_out {
-	char *buf;
-	size_t len, cap;
+	struct buf b;
 	jmp_buf stop;
 };
 
@@ -276,23 +276,11 @@ static void dm_put(const char *piece, size_t n, void *opaque)
 {
 	struct dm_out *o = opaque;
 
-	if (n > MAX_DEMANGLED_LEN - o->len)
+	if (n > MAX_DEMANGLED_LEN - o->b.len)
 		longjmp(o->stop, 1);
-	if (o->len + n + 1 > o->cap) {
-		size_t cap = o->cap ? o->cap : 256;
-		char *b;
-
-		while (cap < o->len + n + 1)
-			cap *= 2;
-		b = realloc(o->buf, cap);
-		if (!b)
-			longjmp(o->stop, 1);
-		o->buf = b;
-		o->cap = cap;
-	}
-	memcpy(o->buf + o->len, piece, n);
-	o->len += n;
-	o->buf[o->len] = '\0';
+	buf_put(&o->b, piece, n);
+	if (o->b.err)
+		longjmp(o->stop, 1);
 }
 
 /*
@@ -304,11 +292,14 @@ static void dm_put(const char *piece, size_t n, void *opaque)
 static char *demangle_capped(struct dm_out *o, const char *mangled)
 {
 	if (setjmp(o->stop) ||
-	    !cplus_demangle_v3_callback(mangled, DMGL_PARAMS | DMGL_TYPES, dm_put, o) || !o->buf) {
-		free(o->buf);
-		return NULL;
-	}
-	return o->buf;
+	    !cplus_demangle_v3_callback(mangled, DMGL_PARAMS | DMGL_TYPES, dm_put, o) || !o->b.len)
+		goto fail;
+	buf_u8(&o->b, 0); /* the terminating NUL */
+	if (!o->b.err)
+		return (char *)o->b.data;
+fail:
+	buf_free(&o->b);
+	return NULL;
 }
 
 /* Demangles base (no version suffix); returns a malloc'd name or NULL on ENOMEM. */

@@ -42,7 +42,8 @@ static bool buf_room(struct buf *b, size_t n)
 
 void buf_put(struct buf *b, const void *p, size_t n)
 {
-	if (!buf_room(b, n))
+	/* n == 0 on an empty buffer would offset a NULL pointer. */
+	if (!n || !buf_room(b, n))
 		return;
 	memcpy(b->data + b->len, p, n);
 	b->len += n;
