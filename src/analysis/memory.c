@@ -154,94 +154,155 @@ static int finish_groups(struct mem_group *acc, size_t nacc, struct mem_group **
 	return 0;
 }
 
-/* Anonymous mappings live now, per process: sorted by (pid, start), never overlapping. */
-struct range {
-	uint32_t pid;
+/*
+ * Anonymous mappings live now: ranges keyed by (pid, start), never overlapping within
+ * a process, in a treap (a search tree balanced by random priorities) so that mapping
+ * and unmapping cost O(log n) in any order: the kernel places mappings top-down, so a
+ * sorted array would shift on nearly every mmap (quadratic in the live mappings).
+ * Nodes live in one array; freed ones are reused.
+ */
+#define RNIL UINT32_MAX
+
+struct rnode {
 	uint64_t start, end;
+	uint32_t pid, prio;
+	uint32_t l, r;
 };
 
 struct range_set {
-	struct range *v;
-	size_t n, cap;
+	struct rnode *v;
+	uint32_t n, cap, root, free_list; /* free nodes chained through .l */
+	uint64_t prng;
 };
 
-static bool range_before(const struct range *x, uint32_t pid, uint64_t start)
+static void range_set_init(struct range_set *rs)
+{
+	*rs = (struct range_set){ .root = RNIL, .free_list = RNIL, .prng = hmap__seed() };
+}
+
+static bool rkey_less(const struct rnode *x, uint32_t pid, uint64_t start)
 {
 	return x->pid < pid || (x->pid == pid && x->start < start);
 }
 
-static int range_insert(struct range_set *rs, size_t at, uint32_t pid, uint64_t s, uint64_t e)
+/* Splits t into the nodes keyed below (pid, start) and the rest. */
+static void rsplit(struct range_set *rs, uint32_t t, uint32_t pid, uint64_t start, uint32_t *lo,
+		   uint32_t *hi)
 {
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? rs->cap * 2 : 64;
-		struct range *v = realloc(rs->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		rs->v = v;
-		rs->cap = cap;
+	if (t == RNIL) {
+		*lo = *hi = RNIL;
+	} else if (rkey_less(&rs->v[t], pid, start)) {
+		rsplit(rs, rs->v[t].r, pid, start, &rs->v[t].r, hi);
+		*lo = t;
+	} else {
+		rsplit(rs, rs->v[t].l, pid, start, lo, &rs->v[t].l);
+		*hi = t;
 	}
-	memmove(&rs->v[at + 1], &rs->v[at], (rs->n - at) * sizeof(*rs->v));
-	rs->v[at] = (struct range){ .pid = pid, .start = s, .end = e };
-	rs->n++;
+}
+
+/* Joins two treaps, every key of a below every key of b. */
+static uint32_t rmerge(struct range_set *rs, uint32_t a, uint32_t b)
+{
+	if (a == RNIL)
+		return b;
+	if (b == RNIL)
+		return a;
+	if (rs->v[a].prio > rs->v[b].prio) {
+		rs->v[a].r = rmerge(rs, rs->v[a].r, b);
+		return a;
+	}
+	rs->v[b].l = rmerge(rs, a, rs->v[b].l);
+	return b;
+}
+
+/* Adds [s, e) of pid, which overlaps no live range of pid; -ENOMEM loses it. */
+static int range_add(struct range_set *rs, uint32_t pid, uint64_t s, uint64_t e)
+{
+	uint32_t x, lo, hi;
+
+	if (rs->free_list != RNIL) {
+		x = rs->free_list;
+		rs->free_list = rs->v[x].l;
+	} else {
+		if (rs->n == rs->cap) {
+			uint32_t cap = rs->cap ? rs->cap * 2 : 64;
+			struct rnode *v;
+
+			if (cap <= rs->cap || cap >= RNIL)
+				return -ENOMEM;
+			v = realloc(rs->v, (size_t)cap * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			rs->v = v;
+			rs->cap = cap;
+		}
+		x = rs->n++;
+	}
+	rs->prng = rs->prng * 6364136223846793005ULL + 1442695040888963407ULL;
+	rs->v[x] = (struct rnode){ .start = s, .end = e, .pid = pid,
+				   .prio = (uint32_t)(rs->prng >> 32), .l = RNIL, .r = RNIL };
+	rsplit(rs, rs->root, pid, s, &lo, &hi);
+	rs->root = rmerge(rs, rmerge(rs, lo, x), hi);
 	return 0;
 }
 
-/* First range of pid that may overlap [s, ...): the one before the insertion point of s. */
-static size_t range_find(const struct range_set *rs, uint32_t pid, uint64_t s)
+/* Frees the nodes of t, adding up the bytes of each below e; *tail_end: the end of one past e. */
+static uint64_t rdrop(struct range_set *rs, uint32_t t, uint64_t e, uint64_t *tail_end)
 {
-	size_t lo = 0, hi = rs->n;
+	uint64_t bytes = 0;
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
+	while (t != RNIL) {
+		struct rnode *n = &rs->v[t];
+		uint32_t next = n->r;
 
-		if (range_before(&rs->v[mid], pid, s))
-			lo = mid + 1;
-		else
-			hi = mid;
+		bytes += rdrop(rs, n->l, e, tail_end);
+		if (n->end > e) {
+			*tail_end = n->end;
+			bytes += e - n->start;
+		} else {
+			bytes += n->end - n->start;
+		}
+		n->l = rs->free_list;
+		rs->free_list = t;
+		t = next;
 	}
-	if (lo && rs->v[lo - 1].pid == pid && rs->v[lo - 1].end > s)
-		lo--;
-	return lo;
+	return bytes;
 }
 
-/* Removes [s, e) of pid; returns the bytes that were mapped there (-ENOMEM as 0 removed). */
+/* Removes [s, e) of pid; returns the bytes that were mapped there. */
 static uint64_t range_remove(struct range_set *rs, uint32_t pid, uint64_t s, uint64_t e)
 {
-	uint64_t removed = 0;
-	size_t i = range_find(rs, pid, s);
+	uint64_t removed = 0, tail_end = 0;
+	uint32_t lo, mid, hi, t;
 
-	while (i < rs->n && rs->v[i].pid == pid && rs->v[i].start < e) {
-		struct range *r = &rs->v[i];
-		uint64_t lo = r->start > s ? r->start : s, hi = r->end < e ? r->end : e;
+	if (e <= s)
+		return 0;
+	rsplit(rs, rs->root, pid, s, &lo, &hi);
+	/* the range starting below s may reach into [s, e) */
+	for (t = lo; t != RNIL && rs->v[t].r != RNIL;)
+		t = rs->v[t].r;
+	if (t != RNIL && rs->v[t].pid == pid && rs->v[t].end > s) {
+		struct rnode *n = &rs->v[t];
 
-		if (hi <= lo) {
-			i++;
-			continue;
-		}
-		removed += hi - lo;
-		if (r->start < lo && r->end > hi) { /* a hole in the middle: split */
-			uint64_t end = r->end;
-
-			r->end = lo;
-			range_insert(rs, i + 1, pid, hi, end); /* out of memory: the right part is lost */
-			return removed;
-		}
-		if (r->start < lo) {
-			r->end = lo;
-			i++;
-		} else if (r->end > hi) {
-			r->start = hi;
-			i++;
-		} else {
-			memmove(r, r + 1, (rs->n - i - 1) * sizeof(*r));
-			rs->n--;
-		}
+		removed = (n->end < e ? n->end : e) - s;
+		if (n->end > e) /* a hole in the middle: the right part stays */
+			tail_end = n->end;
+		n->end = s;
 	}
+	rsplit(rs, hi, pid, e, &mid, &hi);
+	removed += rdrop(rs, mid, e, &tail_end);
+	rs->root = rmerge(rs, lo, hi);
+	if (tail_end)
+		range_add(rs, pid, e, tail_end); /* out of memory: the right part is lost */
 	return removed;
 }
 
-#define PAGE_UP(x) (((x) + 4095) & ~(uint64_t)4095)
+/* The end of a mapping of len bytes at a: whole pages, saturated (a file may say anything). */
+static uint64_t map_end(uint64_t a, uint64_t len)
+{
+	len = len > UINT64_MAX - 4095 ? UINT64_MAX & ~(uint64_t)4095 : (len + 4095) & ~(uint64_t)4095;
+	return a > UINT64_MAX - len ? UINT64_MAX : a + len;
+}
 
 struct pid_exit {
 	uint64_t ts;
@@ -275,7 +336,7 @@ static void mapping_exit(struct range_set *rs, struct hmap *grow, uint32_t pid, 
  */
 static int mapping_replay(const struct profile *p, const struct mem_opts *o, struct mem_result *r)
 {
-	struct range_set rs = { 0 };
+	struct range_set rs;
 	struct hmap *grow = hmap__new(16); /* pid -> its break's growth (int64 bits) */
 	struct pid_exit *ex = malloc((p->procs.n ? p->procs.n : 1) * sizeof(*ex));
 	uint32_t *idx = malloc((p->events.n ? p->events.n : 1) * sizeof(*idx));
@@ -283,6 +344,7 @@ static int mapping_replay(const struct profile *p, const struct mem_opts *o, str
 	size_t n = 0, nex = 0, kx = 0;
 	int64_t brk = 0;
 
+	range_set_init(&rs);
 	if (!idx || !grow || !ex) {
 		free(idx);
 		free(ex);
@@ -303,7 +365,7 @@ static int mapping_replay(const struct profile *p, const struct mem_opts *o, str
 	qsort(ex, nex, sizeof(*ex), cmp_exit);
 	for (size_t k = 0; k < n; k++) {
 		const struct event *e = &p->events.v[idx[k]];
-		uint64_t len = PAGE_UP(e->b), was, g = 0;
+		uint64_t end = map_end(e->a, e->b), was, g = 0;
 
 		for (; kx < nex && ex[kx].ts < e->ts; kx++)
 			mapping_exit(&rs, grow, ex[kx].pid, &mapped, &brk);
@@ -315,13 +377,13 @@ static int mapping_replay(const struct profile *p, const struct mem_opts *o, str
 			moved = 0;
 			if (!(e->flags & MEM_F_REMAP))
 				r->mmap_bytes += e->b;
-			mapped -= range_remove(&rs, e->pid, e->a, e->a + len); /* MAP_FIXED */
-			if (range_insert(&rs, range_find(&rs, e->pid, e->a), e->pid, e->a, e->a + len))
+			mapped -= range_remove(&rs, e->pid, e->a, end); /* MAP_FIXED */
+			if (end == e->a || range_add(&rs, e->pid, e->a, end))
 				break;
-			mapped += len;
+			mapped += end - e->a;
 			break;
 		case EVK_MUNMAP:
-			was = range_remove(&rs, e->pid, e->a, e->a + len);
+			was = range_remove(&rs, e->pid, e->a, end);
 			mapped -= was;
 			if (e->flags & MEM_F_REMAP)
 				moved = was;

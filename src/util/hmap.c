@@ -43,6 +43,11 @@ static uint64_t process_seed(void)
 	return s;
 }
 
+uint64_t hmap__seed(void)
+{
+	return process_seed();
+}
+
 uint64_t hash_bytes(const void *data, size_t len)
 {
 	/* FNV-1a, then a final mix: strings here are short and hashing is not hot. */

@@ -16,6 +16,9 @@ bool hmap__get(const struct hmap *m, uint64_t k1, uint64_t k2, uint64_t *val);
 /* Inserts or overwrites; returns 0 or -ENOMEM. */
 int hmap__put(struct hmap *m, uint64_t k1, uint64_t k2, uint64_t val);
 size_t hmap__count(const struct hmap *m);
+/* The per-process random seed the maps hash with (never 0): for other structures whose
+ * balance must not be up to a file's contents. */
+uint64_t hmap__seed(void);
 
 static inline uint64_t hash_mix64(uint64_t x)
 {

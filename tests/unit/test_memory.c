@@ -290,11 +290,128 @@ static void test_record_opts(void **state)
 	assert_int_equal(o.mem_sample, 0);
 }
 
+/*
+ * Anonymous mappings against a model that keeps one bit per page: random mmaps (also
+ * over live ones, as MAP_FIXED), munmaps that cut holes, mremap pairs and a process
+ * exit, in three processes sharing addresses; then mappings at the top of the address
+ * space, whose end is saturated.
+ */
+#define MODEL_PAGES 256
+
+static uint64_t model_take(bool *pages, uint64_t a, uint64_t b)
+{
+	uint64_t n = 0;
+
+	for (uint64_t pg = a / 4096; pg < MODEL_PAGES && pg < (a + b + 4095) / 4096; pg++) {
+		n += pages[pg];
+		pages[pg] = false;
+	}
+	return n * 4096;
+}
+
+static void test_mappings_model(void **state)
+{
+	static bool pages[4][MODEL_PAGES];
+	struct profile *p = profile__new();
+	struct mem_opts o = { .temp_ns = 1000000 };
+	struct mem_result r;
+	uint64_t rng = 7, mapped = 0, peak = 0, peak_ts = 0, mmap_bytes = 0, munmap_bytes = 0;
+	uint64_t moved = 0;
+	struct process *exiting;
+	bool exited = false;
+
+	(void)state;
+	memset(pages, 0, sizeof(pages));
+	profile__set_meta(p, "mem_sample_bytes", "1");
+	exiting = profile__proc(p, 2, true);
+	exiting->exit_ts = 20005; /* after event 2000: pid 2's mappings go, later ones count anew */
+	for (uint64_t i = 1; i <= 4000; i++) {
+		uint64_t ts = i * 10, x, pid, a, b;
+		struct event e;
+
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		x = rng >> 33;
+		pid = 1 + x % 3;
+		a = (x >> 2) % (MODEL_PAGES - 16) * 4096;
+		b = (1 + (x >> 10) % 16) * 4096 - (x >> 16) % 4096;
+		if (ts > exiting->exit_ts && !exited) {
+			mapped -= model_take(pages[2], 0, MODEL_PAGES * 4096);
+			exited = true;
+		}
+		e = (struct event){ .ts = ts, .pid = (uint32_t)pid, .tid = (uint32_t)pid, .a = a, .b = b };
+		switch ((x >> 28) % 8) {
+		case 0: case 1: case 2: case 3: /* mmap */
+			e.kind = EVK_MMAP;
+			mmap_bytes += b;
+			moved = 0;
+			mapped -= model_take(pages[pid], a, b);
+			for (uint64_t pg = a / 4096; pg < (a + b + 4095) / 4096; pg++)
+				pages[pid][pg] = true;
+			mapped += (b + 4095) / 4096 * 4096;
+			break;
+		case 4: case 5: /* munmap */
+			e.kind = EVK_MUNMAP;
+			x = model_take(pages[pid], a, b);
+			mapped -= x;
+			munmap_bytes += x;
+			break;
+		default: /* mremap: the old place goes, the new one counts if the old was mapped */
+			e.kind = EVK_MUNMAP;
+			e.flags = MEM_F_REMAP;
+			moved = model_take(pages[pid], a, b);
+			mapped -= moved;
+			assert_int_equal(profile__add_event(p, &e), 0);
+			e = (struct event){ .ts = ts + 1, .pid = (uint32_t)pid, .tid = (uint32_t)pid,
+					    .kind = EVK_MMAP, .flags = MEM_F_REMAP,
+					    .a = (a + 40 * 4096) % ((MODEL_PAGES - 16) * 4096), .b = b };
+			if (moved) {
+				mapped -= model_take(pages[pid], e.a, b);
+				for (uint64_t pg = e.a / 4096; pg < (e.a + b + 4095) / 4096; pg++)
+					pages[pid][pg] = true;
+				mapped += (b + 4095) / 4096 * 4096;
+				ts++;
+			}
+			moved = 0;
+			break;
+		}
+		assert_int_equal(profile__add_event(p, &e), 0);
+		if (mapped > peak) {
+			peak = mapped;
+			peak_ts = ts;
+		}
+	}
+	assert_int_equal(memory_analyze(p, &o, &r), 0);
+	assert_true(peak > 100 * 4096); /* the sequence does exercise overlaps */
+	assert_int_equal(r.mapped_peak, peak);
+	assert_int_equal(r.mapped_peak_ts, peak_ts);
+	assert_int_equal(r.mapped_end, mapped);
+	assert_int_equal(r.mmap_bytes, mmap_bytes);
+	assert_int_equal(r.munmap_bytes, munmap_bytes);
+	mem_result__free(&r);
+
+	/* At the top of the address space: the end saturates, an unmap takes it all back. */
+	struct event top = { .ts = 50000, .pid = 9, .tid = 9, .kind = EVK_MMAP,
+			     .a = UINT64_MAX - 8191, .b = 1 << 20 };
+
+	assert_int_equal(profile__add_event(p, &top), 0);
+	top.ts++;
+	top.kind = EVK_MUNMAP;
+	top.a += 4096;
+	top.b = UINT64_MAX;
+	assert_int_equal(profile__add_event(p, &top), 0);
+	assert_int_equal(memory_analyze(p, &o, &r), 0);
+	assert_int_equal(r.mapped_end, mapped + 4096);
+	assert_int_equal(r.munmap_bytes, munmap_bytes + 4095);
+	mem_result__free(&r);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_peak_leaks_temps_one_pid),
 		cmocka_unit_test(test_processes_apart),
+		cmocka_unit_test(test_mappings_model),
 		cmocka_unit_test(test_sampled_weights),
 		cmocka_unit_test(test_timeline_and_views),
 		cmocka_unit_test(test_report_json),

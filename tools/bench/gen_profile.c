@@ -12,7 +12,10 @@
  *      /tmp/build-bench/libeprof_core.a -lz -lzstd -o /tmp/build-bench/gen_profile
  * Run:
  *   /tmp/build-bench/gen_profile -o big.eprof [-n SAMPLES] [-s STACKS] [-f FUNCS]
- *                                [-t THREADS] [-S SEED]
+ *                                [-t THREADS] [-S SEED] [-m MAPS]
+ * -m MAPS adds MAPS anonymous mmaps of one page in the first process, each below the
+ * last (as the kernel places them), all live until it exits, as a program that maps
+ * a lot does (tools/bench/mem_maps.sh times the report's mapping replay on them).
  * tools/bench/big_file.sh does both and times eprof report/flamegraph on the file.
  */
 #include <errno.h>
@@ -260,7 +263,7 @@ static uint32_t kernel_loc(struct gen *g, uint32_t depth)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gen_profile -o FILE [-n SAMPLES] [-s STACKS] [-f FUNCS] "
-			"[-t THREADS] [-S SEED]\n");
+			"[-t THREADS] [-S SEED] [-m MAPS]\n");
 	exit(2);
 }
 
@@ -269,10 +272,10 @@ int main(int argc, char **argv)
 	const char *out = NULL;
 	uint64_t nsamples = 1000000;
 	uint32_t nstacks = 100000, nfunc = 5000, nthreads = 8;
-	uint64_t seed = 42;
+	uint64_t seed = 42, nmaps = 0;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "o:n:s:f:t:S:h")) != -1) {
+	while ((opt = getopt(argc, argv, "o:n:s:f:t:S:m:h")) != -1) {
 		switch (opt) {
 		case 'o': out = optarg; break;
 		case 'n': nsamples = strtoull(optarg, NULL, 0); break;
@@ -280,6 +283,7 @@ int main(int argc, char **argv)
 		case 'f': nfunc = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 't': nthreads = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'S': seed = strtoull(optarg, NULL, 0); break;
+		case 'm': nmaps = strtoull(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
@@ -445,6 +449,15 @@ int main(int argc, char **argv)
 				die("eprof_writer__flush", err);
 			eprof_writer__forget_samples(w, p);
 		}
+	}
+	/* Mappings: top-down one page apart, spread over the run, in the first process. */
+	for (uint64_t i = 0; i < nmaps; i++) {
+		struct event e = { .ts = start_ns + i * (end_ns - start_ns) / (nmaps + 1),
+				   .pid = 1000, .tid = 1000, .kind = EVK_MMAP,
+				   .a = 0x7f0000000000ull - (i + 1) * 8192, .b = 4096 };
+
+		if (profile__add_event(p, &e))
+			die("profile__add_event", ENOMEM);
 	}
 	snprintf(buf, sizeof(buf), "%" PRIu64, end_ns);
 	profile__set_meta(p, "end_ns", buf);
