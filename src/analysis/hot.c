@@ -352,19 +352,268 @@ static int cmp_thread(const void *a, const void *b)
 	return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
-/* Hottest self function of one thread: a hot_functions pass filtered to it. */
-static void thread_top(const struct profile *p, struct thread_stat *t)
-{
-	struct hot_opts o = { .filter = { .tid = t->tid } };
-	struct hot_result r;
+/*
+ * Thread tops: per thread (of the first 64) and function, the self samples; per thread and
+ * leaf node, the samples, for the totals that break a tie.
+ */
+struct tf_entry {
+	uint32_t slot;
+	int32_t fn;
+	uint64_t self, total;
+};
 
-	if (hot_functions((struct profile *)p, &o, &r))
-		return;
-	if (r.n) {
-		t->top_func = r.funcs[0].name;
-		t->top_self = r.funcs[0].self;
+struct tf_leaf {
+	uint32_t node, next; /* next leaf of the same thread + 1, 0 = none */
+	uint64_t samples;
+};
+
+struct tf_state {
+	struct hot_state h;
+	struct tf_entry *e;
+	size_t ne, cape;
+	struct tf_leaf *l;
+	size_t nl, capl;
+	uint32_t *head;		/* per slot: its first leaf + 1 */
+	struct hmap *eix, *lix; /* (slot, fn) -> e index, (slot, node) -> l index */
+	/* tie breaking: candidate bit + 1 per function, per node the candidates on its path */
+	uint8_t *bit;
+	uint64_t *mask;
+	uint32_t *mask_epoch, epoch, *path;
+};
+
+static int tf_grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	size_t ncap = *cap ? *cap * 2 : 256;
+	void *nv;
+
+	if (n < *cap)
+		return 0;
+	nv = realloc(*v, ncap * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = ncap;
+	return 0;
+}
+
+/* Counts a sample of thread slot whose innermost counted function is fn, at leaf node. */
+static int tf_add(struct tf_state *t, uint32_t slot, int32_t fn, uint32_t node)
+{
+	uint64_t i;
+
+	if (!hmap__get(t->eix, slot, (uint32_t)fn, &i)) {
+		if (tf_grow((void **)&t->e, &t->cape, t->ne, sizeof(*t->e)))
+			return -ENOMEM;
+		i = t->ne++;
+		t->e[i] = (struct tf_entry){ .slot = slot, .fn = fn };
+		if (hmap__put(t->eix, slot, (uint32_t)fn, i))
+			return -ENOMEM;
 	}
-	hot_result__free(&r);
+	t->e[i].self++;
+	if (!hmap__get(t->lix, slot, node, &i)) {
+		if (t->nl >= UINT32_MAX - 1 || tf_grow((void **)&t->l, &t->capl, t->nl, sizeof(*t->l)))
+			return -ENOMEM;
+		i = t->nl++;
+		t->l[i] = (struct tf_leaf){ .node = node, .next = t->head[slot] };
+		t->head[slot] = (uint32_t)i + 1;
+		if (hmap__put(t->lix, slot, node, i))
+			return -ENOMEM;
+	}
+	t->l[i].samples++;
+	return 0;
+}
+
+/* The candidates (bits) among the functions on the path from the root to node, memoized. */
+static uint64_t tf_path_mask(struct tf_state *t, uint32_t node)
+{
+	const struct profile *p = t->h.p;
+	size_t depth = 0;
+	uint64_t m = 0;
+
+	while (node && t->mask_epoch[node] != t->epoch) {
+		t->path[depth++] = node;
+		node = p->stacks.v[node].parent;
+	}
+	if (node)
+		m = t->mask[node];
+	while (depth) {
+		uint32_t n = t->path[--depth], nf;
+		const int32_t *lf = node_funcs(&t->h, n, &nf);
+
+		for (uint32_t k = 0; k < nf; k++)
+			if (lf[k] >= 0 && t->bit[lf[k]])
+				m |= 1ULL << (t->bit[lf[k]] - 1);
+		t->mask[n] = m;
+		t->mask_epoch[n] = t->epoch;
+	}
+	return m;
+}
+
+/*
+ * Totals of the functions cand[0..nc) (e indexes) of thread slot, 64 at a time: the samples
+ * of each of its stacks whose path holds the function, counted once per path.
+ */
+static void tf_totals(struct tf_state *t, uint32_t slot, const uint32_t *cand, size_t nc)
+{
+	for (size_t b = 0; b < nc; b += 64) {
+		size_t nb = nc - b < 64 ? nc - b : 64;
+
+		for (size_t k = 0; k < nb; k++)
+			t->bit[t->e[cand[b + k]].fn] = (uint8_t)(k + 1);
+		if (!++t->epoch) {
+			memset(t->mask_epoch, 0, t->h.p->stacks.n * sizeof(*t->mask_epoch));
+			t->epoch = 1;
+		}
+		for (uint32_t i = t->head[slot]; i; i = t->l[i - 1].next) {
+			const struct tf_leaf *l = &t->l[i - 1];
+
+			for (uint64_t m = tf_path_mask(t, l->node); m; m &= m - 1)
+				t->e[cand[b + (size_t)__builtin_ctzll(m)]].total += l->samples;
+		}
+		for (size_t k = 0; k < nb; k++)
+			t->bit[t->e[cand[b + k]].fn] = 0;
+	}
+}
+
+/* Whether x ranks above y as a thread's hottest function (cmp_self's order, then module). */
+static bool tf_better(const struct tf_state *t, const struct tf_entry *x, const struct tf_entry *y)
+{
+	const struct func_stat *fx = &t->h.funcs[x->fn], *fy = &t->h.funcs[y->fn];
+
+	if (x->self != y->self)
+		return x->self > y->self;
+	if (x->total != y->total)
+		return x->total > y->total;
+	if (fx->name != fy->name)
+		return fx->name < fy->name;
+	return fx->module < fy->module;
+}
+
+static int tf_break_ties(struct tf_state *t, size_t nt, size_t *best)
+{
+	uint32_t *cand = malloc(t->ne * sizeof(*cand));
+
+	t->bit = calloc(t->h.n ? t->h.n : 1, 1);
+	t->mask = malloc(t->h.p->stacks.n * sizeof(*t->mask));
+	t->mask_epoch = calloc(t->h.p->stacks.n, sizeof(*t->mask_epoch));
+	t->path = malloc(t->h.p->stacks.n * sizeof(*t->path));
+	if (!cand || !t->bit || !t->mask || !t->mask_epoch || !t->path) {
+		free(cand);
+		return -ENOMEM;
+	}
+	for (uint32_t s = 0; s < nt; s++) {
+		size_t nc = 0;
+
+		if (best[s] == SIZE_MAX)
+			continue;
+		for (size_t i = 0; i < t->ne; i++)
+			if (t->e[i].slot == s && t->e[i].self == t->e[best[s]].self)
+				cand[nc++] = (uint32_t)i;
+		if (nc < 2)
+			continue;
+		tf_totals(t, s, cand, nc);
+		for (size_t k = 0; k < nc; k++)
+			if (tf_better(t, &t->e[cand[k]], &t->e[best[s]]))
+				best[s] = cand[k];
+	}
+	free(cand);
+	return 0;
+}
+
+/*
+ * The hottest self function of each of the first nt threads of v, over the samples that
+ * pass f, as a hot_functions pass filtered to the thread would rank them (self, then total,
+ * then name), in one pass over the samples: the innermost counted function of every stack
+ * node is found once (parents precede children), and totals are computed only for the
+ * functions tied for a thread's first place, over the nodes of that thread's stacks.
+ */
+static int thread_tops(const struct profile *p, const struct sample_filter *f,
+		       struct thread_stat *v, size_t nt)
+{
+	struct hot_opts o = { 0 };
+	struct tf_state t = { .h = { .p = (struct profile *)p, .o = &o } };
+	struct hmap *slots = hmap__new(nt);
+	int32_t *selfn = malloc((p->stacks.n ? p->stacks.n : 1) * sizeof(*selfn));
+	size_t *best = malloc((nt ? nt : 1) * sizeof(*best));
+	bool tie = false;
+	int err = -ENOMEM;
+
+	t.h.index = hmap__new(1024);
+	t.h.loc_off = calloc(p->locations.n ? p->locations.n : 1, sizeof(*t.h.loc_off));
+	t.h.caplf = 1024;
+	t.h.lf = malloc(t.h.caplf * sizeof(*t.h.lf));
+	t.head = calloc(nt ? nt : 1, sizeof(*t.head));
+	t.eix = hmap__new(1024);
+	t.lix = hmap__new(1024);
+	if (!slots || !selfn || !best || !t.h.index || !t.h.loc_off || !t.h.lf || !t.head || !t.eix ||
+	    !t.lix)
+		goto out;
+	for (size_t i = 0; i < nt; i++) {
+		best[i] = SIZE_MAX;
+		if (hmap__put(slots, v[i].tid, 0, i))
+			goto out;
+	}
+	if (p->stacks.n)
+		selfn[0] = -1;
+	for (size_t n = 1; n < p->stacks.n; n++) {
+		uint32_t nf;
+		const int32_t *lf;
+
+		err = loc_funcs(&t.h, p->stacks.v[n].loc);
+		if (err)
+			goto out;
+		lf = node_funcs(&t.h, (uint32_t)n, &nf);
+		selfn[n] = selfn[p->stacks.v[n].parent];
+		for (uint32_t k = nf; k-- > 0;)
+			if (lf[k] >= 0)
+				selfn[n] = lf[k];
+	}
+	err = -ENOMEM;
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const struct sample *s = &p->samples.v[i];
+		uint64_t slot;
+
+		if (s->stack >= p->stacks.n || selfn[s->stack] < 0 ||
+		    !hmap__get(slots, s->tid, 0, &slot) || !sample_filter__match(f, s))
+			continue;
+		if (tf_add(&t, (uint32_t)slot, selfn[s->stack], s->stack))
+			goto out;
+	}
+	for (size_t i = 0; i < t.ne; i++) {
+		size_t *b = &best[t.e[i].slot];
+
+		if (*b != SIZE_MAX && t.e[i].self == t.e[*b].self)
+			tie = true;
+		else if (*b == SIZE_MAX || t.e[i].self > t.e[*b].self)
+			*b = i;
+	}
+	if (tie && tf_break_ties(&t, nt, best))
+		goto out;
+	for (size_t s = 0; s < nt; s++)
+		if (best[s] != SIZE_MAX) {
+			v[s].top_func = t.h.funcs[t.e[best[s]].fn].name;
+			v[s].top_self = t.e[best[s]].self;
+		}
+	err = 0;
+out:
+	free(best);
+	free(selfn);
+	free(t.e);
+	free(t.l);
+	free(t.head);
+	free(t.bit);
+	free(t.mask);
+	free(t.mask_epoch);
+	free(t.path);
+	hmap__free(t.eix);
+	hmap__free(t.lix);
+	hmap__free(slots);
+	free(t.h.funcs);
+	free(t.h.onpath);
+	free(t.h.loc_off);
+	free(t.h.lf);
+	hmap__free(t.h.index);
+	return err;
 }
 
 int thread_stats(const struct profile *p, const struct sample_filter *f, struct thread_stat **out,
@@ -406,8 +655,10 @@ int thread_stats(const struct profile *p, const struct sample_filter *f, struct 
 	hmap__free(idx);
 	if (cnt)
 		qsort(v, cnt, sizeof(*v), cmp_thread);
-	for (size_t i = 0; i < cnt && i < 64; i++)
-		thread_top(p, &v[i]);
+	if (thread_tops(p, f, v, cnt < 64 ? cnt : 64)) {
+		free(v);
+		return -ENOMEM;
+	}
 	*out = v;
 	*n = cnt;
 	return 0;

@@ -164,6 +164,65 @@ static void test_stack_frames_cut(void **state)
 	profile__free(p);
 }
 
+/*
+ * thread_stats' hottest function per thread against a hot_functions pass filtered to the
+ * thread (and to a time window): random small profiles, where ties on self samples (broken
+ * by total, then name) are common; recursion and inlined callees included.
+ */
+static void test_thread_tops_random(void **state)
+{
+	static const char *const names[] = { "f0", "f1", "f2", "f3", "f4", "f5", "f6", "f7" };
+	uint64_t rng = 99;
+	size_t ties = 0;
+
+	(void)state;
+	for (int round = 0; round < 300; round++) {
+		struct profile *p = profile__new();
+		uint32_t locs[10];
+		struct sample_filter f = { 0 };
+
+		for (int i = 0; i < 10; i++)
+			locs[i] = test_loc(p, "/bin/app", names[i % 8], i == 3 || i == 8 ? "inl" : NULL,
+					   (uint64_t)i + 1);
+		for (int k = 0; k < 12; k++) {
+			uint32_t path[6];
+			size_t n;
+
+			rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+			n = 1 + (rng >> 40) % 6;
+			for (size_t j = 0; j < n; j++)
+				path[j] = locs[(rng >> (8 + 3 * j)) % 10];
+			test_samples(p, 7, 100 + (uint32_t)((rng >> 60) % 4), "t",
+				     1 + (int)((rng >> 50) % 3), path, n);
+		}
+		if (round % 2) { /* a window over the middle of the samples */
+			f.t0 = p->samples.v[p->samples.n / 4].ts;
+			f.t1 = p->samples.v[p->samples.n * 3 / 4].ts;
+		}
+
+		struct thread_stat *t;
+		size_t nt;
+
+		assert_int_equal(thread_stats(p, &f, &t, &nt), 0);
+		for (size_t i = 0; i < nt; i++) {
+			struct hot_opts o = { .filter = f };
+			struct hot_result r;
+
+			o.filter.tid = t[i].tid;
+			assert_int_equal(hot_functions(p, &o, &r), 0);
+			assert_true(r.n > 0);
+			ties += r.n > 1 && r.funcs[1].self == r.funcs[0].self;
+			assert_string_equal(profile__str(p, t[i].top_func),
+					    profile__str(p, r.funcs[0].name));
+			assert_int_equal(t[i].top_self, r.funcs[0].self);
+			hot_result__free(&r);
+		}
+		free(t);
+		profile__free(p);
+	}
+	assert_true(ties > 100); /* the tie-breaking was exercised */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -172,6 +231,7 @@ int main(void)
 		cmocka_unit_test(test_folded),
 		cmocka_unit_test(test_report_json_and_text),
 		cmocka_unit_test(test_stack_frames_cut),
+		cmocka_unit_test(test_thread_tops_random),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
