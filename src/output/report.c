@@ -274,7 +274,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (!err)
 			err = report_gpu_text(out, p, o->limit);
 		if (!err)
-			err = report_regions_text(out, p, &rf);
+			err = report_regions_text(out, p, &rf, o->limit);
 		if (!err)
 			err = report_python_text(out, p, &o->hot.filter);
 		err = err ?: report_mem_text(out, p, pre.mem, o->limit);

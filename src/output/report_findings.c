@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "report_findings.h"
 
+#include <string.h>
+
 #include "../analysis/findings.h"
 #include "../util/sink.h"
 
@@ -34,11 +36,28 @@ int report_findings(struct sink *out, struct profile *p, const struct sample_fil
 		sink_puts(out, "\nFindings: none above the thresholds (docs/findings.md lists the "
 			       "rules)\n");
 	} else {
+		/* Per rule, the most severe few: one rule per region can make thousands. */
+		struct rule_count { const char *id; size_t n; } seen[64];
+		size_t nseen = 0;
+
 		sink_puts(out, "\nFindings (most severe first; docs/findings.md lists the rules)\n");
-		for (size_t i = 0; i < fs.n; i++)
+		for (size_t i = 0; i < fs.n; i++) {
+			size_t k = 0;
+
+			while (k < nseen && strcmp(seen[k].id, fs.v[i].id))
+				k++;
+			if (k == nseen && nseen < 64)
+				seen[nseen++] = (struct rule_count){ fs.v[i].id, 0 };
+			if (k < nseen && seen[k].n++ >= FINDINGS_TEXT_PER_RULE)
+				continue;
 			sink_printf(out, "  %-6s  %-19s %s\n  %-6s  %-19s -> %s\n",
 				    finding_severity_name(fs.v[i].severity), fs.v[i].id,
 				    fs.v[i].what, "", "", fs.v[i].advice);
+		}
+		for (size_t k = 0; k < nseen; k++)
+			if (seen[k].n > FINDINGS_TEXT_PER_RULE)
+				sink_printf(out, "  %-6s  %-19s and %zu more (--json lists every finding)\n",
+					    "...", seen[k].id, seen[k].n - FINDINGS_TEXT_PER_RULE);
 	}
 	findings__free(&fs);
 	return out->err;

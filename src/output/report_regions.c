@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../analysis/regions.h"
@@ -41,13 +42,27 @@ static void text_row(struct sink *out, const struct profile *p, const struct reg
 	sink_puts(out, "\n");
 }
 
-int report_regions_text(struct sink *out, const struct profile *p, const struct sample_filter *f)
+int report_regions_text(struct sink *out, const struct profile *p, const struct sample_filter *f,
+			unsigned limit)
 {
 	struct region_set rs;
 	int err = regions_build(p, f, &rs);
+	uint32_t *kids = NULL; /* per node + 1: children seen so far (0: the top level) */
+	uint8_t *shown = NULL;
+	size_t hidden = 0;
 
 	if (err)
 		return err;
+	if (rs.nnodes && limit) {
+		kids = calloc(rs.nnodes + 1, sizeof(*kids));
+		shown = malloc(rs.nnodes);
+		if (!kids || !shown) {
+			free(kids);
+			free(shown);
+			region_set__free(&rs);
+			return -ENOMEM;
+		}
+	}
 	if (rs.nnodes) {
 		sink_printf(out, "\n%-32s %8s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n",
 			    "Region", "Count", "Total", "Self", "Mean", "Std", "Min", "Max", "P50",
@@ -55,9 +70,21 @@ int report_regions_text(struct sink *out, const struct profile *p, const struct 
 		bool sampled = false;
 
 		for (size_t i = 0; i < rs.nnodes; i++) {
+			int32_t up = rs.nodes[i].parent;
+
+			/* depth-first, siblings by total: a node's first children are its largest */
+			if (limit) {
+				shown[i] = (up < 0 || shown[up]) && kids[up + 1]++ < limit;
+				if (!shown[i]) {
+					hidden++;
+					continue;
+				}
+			}
 			text_row(out, p, &rs.nodes[i]);
 			sampled |= rs.nodes[i].sampled != 0;
 		}
+		if (hidden)
+			sink_printf(out, "... %zu more regions (--limit 0 shows all)\n", hidden);
 		if (sampled)
 			sink_puts(out, "# (sampled): Python calls seen by sampling (--region py:): "
 				       "calls shorter than a sampling period are missed or merged, "
@@ -69,6 +96,8 @@ int report_regions_text(struct sink *out, const struct profile *p, const struct 
 				    "\n",
 				    p->stats[STAT_REGIONS_LOST], p->stats[STAT_REGIONS_UNMATCHED]);
 	}
+	free(kids);
+	free(shown);
 	region_set__free(&rs);
 	return 0;
 }

@@ -415,6 +415,65 @@ static void test_report_regions(void **state)
 	profile__free(p);
 }
 
+/*
+ * 40 region names, each with a child and a slow tail: the text keeps the --limit largest
+ * children per node and 5 findings per rule, saying how many it left out; JSON has all.
+ */
+static void test_report_limits(void **state)
+{
+	struct profile *p = profile__new();
+	struct report_opts o = { .limit = 30 };
+	struct sink *s;
+	const char *txt, *at;
+	size_t len, n = 0;
+	uint64_t t = 0;
+	char name[16];
+
+	(void)state;
+	for (int k = 0; k < 40; k++) {
+		snprintf(name, sizeof(name), "r%02d", k);
+		for (int i = 0; i < 20; i++) {
+			uint64_t d = (i == 19 ? 100000 : 20000) + (uint64_t)k;
+
+			add_region(p, 1, 1, name, t, t + d);
+			add_region(p, 1, 1, "c", t + 10, t + 1010);
+			t += d + 100;
+		}
+	}
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	assert_non_null(strstr(txt, "\nr39 ")); /* the largest totals first */
+	assert_non_null(strstr(txt, "\nr10 "));
+	assert_null(strstr(txt, "\nr09 "));
+	assert_non_null(strstr(strstr(txt, "\nr10 "), "\n  c "));
+	assert_non_null(strstr(txt, "\n... 20 more regions (--limit 0 shows all)\n"));
+	for (at = txt; (at = strstr(at, "  region-tail  ")); at++)
+		n++;
+	assert_int_equal(n, 6); /* 5 findings and the line that counts the rest */
+	assert_non_null(strstr(txt, "region-tail         and 35 more (--json lists every finding)"));
+	sink_close(s);
+
+	o.limit = 0;
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	assert_non_null(strstr(txt, "\nr00 "));
+	assert_null(strstr(txt, "more regions"));
+	sink_close(s);
+
+	o.json = true;
+	s = sink_mem();
+	assert_int_equal(report_write(s, p, &o), 0);
+	txt = sink_mem_data(s, &len);
+	n = 0;
+	for (at = txt; (at = strstr(at, "\"id\": \"region-tail\"")); at++)
+		n++;
+	assert_int_equal(n, 40);
+	sink_close(s);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -428,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_record_args),
 		cmocka_unit_test(test_reader_args),
 		cmocka_unit_test(test_report_regions),
+		cmocka_unit_test(test_report_limits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
