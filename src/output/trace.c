@@ -446,7 +446,7 @@ struct cpu_ctx {
 	uint32_t *lcp;
 	uint32_t *endk;
 	const struct frame **fa, **fb; /* MAX_FRAMES + 1, indexed by depth */
-	uint64_t slices; /* CPU slices written; none past MAX_SLICES */
+	uint64_t slices; /* CPU slices written; none past MAX_SLICES (or the options' cap) */
 	/* CPU utilisation buckets of the current process, and which of them are not 0 */
 	double *bucket;
 	uint32_t *busy;
@@ -812,6 +812,7 @@ static int cpu_thread(struct cpu_ctx *c, const struct tthread *t, const char *pr
 {
 	const struct sample *sv = c->p->samples.v;
 	const uint32_t *ord = c->order + t->first;
+	uint64_t max_slices = c->o->max_slices ? c->o->max_slices : MAX_SLICES;
 	int err = 0;
 
 	thread_lcp(c, t);
@@ -826,12 +827,12 @@ static int cpu_thread(struct cpu_ctx *c, const struct tthread *t, const char *pr
 		c->st->samples++;
 		if (a >= n) /* nothing opens: the same stack as before, or a shallower one */
 			continue;
-		if (c->slices + (n - a) > MAX_SLICES) {
-			if (c->slices <= MAX_SLICES)
-				log_warn("trace: CPU slices stop at %u, the rest of the samples open "
-					 "none; pick a window with --time-range",
-					 MAX_SLICES);
-			c->slices = MAX_SLICES + 1;
+		if (c->slices + (n - a) > max_slices) {
+			if (c->slices <= max_slices)
+				log_warn("trace: CPU slices stop at %" PRIu64 ", the rest of the "
+					 "samples open none; pick a window with --time-range",
+					 max_slices);
+			c->slices = max_slices + 1;
 			continue;
 		}
 		c->slices += n - a;

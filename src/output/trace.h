@@ -72,6 +72,7 @@ void trace_raw(struct trace_writer *w, const char *fields_json);
 struct trace_opts {
 	struct sample_filter filter;
 	bool no_counters; /* leave out the CPU utilisation tracks */
+	uint32_t max_slices; /* CPU slices at most (0: 2,097,152, about 200 MB of JSON) */
 };
 
 struct trace_stats {

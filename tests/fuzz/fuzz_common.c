@@ -396,3 +396,32 @@ struct profile *fuzz_read_profile(const uint8_t *data, size_t size)
 	fuzz_check_profile(p);
 	return p;
 }
+
+uint64_t fuzz_stack_frames(const struct profile *p, uint64_t cap)
+{
+	uint64_t *depth = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(*depth)), sum = 0;
+	uint8_t *seen = calloc(p->stacks.n ? p->stacks.n : 1, 1);
+
+	if (!depth || !seen) {
+		free(depth);
+		free(seen);
+		return UINT64_MAX;
+	}
+	/* parents precede their children (fuzz_check_profile holds the reader to it) */
+	for (size_t i = 1; i < p->stacks.n; i++) {
+		const struct stack_node *n = &p->stacks.v[i];
+
+		depth[i] = depth[n->parent] + p->locations.v[n->loc].frame_n;
+	}
+	for (size_t i = 0; i < p->samples.n && sum < UINT64_MAX / 2; i++) {
+		uint32_t s = p->samples.v[i].stack;
+
+		if (s >= p->stacks.n || seen[s])
+			continue;
+		seen[s] = 1;
+		sum += cap && depth[s] > cap ? cap : depth[s];
+	}
+	free(depth);
+	free(seen);
+	return sum;
+}

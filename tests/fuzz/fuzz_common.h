@@ -44,4 +44,16 @@ void fuzz_check_profile(const struct profile *p);
 /* Reads an eprof.data image; NULL when the reader rejects it (then checks the error text). */
 struct profile *fuzz_read_profile(const uint8_t *data, size_t size);
 
+/*
+ * Frames of the distinct stacks that have samples (what folded stacks and flamegraphs
+ * write), each counted up to cap frames (where the writer cuts a stack; 0 = no cap).
+ */
+uint64_t fuzz_stack_frames(const struct profile *p, uint64_t cap);
+/*
+ * The folded and flamegraph harnesses skip a profile above this: 64 KB can hold 1,000
+ * stacks of 4,096 frames, whose 4M-frame output takes 10-20 s under ASan, as long as
+ * libFuzzer's timeout, for the size and not for any bug (the CLI writes it in 0.4 s).
+ */
+#define FUZZ_MAX_OUTPUT_FRAMES 500000
+
 #endif

@@ -63,6 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!p)
 		return 0;
+	if (fuzz_stack_frames(p, STACK_MAX_FRAMES) > FUZZ_MAX_OUTPUT_FRAMES) { /* size, not a bug */
+		profile__free(p);
+		return 0;
+	}
 	memset(&o, 0, sizeof(o));
 	o.width = 1200;
 	one(p, &o);

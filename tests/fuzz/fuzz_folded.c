@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "analysis/stacks.h"
 #include "model/profile.h"
 #include "output/folded.h"
 #include "util/sink.h"
@@ -74,6 +75,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!p)
 		return 0;
+	if (fuzz_stack_frames(p, STACK_MAX_FRAMES) > FUZZ_MAX_OUTPUT_FRAMES) { /* size, not a bug */
+		profile__free(p);
+		return 0;
+	}
 	memset(&o, 0, sizeof(o));
 	one(p, &o);
 	o.lines = true;

@@ -272,10 +272,51 @@ static void test_trace_args_and_time_range(void **state)
 	profile__free(p);
 }
 
+/*
+ * Three samples of a 1,100-frame stack, 10 ms apart (off CPU between, so each opens every
+ * frame): 1,024 root-side frames and one "[truncated]" slice each. A slice cap in the
+ * options stops the samples that would pass it.
+ */
+static void test_deep_stack_cut_and_slice_cap(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t locs[1100];
+	struct trace_opts o = { 0 };
+	struct trace_stats st;
+	char name[16], *t;
+	const char *at;
+	size_t cuts = 0;
+
+	(void)state;
+	for (uint32_t i = 0; i < 1100; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		locs[i] = test_loc(p, "/bin/app", name, NULL, i + 1);
+	}
+	for (int k = 0; k < 3; k++)
+		add(p, 100, 101, "app", (10 + 10 * (uint64_t)k) * MS, locs, 1100);
+	profile__set_meta(p, "sample_rate", "1000");
+	t = render(p, &o, &st);
+	assert_int_equal(st.slices, 3 * 1025);
+	for (at = t; (at = strstr(at, "\"name\":\"[truncated]\"")); at++)
+		cuts++;
+	assert_int_equal(cuts, 3);
+	must_find(t, "\"name\":\"f1023\"");
+	assert_null(strstr(t, "\"name\":\"f1024\""));
+	free(t);
+
+	o.max_slices = 2100; /* two samples' slices fit, not three */
+	t = render(p, &o, &st);
+	assert_int_equal(st.slices, 2 * 1025);
+	assert_int_equal(st.samples, 3);
+	free(t);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slices_merge_and_nest),
+		cmocka_unit_test(test_deep_stack_cut_and_slice_cap),
 		cmocka_unit_test(test_tracks_counters_lost),
 		cmocka_unit_test(test_filters),
 		cmocka_unit_test(test_same_name_boundary),
