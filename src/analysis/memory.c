@@ -536,10 +536,14 @@ double mem_group_age_s(const struct mem_result *r, const struct mem_group *g)
 	return mean_ts < (double)r->end_ns ? ((double)r->end_ns - mean_ts) / 1e9 : 0;
 }
 
-int memory_timeline(const struct profile *p, uint32_t pid, struct mem_point **out, size_t *n)
+/* The live heap after each heap event: of all processes, or of the event's own (by_pid). */
+static int timeline(const struct profile *p, uint32_t pid, bool by_pid, struct mem_point **out,
+		    uint32_t **pid_of, size_t *n)
 {
 	struct mem_opts o = { .temp_ns = 1, .pid = pid };
 	struct mem_point *pts;
+	struct hmap *lives = NULL; /* by_pid: pid -> its live bytes */
+	uint32_t *pids = NULL;
 	int64_t *ends;
 	struct replay rp;
 	uint64_t live = 0;
@@ -550,12 +554,12 @@ int memory_timeline(const struct profile *p, uint32_t pid, struct mem_point **ou
 		return -ENOMEM;
 	pts = malloc((rp.n ? rp.n : 1) * sizeof(*pts));
 	ends = calloc(rp.n + 1, sizeof(*ends)); /* bytes whose allocation ends at each position */
-	if (!pts || !ends) {
-		free(pts);
-		free(ends);
-		replay_free(&rp);
-		return -ENOMEM;
+	if (by_pid) {
+		pids = malloc((rp.n ? rp.n : 1) * sizeof(*pids));
+		lives = hmap__new(64);
 	}
+	if (!pts || !ends || (by_pid && (!pids || !lives)))
+		goto nomem;
 	for (size_t k = 0; k < rp.n; k++) {
 		const struct event *e = &p->events.v[rp.order[k]];
 
@@ -565,16 +569,45 @@ int memory_timeline(const struct profile *p, uint32_t pid, struct mem_point **ou
 	for (size_t k = 0; k < rp.n; k++) {
 		const struct event *e = &p->events.v[rp.order[k]];
 
+		/* a block ends at an event of its own process: frees match by (pid, address) */
+		if (by_pid) {
+			live = 0;
+			hmap__get(lives, e->pid, 0, &live);
+			pids[k] = e->pid;
+		}
 		live -= (uint64_t)ends[k];
 		if (e->kind == EVK_ALLOC)
 			live += e->c;
+		if (by_pid && hmap__put(lives, e->pid, 0, live))
+			goto nomem;
 		pts[k] = (struct mem_point){ e->ts, live };
 	}
 	*out = pts;
 	*n = rp.n;
+	if (pid_of)
+		*pid_of = pids;
 	free(ends);
+	hmap__free(lives);
 	replay_free(&rp);
 	return 0;
+nomem:
+	free(pts);
+	free(pids);
+	free(ends);
+	hmap__free(lives);
+	replay_free(&rp);
+	return -ENOMEM;
+}
+
+int memory_timeline(const struct profile *p, uint32_t pid, struct mem_point **out, size_t *n)
+{
+	return timeline(p, pid, false, out, NULL, n);
+}
+
+int memory_timeline_by_pid(const struct profile *p, uint32_t pid, struct mem_point **out,
+			   uint32_t **pid_of, size_t *n)
+{
+	return timeline(p, pid, true, out, pid_of, n);
 }
 
 int memory_to_samples(struct profile *p, enum mem_view view)

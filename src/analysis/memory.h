@@ -61,6 +61,12 @@ struct mem_point {
 	uint64_t bytes;
 };
 int memory_timeline(const struct profile *p, uint32_t pid, struct mem_point **out, size_t *n);
+/*
+ * The same in one pass for every process (or pid alone): each point is the live heap of the
+ * process of its event, pid_of[k] (free() it too). Time order, processes interleaved.
+ */
+int memory_timeline_by_pid(const struct profile *p, uint32_t pid, struct mem_point **out,
+			   uint32_t **pid_of, size_t *n);
 
 enum mem_view {
 	MEM_VIEW_ALLOCATED = 0, /* bytes allocated per stack */

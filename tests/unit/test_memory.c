@@ -161,6 +161,32 @@ static void test_timeline_and_views(void **state)
 	assert_int_equal(pts[2].ts, 2500);
 	assert_int_equal(pts[2].bytes, 200);
 	free(pts);
+	/* All processes in one pass: each process's points are its own timeline. */
+	{
+		struct mem_point *all, *one;
+		uint32_t *pid_of;
+		size_t na, n1, k = 0;
+
+		assert_int_equal(memory_timeline_by_pid(p, 0, &all, &pid_of, &na), 0);
+		assert_int_equal(na, 9);
+		for (uint32_t pid = 10; pid <= 11; pid++) {
+			assert_int_equal(memory_timeline(p, pid, &one, &n1), 0);
+			assert_int_equal(n1, pid == 10 ? 7 : 2);
+			k = 0;
+			for (size_t i = 0; i < na; i++) {
+				if (pid_of[i] != pid)
+					continue;
+				assert_true(k < n1);
+				assert_int_equal(all[i].ts, one[k].ts);
+				assert_int_equal(all[i].bytes, one[k].bytes);
+				k++;
+			}
+			assert_int_equal(k, n1);
+			free(one);
+		}
+		free(all);
+		free(pid_of);
+	}
 	/* Leaks as samples: the flamegraph --leaks input (both processes). */
 	assert_int_equal(memory_to_samples(p, MEM_VIEW_LEAKS), 0);
 	for (size_t i = 0; i < p->samples.n; i++)
