@@ -152,12 +152,31 @@ static const char *stack_top(const struct profile *p, uint32_t node)
 	return n ? profile__str(p, fr[n - 1]->name) : "";
 }
 
-/* Most frequent leaf function among the samples of a running segment. */
+struct stack_seen {
+	uint32_t stack, first; /* stack node, and where in the segment it first shows */
+};
+
+static int cmp_stack_seen(const void *a, const void *b)
+{
+	const struct stack_seen *x = a, *y = b;
+
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/*
+ * Most frequent leaf stack among the samples of a running segment (ties: the one seen first),
+ * named by its top frame. The track's samples are in time order: a binary search finds the
+ * segment's, a sort counts them, so a long segment costs k log k, not k^2.
+ */
 static const char *segment_top(const struct cp_graph *g, const struct cp_segment *s)
 {
 	const struct profile *p = g->p;
 	const struct cp_track *t = &g->tracks[s->track];
-	uint32_t best = 0, best_n = 0, cur = 0, cur_n = 0;
+	struct stack_seen *v;
+	size_t lo = 0, hi = t->nsamples, n = 0, best = 0, best_n = 0;
+	uint32_t top = 0;
 
 	if (s->gpu_event && s->gpu_event <= p->events.n) {
 		static char buf[64];
@@ -166,29 +185,37 @@ static const char *segment_top(const struct cp_graph *g, const struct cp_segment
 	}
 	if (s->kind != WAIT_ONCPU)
 		return s->stack ? stack_top(p, s->stack) : "";
-	/* Few samples per segment: a quadratic count is fine and needs no memory. */
-	for (size_t i = 0; i < t->nsamples; i++) {
-		const struct sample *a = &p->samples.v[t->samples[i]];
+	while (lo < hi) { /* first sample after the start */
+		size_t mid = (lo + hi) / 2;
 
-		if (a->ts <= s->start || a->ts > s->end || !a->stack)
-			continue;
-		cur = a->stack;
-		cur_n = 0;
-		for (size_t j = i; j < t->nsamples; j++) {
-			const struct sample *b = &p->samples.v[t->samples[j]];
-
-			if (b->ts > s->end)
-				break;
-			cur_n += b->stack == cur;
-		}
-		if (cur_n > best_n) {
-			best = cur;
-			best_n = cur_n;
-		}
-		if (best_n > 8)
-			break;
+		if (p->samples.v[t->samples[mid]].ts <= s->start)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	return best ? stack_top(p, best) : "";
+	for (hi = lo; hi < t->nsamples && p->samples.v[t->samples[hi]].ts <= s->end; hi++)
+		;
+	v = malloc((hi - lo ? hi - lo : 1) * sizeof(*v));
+	if (!v)
+		return "";
+	for (size_t i = lo; i < hi; i++) {
+		uint32_t st = p->samples.v[t->samples[i]].stack;
+
+		if (st)
+			v[n++] = (struct stack_seen){ st, (uint32_t)(i - lo) };
+	}
+	qsort(v, n, sizeof(*v), cmp_stack_seen);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && v[j].stack == v[i].stack; j++)
+			;
+		if (j - i > best_n || (j - i == best_n && v[i].first < best)) {
+			best_n = j - i;
+			best = v[i].first;
+			top = v[i].stack;
+		}
+	}
+	free(v);
+	return top ? stack_top(p, top) : "";
 }
 
 struct thread_share {
