@@ -1250,17 +1250,64 @@ int findings_analyze(struct profile *p, const struct sample_filter *f,
 	return 0;
 }
 
-/* The finding of fs with in->v[at]'s id and the same rank among the findings of that id. */
-static const struct finding *same_rank(const struct findings *fs, const struct findings *in,
-				       size_t at)
-{
-	size_t rank = 0;
+/*
+ * Findings pair up by id and rank among the findings of that id (the second region-tail of
+ * one run with the second of the other). Each side is sorted by (id, position) once, so a
+ * pairing is a binary search: a rule that fires per region can fire thousands of times.
+ */
+struct ranked {
+	const struct findings *fs;
+	size_t *order; /* positions sorted by (id, position) */
+	size_t *rank;  /* per position: its rank among the findings of its id */
+};
 
-	for (size_t i = 0; i < at; i++)
-		rank += !strcmp(in->v[i].id, in->v[at].id);
+static int cmp_rank_pos(const void *a, const void *b, void *arg)
+{
+	const struct findings *fs = arg;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	int c = strcmp(fs->v[x].id, fs->v[y].id);
+
+	return c ? c : x < y ? -1 : x > y;
+}
+
+static int ranked_init(struct ranked *r, const struct findings *fs)
+{
+	r->fs = fs;
+	r->order = malloc((fs->n ? fs->n : 1) * sizeof(*r->order));
+	r->rank = malloc((fs->n ? fs->n : 1) * sizeof(*r->rank));
+	if (!r->order || !r->rank)
+		return -ENOMEM;
 	for (size_t i = 0; i < fs->n; i++)
-		if (!strcmp(fs->v[i].id, in->v[at].id) && !rank--)
-			return &fs->v[i];
+		r->order[i] = i;
+	qsort_r(r->order, fs->n, sizeof(*r->order), cmp_rank_pos, (void *)fs);
+	for (size_t i = 0; i < fs->n; i++)
+		r->rank[r->order[i]] = i && !strcmp(fs->v[r->order[i - 1]].id, fs->v[r->order[i]].id)
+					       ? r->rank[r->order[i - 1]] + 1
+					       : 0;
+	return 0;
+}
+
+static void ranked_free(struct ranked *r)
+{
+	free(r->order);
+	free(r->rank);
+}
+
+/* The finding of r with id and that rank among the findings of the id, or NULL. */
+static const struct finding *ranked_find(const struct ranked *r, const char *id, size_t rank)
+{
+	size_t lo = 0, hi = r->fs->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (strcmp(r->fs->v[r->order[mid]].id, id) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo + rank < r->fs->n && !strcmp(r->fs->v[r->order[lo + rank]].id, id))
+		return &r->fs->v[r->order[lo + rank]];
 	return NULL;
 }
 
@@ -1268,24 +1315,31 @@ int findings_compare(const struct findings *base, const struct findings *new,
 		     struct finding_change **out, size_t *n)
 {
 	struct finding_change *v = malloc((base->n + new->n + 1) * sizeof(*v));
+	struct ranked rb = { 0 }, rn = { 0 };
 	size_t k = 0;
 
 	*out = NULL;
 	*n = 0;
-	if (!v)
+	if (!v || ranked_init(&rb, base) || ranked_init(&rn, new)) {
+		free(v);
+		ranked_free(&rb);
+		ranked_free(&rn);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < new->n; i++)
-		if (!same_rank(base, new, i))
+		if (!ranked_find(&rb, new->v[i].id, rn.rank[i]))
 			v[k++] = (struct finding_change){ NULL, &new->v[i] };
 	for (size_t i = 0; i < new->n; i++) {
-		const struct finding *b = same_rank(base, new, i);
+		const struct finding *b = ranked_find(&rb, new->v[i].id, rn.rank[i]);
 
 		if (b)
 			v[k++] = (struct finding_change){ b, &new->v[i] };
 	}
 	for (size_t i = 0; i < base->n; i++)
-		if (!same_rank(new, base, i))
+		if (!ranked_find(&rn, base->v[i].id, rb.rank[i]))
 			v[k++] = (struct finding_change){ &base->v[i], NULL };
+	ranked_free(&rb);
+	ranked_free(&rn);
 	*out = v;
 	*n = k;
 	return 0;
