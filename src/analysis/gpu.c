@@ -475,10 +475,12 @@ static int stream_overlap(struct gpu_summary *s, const struct ival *iv, size_t n
 	size_t nstreams = last - first, busy = 0, ne = 0;
 	struct edge *e = malloc(2 * n * sizeof(*e));
 	uint32_t *depth = calloc(nstreams ? nstreams : 1, sizeof(*depth));
+	uint64_t *mark = malloc((nstreams ? nstreams : 1) * sizeof(*mark)), shared = 0;
 
-	if (!e || !depth) {
+	if (!e || !depth || !mark) {
 		free(e);
 		free(depth);
+		free(mark);
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < n; k++) {
@@ -490,20 +492,29 @@ static int stream_overlap(struct gpu_summary *s, const struct ival *iv, size_t n
 		e[ne++] = (struct edge){ iv[k].end, -1, idx };
 	}
 	qsort(e, ne, sizeof(*e), cmp_edge);
+	/*
+	 * shared: the time so far with two or more streams busy. A stream's overlap is what
+	 * shared grew by between the edges where it became busy and idle (mark: shared then),
+	 * so an edge costs O(1) however many streams the device has.
+	 */
 	for (size_t k = 0; k < ne; k++) {
+		uint32_t m = e[k].stream;
+
 		if (k && busy >= 2 && e[k].ts > e[k - 1].ts)
-			for (size_t m = 0; m < nstreams; m++)
-				if (depth[m])
-					s->streams[first + m].overlap_ns += e[k].ts - e[k - 1].ts;
-		if (e[k].stream >= nstreams)
+			shared += e[k].ts - e[k - 1].ts;
+		if (m >= nstreams)
 			continue;
-		if (e[k].delta > 0 && depth[e[k].stream]++ == 0)
+		if (e[k].delta > 0 && depth[m]++ == 0) {
 			busy++;
-		else if (e[k].delta < 0 && depth[e[k].stream] && --depth[e[k].stream] == 0)
+			mark[m] = shared;
+		} else if (e[k].delta < 0 && depth[m] && --depth[m] == 0) {
 			busy--;
+			s->streams[first + m].overlap_ns += shared - mark[m];
+		}
 	}
 	free(e);
 	free(depth);
+	free(mark);
 	return 0;
 }
 
@@ -566,15 +577,15 @@ static int busy_times(const struct profile *p, struct gpu_summary *s, struct iva
 								      : d->last_ns - d->first_ns;
 		if (d->window_ns < d->busy_ns)
 			d->window_ns = d->busy_ns;
-		for (size_t k = 0; k < s->nstreams; k++)
-			if (s->streams[k].pid == d->pid &&
-			    (s->streams[k].dev_stream >> 32) == d->device)
-				d->overlap_ns += s->streams[k].busy_ns;
-		d->overlap_ns = d->overlap_ns > d->busy_ns ? d->overlap_ns - d->busy_ns : 0;
 		/* the device's streams are contiguous in s->streams (sorted by pid, device, stream) */
+		size_t first = stream_index(s, d->pid, (uint64_t)d->device << 32), last = first;
+
+		for (; last < s->nstreams && s->streams[last].pid == d->pid &&
+		       (s->streams[last].dev_stream >> 32) == d->device;
+		     last++)
+			d->overlap_ns += s->streams[last].busy_ns;
+		d->overlap_ns = d->overlap_ns > d->busy_ns ? d->overlap_ns - d->busy_ns : 0;
 		if (d->overlap_ns) {
-			size_t first = stream_index(s, d->pid, (uint64_t)d->device << 32),
-			       last = stream_index(s, d->pid, ((uint64_t)d->device + 1) << 32);
 			int err = stream_overlap(s, iv + i, j - i, first, last);
 
 			if (err)
