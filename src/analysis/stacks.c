@@ -63,13 +63,21 @@ static int64_t trie_of_stack(struct trie_builder *b, uint32_t node)
 
 	if (!node)
 		return 0;
-	/* Walk up to the nearest mapped ancestor without recursion. */
+	/*
+	 * Walk up to the nearest mapped ancestor, 1,024 nodes at a time: a deeper unmapped part
+	 * is mapped first by a call for the node above the chunk (one call per 1,024 levels).
+	 */
 	for (uint32_t s = node; s && !b->of_stack[s] && n < 1024; s = b->p->stacks.v[s].parent)
 		chain[n++] = s;
-	if (n && b->p->stacks.v[chain[n - 1]].parent)
-		sn = b->of_stack[b->p->stacks.v[chain[n - 1]].parent];
 	if (!n)
 		return b->of_stack[node];
+	if (b->p->stacks.v[chain[n - 1]].parent) {
+		uint32_t up = b->p->stacks.v[chain[n - 1]].parent;
+
+		sn = b->of_stack[up] ? b->of_stack[up] : trie_of_stack(b, up);
+		if (sn < 0)
+			return sn;
+	}
 	while (n--) {
 		uint32_t nf, loc = b->p->stacks.v[chain[n]].loc;
 		const struct location *l = &b->p->locations.v[loc];

@@ -120,6 +120,43 @@ static void test_folded(void **state)
 	profile__free(p);
 }
 
+/* A 1,500-deep stack folds whole, root first (symbolic nodes are built 1,024 levels a time). */
+static void test_folded_deep_stack(void **state)
+{
+	struct profile *p = profile__new();
+	struct folded_opts o = { .no_comm = true };
+	uint32_t locs[1500];
+	struct sink *s = sink_mem();
+	const char *out;
+	char name[16];
+	size_t semis = 0;
+
+	(void)state;
+	for (uint32_t i = 0; i < 1500; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		locs[i] = test_loc(p, "/bin/app", name, NULL, i + 1);
+	}
+	test_samples(p, 1, 1, "deep", 2, locs, 1500);
+	test_samples(p, 1, 1, "deep", 1, locs, 1200); /* a prefix, mapped on the way already */
+	assert_int_equal(folded_write(s, p, &o), 0);
+	out = sink_mem_data(s, NULL);
+	assert_true(!strncmp(out, "f0;f1;f2;", 9));
+	assert_non_null(strstr(out, ";f1023;f1024;"));
+	assert_non_null(strstr(out, ";f1499 2\n"));
+	assert_non_null(strstr(out, ";f1199 1\n"));
+	for (const char *line = out; *line; line = strchr(line, '\n') + 1) {
+		const char *end = strchr(line, '\n');
+
+		semis = 0;
+		for (const char *c = line; c < end; c++)
+			semis += *c == ';';
+		assert_true(!strncmp(line, "f0;f1;f2;", 9));
+		assert_int_equal(semis, end[-1] == '2' ? 1499 : 1199);
+	}
+	sink_close(s);
+	profile__free(p);
+}
+
 static void test_report_json_and_text(void **state)
 {
 	struct profile *p = make();
@@ -229,6 +266,7 @@ int main(void)
 		cmocka_unit_test(test_hot_self_total),
 		cmocka_unit_test(test_hot_by_line),
 		cmocka_unit_test(test_folded),
+		cmocka_unit_test(test_folded_deep_stack),
 		cmocka_unit_test(test_report_json_and_text),
 		cmocka_unit_test(test_stack_frames_cut),
 		cmocka_unit_test(test_thread_tops_random),
