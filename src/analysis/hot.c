@@ -450,29 +450,25 @@ static uint64_t tf_path_mask(struct tf_state *t, uint32_t node)
 }
 
 /*
- * Totals of the functions cand[0..nc) (e indexes) of thread slot, 64 at a time: the samples
- * of each of its stacks whose path holds the function, counted once per path.
+ * Totals of the functions cand[0..nc) (e indexes, at most 64: a bit each) of thread slot:
+ * the samples of each of its stacks whose path holds the function, counted once per path.
  */
 static void tf_totals(struct tf_state *t, uint32_t slot, const uint32_t *cand, size_t nc)
 {
-	for (size_t b = 0; b < nc; b += 64) {
-		size_t nb = nc - b < 64 ? nc - b : 64;
-
-		for (size_t k = 0; k < nb; k++)
-			t->bit[t->e[cand[b + k]].fn] = (uint8_t)(k + 1);
-		if (!++t->epoch) {
-			memset(t->mask_epoch, 0, t->h.p->stacks.n * sizeof(*t->mask_epoch));
-			t->epoch = 1;
-		}
-		for (uint32_t i = t->head[slot]; i; i = t->l[i - 1].next) {
-			const struct tf_leaf *l = &t->l[i - 1];
-
-			for (uint64_t m = tf_path_mask(t, l->node); m; m &= m - 1)
-				t->e[cand[b + (size_t)__builtin_ctzll(m)]].total += l->samples;
-		}
-		for (size_t k = 0; k < nb; k++)
-			t->bit[t->e[cand[b + k]].fn] = 0;
+	for (size_t k = 0; k < nc; k++)
+		t->bit[t->e[cand[k]].fn] = (uint8_t)(k + 1);
+	if (!++t->epoch) {
+		memset(t->mask_epoch, 0, t->h.p->stacks.n * sizeof(*t->mask_epoch));
+		t->epoch = 1;
 	}
+	for (uint32_t i = t->head[slot]; i; i = t->l[i - 1].next) {
+		const struct tf_leaf *l = &t->l[i - 1];
+
+		for (uint64_t m = tf_path_mask(t, l->node); m; m &= m - 1)
+			t->e[cand[__builtin_ctzll(m)]].total += l->samples;
+	}
+	for (size_t k = 0; k < nc; k++)
+		t->bit[t->e[cand[k]].fn] = 0;
 }
 
 /* Whether x ranks above y as a thread's hottest function (cmp_self's order, then module). */
@@ -489,9 +485,46 @@ static bool tf_better(const struct tf_state *t, const struct tf_entry *x, const 
 	return fx->module < fy->module;
 }
 
-static int tf_break_ties(struct tf_state *t, size_t nt, size_t *best)
+/*
+ * The first place of a thread where many functions tie (a thread whose every sample is in a
+ * function of its own): one hot_functions pass filtered to the thread, as cmp_self ranks.
+ */
+static int tf_fallback(const struct profile *p, const struct sample_filter *f, struct thread_stat *v)
+{
+	struct hot_opts o = { 0 };
+	struct hot_result r;
+	const struct func_stat *b = NULL;
+	int err;
+
+	if (f)
+		o.filter = *f;
+	o.filter.tid = v->tid;
+	err = hot_functions((struct profile *)p, &o, &r);
+	if (err)
+		return err;
+	for (size_t i = 0; i < r.n; i++) {
+		const struct func_stat *x = &r.funcs[i];
+
+		if (!b || x->self > b->self ||
+		    (x->self == b->self &&
+		     (x->total > b->total ||
+		      (x->total == b->total &&
+		       (x->name < b->name || (x->name == b->name && x->module < b->module))))))
+			b = x;
+	}
+	if (b && b->self) {
+		v->top_func = b->name;
+		v->top_self = b->self;
+	}
+	hot_result__free(&r);
+	return 0;
+}
+
+static int tf_break_ties(struct tf_state *t, const struct sample_filter *f, struct thread_stat *v,
+			 size_t nt, size_t *best)
 {
 	uint32_t *cand = malloc(t->ne * sizeof(*cand));
+	int err = 0;
 
 	t->bit = calloc(t->h.n ? t->h.n : 1, 1);
 	t->mask = malloc(t->h.p->stacks.n * sizeof(*t->mask));
@@ -501,7 +534,7 @@ static int tf_break_ties(struct tf_state *t, size_t nt, size_t *best)
 		free(cand);
 		return -ENOMEM;
 	}
-	for (uint32_t s = 0; s < nt; s++) {
+	for (uint32_t s = 0; s < nt && !err; s++) {
 		size_t nc = 0;
 
 		if (best[s] == SIZE_MAX)
@@ -511,13 +544,18 @@ static int tf_break_ties(struct tf_state *t, size_t nt, size_t *best)
 				cand[nc++] = (uint32_t)i;
 		if (nc < 2)
 			continue;
+		if (nc > 64) { /* a walk per 64 candidates would cost candidates x stacks */
+			err = tf_fallback(t->h.p, f, &v[s]);
+			best[s] = SIZE_MAX;
+			continue;
+		}
 		tf_totals(t, s, cand, nc);
 		for (size_t k = 0; k < nc; k++)
 			if (tf_better(t, &t->e[cand[k]], &t->e[best[s]]))
 				best[s] = cand[k];
 	}
 	free(cand);
-	return 0;
+	return err;
 }
 
 /*
@@ -587,7 +625,7 @@ static int thread_tops(const struct profile *p, const struct sample_filter *f,
 		else if (*b == SIZE_MAX || t.e[i].self > t.e[*b].self)
 			*b = i;
 	}
-	if (tie && tf_break_ties(&t, nt, best))
+	if (tie && tf_break_ties(&t, f, v, nt, best))
 		goto out;
 	for (size_t s = 0; s < nt; s++)
 		if (best[s] != SIZE_MAX) {
@@ -655,7 +693,7 @@ int thread_stats(const struct profile *p, const struct sample_filter *f, struct 
 	hmap__free(idx);
 	if (cnt)
 		qsort(v, cnt, sizeof(*v), cmp_thread);
-	if (thread_tops(p, f, v, cnt < 64 ? cnt : 64)) {
+	if (cnt && thread_tops(p, f, v, cnt < 64 ? cnt : 64)) {
 		free(v);
 		return -ENOMEM;
 	}

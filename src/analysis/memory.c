@@ -292,8 +292,9 @@ static uint64_t range_remove(struct range_set *rs, uint32_t pid, uint64_t s, uin
 	rsplit(rs, hi, pid, e, &mid, &hi);
 	removed += rdrop(rs, mid, e, &tail_end);
 	rs->root = rmerge(rs, lo, hi);
-	if (tail_end)
-		range_add(rs, pid, e, tail_end); /* out of memory: the right part is lost */
+	/* out of memory: the right part is lost, and no longer counted as mapped */
+	if (tail_end && range_add(rs, pid, e, tail_end))
+		removed += tail_end - e;
 	return removed;
 }
 
@@ -586,6 +587,8 @@ static int timeline(const struct profile *p, uint32_t pid, bool by_pid, struct m
 	*n = rp.n;
 	if (pid_of)
 		*pid_of = pids;
+	else
+		free(pids);
 	free(ends);
 	hmap__free(lives);
 	replay_free(&rp);

@@ -348,7 +348,7 @@ static int section_feature(struct sink *out, struct profile *p, enum feature_sec
 		err = report_offcpu(txt, p, &ro);
 		break;
 	case FS_REGIONS:
-		err = report_regions_text(txt, p, &none, 100);
+		err = report_regions_text(txt, p, &none, 0);
 		break;
 	default:
 		err = report_gpu_text(txt, p, 20);

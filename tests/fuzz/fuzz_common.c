@@ -11,6 +11,7 @@
 #include "format/format.h"
 #include "fuzz_common.h"
 #include "model/profile.h"
+#include "util/hmap.h"
 #include "util/log.h"
 
 static char dir[PATH_MAX];
@@ -399,12 +400,12 @@ struct profile *fuzz_read_profile(const uint8_t *data, size_t size)
 
 uint64_t fuzz_stack_frames(const struct profile *p, uint64_t cap)
 {
-	uint64_t *depth = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(*depth)), sum = 0;
-	uint8_t *seen = calloc(p->stacks.n ? p->stacks.n : 1, 1);
+	uint64_t *depth = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(*depth)), sum = 0, v;
+	struct hmap *seen = hmap__new(1024); /* (thread name, stack): what the writers group by */
 
 	if (!depth || !seen) {
 		free(depth);
-		free(seen);
+		hmap__free(seen);
 		return UINT64_MAX;
 	}
 	/* parents precede their children (fuzz_check_profile holds the reader to it) */
@@ -414,14 +415,21 @@ uint64_t fuzz_stack_frames(const struct profile *p, uint64_t cap)
 		depth[i] = depth[n->parent] + p->locations.v[n->loc].frame_n;
 	}
 	for (size_t i = 0; i < p->samples.n && sum < UINT64_MAX / 2; i++) {
-		uint32_t s = p->samples.v[i].stack;
+		const struct sample *s = &p->samples.v[i];
+		const struct thread *t;
 
-		if (s >= p->stacks.n || seen[s])
+		if (s->stack >= p->stacks.n)
 			continue;
-		seen[s] = 1;
-		sum += cap && depth[s] > cap ? cap : depth[s];
+		t = profile__thread((struct profile *)p, s->pid, s->tid, false);
+		if (hmap__get(seen, t ? t->comm : 0, s->stack, &v))
+			continue;
+		if (hmap__put(seen, t ? t->comm : 0, s->stack, 1)) {
+			sum = UINT64_MAX;
+			break;
+		}
+		sum += cap && depth[s->stack] > cap ? cap : depth[s->stack];
 	}
 	free(depth);
-	free(seen);
+	hmap__free(seen);
 	return sum;
 }

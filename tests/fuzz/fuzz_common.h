@@ -45,8 +45,9 @@ void fuzz_check_profile(const struct profile *p);
 struct profile *fuzz_read_profile(const uint8_t *data, size_t size);
 
 /*
- * Frames of the distinct stacks that have samples (what folded stacks and flamegraphs
- * write), each counted up to cap frames (where the writer cuts a stack; 0 = no cap).
+ * Frames of the distinct (thread name, stack) pairs that have samples (what folded stacks
+ * and flamegraphs write), each counted up to cap frames (where the writer cuts a stack;
+ * 0 = no cap).
  */
 uint64_t fuzz_stack_frames(const struct profile *p, uint64_t cap);
 /*

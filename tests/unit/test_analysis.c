@@ -258,6 +258,42 @@ static void test_thread_tops_random(void **state)
 		profile__free(p);
 	}
 	assert_true(ties > 100); /* the tie-breaking was exercised */
+
+	/*
+	 * 200 functions tied with two self samples each (more than the 64 a walk compares at
+	 * once); one of the two is called from another of them, some callers more often.
+	 */
+	{
+		struct profile *p = profile__new();
+		struct sample_filter f = { 0 };
+		struct thread_stat *t;
+		struct hot_opts o = { 0 };
+		struct hot_result r;
+		uint32_t root = test_loc(p, "/bin/app", "main", NULL, 1000), g[200];
+		char name[16];
+		size_t nt;
+
+		for (uint32_t i = 0; i < 200; i++) {
+			snprintf(name, sizeof(name), "g%u", 199 - i);
+			g[i] = test_loc(p, "/bin/app", name, NULL, i + 1);
+		}
+		for (uint32_t i = 0; i < 200; i++) {
+			test_samples(p, 3, 3, "t", 1, (uint32_t[]){ root, g[i] }, 2);
+			test_samples(p, 3, 3, "t", 1, (uint32_t[]){ root, g[(i * 7 + 3) % 13], g[i] }, 3);
+		}
+		assert_int_equal(thread_stats(p, &f, &t, &nt), 0);
+		assert_int_equal(nt, 1);
+		o.filter.tid = 3;
+		assert_int_equal(hot_functions(p, &o, &r), 0);
+		assert_string_equal(profile__str(p, t[0].top_func), profile__str(p, r.funcs[0].name));
+		assert_int_equal(t[0].top_self, r.funcs[0].self);
+		free(t);
+		assert_int_equal(thread_stats(p, NULL, &t, &nt), 0); /* no filter at all */
+		assert_string_equal(profile__str(p, t[0].top_func), profile__str(p, r.funcs[0].name));
+		hot_result__free(&r);
+		free(t);
+		profile__free(p);
+	}
 }
 
 int main(void)

@@ -187,6 +187,25 @@ static void test_timeline_and_views(void **state)
 		free(all);
 		free(pid_of);
 	}
+	/* A process with pid 0 has its own track (pid 0 is no "every process" there). */
+	{
+		struct profile *q = profile__new();
+		struct mem_point *all;
+		uint32_t *pid_of;
+		size_t na;
+
+		ev(q, EVK_ALLOC, 10, 0, 0x10, 100, 100, 0);
+		ev(q, EVK_ALLOC, 20, 1, 0x10, 1000, 1000, 0);
+		assert_int_equal(memory_timeline_by_pid(q, 0, &all, &pid_of, &na), 0);
+		assert_int_equal(na, 2);
+		assert_int_equal(pid_of[0], 0);
+		assert_int_equal(all[0].bytes, 100);
+		assert_int_equal(pid_of[1], 1);
+		assert_int_equal(all[1].bytes, 1000);
+		free(all);
+		free(pid_of);
+		profile__free(q);
+	}
 	/* Leaks as samples: the flamegraph --leaks input (both processes). */
 	assert_int_equal(memory_to_samples(p, MEM_VIEW_LEAKS), 0);
 	for (size_t i = 0; i < p->samples.n; i++)
