@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gpu_occ.h"
+#include "../util/hmap.h"
 
 const char *gpu_occ_limiter_name(enum gpu_occ_limiter l)
 {
@@ -90,13 +91,15 @@ static void set_attr(struct gpu_device_props *d, const char *key, uint64_t v)
 	/* else a limit a newer recorder wrote: not needed here */
 }
 
+/* The device (pid, device) of v, added when new; index: (pid, device) -> its place in v. */
 static struct gpu_device_props *get_dev(struct gpu_device_props **v, size_t *n, size_t *cap,
-					uint32_t pid, uint32_t device)
+					struct hmap *index, uint32_t pid, uint32_t device)
 {
-	struct gpu_device_props *d = (struct gpu_device_props *)gpu_device_find(*v, *n, pid, device);
+	struct gpu_device_props *d;
+	uint64_t at;
 
-	if (d)
-		return d;
+	if (hmap__get(index, pid, device, &at))
+		return &(*v)[at];
 	if (*n == *cap) {
 		size_t c = *cap ? 2 * *cap : 4;
 		void *nv = realloc(*v, c * sizeof(**v));
@@ -106,6 +109,8 @@ static struct gpu_device_props *get_dev(struct gpu_device_props **v, size_t *n, 
 		*v = nv;
 		*cap = c;
 	}
+	if (hmap__put(index, pid, device, *n))
+		return NULL;
 	d = &(*v)[(*n)++];
 	memset(d, 0, sizeof(*d));
 	d->pid = pid;
@@ -115,10 +120,13 @@ static struct gpu_device_props *get_dev(struct gpu_device_props **v, size_t *n, 
 
 int gpu_devices_load(const struct profile *p, struct gpu_device_props **v, size_t *n)
 {
+	struct hmap *index = hmap__new(16);
 	size_t cap = 0;
 
 	*v = NULL;
 	*n = 0;
+	if (!index)
+		return -ENOMEM;
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 		struct gpu_device_props *d;
@@ -127,11 +135,12 @@ int gpu_devices_load(const struct profile *p, struct gpu_device_props **v, size_
 			continue;
 		if (e->a > UINT32_MAX)
 			continue; /* not a device id: a malformed file */
-		d = get_dev(v, n, &cap, e->pid, (uint32_t)e->a);
+		d = get_dev(v, n, &cap, index, e->pid, (uint32_t)e->a);
 		if (!d) {
 			free(*v);
 			*v = NULL;
 			*n = 0;
+			hmap__free(index);
 			return -ENOMEM;
 		}
 		if (e->kind == EVK_GPU_DEVICE)
@@ -139,6 +148,7 @@ int gpu_devices_load(const struct profile *p, struct gpu_device_props **v, size_
 		else
 			set_attr(d, profile__str(p, e->name), e->b);
 	}
+	hmap__free(index);
 	return 0;
 }
 
