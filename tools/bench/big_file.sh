@@ -32,15 +32,8 @@ while (($#)); do
 	esac
 done
 [[ -x $eprof ]] || { echo "no eprof at $eprof: build it (see tools/bench/overhead.py --help)" >&2; exit 2; }
-[[ -f $build/libeprof_core.a ]] || { echo "no $build/libeprof_core.a: build eprof into $build first" >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "/usr/bin/time missing (apt-get install time)" >&2; exit 2; }
-
-gen="$build/gen_profile"
-if [[ ! -x $gen || $here/gen_profile.c -nt $gen || $build/libeprof_core.a -nt $gen ]]; then
-	echo "building $gen" >&2
-	(cd "$repo" && cc -O2 -std=gnu11 -D_GNU_SOURCE -Isrc tools/bench/gen_profile.c \
-		"$build/libeprof_core.a" -lz -lzstd -o "$gen")
-fi
+gen=$("$here/gen_profile.sh" "$build")
 
 mkdir -p "$here/work"
 big="$here/work/big-$samples-$stacks.eprof"

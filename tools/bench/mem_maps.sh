@@ -16,7 +16,6 @@ set -euo pipefail
 export LC_ALL=C
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
 build="${BUILD:-/tmp/build-bench}"
 eprof="${EPROF:-$build/eprof}"
 runs=3
@@ -29,14 +28,7 @@ while (($#)); do
 	esac
 done
 [[ -x $eprof ]] || { echo "no eprof at $eprof: build it" >&2; exit 2; }
-[[ -f $build/libeprof_core.a ]] || { echo "no $build/libeprof_core.a: build eprof into $build first" >&2; exit 2; }
-
-gen="$build/gen_profile"
-if [[ ! -x $gen || $here/gen_profile.c -nt $gen || $build/libeprof_core.a -nt $gen ]]; then
-	echo "building $gen" >&2
-	(cd "$repo" && cc -O2 -std=gnu11 -D_GNU_SOURCE -Isrc tools/bench/gen_profile.c \
-		"$build/libeprof_core.a" -lz -lzstd -o "$gen")
-fi
+gen=$("$here/gen_profile.sh" "$build")
 mkdir -p "$here/work"
 
 median_s() { # eprof report FILE, $runs times -> median CPU seconds (getrusage, microseconds)
