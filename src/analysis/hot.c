@@ -369,10 +369,8 @@ struct tf_leaf {
 
 struct tf_state {
 	struct hot_state h;
-	struct tf_entry *e;
-	size_t ne, cape;
-	struct tf_leaf *l;
-	size_t nl, capl;
+	VEC(struct tf_entry) e;
+	VEC(struct tf_leaf) l;
 	uint32_t *head;		/* per slot: its first leaf + 1 */
 	struct hmap *eix, *lix; /* (slot, fn) -> e index, (slot, node) -> l index */
 	/* tie breaking: candidate bit + 1 per function, per node the candidates on its path */
@@ -381,45 +379,34 @@ struct tf_state {
 	uint32_t *mask_epoch, epoch, *path;
 };
 
-static int tf_grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	size_t ncap = *cap ? *cap * 2 : 256;
-	void *nv;
-
-	if (n < *cap)
-		return 0;
-	nv = realloc(*v, ncap * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = ncap;
-	return 0;
-}
-
 /* Counts a sample of thread slot whose innermost counted function is fn, at leaf node. */
 static int tf_add(struct tf_state *t, uint32_t slot, int32_t fn, uint32_t node)
 {
 	uint64_t i;
 
 	if (!hmap__get(t->eix, slot, (uint32_t)fn, &i)) {
-		if (tf_grow((void **)&t->e, &t->cape, t->ne, sizeof(*t->e)))
+		struct tf_entry *n = vec_push(t->e);
+
+		if (!n)
 			return -ENOMEM;
-		i = t->ne++;
-		t->e[i] = (struct tf_entry){ .slot = slot, .fn = fn };
+		i = t->e.n - 1;
+		*n = (struct tf_entry){ .slot = slot, .fn = fn };
 		if (hmap__put(t->eix, slot, (uint32_t)fn, i))
 			return -ENOMEM;
 	}
-	t->e[i].self++;
+	t->e.v[i].self++;
 	if (!hmap__get(t->lix, slot, node, &i)) {
-		if (t->nl >= UINT32_MAX - 1 || tf_grow((void **)&t->l, &t->capl, t->nl, sizeof(*t->l)))
+		struct tf_leaf *n = t->l.n < UINT32_MAX - 1 ? vec_push(t->l) : NULL;
+
+		if (!n)
 			return -ENOMEM;
-		i = t->nl++;
-		t->l[i] = (struct tf_leaf){ .node = node, .next = t->head[slot] };
+		i = t->l.n - 1;
+		*n = (struct tf_leaf){ .node = node, .next = t->head[slot] };
 		t->head[slot] = (uint32_t)i + 1;
 		if (hmap__put(t->lix, slot, node, i))
 			return -ENOMEM;
 	}
-	t->l[i].samples++;
+	t->l.v[i].samples++;
 	return 0;
 }
 
@@ -456,19 +443,19 @@ static uint64_t tf_path_mask(struct tf_state *t, uint32_t node)
 static void tf_totals(struct tf_state *t, uint32_t slot, const uint32_t *cand, size_t nc)
 {
 	for (size_t k = 0; k < nc; k++)
-		t->bit[t->e[cand[k]].fn] = (uint8_t)(k + 1);
+		t->bit[t->e.v[cand[k]].fn] = (uint8_t)(k + 1);
 	if (!++t->epoch) {
 		memset(t->mask_epoch, 0, t->h.p->stacks.n * sizeof(*t->mask_epoch));
 		t->epoch = 1;
 	}
-	for (uint32_t i = t->head[slot]; i; i = t->l[i - 1].next) {
-		const struct tf_leaf *l = &t->l[i - 1];
+	for (uint32_t i = t->head[slot]; i; i = t->l.v[i - 1].next) {
+		const struct tf_leaf *l = &t->l.v[i - 1];
 
 		for (uint64_t m = tf_path_mask(t, l->node); m; m &= m - 1)
-			t->e[cand[__builtin_ctzll(m)]].total += l->samples;
+			t->e.v[cand[__builtin_ctzll(m)]].total += l->samples;
 	}
 	for (size_t k = 0; k < nc; k++)
-		t->bit[t->e[cand[k]].fn] = 0;
+		t->bit[t->e.v[cand[k]].fn] = 0;
 }
 
 /* Whether x ranks above y as a thread's hottest function (cmp_self's order, then module). */
@@ -523,7 +510,7 @@ static int tf_fallback(const struct profile *p, const struct sample_filter *f, s
 static int tf_break_ties(struct tf_state *t, const struct sample_filter *f, struct thread_stat *v,
 			 size_t nt, size_t *best)
 {
-	uint32_t *cand = malloc(t->ne * sizeof(*cand));
+	uint32_t *cand = malloc(t->e.n * sizeof(*cand));
 	int err = 0;
 
 	t->bit = calloc(t->h.n ? t->h.n : 1, 1);
@@ -539,8 +526,8 @@ static int tf_break_ties(struct tf_state *t, const struct sample_filter *f, stru
 
 		if (best[s] == SIZE_MAX)
 			continue;
-		for (size_t i = 0; i < t->ne; i++)
-			if (t->e[i].slot == s && t->e[i].self == t->e[best[s]].self)
+		for (size_t i = 0; i < t->e.n; i++)
+			if (t->e.v[i].slot == s && t->e.v[i].self == t->e.v[best[s]].self)
 				cand[nc++] = (uint32_t)i;
 		if (nc < 2)
 			continue;
@@ -551,7 +538,7 @@ static int tf_break_ties(struct tf_state *t, const struct sample_filter *f, stru
 		}
 		tf_totals(t, s, cand, nc);
 		for (size_t k = 0; k < nc; k++)
-			if (tf_better(t, &t->e[cand[k]], &t->e[best[s]]))
+			if (tf_better(t, &t->e.v[cand[k]], &t->e.v[best[s]]))
 				best[s] = cand[k];
 	}
 	free(cand);
@@ -617,27 +604,27 @@ static int thread_tops(const struct profile *p, const struct sample_filter *f,
 		if (tf_add(&t, (uint32_t)slot, selfn[s->stack], s->stack))
 			goto out;
 	}
-	for (size_t i = 0; i < t.ne; i++) {
-		size_t *b = &best[t.e[i].slot];
+	for (size_t i = 0; i < t.e.n; i++) {
+		size_t *b = &best[t.e.v[i].slot];
 
-		if (*b != SIZE_MAX && t.e[i].self == t.e[*b].self)
+		if (*b != SIZE_MAX && t.e.v[i].self == t.e.v[*b].self)
 			tie = true;
-		else if (*b == SIZE_MAX || t.e[i].self > t.e[*b].self)
+		else if (*b == SIZE_MAX || t.e.v[i].self > t.e.v[*b].self)
 			*b = i;
 	}
 	if (tie && tf_break_ties(&t, f, v, nt, best))
 		goto out;
 	for (size_t s = 0; s < nt; s++)
 		if (best[s] != SIZE_MAX) {
-			v[s].top_func = t.h.funcs[t.e[best[s]].fn].name;
-			v[s].top_self = t.e[best[s]].self;
+			v[s].top_func = t.h.funcs[t.e.v[best[s]].fn].name;
+			v[s].top_self = t.e.v[best[s]].self;
 		}
 	err = 0;
 out:
 	free(best);
 	free(selfn);
-	free(t.e);
-	free(t.l);
+	free(t.e.v);
+	free(t.l.v);
 	free(t.head);
 	free(t.bit);
 	free(t.mask);
