@@ -1153,11 +1153,13 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 	const struct profile *p = c->p;
 	struct stack_counts sc;
 	uint64_t best = 0;
+	uint8_t *cut_of;
 
 	*unknown = *truncated = 0;
 	*umod = 0;
 	if (stack_counts(p, c->f, &sc))
 		return -ENOMEM;
+	cut_of = stacks_truncated(p);
 	/* Without these maps, no system call or Python names: not an error. */
 	c->sys_idx = hmap__new(64);
 	if (p->stats[STAT_PY_SAMPLES]) /* Python frames anywhere */
@@ -1173,7 +1175,7 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 		c->samples += sc.samples[i];
 		c->cpu_ns += sc.weight[i];
 		/* As the report counts them. */
-		cut = stack_truncated(p, i);
+		cut = cut_of ? cut_of[i] : stack_truncated(p, (uint32_t)i);
 		*truncated += cut ? sc.samples[i] : 0;
 		fr = profile__loc_frames(p, p->stacks.v[i].loc, &n);
 		nf = stack_frames(p, i, all, 256, NULL);
@@ -1195,6 +1197,7 @@ static int count_samples(struct ctx *c, uint64_t *unknown, uint64_t *truncated, 
 			}
 		}
 	}
+	free(cut_of);
 	stack_counts__free(&sc);
 	hmap__free(c->sys_idx);
 	hmap__free(c->py_idx);

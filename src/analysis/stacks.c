@@ -222,6 +222,36 @@ bool stack_truncated(const struct profile *p, uint32_t node)
 	return root && p->objects.v[p->locations.v[p->stacks.v[root].loc].object].kind == OBJ_SPECIAL;
 }
 
+static uint32_t parent_of(const struct profile *p, uint32_t node)
+{
+	return p->stacks.v[node].parent < node ? p->stacks.v[node].parent : 0;
+}
+
+static bool loc_special(const struct profile *p, uint32_t loc)
+{
+	return p->objects.v[p->locations.v[loc].object].kind == OBJ_SPECIAL;
+}
+
+uint8_t *stacks_truncated(const struct profile *p)
+{
+	uint8_t *cut = calloc(p->stacks.n ? p->stacks.n : 1, 1);
+
+	if (!cut)
+		return NULL;
+	/* Parents precede children (the reader checks parent < id): one pass, no walks. */
+	for (uint32_t i = 1; i < p->stacks.n; i++) {
+		uint32_t par = parent_of(p, i), loc = p->stacks.v[i].loc;
+
+		if (!par) /* a root: a [GIL] marker is no cut */
+			cut[i] = !py_gil_marker(p, loc) && loc_special(p, loc);
+		else if (!parent_of(p, par) && py_gil_marker(p, p->stacks.v[par].loc))
+			cut[i] = loc_special(p, loc); /* the node below a root [GIL] marker */
+		else
+			cut[i] = cut[par];
+	}
+	return cut;
+}
+
 bool stack_leaf_unknown(const struct profile *p, uint32_t node)
 {
 	uint32_t n;

@@ -63,6 +63,10 @@ size_t stack_frames(const struct profile *p, uint32_t node, const struct frame *
 /* Whether a stack was cut short: its root (below a Python [GIL] marker) is a special frame
  * such as [truncated]. */
 bool stack_truncated(const struct profile *p, uint32_t node);
+/* stack_truncated of every stack node in one pass (calloc'd, stacks.n entries), or NULL for
+ * -ENOMEM: for callers that ask about many nodes, where walks to the root would cost
+ * nodes x depth. */
+uint8_t *stacks_truncated(const struct profile *p);
 /* Whether a stack's leaf frame has no name. */
 bool stack_leaf_unknown(const struct profile *p, uint32_t node);
 

@@ -31,16 +31,19 @@ void profile_summarize(const struct profile *p, const struct sample_filter *f,
 	s->ncpus = profile__meta_u64(p, "ncpus", 0);
 	s->lost = p->stats[STAT_SAMPLES_LOST];
 	if (!stack_counts(p, f, &c)) {
+		uint8_t *cut = stacks_truncated(p);
+
 		for (size_t i = 0; i < c.n; i++) {
 			if (!c.samples[i])
 				continue;
 			s->samples += c.samples[i];
 			s->weight += c.weight[i];
-			if (stack_truncated(p, i))
+			if (cut ? cut[i] : stack_truncated(p, (uint32_t)i))
 				s->truncated += c.samples[i];
 			if (stack_leaf_unknown(p, i))
 				s->unknown_samples += c.samples[i];
 		}
+		free(cut);
 		stack_counts__free(&c);
 	}
 	/* A cut-off file has no end time: use its last sample. */

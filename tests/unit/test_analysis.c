@@ -2,6 +2,7 @@
 #include "test_util.h"
 
 #include "analysis/hot.h"
+#include "analysis/pygil.h"
 #include "analysis/stacks.h"
 #include "output/folded.h"
 #include "output/report.h"
@@ -202,6 +203,57 @@ static void test_stack_frames_cut(void **state)
 }
 
 /*
+ * stacks_truncated (one pass) against stack_truncated (a walk to the root) on every node of
+ * random tries whose roots and second levels mix [truncated], [GIL] / [no GIL] and functions.
+ */
+static void test_stacks_truncated_model(void **state)
+{
+	uint64_t rng = 7;
+	size_t cuts = 0, gil_cuts = 0;
+
+	(void)state;
+	for (int round = 0; round < 200; round++) {
+		struct profile *p = profile__new();
+		uint32_t locs[6];
+		uint8_t *cut;
+
+		locs[0] = (uint32_t)profile__special(p, "[truncated]");
+		locs[1] = (uint32_t)profile__special(p, PY_GIL_HELD);
+		locs[2] = (uint32_t)profile__special(p, PY_GIL_NOT_HELD);
+		locs[3] = test_loc(p, "/bin/app", "main", NULL, 1);
+		locs[4] = test_loc(p, "/bin/app", "f", NULL, 2);
+		locs[5] = test_loc(p, "/bin/app", "g", NULL, 3);
+		for (int k = 0; k < 20; k++) {
+			uint32_t path[5];
+			size_t n;
+
+			rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+			n = 1 + (rng >> 40) % 5;
+			for (size_t j = 0; j < n; j++)
+				path[j] = locs[(rng >> (8 + 3 * j)) % 6];
+			test_samples(p, 1, 1, "t", 1, path, n);
+		}
+		cut = stacks_truncated(p);
+		assert_non_null(cut);
+		assert_false(cut[0]);
+		for (uint32_t i = 0; i < p->stacks.n; i++) {
+			uint32_t root = i, below = 0;
+
+			assert_int_equal(cut[i], stack_truncated(p, i));
+			while (p->stacks.v[root].parent) {
+				below = root;
+				root = p->stacks.v[root].parent;
+			}
+			cuts += cut[i];
+			gil_cuts += cut[i] && root != i && below && py_gil_marker(p, p->stacks.v[root].loc);
+		}
+		free(cut);
+		profile__free(p);
+	}
+	assert_true(cuts > 100 && gil_cuts > 20); /* both kinds of cut were exercised */
+}
+
+/*
  * thread_stats' hottest function per thread against a hot_functions pass filtered to the
  * thread (and to a time window): random small profiles, where ties on self samples (broken
  * by total, then name) are common; recursion and inlined callees included.
@@ -305,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_folded_deep_stack),
 		cmocka_unit_test(test_report_json_and_text),
 		cmocka_unit_test(test_stack_frames_cut),
+		cmocka_unit_test(test_stacks_truncated_model),
 		cmocka_unit_test(test_thread_tops_random),
 	};
 
