@@ -122,9 +122,13 @@ static int add_launch_waits(const struct profile *p, struct cp_graph *g, uint32_
 	return 0;
 }
 
-/* GPU ops of all streams by (pid, end), to find what a synchronization waited for. */
+/*
+ * GPU ops of all streams by (pid, end, track), to find what a synchronization waited for;
+ * a second copy by (pid, stream, end, track) for a synchronization of one stream.
+ */
 struct op_ref {
 	uint32_t pid, track;
+	uint64_t stream; /* 0 in the first copy (all streams), else as synced_stream gives it */
 	uint64_t end;
 };
 
@@ -134,24 +138,30 @@ static int cmp_ref(const void *a, const void *b)
 
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
-	return x->end < y->end ? -1 : x->end > y->end;
+	if (x->stream != y->stream)
+		return x->stream < y->stream ? -1 : 1;
+	if (x->end != y->end)
+		return x->end < y->end ? -1 : 1;
+	return x->track < y->track ? -1 : x->track > y->track;
 }
 
-/* Last ref of pid ending in (from, to], or NULL. */
-static const struct op_ref *last_end(const struct op_ref *v, size_t n, uint32_t pid, uint64_t from,
-				     uint64_t to)
+/* Last ref of (pid, stream) ending in (from, to], or NULL. */
+static const struct op_ref *last_end(const struct op_ref *v, size_t n, uint32_t pid,
+				     uint64_t stream, uint64_t from, uint64_t to)
 {
 	size_t lo = 0, hi = n;
 
-	while (lo < hi) { /* first ref > (pid, to) */
+	while (lo < hi) { /* first ref > (pid, stream, to) */
 		size_t mid = (lo + hi) / 2;
 
-		if (v[mid].pid < pid || (v[mid].pid == pid && v[mid].end <= to))
+		if (v[mid].pid < pid ||
+		    (v[mid].pid == pid &&
+		     (v[mid].stream < stream || (v[mid].stream == stream && v[mid].end <= to))))
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (!lo || v[lo - 1].pid != pid || v[lo - 1].end <= from)
+	if (!lo || v[lo - 1].pid != pid || v[lo - 1].stream != stream || v[lo - 1].end <= from)
 		return NULL;
 	return &v[lo - 1];
 }
@@ -222,28 +232,24 @@ static bool is_cpu_sync(const struct profile *p, const struct event *e)
 }
 
 /* The op that ended a synchronization call: the last to end inside it. */
-static const struct op_ref *sync_target(const struct profile *p, const struct cp_graph *g,
-					const struct event *e, const struct op_ref *refs,
+static const struct op_ref *sync_target(const struct profile *p, const struct event *e,
+					const struct op_ref *refs, const struct op_ref *by_stream,
 					size_t nrefs, const struct syncs *syncs)
 {
-	const struct op_ref *r = last_end(refs, nrefs, e->pid, e->ts, e->ts + e->dur);
+	const struct op_ref *r = last_end(refs, nrefs, e->pid, 0, e->ts, e->ts + e->dur);
 	uint64_t stream;
 
 	if (!r || !strstr(profile__str(p, e->name), "StreamSynchronize") ||
 	    !(stream = synced_stream(syncs, e)))
 		return r;
 	/* Only that stream: the latest of its ops ending inside the call. */
-	for (size_t k = (size_t)(r - refs) + 1;
-	     k-- > 0 && refs[k].pid == e->pid && refs[k].end > e->ts;)
-		if ((uint32_t)g->tracks[refs[k].track].gpu_stream == (uint32_t)stream)
-			return &refs[k];
-	return NULL;
+	return last_end(by_stream, nrefs, e->pid, stream, e->ts, e->ts + e->dur);
 }
 
 static int add_sync_waits(const struct profile *p, struct cp_graph *g, uint8_t *has_sync)
 {
 	struct syncs syncs;
-	struct op_ref *refs;
+	struct op_ref *refs, *by_stream;
 	size_t n = 0, k = 0;
 	int err = syncs_init(p, &syncs);
 
@@ -253,15 +259,22 @@ static int add_sync_waits(const struct profile *p, struct cp_graph *g, uint8_t *
 	for (size_t i = 0; i < g->ntracks; i++)
 		n += g->tracks[i].nops;
 	refs = malloc((n + 1) * sizeof(*refs));
-	if (!refs) {
+	by_stream = malloc((n + 1) * sizeof(*by_stream));
+	if (!refs || !by_stream) {
+		free(refs);
+		free(by_stream);
 		free(syncs.v);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < g->ntracks; i++)
-		for (size_t j = 0; j < g->tracks[i].nops; j++)
-			refs[k++] =
-			    (struct op_ref){g->tracks[i].pid, (uint32_t)i, g->tracks[i].ops[j].end};
+		for (size_t j = 0; j < g->tracks[i].nops; j++, k++) {
+			refs[k] = (struct op_ref){g->tracks[i].pid, (uint32_t)i, 0,
+						  g->tracks[i].ops[j].end};
+			by_stream[k] = refs[k];
+			by_stream[k].stream = 1ULL << 32 | (uint32_t)g->tracks[i].gpu_stream;
+		}
 	qsort(refs, n, sizeof(*refs), cmp_ref);
+	qsort(by_stream, n, sizeof(*by_stream), cmp_ref);
 	for (size_t i = 0; i < p->events.n && !err; i++) {
 		const struct event *e = &p->events.v[i];
 		const struct op_ref *r;
@@ -275,7 +288,7 @@ static int add_sync_waits(const struct profile *p, struct cp_graph *g, uint8_t *
 			err = (int)t;
 			break;
 		}
-		r = sync_target(p, g, e, refs, n, &syncs);
+		r = sync_target(p, e, refs, by_stream, n, &syncs);
 		w = (struct cp_wait){e->ts, r ? r->end : e->ts, e->ts + e->dur,
 				     -1,    e->stack,		WAIT_GPU_SYNC};
 		if (r) {
@@ -289,6 +302,7 @@ static int add_sync_waits(const struct profile *p, struct cp_graph *g, uint8_t *
 		err = err ?: critpath_add_wait(g, (uint32_t)t, &w);
 	}
 	free(refs);
+	free(by_stream);
 	free(syncs.v);
 	return err;
 }

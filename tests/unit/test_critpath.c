@@ -321,6 +321,105 @@ static void test_gpu_stream_sync_names_its_stream(void **state)
 	}
 }
 
+/*
+ * Which op ends each synchronization wait, against a brute-force search on random
+ * profiles: four streams (0 and 0xffffffff among them) on a coarse time grid, so ends tie
+ * across streams; stream synchronizations with and without CUPTI's record of the stream,
+ * and context synchronizations. The latest op ending inside the call wins, ties to the
+ * later track; a named stream's sync takes only that stream's ops, or none.
+ */
+static void test_gpu_sync_target_model(void **state)
+{
+	static const uint32_t streams[] = { 0, 7, 13, 0xffffffffu };
+	uint64_t rng = 11;
+	size_t named = 0, found = 0, none = 0;
+
+	(void)state;
+	for (int round = 0; round < 150; round++) {
+		struct profile *p = gpu_proc(200000);
+		struct cp_graph g;
+		uint64_t t = 1000;
+		struct { uint64_t ts, dur; int64_t stream; } calls[12];
+		size_t ncalls = 0;
+
+		for (int si = 0; si < 4; si++) { /* ops per stream, never overlapping */
+			uint64_t at = 1000;
+
+			for (int k = 0; k < 15; k++) {
+				rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+				at += 100 * (1 + (rng >> 40) % 40);
+				if (at > 150000)
+					break;
+				add_op(p, EVK_GPU_KERNEL, "k", streams[si], at - 100 * (1 + (rng >> 50) % 3 / 2), at, 0);
+			}
+		}
+		while (ncalls < 12) {
+			rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+			t += 100 * (1 + (rng >> 40) % 30);
+			calls[ncalls].ts = t;
+			calls[ncalls].dur = 100 * (1 + (rng >> 46) % 40);
+			calls[ncalls].stream = (rng >> 56) % 3 == 0 ? -2 /* context */ :
+					       (rng >> 56) % 3 == 1 ? -1 /* no record */ :
+					       (int64_t)streams[(rng >> 60) % 4];
+			t += calls[ncalls].dur;
+			add_api(p, calls[ncalls].stream == -2 ? "cuCtxSynchronize" : "cudaStreamSynchronize",
+				CUDA_CAT_SYNC, calls[ncalls].ts, calls[ncalls].dur, 0);
+			if (calls[ncalls].stream >= 0) {
+				struct event rec = { .kind = EVK_GPU_SYNC, .pid = 1, .ts = calls[ncalls].ts + 1,
+						     .dur = calls[ncalls].dur - 2,
+						     .a = 1ULL << 32 | (uint64_t)calls[ncalls].stream, .b = 3 };
+
+				assert_int_equal(profile__add_event(p, &rec), 0);
+			}
+			ncalls++;
+		}
+		assert_int_equal(critpath_build(p, &g), 0);
+		for (size_t c = 0; c < ncalls; c++) {
+			uint64_t lo = calls[c].ts, hi = lo + calls[c].dur, best_end = 0;
+			int64_t best_track = -1, thr = critpath_find_track(&g, CP_TRACK_THREAD, 1, 1);
+			const struct cp_wait *w = NULL;
+
+			for (size_t i = 0; i < g.ntracks; i++) {
+				const struct cp_track *tr = &g.tracks[i];
+
+				if (tr->kind != CP_TRACK_GPU_STREAM ||
+				    (calls[c].stream >= 0 && (uint32_t)tr->gpu_stream != (uint32_t)calls[c].stream))
+					continue;
+				for (size_t j = 0; j < tr->nops; j++)
+					if (tr->ops[j].end > lo && tr->ops[j].end <= hi &&
+					    (tr->ops[j].end > best_end ||
+					     (tr->ops[j].end == best_end && (int64_t)i > best_track))) {
+						best_end = tr->ops[j].end;
+						best_track = (int64_t)i;
+					}
+			}
+			assert_true(thr >= 0);
+			for (size_t i = 0; i < g.tracks[thr].nwaits; i++)
+				if (g.tracks[thr].waits[i].kind == WAIT_GPU_SYNC &&
+				    g.tracks[thr].waits[i].start == lo)
+					w = &g.tracks[thr].waits[i];
+			assert_non_null(w);
+			assert_int_equal(w->end, hi);
+			named += calls[c].stream >= 0;
+			if (best_track < 0) {
+				none++;
+				assert_int_equal(w->edge, -1);
+				assert_int_equal(w->ready, lo);
+				continue;
+			}
+			found++;
+			assert_true(w->edge >= 0);
+			assert_int_equal(g.edges[w->edge].kind, CP_EDGE_GPU_SYNC);
+			assert_int_equal(g.edges[w->edge].from_track, best_track);
+			assert_int_equal(g.edges[w->edge].from_ts, best_end);
+			assert_int_equal(w->ready, best_end);
+		}
+		critpath_free(&g);
+		profile__free(p);
+	}
+	assert_true(named > 500 && found > 500 && none > 50);
+}
+
 /* A synchronization no GPU work explains (no CUPTI data) stays on the path as gpu-sync. */
 static void test_gpu_sync_without_activity(void **state)
 {
@@ -379,6 +478,7 @@ int main(void)
 	    cmocka_unit_test(test_gpu_launch_stream_order_sync),
 	    cmocka_unit_test(test_gpu_idle_gap_is_launch),
 	    cmocka_unit_test(test_gpu_stream_sync_names_its_stream),
+	    cmocka_unit_test(test_gpu_sync_target_model),
 	    cmocka_unit_test(test_gpu_sync_without_activity),
 	    cmocka_unit_test(test_cli),
 	};
