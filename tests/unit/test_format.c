@@ -96,6 +96,51 @@ static void test_round_trip(void **state)
 	profile__free(q);
 }
 
+/*
+ * Metadata keys stay unique however many there are (past a few they are found by hash):
+ * 1,000 keys, every third set again before and after the index exists, then read back.
+ */
+static void test_many_meta_keys(void **state)
+{
+	struct profile *p = profile__new(), *q = NULL;
+	const char *path = test_path("meta.eprof");
+	struct eprof_writer *w = eprof_writer__open(path);
+	struct read_info info;
+	char k[32], v[32];
+
+	(void)state;
+	assert_non_null(w);
+	for (int i = 0; i < 40; i++) { /* 20 keys twice: found by a scan */
+		snprintf(k, sizeof(k), "key%d", i % 20);
+		assert_int_equal(profile__set_meta(p, k, i < 20 ? "early" : "again"), 0);
+	}
+	assert_int_equal(p->meta.n, 20);
+	assert_null(p->meta_index);
+	assert_string_equal(profile__meta(p, "key19"), "again");
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < 1000; i++) {
+			if (round && i % 3)
+				continue;
+			snprintf(k, sizeof(k), "key%d", i);
+			snprintf(v, sizeof(v), "v%d.%d", i, round);
+			assert_int_equal(profile__set_meta(p, k, v), 0);
+		}
+	assert_non_null(p->meta_index);
+	assert_int_equal(p->meta.n, 1000);
+	assert_int_equal(eprof_writer__finish(w, p), 0);
+	assert_int_equal(eprof_read_file(path, &q, &info), 0);
+	for (struct profile *x = p; x; x = x == p ? q : NULL) {
+		assert_int_equal(x->meta.n, 1000);
+		for (int i = 0; i < 1000; i++) {
+			snprintf(k, sizeof(k), "key%d", i);
+			snprintf(v, sizeof(v), "v%d.%d", i, i % 3 ? 0 : 2);
+			assert_string_equal(profile__meta(x, k), v);
+		}
+	}
+	profile__free(p);
+	profile__free(q);
+}
+
 /* Three flushes with samples dropped from memory in between, as record does. */
 static struct profile *write_chunks(const char *path, bool finish)
 {
@@ -568,6 +613,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_many_meta_keys),
 		cmocka_unit_test(test_chunks_and_forget),
 		cmocka_unit_test(test_changes_only),
 		cmocka_unit_test(test_stack_epochs),
