@@ -64,6 +64,9 @@ def grown_dir(fz, build, t):
     return d
 
 
+MIN_SLICE = 5  # CPU seconds
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,10 +85,12 @@ def main():
     found = False
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:symbolize=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    while not stop and any(done(ledger, t) < a.total for t in a.targets):
+    # A target within MIN_SLICE of the total is done: no slice that short is run, and the
+    # loop must not wait for one (it spun when a slice had stopped a second short).
+    while not stop and any(a.total - done(ledger, t) > MIN_SLICE for t in a.targets):
         for t in a.targets:
             left = min(a.slice, a.total - done(ledger, t))
-            while left > 5 and not stop:
+            while left > MIN_SLICE and not stop:
                 while os.path.exists(pause) and not stop:
                     time.sleep(1)
                 if stop:
