@@ -374,45 +374,25 @@ int profile__add_mapping(struct profile *p, const struct mapping *m)
 	return 0;
 }
 
-#define META_SCAN_MAX 32
-
 int profile__set_meta(struct profile *p, const char *key, const char *value)
 {
 	uint32_t k = profile__intern(p, key), v = profile__intern(p, value);
-	struct meta_kv *kv;
 	uint64_t at;
 
-	/* A file may hold any number of keys: past a few, find them by hash, not by a scan. */
-	if (!p->meta_index && p->meta.n >= META_SCAN_MAX) {
-		p->meta_index = hmap__new(p->meta.n * 2);
-		for (size_t i = 0; i < p->meta.n && p->meta_index; i++)
-			if (hmap__put(p->meta_index, p->meta.v[i].key, 0, i)) {
-				hmap__free(p->meta_index);
-				p->meta_index = NULL; /* scan instead */
-			}
-	}
-	if (p->meta_index) {
-		if (hmap__get(p->meta_index, k, 0, &at)) {
-			p->meta.v[at].value = v;
-			return 0;
-		}
-	} else {
-		for (size_t i = 0; i < p->meta.n; i++) {
-			if (p->meta.v[i].key == k) {
-				p->meta.v[i].value = v;
-				return 0;
-			}
-		}
-	}
-	kv = vec_push(p->meta);
-	if (!kv)
+	/* A file may hold any number of keys: they are found by hash, not by a scan. */
+	if (!p->meta_index && !(p->meta_index = hmap__new(16)))
 		return -ENOMEM;
-	kv->key = k;
-	kv->value = v;
-	if (p->meta_index && hmap__put(p->meta_index, k, 0, p->meta.n - 1)) {
-		hmap__free(p->meta_index);
-		p->meta_index = NULL;
+	if (hmap__get(p->meta_index, k, 0, &at)) {
+		p->meta.v[at].value = v;
+		return 0;
 	}
+	if (!vec_push(p->meta))
+		return -ENOMEM;
+	if (hmap__put(p->meta_index, k, 0, p->meta.n - 1)) {
+		p->meta.n--;
+		return -ENOMEM;
+	}
+	p->meta.v[p->meta.n - 1] = (struct meta_kv){ .key = k, .value = v };
 	return 0;
 }
 

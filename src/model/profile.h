@@ -237,7 +237,7 @@ struct profile {
 	struct hmap *stack_index; /* (parent, loc) -> node id */
 	struct hmap *proc_index;  /* pid -> procs index */
 	struct hmap *thread_index; /* tid -> threads index */
-	struct hmap *meta_index;   /* key string id -> meta index, once there are many keys */
+	struct hmap *meta_index;   /* key string id -> meta index */
 	/* Readers never intern locations or stacks: these two indexes are built on first use. */
 	bool loc_indexed, stack_indexed;
 	/*
