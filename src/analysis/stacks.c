@@ -208,6 +208,16 @@ size_t stack_frames(const struct profile *p, uint32_t node, const struct frame *
 	return n;
 }
 
+static uint32_t parent_of(const struct profile *p, uint32_t node)
+{
+	return p->stacks.v[node].parent < node ? p->stacks.v[node].parent : 0;
+}
+
+static bool loc_special(const struct profile *p, uint32_t loc)
+{
+	return p->objects.v[p->locations.v[loc].object].kind == OBJ_SPECIAL;
+}
+
 bool stack_truncated(const struct profile *p, uint32_t node)
 {
 	uint32_t root = node, below = 0;
@@ -219,17 +229,7 @@ bool stack_truncated(const struct profile *p, uint32_t node)
 	/* A Python sample's [GIL] / [no GIL] root is no sign of a cut stack: look below it. */
 	if (root && py_gil_marker(p, p->stacks.v[root].loc))
 		root = below;
-	return root && p->objects.v[p->locations.v[p->stacks.v[root].loc].object].kind == OBJ_SPECIAL;
-}
-
-static uint32_t parent_of(const struct profile *p, uint32_t node)
-{
-	return p->stacks.v[node].parent < node ? p->stacks.v[node].parent : 0;
-}
-
-static bool loc_special(const struct profile *p, uint32_t loc)
-{
-	return p->objects.v[p->locations.v[loc].object].kind == OBJ_SPECIAL;
+	return root && loc_special(p, p->stacks.v[root].loc);
 }
 
 uint8_t *stacks_truncated(const struct profile *p)
