@@ -57,6 +57,9 @@ static _Alignas(8) unsigned char out_buf[EGPU_MSG_MAX];
 static size_t out_len;
 static uint32_t out_nrec;
 static atomic_ullong n_dropped, n_sent;
+/* Activity records with a zero start or end, or an end before the start: dropped, counted. */
+static atomic_ullong n_zero_ts, n_inverted_ts;
+static bool verbose; /* EPROF_CUPTI_VERBOSE: what was loaded and sent, on stderr */
 static atomic_bool stopping;
 static pthread_t flusher;
 static bool flusher_on;
@@ -182,12 +185,35 @@ static void put_device(const CUpti_ActivityDevice5 *d)
 	free((void *)d->name);
 }
 
+/*
+ * CUPTI documents that kernel records can carry 0 timestamps, a forced flush returns work
+ * still in flight, and ends before starts have been seen: such a record would stretch a
+ * device's window to the machine's uptime. Counted and dropped.
+ */
+static bool bad_times(uint64_t start, uint64_t end)
+{
+	if (!start || !end) {
+		atomic_fetch_add(&n_zero_ts, 1);
+		return true;
+	}
+	if (end < start) {
+		atomic_fetch_add(&n_inverted_ts, 1);
+		return true;
+	}
+	return false;
+}
+
 static void put_record(const CUpti_Activity *a)
 {
 	switch (a->kind) {
 	case CUPTI_ACTIVITY_KIND_KERNEL:
-	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-		put_kernel((const CUpti_ActivityKernel10 *)a);
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+		const CUpti_ActivityKernel10 *k = (const void *)a;
+
+		if (!bad_times(k->start, k->end))
+			put_kernel(k);
+		break;
+	}
 		break;
 	case CUPTI_ACTIVITY_KIND_DEVICE:
 		put_device((const CUpti_ActivityDevice5 *)a);
@@ -204,7 +230,8 @@ static void put_record(const CUpti_Activity *a)
 		    .dst_kind = m->dstKind,
 		    .bytes = m->bytes};
 
-		put(&r, sizeof(r), NULL, 0);
+		if (!bad_times(m->start, m->end))
+			put(&r, sizeof(r), NULL, 0);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -217,7 +244,8 @@ static void put_record(const CUpti_Activity *a)
 		    .value = m->value,
 		    .bytes = m->bytes};
 
-		put(&r, sizeof(r), NULL, 0);
+		if (!bad_times(m->start, m->end))
+			put(&r, sizeof(r), NULL, 0);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
@@ -228,7 +256,8 @@ static void put_record(const CUpti_Activity *a)
 		    .stream = s->streamId,
 		    .type = s->type};
 
-		put(&r, sizeof(r), NULL, 0);
+		if (!bad_times(s->start, s->end))
+			put(&r, sizeof(r), NULL, 0);
 		break;
 	}
 	default:
@@ -318,25 +347,57 @@ static void at_exit(void)
 	atomic_store(&stopping, true);
 	cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	send_stats();
+	if (verbose)
+		fprintf(stderr,
+			"eprof-cupti: pid %d: %llu records sent, %llu dropped, %llu with a zero "
+			"timestamp, %llu with end < start\n",
+			(int)getpid(), (unsigned long long)atomic_load(&n_sent),
+			(unsigned long long)atomic_load(&n_dropped),
+			(unsigned long long)atomic_load(&n_zero_ts),
+			(unsigned long long)atomic_load(&n_inverted_ts));
 	if (sock_fd >= 0)
 		close(sock_fd);
 	sock_fd = -1;
 }
 
+/* The file the library was loaded from, for the recorder's log (empty when unknown). */
+static char cupti_path[256];
+
+static void note_path(void *h, const char *sym)
+{
+	Dl_info info;
+	void *f = h ? dlsym(h, sym) : NULL;
+
+	if (f && dladdr(f, &info) && info.dli_fname)
+		snprintf(cupti_path, sizeof(cupti_path), "%s", info.dli_fname);
+}
+
+/*
+ * One libcupti per process: a PyTorch process has usually loaded libcupti.so.13 (or .12) from
+ * its own wheel already, and a second copy from another directory would keep state of its own
+ * the first never sees. So: a copy already loaded (RTLD_NOLOAD, versioned names first), then
+ * EPROF_LIBCUPTI, then the versioned names on the search path, then the toolkit's.
+ */
 static void *open_cupti(void)
 {
+	static const char *const loaded[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
 	static const char *const names[] = {
-	    "libcupti.so",
 	    "libcupti.so.13",
 	    "libcupti.so.12",
+	    "libcupti.so",
 	    "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
 	    "/usr/local/cuda/lib64/libcupti.so",
 	};
 	const char *env = getenv("EPROF_LIBCUPTI");
-	void *h = env && *env ? dlopen(env, RTLD_NOW) : NULL;
+	void *h = NULL;
 
+	for (size_t i = 0; !h && i < sizeof(loaded) / sizeof(loaded[0]); i++)
+		h = dlopen(loaded[i], RTLD_NOW | RTLD_NOLOAD);
+	if (!h && env && *env)
+		h = dlopen(env, RTLD_NOW);
 	for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
 		h = dlopen(names[i], RTLD_NOW);
+	note_path(h, "cuptiGetVersion");
 	return h;
 }
 
@@ -407,6 +468,7 @@ EXPORT int InitializeInjection(void)
 
 	if (sock_fd >= 0)
 		return 1;
+	verbose = getenv("EPROF_CUPTI_VERBOSE") && *getenv("EPROF_CUPTI_VERBOSE");
 	sock_fd = connect_recorder();
 	if (sock_fd < 0)
 		return 1; /* not under eprof: stay out of the way */
@@ -428,14 +490,16 @@ EXPORT int InitializeInjection(void)
 	cupti.enable_cb = (typeof(cupti.enable_cb))dlsym(h, "cuptiEnableCallback");
 	cupti.cb_name = (typeof(cupti.cb_name))dlsym(h, "cuptiGetCallbackName");
 	/*
-	 * Records are read with this build's layouts: the library must be of the same major and
-	 * no older (new fields are appended), or the records would be misread.
+	 * Records are read with this build's layouts, which hold within a major version: minor
+	 * and update releases only append fields (13.0 GA is 130000, 13.0 Update 1 130001).
 	 */
 	{
 		uint32_t v = 0;
 
-		if (cupti.version(&v) != CUPTI_SUCCESS || v < CUPTI_API_VERSION ||
-		    v / 10000 != CUPTI_API_VERSION / 10000) {
+		if (cupti.version(&v) == CUPTI_SUCCESS && verbose)
+			fprintf(stderr, "eprof-cupti: pid %d: libcupti API %u from %s (built with %u)\n",
+				(int)getpid(), v, cupti_path[0] ? cupti_path : "?", CUPTI_API_VERSION);
+		if (cupti.version(&v) != CUPTI_SUCCESS || v / 10000 != CUPTI_API_VERSION / 10000) {
 			fprintf(
 			    stderr,
 			    "eprof: libcupti API version %u does not match the %u eprof was built "
