@@ -61,7 +61,12 @@ struct cuda_task {
 	 * traced calls between them allowed) is the runtime calling the driver - nested - as the
 	 * depth cannot tell. */
 	__u8 rt_launch;
+	/* ... and where it was entered: a launch entered at that same stack pointer right after it
+	 * was jumped to from it (nvcc 13's __cudaLaunchKernel tail-calls cudaLaunchKernel) */
+	__u64 rt_sp, rt_ts;
 };
+
+#define CUDA_TAIL_NS 200000 /* a tail call follows its caller's entry within this */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -158,6 +163,24 @@ static __always_inline void cuda_send_entry(__u64 id, __u64 ck, __u64 now, __u64
 }
 
 /*
+ * Calls whose return was never seen (a longjmp or exception through them, a return the kernel
+ * could not probe) would pile up until every call of the thread is lost. The stack grows down:
+ * a pending call whose entry stack pointer is below `limit` (an entry's own, or a return's less
+ * the popped return address) is no longer on the stack, so it is over.
+ */
+static __always_inline void cuda_pop_stale(struct cuda_task *t, __u64 limit)
+{
+	for (int i = 0; i < CUDA_MAX_DEPTH; i++) {
+		__u32 d = t->depth;
+
+		if (!d || d > CUDA_MAX_DEPTH || t->calls[d - 1].sp >= limit)
+			break;
+		t->depth = d - 1;
+		stat_inc(BSTAT_CUDA_STALE);
+	}
+}
+
+/*
  * Entry of a traced call: its arguments onto the thread's call stack. Returns 1 when its
  * return needs no probe (sessions only: a launch past the stack rate, sent here).
  */
@@ -170,11 +193,15 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 id, __u64 ck, s
 	__u32 ia, d;
 	__u64 b2;
 
+	cuda_regs_get(ctx, &regs);
+	/* A call entered at the same stack pointer as a pending one was tail-called from it. */
+	cuda_pop_stale(t, regs.sp);
 	d = t->depth;
-	nested = d > 0 || (launch && t->rt_launch && !(ck & CUDA_CK_RUNTIME));
+	nested = d > 0 || (launch && t->rt_launch && !(ck & CUDA_CK_RUNTIME)) ||
+		 (launch && t->rt_launch && regs.sp == t->rt_sp &&
+		  bpf_ktime_get_ns() - t->rt_ts < CUDA_TAIL_NS);
 	if (launch)
 		t->rt_launch = 0;
-	cuda_regs_get(ctx, &regs);
 	/* A nested launch needs no stack (the outer call has it) and, in a session, no return. */
 	if (session && launch) {
 		__u64 now = bpf_ktime_get_ns();
@@ -183,6 +210,8 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 id, __u64 ck, s
 		if (!token) {
 			stat_inc(BSTAT_CUDA_NOSTACK);
 			t->rt_launch = !!(ck & CUDA_CK_RUNTIME);
+			t->rt_sp = regs.sp;
+			t->rt_ts = now;
 			cuda_send_entry(id, ck, now, cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_PTR)),
 					nested);
 			return 1;
@@ -356,6 +385,7 @@ int BPF_KPROBE(cuda_session)
 		stat_inc(BSTAT_CUDA_INFLIGHT_FULL);
 		return 1;
 	}
+	cuda_pop_stale(t, PT_REGS_SP(ctx) - CUDA_RET_SP);
 	d = t->depth - 1;
 	if (d < CUDA_MAX_DEPTH && t->funcs[d] == CUDA_CK_FUNC(ck) &&
 	    PT_REGS_SP(ctx) == t->calls[d].sp + CUDA_RET_SP)

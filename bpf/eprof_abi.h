@@ -440,6 +440,7 @@ enum eprof_bpf_stat {
 	BSTAT_PY_NO_TSTATE,    /* sample of a Python process from a thread with no known tstate */
 	BSTAT_PY_READ_ERR,     /* an interpreter frame could not be read */
 	BSTAT_PY_TRUNC,	       /* Python stack deeper than PY_MAX_FRAMES */
+	BSTAT_CUDA_STALE,      /* pending CUDA calls dropped: their return was never seen */
 	BSTAT_MAX
 };
 
