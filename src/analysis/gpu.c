@@ -61,16 +61,55 @@ static bool launches_work(const struct event *e)
 		cat == CUDA_CAT_GRAPH);
 }
 
-/* The API call of (pid, tid) whose interval holds ts; idx sorted by (pid, tid, ts). */
+/*
+ * A function name without what varies between the probed symbol and the name CUPTI gives its
+ * callback: leading underscores (nvcc 13's __cudaLaunchKernel runs as cudaLaunchKernel) and
+ * the _ptsz/_ptds/_vN suffixes. Hashed; 0 for no name.
+ */
+static uint64_t canon_name(const struct profile *p, uint32_t id)
+{
+	const char *s = id ? profile__str(p, id) : NULL;
+	size_t n;
+	uint64_t h = 1469598103934665603ULL;
+
+	if (!s || !*s)
+		return 0;
+	while (*s == '_')
+		s++;
+	n = strlen(s);
+	for (bool cut = true; cut;) {
+		const char *u = n ? memrchr(s, '_', n) : NULL;
+		size_t k = u ? (size_t)(u - s) : 0;
+
+		cut = u && ((n - k == 5 && (!memcmp(u, "_ptsz", 5) || !memcmp(u, "_ptds", 5))) ||
+			    (n - k > 2 && u[1] == 'v' && strspn(u + 2, "0123456789") >= n - k - 2));
+		if (cut)
+			n = k;
+	}
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	return h ? h : 1;
+}
+
+/*
+ * The API call that a CUPTI callback ran inside: the last call of (pid, tid) that queues work
+ * and began before the callback (idx sorted by (pid, tid, ts)). A timed call must still be
+ * running at the callback. A call seen at entry only has no end: it must have begun at most
+ * GPU_ENTRY_JOIN_NS before, be for the same function as the callback, and not yet be claimed by
+ * an earlier callback for that function - a launch through code eprof does not probe (a
+ * library's own static cudart) is not pinned on the thread's last probed launch.
+ */
 static uint32_t find_call(const struct profile *p, const uint32_t *idx, size_t n,
-			  const struct event *corr)
+			  const struct event *corr, struct hmap *claimed)
 {
 	size_t lo = 0, hi = n;
+	const struct event *e;
+	uint64_t cn, one;
 
 	while (lo < hi) { /* first entry > (pid, tid, ts) */
 		size_t mid = lo + (hi - lo) / 2;
-		const struct event *e = &p->events.v[idx[mid]];
 
+		e = &p->events.v[idx[mid]];
 		if (e->pid < corr->pid || (e->pid == corr->pid && e->tid < corr->tid) ||
 		    (e->pid == corr->pid && e->tid == corr->tid && e->ts <= corr->ts))
 			lo = mid + 1;
@@ -79,44 +118,60 @@ static uint32_t find_call(const struct profile *p, const uint32_t *idx, size_t n
 	}
 	if (!lo)
 		return GPU_NO_LAUNCH;
-	{
-		const struct event *e = &p->events.v[idx[lo - 1]];
+	e = &p->events.v[idx[lo - 1]];
+	if (e->pid != corr->pid || e->tid != corr->tid)
+		return GPU_NO_LAUNCH;
+	if (!(e->flags & CUDA_API_F_NODUR))
+		return corr->ts <= e->ts + e->dur ? idx[lo - 1] : GPU_NO_LAUNCH;
+	if (corr->ts - e->ts > GPU_ENTRY_JOIN_NS)
+		return GPU_NO_LAUNCH;
+	cn = canon_name(p, corr->name);
+	if (cn && cn != canon_name(p, e->name))
+		return GPU_NO_LAUNCH;
+	if (hmap__get(claimed, idx[lo - 1], cn, &one))
+		return GPU_NO_LAUNCH;
+	return hmap__put(claimed, idx[lo - 1], cn, 1) ? GPU_NO_LAUNCH : idx[lo - 1];
+}
 
-		/* A launch seen at entry only has no end: the thread's last call before the
-		 * callback is it (CUPTI's callback runs inside the call). */
-		if (e->pid == corr->pid && e->tid == corr->tid &&
-		    (corr->ts <= e->ts + e->dur || (e->flags & CUDA_API_F_NODUR)))
-			return idx[lo - 1];
-	}
-	return GPU_NO_LAUNCH;
+static bool is_corr(const struct event *e)
+{
+	return e->kind == EVK_CUDA_CORR;
 }
 
 int gpu_join(const struct profile *p, uint32_t **launch)
 {
-	uint32_t *out = malloc((p->events.n + 1) * sizeof(*out)), *idx = NULL;
-	struct hmap *by_corr = hmap__new(1024);
-	size_t n = 0;
+	uint32_t *out = malloc((p->events.n + 1) * sizeof(*out)), *idx = NULL, *corrs = NULL;
+	struct hmap *by_corr = hmap__new(1024), *claimed = hmap__new(1024);
+	size_t n = 0, nc = 0;
 	int err = -ENOMEM;
 
-	if (!out || !by_corr)
+	if (!out || !by_corr || !claimed)
 		goto out;
 	for (size_t i = 0; i < p->events.n; i++)
 		out[i] = GPU_NO_LAUNCH;
 	idx = malloc((p->events.n + 1) * sizeof(*idx));
-	if (!idx)
+	corrs = malloc((p->events.n + 1) * sizeof(*corrs));
+	if (!idx || !corrs)
 		goto out;
-	for (size_t i = 0; i < p->events.n; i++)
+	for (size_t i = 0; i < p->events.n; i++) {
 		if (launches_work(&p->events.v[i]))
 			idx[n++] = i;
+		else if (is_corr(&p->events.v[i]))
+			corrs[nc++] = i;
+	}
 	sort_p = p;
 	qsort(idx, n, sizeof(*idx), cmp_api);
-	for (size_t i = 0; i < p->events.n; i++) {
-		const struct event *e = &p->events.v[i];
+	/* callbacks in time order per thread: the first one after a call claims it */
+	qsort(corrs, nc, sizeof(*corrs), cmp_api);
+	for (size_t i = 0; i < nc; i++) {
+		const struct event *e = &p->events.v[corrs[i]];
+		uint64_t have;
 		uint32_t call;
 
-		if (e->kind != EVK_CUDA_CORR)
+		/* runtime and driver callbacks of one call can share a correlation id */
+		if (hmap__get(by_corr, e->pid, e->c, &have))
 			continue;
-		call = find_call(p, idx, n, e);
+		call = find_call(p, idx, n, e, claimed);
 		if (call != GPU_NO_LAUNCH && hmap__put(by_corr, e->pid, e->c, call))
 			goto out;
 	}
@@ -133,7 +188,9 @@ int gpu_join(const struct profile *p, uint32_t **launch)
 out:
 	free(out);
 	free(idx);
+	free(corrs);
 	hmap__free(by_corr);
+	hmap__free(claimed);
 	return err;
 }
 
@@ -657,6 +714,29 @@ static int analyze_events(const struct profile *p, struct gpu_summary *s, struct
 	return 0;
 }
 
+/*
+ * Joined activities, and a check of the join where both sides name the kernel: the launch
+ * call's kernel (its host stub or function handle) against the kernel CUPTI ran.
+ */
+static void count_joined(const struct profile *p, struct gpu_summary *s, const uint32_t *launch)
+{
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+		uint32_t kn;
+
+		if (launch[i] == GPU_NO_LAUNCH)
+			continue;
+		s->joined++;
+		if (e->kind != EVK_GPU_KERNEL)
+			continue;
+		kn = gpu_launch_kernel_name(p, &p->events.v[launch[i]]);
+		if (!kn || !e->name || profile__str(p, kn)[0] == '[')
+			continue; /* a graph launch, or a launch whose kernel has no name */
+		s->joined_checked++;
+		s->joined_mismatch += strcmp(profile__str(p, kn), profile__str(p, e->name)) != 0;
+	}
+}
+
 int gpu_analyze(const struct profile *p, struct gpu_summary *s)
 {
 	struct acc a = {0};
@@ -683,8 +763,7 @@ int gpu_analyze(const struct profile *p, struct gpu_summary *s)
 	if (!err && s->have_activity)
 		err = gpu_join(p, &launch);
 	if (!err && launch)
-		for (size_t i = 0; i < p->events.n; i++)
-			s->joined += launch[i] != GPU_NO_LAUNCH;
+		count_joined(p, s, launch);
 	if (!err) { /* qsort wants a non-NULL base even for 0 elements */
 		if (s->napi)
 			qsort(s->api, s->napi, sizeof(*s->api), cmp_api_total);

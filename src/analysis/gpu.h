@@ -19,6 +19,8 @@
 #include "gpu_occ.h"
 
 #define GPU_NO_LAUNCH UINT32_MAX
+/* A launch seen at entry only is joined to a CUPTI callback at most this much later. */
+#define GPU_ENTRY_JOIN_NS 10000000ULL
 #define GPU_MAX_GAPS 3
 
 struct gpu_api_stat {
@@ -95,6 +97,8 @@ struct gpu_summary {
 	uint64_t sync_calls, sync_ns; /* CPU time blocked in synchronization calls */
 	uint64_t kernel_ns;	      /* sum of kernel durations */
 	uint64_t gpu_events, joined;  /* GPU activities, and those with a launch stack */
+	/* joined kernels whose launch named its kernel, and of those the ones that named another */
+	uint64_t joined_checked, joined_mismatch;
 	uint64_t mem_peak, mem_live, mem_live_allocs; /* bytes from cudaMalloc & co */
 	bool have_activity;			       /* CUPTI records present */
 };

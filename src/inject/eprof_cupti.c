@@ -2,17 +2,30 @@
 /*
  * libeprof_cupti.so: the CUDA injection library. The CUDA driver loads it
  * from CUDA_INJECTION64_PATH (set by `eprof record -- CMD`) and calls
- * InitializeInjection() in every process that initializes CUDA. It opens
- * libcupti with dlopen (no link-time dependency), makes CUPTI stamp records
- * with CLOCK_MONOTONIC (the clock of eprof's BPF events), enables kernel,
- * copy, set, synchronization and device activity plus API callbacks (for the
- * thread and correlation id of each call), and streams eprof's compact
- * records (eprof_gpu_proto.h) to the recorder over the SOCK_SEQPACKET
- * socket named by EPROF_CUPTI_SOCK. Records that cannot be delivered are
- * counted and reported in an EGPU_STATS record.
+ * InitializeInjection() in every process that initializes CUDA. It uses the
+ * process's libcupti (the copy already loaded, else one found by name; never
+ * a second copy), makes CUPTI stamp records with CLOCK_MONOTONIC (the clock
+ * of eprof's BPF events), enables kernel, copy, set, synchronization and
+ * device activity plus API callbacks (for the thread and correlation id of
+ * each call), and streams eprof's compact records (eprof_gpu_proto.h) to the
+ * recorder over the SOCK_SEQPACKET socket named by EPROF_CUPTI_SOCK.
+ *
+ * Nothing is lost silently: records that cannot be delivered, records with
+ * zero or inverted times (work still in flight), records stamped by another
+ * clock (another CUPTI user re-registered the timestamp callback) and
+ * buffers whose reading stopped on an error are counted and sent in
+ * EGPU_STATS; an EGPU_INFO record says which libcupti runs and, when
+ * nothing is recorded, why.
+ *
+ * At exit the flush thread is stopped and joined, every context is
+ * synchronized so that work still queued completes, and the records are
+ * flushed; the socket stays open for the records a context teardown after
+ * that delivers (the kernel closes it at exit). A child forked without exec
+ * drops what it inherited and records nothing.
  *
  * Built against the CUPTI headers found at configure time; the record
- * layouts (CUpti_ActivityKernel10 & co) must match the libcupti loaded.
+ * layouts (CUpti_ActivityKernel10 & co) hold for every libcupti of the same
+ * major version.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -23,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -36,33 +50,59 @@
 #define EXPORT __attribute__((visibility("default")))
 #define ACT_BUF_SIZE (1 << 20)
 #define FLUSH_MS 200 /* default flush period */
+#define MAX_CTX 64   /* contexts synchronized at exit */
+/* A record more than this before the library started, or after now, is on another clock. */
+#define CLOCK_SLACK_NS (60ULL * 1000000000ULL)
+#define CB_IDS 4096 /* callback ids per domain whose names are remembered as sent */
+#define SEND_WAIT_MS 100 /* longest wait for room in the socket before a message is dropped */
 
 static struct {
 	typeof(&cuptiActivityRegisterCallbacks) reg_cb;
 	typeof(&cuptiActivityEnable) enable;
+	typeof(&cuptiActivityDisable) disable;
 	typeof(&cuptiActivityRegisterTimestampCallback) reg_ts;
 	typeof(&cuptiActivityGetNextRecord) next;
 	typeof(&cuptiActivityFlushAll) flush_all;
 	typeof(&cuptiActivityGetNumDroppedRecords) dropped;
 	typeof(&cuptiSubscribe) subscribe;
+	typeof(&cuptiUnsubscribe) unsubscribe;
 	typeof(&cuptiEnableDomain) enable_domain;
 	typeof(&cuptiGetVersion) version;
 	typeof(&cuptiEnableCallback) enable_cb; /* optional */
 	typeof(&cuptiGetCallbackName) cb_name;	/* optional */
 } cupti;
 
-static int sock_fd = -1;
+/* The driver calls that let work queued at exit complete before the last flush. */
+static struct {
+	CUresult (*push)(CUcontext);
+	CUresult (*pop)(CUcontext *);
+	CUresult (*sync)(void);
+} cu;
+
+static int sock_fd = -1, wake_fd = -1;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Alignas(8) unsigned char out_buf[EGPU_MSG_MAX];
 static size_t out_len;
 static uint32_t out_nrec;
-static atomic_ullong n_dropped, n_sent;
-/* Activity records with a zero start or end, or an end before the start: dropped, counted. */
-static atomic_ullong n_zero_ts, n_inverted_ts;
-static bool verbose; /* EPROF_CUPTI_VERBOSE: what was loaded and sent, on stderr */
-static atomic_bool stopping;
+static atomic_ullong n_dropped, n_sent, n_zero, n_inverted, n_foreign, n_buf_err;
+static atomic_bool stopping, disarmed, verbose;
 static pthread_t flusher;
 static bool flusher_on;
+static uint64_t t_init; /* CLOCK_MONOTONIC ns when the library started */
+static char cupti_path[256];
+static const CUpti_ActivityKind kinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,		   CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_MEMCPY2, /* peer-to-peer copies */
+    CUPTI_ACTIVITY_KIND_DEVICE,	 /* optional: without it, no occupancy figures */
+};
+static bool kind_on[sizeof(kinds) / sizeof(kinds[0])];
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext ctxs[MAX_CTX];
+static size_t nctx;
+
+static _Atomic uint64_t cb_sent[5][CB_IDS / 64]; /* (domain, cbid) whose name was sent */
 
 static uint64_t mono_ns(void)
 {
@@ -77,6 +117,27 @@ static uint64_t CUPTIAPI cupti_timestamp(void)
 	return mono_ns();
 }
 
+/* --- sending ------------------------------------------------------------------------------ */
+
+/*
+ * One message, without making the program wait on a recorder that does not read: the
+ * socket's buffer gets SEND_WAIT_MS to make room, then the message is dropped (counted).
+ */
+static bool send_bounded(void)
+{
+	for (int tries = 0; tries < 2; tries++) {
+		struct pollfd pf = {.fd = sock_fd, .events = POLLOUT};
+		ssize_t n = send(sock_fd, out_buf, out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n == (ssize_t)out_len)
+			return true;
+		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
+		    poll(&pf, 1, SEND_WAIT_MS) <= 0)
+			return false;
+	}
+	return false;
+}
+
 /* Sends the pending message; out_lock held. */
 static void send_locked(void)
 {
@@ -89,7 +150,7 @@ static void send_locked(void)
 	m->flags = 0;
 	m->pid = (uint32_t)getpid();
 	m->nrec = out_nrec;
-	if (sock_fd < 0 || send(sock_fd, out_buf, out_len, MSG_NOSIGNAL) != (ssize_t)out_len)
+	if (sock_fd < 0 || atomic_load(&disarmed) || !send_bounded())
 		atomic_fetch_add(&n_dropped, out_nrec);
 	else
 		atomic_fetch_add(&n_sent, out_nrec);
@@ -104,6 +165,10 @@ static void put_locked(const void *rec, size_t fixed, const void *tail, size_t t
 
 	if (out_len + size > sizeof(out_buf))
 		send_locked();
+	if (out_len + size > sizeof(out_buf)) { /* larger than a message: cannot be sent */
+		atomic_fetch_add(&n_dropped, 1);
+		return;
+	}
 	memcpy(out_buf + out_len, rec, fixed);
 	memset(out_buf + out_len + fixed, 0, size - fixed);
 	if (tail_len)
@@ -119,15 +184,181 @@ static void put(const void *rec, size_t size, const void *tail, size_t tail_len)
 	pthread_mutex_unlock(&out_lock);
 }
 
+/* A string as a record's tail: its length with the NUL, cut to what a message holds. */
+static size_t tail_len(const char *s)
+{
+	size_t n = s ? strlen(s) + 1 : 1;
+
+	return n > EGPU_NAME_MAX ? EGPU_NAME_MAX : n;
+}
+
+/* Puts a record whose tail is the string s (cut with a NUL when too long); lock held. */
+static void put_str_locked(void *rec, size_t fixed, uint32_t *len_field, const char *s)
+{
+	static char cut[EGPU_NAME_MAX];
+	size_t n = tail_len(s);
+
+	*len_field = (uint32_t)n;
+	((struct egpu_rec *)rec)->size = (uint16_t)(fixed + ((n + 7) & ~(size_t)7));
+	if (s && n == strlen(s) + 1) {
+		put_locked(rec, fixed, s, n);
+		return;
+	}
+	memcpy(cut, s ? s : "", n - 1);
+	cut[n - 1] = '\0';
+	put_locked(rec, fixed, cut, n);
+}
+
+static void send_stats_locked(void)
+{
+	struct egpu_stats r = {.r = {EGPU_STATS, sizeof(r), 0, mono_ns(), mono_ns()}};
+
+	r.dropped = atomic_load(&n_dropped);
+	r.records = atomic_load(&n_sent) + out_nrec;
+	r.zero_time = atomic_load(&n_zero);
+	r.inverted_time = atomic_load(&n_inverted);
+	r.foreign_clock = atomic_load(&n_foreign);
+	r.buffer_errors = atomic_load(&n_buf_err);
+	put_locked(&r, sizeof(r), NULL, 0);
+	send_locked();
+}
+
+static void send_stats(void)
+{
+	pthread_mutex_lock(&out_lock);
+	send_stats_locked();
+	pthread_mutex_unlock(&out_lock);
+}
+
+static void send_info(uint32_t version, uint32_t status)
+{
+	struct egpu_info r = {.r = {EGPU_INFO, sizeof(r), 0, mono_ns(), mono_ns()}};
+
+	r.cupti_version = version;
+	r.built_version = CUPTI_API_VERSION;
+	r.status = status;
+	pthread_mutex_lock(&out_lock);
+	put_str_locked(&r, sizeof(r), &r.path_len, cupti_path);
+	send_locked();
+	pthread_mutex_unlock(&out_lock);
+	if (atomic_load(&verbose))
+		fprintf(stderr, "eprof-cupti: pid %d: libcupti API %u from %s (built with %u), %s\n",
+			(int)getpid(), version, cupti_path[0] ? cupti_path : "?", CUPTI_API_VERSION,
+			status == EGPU_ST_OK ? "recording" : "not recording");
+}
+
+/* --- kernel names, sent once -------------------------------------------------------------- */
+
+/*
+ * CUPTI shares one name string among all records of a kernel, so the pointer names the kernel;
+ * its length and first and last bytes guard against a string freed with its module and its
+ * address reused for another. out_lock held for all of it.
+ */
+struct name_slot {
+	const char *ptr;
+	uint64_t check;
+	uint32_t id;
+};
+static struct name_slot *names;
+static size_t names_cap, names_n;
+static uint32_t next_name_id = 1;
+
+static uint64_t name_check(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ULL ^ len;
+	size_t head = len < 64 ? len : 64, tail = len < 128 ? len - head : 64;
+
+	for (size_t i = 0; i < head; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	for (size_t i = len - tail; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	return h;
+}
+
+static size_t name_slot_of(const struct name_slot *t, size_t cap, const char *p)
+{
+	size_t i = ((uintptr_t)p >> 3) * 0x9E3779B97F4A7C15ULL >> 20;
+
+	for (i &= cap - 1; t[i].ptr && t[i].ptr != p; i = (i + 1) & (cap - 1))
+		;
+	return i;
+}
+
+static bool names_grow(void)
+{
+	size_t cap = names_cap ? 2 * names_cap : 1024;
+	struct name_slot *t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return false;
+	for (size_t i = 0; i < names_cap; i++)
+		if (names[i].ptr)
+			t[name_slot_of(t, cap, names[i].ptr)] = names[i];
+	free(names);
+	names = t;
+	names_cap = cap;
+	return true;
+}
+
+/* The id of kernel name s, sending an EGPU_NAME record the first time; lock held. */
+static uint32_t name_id_locked(const char *s)
+{
+	struct egpu_name r = {.r = {EGPU_NAME, 0, 0, 0, 0}};
+	size_t len, i;
+	uint64_t check;
+
+	if (!s)
+		return 0;
+	len = strlen(s);
+	check = name_check(s, len);
+	if (names_n + 1 > names_cap / 2 && !names_grow())
+		return 0;
+	i = name_slot_of(names, names_cap, s);
+	if (names[i].ptr && names[i].check == check)
+		return names[i].id;
+	if (!names[i].ptr)
+		names_n++;
+	names[i] = (struct name_slot){s, check, next_name_id++};
+	r.id = names[i].id;
+	r.r.start = r.r.end = mono_ns();
+	put_str_locked(&r, sizeof(r), &r.name_len, s);
+	return r.id;
+}
+
+/* --- activity records --------------------------------------------------------------------- */
+
+/*
+ * CUPTI documents that kernel records can carry 0 timestamps, a forced flush returns work
+ * still in flight, and ends before starts have been seen; another CUPTI user can re-register
+ * the timestamp callback, so records come on its clock. Any of these would stretch a device's
+ * window to the machine's uptime or beyond: counted and dropped.
+ */
+static bool bad_times(uint64_t start, uint64_t end)
+{
+	uint64_t now;
+
+	if (!start || !end) {
+		atomic_fetch_add(&n_zero, 1);
+		return true;
+	}
+	if (end < start) {
+		atomic_fetch_add(&n_inverted, 1);
+		return true;
+	}
+	now = mono_ns();
+	if (start + CLOCK_SLACK_NS < t_init || start > now + CLOCK_SLACK_NS) {
+		atomic_fetch_add(&n_foreign, 1);
+		return true;
+	}
+	return false;
+}
+
 static void put_kernel(const CUpti_ActivityKernel10 *k)
 {
 	struct egpu_kernel r = {0};
-	size_t n = k->name ? strlen(k->name) + 1 : 1;
 
-	if (n > EGPU_NAME_MAX)
-		n = EGPU_NAME_MAX;
 	r.r.kind = EGPU_KERNEL;
-	r.r.size = sizeof(r) + ((n + 7) & ~(size_t)7);
+	r.r.size = sizeof(r);
 	r.r.corr = k->correlationId;
 	r.r.start = k->start;
 	r.r.end = k->end;
@@ -142,27 +373,18 @@ static void put_kernel(const CUpti_ActivityKernel10 *k)
 	r.block[2] = k->blockZ;
 	r.regs = k->registersPerThread;
 	r.smem = k->staticSharedMemory + k->dynamicSharedMemory;
-	r.name_len = n;
-	{
-		char name[EGPU_NAME_MAX];
-
-		memcpy(name, k->name ? k->name : "", n - 1);
-		name[n - 1] = '\0';
-		put(&r, sizeof(r), name, n);
-	}
+	pthread_mutex_lock(&out_lock);
+	r.name_id = name_id_locked(k->name);
+	put_locked(&r, sizeof(r), NULL, 0);
+	pthread_mutex_unlock(&out_lock);
 }
 
 /* The limits the occupancy of a launch configuration is computed from (src/analysis/gpu_occ.c). */
 static void put_device(const CUpti_ActivityDevice5 *d)
 {
 	struct egpu_device r = {0};
-	size_t n = d->name ? strlen(d->name) + 1 : 1;
-	char name[EGPU_NAME_MAX];
 
-	if (n > EGPU_NAME_MAX)
-		n = EGPU_NAME_MAX;
 	r.r.kind = EGPU_DEVICE;
-	r.r.size = sizeof(r) + ((n + 7) & ~(size_t)7);
 	r.r.start = r.r.end = mono_ns();
 	r.device = d->id;
 	r.sm_count = d->numMultiprocessors;
@@ -177,30 +399,11 @@ static void put_device(const CUpti_ActivityDevice5 *d)
 	r.cc_major = d->computeCapabilityMajor;
 	r.cc_minor = d->computeCapabilityMinor;
 	r.global_mem = d->globalMemorySize;
-	r.name_len = n;
-	memcpy(name, d->name ? d->name : "", n - 1);
-	name[n - 1] = '\0';
-	put(&r, sizeof(r), name, n);
+	pthread_mutex_lock(&out_lock);
+	put_str_locked(&r, sizeof(r), &r.name_len, d->name);
+	pthread_mutex_unlock(&out_lock);
 	/* CUDA 13's cupti_activity.h: the client frees the device name. */
 	free((void *)d->name);
-}
-
-/*
- * CUPTI documents that kernel records can carry 0 timestamps, a forced flush returns work
- * still in flight, and ends before starts have been seen: such a record would stretch a
- * device's window to the machine's uptime. Counted and dropped.
- */
-static bool bad_times(uint64_t start, uint64_t end)
-{
-	if (!start || !end) {
-		atomic_fetch_add(&n_zero_ts, 1);
-		return true;
-	}
-	if (end < start) {
-		atomic_fetch_add(&n_inverted_ts, 1);
-		return true;
-	}
-	return false;
 }
 
 static void put_record(const CUpti_Activity *a)
@@ -214,7 +417,6 @@ static void put_record(const CUpti_Activity *a)
 			put_kernel(k);
 		break;
 	}
-		break;
 	case CUPTI_ACTIVITY_KIND_DEVICE:
 		put_device((const CUpti_ActivityDevice5 *)a);
 		break;
@@ -228,7 +430,27 @@ static void put_record(const CUpti_Activity *a)
 		    .copy_kind = m->copyKind,
 		    .src_kind = m->srcKind,
 		    .dst_kind = m->dstKind,
-		    .bytes = m->bytes};
+		    .bytes = m->bytes,
+		    .src_device = m->deviceId,
+		    .dst_device = m->deviceId};
+
+		if (!bad_times(m->start, m->end))
+			put(&r, sizeof(r), NULL, 0);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+		const CUpti_ActivityMemcpyPtoP4 *m = (const void *)a;
+		struct egpu_memcpy r = {
+		    .r = {EGPU_MEMCPY, sizeof(r), m->correlationId, m->start, m->end},
+		    .device = m->deviceId,
+		    .context = m->contextId,
+		    .stream = m->streamId,
+		    .copy_kind = m->copyKind,
+		    .src_kind = m->srcKind,
+		    .dst_kind = m->dstKind,
+		    .bytes = m->bytes,
+		    .src_device = m->srcDeviceId,
+		    .dst_device = m->dstDeviceId};
 
 		if (!bad_times(m->start, m->end))
 			put(&r, sizeof(r), NULL, 0);
@@ -276,21 +498,109 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 				      size_t valid)
 {
 	CUpti_Activity *rec = NULL;
+	CUptiResult st = CUPTI_ERROR_MAX_LIMIT_REACHED;
 	size_t dropped = 0;
 
-	while (cupti.next(buf, valid, &rec) == CUPTI_SUCCESS)
-		put_record(rec);
-	if (cupti.dropped && cupti.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-		atomic_fetch_add(&n_dropped, dropped);
+	if (!atomic_load(&disarmed)) {
+		while ((st = cupti.next(buf, valid, &rec)) == CUPTI_SUCCESS)
+			put_record(rec);
+		if (st != CUPTI_ERROR_MAX_LIMIT_REACHED)
+			atomic_fetch_add(&n_buf_err, 1);
+		if (cupti.dropped && cupti.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS &&
+		    dropped)
+			atomic_fetch_add(&n_dropped, dropped);
+	}
 	free(buf);
 }
 
-static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-			    const void *data)
+/* --- contexts: synchronized before the last flush ----------------------------------------- */
+
+static void ctx_add(CUcontext c)
+{
+	pthread_mutex_lock(&ctx_lock);
+	if (nctx < MAX_CTX)
+		ctxs[nctx++] = c;
+	pthread_mutex_unlock(&ctx_lock);
+}
+
+static bool ctx_remove(CUcontext c)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&ctx_lock);
+	for (size_t i = 0; i < nctx; i++) {
+		if (ctxs[i] == c) {
+			ctxs[i] = ctxs[--nctx];
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ctx_lock);
+	return found;
+}
+
+/* Waits until the work queued on c has run, so a forced flush returns it complete. */
+static void ctx_sync(CUcontext c)
+{
+	CUcontext old;
+
+	if (!c || !cu.push || !cu.pop || !cu.sync || cu.push(c) != CUDA_SUCCESS)
+		return;
+	cu.sync();
+	cu.pop(&old);
+}
+
+static void flush_forced(void)
+{
+	cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	send_stats();
+}
+
+/* --- API callbacks ------------------------------------------------------------------------ */
+
+/* The function name of a callback id, sent before its first API record; lock held. */
+static void note_cb_name_locked(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+				const char *name)
+{
+	struct egpu_cbname r = {.r = {EGPU_CBNAME, 0, 0, 0, 0}};
+	uint64_t bit;
+
+	if (!name || domain >= 5 || cbid >= CB_IDS)
+		return;
+	bit = 1ULL << (cbid % 64);
+	if (atomic_fetch_or(&cb_sent[domain][cbid / 64], bit) & bit)
+		return;
+	r.domain = domain;
+	r.cbid = cbid;
+	r.r.start = r.r.end = mono_ns();
+	put_str_locked(&r, sizeof(r), &r.name_len, name);
+}
+
+static void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd)
+{
+	if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+		ctx_add(rd->context);
+	} else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+		/* The last chance for this context's records: after at_exit too (cudart's
+		 * teardown can run after it). */
+		if (ctx_remove(rd->context))
+			ctx_sync(rd->context);
+		flush_forced();
+	}
+}
+
+static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
+				 CUpti_CallbackId cbid, const void *data)
 {
 	const CUpti_CallbackData *cb = data;
 	struct egpu_api r = {0};
 
+	if (atomic_load(&disarmed))
+		return;
+	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+		on_resource(cbid, data);
+		return;
+	}
 	if (cb->callbackSite != CUPTI_API_ENTER)
 		return;
 	r.r.kind = EGPU_API;
@@ -300,68 +610,121 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	r.tid = (uint32_t)syscall(SYS_gettid);
 	r.cbid = cbid;
 	r.domain = domain;
-	put(&r, sizeof(r), NULL, 0);
-}
-
-static void send_stats(void)
-{
-	struct egpu_stats r = {.r = {EGPU_STATS, sizeof(r), 0, mono_ns(), mono_ns()}};
-
 	pthread_mutex_lock(&out_lock);
-	r.dropped = atomic_load(&n_dropped);
-	r.records = atomic_load(&n_sent) + out_nrec;
+	note_cb_name_locked(domain, cbid, cb->functionName);
 	put_locked(&r, sizeof(r), NULL, 0);
-	send_locked();
 	pthread_mutex_unlock(&out_lock);
 }
 
+/* --- the flush thread, exit, fork --------------------------------------------------------- */
+
 /*
  * Flushes every FLUSH_MS (EPROF_CUPTI_FLUSH_MS), and at once, forced, when the recorder asks
- * (a message on the socket: it is stopping while we still run).
+ * (a message on the socket: it is stopping while we still run). Ends when at_exit wakes it.
  */
 static void *flush_loop(void *arg)
 {
 	const char *env = getenv("EPROF_CUPTI_FLUSH_MS");
 	int ms = env && atoi(env) > 0 ? atoi(env) : FLUSH_MS;
+	bool recorder_gone = false;
 
 	while (!atomic_load(&stopping)) {
-		struct pollfd pf = {.fd = sock_fd, .events = POLLIN};
-		int r = poll(&pf, 1, ms);
+		struct pollfd pf[2] = {{.fd = wake_fd, .events = POLLIN},
+				       {.fd = recorder_gone ? -1 : sock_fd, .events = POLLIN}};
+		int r = poll(pf, 2, ms);
 		bool asked = false;
 
-		if (r > 0 && (pf.revents & POLLIN)) {
+		if (atomic_load(&stopping) || (r > 0 && (pf[0].revents & POLLIN)))
+			break;
+		if (r > 0 && (pf[1].revents & POLLIN)) {
 			char c[16];
 
 			asked = recv(sock_fd, c, sizeof(c), MSG_DONTWAIT) > 0;
 		}
+		if (r > 0 && (pf[1].revents & (POLLHUP | POLLERR)))
+			recorder_gone = true; /* nothing more to send; keep CUPTI's buffers drained */
 		cupti.flush_all(asked ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
 		send_stats();
-		if (r > 0 && (pf.revents & (POLLHUP | POLLERR)))
-			break; /* the recorder is gone: nothing more to send */
 	}
 	return NULL;
 }
 
+static void stop_flusher(void)
+{
+	uint64_t one = 1;
+
+	atomic_store(&stopping, true);
+	if (!flusher_on)
+		return;
+	/* without the wake-up, the poll's timeout still ends it */
+	if (wake_fd < 0 || write(wake_fd, &one, sizeof(one)) != sizeof(one))
+		atomic_store(&stopping, true);
+	pthread_join(flusher, NULL);
+	flusher_on = false;
+}
+
 static void at_exit(void)
 {
-	atomic_store(&stopping, true);
-	cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	send_stats();
-	if (verbose)
+	CUcontext c[MAX_CTX];
+	size_t n;
+
+	if (atomic_load(&disarmed))
+		return;
+	stop_flusher();
+	/* Work still queued (a program that exits without synchronizing) completes first: a forced
+	 * flush would return it unfinished, with zero times. */
+	pthread_mutex_lock(&ctx_lock);
+	n = nctx;
+	memcpy(c, ctxs, n * sizeof(c[0]));
+	pthread_mutex_unlock(&ctx_lock);
+	for (size_t i = 0; i < n; i++)
+		ctx_sync(c[i]);
+	flush_forced();
+	if (atomic_load(&verbose))
 		fprintf(stderr,
 			"eprof-cupti: pid %d: %llu records sent, %llu dropped, %llu with a zero "
-			"timestamp, %llu with end < start\n",
+			"timestamp, %llu with end < start, %llu on another clock, %llu buffer "
+			"errors\n",
 			(int)getpid(), (unsigned long long)atomic_load(&n_sent),
 			(unsigned long long)atomic_load(&n_dropped),
-			(unsigned long long)atomic_load(&n_zero_ts),
-			(unsigned long long)atomic_load(&n_inverted_ts));
+			(unsigned long long)atomic_load(&n_zero),
+			(unsigned long long)atomic_load(&n_inverted),
+			(unsigned long long)atomic_load(&n_foreign),
+			(unsigned long long)atomic_load(&n_buf_err));
+	/* The socket stays open: a context destroyed after this still sends its records. */
+}
+
+/* fork without exec: hold the output lock across it, so neither side inherits it taken. */
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&out_lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&out_lock);
+}
+
+/*
+ * The child has the parent's unsent records, socket and exit handler but no flush thread,
+ * and CUDA does not work in it: it drops the records and sends nothing, ever.
+ */
+static void atfork_child(void)
+{
+	atomic_store(&disarmed, true);
+	out_len = sizeof(struct egpu_msg);
+	out_nrec = 0;
+	flusher_on = false;
 	if (sock_fd >= 0)
 		close(sock_fd);
 	sock_fd = -1;
+	if (wake_fd >= 0)
+		close(wake_fd);
+	wake_fd = -1;
+	pthread_mutex_unlock(&out_lock);
 }
 
-/* The file the library was loaded from, for the recorder's log (empty when unknown). */
-static char cupti_path[256];
+/* --- setup -------------------------------------------------------------------------------- */
 
 static void note_path(void *h, const char *sym)
 {
@@ -381,7 +744,7 @@ static void note_path(void *h, const char *sym)
 static void *open_cupti(void)
 {
 	static const char *const loaded[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-	static const char *const names[] = {
+	static const char *const names_[] = {
 	    "libcupti.so.13",
 	    "libcupti.so.12",
 	    "libcupti.so",
@@ -395,8 +758,8 @@ static void *open_cupti(void)
 		h = dlopen(loaded[i], RTLD_NOW | RTLD_NOLOAD);
 	if (!h && env && *env)
 		h = dlopen(env, RTLD_NOW);
-	for (size_t i = 0; !h && i < sizeof(names) / sizeof(names[0]); i++)
-		h = dlopen(names[i], RTLD_NOW);
+	for (size_t i = 0; !h && i < sizeof(names_) / sizeof(names_[0]); i++)
+		h = dlopen(names_[i], RTLD_NOW);
 	note_path(h, "cuptiGetVersion");
 	return h;
 }
@@ -428,9 +791,9 @@ static int connect_recorder(void)
 static CUptiResult enable_work_callbacks(CUpti_SubscriberHandle sub, CUpti_CallbackDomain dom,
 					 uint32_t ncbid)
 {
-	static const char *const work[] = {"cudaLaunch",      "cudaMemcpy",   "cudaMemset",
-					   "cudaGraphLaunch", "cuLaunch",     "cuMemcpy",
-					   "cuMemset",	      "cuGraphLaunch"};
+	static const char *const work[] = {
+	    "cudaLaunch",   "__cudaLaunch", "cudaMemcpy",   "cudaMemset", "cudaGraphLaunch",
+	    "cuLaunch",	    "cuMemcpy",	    "cuMemset",	    "cuGraphLaunch"};
 	uint32_t on = 0;
 
 	for (uint32_t id = 1; cupti.cb_name && cupti.enable_cb && id < ncbid; id++) {
@@ -448,92 +811,144 @@ static CUptiResult enable_work_callbacks(CUpti_SubscriberHandle sub, CUpti_Callb
 	return on ? CUPTI_SUCCESS : cupti.enable_domain(1, sub, dom);
 }
 
+static bool load_cupti(void *h)
+{
 #define SYM(field, name)                                                                           \
 	do {                                                                                       \
 		cupti.field = (typeof(cupti.field))dlsym(h, #name);                                \
 		if (!cupti.field)                                                                  \
-			goto fail;                                                                 \
+			return false;                                                              \
 	} while (0)
-
-EXPORT int InitializeInjection(void)
-{
-	static const CUpti_ActivityKind kinds[] = {
-	    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-	    CUPTI_ACTIVITY_KIND_MEMCPY,
-	    CUPTI_ACTIVITY_KIND_MEMSET,
-	    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-	};
-	CUpti_SubscriberHandle sub;
-	void *h;
-
-	if (sock_fd >= 0)
-		return 1;
-	verbose = getenv("EPROF_CUPTI_VERBOSE") && *getenv("EPROF_CUPTI_VERBOSE");
-	sock_fd = connect_recorder();
-	if (sock_fd < 0)
-		return 1; /* not under eprof: stay out of the way */
-	out_len = sizeof(struct egpu_msg);
-	h = open_cupti();
-	if (!h) {
-		fprintf(stderr, "eprof: failed to load libcupti: %s\n", dlerror());
-		goto fail_quiet;
-	}
 	SYM(reg_cb, cuptiActivityRegisterCallbacks);
 	SYM(enable, cuptiActivityEnable);
+	SYM(disable, cuptiActivityDisable);
 	SYM(reg_ts, cuptiActivityRegisterTimestampCallback);
 	SYM(next, cuptiActivityGetNextRecord);
 	SYM(flush_all, cuptiActivityFlushAll);
 	SYM(subscribe, cuptiSubscribe);
+	SYM(unsubscribe, cuptiUnsubscribe);
 	SYM(enable_domain, cuptiEnableDomain);
 	SYM(version, cuptiGetVersion);
+#undef SYM
 	cupti.dropped = (typeof(cupti.dropped))dlsym(h, "cuptiActivityGetNumDroppedRecords");
 	cupti.enable_cb = (typeof(cupti.enable_cb))dlsym(h, "cuptiEnableCallback");
 	cupti.cb_name = (typeof(cupti.cb_name))dlsym(h, "cuptiGetCallbackName");
-	/*
-	 * Records are read with this build's layouts, which hold within a major version: minor
-	 * and update releases only append fields (13.0 GA is 130000, 13.0 Update 1 130001).
-	 */
-	{
-		uint32_t v = 0;
+	return true;
+}
 
-		if (cupti.version(&v) == CUPTI_SUCCESS && verbose)
-			fprintf(stderr, "eprof-cupti: pid %d: libcupti API %u from %s (built with %u)\n",
-				(int)getpid(), v, cupti_path[0] ? cupti_path : "?", CUPTI_API_VERSION);
-		if (cupti.version(&v) != CUPTI_SUCCESS || v / 10000 != CUPTI_API_VERSION / 10000) {
-			fprintf(
-			    stderr,
-			    "eprof: libcupti API version %u does not match the %u eprof was built "
-			    "with: GPU activity is not recorded\n",
-			    v, CUPTI_API_VERSION);
-			goto fail_quiet;
-		}
+static void load_driver(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+	if (!h)
+		return;
+	cu.push = (typeof(cu.push))dlsym(h, "cuCtxPushCurrent_v2");
+	cu.pop = (typeof(cu.pop))dlsym(h, "cuCtxPopCurrent_v2");
+	cu.sync = (typeof(cu.sync))dlsym(h, "cuCtxSynchronize");
+}
+
+/* Everything enabled so far off again: a failed setup costs the program nothing. */
+static void undo(CUpti_SubscriberHandle *sub)
+{
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (kind_on[i])
+			cupti.disable(kinds[i]);
+	memset(kind_on, 0, sizeof(kind_on));
+	if (sub)
+		cupti.unsubscribe(*sub);
+	cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
+static uint32_t setup(uint32_t *version)
+{
+	CUpti_SubscriberHandle sub;
+	CUptiResult r;
+	void *h = open_cupti();
+
+	if (!h) {
+		fprintf(stderr, "eprof: failed to load libcupti: %s\n", dlerror());
+		return EGPU_ST_NO_CUPTI;
+	}
+	if (!load_cupti(h)) {
+		fprintf(stderr, "eprof: %s lacks a CUPTI function eprof needs\n", cupti_path);
+		return EGPU_ST_NO_CUPTI;
+	}
+	/* Records are read with this build's layouts, which hold within a major version: minor
+	 * and update releases only append fields (13.0 GA is 130000, 13.0 Update 1 130001). */
+	if (cupti.version(version) != CUPTI_SUCCESS ||
+	    *version / 10000 != CUPTI_API_VERSION / 10000) {
+		fprintf(stderr,
+			"eprof: libcupti API version %u does not match the %u eprof was built with: "
+			"GPU activity is not recorded\n",
+			*version, CUPTI_API_VERSION);
+		return EGPU_ST_VERSION;
+	}
+	/* Subscribe first: with another subscriber (torch.profiler, Nsight, DCGM) nothing else
+	 * is turned on. */
+	r = cupti.subscribe(&sub, on_callback, NULL);
+	if (r != CUPTI_SUCCESS) {
+		fprintf(stderr,
+			"eprof: CUPTI %s: GPU activity is not recorded (CPU and CUDA API profiling "
+			"go on)\n",
+			r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+			    ? "already has a subscriber (torch.profiler, Nsight or DCGM profiling)"
+			    : "refused a subscriber");
+		return r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? EGPU_ST_SUBSCRIBED
+									 : EGPU_ST_SETUP;
 	}
 	/* The clock first: every record after this is in CLOCK_MONOTONIC ns. */
 	if (cupti.reg_ts(cupti_timestamp) != CUPTI_SUCCESS ||
 	    cupti.reg_cb(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
 		goto fail;
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		if (cupti.enable(kinds[i]) != CUPTI_SUCCESS)
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		kind_on[i] = cupti.enable(kinds[i]) == CUPTI_SUCCESS;
+		if (!kind_on[i] && kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE)
+			fprintf(stderr, "eprof: CUPTI gives no device records: no occupancy figures\n");
+		else if (!kind_on[i] && kinds[i] != CUPTI_ACTIVITY_KIND_MEMCPY2)
 			goto fail;
-	/* Optional: without device records the report shows no occupancy, nothing else is lost. */
-	if (cupti.enable(CUPTI_ACTIVITY_KIND_DEVICE) != CUPTI_SUCCESS)
-		fprintf(stderr, "eprof: CUPTI gives no device records: no occupancy figures\n");
-	if (cupti.subscribe(&sub, on_api, NULL) != CUPTI_SUCCESS ||
-	    enable_work_callbacks(sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+	}
+	if (enable_work_callbacks(sub, CUPTI_CB_DOMAIN_RUNTIME_API,
 				  CUPTI_RUNTIME_TRACE_CBID_SIZE) != CUPTI_SUCCESS ||
 	    enable_work_callbacks(sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE) !=
 		CUPTI_SUCCESS)
 		goto fail;
-	flusher_on = !pthread_create(&flusher, NULL, flush_loop, NULL);
-	if (flusher_on)
-		pthread_detach(flusher);
-	atexit(at_exit);
-	return 1;
+	/* Contexts, to synchronize them before the last flush. Optional. */
+	if (cupti.enable_cb) {
+		cupti.enable_cb(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+		cupti.enable_cb(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+				CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+	}
+	return EGPU_ST_OK;
 fail:
 	fprintf(stderr, "eprof: CUPTI setup failed: GPU activity is not recorded\n");
-fail_quiet:
-	send_stats();
-	close(sock_fd);
-	sock_fd = -1;
+	undo(&sub);
+	return EGPU_ST_SETUP;
+}
+
+EXPORT int InitializeInjection(void)
+{
+	uint32_t version = 0, status;
+
+	if (sock_fd >= 0 || atomic_load(&disarmed))
+		return 1;
+	atomic_store(&verbose, getenv("EPROF_CUPTI_VERBOSE") && *getenv("EPROF_CUPTI_VERBOSE"));
+	t_init = mono_ns();
+	sock_fd = connect_recorder();
+	if (sock_fd < 0)
+		return 1; /* not under eprof: stay out of the way */
+	out_len = sizeof(struct egpu_msg);
+	status = setup(&version);
+	send_info(version, status);
+	if (status != EGPU_ST_OK) {
+		send_stats();
+		close(sock_fd);
+		sock_fd = -1;
+		return 1;
+	}
+	load_driver();
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	flusher_on = !pthread_create(&flusher, NULL, flush_loop, NULL);
+	atexit(at_exit);
 	return 1;
 }

@@ -13,9 +13,14 @@
 #include <stdint.h>
 
 #define EGPU_MAGIC 0x55504745u /* "EGPU" */
-#define EGPU_VERSION 1
+/*
+ * 2: kernels name their kernel by an id that an EGPU_NAME record defined before (names of any
+ * length up to a message, sent once); EGPU_CBNAME, EGPU_INFO; longer EGPU_STATS.
+ */
+#define EGPU_VERSION 2
 #define EGPU_MSG_MAX 65536 /* largest message */
-#define EGPU_NAME_MAX 1024 /* longest kernel name kept (bytes, with the NUL) */
+/* longest name sent (bytes, with the NUL): whatever fits a message with its header */
+#define EGPU_NAME_MAX (EGPU_MSG_MAX - 16 - 40)
 
 struct egpu_msg {
 	uint32_t magic;
@@ -37,6 +42,18 @@ enum egpu_kind {
 	 * skips the record (unknown kinds are skipped by size), so old recorders keep working.
 	 */
 	EGPU_DEVICE = 7, /* a device's properties (CUPTI_ACTIVITY_KIND_DEVICE) */
+	EGPU_NAME = 8,	 /* a kernel name and the id later kernel records name it by */
+	EGPU_CBNAME = 9, /* the function name of an API callback id (domain, cbid) */
+	EGPU_INFO = 10,	 /* which libcupti the library runs on, and whether it records */
+};
+
+/* EGPU_INFO status: why GPU activity is or is not recorded in that process. */
+enum egpu_status {
+	EGPU_ST_OK = 0,
+	EGPU_ST_NO_CUPTI = 1,	 /* no libcupti could be loaded */
+	EGPU_ST_VERSION = 2,	 /* libcupti of another major version than the build's */
+	EGPU_ST_SUBSCRIBED = 3,	 /* CUPTI has another subscriber (Kineto, Nsight, DCGM) */
+	EGPU_ST_SETUP = 4,	 /* another CUPTI call failed during setup */
 };
 
 struct egpu_rec {
@@ -52,8 +69,32 @@ struct egpu_kernel {
 	uint32_t grid[3], block[3];
 	uint32_t regs;	  /* registers per thread */
 	uint32_t smem;	  /* static + dynamic shared memory per block */
+	uint32_t name_id; /* an EGPU_NAME record's id; 0: no name */
+};
+
+/* corr = 0, start = end = when it was sent */
+struct egpu_name {
+	struct egpu_rec r;
+	uint32_t id;
 	uint32_t name_len; /* bytes of name after this struct, NUL included */
 	/* char name[name_len], then padding to 8 */
+};
+
+struct egpu_cbname {
+	struct egpu_rec r;
+	uint32_t domain, cbid;
+	uint32_t name_len; /* bytes of name after this struct, NUL included */
+	uint32_t pad;
+	/* char name[name_len], then padding to 8 */
+};
+
+struct egpu_info {
+	struct egpu_rec r;
+	uint32_t cupti_version; /* cuptiGetVersion; 0: unknown */
+	uint32_t built_version; /* CUPTI_API_VERSION of the headers the library was built with */
+	uint32_t status;	/* enum egpu_status */
+	uint32_t path_len;	/* bytes of the libcupti path after this struct, NUL included */
+	/* char path[path_len], then padding to 8 */
 };
 
 struct egpu_memcpy {
@@ -62,6 +103,7 @@ struct egpu_memcpy {
 	uint8_t copy_kind; /* CUpti_ActivityMemcpyKind */
 	uint8_t src_kind, dst_kind, pad;
 	uint64_t bytes;
+	uint32_t src_device, dst_device; /* peer copies; otherwise both are device */
 };
 
 struct egpu_memset {
@@ -106,18 +148,25 @@ struct egpu_device {
 
 struct egpu_stats {
 	struct egpu_rec r;
-	uint64_t dropped; /* records lost in the injection library (buffers, socket) */
-	uint64_t records; /* records sent so far */
+	uint64_t dropped;	/* records lost in the injection library (buffers, socket) */
+	uint64_t records;	/* records sent so far */
+	uint64_t zero_time;	/* activity records with a start or end of 0 (work in flight) */
+	uint64_t inverted_time; /* ... with end before start */
+	uint64_t foreign_clock; /* ... stamped by another clock than ours (another CUPTI user) */
+	uint64_t buffer_errors; /* activity buffers whose reading stopped on an error */
 };
 
 _Static_assert(sizeof(struct egpu_msg) == 16, "egpu_msg");
 _Static_assert(sizeof(struct egpu_rec) == 24, "egpu_rec");
 _Static_assert(sizeof(struct egpu_kernel) == 72, "egpu_kernel");
-_Static_assert(sizeof(struct egpu_memcpy) == 48, "egpu_memcpy");
+_Static_assert(sizeof(struct egpu_memcpy) == 56, "egpu_memcpy");
+_Static_assert(sizeof(struct egpu_name) == 32, "egpu_name");
+_Static_assert(sizeof(struct egpu_cbname) == 40, "egpu_cbname");
+_Static_assert(sizeof(struct egpu_info) == 40, "egpu_info");
 _Static_assert(sizeof(struct egpu_memset) == 48, "egpu_memset");
 _Static_assert(sizeof(struct egpu_api) == 40, "egpu_api");
 _Static_assert(sizeof(struct egpu_sync) == 40, "egpu_sync");
-_Static_assert(sizeof(struct egpu_stats) == 40, "egpu_stats");
+_Static_assert(sizeof(struct egpu_stats) == 72, "egpu_stats");
 _Static_assert(sizeof(struct egpu_device) == 88, "egpu_device");
 
 #endif

@@ -37,6 +37,12 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_MEM_LOST] = "mem_events_lost",
 	[STAT_MEM_UNTRACKED] = "mem_untracked_allocs",
 	[STAT_OFFCPU_UNSAMPLED] = "offcpu_unsampled",
+	[STAT_CUDA_UNTRACKED] = "cuda_calls_untracked",
+	[STAT_CUDA_STALE] = "cuda_calls_stale",
+	[STAT_GPU_ZERO_TIME] = "gpu_records_zero_time",
+	[STAT_GPU_INVERTED_TIME] = "gpu_records_inverted_time",
+	[STAT_GPU_FOREIGN_CLOCK] = "gpu_records_foreign_clock",
+	[STAT_GPU_BUFFER_ERRORS] = "gpu_buffer_errors",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

@@ -203,6 +203,12 @@ enum profile_stat {
 	STAT_MEM_LOST,		  /* allocation/free events lost (ring buffer full) */
 	STAT_MEM_UNTRACKED,	  /* sampled allocations the live map could not hold */
 	STAT_OFFCPU_UNSAMPLED,	  /* intervals without stacks: not picked by --offcpu-sample-us */
+	STAT_CUDA_UNTRACKED,	  /* CUDA calls not recorded: nested too deep, no per-thread state */
+	STAT_CUDA_STALE,	  /* pending CUDA calls dropped: their return was never seen */
+	STAT_GPU_ZERO_TIME,	  /* CUPTI records with a zero start or end (in flight): dropped */
+	STAT_GPU_INVERTED_TIME,	  /* CUPTI records with end before start: dropped */
+	STAT_GPU_FOREIGN_CLOCK,	  /* CUPTI records on another tool's clock: dropped */
+	STAT_GPU_BUFFER_ERRORS,	  /* CUPTI activity buffers whose reading stopped on an error */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The GPU section of `eprof report` (text) and its "gpu" key (JSON). */
 #include <inttypes.h>
+#include <string.h>
 #include <stdio.h>
 
 #include "../analysis/gpu.h"
@@ -79,6 +80,41 @@ static void text_devices(struct sink *out, const struct gpu_summary *s)
 	if (s->nstreams)
 		sink_puts(out, "# Overlapped: busy while another stream of the same device was busy "
 			       "(copies hidden behind compute, concurrent kernels)\n");
+}
+
+/* What the GPU figures lack, and why: nothing left out silently. */
+static void text_quality(struct sink *out, const struct profile *p, const struct gpu_summary *s)
+{
+	const uint64_t *st = p->stats;
+	const char *ver = profile__meta(p, "cupti_version"), *path = profile__meta(p, "cupti_path");
+	const char *why = profile__meta(p, "gpu_not_recorded");
+
+	if (st[STAT_CUDA_NOSTACK] || st[STAT_CUDA_LOST] || st[STAT_CUDA_STALE])
+		sink_printf(out,
+			    "# launches without stack (rate limit) %" PRIu64
+			    ", CUDA events lost %" PRIu64 " (%" PRIu64
+			    " calls untracked), calls whose return was never seen %" PRIu64 "\n",
+			    st[STAT_CUDA_NOSTACK], st[STAT_CUDA_LOST], st[STAT_CUDA_UNTRACKED],
+			    st[STAT_CUDA_STALE]);
+	if (st[STAT_GPU_RECORDS_LOST] || st[STAT_GPU_ZERO_TIME] || st[STAT_GPU_INVERTED_TIME] ||
+	    st[STAT_GPU_FOREIGN_CLOCK] || st[STAT_GPU_BUFFER_ERRORS] || st[STAT_GPU_BAD_RECORDS])
+		sink_printf(out,
+			    "# GPU records dropped: %" PRIu64 " still in flight (zero times), %" PRIu64
+			    " with end before start, %" PRIu64 " on another tool's clock, %" PRIu64
+			    " lost in delivery, %" PRIu64 " malformed; %" PRIu64
+			    " CUPTI buffers ended on an error\n",
+			    st[STAT_GPU_ZERO_TIME], st[STAT_GPU_INVERTED_TIME],
+			    st[STAT_GPU_FOREIGN_CLOCK], st[STAT_GPU_RECORDS_LOST],
+			    st[STAT_GPU_BAD_RECORDS], st[STAT_GPU_BUFFER_ERRORS]);
+	if (why)
+		sink_printf(out, "# GPU activity not recorded in %s\n", why);
+	if (ver)
+		sink_printf(out, "# libcupti %s%s%s\n", ver, path ? ": " : "", path ? path : "");
+	if (s->joined_mismatch)
+		sink_printf(out,
+			    "# %" PRIu64 " of %" PRIu64
+			    " joined kernels were matched to a launch that named another kernel\n",
+			    s->joined_mismatch, s->joined_checked);
 }
 
 static void text_kernels(struct sink *out, const struct profile *p, const struct gpu_summary *s,
@@ -188,13 +224,7 @@ int report_gpu_text(struct sink *out, const struct profile *p, unsigned limit)
 		    "# GPU memory (cudaMalloc & co): peak %" PRIu64 " bytes, never freed %" PRIu64
 		    " bytes in %" PRIu64 " allocations\n",
 		    s.mem_peak, s.mem_live, s.mem_live_allocs);
-	if (p->stats[STAT_CUDA_NOSTACK] || p->stats[STAT_CUDA_LOST] ||
-	    p->stats[STAT_GPU_RECORDS_LOST])
-		sink_printf(out,
-			    "# launches without stack (rate limit) %" PRIu64
-			    ", CUDA events lost %" PRIu64 ", GPU records lost %" PRIu64 "\n",
-			    p->stats[STAT_CUDA_NOSTACK], p->stats[STAT_CUDA_LOST],
-			    p->stats[STAT_GPU_RECORDS_LOST]);
+	text_quality(out, p, &s);
 	if (s.have_activity) {
 		text_devices(out, &s);
 		text_device_props(out, p, &s);
@@ -375,6 +405,29 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 		    ", \"mem_never_freed_allocs\": %" PRIu64,
 		    s.api_calls, s.launches, s.launch_ns, s.launches_timed, s.sync_calls, s.sync_ns,
 		    s.kernel_ns, s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
+	sink_printf(out,
+		    ", \"activities_launch_name_checked\": %" PRIu64
+		    ", \"activities_launch_name_mismatch\": %" PRIu64,
+		    s.joined_checked, s.joined_mismatch);
+	{
+		static const char *const keys[] = {"cupti_version", "cupti_path",
+						   "gpu_not_recorded"};
+
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+			const char *v = profile__meta(p, keys[i]);
+
+			sink_printf(out, ", \"%s\": ", strcmp(keys[i], "gpu_not_recorded")
+							     ? keys[i]
+							     : "not_recorded");
+			if (v) {
+				sink_puts(out, "\"");
+				sink_json_str(out, v);
+				sink_puts(out, "\"");
+			} else {
+				sink_puts(out, "null");
+			}
+		}
+	}
 	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns, &s);
 	json_kernels(out, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]",
 		     s.launch_ns, NULL);

@@ -47,7 +47,8 @@
 _Static_assert(sizeof(struct ev_cuda_api) == 24 + 48 + 40, "ev_cuda_api layout");
 _Static_assert(sizeof(struct ev_cuda_handle) == 24 + 32 + EPROF_CUDA_NAME_LEN, "ev_cuda_handle");
 
-#define SCAN_NS 200000000ULL /* rescan the targets' maps for CUDA libraries this often */
+#define SCAN_NS 200000000ULL /* rescan the targets' maps for CUDA libraries this often, */
+#define SCAN_MAX_NS 800000000ULL /* ... backing off to this while none turns up */
 #define SYS_SCAN_NS 1000000000ULL    /* -a --cuda: new processes */
 #define SYS_RESCAN_NS 10000000000ULL /* -a --cuda: every process again */
 #define MAX_CONNS 256
@@ -65,19 +66,24 @@ struct cuda_state {
 	size_t nobjs;
 	struct hmap *seen_paths; /* string id of a mapped path already checked */
 	struct hmap *handles;	 /* (pid, CUfunction/CUkernel) -> kernel name string id */
+	struct hmap *stubs;	 /* (pid, cudaKernel_t) -> its host stub's address */
+	struct hmap *launch_nodes; /* (pid, host stub or cudaKernel_t) -> its one-frame stack */
 	uint32_t func_names[128];
 	bool multi;   /* attach with uprobe_multi links (Linux 6.6+) */
 	bool session; /* ... as one uprobe session: launches can skip their return (6.13+) */
-	uint64_t last_scan;
+	uint64_t last_scan, scan_every;
 	/* -a with --cuda: processes looked at (pid, start time), and when all were last read */
 	struct hmap *sys_seen;
 	uint64_t last_sys_scan, last_sys_rescan;
 	uint64_t calls, events;
+	uint64_t convert_ns, scan_ns; /* main-loop time converting CUPTI records, scanning maps */
 	/* CUPTI */
 	struct gpu_conv conv;
+	struct gpu_ns_tids ns_tids; /* used by whichever thread reads the socket */
 	bool conv_on;
 	int lfd;
 	int conns[MAX_CONNS];
+	uint32_t peers[MAX_CONNS]; /* each connection's process, as we see its pid (SO_PEERCRED) */
 	size_t nconns;
 	char dir[64], sock[96];
 	void *buf;
@@ -98,6 +104,7 @@ struct cuda_state {
 struct qmsg {
 	struct qmsg *next;
 	size_t len;
+	uint32_t peer;
 	_Alignas(8) unsigned char data[];
 };
 
@@ -147,7 +154,7 @@ static int scan_symbols(const char *path, uint64_t *offs, unsigned *found)
 			    GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC)
 				continue;
 			name = elf_strptr(elf, sh.sh_link, s.st_name);
-			if (!name || (name[0] != 'c' || name[1] != 'u'))
+			if (!name || ((name[0] != 'c' || name[1] != 'u') && strncmp(name, "__cuda", 6)))
 				continue;
 			fi = cuda_func_find(name);
 			if (fi < 0 || offs[fi])
@@ -238,6 +245,69 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, stru
 	return 0;
 }
 
+/*
+ * A traced function whose code is only a jump to another traced function (nvcc 13's static
+ * __cudaLaunchKernel is `jmp cudaLaunchKernel`): not probed, as the call is seen there - a
+ * second trap per launch for nothing. Both lie in .text: file offsets differ as addresses do.
+ */
+/*
+ * The bytes before a thunk's jump that leave the stack as it was: endbr64, and the frame
+ * pointer pushed and popped again (libcudart.so.13's __cudaLaunchKernel is push %rbp;
+ * mov %rsp,%rbp; pop %rbp; jmp cudaLaunchKernel). Returns the offset of what follows.
+ */
+static size_t thunk_prologue(const unsigned char *c, size_t max)
+{
+	size_t at = 0;
+	bool pushed = false;
+
+	while (at < max) {
+		if (c[at] == 0xf3 && c[at + 1] == 0x0f && c[at + 2] == 0x1e && c[at + 3] == 0xfa)
+			at += 4; /* endbr64 */
+		else if (c[at] == 0x55 && !pushed)
+			at += 1, pushed = true; /* push %rbp */
+		else if (pushed && c[at] == 0x48 && c[at + 1] == 0x89 && c[at + 2] == 0xe5)
+			at += 3; /* mov %rsp,%rbp */
+		else if (pushed && c[at] == 0x5d)
+			return at + 1; /* pop %rbp: balanced */
+		else
+			break;
+	}
+	return pushed ? max : at; /* a push never popped: not a thunk */
+}
+
+static void skip_thunks(const char *path, uint64_t *offs, unsigned *found)
+{
+	static const char *const thunks[][2] = {
+	    {"__cudaLaunchKernel", "cudaLaunchKernel"},
+	    {"__cudaLaunchKernel_ptsz", "cudaLaunchKernel_ptsz"},
+	};
+	int fd = -1;
+
+	for (size_t i = 0; i < sizeof(thunks) / sizeof(thunks[0]); i++) {
+		int a = cuda_func_find(thunks[i][0]), b = cuda_func_find(thunks[i][1]);
+		unsigned char code[16];
+		size_t at = 0;
+		int32_t rel;
+
+		if (a < 0 || b < 0 || !offs[a] || !offs[b])
+			continue;
+		if (fd < 0 && (fd = open_regular(path)) < 0)
+			return;
+		if (pread(fd, code, sizeof(code), (off_t)offs[a]) != (ssize_t)sizeof(code))
+			continue;
+		at = thunk_prologue(code, sizeof(code) - 5);
+		if (code[at] != 0xe9)
+			continue;
+		memcpy(&rel, code + at + 1, sizeof(rel));
+		if (offs[a] + at + 5 + (int64_t)rel == offs[b]) {
+			offs[a] = 0;
+			(*found)--;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 static int attach_object(struct feature_ctx *f, struct cuda_state *s, const char *path)
 {
 	uint64_t offs[128];
@@ -252,6 +322,8 @@ static int attach_object(struct feature_ctx *f, struct cuda_state *s, const char
 		if (s->objs[i].dev == st.st_dev && s->objs[i].ino == st.st_ino)
 			return 0;
 	err = scan_symbols(path, offs, &found);
+	if (!err && found && !getenv("EPROF_CUDA_PROBE_THUNKS"))
+		skip_thunks(path, offs, &found);
 	if (err || !found)
 		return err;
 	o = realloc(s->objs, (s->nobjs + 1) * sizeof(*o));
@@ -496,6 +568,8 @@ static int on_handle(struct event_ctx *c, struct cuda_state *s, const struct ev_
 
 	if (e->result != 0 || !e->out)
 		return 0;
+	if (e->func < cuda_nfuncs && !strcmp(cuda_funcs[e->func].name, "__cudaGetKernel"))
+		return e->in ? hmap__put(s->stubs, e->h.pid, e->out, e->in) : 0;
 	if (e->in) { /* cuKernelGetFunction: the function is named after its kernel */
 		id = handle_name(s, e->h.pid, e->in);
 	} else {
@@ -518,7 +592,7 @@ static uint32_t launch_kernel(struct event_ctx *c, struct cuda_state *s,
 
 	if (!e->ptr)
 		return 0;
-	if (fn->name[1] == 'u' && fn->name[2] != 'd') { /* cu*: a driver function handle */
+	if (!cuda_func_runtime(fn)) { /* cu*: a driver function handle */
 		name = handle_name(s, e->h.pid, e->ptr);
 		if (!name)
 			return 0;
@@ -527,8 +601,26 @@ static uint32_t launch_kernel(struct event_ctx *c, struct cuda_state *s,
 		if (l < 0)
 			return 0;
 		loc = l;
-	} else if (proc_tracker__location(c->tracker, e->h.pid, e->ptr, false, &loc, e->h.ts)) {
-		return 0;
+	} else {
+		uint64_t stub = e->ptr, node = 0;
+
+		/*
+		 * A launch-bound program launches the same few kernels again and again: each
+		 * (pid, pointer) is resolved once. A cudaKernel_t (nvcc 13's <<<>>>) names the
+		 * host stub __cudaGetKernel was given; one whose __cudaGetKernel was not seen is
+		 * a heap pointer, which must not send the maps to be read again at every launch.
+		 */
+		if (hmap__get(s->launch_nodes, e->h.pid, e->ptr, &node))
+			return (uint32_t)node;
+		hmap__get(s->stubs, e->h.pid, e->ptr, &stub);
+		if (!proc_tracker__file_mapped(c->tracker, e->h.pid, stub) ||
+		    proc_tracker__location(c->tracker, e->h.pid, stub, false, &loc, e->h.ts))
+			return 0;
+		node = (uint64_t)profile__stack(c->p, &loc, 1);
+		if ((int64_t)node <= 0)
+			return 0;
+		hmap__put(s->launch_nodes, e->h.pid, e->ptr, node);
+		return (uint32_t)node;
 	}
 	node = profile__stack(c->p, &loc, 1);
 	return node > 0 ? (uint32_t)node : 0;
@@ -667,7 +759,7 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 		return -errno;
 	}
 	s->buf = aligned_alloc(8, EGPU_MSG_MAX);
-	if (!s->buf || gpu_conv_init(&s->conv, f->p))
+	if (!s->buf || gpu_ns_tids_init(&s->ns_tids) || gpu_conv_init(&s->conv, f->p))
 		return -ENOMEM;
 	s->conv_on = true;
 	if (pipe2(s->wake, O_CLOEXEC))
@@ -682,7 +774,7 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 	return 0;
 }
 
-static void queue_msg(struct cuda_state *s, const void *buf, size_t len)
+static void queue_msg(struct cuda_state *s, const void *buf, size_t len, uint32_t peer)
 {
 	struct qmsg *m = malloc(sizeof(*m) + len);
 
@@ -692,6 +784,7 @@ static void queue_msg(struct cuda_state *s, const void *buf, size_t len)
 	}
 	m->next = NULL;
 	m->len = len;
+	m->peer = peer;
 	memcpy(m->data, buf, len);
 	atomic_fetch_add(&s->qn, 1);
 	pthread_mutex_lock(&s->qlock);
@@ -712,7 +805,7 @@ static void convert_queued(struct cuda_state *s)
 	pthread_mutex_unlock(&s->qlock);
 	for (; m; m = next) {
 		next = m->next;
-		gpu_conv_message(&s->conv, m->data, m->len);
+		gpu_conv_message(&s->conv, m->data, m->len, m->peer);
 		free(m);
 	}
 }
@@ -726,6 +819,13 @@ static size_t cupti_read(struct cuda_state *s, bool queue)
 		return 0;
 	while (s->nconns < MAX_CONNS &&
 	       (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		struct ucred cr = {0};
+		socklen_t cl = sizeof(cr);
+
+		/* The pid the sender puts in its messages is that of its own pid namespace. */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.pid <= 0)
+			cr.pid = 0;
+		s->peers[s->nconns] = (uint32_t)cr.pid;
 		s->conns[s->nconns++] = fd;
 		atomic_store(&s->connected, true);
 	}
@@ -733,10 +833,12 @@ static size_t cupti_read(struct cuda_state *s, bool queue)
 		ssize_t n = recv(s->conns[i], s->buf, EGPU_MSG_MAX, MSG_DONTWAIT);
 
 		if (n > 0) {
+			/* a container's thread ids, mapped now while the sender still runs */
+			gpu_ns_map_tids(&s->ns_tids, s->buf, (size_t)n, s->peers[i]);
 			if (queue)
-				queue_msg(s, s->buf, (size_t)n);
+				queue_msg(s, s->buf, (size_t)n, s->peers[i]);
 			else
-				gpu_conv_message(&s->conv, s->buf, (size_t)n);
+				gpu_conv_message(&s->conv, s->buf, (size_t)n, s->peers[i]);
 			continue;
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -745,6 +847,7 @@ static size_t cupti_read(struct cuda_state *s, bool queue)
 		}
 		close(s->conns[i]); /* the process closed it (exit) */
 		s->conns[i] = s->conns[--s->nconns];
+		s->peers[i] = s->peers[s->nconns];
 	}
 	return s->nconns;
 }
@@ -846,7 +949,9 @@ static int cuda_configure(struct feature_ctx *f, void **state)
 	s->qtail = &s->qhead;
 	s->seen_paths = hmap__new(256);
 	s->handles = hmap__new(256);
-	if (!s->seen_paths || !s->handles || cuda_nfuncs > 128)
+	s->stubs = hmap__new(256);
+	s->launch_nodes = hmap__new(256);
+	if (!s->seen_paths || !s->handles || !s->stubs || !s->launch_nodes || cuda_nfuncs > 128)
 		return -ENOMEM;
 	s->multi = kernel_at_least(6, 6) && !getenv("EPROF_NO_UPROBE_MULTI");
 	s->session = s->multi && kernel_at_least(6, 13) && !getenv("EPROF_NO_UPROBE_SESSION");
@@ -880,6 +985,7 @@ static int cuda_attach(struct feature_ctx *f, void *state)
 	else if (!f->o->all)
 		scan_targets(f, s);
 	s->last_scan = f->start_ns;
+	s->scan_every = SCAN_NS;
 	if (f->o->cuda > 0 && f->o->all) {
 		s->sys_seen = hmap__new(1024);
 		if (!s->sys_seen)
@@ -893,21 +999,81 @@ static int cuda_attach(struct feature_ctx *f, void *state)
 	return 0;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 static int cuda_poll(struct feature_ctx *f, void *state, uint64_t now)
 {
 	struct cuda_state *s = state;
+	uint64_t t0 = mono_ns(), t1;
 
 	if (s->thread_on)
 		convert_queued(s);
 	else
 		cupti_read(s, false);
+	t1 = mono_ns();
+	s->convert_ns += t1 - t0;
 	if (s->sys_seen && now - s->last_sys_scan >= SYS_SCAN_NS)
 		scan_system(f, s, now, now - s->last_sys_rescan >= SYS_RESCAN_NS);
-	if (f->o->all || now - s->last_scan < SCAN_NS)
-		return 0;
-	s->last_scan = now;
-	scan_targets(f, s);
+	if (!f->o->all && now - s->last_scan >= s->scan_every) {
+		size_t before = s->nobjs;
+
+		s->last_scan = now;
+		scan_targets(f, s);
+		/*
+		 * A big job's maps are long (a PyTorch CUDA process has thousands of lines) and
+		 * reading them contends with its mmaps: back off while nothing new turns up.
+		 */
+		s->scan_every = s->nobjs != before ? SCAN_NS
+				: s->scan_every < SCAN_MAX_NS ? 2 * s->scan_every
+							     : SCAN_MAX_NS;
+	}
+	s->scan_ns += mono_ns() - t1;
 	return 0;
+}
+
+/*
+ * Which libcupti ran, in the file's metadata; and why GPU activity is missing where it is, as
+ * a warning now and a metadata line the report shows.
+ */
+static void cupti_note_info(struct feature_ctx *f, const struct gpu_conv *c)
+{
+	static const char *const why[] = {
+	    [EGPU_ST_NO_CUPTI] = "no libcupti could be loaded",
+	    [EGPU_ST_VERSION] = "its libcupti is of another major version than eprof was built for",
+	    [EGPU_ST_SUBSCRIBED] = "CUPTI already had a subscriber (torch.profiler/Kineto, Nsight "
+				   "or DCGM profiling)",
+	    [EGPU_ST_SETUP] = "CUPTI refused its setup",
+	};
+	char buf[512];
+	size_t off = 0;
+
+	if (c->cupti_version) {
+		snprintf(buf, sizeof(buf), "%u.%u (API %u, eprof built with %u)",
+			 c->cupti_version / 10000, c->cupti_version / 100 % 100, c->cupti_version,
+			 c->built_version);
+		profile__set_meta(f->p, "cupti_version", buf);
+		if (c->cupti_path[0])
+			profile__set_meta(f->p, "cupti_path", c->cupti_path);
+	}
+	buf[0] = '\0';
+	for (unsigned st = 1; st < sizeof(why) / sizeof(why[0]) && off < sizeof(buf); st++) {
+		if (!c->status_procs[st])
+			continue;
+		log_warn("cuda: GPU activity not recorded in %llu process%s: %s",
+			 (unsigned long long)c->status_procs[st], c->status_procs[st] > 1 ? "es" : "",
+			 why[st]);
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%llu process%s: %s",
+					off ? "; " : "", (unsigned long long)c->status_procs[st],
+					c->status_procs[st] > 1 ? "es" : "", why[st]);
+	}
+	if (buf[0])
+		profile__set_meta(f->p, "gpu_not_recorded", buf);
 }
 
 static int cuda_finish(struct feature_ctx *f, void *state)
@@ -929,14 +1095,23 @@ static int cuda_finish(struct feature_ctx *f, void *state)
 	f->p->stats[STAT_CUDA_NOSTACK] = f->bpf_stat(f, BSTAT_CUDA_NOSTACK);
 	f->p->stats[STAT_CUDA_LOST] =
 	    f->bpf_stat(f, BSTAT_CUDA_RB_FULL) + f->bpf_stat(f, BSTAT_CUDA_INFLIGHT_FULL);
+	f->p->stats[STAT_CUDA_UNTRACKED] = f->bpf_stat(f, BSTAT_CUDA_INFLIGHT_FULL);
+	f->p->stats[STAT_CUDA_STALE] = f->bpf_stat(f, BSTAT_CUDA_STALE);
 	if (s->conv_on) {
-		f->p->stats[STAT_GPU_RECORDS_LOST] = s->conv.dropped;
+		f->p->stats[STAT_GPU_RECORDS_LOST] = s->conv.count[GPU_CNT_DROPPED];
+		f->p->stats[STAT_GPU_ZERO_TIME] = s->conv.count[GPU_CNT_ZERO];
+		f->p->stats[STAT_GPU_INVERTED_TIME] = s->conv.count[GPU_CNT_INVERTED];
+		f->p->stats[STAT_GPU_FOREIGN_CLOCK] = s->conv.count[GPU_CNT_FOREIGN];
+		f->p->stats[STAT_GPU_BUFFER_ERRORS] = s->conv.count[GPU_CNT_BUF_ERR];
 		f->p->stats[STAT_GPU_BAD_RECORDS] = s->conv.bad + atomic_load(&s->qlost);
+		cupti_note_info(f, &s->conv);
 		log_info("cuda: CUPTI records: %llu kernels, %llu copies, %llu sets, %llu API",
 			 (unsigned long long)s->conv.kernels, (unsigned long long)s->conv.memcpys,
 			 (unsigned long long)s->conv.memsets, (unsigned long long)s->conv.apis);
 	}
-	log_info("cuda: %llu API events in %zu objects", (unsigned long long)s->events, s->nobjs);
+	log_info("cuda: %llu API events in %zu objects; %.2f s converting CUPTI records, %.2f s "
+		 "looking for CUDA libraries",
+		 (unsigned long long)s->events, s->nobjs, s->convert_ns / 1e9, s->scan_ns / 1e9);
 	return 0;
 }
 
@@ -965,9 +1140,12 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 		rmdir(s->dir);
 	if (s->conv_on)
 		gpu_conv_free(&s->conv);
+	gpu_ns_tids_free(&s->ns_tids);
 	free(s->buf);
 	hmap__free(s->seen_paths);
 	hmap__free(s->handles);
+	hmap__free(s->stubs);
+	hmap__free(s->launch_nodes);
 	hmap__free(s->sys_seen);
 	free(s);
 }

@@ -20,6 +20,9 @@ const struct cuda_func cuda_funcs[] = {
 	/* launches: the runtime's host stub or the driver's function handle */
 	LAUNCH("cudaLaunchKernel", 0),
 	LAUNCH("cudaLaunchKernel_ptsz", 0),
+	/* nvcc 13's <<<>>>: a cudaKernel_t from __cudaGetKernel, not a host stub */
+	LAUNCH("__cudaLaunchKernel", 0),
+	LAUNCH("__cudaLaunchKernel_ptsz", 0),
 	LAUNCH("cudaLaunchCooperativeKernel", 0),
 	LAUNCH("cudaLaunchKernelExC", 1),
 	LAUNCH("cuLaunchKernel", 0),
@@ -93,6 +96,8 @@ const struct cuda_func cuda_funcs[] = {
 	{ "cuModuleGetFunction", CUDA_CAT_HANDLE, 0, false, N, N, N, N, 0, 2, 0 },
 	{ "cuLibraryGetKernel", CUDA_CAT_HANDLE, 0, false, N, N, N, N, 0, 2, 0 },
 	{ "cuKernelGetFunction", CUDA_CAT_HANDLE, 0, false, N, N, N, 1, 0, N, 0 },
+	/* __cudaGetKernel(cudaKernel_t *out, const void *host_stub): the stub names the kernel */
+	{ "__cudaGetKernel", CUDA_CAT_HANDLE, 0, false, N, N, N, 1, 0, N, 0 },
 };
 const unsigned cuda_nfuncs = sizeof(cuda_funcs) / sizeof(cuda_funcs[0]);
 
@@ -109,6 +114,15 @@ static uint64_t arg_bits(int8_t a, int shift)
 	return (uint64_t)(a < 0 ? CUDA_ARG_NONE : (unsigned)a) << shift;
 }
 
+bool cuda_func_runtime(const struct cuda_func *f)
+{
+	const char *n = f->name;
+
+	while (*n == '_')
+		n++;
+	return !strncmp(n, "cuda", 4);
+}
+
 uint64_t cuda_func_cookie(unsigned i)
 {
 	const struct cuda_func *f = &cuda_funcs[i];
@@ -120,7 +134,7 @@ uint64_t cuda_func_cookie(unsigned i)
 	       arg_bits(f->bytes2, CUDA_CK_BYTES2) | arg_bits(f->kind, CUDA_CK_KIND) |
 	       arg_bits(f->ptr, CUDA_CK_PTR) | arg_bits(f->out, CUDA_CK_OUT) |
 	       arg_bits(f->name_arg, CUDA_CK_NAME) | (uint64_t)f->shift << CUDA_CK_SHIFT |
-	       (!strncmp(f->name, "cuda", 4) ? CUDA_CK_RUNTIME : 0);
+	       (cuda_func_runtime(f) ? CUDA_CK_RUNTIME : 0);
 }
 
 unsigned cuda_memcpy_kind_dir(uint32_t kind)

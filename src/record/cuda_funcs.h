@@ -20,6 +20,8 @@ extern const unsigned cuda_nfuncs;
 
 /* Index of a function by exact symbol name, or -1. */
 int cuda_func_find(const char *name);
+/* A runtime (cuda*, __cuda*) function, not a driver (cu*) one. */
+bool cuda_func_runtime(const struct cuda_func *f);
 /* The BPF attach cookie of function i (eprof_abi.h layout). */
 uint64_t cuda_func_cookie(unsigned i);
 /* Direction of a copy from a cudaMemcpyKind argument value. */

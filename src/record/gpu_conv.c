@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,8 +17,10 @@ int gpu_conv_init(struct gpu_conv *c, struct profile *p)
 	memset(c, 0, sizeof(*c));
 	c->p = p;
 	c->names = hmap__new(256);
-	c->dropped_by_pid = hmap__new(16);
-	if (!c->names || !c->dropped_by_pid) {
+	c->name_ids = hmap__new(256);
+	c->cb_names = hmap__new(64);
+	c->stats_by_pid = hmap__new(16);
+	if (!c->names || !c->name_ids || !c->cb_names || !c->stats_by_pid) {
 		gpu_conv_free(c);
 		return -ENOMEM;
 	}
@@ -26,8 +30,10 @@ int gpu_conv_init(struct gpu_conv *c, struct profile *p)
 void gpu_conv_free(struct gpu_conv *c)
 {
 	hmap__free(c->names);
-	hmap__free(c->dropped_by_pid);
-	c->names = c->dropped_by_pid = NULL;
+	hmap__free(c->name_ids);
+	hmap__free(c->cb_names);
+	hmap__free(c->stats_by_pid);
+	c->names = c->name_ids = c->cb_names = c->stats_by_pid = NULL;
 }
 
 /* CUpti_ActivityMemcpyKind -> enum gpu_copy_dir */
@@ -76,19 +82,65 @@ static uint64_t dev_stream(uint32_t dev, uint32_t stream)
 	return (uint64_t)dev << 32 | stream;
 }
 
+/* The string after a record's fixed part: n bytes, NUL included; NULL when malformed. */
+static const char *rec_str(const void *r, size_t fixed, size_t size, uint32_t n)
+{
+	const char *s = (const char *)r + fixed;
+
+	if (size < fixed || !n || n > size - fixed || s[n - 1] != '\0')
+		return NULL;
+	return s;
+}
+
+static int conv_name(struct gpu_conv *c, uint32_t pid, const struct egpu_name *r, size_t size)
+{
+	const char *raw = rec_str(r, sizeof(*r), size, size >= sizeof(*r) ? r->name_len : 0);
+	uint32_t id;
+
+	if (!raw || !r->id)
+		return -EINVAL;
+	id = kernel_name(c, raw[0] ? raw : "[unnamed kernel]");
+	return id ? hmap__put(c->name_ids, pid, r->id, id) : -ENOMEM;
+}
+
+static int conv_cbname(struct gpu_conv *c, uint32_t pid, const struct egpu_cbname *r, size_t size)
+{
+	const char *name = rec_str(r, sizeof(*r), size, size >= sizeof(*r) ? r->name_len : 0);
+	uint32_t id;
+
+	if (!name || !name[0])
+		return -EINVAL;
+	id = profile__intern(c->p, name);
+	return id ? hmap__put(c->cb_names, pid, (uint64_t)r->domain << 32 | r->cbid, id) : -ENOMEM;
+}
+
+static int conv_info(struct gpu_conv *c, const struct egpu_info *r, size_t size)
+{
+	const char *path = rec_str(r, sizeof(*r), size, size >= sizeof(*r) ? r->path_len : 0);
+
+	if (!path)
+		return -EINVAL;
+	c->status_procs[r->status < 8 ? r->status : 7]++;
+	if (!c->cupti_version && r->cupti_version) {
+		c->cupti_version = r->cupti_version;
+		c->built_version = r->built_version;
+		snprintf(c->cupti_path, sizeof(c->cupti_path), "%s", path);
+	}
+	return 0;
+}
+
 static int conv_kernel(struct gpu_conv *c, uint32_t pid, const struct egpu_kernel *k, size_t size)
 {
 	struct event e = {.kind = EVK_GPU_KERNEL, .pid = pid};
-	char name[EGPU_NAME_MAX];
-	size_t n = k->name_len;
+	uint64_t name = 0;
 
-	if (size < sizeof(*k) || n > size - sizeof(*k) || n > sizeof(name))
+	if (size < sizeof(*k))
 		return -EINVAL;
-	memcpy(name, k + 1, n);
-	name[n ? n - 1 : 0] = '\0';
+	if (k->name_id && !hmap__get(c->name_ids, pid, k->name_id, &name))
+		c->bad++; /* its EGPU_NAME never came: the kernel is kept, unnamed */
 	e.ts = k->r.start;
 	e.dur = k->r.end > k->r.start ? k->r.end - k->r.start : 0;
-	e.name = kernel_name(c, name[0] ? name : "[unnamed kernel]");
+	e.name = name ? (uint32_t)name : kernel_name(c, "[unnamed kernel]");
 	e.a = dev_stream(k->device, k->stream);
 	/* launch configuration: blocks << 32 | threads per block */
 	e.b = (uint64_t)k->grid[0] * k->grid[1] * k->grid[2] << 32 |
@@ -101,21 +153,88 @@ static int conv_kernel(struct gpu_conv *c, uint32_t pid, const struct egpu_kerne
 	return profile__add_event(c->p, &e);
 }
 
+/* The latest cumulative counters a process reported: what is new is added to the totals. */
+static int conv_stats(struct gpu_conv *c, uint32_t pid, const struct egpu_stats *s, size_t size)
+{
+	const uint64_t now[GPU_CNT_MAX] = {
+	    [GPU_CNT_DROPPED] = s->dropped,	       [GPU_CNT_ZERO] = s->zero_time,
+	    [GPU_CNT_INVERTED] = s->inverted_time, [GPU_CNT_FOREIGN] = s->foreign_clock,
+	    [GPU_CNT_BUF_ERR] = s->buffer_errors,
+	};
+
+	if (size < sizeof(*s))
+		return -EINVAL;
+	for (int i = 0; i < GPU_CNT_MAX; i++) {
+		uint64_t old = 0;
+
+		hmap__get(c->stats_by_pid, pid, i, &old);
+		if (now[i] > old) {
+			c->count[i] += now[i] - old;
+			if (hmap__put(c->stats_by_pid, pid, i, now[i]))
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A thread id of a process in another pid namespace (a container), as this process sees it:
+ * the task whose NSpid line ends with it. 0 when no task of pid has it (the thread exited).
+ */
+static uint32_t map_tid(struct gpu_ns_tids *c, uint32_t pid, uint32_t nstid)
+{
+	char path[320], line[256];
+	struct dirent *de;
+	uint64_t v = 0;
+	DIR *d;
+
+	if (hmap__get(c->map, pid, nstid, &v))
+		return (uint32_t)v;
+	snprintf(path, sizeof(path), "%s/%u/task", c->proc_root, pid);
+	d = opendir(path);
+	while (d && (de = readdir(d))) {
+		uint32_t tid = (uint32_t)strtoul(de->d_name, NULL, 10);
+		FILE *fp;
+
+		if (!tid)
+			continue;
+		snprintf(path, sizeof(path), "%s/%u/task/%u/status", c->proc_root, pid, tid);
+		fp = fopen(path, "re");
+		while (fp && fgets(line, sizeof(line), fp)) {
+			char *last;
+			uint32_t inner;
+
+			if (strncmp(line, "NSpid:", 6))
+				continue;
+			line[strcspn(line, "\n")] = '\0';
+			last = strrchr(line, '\t');
+			last = last ? last : strrchr(line, ' ');
+			inner = last ? (uint32_t)strtoul(last + 1, NULL, 10) : 0;
+			if (inner) /* every task of the process at once: one scan per process */
+				hmap__put(c->map, pid, inner, tid);
+			if (inner == nstid)
+				v = tid;
+			break;
+		}
+		if (fp)
+			fclose(fp);
+	}
+	if (d)
+		closedir(d);
+	if (!v)
+		hmap__put(c->map, pid, nstid, 0); /* gone: not looked for again */
+	return (uint32_t)v;
+}
+
 /* One EVK_GPU_DEVICE naming the device, then an EVK_GPU_DEVATTR per limit CUPTI reported. */
 static int conv_device(struct gpu_conv *c, uint32_t pid, const struct egpu_device *d, size_t size)
 {
 	struct event e = {.kind = EVK_GPU_DEVICE, .pid = pid, .ts = d->r.start, .a = d->device};
-	char name[EGPU_NAME_MAX];
-	size_t n;
+	const char *name = rec_str(d, sizeof(*d), size, size >= sizeof(*d) ? d->name_len : 0);
 	int err;
 
-	if (size < sizeof(*d))
+	if (!name)
 		return -EINVAL;
-	n = d->name_len;
-	if (n > size - sizeof(*d) || n > sizeof(name))
-		return -EINVAL;
-	memcpy(name, d + 1, n);
-	name[n ? n - 1 : 0] = '\0';
 	e.name = profile__intern(c->p, name[0] ? name : "[unnamed device]");
 	err = profile__add_event(c->p, &e);
 	e.kind = EVK_GPU_DEVATTR;
@@ -164,6 +283,7 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 	}
 	case EGPU_API: {
 		const struct egpu_api *a = (const void *)r;
+		uint64_t name = 0;
 
 		if (size < sizeof(*a))
 			return -EINVAL;
@@ -172,6 +292,9 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		e.dur = 0;
 		e.a = a->cbid;
 		e.b = a->domain;
+		/* the function the callback was for: the join checks it against the probed call */
+		if (hmap__get(c->cb_names, pid, (uint64_t)a->domain << 32 | a->cbid, &name))
+			e.name = (uint32_t)name;
 		c->apis++;
 		break;
 	}
@@ -188,35 +311,32 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 	}
 	case EGPU_DEVICE:
 		return conv_device(c, pid, (const void *)r, size);
-	case EGPU_STATS: {
-		const struct egpu_stats *s = (const void *)r;
-		uint64_t old = 0;
-
-		if (size < sizeof(*s))
-			return -EINVAL;
-		hmap__get(c->dropped_by_pid, pid, 0, &old);
-		if (s->dropped > old) {
-			c->dropped += s->dropped - old;
-			return hmap__put(c->dropped_by_pid, pid, 0, s->dropped);
-		}
-		return 0;
-	}
+	case EGPU_STATS:
+		return conv_stats(c, pid, (const void *)r, size);
+	case EGPU_NAME:
+		return conv_name(c, pid, (const void *)r, size);
+	case EGPU_CBNAME:
+		return conv_cbname(c, pid, (const void *)r, size);
+	case EGPU_INFO:
+		return conv_info(c, (const void *)r, size);
 	default:
 		return 0; /* a newer library's record: skip it */
 	}
 	return profile__add_event(c->p, &e);
 }
 
-int gpu_conv_message(struct gpu_conv *c, const void *buf, size_t len)
+int gpu_conv_message(struct gpu_conv *c, const void *buf, size_t len, uint32_t peer_pid)
 {
 	const struct egpu_msg *m = buf;
 	size_t off = sizeof(*m);
+	uint32_t pid;
 	int err;
 
 	if (len < sizeof(*m) || m->magic != EGPU_MAGIC || m->version != EGPU_VERSION) {
 		c->bad++;
 		return -EINVAL;
 	}
+	pid = peer_pid ? peer_pid : m->pid;
 	for (uint32_t i = 0; i < m->nrec; i++) {
 		struct egpu_rec r;
 
@@ -229,7 +349,7 @@ int gpu_conv_message(struct gpu_conv *c, const void *buf, size_t len)
 			/* records are read in place: the message must be 8-aligned */
 			goto bad;
 		}
-		err = conv_one(c, m->pid, (const void *)((const char *)buf + off), r.size);
+		err = conv_one(c, pid, (const void *)((const char *)buf + off), r.size);
 		if (err == -ENOMEM)
 			return err;
 		if (err)
@@ -240,4 +360,41 @@ int gpu_conv_message(struct gpu_conv *c, const void *buf, size_t len)
 bad:
 	c->bad++;
 	return -EINVAL;
+}
+
+int gpu_ns_tids_init(struct gpu_ns_tids *t)
+{
+	t->proc_root = "/proc";
+	t->map = hmap__new(64);
+	return t->map ? 0 : -ENOMEM;
+}
+
+void gpu_ns_tids_free(struct gpu_ns_tids *t)
+{
+	hmap__free(t->map);
+	t->map = NULL;
+}
+
+void gpu_ns_map_tids(struct gpu_ns_tids *t, void *buf, size_t len, uint32_t peer_pid)
+{
+	const struct egpu_msg *m = buf;
+	size_t off = sizeof(*m);
+
+	if (len < sizeof(*m) || m->magic != EGPU_MAGIC || !peer_pid || peer_pid == m->pid)
+		return;
+	for (uint32_t i = 0; i < m->nrec && len - off >= sizeof(struct egpu_rec); i++) {
+		struct egpu_rec r;
+
+		memcpy(&r, (char *)buf + off, sizeof(r));
+		if (r.size < sizeof(r) || r.size > len - off || r.size % 8)
+			return; /* malformed: the conversion counts it */
+		if (r.kind == EGPU_API && r.size >= sizeof(struct egpu_api)) {
+			struct egpu_api a;
+
+			memcpy(&a, (char *)buf + off, sizeof(a));
+			a.tid = map_tid(t, peer_pid, a.tid);
+			memcpy((char *)buf + off, &a, sizeof(a));
+		}
+		off += r.size;
+	}
 }

@@ -66,6 +66,7 @@ struct proc_tracker {
 	struct objinfo vdso;
 	size_t cfi_bytes;  /* held by all tables */
 	uint64_t cfi_evictions;
+	size_t cfi_grown; /* the budget, grown to a working set larger than the one set */
 };
 
 /*
@@ -75,7 +76,16 @@ struct proc_tracker {
  * built again if needed, so the recorder's memory stays bounded.
  */
 #define CFI_BUDGET_DEFAULT (40u << 20)
-#define CFI_BUDGET(t) ((t)->opts.cfi_budget ? (t)->opts.cfi_budget : CFI_BUDGET_DEFAULT)
+#define CFI_BUDGET_SET(t) ((t)->opts.cfi_budget ? (t)->opts.cfi_budget : CFI_BUDGET_DEFAULT)
+#define CFI_BUDGET(t) (CFI_BUDGET_SET(t) > (t)->cfi_grown ? CFI_BUDGET_SET(t) : (t)->cfi_grown)
+/*
+ * A table used this recently is part of the working set: evicting it means building it again
+ * at its next use (50-250 ms for a big library), sample after sample. The budget grows to the
+ * working set instead, up to CFI_BUDGET_MAX (a PyTorch CUDA job's libraries need more than
+ * the default).
+ */
+#define CFI_HOT_NS (5ULL * 1000000000ULL)
+#define CFI_BUDGET_MAX ((size_t)1 << 30)
 
 static int by_obj_set(struct proc_tracker *t, uint32_t obj, struct objinfo *oi)
 {
@@ -126,6 +136,8 @@ struct proc_tracker *proc_tracker__new(struct profile *p, const struct tracker_o
 	t->opts = *opts;
 	if (!t->opts.proc_root)
 		t->opts.proc_root = "/proc";
+	if (!t->opts.cfi_budget && getenv("EPROF_CFI_BUDGET_MB")) /* benchmarks of the budget */
+		t->opts.cfi_budget = (size_t)strtoul(getenv("EPROF_CFI_BUDGET_MB"), NULL, 10) << 20;
 	t->pid_index = hmap__new(64);
 	t->file_index = hmap__new(64);
 	if (!t->pid_index || !t->file_index) {
@@ -590,6 +602,14 @@ static int unknown_location(struct proc_tracker *t, uint32_t pid, uint64_t pc, u
 	return 0;
 }
 
+bool proc_tracker__file_mapped(struct proc_tracker *t, uint32_t pid, uint64_t pc)
+{
+	struct pstate *ps = pstate_get(t, pid, false);
+	struct pmap *m = ps ? find_map(ps, pc) : NULL;
+
+	return m && pc >= m->start && m->kind == OBJ_ELF;
+}
+
 int proc_tracker__location(struct proc_tracker *t, uint32_t pid, uint64_t pc, bool is_return,
 			   uint32_t *loc, uint64_t now_ns)
 {
@@ -633,6 +653,8 @@ static bool seg_bias(const struct objinfo *oi, const struct pmap *m, uint64_t pc
 /* Drops least recently used tables (never keep) until the total is under budget. */
 static void evict_cfi(struct proc_tracker *t, struct objinfo *keep)
 {
+	uint64_t now = keep->cfi_used;
+
 	while (t->cfi_bytes > CFI_BUDGET(t)) {
 		struct objinfo *lru = NULL;
 
@@ -644,6 +666,14 @@ static void evict_cfi(struct proc_tracker *t, struct objinfo *keep)
 		}
 		if (!lru)
 			return;
+		if (now - lru->cfi_used < CFI_HOT_NS && t->cfi_bytes <= CFI_BUDGET_MAX) {
+			if (!t->cfi_grown)
+				log_info("unwinding tables: the target's code in use needs more than "
+					 "%zu MiB: kept, not rebuilt at every use",
+					 CFI_BUDGET_SET(t) >> 20);
+			t->cfi_grown = t->cfi_bytes;
+			return;
+		}
 		cfi_table__free(lru->cfi);
 		lru->cfi = NULL;
 		lru->cfi_tried = false; /* built again on its next use */

@@ -61,6 +61,12 @@ void proc_tracker__cfi_stats(const struct proc_tracker *t, size_t *bytes, uint64
 int proc_tracker__location(struct proc_tracker *t, uint32_t pid, uint64_t pc, bool is_return,
 			   uint32_t *loc, uint64_t now_ns);
 
+/*
+ * True when pc lies in a file mapping of pid as last read: no read of the maps on a miss,
+ * for values that may be data pointers (a CUDA launch's cudaKernel_t), not code.
+ */
+bool proc_tracker__file_mapped(struct proc_tracker *t, uint32_t pid, uint64_t pc);
+
 /* For the unwinder: CFI table and bias of the object that maps pc. */
 bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 			    const struct cfi_table **table, uint64_t *bias, uint64_t now_ns);

@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (len > size - pos)
 			len = size - pos;
 		memcpy(msgbuf, data + pos, len);
-		err = gpu_conv_message(&c, msgbuf, len);
+		err = gpu_conv_message(&c, msgbuf, len, 0);
 		FUZZ_CHECK(err == 0 || err == -EINVAL || err == -ENOMEM, "error %d", err);
 		pos += len;
 	}

@@ -94,19 +94,28 @@ def rec(kind, corr, start, end, body):
     pad = (-size) % 8
     return struct.pack("<HHIQQ", kind, size + pad, corr, start, end) + body + b"\0" * pad
 def msg(pid, recs):
-    m = struct.pack("<IHHII", 0x55504745, 1, 0, pid, len(recs)) + b"".join(recs)
+    m = struct.pack("<IHHII", 0x55504745, 2, 0, pid, len(recs)) + b"".join(recs)
     return struct.pack("<H", len(m)) + m
+def strtail(s):
+    return s + b"\0" * ((-len(s)) % 8)
 name = b"_Z6kernelPfi\0"
-kernel = struct.pack("<3I3I3III", 0, 1, 7, 64, 1, 1, 256, 1, 1, 32, 0) + struct.pack("<I", len(name)) + name
-memcpy = struct.pack("<3IBBBBQ", 0, 1, 7, 1, 0, 3, 0, 4096)
+kname = struct.pack("<II", 1, len(name)) + strtail(name)
+cbname = struct.pack("<4I", 2, 211, len(b"cudaLaunchKernel\0"), 0) + strtail(b"cudaLaunchKernel\0")
+path = b"/usr/local/cuda/lib64/libcupti.so.13\0"
+info = struct.pack("<4I", 130001, 130001, 0, len(path)) + strtail(path)
+kernel = struct.pack("<3I3I3III", 0, 1, 7, 64, 1, 1, 256, 1, 1, 32, 0) + struct.pack("<I", 1)
+memcpy = struct.pack("<3IBBBBQII", 0, 1, 7, 1, 0, 3, 0, 4096, 0, 0)
+peer = struct.pack("<3IBBBBQII", 0, 1, 7, 10, 3, 3, 0, 1 << 20, 0, 1)
 api = struct.pack("<4I", 4242, 211, 2, 0)
 memset = struct.pack("<4IQ", 0, 1, 7, 0, 1024)
 sync = struct.pack("<4I", 1, 7, 1, 0)
-stats = struct.pack("<QQ", 3, 0)
-seq = msg(77, [rec(4, 1, 1000, 1000, api), rec(1, 1, 2000, 5000, kernel),
-               rec(2, 2, 6000, 7000, memcpy), rec(3, 3, 7000, 7100, memset), rec(5, 0, 8000, 9000, sync)])
+stats = struct.pack("<6Q", 3, 10, 1, 2, 0, 0)
+seq = msg(77, [rec(10, 0, 900, 900, info), rec(9, 0, 950, 950, cbname), rec(4, 1, 1000, 1000, api),
+               rec(8, 0, 1500, 1500, kname), rec(1, 1, 2000, 5000, kernel),
+               rec(2, 2, 6000, 7000, memcpy), rec(2, 4, 6500, 7500, peer),
+               rec(3, 3, 7000, 7100, memset), rec(5, 0, 8000, 9000, sync)])
 open(os.path.join(out, "mixed"), "wb").write(seq + msg(77, [rec(6, 0, 0, 0, stats)]))
-open(os.path.join(out, "kernel-only"), "wb").write(msg(5, [rec(1, 9, 10, 20, kernel)]))
+open(os.path.join(out, "kernel-only"), "wb").write(msg(5, [rec(8, 0, 5, 5, kname), rec(1, 9, 10, 20, kernel)]))
 PY
 
 # --- demangler --------------------------------------------------------------------------------

@@ -212,9 +212,13 @@ static void test_process_events(void **state)
 
 /*
  * Unwind tables stay within their budget: with a budget smaller than any table,
- * loading one drops the other, and the dropped one is built again when needed.
+ * loading one drops the other once it has not been used for a while, and the
+ * dropped one is built again when needed. Tables all in use (within 5 s) are kept
+ * instead, the budget growing to them: dropping one would rebuild it at every use.
  * Uses this test process itself (its own binary and libc).
  */
+#define S(n) ((uint64_t)(n) * 1000000000ULL)
+
 static void test_cfi_budget(void **state)
 {
 	struct tracker_opts to = { .proc_root = "/proc", .want_cfi = true, .cfi_budget = 1 };
@@ -235,16 +239,23 @@ static void test_cfi_budget(void **state)
 	proc_tracker__cfi_stats(t, &own_bytes, &ev);
 	assert_true(own_bytes > 0);
 	assert_int_equal(ev, 0);
-	assert_true(proc_tracker__find_cfi(t, pid, libc, &tab, &bias, 20));
+	assert_true(proc_tracker__find_cfi(t, pid, libc, &tab, &bias, 10 + S(6)));
 	assert_non_null(tab);
 	proc_tracker__cfi_stats(t, &bytes, &ev);
-	assert_int_equal(ev, 1); /* our binary's table went */
+	assert_int_equal(ev, 1); /* our binary's table went: unused for 6 s */
 	assert_true(bytes > 0 && bytes != own_bytes);
-	assert_true(proc_tracker__find_cfi(t, pid, own, &tab, &bias, 30));
+	assert_true(proc_tracker__find_cfi(t, pid, own, &tab, &bias, 10 + S(12)));
 	assert_non_null(tab); /* built again */
 	proc_tracker__cfi_stats(t, &bytes, &ev);
 	assert_int_equal(ev, 2);
 	assert_int_equal(bytes, own_bytes);
+	/* both in use within a second: both kept, over the budget, nothing rebuilt */
+	assert_true(proc_tracker__find_cfi(t, pid, libc, &tab, &bias, 10 + S(12) + 1000));
+	assert_true(proc_tracker__find_cfi(t, pid, own, &tab, &bias, 10 + S(12) + 2000));
+	assert_true(proc_tracker__find_cfi(t, pid, libc, &tab, &bias, 10 + S(12) + 3000));
+	proc_tracker__cfi_stats(t, &bytes, &ev);
+	assert_int_equal(ev, 2); /* libc's built again, ours kept beside it */
+	assert_true(bytes > own_bytes);
 	proc_tracker__free(t);
 	profile__free(p);
 }

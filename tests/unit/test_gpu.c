@@ -44,6 +44,17 @@ static void msg_put(struct msg *m, const void *rec, size_t fixed, const char *ta
 	((struct egpu_msg *)m->buf)->nrec++;
 }
 
+/* A kernel name under a new id, as the library sends each name once before its kernels. */
+static uint32_t put_name(struct msg *m, const char *name)
+{
+	static uint32_t next_id = 1;
+	struct egpu_name n = {.r = {EGPU_NAME, 0, 0, 0, 0}, .id = next_id++,
+			      .name_len = strlen(name) + 1};
+
+	msg_put(m, &n, sizeof(n), name);
+	return n.id;
+}
+
 static void put_kernel(struct msg *m, const char *name, uint32_t corr, uint64_t start, uint64_t end,
 		       uint32_t dev, uint32_t stream)
 {
@@ -52,9 +63,9 @@ static void put_kernel(struct msg *m, const char *name, uint32_t corr, uint64_t 
 				.stream = stream,
 				.grid = {8, 2, 1},
 				.block = {128, 1, 1},
-				.name_len = strlen(name) + 1};
+				.name_id = put_name(m, name)};
 
-	msg_put(m, &k, sizeof(k), name);
+	msg_put(m, &k, sizeof(k), NULL);
 }
 
 static void put_api(struct msg *m, uint32_t tid, uint32_t corr, uint64_t ts)
@@ -99,11 +110,11 @@ static void test_conv_records(void **state)
 	put_copy(m, 10, 5000, 5500, 1 << 20, 2 /* DTOH */);
 	put_api(m, 4242, 9, 900);
 	msg_put(m, &s, sizeof(s), NULL);
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), 0);
 	assert_int_equal(c.kernels, 1);
 	assert_int_equal(c.memcpys, 1);
 	assert_int_equal(c.apis, 1);
-	assert_int_equal(c.dropped, 3);
+	assert_int_equal(c.count[GPU_CNT_DROPPED], 3);
 	assert_int_equal(c.bad, 0);
 	k = find_kind(p, EVK_GPU_KERNEL, 0);
 	assert_non_null(k);
@@ -124,8 +135,8 @@ static void test_conv_records(void **state)
 	msg_init(m, 42);
 	s.dropped = 5;
 	msg_put(m, &s, sizeof(s), NULL);
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
-	assert_int_equal(c.dropped, 5);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), 0);
+	assert_int_equal(c.count[GPU_CNT_DROPPED], 5);
 	gpu_conv_free(&c);
 	profile__free(p);
 	free(m);
@@ -141,27 +152,28 @@ static void test_conv_malformed(void **state)
 	assert_int_equal(gpu_conv_init(&c, p), 0);
 	msg_init(m, 1);
 	((struct egpu_msg *)m->buf)->magic = 0x1234;
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), -EINVAL);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), -EINVAL);
 	msg_init(m, 1);
 	((struct egpu_msg *)m->buf)->version = EGPU_VERSION + 1;
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), -EINVAL);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), -EINVAL);
 	/* a record whose size runs past the message */
 	msg_init(m, 1);
 	put_kernel(m, "k", 1, 0, 10, 0, 0);
 	((struct egpu_rec *)(m->buf + sizeof(struct egpu_msg)))->size = 4096;
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), -EINVAL);
-	/* a kernel whose name length lies */
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), -EINVAL);
+	/* a name whose length lies: the kernel is kept, unnamed, and both are counted bad */
 	msg_init(m, 1);
 	put_kernel(m, "k", 1, 0, 10, 0, 0);
-	((struct egpu_kernel *)(m->buf + sizeof(struct egpu_msg)))->name_len = 5000;
+	((struct egpu_name *)(m->buf + sizeof(struct egpu_msg)))->name_len = 5000;
 	before = p->events.n;
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
-	assert_int_equal(p->events.n, before);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), 0);
+	assert_int_equal(p->events.n, before + 1);
+	assert_string_equal(profile__str(p, p->events.v[before].name), "[unnamed kernel]");
 	/* more records announced than present */
 	msg_init(m, 1);
 	put_kernel(m, "k", 1, 0, 10, 0, 0);
 	((struct egpu_msg *)m->buf)->nrec = 3;
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), -EINVAL);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), -EINVAL);
 	/* an unknown kind (a newer library) is skipped, not an error */
 	msg_init(m, 1);
 	{
@@ -169,9 +181,9 @@ static void test_conv_malformed(void **state)
 
 		msg_put(m, &r, sizeof(r), NULL);
 	}
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
-	assert_int_equal(c.bad, 5);
-	assert_int_equal(gpu_conv_message(&c, m->buf, 3), -EINVAL);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), 0);
+	assert_int_equal(c.bad, 6);
+	assert_int_equal(gpu_conv_message(&c, m->buf, 3, 0), -EINVAL);
 	gpu_conv_free(&c);
 	profile__free(p);
 	free(m);
@@ -714,9 +726,9 @@ static void put_kernel_cfg(struct msg *m, const char *name, uint32_t corr, uint6
 				.block = {threads, 1, 1},
 				.regs = regs,
 				.smem = smem,
-				.name_len = strlen(name) + 1};
+				.name_id = put_name(m, name)};
 
-	msg_put(m, &k, sizeof(k), name);
+	msg_put(m, &k, sizeof(k), NULL);
 }
 
 /*
@@ -748,7 +760,7 @@ static void test_occupancy_report(void **state)
 		put_kernel_cfg(m, "mixed", 3 + i, 4000 + 1000 * i, 1000, 0, 256, 32, 0);
 	put_kernel_cfg(m, "mixed", 6, 8000, 5000, 0, 256, 128, 0);
 	put_kernel_cfg(m, "elsewhere", 7, 9000, 1000, 1, 256, 32, 0);
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), 0);
 	assert_int_equal(c.bad, 0);
 	assert_int_equal(c.devices, 1);
 	k = find_kind(p, EVK_GPU_KERNEL, 1);
@@ -835,7 +847,7 @@ static void test_findings_gpu(void **state)
 	put_device(m, 0, "Fake H100");
 	put_kernel_cfg(m, "lowreg", 1, 1000, 5000, 0, 256, 128, 0);
 	put_kernel_cfg(m, "fine", 2, 7000, 5000, 0, 256, 32, 0);
-	assert_int_equal(gpu_conv_message(&c, m->buf, m->len), 0);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), 0);
 	gpu_conv_free(&c);
 	assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
 	x = finding_of(&fs, "gpu-idle");
