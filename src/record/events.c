@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/types.h>
@@ -478,7 +479,33 @@ static int handle_exit(struct event_ctx *c, const struct ev_exit *e)
 	return 0;
 }
 
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int handle_one(struct event_ctx *c, const void *data, size_t size);
+
 int events_handle(struct event_ctx *c, const void *data, size_t size)
+{
+	const struct ev_hdr *h = data;
+	unsigned cls = size < sizeof(*h)	? EV_COST_PROC
+		       : h->kind == EV_SAMPLE ? EV_COST_SAMPLE
+		       : h->kind == EV_FORK || h->kind == EV_EXEC || h->kind == EV_EXIT
+			   ? EV_COST_PROC
+			   : EV_COST_FEATURE;
+	uint64_t t0 = mono_now();
+	int err = handle_one(c, data, size);
+
+	c->decode_ns[cls] += mono_now() - t0;
+	c->decoded[cls]++;
+	return err;
+}
+
+static int handle_one(struct event_ctx *c, const void *data, size_t size)
 {
 	const struct ev_hdr *h = data;
 	int err = -EINVAL;

@@ -26,6 +26,8 @@ enum callgraph_mode {
 	CG_DWARF = 2,
 };
 
+enum ev_cost_class { EV_COST_SAMPLE, EV_COST_PROC, EV_COST_FEATURE, EV_COST_MAX };
+
 struct event_ctx {
 	struct profile *p;
 	struct proc_tracker *tracker;
@@ -53,6 +55,8 @@ struct event_ctx {
 			 uint32_t *locs, uint8_t *entry);
 	bool (*py_is_eval)(void *arg, uint32_t pid, uint64_t pc);
 	void *py_arg;
+	/* Time spent decoding, by what was decoded: where a recorder that falls behind goes. */
+	uint64_t decode_ns[EV_COST_MAX], decoded[EV_COST_MAX];
 };
 
 int events_init(struct event_ctx *c, struct profile *p, struct proc_tracker *t,

@@ -639,6 +639,11 @@ static int finish(struct session *s)
 		uint64_t evictions;
 
 		proc_tracker__cfi_stats(s->tracker, &cfi_bytes, &evictions);
+		log_info("recorder: %.2f s decoding %" PRIu64 " samples, %.2f s for %" PRIu64
+			 " feature events, %.2f s for %" PRIu64 " process events",
+			 s->ev.decode_ns[EV_COST_SAMPLE] / 1e9, s->ev.decoded[EV_COST_SAMPLE],
+			 s->ev.decode_ns[EV_COST_FEATURE] / 1e9, s->ev.decoded[EV_COST_FEATURE],
+			 s->ev.decode_ns[EV_COST_PROC] / 1e9, s->ev.decoded[EV_COST_PROC]);
 		log_debug("unwind tables: %.1f MB held, %" PRIu64 " dropped to stay in budget; "
 			  "%" PRIu64 " stack nodes, %zu locations",
 			  cfi_bytes / 1048576.0, evictions, profile__stacks_end(s->p),
