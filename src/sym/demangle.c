@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <libiberty/demangle.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -17,6 +18,13 @@
 
 /* Longer mangled names are not worth the demangler's time (and stack). */
 #define MAX_MANGLED_LEN 16384
+/*
+ * libiberty refuses names past 1,024 bytes unless its recursion limit is lifted
+ * (DMGL_NO_RECURSE_LIMIT): CUTLASS and flash-attention kernels have such names. Parsing
+ * recurses at most once per input byte, so those run on a thread of this much stack.
+ */
+#define LONG_MANGLED_LEN 1000
+#define LONG_STACK (64u << 20)
 /*
  * Substitutions make demangled names grow exponentially with nesting: 280
  * mangled bytes can ask for 16 MB of output (and __cxa_demangle would build
@@ -289,10 +297,11 @@ static void dm_put(const char *piece, size_t n, void *opaque)
  * longjmp once the output passes the cap leaks nothing. Returns the name, or
  * NULL when it is not a valid mangled name, too long, or memory ran out.
  */
-static char *demangle_capped(struct dm_out *o, const char *mangled)
+static char *demangle_capped(struct dm_out *o, const char *mangled, int flags)
 {
 	if (setjmp(o->stop) ||
-	    !cplus_demangle_v3_callback(mangled, DMGL_PARAMS | DMGL_TYPES, dm_put, o) || !o->b.len)
+	    !cplus_demangle_v3_callback(mangled, DMGL_PARAMS | DMGL_TYPES | flags, dm_put, o) ||
+	    !o->b.len)
 		goto fail;
 	buf_u8(&o->b, 0); /* the terminating NUL */
 	if (!o->b.err)
@@ -302,6 +311,39 @@ fail:
 	return NULL;
 }
 
+struct long_job {
+	struct dm_out *o;
+	const char *mangled;
+	char *out;
+};
+
+static void *demangle_long_thread(void *arg)
+{
+	struct long_job *j = arg;
+
+	j->out = demangle_capped(j->o, j->mangled, DMGL_NO_RECURSE_LIMIT);
+	return NULL;
+}
+
+/* A name past libiberty's own limit: without the limit, on a thread with a large stack. */
+static char *demangle_long(struct dm_out *o, const char *mangled)
+{
+	struct long_job j = {o, mangled, NULL};
+	pthread_attr_t attr;
+	pthread_t t;
+	int err;
+
+	if (pthread_attr_init(&attr))
+		return NULL;
+	err = pthread_attr_setstacksize(&attr, LONG_STACK) ||
+	      pthread_create(&t, &attr, demangle_long_thread, &j);
+	pthread_attr_destroy(&attr);
+	if (err)
+		return NULL;
+	pthread_join(t, NULL);
+	return j.out;
+}
+
 /* Demangles base (no version suffix); returns a malloc'd name or NULL on ENOMEM. */
 static char *demangle_base(const char *base)
 {
@@ -309,8 +351,11 @@ static char *demangle_base(const char *base)
 	char *d = NULL;
 	size_t len;
 
-	if (!strncmp(base, "_Z", 2) && strlen(base) < MAX_MANGLED_LEN)
-		d = demangle_capped(&out, base);
+	len = strlen(base);
+	if (!strncmp(base, "_Z", 2) && len < LONG_MANGLED_LEN)
+		d = demangle_capped(&out, base, 0);
+	else if (!strncmp(base, "_Z", 2) && len < MAX_MANGLED_LEN)
+		d = demangle_long(&out, base);
 	if (!d)
 		return strdup(base);
 	len = strlen(d);
