@@ -198,15 +198,39 @@ def fake_cuda(eprof, tmp_path_factory):
     subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_occ"),
                     os.path.join(FAKE, "fake_occ.c"), f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"],
                    check=True)
+    # the fault programs: one finding the fake libcupti through EPROF_LIBCUPTI, one that has
+    # loaded it as libcupti.so.13 as a PyTorch process has its wheel's copy; a decoy
+    # libcupti.so that must never be loaded beside it
+    for sub in ("cupti13", "decoy"):
+        (d / sub).mkdir()
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", f"-I{CUDA}/include",
+                    "-Wl,-soname,libcupti.so.13", "-o", str(d / "cupti13" / "libcupti.so.13"),
+                    os.path.join(FAKE, "fake_cupti.c"), "-lpthread"], check=True)
+    os.symlink("libcupti.so.13", d / "cupti13" / "libcupti.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", f"-I{CUDA}/include",
+                    "-DFAKE_CUPTI_DECOY", "-o", str(d / "decoy" / "libcupti.so"),
+                    os.path.join(FAKE, "fake_cupti.c"), "-lpthread"], check=True)
+    src = os.path.join(FAKE, "fake_faults.c")
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_faults"),
+                    src, f"-L{d}", "-lcuda", f"-Wl,-rpath,{d}"], check=True)
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o",
+                    str(d / "fake_faults_linked"), src, f"-L{d}", f"-L{d / 'cupti13'}",
+                    "-Wl,--no-as-needed", "-lcupti", "-lcuda",
+                    f"-Wl,-rpath,{d}:{d / 'cupti13'}"], check=True)
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_static"),
+                    os.path.join(FAKE, "fake_static.c"), f"-L{d}", "-lcuda", "-ldl",
+                    f"-Wl,-rpath,{d}"], check=True)
     return {"app": str(d / "fake_app"), "cupti": str(d / "libfakecupti.so"),
             "critpath": str(d / "fake_critpath"), "rtapp": str(d / "fake_rtapp"),
-            "occ": str(d / "fake_occ")}
+            "occ": str(d / "fake_occ"), "faults": str(d / "fake_faults"),
+            "faults_linked": str(d / "fake_faults_linked"), "decoy": str(d / "decoy"),
+            "cupti13": str(d / "cupti13" / "libcupti.so.13"), "static": str(d / "fake_static")}
 
 
-def record_fake(ep, fake_cuda, *extra, app="app", env_extra=None):
+def record_fake(ep, fake_cuda, *extra, app="app", env_extra=None, args=()):
     env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], **(env_extra or {}))
     env.pop("CUDA_INJECTION64_PATH", None)
-    ep.run("record", "-q", *extra, "--", fake_cuda[app], env=env)
+    return ep.run("record", "-q", *extra, "--", fake_cuda[app], *args, env=env)
 
 
 def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
@@ -420,3 +444,160 @@ def test_cupti_no_device_records_no_occupancy(ep, fake_cuda):
     assert gpu["device_props"] == []
     text = ep.run("report").stdout
     assert any(line.rstrip().endswith("-  occ_full") for line in text.splitlines()), text
+
+
+# --- the CUPTI collector against what the real CUPTI does (one test per fault) -------------
+
+
+def kernel_counts(gpu):
+    return {k["name"]: k["count"] for k in gpu["kernels"]}
+
+
+def test_cupti_13_0_ga_runs_under_a_13_0_update_build(ep, fake_cuda):
+    """The fake is 13.0 GA (130000), the headers eprof is built with may be newer (130001):
+    the same major version is read with the same layouts."""
+    record_fake(ep, fake_cuda, app="faults", args=("plain",))
+    gpu = ep.report_json()["gpu"]
+    assert kernel_counts(gpu) == {"fault_a": 12}
+    assert gpu["cupti_version"].startswith("13.0 (API 130000"), gpu["cupti_version"]
+    assert gpu["cupti_path"] == fake_cuda["cupti"]
+
+
+def test_cupti_loaded_copy_is_used_never_a_second(ep, fake_cuda):
+    """Like a PyTorch process, the program has loaded libcupti.so.13 already; a libcupti.so
+    on the search path is another copy and must not be loaded (no EPROF_LIBCUPTI here)."""
+    env = dict(os.environ, LD_LIBRARY_PATH=fake_cuda["decoy"], FAKE_CUPTI_REPORT="1")
+    env.pop("EPROF_LIBCUPTI", None)
+    env.pop("CUDA_INJECTION64_PATH", None)
+    r = ep.run("record", "-q", "--", fake_cuda["faults_linked"], "plain", env=env)
+    assert "DECOY" not in r.stderr, r.stderr
+    gpu = ep.report_json()["gpu"]
+    assert kernel_counts(gpu) == {"fault_a": 12}
+    assert gpu["cupti_path"] == fake_cuda["cupti13"]
+
+
+def test_cupti_bad_times_and_foreign_clock_dropped_and_counted(ep, fake_cuda):
+    """2 kernels with a zero start, 2 with end < start, 3 on another clock (as when another
+    CUPTI user re-registers the timestamp callback): dropped, counted, the device figures
+    made of the 5 good ones only."""
+    record_fake(ep, fake_cuda, app="faults", args=("plain",),
+                env_extra={"FAKE_CUPTI_BAD_TIMES": "2", "FAKE_CUPTI_FOREIGN_CLOCK": "3"})
+    rep = ep.report_json()
+    st, gpu = rep["stats"], rep["gpu"]
+    assert (st["gpu_records_zero_time"], st["gpu_records_inverted_time"],
+            st["gpu_records_foreign_clock"]) == (2, 2, 3), st
+    assert kernel_counts(gpu) == {"fault_a": 5}
+    dev = gpu["devices"][0]
+    assert dev["busy_ns"] == 5 * 2_000_000
+    assert dev["window_ns"] < 10 * 10**9, dev  # not the machine's uptime
+    text = ep.run("report").stdout
+    assert "2 still in flight (zero times), 2 with end before start, 3 on another tool's clock" \
+        in text, text
+
+
+def test_cupti_exit_with_work_queued(ep, fake_cuda):
+    """The program exits with 10 kernels (20 ms) still queued: each is recorded whole, none
+    as the unfinished record a forced flush returns."""
+    record_fake(ep, fake_cuda, app="faults", args=("nosync",))
+    rep = ep.report_json()
+    k = rep["gpu"]["kernels"][0]
+    assert (k["name"], k["count"], k["total_ns"]) == ("fault_a", 10, 20_000_000), k
+    assert rep["stats"]["gpu_records_zero_time"] == 0
+
+
+def test_cupti_records_after_the_exit_handler(ep, fake_cuda):
+    """An exit handler that runs after eprof's launches 2 more kernels; CUPTI hands them out
+    when the context is destroyed, from the driver's teardown: they arrive."""
+    record_fake(ep, fake_cuda, app="faults", args=("late",))
+    gpu = ep.report_json()["gpu"]
+    assert kernel_counts(gpu) == {"fault_a": 3, "late_kernel": 2}
+    assert gpu["activities_with_launch_stack"] == gpu["activities"] == 5
+
+
+def test_cupti_fork_without_exec(ep, fake_cuda):
+    """A child forked without exec exits through exit(): it must neither send the parent's
+    unsent records again under its own pid nor hang."""
+    record_fake(ep, fake_cuda, app="faults", args=("fork",))
+    gpu = ep.report_json()["gpu"]
+    assert kernel_counts(gpu) == {"fault_a": 10}
+    pids = {c["pid"] for k in gpu["kernels"] for c in k["configs"]}
+    assert len(pids) == 1, pids
+    assert gpu["activities_with_launch_stack"] == 10
+
+
+def test_cupti_long_kernel_names(ep, fake_cuda):
+    """A 2,000-character mangled name (CUTLASS and flash-attention kernels have them) comes
+    whole, so it demangles."""
+    record_fake(ep, fake_cuda, app="faults", args=("longname",))
+    gpu = ep.report_json()["gpu"]
+    assert kernel_counts(gpu) == {"a" * 1990: 3}, [k["name"][:40] for k in gpu["kernels"]]
+
+
+def test_cupti_sets_and_peer_copies(ep, fake_cuda):
+    """MEMSET records with their sizes, and a peer-to-peer copy (MEMCPY2)."""
+    record_fake(ep, fake_cuda, app="faults", args=("copies",))
+    gpu = ep.report_json()["gpu"]
+    ptop = [m for m in gpu["memcpy"] if m["direction"] == "PtoP"]
+    assert ptop and ptop[0]["count"] == 1 and ptop[0]["bytes"] == 1 << 20, gpu["memcpy"]
+    assert gpu["activities"] == 3 and gpu["activities_with_launch_stack"] == 3
+    sets = [e for e in ep.folded("eprof.data", "--gpu") if e[0][-1].startswith("[gpu] memset")]
+    assert sum(ns for _, ns in sets) == 2 * (64 * 1000 + 1000), sets
+
+
+def test_cupti_another_subscriber(ep, fake_cuda):
+    """torch.profiler (Kineto) or Nsight holds CUPTI: nothing of ours stays enabled, the
+    report says why GPU activity is missing, the uprobe side goes on."""
+    r = record_fake(ep, fake_cuda, app="faults", args=("plain",),
+                    env_extra={"FAKE_CUPTI_SUBSCRIBED": "1", "FAKE_CUPTI_REPORT": "1"})
+    assert "0 kinds enabled" in r.stderr, r.stderr
+    assert "already had a subscriber" in r.stderr, r.stderr
+    gpu = ep.report_json()["gpu"]
+    assert gpu["activities"] == 0
+    assert "1 process: CUPTI already had a subscriber" in gpu["not_recorded"]
+    assert {a["name"]: a["count"] for a in gpu["api"]}["cuLaunchKernel"] == 12
+    assert "GPU activity not recorded in 1 process" in ep.run("report").stdout
+
+
+def test_cupti_own_drops_counted(ep, fake_cuda):
+    record_fake(ep, fake_cuda, app="faults", args=("plain",),
+                env_extra={"FAKE_CUPTI_DROPPED": "7"})
+    assert ep.report_json()["stats"]["gpu_records_lost"] == 7
+
+
+def test_cupti_in_another_pid_namespace(ep, fake_cuda):
+    """In a container the library's getpid() and gettid() are those of its namespace: the
+    recorder takes the pid from the socket and maps the thread ids, so the join holds."""
+    unshare = shutil.which("unshare")
+    if not unshare:
+        pytest.skip("skipped: no unshare")
+    # started through unshare: its CUDA library is found by the 200 ms rescan of the maps
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_START_MS="800")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    ep.run("record", "-q", "--", unshare, "--pid", "--fork", "--mount-proc",
+           fake_cuda["faults"], "plain", env=env)
+    gpu = ep.report_json()["gpu"]
+    assert kernel_counts(gpu) == {"fault_a": 12}
+    assert gpu["activities_with_launch_stack"] == 12
+    pids = {c["pid"] for k in gpu["kernels"] for c in k["configs"]}
+    assert len(pids) == 1 and 1 not in pids, pids
+
+
+@pytest.mark.parametrize("rate", ["0", "100"], ids=["entry-only", "timed"])
+@pytest.mark.parametrize("thunks", [False, True], ids=["thunk-skipped", "thunk-probed"])
+def test_cupti_static_runtime_launches(ep, fake_cuda, rate, thunks):
+    """nvcc 13's <<<>>> (__cudaGetKernel, then __cudaLaunchKernel jumping to cudaLaunchKernel
+    with the cudaKernel_t) and direct cudaLaunchKernel calls of a statically linked runtime,
+    counted once and named by their host stub; a library's launches through a runtime eprof
+    does not probe are not charged to the program's last launch."""
+    env = {"EPROF_CUDA_PROBE_THUNKS": "1"} if thunks else {}
+    record_fake(ep, fake_cuda, "--cuda-stack-rate", rate, app="static", env_extra=env)
+    gpu = ep.report_json()["gpu"]
+    assert gpu["launches"] == 10
+    assert {k["name"]: k["count"] for k in gpu["launched_kernels"]} == {"static_kernel": 10}
+    assert kernel_counts(gpu) == {"static_kernel": 10, "lib_kernel": 3}
+    assert gpu["activities_with_launch_stack"] == 10
+    assert gpu["activities_launch_name_checked"] == 10
+    assert gpu["activities_launch_name_mismatch"] == 0
+    if rate != "0":  # with stacks: both call sites
+        stacks = [f for f, _ in ep.folded("eprof.data", "--gpu") if f[-1] == "[gpu] static_kernel"]
+        assert {f[-2] for f in stacks} == {"launch_chevron", "launch_direct"}, stacks
