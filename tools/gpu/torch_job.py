@@ -33,6 +33,9 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(128, 3, 32, 32, device="cuda")
     y = torch.randint(0, 10, (128,), device="cuda")
+    for _ in range(5):  # warm-up: cuDNN autotuning, allocator
+        train_step(model, opt, x, y)
+    torch.cuda.synchronize()
     steps, t0 = 0, time.monotonic()
     while time.monotonic() - t0 < secs:
         loss = train_step(model, opt, x, y)
@@ -40,7 +43,9 @@ def main():
         if steps % 50 == 0:
             loss.item()
     torch.cuda.synchronize()
+    dt = time.monotonic() - t0
     print(f"steps {steps}")
+    print(f"throughput {steps / dt:.2f}")
     print(f"loss {loss.item():.4f}")
 
 
