@@ -46,6 +46,14 @@ static void test_args(void **state)
 		assert_true(o.gpu && o.rec.cuda == 1 && o.rec.cuda_stack_rate == 0);
 		assert_int_equal(parse(&o, 2, g2), -EINVAL); /* CUDA libraries need targets */
 	}
+	{
+		char *c1[] = { "top", "-p", "5", "--no-children", NULL };
+		char *c2[] = { "top", "--no-children", NULL };
+
+		assert_int_equal(parse(&o, 4, c1), 0);
+		assert_true(o.rec.no_children);
+		assert_int_equal(parse(&o, 2, c2), -EINVAL); /* nothing listed to limit to */
+	}
 }
 
 static void add_cuda(struct profile *p, const char *fn, unsigned flags, uint64_t dur)
