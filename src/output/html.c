@@ -34,7 +34,9 @@ static const char html_css[] =
     "h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px}\n"
     "dl.summary{display:grid;grid-template-columns:max-content auto;gap:2px 16px;margin:0}\n"
     "dl.summary dt{color:#555}dl.summary dd{margin:0;font-variant-numeric:tabular-nums}\n"
-    ".fg{overflow-x:auto;border:1px solid #ddd;background:#fff}\n"
+    /* a tall graph scrolls in a box one screen high (flamegraph.js opens it at the root) */
+    ".fg{overflow:auto;max-height:calc(100vh - 110px);border:1px solid #ddd;background:#fff}\n"
+    ".fg svg{display:block}\n"
     "table{border-collapse:collapse;font-variant-numeric:tabular-nums}\n"
     "th,td{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}\n"
     "td.n,th.n{text-align:right}\n"
@@ -204,6 +206,8 @@ static int section_flamegraph(struct sink *out, struct profile *p, const struct 
 
 		st[i].frames = &frames[pos];
 		st[i].weight = cs.v[i].samples;
+		st[i].gil_held = cs.v[i].gil_samples[0];
+		st[i].gil_free = cs.v[i].gil_samples[1];
 		frames[pos++] = (struct fg_frame){*comm ? comm : "[unknown]", FRAME_SPECIAL};
 		for (size_t k = 0; k < nf; k++)
 			frames[pos++] =

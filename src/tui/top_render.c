@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../analysis/procs.h"
+#include "../analysis/pygil.h"
 #include "top_gpu.h"
 #include "top_model.h"
 
@@ -20,6 +21,8 @@ static size_t stack_frames(const struct profile *p, uint32_t node, const struct 
 		uint32_t nf;
 		const struct frame *fr = profile__loc_frames(p, p->stacks.v[node].loc, &nf);
 
+		if (!p->stacks.v[node].parent && py_gil_marker(p, p->stacks.v[node].loc))
+			break; /* the GIL mark of a Python sample: no caller */
 		for (uint32_t k = 0; k < nf && n < MAX_DEPTH; k++)
 			if (!fr[k].inlined)
 				out[n++] = &fr[k];
