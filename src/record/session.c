@@ -63,6 +63,7 @@ struct session {
 	uint64_t lost_shown;
 	uint64_t lost_noted, evlost_noted, lost_noted_ts; /* drops already turned into EVK_LOST */
 	bool status_line;
+	bool children_noted; /* said that the listed processes exited before their children */
 	int write_err; /* first write error, already reported */
 	struct feature_ctx fctx;
 	void *fstate[16]; /* per record_features[] entry; NULL when the feature is off */
@@ -633,9 +634,15 @@ static int poll_step(struct session *s)
 		s->stop_reason = "command exited";
 		return 1;
 	}
-	if (s->o->npids && !s->live_targets && !children_alive(s)) {
-		s->stop_reason = "all target processes exited";
-		return 1;
+	if (s->o->npids && !s->live_targets) {
+		if (!children_alive(s)) {
+			s->stop_reason = "all target processes exited";
+			return 1;
+		}
+		if (!s->children_noted) {
+			log_info("the targets exited; recording their children until they exit");
+			s->children_noted = true;
+		}
 	}
 	return 0;
 }
