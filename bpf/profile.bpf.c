@@ -47,6 +47,9 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/* --no-children: the target set stays the listed processes (or the launched command). */
+const volatile bool follow_forks = true;
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -54,7 +57,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	__u8 one = 1;
 	struct ev_fork *e;
 
-	if (pid == ppid || !is_target(ppid))
+	if (pid == ppid || !follow_forks || !is_target(ppid))
 		return 0;
 	if (!trace_all && bpf_map_update_elem(&targets, &pid, &one, BPF_ANY))
 		stat_inc(BSTAT_TARGETS_FULL);

@@ -48,6 +48,7 @@ struct fg_node {
 	uint64_t w;	/* inclusive weight */
 	uint64_t self;	/* weight of stacks ending here */
 	uint64_t base;	/* differential: inclusive base weight */
+	uint64_t gil_held, gil_free; /* inclusive weight of Python samples with / without the GIL */
 	uint32_t name;	/* index into fg_tree.names */
 	uint32_t parent; /* node index; the root is its own parent */
 	uint32_t depth; /* 0 for the root "all" */
@@ -61,6 +62,7 @@ struct fg_tree {
 	uint64_t total, base_total;
 	uint64_t scale; /* gcd of every input weight: the data stores weights / scale */
 	uint32_t max_depth;
+	bool has_gil; /* some stack has GIL weights */
 };
 
 /*
@@ -85,6 +87,8 @@ void fg_tree_free(struct fg_tree *t);
 /* Colours, deterministic per name. */
 uint32_t fg_name_rgb(const char *s, size_t len, unsigned kind);
 uint32_t fg_diff_rgb(uint64_t w, uint64_t base);
+/* By the share of a frame's Python weight that held the GIL; grey without any. */
+uint32_t fg_gil_rgb(uint64_t held, uint64_t free);
 
 /* "1,234 samples", "12.3 ms", "4.50 MiB" into buf; returns buf. */
 const char *fg_fmt_weight(char *buf, size_t size, const char *unit, uint64_t v);

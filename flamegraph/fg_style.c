@@ -90,6 +90,31 @@ uint32_t fg_diff_rgb(uint64_t w, uint64_t base)
 	return rgb;
 }
 
+/*
+ * GIL colour from the share of a frame's Python weight that held the GIL: blue where its
+ * threads did not hold it (waiting for it, or in native code that released it), orange where
+ * they held it, a pale sand between; grey for frames without Python samples.
+ * flamegraph.js has the same formula for the interactive view.
+ */
+uint32_t fg_gil_rgb(uint64_t held, uint64_t free)
+{
+	static const int lo[3] = { 66, 146, 214 }, mid[3] = { 236, 226, 190 },
+			 hi[3] = { 236, 112, 36 };
+	const int *a, *b;
+	double share, k;
+	uint32_t rgb = 0;
+
+	if (!held && !free)
+		return 0xdadada;
+	share = (double)held / ((double)held + (double)free);
+	a = share < 0.5 ? lo : mid;
+	b = share < 0.5 ? mid : hi;
+	k = share < 0.5 ? share * 2 : share * 2 - 1;
+	for (int i = 0; i < 3; i++)
+		rgb = rgb << 8 | (uint32_t)lround(a[i] + k * (b[i] - a[i]));
+	return rgb;
+}
+
 /* --- numbers ------------------------------------------------------------------ */
 
 const char *fg_fmt_group(char *buf, size_t size, uint64_t v)

@@ -26,7 +26,7 @@ struct interner {
 struct stack_ref {
 	const uint32_t *ids;
 	uint32_t n;
-	uint64_t w, base;
+	uint64_t w, base, gil_held, gil_free;
 };
 
 struct open_node {
@@ -303,6 +303,8 @@ static int add_stack(struct builder *b, const struct stack_ref *s, uint32_t comm
 
 		nd->w += s->w;
 		nd->base += s->base;
+		nd->gil_held += s->gil_held;
+		nd->gil_free += s->gil_free;
 	}
 	b->nodes[b->path[s->n].node].self += s->w;
 	return 0;
@@ -397,7 +399,8 @@ static int intern_all(struct interner *in, const struct fg_stack *stacks, size_t
 
 /* Renames the ids to ranks and lists the stacks that weigh something. */
 static void make_refs(const struct fg_stack *stacks, size_t n, uint32_t *ids, const uint32_t *rank,
-		      struct stack_ref *refs, size_t *n_refs, uint64_t *scale, uint32_t *max_n)
+		      struct stack_ref *refs, size_t *n_refs, uint64_t *scale, uint32_t *max_n,
+		      bool *has_gil)
 {
 	size_t k = 0, m = 0;
 	uint64_t g = 0;
@@ -408,8 +411,13 @@ static void make_refs(const struct fg_stack *stacks, size_t n, uint32_t *ids, co
 		for (uint32_t j = 0; j < s->n; j++)
 			ids[k + j] = rank[ids[k + j]];
 		if (s->weight || s->base) {
-			refs[m++] = (struct stack_ref){ ids + k, s->n, s->weight, s->base };
-			g = gcd64(gcd64(g, s->weight), s->base);
+			/* GIL weights are parts of the weight: never more than it */
+			uint64_t held = s->gil_held < s->weight ? s->gil_held : s->weight;
+			uint64_t free = s->gil_free < s->weight - held ? s->gil_free : s->weight - held;
+
+			refs[m++] = (struct stack_ref){ ids + k, s->n, s->weight, s->base, held, free };
+			g = gcd64(gcd64(gcd64(gcd64(g, s->weight), s->base), held), free);
+			*has_gil |= held || free;
 			if (s->n > *max_n)
 				*max_n = s->n;
 		}
@@ -442,7 +450,7 @@ int fg_tree_build(struct fg_tree *t, const struct fg_stack *stacks, size_t n, si
 		err = rank_names(&in, t, &rank);
 	if (err)
 		goto out;
-	make_refs(stacks, n, ids, rank, refs, &n_refs, &t->scale, &max_n);
+	make_refs(stacks, n, ids, rank, refs, &n_refs, &t->scale, &max_n, &t->has_gil);
 	qsort(refs, n_refs, sizeof(*refs), cmp_stack);
 	err = build_nodes(t, refs, n_refs, max_n, max_nodes);
 out:

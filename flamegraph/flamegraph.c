@@ -103,6 +103,12 @@ static int pick_static(struct fg_ctx *c)
 	return 0;
 }
 
+/* Coloured by the GIL share: asked for, and there are GIL weights to colour by. */
+static bool gil_mode(const struct fg_ctx *c)
+{
+	return c->o.gil_colors && c->t.has_gil && !c->o.differential;
+}
+
 static double row_y(const struct fg_ctx *c, uint32_t depth)
 {
 	if (c->o.inverted)
@@ -120,9 +126,9 @@ static void write_head(struct fg_ctx *c)
 	sink_puts(s, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n");
 	sink_printf(s,
 		    "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%u\" "
-		    "height=\"%u\" viewBox=\"0 0 %u %u\" class=\"eprof-fg%s%s\">\n",
+		    "height=\"%u\" viewBox=\"0 0 %u %u\" class=\"eprof-fg%s%s%s\">\n",
 		    w, c->height, w, c->height, c->o.differential ? " diff" : "",
-		    c->o.inverted ? " inverted" : "");
+		    c->o.inverted ? " inverted" : "", gil_mode(c) ? " gil" : "");
 	sink_puts(s, "<title>");
 	xml_str(s, c->o.title);
 	sink_puts(s, "</title>\n<style><![CDATA[\n");
@@ -149,13 +155,15 @@ static void write_cut(struct sink *s, const char *str, size_t len, size_t max_ch
 	sink_puts(s, "..");
 }
 
-static void write_legend(struct fg_ctx *c)
+/* The frame kinds, or the change against the base of a differential graph. */
+static void write_kind_legend(struct fg_ctx *c)
 {
 	static const char *const diff_names[] = { "grew", "shrank", "unchanged" };
 	static const uint32_t diff_rgb[] = { 0xde2d26, 0x2e6ed6, 0xffffff };
 	double x = FG_PAD_X;
 
-	sink_puts(c->out, "<g class=\"legend\">");
+	sink_printf(c->out, "<g id=\"fg-legend-kind\" class=\"legend\"%s>",
+		    gil_mode(c) ? " display=\"none\"" : "");
 	for (unsigned k = 0; k < (c->o.differential ? 3u : FG_KIND_N); k++) {
 		const char *label = c->o.differential ? diff_names[k] : kind_names[k];
 		uint32_t rgb = c->o.differential ? diff_rgb[k] : fg_name_rgb("", 0, k);
@@ -174,6 +182,30 @@ static void write_legend(struct fg_ctx *c)
 	sink_puts(c->out, "</g>\n");
 }
 
+/* The GIL colours: the share of a frame's Python samples whose thread held the GIL. */
+static void write_gil_legend(struct fg_ctx *c)
+{
+	static const char *const labels[] = { "GIL held", "half", "GIL not held",
+					      "no Python samples" };
+	const uint64_t held[] = { 1, 1, 0, 0 }, free[] = { 0, 1, 1, 0 };
+	double x = FG_PAD_X;
+
+	sink_printf(c->out, "<g id=\"fg-legend-gil\" class=\"legend\"%s>",
+		    gil_mode(c) ? "" : " display=\"none\"");
+	for (unsigned k = 0; k < 4; k++) {
+		sink_printf(c->out,
+			    "<rect x=\"%.0f\" y=\"55\" width=\"10\" height=\"10\" fill=\"#%06x\"/>"
+			    "<text x=\"%.0f\" y=\"64\">%s</text>",
+			    x, fg_gil_rgb(held[k], free[k]), x + 14, labels[k]);
+		x += 14 + strlen(labels[k]) * 6.0 + 16;
+	}
+	sink_puts(c->out, "</g>\n");
+}
+
+/*
+ * Title, legend and controls, in a group drawn over the frames: the script keeps it at the
+ * top of the window while a tall graph scrolls under it.
+ */
 static void write_header(struct fg_ctx *c)
 {
 	struct sink *s = c->out;
@@ -182,6 +214,8 @@ static void write_header(struct fg_ctx *c)
 	double chars = (c->o.width - 2.0 * (FG_PAD_X + 260)) / 9.5;
 	size_t room = chars > 10 ? (size_t)chars : 10;
 
+	sink_printf(s, "<g id=\"fg-head\"><rect class=\"band\" x=\"0\" y=\"0\" width=\"%u\" "
+		       "height=\"%d\"/>\n", c->o.width, FG_HEADER_H - 2);
 	sink_printf(s, "<text id=\"fg-title\" class=\"title\" x=\"%.1f\" y=\"26\">", mid);
 	write_cut(s, c->o.title, strlen(c->o.title), room > 10 ? room : 10);
 	sink_puts(s, "</text>\n");
@@ -192,8 +226,11 @@ static void write_header(struct fg_ctx *c)
 			  (size_t)((c->o.width - 2.0 * FG_PAD_X) / 6.8));
 		sink_puts(s, "</text>\n");
 	}
-	if (c->t.total && (c->o.differential || __builtin_popcount(c->kinds_seen) > 1))
-		write_legend(c);
+	if (c->t.total && (c->o.differential || __builtin_popcount(c->kinds_seen) > 1 ||
+			   gil_mode(c)))
+		write_kind_legend(c);
+	if (c->t.total && c->t.has_gil && !c->o.differential)
+		write_gil_legend(c);
 	/* Controls need the script: hidden until it runs. */
 	sink_printf(s,
 		    "<g id=\"fg-controls\" display=\"none\">"
@@ -203,8 +240,20 @@ static void write_header(struct fg_ctx *c)
 		    "<foreignObject x=\"%d\" y=\"10\" width=\"200\" height=\"24\">"
 		    "<input xmlns=\"http://www.w3.org/1999/xhtml\" id=\"fg-search\" "
 		    "type=\"search\" placeholder=\"regex or text (Ctrl-F)\" spellcheck=\"false\" "
-		    "autocomplete=\"off\"/></foreignObject></g>\n",
+		    "autocomplete=\"off\"/></foreignObject>",
 		    FG_PAD_X, c->o.width - FG_PAD_X - 252, c->o.width - FG_PAD_X - 200);
+	/* on the legend's line, at the right: flip the graph, colour by the GIL */
+	sink_printf(s,
+		    "<text id=\"fg-flip\" class=\"ctl small\" x=\"%d\" y=\"64\" "
+		    "text-anchor=\"end\">%s</text>",
+		    c->o.width - FG_PAD_X, c->o.inverted ? "Root at bottom" : "Root at top");
+	if (c->t.has_gil && !c->o.differential)
+		sink_printf(s,
+			    "<text id=\"fg-gil\" class=\"ctl small\" x=\"%d\" y=\"64\" "
+			    "text-anchor=\"end\">%s</text>",
+			    c->o.width - FG_PAD_X - 110,
+			    gil_mode(c) ? "Colour by kind" : "Colour by GIL");
+	sink_puts(s, "</g></g>\n");
 }
 
 static void write_footer(struct fg_ctx *c)
@@ -212,9 +261,13 @@ static void write_footer(struct fg_ctx *c)
 	unsigned y = c->height - 10;
 
 	sink_printf(c->out,
+		    "<g id=\"fg-foot\"><rect class=\"band\" x=\"0\" y=\"%u\" width=\"%u\" "
+		    "height=\"%d\"/>\n"
 		    "<text id=\"fg-status\" class=\"status\" x=\"%d\" y=\"%u\"> </text>\n"
-		    "<text id=\"fg-matched\" class=\"status matched\" x=\"%d\" y=\"%u\"> </text>\n",
-		    FG_PAD_X, y, c->o.width - FG_PAD_X, y);
+		    "<text id=\"fg-matched\" class=\"status matched\" x=\"%d\" y=\"%u\"> </text>"
+		    "</g>\n",
+		    c->height - FG_FOOTER_H + 4, c->o.width, FG_FOOTER_H - 4, FG_PAD_X, y,
+		    c->o.width - FG_PAD_X, y);
 }
 
 /* --- static picture ------------------------------------------------------------ */
@@ -249,7 +302,8 @@ static void write_static_frame(struct fg_ctx *c, const struct fg_node *nd)
 	struct sink *s = c->out;
 	double x = FG_PAD_X + frame_px(c, nd->x), w = frame_px(c, nd->w);
 	double y = row_y(c, nd->depth), fit = (w - 2 * FG_LABEL_PAD) / FG_CHAR_W;
-	uint32_t rgb = c->o.differential && nd != c->t.nodes ? fg_diff_rgb(nd->w, nd->base)
+	uint32_t rgb = gil_mode(c)				 ? fg_gil_rgb(nd->gil_held, nd->gil_free)
+		       : c->o.differential && nd != c->t.nodes ? fg_diff_rgb(nd->w, nd->base)
 							      : nm->rgb;
 
 	if (fit >= 3) {
@@ -323,8 +377,8 @@ static int write_names(struct fg_ctx *c, uint32_t *map)
 }
 
 /*
- * Frames in preorder as flat integers: depth, name, gap, weight, self[, base],
- * weights divided by the scale. gap is the weight of the dropped siblings
+ * Frames in preorder as flat integers: depth, name, gap, weight, self[, base][, gil held,
+ * gil not held], weights divided by the scale. gap is the weight of the dropped siblings
  * between this frame and the previous kept one, so positions are exact.
  */
 static int write_frames(struct fg_ctx *c, const uint32_t *map)
@@ -334,7 +388,8 @@ static int write_frames(struct fg_ctx *c, const uint32_t *map)
 
 	if (!next)
 		return -ENOMEM;
-	sink_printf(c->out, ",\n\"nf\":%d,\n\"frames\":[", c->o.differential ? 6 : 5);
+	sink_printf(c->out, ",\n\"nf\":%d,\n\"frames\":[",
+		    5 + c->o.differential + 2 * c->t.has_gil);
 	for (size_t i = 0; i < c->t.n_nodes; i++) {
 		const struct fg_node *nd = &c->t.nodes[i];
 		int n = snprintf(buf, sizeof(buf), "%s%u,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64,
@@ -344,6 +399,9 @@ static int write_frames(struct fg_ctx *c, const uint32_t *map)
 		sink_write(c->out, buf, n);
 		if (c->o.differential)
 			sink_printf(c->out, ",%" PRIu64, nd->base / k);
+		if (c->t.has_gil)
+			sink_printf(c->out, ",%" PRIu64 ",%" PRIu64, nd->gil_held / k,
+				    nd->gil_free / k);
 		next[nd->depth] = nd->x + nd->w;
 		next[nd->depth + 1] = nd->x;
 	}
@@ -362,11 +420,12 @@ static int write_data(struct fg_ctx *c)
 	sink_puts(s, "<script type=\"application/json\" id=\"fg-data\">{\"version\":1,\"unit\":");
 	write_json_str(s, c->o.unit, strlen(c->o.unit));
 	sink_printf(s,
-		    ",\"diff\":%d,\"inverted\":%d,\n\"layout\":{\"width\":%u,\"padX\":%d,"
+		    ",\"diff\":%d,\"inverted\":%d,\"gil\":%d,\"gilColors\":%d,\n\"layout\":{\"width\":%u,\"padX\":%d,"
 		    "\"frameH\":%d,\"headerH\":%d,\"footerH\":%d,\"fontPx\":%d,\"labelPad\":%.1f,"
 		    "\"minPx\":%.2f,\"maxDraw\":%d,\"rows\":%u},\n\"total\":%" PRIu64
 		    ",\"baseTotal\":%" PRIu64 ",\"scale\":%" PRIu64,
-		    c->o.differential, c->o.inverted, c->o.width, FG_PAD_X, FG_FRAME_H,
+		    c->o.differential, c->o.inverted, c->t.has_gil && !c->o.differential,
+		    gil_mode(c), c->o.width, FG_PAD_X, FG_FRAME_H,
 		    FG_HEADER_H, FG_FOOTER_H, FG_FONT_PX, FG_LABEL_PAD, FG_MIN_PX, FG_DRAW_MAX,
 		    c->rows, c->t.total, c->t.base_total, c->t.scale);
 	err = write_names(c, map);
@@ -433,8 +492,9 @@ int flamegraph_write_svg(struct sink *out, const struct fg_stack *stacks, size_t
 		goto out;
 	c.height = FG_HEADER_H + c.rows * FG_FRAME_H + FG_FOOTER_H;
 	write_head(&c);
-	write_header(&c);
+	/* the frames first: the header and footer are drawn over them when they scroll */
 	write_static(&c);
+	write_header(&c);
 	write_footer(&c);
 	err = write_data(&c);
 	if (err)

@@ -19,6 +19,8 @@ struct fg_stack {
 	uint32_t n;
 	uint64_t weight; /* samples, ns or bytes */
 	uint64_t base;	 /* differential mode: the same stack's weight in the base profile */
+	/* Of weight, what Python threads ran holding the GIL and not holding it (0, 0: no data) */
+	uint64_t gil_held, gil_free;
 };
 
 struct fg_opts {
@@ -27,7 +29,8 @@ struct fg_opts {
 	const char *unit;	/* "samples", "ns", "bytes": how the tooltip prints weights */
 	unsigned width;		/* px, default 1200 */
 	bool differential;	/* colour by (weight - base): red grew, blue shrank */
-	bool inverted;		/* icicle graph: leaves at the top (callers below) */
+	bool inverted;		/* icicle graph: the root at the top, callees below */
+	bool gil_colors;	/* open coloured by the GIL share (needs gil_held/gil_free) */
 };
 
 /* Merges stacks into a tree and writes a self-contained SVG. Returns 0 or -errno. */

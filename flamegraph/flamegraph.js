@@ -7,12 +7,16 @@
  *
  * Frames are flat arrays indexed in preorder; end[i] is one past the last
  * frame of i's subtree, so a subtree is a range and skipping it is O(1).
+ *
+ * Deep stacks make a tall graph: it opens scrolled to its root (at the bottom,
+ * or at the top once flipped), with the title, search and legend kept at the
+ * top of the window and the status line at its bottom while it scrolls.
  */
 (function () {
 	'use strict';
 
 	var SVG_NS = 'http://www.w3.org/2000/svg';
-	var KINDS = ['user', 'kernel', 'JIT', 'unknown', 'special'];
+	var KINDS = ['user', 'kernel', 'JIT', 'unknown', 'special', 'Python'];
 	var doc = document;
 	var dataEl = doc.getElementById('fg-data');
 
@@ -38,10 +42,13 @@
 	var fw = new Float64Array(n);
 	var fself = new Float64Array(n);
 	var fbase = D.diff ? new Float64Array(n) : null;
+	var gheld = D.gil ? new Float64Array(n) : null; /* Python weight with the GIL held */
+	var gfree = D.gil ? new Float64Array(n) : null; /* ... and not held */
+	var gilMode = !!(D.gil && D.gilColors);
 	var colors = [];
 
 	function decode() {
-		var raw = D.frames, scale = D.scale, open = [], next = [0];
+		var raw = D.frames, scale = D.scale, open = [], next = [0], g = 5 + (D.diff ? 1 : 0);
 		var i, j, d, p;
 
 		for (i = 0; i < n; i++) {
@@ -57,6 +64,10 @@
 			fself[i] = raw[j + 4] * scale;
 			if (fbase)
 				fbase[i] = raw[j + 5] * scale;
+			if (gheld) {
+				gheld[i] = raw[j + g] * scale;
+				gfree[i] = raw[j + g + 1] * scale;
+			}
 			fx[i] = d ? next[d] + raw[j + 2] * scale : 0;
 			next[d] = fx[i] + fw[i];
 			next[d + 1] = fx[i];
@@ -119,7 +130,25 @@
 		return 'rgb(' + c.join(',') + ')';
 	}
 
+	/* Same formula as fg_gil_rgb() in flamegraph/fg_style.c. */
+	function gilColor(h, f) {
+		var lo = [66, 146, 214], mid = [236, 226, 190], hi = [236, 112, 36];
+		var share, a, b, k, c = [];
+
+		if (!h && !f)
+			return '#dadada';
+		share = h / (h + f);
+		a = share < 0.5 ? lo : mid;
+		b = share < 0.5 ? mid : hi;
+		k = share < 0.5 ? share * 2 : share * 2 - 1;
+		for (var i = 0; i < 3; i++)
+			c.push(Math.round(a[i] + k * (b[i] - a[i])));
+		return 'rgb(' + c.join(',') + ')';
+	}
+
 	function frameColor(i) {
+		if (gilMode)
+			return gilColor(gheld[i], gfree[i]);
 		return fbase && i ? diffColor(fw[i], fbase[i]) : colors[name[i]];
 	}
 
@@ -181,6 +210,11 @@
 	/* --- state and elements --------------------------------------------------------------- */
 
 	var frames = doc.getElementById('fg-frames');
+	var head = doc.getElementById('fg-head');
+	var foot = doc.getElementById('fg-foot');
+	var footBand = foot ? foot.querySelector('.band') : null;
+	var flipEl = doc.getElementById('fg-flip');
+	var gilEl = doc.getElementById('fg-gil');
 	var statusEl = doc.getElementById('fg-status');
 	var matchedEl = doc.getElementById('fg-matched');
 	var resetEl = doc.getElementById('fg-reset');
@@ -191,6 +225,7 @@
 	var cur = 0, rows = L.rows, height = 0;
 	var query = '', match = null, searchTimer = 0;
 	var inverse = null; /* cached inverse screen matrix, see toSvg() */
+	var inverted0 = D.inverted; /* as written: the URL records a flip away from it */
 
 	function rowY(d) {
 		if (D.inverted)
@@ -207,6 +242,80 @@
 		svg.setAttribute('viewBox', '0 0 ' + L.width + ' ' + h);
 		statusEl.setAttribute('y', h - 10);
 		matchedEl.setAttribute('y', h - 10);
+		if (footBand)
+			footBand.setAttribute('y', h - L.footerH + 4);
+		place();
+	}
+
+	/* --- scrolling: open at the root, keep the header and the status line in view --------- */
+
+	var box = null, placing = 0;
+
+	/* The element the graph scrolls in: a box of the page it is inlined into, or the window. */
+	function findBox() {
+		var e, st;
+
+		if (svg === doc.documentElement)
+			return null;
+		for (e = svg.parentNode; e && e.nodeType === 1; e = e.parentNode) {
+			if (e === doc.body || e === doc.documentElement)
+				break;
+			st = window.getComputedStyle(e);
+			if (/(auto|scroll)/.test(st.overflowY) && e.scrollHeight > e.clientHeight)
+				return e;
+		}
+		return null;
+	}
+
+	/* Moves the header to the top and the footer to the bottom of what is in view. */
+	function place() {
+		var r, k, top, bottom, vt, vb, room;
+
+		if (!head || !svg.getBoundingClientRect || !height)
+			return;
+		r = svg.getBoundingClientRect();
+		if (!r.height)
+			return;
+		k = height / r.height; /* SVG units per CSS pixel */
+		if (box) {
+			vt = box.getBoundingClientRect().top;
+			vb = box.getBoundingClientRect().top + box.clientHeight;
+		} else {
+			vt = 0;
+			vb = window.innerHeight || doc.documentElement.clientHeight;
+		}
+		room = height - L.headerH - L.footerH;
+		top = Math.max(0, Math.min((vt - r.top) * k, room));
+		bottom = Math.min(0, Math.max((vb - r.top) * k - height, -room));
+		head.setAttribute('transform', top ? 'translate(0,' + top.toFixed(1) + ')' : '');
+		head.setAttribute('class', top ? 'floating' : '');
+		if (foot)
+			foot.setAttribute('transform', bottom ? 'translate(0,' + bottom.toFixed(1) + ')' : '');
+	}
+
+	function schedulePlace() {
+		forgetMatrix();
+		if (placing)
+			return;
+		placing = 1;
+		(window.requestAnimationFrame || setTimeout)(function () {
+			placing = 0;
+			place();
+		});
+	}
+
+	/* The root in view: the bottom of a flame graph, the top of an icicle. */
+	function scrollToRoot() {
+		var se;
+
+		box = findBox();
+		if (box) {
+			box.scrollTop = D.inverted ? 0 : box.scrollHeight;
+		} else if (svg === doc.documentElement) {
+			se = doc.scrollingElement || doc.documentElement;
+			window.scrollTo(0, D.inverted ? 0 : se.scrollHeight);
+		}
+		place();
 	}
 
 	/* One drawn frame: its elements and what was last written to them. */
@@ -393,6 +502,9 @@
 		out.push(['self: ' + fmt(fself[i]) + ' (' + pct(fself[i], total) + ')', '']);
 		if (fbase)
 			diffLines(i, out);
+		if (gheld && gheld[i] + gfree[i])
+			out.push(['GIL held in ' + pct(gheld[i], gheld[i] + gfree[i]) + ' of its ' +
+				  fmt(gheld[i] + gfree[i]) + ' of Python threads', '']);
 		out.push([i ? kindOf(i) + ' frame, depth ' + depth[i] : 'all samples', 'dim']);
 		return out;
 	}
@@ -476,18 +588,32 @@
 		s = names[name[i]] + ' \u2014 ' + fmt(fw[i]) + ' (' + pct(fw[i], total) + ')';
 		if (fbase)
 			s += ', base ' + fmt(fbase[i]);
+		if (gheld && gheld[i] + gfree[i])
+			s += ', GIL held ' + pct(gheld[i], gheld[i] + gfree[i]);
 		statusEl.textContent = s.length > max ? s.slice(0, max - 2) + '..' : s;
 	}
 
 	/* --- zoom and search ------------------------------------------------------------------ */
 
+	/*
+	 * Zoom, search, orientation and colours live in the URL's fragment of a standalone SVG.
+	 * Inlined into a page, the fragment is the page's (#flamegraph): left alone.
+	 */
+	var ownUrl = svg === doc.documentElement;
+
 	function saveState() {
 		var h = [], url;
 
+		if (!ownUrl)
+			return;
 		if (cur)
 			h.push('z=' + cur);
 		if (query)
 			h.push('s=' + encodeURIComponent(query));
+		if (D.inverted !== inverted0)
+			h.push('i=' + (D.inverted ? 1 : 0));
+		if (gheld && gilMode !== !!D.gilColors)
+			h.push('g=' + (gilMode ? 1 : 0));
 		url = h.length ? '#' + h.join('&') : location.pathname + location.search;
 
 		try {
@@ -498,7 +624,7 @@
 	}
 
 	function loadState() {
-		var h = (location.hash || '').replace(/^#/, '').split('&'), kv, z;
+		var h = (ownUrl && location.hash || '').replace(/^#/, '').split('&'), kv, z;
 
 		for (var j = 0; j < h.length; j++) {
 			kv = h[j].split('=');
@@ -508,11 +634,49 @@
 					cur = z > 0 && z < n ? z : 0;
 				} else if (kv[0] === 's') {
 					query = decodeURIComponent(kv[1] || '');
+				} else if (kv[0] === 'i') {
+					D.inverted = kv[1] === '1' ? 1 : 0;
+				} else if (kv[0] === 'g' && gheld) {
+					gilMode = kv[1] === '1';
 				}
 			} catch (err) {
 				query = '';
 			}
 		}
+	}
+
+	/* Root at the bottom (a flame graph) or at the top (an icicle graph). */
+	function flip() {
+		D.inverted = D.inverted ? 0 : 1;
+		hideTip();
+		render();
+		showModes();
+		scrollToRoot();
+		saveState();
+	}
+
+	/* Colours by frame kind, or by the share of Python samples that held the GIL. */
+	function toggleGil() {
+		if (!gheld)
+			return;
+		gilMode = !gilMode;
+		hideTip();
+		render();
+		showModes();
+		saveState();
+	}
+
+	function showModes() {
+		var lk = doc.getElementById('fg-legend-kind'), lg = doc.getElementById('fg-legend-gil');
+
+		if (flipEl)
+			flipEl.textContent = D.inverted ? 'Root at bottom' : 'Root at top';
+		if (gilEl)
+			gilEl.textContent = gilMode ? 'Colour by kind' : 'Colour by GIL';
+		if (lk)
+			lk.setAttribute('display', gilMode ? 'none' : 'inline');
+		if (lg)
+			lg.setAttribute('display', gilMode ? 'inline' : 'none');
 	}
 
 	function zoom(i) {
@@ -624,6 +788,11 @@
 		} else if (k === '/' && e.target !== input && !e.ctrlKey && !e.metaKey) {
 			e.preventDefault();
 			focusSearch();
+		} else if (e.target !== input && !e.ctrlKey && !e.metaKey && !e.altKey) {
+			if (k === 'g' || k === 'G')
+				toggleGil();
+			else if (k === 'i' || k === 'I')
+				flip();
 		}
 	}
 
@@ -660,6 +829,10 @@
 			zoom(0);
 		});
 		searchBtn.addEventListener('click', focusSearch);
+		if (flipEl)
+			flipEl.addEventListener('click', flip);
+		if (gilEl)
+			gilEl.addEventListener('click', toggleGil);
 		if (input) {
 			input.addEventListener('input', function () {
 				clearTimeout(searchTimer);
@@ -669,8 +842,8 @@
 			});
 		}
 		doc.addEventListener('keydown', onKey);
-		window.addEventListener('scroll', forgetMatrix, true);
-		window.addEventListener('resize', forgetMatrix);
+		window.addEventListener('scroll', schedulePlace, true);
+		window.addEventListener('resize', schedulePlace);
 	}
 
 	function init() {
@@ -686,7 +859,9 @@
 		wire();
 		if (query)
 			setSearch(query);
+		showModes();
 		zoom(cur);
+		scrollToRoot();
 	}
 
 	init();

@@ -10,6 +10,7 @@
 #include "analysis/gpu.h"
 #include "analysis/regions.h"
 #include "analysis/memory.h"
+#include "analysis/pygil.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "format/open.h"
@@ -37,12 +38,17 @@ static void flamegraph_usage(FILE *f)
 		   "      --no-comm       no thread-name root frame\n"
 		   "      --pid PID, --tid TID  only these samples\n"
 		   "      --region NAME   only samples inside that region\n"
-		   "      --title TEXT, --width PX, --inverted (icicle graph)\n");
+		   "      --gil           open coloured by the GIL: the share of each frame's Python\n"
+		   "                      samples whose thread held it (a toggle in the viewer)\n"
+		   "      --gil=held, --gil=not-held  only Python samples with / without the GIL\n"
+		   "      --title TEXT, --width PX\n"
+		   "      --inverted      root at the top, callees below (icicle); the default\n"
+		   "                      opens scrolled to the root at the bottom (a toggle in the viewer)\n");
 }
 
 enum {
 	F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_GPU, F_CUDA_API, F_MEM, F_MEM_PEAK, F_LEAKS, F_FOLDED,
-	F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV, F_REGION
+	F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV, F_REGION, F_GIL
 };
 
 static int fg_opt(int c, const char *arg, void *opts)
@@ -107,6 +113,17 @@ static int fg_opt(int c, const char *arg, void *opts)
 	case F_REGION:
 		o->region = arg;
 		return 0;
+	case F_GIL:
+		if (!arg) {
+			o->gil_colors = true;
+			return 0;
+		}
+		if (!strcmp(arg, "held") || !strcmp(arg, "not-held")) {
+			o->gil = arg[0] == 'h' ? GIL_HELD : GIL_NOT_HELD;
+			return 0;
+		}
+		log_err("invalid --gil '%s': use --gil (colours), --gil=held or --gil=not-held", arg);
+		return -EINVAL;
 	}
 	return -EINVAL;
 }
@@ -134,6 +151,7 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 		{ "width", required_argument, NULL, F_WIDTH },
 		{ "inverted", no_argument, NULL, F_INV },
 		{ "region", required_argument, NULL, F_REGION },
+		{ "gil", optional_argument, NULL, F_GIL },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -169,7 +187,7 @@ static int build_fg_input(const struct profile *p, const struct flamegraph_cli *
 	size_t nl = 0;
 	int err = -ENOMEM;
 
-	if (!tmp || collapse_stacks(p, &o->filter, o->lines, &cs))
+	if (!tmp || collapse_stacks_gil(p, &o->filter, o->lines, o->gil, &cs))
 		goto out;
 	c = cs.v;
 	n = cs.n;
@@ -189,6 +207,8 @@ static int build_fg_input(const struct profile *p, const struct flamegraph_cli *
 
 		st[i].frames = &frames[pos];
 		st[i].weight = o->weight_ns ? c[i].weight : c[i].samples;
+		st[i].gil_held = o->weight_ns ? c[i].gil_weight[0] : c[i].gil_samples[0];
+		st[i].gil_free = o->weight_ns ? c[i].gil_weight[1] : c[i].gil_samples[1];
 		if (!o->no_comm) {
 			const char *comm = profile__str(p, c[i].comm);
 
@@ -238,7 +258,8 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 			      .subtitle = profile__meta(p, "command"),
 			      .unit = fg_is_mem(o->weights) ? "bytes" : o->weight_ns ? "ns" : "samples",
 			      .width = o->width,
-			      .inverted = o->inverted };
+			      .inverted = o->inverted,
+			      .gil_colors = o->gil_colors };
 	struct fg_stack *st = NULL;
 	struct fg_frame *frames = NULL;
 	char **labels = NULL;
@@ -306,6 +327,15 @@ static int swap_in_weights(struct profile *p, struct flamegraph_cli *o)
 	return 0;
 }
 
+static bool has_gil_marks(const struct profile *p)
+{
+	bool any = false;
+	uint8_t *roots = py_gil_roots(p, &any);
+
+	free(roots);
+	return any;
+}
+
 int cmd_flamegraph(int argc, char **argv)
 {
 	struct flamegraph_cli o;
@@ -323,6 +353,10 @@ int cmd_flamegraph(int argc, char **argv)
 		return 2;
 	if (o.region && o.weights != FG_CPU) {
 		log_err("--region selects CPU samples: it cannot be combined with other weights");
+		return 2;
+	}
+	if ((o.gil || o.gil_colors) && o.weights != FG_CPU) {
+		log_err("--gil goes with CPU samples: the GIL state is read when a thread is sampled");
 		return 2;
 	}
 	if (profile_open(o.input, &p))
@@ -360,6 +394,12 @@ int cmd_flamegraph(int argc, char **argv)
 			return 1;
 		}
 	}
+	if ((o.gil || o.gil_colors) && !has_gil_marks(p)) {
+		log_err("--gil: '%s' has no GIL states (they come with the CPU samples of CPython "
+			"3.10-3.13 threads)", o.input);
+		profile__free(p);
+		return 1;
+	}
 	if (o.region && region_filter_apply(p, o.region, &o.filter, &ranges)) {
 		profile__free(p);
 		return 1;
@@ -373,7 +413,8 @@ int cmd_flamegraph(int argc, char **argv)
 	}
 	if (o.folded) {
 		struct folded_opts fo = { .filter = o.filter, .lines = o.lines,
-					  .weight_ns = o.weight_ns, .no_comm = o.no_comm };
+					  .weight_ns = o.weight_ns, .no_comm = o.no_comm,
+					  .gil = o.gil };
 
 		err = folded_write(out, p, &fo);
 	} else {

@@ -18,7 +18,9 @@ static void top_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: eprof top [-p PID[,PID..] | -a] [options]\n"
-		"  -p, --pid PID[,PID]     processes to watch (all threads, and children forked later)\n"
+		"  -p, --pid PID[,PID]     processes to watch: all their threads, their descendants running\n"
+		"                          now and the children they fork later\n"
+		"      --no-children       only the listed PIDs\n"
 		"  -a, --all-cpus          the whole system (default when no -p)\n"
 		"  -F, --freq HZ           samples per second per CPU (default 99, max 100000)\n"
 		"  -d, --delay SECONDS     refresh interval (default 1)\n"
@@ -102,6 +104,9 @@ static int top_opt(int c, const char *arg, struct top_cli *o)
 	case 'K':
 		o->rec.no_kernel = true;
 		return 0;
+	case 'C':
+		o->rec.no_children = true;
+		return 0;
 	case 'G':
 		o->gpu = true;
 		o->rec.cuda = 1;
@@ -122,7 +127,7 @@ int parse_top_args(int argc, char **argv, struct top_cli *o)
 		{ "sort", required_argument, 0, 's' },	    { "batch", no_argument, 0, 'b' },
 		{ "iterations", required_argument, 0, 'n' }, { "call-graph", required_argument, 0, 'g' },
 		{ "no-kernel", no_argument, 0, 'K' },	    { "verbose", no_argument, 0, 'v' },
-		{ "gpu", no_argument, 0, 'G' },
+		{ "gpu", no_argument, 0, 'G' },	    { "no-children", no_argument, 0, 'C' },
 		{ "help", no_argument, 0, 'h' },	    { 0 }
 	};
 	int c;
@@ -146,6 +151,10 @@ int parse_top_args(int argc, char **argv, struct top_cli *o)
 	}
 	if (o->rec.all && o->rec.npids) {
 		log_err("-p and -a cannot be combined");
+		return -EINVAL;
+	}
+	if (o->rec.no_children && !o->rec.npids) {
+		log_err("--no-children needs -p PID: it limits top to the listed processes");
 		return -EINVAL;
 	}
 	if (o->gpu && !o->rec.npids) {

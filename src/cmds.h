@@ -62,6 +62,8 @@ struct flamegraph_cli {
 	unsigned width;
 	enum fg_weights weights;
 	const char *region; /* --region NAME: samples inside that region only */
+	bool gil_colors;    /* --gil: open coloured by the GIL share */
+	uint8_t gil;	    /* --gil=held|not-held: enum gil_filter (analysis/stacks.h) */
 };
 
 /* --time-range START:END in seconds from the start of the record; either side may be empty. */

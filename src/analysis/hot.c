@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hot.h"
+#include "pygil.h"
 
 bool sample_filter__match(const struct sample_filter *f, const struct sample *s)
 {
@@ -266,6 +267,25 @@ static void count_walk(struct hot_state *h, const struct stack_counts *c, struct
 	}
 }
 
+/*
+ * A Python sample's root [GIL] / [no GIL] mark is the thread's state, not a function: it has
+ * its own table (report_python.c), and would otherwise top --sort total.
+ */
+static void drop_gil_marks(const struct profile *p, struct hot_state *h)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < h->n; i++) {
+		const char *name = profile__str(p, h->funcs[i].name);
+
+		if (h->funcs[i].kind == FRAME_SPECIAL &&
+		    (!strcmp(name, PY_GIL_HELD) || !strcmp(name, PY_GIL_NOT_HELD)))
+			continue;
+		h->funcs[n++] = h->funcs[i];
+	}
+	h->n = n;
+}
+
 static int cmp_self(const void *a, const void *b)
 {
 	const struct func_stat *x = a, *y = b;
@@ -319,6 +339,7 @@ int hot_functions(struct profile *p, const struct hot_opts *o, struct hot_result
 			goto out;
 		count_walk(&h, &c, &w);
 	}
+	drop_gil_marks(p, &h);
 	if (h.n)
 		qsort(h.funcs, h.n, sizeof(*h.funcs), o->sort == SORT_TOTAL ? cmp_total : cmp_self);
 	out->funcs = h.funcs;

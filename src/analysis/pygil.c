@@ -44,6 +44,25 @@ bool py_gil_marker(const struct profile *p, uint32_t loc)
 	return !strcmp(name, PY_GIL_HELD) || !strcmp(name, PY_GIL_NOT_HELD);
 }
 
+uint8_t *py_gil_roots(const struct profile *p, bool *any)
+{
+	uint8_t *kind = marker_locs(p, any), *root;
+
+	if (!kind)
+		return NULL;
+	root = calloc(p->stacks.n ? p->stacks.n : 1, 1);
+	/* Parents come before their children: one pass in id order. */
+	for (size_t i = 1; root && *any && i < p->stacks.n; i++) {
+		const struct stack_node *sn = &p->stacks.v[i];
+
+		root[i] = sn->parent && sn->parent < i ? root[sn->parent]
+			  : !sn->parent && sn->loc < p->locations.n ? kind[sn->loc]
+								     : 0;
+	}
+	free(kind);
+	return root;
+}
+
 static int cmp_samples(const void *a, const void *b)
 {
 	const struct py_gil_thread *x = a, *y = b;

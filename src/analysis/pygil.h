@@ -17,6 +17,12 @@
 /* Whether location loc is a [GIL] / [no GIL] marker. */
 bool py_gil_marker(const struct profile *p, uint32_t loc);
 
+/*
+ * The GIL mark of every stack node's root: 1 [GIL], 2 [no GIL], 0 none (calloc'd, stacks.n
+ * entries; NULL for -ENOMEM). *any: whether the profile has marks at all.
+ */
+uint8_t *py_gil_roots(const struct profile *p, bool *any);
+
 struct py_gil_thread {
 	uint32_t pid, tid;
 	uint64_t samples; /* samples with a GIL marker */

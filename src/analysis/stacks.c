@@ -22,6 +22,7 @@ struct trie_builder {
 	struct hmap *idx;     /* (parent << 32 | name, module << 32 | fileline) -> node */
 	struct hmap *fileline; /* (file, line) -> small id */
 	uint32_t *of_stack;   /* address stack node -> symbolic node, 0 = not yet */
+	const uint8_t *gil;   /* GIL mark of each stack node's root (NULL: none in the file) */
 	size_t cap;
 };
 
@@ -82,6 +83,9 @@ static int64_t trie_of_stack(struct trie_builder *b, uint32_t node)
 		uint32_t nf, loc = b->p->stacks.v[chain[n]].loc;
 		const struct location *l = &b->p->locations.v[loc];
 
+		/* A root [GIL] / [no GIL] mark is the group's GIL state, not a frame. */
+		if (b->gil && b->gil[chain[n]] && !b->p->stacks.v[chain[n]].parent)
+			continue;
 		profile__loc_frames(b->p, loc, &nf);
 		/* A location's frames are leaf first: the outer (real) function comes first here. */
 		for (uint32_t k = nf; k-- > 0;) {
@@ -97,10 +101,17 @@ static int64_t trie_of_stack(struct trie_builder *b, uint32_t node)
 int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool lines,
 		    struct collapsed_set *out)
 {
+	return collapse_stacks_gil(p, f, lines, GIL_ANY, out);
+}
+
+int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, bool lines,
+			enum gil_filter gil, struct collapsed_set *out)
+{
 	struct trie_builder b = { .p = p, .lines = lines, .c = out, .cap = 1024 };
 	struct hmap *groups = hmap__new(4096);
 	uint32_t last_tid = 0, comm = 0;
-	bool have_last = false;
+	bool have_last = false, any_gil;
+	uint8_t *gil_roots = NULL;
 	size_t cap = 0;
 	int err = -ENOMEM;
 
@@ -109,17 +120,23 @@ int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool
 	b.fileline = hmap__new(256);
 	b.of_stack = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(uint32_t));
 	out->nodes = malloc(b.cap * sizeof(*out->nodes));
-	if (!groups || !b.idx || !b.fileline || !b.of_stack || !out->nodes)
+	gil_roots = py_gil_roots(p, &any_gil);
+	if (!groups || !b.idx || !b.fileline || !b.of_stack || !out->nodes || !gil_roots)
 		goto out;
+	b.gil = any_gil ? gil_roots : NULL;
 	out->nnodes = 1;
 	out->nodes[0] = (struct sym_node){ 0, 0, 0 };
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const struct sample *s = &p->samples.v[i];
 		const struct thread *t;
+		uint8_t mark;
 		int64_t sn;
 		uint64_t k;
 
 		if (!sample_filter__match(f, s) || s->stack >= p->stacks.n)
+			continue;
+		mark = gil_roots[s->stack]; /* 0 none, 1 [GIL], 2 [no GIL] */
+		if (gil != GIL_ANY && mark != (gil == GIL_HELD ? 1 : 2))
 			continue;
 		sn = trie_of_stack(&b, s->stack);
 		if (sn < 0)
@@ -146,11 +163,16 @@ int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool
 		}
 		out->v[k].samples++;
 		out->v[k].weight += s->weight;
+		if (mark) {
+			out->v[k].gil_samples[mark - 1]++;
+			out->v[k].gil_weight[mark - 1] += s->weight;
+		}
 	}
 	if (out->n)
 		qsort(out->v, out->n, sizeof(*out->v), cmp_collapsed);
 	err = 0;
 out:
+	free(gil_roots);
 	hmap__free(groups);
 	hmap__free(b.idx);
 	hmap__free(b.fileline);

@@ -31,7 +31,12 @@ struct collapsed {
 	uint32_t comm; /* thread name string id */
 	uint32_t node; /* leaf symbolic node */
 	uint64_t samples, weight;
+	/* of those, the Python samples whose thread held the GIL ([0]) or did not ([1]) */
+	uint64_t gil_samples[2], gil_weight[2];
 };
+
+/* Which samples of Python threads to keep by their GIL state (GIL_ANY keeps every sample). */
+enum gil_filter { GIL_ANY = 0, GIL_HELD, GIL_NOT_HELD };
 
 struct collapsed_set {
 	struct collapsed *v;
@@ -40,9 +45,16 @@ struct collapsed_set {
 	size_t nnodes;
 };
 
-/* Groups samples by (thread name, symbolic stack), sorted by name then node. */
+/*
+ * Groups samples by (thread name, symbolic stack), sorted by name then node. The [GIL] /
+ * [no GIL] mark at the root of a Python sample's stack is no frame here: it becomes the
+ * group's gil_samples / gil_weight, so a thread's graph is not split in two by it.
+ */
 int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool lines,
 		    struct collapsed_set *out);
+/* The same, keeping only the samples of Python threads in GIL state gil (unless GIL_ANY). */
+int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, bool lines,
+			enum gil_filter gil, struct collapsed_set *out);
 void collapsed_set__free(struct collapsed_set *c);
 
 /*

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "../analysis/hot.h"
+#include "../analysis/stacks.h"
 
 struct sink;
 
@@ -13,6 +14,7 @@ struct folded_opts {
 	bool lines;	/* append " (file:line)" to frames with a source line */
 	bool weight_ns; /* counts are CPU ns instead of samples */
 	bool no_comm;	/* omit the thread name root frame */
+	enum gil_filter gil; /* only Python samples with / without the GIL (GIL_ANY: all) */
 };
 
 /* Writes "comm;root;...;leaf COUNT" lines, one per unique stack. */

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../../flamegraph/flamegraph.h"
+#include "../analysis/procs.h"
 #include "../analysis/stacks.h"
 #include "../util/sink.h"
 #include "html.h"
@@ -33,7 +34,9 @@ static const char html_css[] =
     "h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px}\n"
     "dl.summary{display:grid;grid-template-columns:max-content auto;gap:2px 16px;margin:0}\n"
     "dl.summary dt{color:#555}dl.summary dd{margin:0;font-variant-numeric:tabular-nums}\n"
-    ".fg{overflow-x:auto;border:1px solid #ddd;background:#fff}\n"
+    /* a tall graph scrolls in a box one screen high (flamegraph.js opens it at the root) */
+    ".fg{overflow:auto;max-height:calc(100vh - 110px);border:1px solid #ddd;background:#fff}\n"
+    ".fg svg{display:block}\n"
     "table{border-collapse:collapse;font-variant-numeric:tabular-nums}\n"
     "th,td{padding:3px 10px;border-bottom:1px solid #eee;text-align:left}\n"
     "td.n,th.n{text-align:right}\n"
@@ -203,6 +206,8 @@ static int section_flamegraph(struct sink *out, struct profile *p, const struct 
 
 		st[i].frames = &frames[pos];
 		st[i].weight = cs.v[i].samples;
+		st[i].gil_held = cs.v[i].gil_samples[0];
+		st[i].gil_free = cs.v[i].gil_samples[1];
 		frames[pos++] = (struct fg_frame){*comm ? comm : "[unknown]", FRAME_SPECIAL};
 		for (size_t k = 0; k < nf; k++)
 			frames[pos++] =
@@ -323,6 +328,45 @@ static int section_threads(struct sink *out, struct profile *p, const struct htm
 	return out->err;
 }
 
+static int section_processes(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	static const char *const hdr[] = {"PID", "PPID", "Samples", "%", "CPU ms", "Threads",
+					  "Command"};
+	struct proc_stat *v;
+	uint64_t total = 0;
+	size_t n;
+	char b[64];
+	int err = process_stats(p, &o->filter, &v, &n);
+
+	if (err)
+		return err;
+	if (!n)
+		return -ENODATA;
+	for (size_t i = 0; i < n; i++)
+		total += v[i].samples;
+	html_table_begin(out, "processes-table", hdr, "nnnnnns", 7);
+	for (size_t i = 0; i < n; i++) {
+		sink_puts(out, "<tr>");
+		snprintf(b, sizeof(b), "%u", v[i].pid);
+		html_cell_num(out, v[i].pid, b);
+		snprintf(b, sizeof(b), "%u", v[i].ppid);
+		html_cell_num(out, v[i].ppid, b);
+		snprintf(b, sizeof(b), "%" PRIu64, v[i].samples);
+		html_cell_num(out, (double)v[i].samples, b);
+		snprintf(b, sizeof(b), "%.2f", pct(v[i].samples, total));
+		html_cell_num(out, pct(v[i].samples, total), b);
+		snprintf(b, sizeof(b), "%.1f", v[i].weight / 1e6);
+		html_cell_num(out, v[i].weight / 1e6, b);
+		snprintf(b, sizeof(b), "%u", v[i].threads);
+		html_cell_num(out, v[i].threads, b);
+		html_cell_text(out, proc_command(p, &v[i], b, sizeof(b)));
+		sink_puts(out, "</tr>\n");
+	}
+	html_table_end(out);
+	free(v);
+	return out->err;
+}
+
 enum feature_section { FS_MEMORY, FS_OFFCPU, FS_REGIONS, FS_GPU };
 
 /*
@@ -422,6 +466,7 @@ static const struct html_section html_sections[] = {
     {"findings", "Findings", section_findings},
     {"flamegraph", "CPU flamegraph", section_flamegraph},
     {"functions", "Top functions", section_functions},
+    {"processes", "Processes", section_processes},
     {"threads", "Threads", section_threads},
     {"memory", "Memory", section_memory},
     {"offcpu", "Off-CPU time", section_offcpu},

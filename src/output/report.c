@@ -15,6 +15,7 @@
 #include "report_findings.h"
 #include "../analysis/findings.h"
 #include "../analysis/memory.h"
+#include "../analysis/procs.h"
 #include "../analysis/stacks.h"
 
 void profile_summarize(const struct profile *p, const struct sample_filter *f,
@@ -142,6 +143,42 @@ static int text_threads(struct sink *out, const struct profile *p, const struct 
 	return 0;
 }
 
+#define CMD_TEXT_MAX 110 /* characters of a command line in the text table; JSON has all */
+
+/*
+ * Processes with their command lines: with --threads, and whenever the record holds several
+ * (a job's workers or ranks), which comm alone does not tell apart.
+ */
+static int text_processes(struct sink *out, const struct profile *p, const struct report_opts *o,
+			  uint64_t total)
+{
+	struct proc_stat *v;
+	size_t n;
+	char buf[64];
+	int err = process_stats(p, &o->hot.filter, &v, &n);
+
+	if (err)
+		return err;
+	if (n && (o->threads || n > 1)) {
+		sink_printf(out, "\n%8s %8s %9s %7s %8s  %s\n", "PID", "PPID", "Samples", "%",
+			    "Threads", "Command");
+		for (size_t i = 0; i < n && (!o->limit || i < o->limit); i++) {
+			const char *cmd = proc_command(p, &v[i], buf, sizeof(buf));
+			size_t len = strlen(cmd);
+
+			sink_printf(out, "%8u %8u %9" PRIu64 " %7.2f %8u  %.*s%s\n", v[i].pid,
+				    v[i].ppid, v[i].samples, pct(v[i].samples, total), v[i].threads,
+				    (int)(len > CMD_TEXT_MAX ? CMD_TEXT_MAX - 3 : len), cmd,
+				    len > CMD_TEXT_MAX ? "..." : "");
+		}
+		if (o->limit && n > o->limit)
+			sink_printf(out, "... %zu more processes (--limit 0 shows all)\n",
+				    n - o->limit);
+	}
+	free(v);
+	return 0;
+}
+
 static void json_kv_str(struct sink *out, const char *k, const char *v, bool comma)
 {
 	sink_printf(out, "%s\"%s\": \"", comma ? ", " : "", k);
@@ -202,6 +239,31 @@ static int json_threads(struct sink *out, const struct profile *p, const struct 
 	return 0;
 }
 
+static int json_processes(struct sink *out, const struct profile *p, const struct report_opts *o)
+{
+	struct proc_stat *v;
+	size_t n;
+	char buf[64];
+	int err = process_stats(p, &o->hot.filter, &v, &n);
+
+	if (err)
+		return err;
+	sink_puts(out, ",\n  \"processes\": [");
+	for (size_t i = 0; i < n; i++) {
+		sink_printf(out, "%s{\"pid\": %u, \"ppid\": %u", i ? ",\n    " : "\n    ", v[i].pid,
+			    v[i].ppid);
+		json_kv_str(out, "comm", v[i].comm ? profile__str(p, v[i].comm) : "", true);
+		json_kv_str(out, "cmdline", v[i].cmdline ? profile__str(p, v[i].cmdline) : "", true);
+		json_kv_str(out, "command", proc_command(p, &v[i], buf, sizeof(buf)), true);
+		sink_printf(out,
+			    ", \"samples\": %" PRIu64 ", \"cpu_ns\": %" PRIu64 ", \"threads\": %u}",
+			    v[i].samples, v[i].weight, v[i].threads);
+	}
+	sink_puts(out, "\n  ]");
+	free(v);
+	return 0;
+}
+
 static void json_summary(struct sink *out, const struct profile *p, const struct profile_summary *s)
 {
 	sink_puts(out, "{\n  \"version\": 1");
@@ -253,7 +315,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 	if (o->json) {
 		json_summary(out, p, &s);
 		json_functions(out, p, o, &r);
-		if (o->threads)
+		err = json_processes(out, p, o);
+		if (!err && o->threads)
 			err = json_threads(out, p, o);
 		err = err ? err : report_offcpu(out, p, o);
 		if (!err)
@@ -271,7 +334,9 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			sink_puts(out, "\nno samples (was the target idle, or filtered out?)\n");
 		else
 			text_functions(out, p, o, &r);
-		if (o->threads && s.samples)
+		if (s.samples)
+			err = text_processes(out, p, o, s.samples);
+		if (!err && o->threads && s.samples)
 			err = text_threads(out, p, o, s.samples);
 		err = err ? err : report_offcpu(out, p, o);
 		if (!err)

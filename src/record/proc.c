@@ -823,3 +823,153 @@ int proc_for_each(struct hmap *seen, void (*fn)(uint32_t pid, void *arg), void *
 	closedir(dir);
 	return err;
 }
+
+/* ppid of a process from its stat line ("pid (comm) state ppid ..."); -1 when unreadable. */
+static int64_t stat_ppid(const char *proc_root, uint32_t pid)
+{
+	char path[PATH_MAX], buf[1024], *p;
+	unsigned ppid;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%u/stat", proc_root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+	if (!p || sscanf(p + 1, " %*c %u", &ppid) != 1)
+		return -1;
+	return ppid;
+}
+
+struct pid_pair {
+	uint32_t ppid, pid;
+};
+
+static int cmp_pair(const void *a, const void *b)
+{
+	const struct pid_pair *x = a, *y = b;
+
+	if (x->ppid != y->ppid)
+		return x->ppid < y->ppid ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Every (ppid, pid) of proc_root but skip's, sorted by ppid. */
+static int read_pairs(const char *proc_root, uint32_t skip, struct pid_pair **out, size_t *nout)
+{
+	struct pid_pair *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *d;
+	DIR *dir = opendir(proc_root);
+
+	*out = NULL;
+	*nout = 0;
+	if (!dir)
+		return -errno;
+	while ((d = readdir(dir))) {
+		char *end;
+		unsigned long pid = strtoul(d->d_name, &end, 10);
+		int64_t ppid;
+
+		if (*end || !pid || pid > UINT32_MAX || pid == skip)
+			continue;
+		ppid = stat_ppid(proc_root, (uint32_t)pid);
+		if (ppid < 0)
+			continue; /* gone since readdir */
+		if (n == cap) {
+			struct pid_pair *nv = realloc(v, (cap = cap ? cap * 2 : 256) * sizeof(*v));
+
+			if (!nv) {
+				free(v);
+				closedir(dir);
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		v[n++] = (struct pid_pair){ (uint32_t)ppid, (uint32_t)pid };
+	}
+	closedir(dir);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_pair);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+int proc_descendants(const char *proc_root, const uint32_t *roots, size_t nroots, uint32_t skip,
+		     uint32_t **out, size_t *nout)
+{
+	struct pid_pair *pairs;
+	struct hmap *seen = hmap__new(64);
+	uint32_t *q = NULL; /* roots, then the descendants found, in breadth-first order */
+	size_t npairs, nq = 0, nr, cap = nroots + 16;
+	uint64_t v;
+	int err;
+
+	*out = NULL;
+	*nout = 0;
+	if (!seen)
+		return -ENOMEM;
+	err = read_pairs(proc_root ? proc_root : "/proc", skip, &pairs, &npairs);
+	if (err) {
+		hmap__free(seen);
+		return err;
+	}
+	q = malloc(cap * sizeof(*q));
+	err = q ? 0 : -ENOMEM;
+	for (size_t i = 0; i < nroots && !err; i++) {
+		if (hmap__get(seen, roots[i], 0, &v))
+			continue;
+		q[nq++] = roots[i];
+		err = hmap__put(seen, roots[i], 0, 1);
+	}
+	nr = nq;
+	for (size_t head = 0; head < nq && !err; head++) {
+		struct pid_pair key = { q[head], 0 };
+		size_t lo = 0, hi = npairs;
+
+		/* First pair with ppid >= q[head]: its children follow in a run. */
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (cmp_pair(&pairs[mid], &key) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < npairs && pairs[lo].ppid == q[head] && !err; lo++) {
+			uint32_t pid = pairs[lo].pid;
+
+			if (hmap__get(seen, pid, 0, &v))
+				continue; /* a root, or (pid reuse) a loop */
+			if (nq == cap) {
+				uint32_t *nv = realloc(q, (cap *= 2) * sizeof(*q));
+
+				if (!nv) {
+					err = -ENOMEM;
+					break;
+				}
+				q = nv;
+			}
+			q[nq++] = pid;
+			err = hmap__put(seen, pid, 0, 1);
+		}
+	}
+	free(pairs);
+	hmap__free(seen);
+	if (err) {
+		free(q);
+		return err;
+	}
+	/* Only the descendants: the roots (the first nr of the queue) stay the caller's. */
+	memmove(q, q + nr, (nq - nr) * sizeof(*q));
+	*out = q;
+	*nout = nq - nr;
+	return 0;
+}

@@ -46,6 +46,14 @@ uint64_t proc_start_ticks(uint32_t pid);
  * are added. 0, or -ENOMEM.
  */
 int proc_for_each(struct hmap *seen, void (*fn)(uint32_t pid, void *arg), void *arg);
+/*
+ * The descendants of roots that exist now (children, their children, ...), read from the
+ * ppid of every process in proc_root ("/proc" when NULL), skip (eprof itself) and its
+ * descendants left out: *out (malloc'd, breadth first, roots not included) and *nout.
+ * 0, or -errno.
+ */
+int proc_descendants(const char *proc_root, const uint32_t *roots, size_t nroots, uint32_t skip,
+		     uint32_t **out, size_t *nout);
 /* Frees the maps of processes that exited more than a few seconds before now_ns. */
 void proc_tracker__gc(struct proc_tracker *t, uint64_t now_ns);
 /* Frees every unwind table (built again if needed): symbolization at the end needs the room. */

@@ -29,6 +29,7 @@ struct record_opts {
 	int cuda;		  /* CUDA API uprobes and CUPTI: -1 auto (default), 0 off, 1 on */
 	uint32_t cuda_stack_rate; /* launch stacks per second per thread */
 	bool no_python; /* no Python frames (src/record/python.c) */
+	bool no_children; /* only the listed PIDs / the command: no descendants, no forks followed */
 	uint64_t mem_sample; /* --mem: mean bytes between sampled allocations (1 = all), 0 = off */
 	bool live; /* eprof top: no output file, fast symbolization (no lines, no debuginfod) */
 	bool offcpu;		 /* --offcpu: blocked intervals, wakeups */

@@ -16,7 +16,9 @@ void record_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: eprof record [-p PID[,PID..] | -a | -- CMD ARGS] [options]\n"
-		"  -p, --pid PID[,PID]     attach to running processes (all threads, and children forked later)\n"
+		"  -p, --pid PID[,PID]     attach to running processes: all their threads, their descendants\n"
+		"                          running now and the children they fork later\n"
+		"      --no-children       only the listed PIDs (or the launched command), no children\n"
 		"  -a, --all-cpus          the whole system\n"
 		"  -F, --freq HZ           samples per second per CPU (default 99, max 100000)\n"
 		"  -d, --duration SECONDS  stop after this long (a launched command then gets SIGTERM)\n"
@@ -110,7 +112,7 @@ enum {
 	OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE,
 	OPT_OFFCPU_SAMPLE,
 	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE, OPT_REGION, OPT_USDT, OPT_NO_AUTO_REGIONS, OPT_NO_PYTHON,
-	OPT_MEM
+	OPT_MEM, OPT_NO_CHILDREN
 };
 
 /* Checks the shape only; binaries and symbols are resolved when the record starts. */
@@ -244,6 +246,9 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 	case OPT_NO_PYTHON:
 		o->no_python = true;
 		return 0;
+	case OPT_NO_CHILDREN:
+		o->no_children = true;
+		return 0;
 	case OPT_MEM:
 		o->mem_sample = 512 * 1024;
 		if (arg && (parse_uint(arg, 1ULL << 40, &v) || v == 0)) {
@@ -286,6 +291,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "usdt", required_argument, NULL, OPT_USDT },
 		{ "no-auto-regions", no_argument, NULL, OPT_NO_AUTO_REGIONS },
 		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
+		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
 		{ "mem", optional_argument, NULL, OPT_MEM },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -324,6 +330,10 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 	if (modes != 1) {
 		log_err(modes ? "record: choose one of -p PID, -a, or -- CMD"
 			      : "record: nothing to profile: give -p PID, -a, or -- CMD ARGS");
+		return -EINVAL;
+	}
+	if (o->all && o->no_children) {
+		log_err("record: --no-children limits -p PID or a command; -a records every process");
 		return -EINVAL;
 	}
 	if (o->all && !o->duration)

@@ -63,6 +63,7 @@ struct session {
 	uint64_t lost_shown;
 	uint64_t lost_noted, evlost_noted, lost_noted_ts; /* drops already turned into EVK_LOST */
 	bool status_line;
+	bool children_noted; /* said that the listed processes exited before their children */
 	int write_err; /* first write error, already reported */
 	struct feature_ctx fctx;
 	void *fstate[16]; /* per record_features[] entry; NULL when the feature is off */
@@ -307,6 +308,7 @@ static int load_bpf(struct session *s)
 	skel->rodata->trace_all = s->o->all;
 	skel->rodata->self_pid = getpid();
 	skel->rodata->want_kernel = !s->o->no_kernel;
+	skel->rodata->follow_forks = !s->o->no_children;
 	skel->rodata->snapshot_bytes = s->o->callgraph == CG_FP ? 0 : s->o->snapshot_bytes;
 	/* Early wakeup at a quarter full: the 50 ms poll timer handles the steady state. */
 	skel->rodata->wakeup_bytes = ((uint64_t)s->o->ringbuf_mb << 20) / 4;
@@ -352,30 +354,122 @@ static void on_target_exit(void *arg, uint32_t pid, int32_t status)
 	}
 }
 
+static int add_target(struct session *s, uint32_t pid, uint64_t t)
+{
+	uint8_t one = 1;
+	int err;
+
+	if (bpf_map__update_elem(s->skel->maps.targets, &pid, sizeof(pid), &one, 1, BPF_ANY))
+		return -errno;
+	events_read_proc_info(&s->ev, pid, t);
+	err = proc_tracker__scan(s->tracker, pid, t);
+	if (err == -ESRCH)
+		bpf_map__delete_elem(s->skel->maps.targets, &pid, sizeof(pid), 0);
+	return err;
+}
+
+static bool is_target(struct session *s, uint32_t pid)
+{
+	uint8_t v;
+
+	return !bpf_map__lookup_elem(s->skel->maps.targets, &pid, sizeof(pid), &v, 1, 0);
+}
+
+/*
+ * The descendants of the listed processes that run now (DataLoader workers, the ranks under
+ * torchrun or mpirun). BPF follows the forks of a process from the moment it is a target, so
+ * a look at /proc after a parent went in finds every child it forked before; a child that a
+ * descendant forks between the look and its own insertion is found by the next look, hence
+ * the passes until one finds nothing new.
+ */
+static int add_descendants(struct session *s, uint64_t t)
+{
+	size_t added = 0, found = 1;
+
+	for (int pass = 0; pass < 8 && found; pass++) {
+		uint32_t *d;
+		size_t n;
+		int err = proc_descendants(NULL, s->o->pids, s->o->npids, getpid(), &d, &n);
+
+		if (err) {
+			log_warn("failed to list the child processes of the targets: %s", strerror(-err));
+			return err == -ENOMEM ? err : 0;
+		}
+		found = 0;
+		for (size_t i = 0; i < n && !err; i++) {
+			if (is_target(s, d[i]))
+				continue;
+			err = add_target(s, d[i], t);
+			if (err == -ESRCH) {
+				err = 0; /* exited meanwhile */
+				continue;
+			}
+			found++;
+		}
+		free(d);
+		if (err)
+			return err;
+		added += found;
+	}
+	if (added)
+		log_info("also profiling %zu descendant processes of the targets", added);
+	return 0;
+}
+
 static int add_targets(struct session *s)
 {
 	uint64_t t = now_ns();
-	uint8_t one = 1;
+	int err;
 
 	for (size_t i = 0; i < s->o->npids; i++) {
-		uint32_t pid = s->o->pids[i];
-
-		if (bpf_map__update_elem(s->skel->maps.targets, &pid, sizeof(pid), &one, 1, BPF_ANY))
-			return -errno;
-		events_read_proc_info(&s->ev, pid, t);
-		if (proc_tracker__scan(s->tracker, pid, t) == -ESRCH) {
-			log_err("no such process: %u", pid);
+		err = add_target(s, s->o->pids[i], t);
+		if (err == -ESRCH) {
+			log_err("no such process: %u", s->o->pids[i]);
 			return -ESRCH;
 		}
+		if (err)
+			return err;
 	}
 	s->live_targets = s->o->npids;
+	if (s->o->npids && !s->o->no_children) {
+		err = add_descendants(s, t);
+		if (err)
+			return err;
+	}
 	if (s->child) {
 		uint32_t pid = s->child;
+		uint8_t one = 1;
 
 		if (bpf_map__update_elem(s->skel->maps.targets, &pid, sizeof(pid), &one, 1, BPF_ANY))
 			return -errno;
 	}
 	return 0;
+}
+
+/*
+ * Whether a process of the target set still runs once the listed ones are gone: their
+ * children (found at attach or forked since). BPF drops a target when it exits; an entry for
+ * a process that exited before it went in is dropped here.
+ */
+static bool children_alive(struct session *s)
+{
+	struct bpf_map *m = s->skel->maps.targets;
+	uint32_t key, next, gone[64];
+	size_t ngone = 0;
+	bool alive = false;
+	void *prev = NULL;
+
+	while (!alive && !bpf_map__get_next_key(m, prev, &next, sizeof(next))) {
+		key = next;
+		prev = &key;
+		if (!kill((pid_t)key, 0) || errno == EPERM)
+			alive = true;
+		else if (ngone < 64)
+			gone[ngone++] = key;
+	}
+	for (size_t i = 0; i < ngone; i++)
+		bpf_map__delete_elem(m, &gone[i], sizeof(gone[i]), 0);
+	return alive;
 }
 
 static void set_start_meta(struct session *s, int argc_total, char **eprof_argv)
@@ -541,8 +635,14 @@ static int poll_step(struct session *s)
 		return 1;
 	}
 	if (s->o->npids && !s->live_targets) {
-		s->stop_reason = "all target processes exited";
-		return 1;
+		if (!children_alive(s)) {
+			s->stop_reason = "all target processes exited";
+			return 1;
+		}
+		if (!s->children_noted) {
+			log_info("the targets exited; recording their children until they exit");
+			s->children_noted = true;
+		}
 	}
 	return 0;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analysis/pygil.h"
 #include "top_model.h"
 
 #define PRUNE_W 0.01 /* decayed weight below which a stack is forgotten */
@@ -80,6 +81,9 @@ static int count_node(struct top_model *m, const struct profile *p, uint32_t nod
 		uint32_t nf;
 		const struct frame *fr = profile__loc_frames(p, p->stacks.v[n].loc, &nf);
 
+		/* a Python sample's root [GIL] / [no GIL] mark: a state, not a function */
+		if (!p->stacks.v[n].parent && py_gil_marker(p, p->stacks.v[n].loc))
+			break;
 		for (uint32_t k = 0; k < nf; k++) {
 			struct top_func *tf;
 			int64_t idx;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analysis/procs.h"
+#include "../analysis/pygil.h"
 #include "top_gpu.h"
 #include "top_model.h"
 
@@ -19,6 +21,8 @@ static size_t stack_frames(const struct profile *p, uint32_t node, const struct 
 		uint32_t nf;
 		const struct frame *fr = profile__loc_frames(p, p->stacks.v[node].loc, &nf);
 
+		if (!p->stacks.v[node].parent && py_gil_marker(p, p->stacks.v[node].loc))
+			break; /* the GIL mark of a Python sample: no caller */
 		for (uint32_t k = 0; k < nf && n < MAX_DEPTH; k++)
 			if (!fr[k].inlined)
 				out[n++] = &fr[k];
@@ -106,9 +110,14 @@ static int header_cpu(struct sink *out, const struct top_model *m, const struct 
 	for (size_t i = 0; i < m->procs.n && shown < 5; i++, shown++) {
 		const struct top_proc *pr = &m->procs.v[i];
 		struct process *proc = profile__proc((struct profile *)p, pr->pid, false);
+		char name[32];
 
-		sink_printf(out, "  %s[%u] %.2f cores", proc ? profile__str(p, proc->comm) : "?",
-			    pr->pid, pr->last / per_core);
+		/* "python3 train.py": the workers of a job share comm, not always argv */
+		proc_command_short(proc && proc->cmdline ? profile__str(p, proc->cmdline) : "", name,
+				   sizeof(name));
+		if (!*name)
+			snprintf(name, sizeof(name), "%s", proc ? profile__str(p, proc->comm) : "?");
+		sink_printf(out, "  %s[%u] %.2f cores", name, pr->pid, pr->last / per_core);
 	}
 	if (!m->procs.n)
 		sink_puts(out, "  (no samples)");
@@ -172,12 +181,49 @@ static int render_funcs(struct sink *out, const struct top_model *m, const struc
 	return out->err;
 }
 
+/* The processes of the last interval with their command lines, busiest first; rows used. */
+static int render_procs(struct sink *out, const struct top_model *m, const struct profile *p,
+			double per_core, int width, int max_rows)
+{
+	int shown = 0, cw = width - 36 > 20 ? width - 36 : 20;
+
+	sink_puts(out, "     PID     PPID    CPU%  Command\n");
+	for (size_t i = 0; i < m->procs.n && shown < max_rows; i++, shown++) {
+		const struct top_proc *tp = &m->procs.v[i];
+		struct process *pr = profile__proc((struct profile *)p, tp->pid, false);
+		struct proc_stat ps = { .pid = tp->pid };
+		const char *cmd;
+		char buf[64];
+
+		if (pr) {
+			ps.ppid = pr->ppid;
+			ps.comm = pr->comm;
+			ps.cmdline = pr->cmdline;
+		}
+		sink_printf(out, "%8u %8u  %6.1f  ", tp->pid, ps.ppid, pct(tp->last, per_core));
+		cmd = proc_command(p, &ps, buf, sizeof(buf));
+		/* the last column: cut, not padded */
+		if ((int)strlen(cmd) > cw)
+			sink_printf(out, "%.*s+\n", cw - 1, cmd);
+		else
+			sink_printf(out, "%s\n", cmd);
+	}
+	return shown + 1;
+}
+
 static int render_threads(struct sink *out, const struct top_model *m, const struct profile *p,
-			  const struct top_header *h, int max_rows)
+			  const struct top_header *h, int width, int max_rows)
 {
 	double per_core = h->freq * (m->last_dt > 0 ? m->last_dt : 1);
 	int shown = 0;
 
+	/* a few process rows (with the command lines), then the threads */
+	if (m->procs.n && max_rows > 8) {
+		int pr = (int)m->procs.n < max_rows / 3 ? (int)m->procs.n : max_rows / 3;
+
+		max_rows -= render_procs(out, m, p, per_core, width, pr) + 1;
+		sink_puts(out, "\n");
+	}
 	sink_puts(out, "     PID      TID  Thread            CPU%   Decayed%  Samples\n");
 	for (size_t i = 0; i < m->threads.n && shown < max_rows; i++) {
 		const struct top_thread *t = &m->threads.v[i];
@@ -202,7 +248,7 @@ int top_render(struct sink *out, const struct top_model *m, const struct profile
 	if (v->gpu)
 		err = top_gpu__render(out, v->gpu, p, width, max_rows);
 	else if (v->threads)
-		err = render_threads(out, m, p, h, max_rows);
+		err = render_threads(out, m, p, h, width, max_rows);
 	else
 		err = render_funcs(out, m, p, v, width, max_rows);
 	return err ? err : 4; /* header lines before the table's title */

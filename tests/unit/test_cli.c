@@ -31,6 +31,11 @@ static void test_record_args(void **state)
 
 	assert_int_equal(PARSE(parse_record_args, &o, "record", "-a", "-F", "10000"), 0);
 	assert_true(o.all);
+	assert_false(o.no_children);
+	assert_int_equal(PARSE(parse_record_args, &o, "record", "-p", "7", "--no-children"), 0);
+	assert_true(o.no_children);
+	assert_int_equal(PARSE(parse_record_args, &o, "record", "--no-children", "--", "ls"), 0);
+	assert_true(o.no_children);
 	assert_int_equal(PARSE(parse_record_args, &o, "record", "--help"), 1);
 }
 
@@ -48,6 +53,8 @@ static void test_record_bad_args(void **state)
 	assert_int_equal(PARSE(parse_record_args, &o, "record", "-p", "1", "-g", "lbr"), -EINVAL);
 	assert_int_equal(PARSE(parse_record_args, &o, "record", "-p", "1", "--bogus"), -EINVAL);
 	assert_int_equal(PARSE(parse_record_args, &o, "record", "-p"), -EINVAL);
+	/* -a has no children to leave out */
+	assert_int_equal(PARSE(parse_record_args, &o, "record", "-a", "--no-children"), -EINVAL);
 }
 
 static void test_report_args(void **state)

@@ -197,7 +197,9 @@ static void test_empty(void **state)
 	render(&s, NULL, 0, &o);
 	assert_non_null(strstr(s.data, "no samples"));
 	assert_non_null(strstr(s.data, "CPU flamegraph"));
-	assert_int_equal(count(s.data, "<rect"), 1); /* the background only */
+	/* the background and the header and footer bands: no frame */
+	assert_int_equal(count(s.data, "<rect"), 3);
+	assert_int_equal(count(s.data, "class=\"band\""), 2);
 	assert_valid_xml(&s, "empty.svg");
 	svg_free(&s);
 

@@ -46,6 +46,14 @@ static void test_args(void **state)
 		assert_true(o.gpu && o.rec.cuda == 1 && o.rec.cuda_stack_rate == 0);
 		assert_int_equal(parse(&o, 2, g2), -EINVAL); /* CUDA libraries need targets */
 	}
+	{
+		char *c1[] = { "top", "-p", "5", "--no-children", NULL };
+		char *c2[] = { "top", "--no-children", NULL };
+
+		assert_int_equal(parse(&o, 4, c1), 0);
+		assert_true(o.rec.no_children);
+		assert_int_equal(parse(&o, 2, c2), -EINVAL); /* nothing listed to limit to */
+	}
 }
 
 static void add_cuda(struct profile *p, const char *fn, unsigned flags, uint64_t dur)
@@ -233,10 +241,58 @@ static void test_calls_and_render(void **state)
 	profile__free(fx.p);
 }
 
+/* A job and its worker (same comm): the header and the thread view tell them by argv. */
+static void test_processes_by_command(void **state)
+{
+	struct fixture fx;
+	struct top_model m;
+	struct top_view v = { .threads = true };
+	struct top_header h = { .targets = "pid 7 (python3)", .uptime_s = 2, .freq = 100, .ncpus = 2 };
+	struct process *job, *worker;
+	struct sink *out;
+	const char *text, *procs;
+
+	fixture_init(&fx);
+	job = profile__proc(fx.p, 7, true);
+	job->comm = profile__intern(fx.p, "python3");
+	job->ppid = 1;
+	job->cmdline = profile__intern(fx.p, "/usr/bin/python3 /srv/job/train.py --epochs 3");
+	worker = profile__proc(fx.p, 8, true);
+	worker->comm = job->comm;
+	worker->ppid = 7;
+	worker->cmdline = profile__intern(fx.p, "/usr/bin/python3 -c from multiprocessing import x");
+	add_samples(fx.p, fx.hot, 60);
+	for (int i = 0; i < 30; i++) {
+		struct sample s = { .ts = 1, .pid = 8, .tid = 9, .stack = fx.cold, .weight = 1 };
+
+		assert_int_equal(profile__add_sample(fx.p, &s), 0);
+	}
+	assert_int_equal(top_model__init(&m), 0);
+	assert_int_equal(top_model__update(&m, fx.p, 1.0), 0);
+	out = sink_mem();
+	assert_int_equal(top_render(out, &m, fx.p, &h, &v, 120, 20), 4);
+	text = sink_mem_data(out, NULL);
+	/* header: short names, busiest first */
+	assert_non_null(strstr(text, "CPU:  python3 train.py --epochs[7] 0.60 cores  python3 -c "
+				     "from[8] 0.30 cores"));
+	/* the process rows: pid, ppid, CPU%, the whole command line; then the threads */
+	procs = strstr(text, "Command\n");
+	assert_non_null(procs);
+	assert_non_null(strstr(procs, "       7        1    60.0  /usr/bin/python3 /srv/job/train.py "
+				      "--epochs 3"));
+	assert_non_null(strstr(procs, "       8        7    30.0  /usr/bin/python3 -c from "
+				      "multiprocessing import x"));
+	assert_true(strstr(procs, "TID") > strstr(procs, "multiprocessing"));
+	assert_int_equal(sink_close(out), 0);
+	top_model__free(&m);
+	profile__free(fx.p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_args),
+		cmocka_unit_test(test_processes_by_command),
 		cmocka_unit_test(test_decay),
 		cmocka_unit_test(test_calls_and_render),
 		cmocka_unit_test(test_gpu_tables),
