@@ -37,6 +37,7 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_MEM_LOST] = "mem_events_lost",
 	[STAT_MEM_UNTRACKED] = "mem_untracked_allocs",
 	[STAT_OFFCPU_UNSAMPLED] = "offcpu_unsampled",
+	[STAT_UNWIND_SCANNED] = "unwind_scanned",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

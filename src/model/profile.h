@@ -127,6 +127,12 @@ enum event_kind {
 #define PY_GIL_HELD "[GIL]"
 #define PY_GIL_NOT_HELD "[no GIL]"
 
+/*
+ * JIT code without a perf map is one frame per mapping: "[jit] MODULE" after the
+ * module seen calling into it, else this prefix and the mapping's start address.
+ */
+#define JIT_ANON_PREFIX "[jit] anon@"
+
 /* flags of EVK_REGION */
 #define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
 #define EVF_REGION_SAMPLED 2 /* seen by sampling (--region py:): times within a period */
@@ -203,6 +209,7 @@ enum profile_stat {
 	STAT_MEM_LOST,		  /* allocation/free events lost (ring buffer full) */
 	STAT_MEM_UNTRACKED,	  /* sampled allocations the live map could not hold */
 	STAT_OFFCPU_UNSAMPLED,	  /* intervals without stacks: not picked by --offcpu-sample-us */
+	STAT_UNWIND_SCANNED,	  /* stacks crossing code without CFI by scanning the stack */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

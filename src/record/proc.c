@@ -13,6 +13,7 @@
 #include <sys/auxv.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,6 +67,7 @@ struct proc_tracker {
 	struct objinfo vdso;
 	size_t cfi_bytes;  /* held by all tables */
 	uint64_t cfi_evictions;
+	struct code_slot *code; /* code bytes before return addresses, for stack scanning */
 };
 
 /*
@@ -151,6 +153,7 @@ void proc_tracker__free(struct proc_tracker *t)
 		free(t->objs[i]);
 	}
 	cfi_table__free(t->vdso.cfi);
+	free(t->code);
 	free(t->objs);
 	free(t->by_obj);
 	hmap__free(t->pid_index);
@@ -610,6 +613,10 @@ int proc_tracker__location(struct proc_tracker *t, uint32_t pid, uint64_t pc, bo
 	case OBJ_VDSO:
 		addr = pc - m->start;
 		break;
+	case OBJ_ANON:
+		/* Code without a name (JIT without a perf map): one location per mapping. */
+		addr = m->start;
+		break;
 	default:
 		addr = pc;
 	}
@@ -694,6 +701,97 @@ bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 	if (!seg_bias(oi, m, pc, bias))
 		*table = NULL;
 	return true;
+}
+
+void proc_tracker__span(struct proc_tracker *t, uint32_t pid, uint64_t addr,
+			struct unwind_span *out)
+{
+	struct pstate *ps = pstate_get(t, pid, false);
+	size_t lo = 0, hi;
+
+	out->lo = 0;
+	out->hi = UINT64_MAX;
+	out->kind = UNWIND_SPAN_NONE;
+	if (!ps)
+		return;
+	/* The first map ending above addr; the known maps only: this runs per stack word. */
+	hi = ps->n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (ps->maps[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo)
+		out->lo = ps->maps[lo - 1].end;
+	if (lo == ps->n)
+		return;
+	if (ps->maps[lo].start > addr) {
+		out->hi = ps->maps[lo].start;
+		return;
+	}
+	out->lo = ps->maps[lo].start;
+	out->hi = ps->maps[lo].end;
+	out->kind = ps->maps[lo].kind == OBJ_ELF ? UNWIND_SPAN_FILE : UNWIND_SPAN_OTHER;
+}
+
+/*
+ * Code bytes read for stack scanning, by (file, offset): the same few return
+ * addresses come back sample after sample, and each read is a system call.
+ */
+#define CODE_SLOTS 2048 /* the hash's top 11 bits */
+#define CODE_BYTES 16
+
+struct code_slot {
+	const struct objinfo *oi;
+	uint64_t off; /* file offset of the return address */
+	uint8_t bytes[CODE_BYTES];
+	bool ok;
+};
+
+static bool read_code(uint32_t pid, const struct pmap *m, uint64_t pc, uint8_t *buf)
+{
+	struct iovec local = { buf, CODE_BYTES };
+	struct iovec remote = { (void *)(uintptr_t)(pc - CODE_BYTES), CODE_BYTES };
+	uint64_t off = pc - m->start + m->pgoff;
+
+	/* The file as mapped (its handle was kept); the process's memory when it has none. */
+	if (m->oi->fd >= 0)
+		return pread(m->oi->fd, buf, CODE_BYTES, (off_t)(off - CODE_BYTES)) == CODE_BYTES;
+	return pc - CODE_BYTES >= m->start &&
+	       process_vm_readv(pid, &local, 1, &remote, 1, 0) == CODE_BYTES;
+}
+
+bool proc_tracker__code_before(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint8_t *buf,
+			       size_t len)
+{
+	struct pstate *ps = pstate_get(t, pid, false);
+	struct code_slot *slot;
+	struct pmap *m;
+	uint64_t off;
+
+	if (!ps || len > CODE_BYTES)
+		return false;
+	m = find_map(ps, pc);
+	if (!m || m->kind != OBJ_ELF || !m->oi || pc - m->start + m->pgoff < CODE_BYTES)
+		return false;
+	if (!t->code) {
+		t->code = calloc(CODE_SLOTS, sizeof(*t->code));
+		if (!t->code)
+			return false;
+	}
+	off = pc - m->start + m->pgoff;
+	slot = &t->code[((off ^ (uintptr_t)m->oi) * 0x9e3779b97f4a7c15ull) >> 53];
+	if (slot->oi != m->oi || slot->off != off) {
+		slot->oi = m->oi;
+		slot->off = off;
+		slot->ok = read_code(pid, m, pc, slot->bytes);
+	}
+	if (slot->ok)
+		memcpy(buf, slot->bytes + CODE_BYTES - len, len);
+	return slot->ok;
 }
 
 void proc_tracker__drop_cfi(struct proc_tracker *t)

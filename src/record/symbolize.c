@@ -113,6 +113,20 @@ static bool uprobes_page(const struct profile *p, const struct location *l)
 	return o->kind == OBJ_ANON && !strcmp(profile__str(p, o->path), "[uprobes]");
 }
 
+/*
+ * Anonymous code the recorder gave one location per mapping (address = the
+ * mapping's start) and no caller named: "[jit] anon@START".
+ */
+static bool jit_mapping(const struct profile *p, const struct location *l, uint64_t *start)
+{
+	const struct object *o = &p->objects.v[l->object];
+
+	if (o->kind != OBJ_ANON || !o->pid || !strcmp(profile__str(p, o->path), "[uprobes]"))
+		return false;
+	*start = l->addr;
+	return true;
+}
+
 static const char *usable_path(struct profile *p, struct objstate *os, uint32_t obj,
 			       object_path_fn path_fn, void *ctx, struct symbolize_stats *st)
 {
@@ -189,8 +203,10 @@ int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn 
 		struct location *l = &p->locations.v[i];
 		struct sym_result r = { 0 };
 		const char *path = NULL;
+		uint64_t start;
 		uint32_t module;
 		uint8_t kind;
+		bool jit;
 
 		if (l->frame_n)
 			continue;
@@ -201,6 +217,13 @@ int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn 
 			err = add_one(p, l, profile__intern(p, "[uprobes]"), "[uretprobe trampoline]",
 				      FRAME_SPECIAL);
 			st->named++;
+		} else if ((jit = jit_mapping(p, l, &start))) {
+			char name[64];
+
+			snprintf(name, sizeof(name), JIT_ANON_PREFIX "%#" PRIx64, start);
+			/* Nothing names this code, not even who runs it: unknown. */
+			err = add_one(p, l, profile__intern(p, "[jit]"), name, FRAME_UNKNOWN);
+			st->unknown++;
 		} else if (!resolve(p, sym, l, path, &r, &module, &kind, path_fn, ctx) && r.n) {
 			err = add_frames(p, l, &r, module, kind);
 			st->named++;
