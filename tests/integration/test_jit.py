@@ -79,6 +79,25 @@ def test_jit_code_named_by_perf_map(need_bpf, ep, jitcall):
     assert under > 300 and share >= 0.98, (share, under)
 
 
+def test_python_perf_trampolines(need_bpf, ep):
+    """CPython 3.12's -X perf trampolines: code in anonymous memory, no CFI, no frame pointer,
+    named in a perf map. Plain DWARF unwinding stopped at the first one (every stack cut)."""
+    py = os.path.expanduser("~/.pyenv/versions/3.12.1/bin/python3.12")
+    if not os.access(py, os.X_OK):
+        pytest.skip("skipped: CPython 3.12.1 (pyenv) is not installed")
+    ep.run("record", "-F", "999", "-q", "--", py, "-X", "perf",
+           os.path.join(FIXTURES, "python", "two_hot.py"), "2")
+    rep = ep.report_json()
+    assert rep["stats"]["unwind_scanned"] > rep["samples"] * 0.9, rep["stats"]
+    assert rep["truncated_samples"] <= rep["samples"] * 0.02, rep["truncated_samples"]
+    stacks = ep.folded("eprof.data", "--no-comm")
+    total = sum(n for _, n in stacks)
+    rooted = sum(n for s, n in stacks if s[1:2] == ["_start"] or s[:1] == ["_start"])
+    assert rooted >= 0.95 * total, (rooted, total)
+    hot = sum(n for s, n in stacks if "hot_a" in s and "main" in s[:s.index("hot_a")])
+    assert hot > 0.4 * total
+
+
 TORCH_JOB = os.path.join(FIXTURES, "python", "torch_train.py")
 
 
