@@ -737,6 +737,15 @@ void proc_tracker__span(struct proc_tracker *t, uint32_t pid, uint64_t addr,
 	out->kind = ps->maps[lo].kind == OBJ_ELF ? UNWIND_SPAN_FILE : UNWIND_SPAN_OTHER;
 }
 
+bool proc_tracker__mapping_start(void *tracker, uint32_t pid, uint64_t addr, uint64_t *start)
+{
+	struct unwind_span sp;
+
+	proc_tracker__span(tracker, pid, addr, &sp);
+	*start = sp.lo;
+	return sp.kind != UNWIND_SPAN_NONE;
+}
+
 /*
  * Code bytes read for stack scanning, by (file, offset): the same few return
  * addresses come back sample after sample, and each read is a system call.

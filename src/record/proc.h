@@ -72,6 +72,8 @@ bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
  */
 void proc_tracker__span(struct proc_tracker *t, uint32_t pid, uint64_t addr,
 			struct unwind_span *out);
+/* Start of pid's executable mapping holding addr (a mapping_start_fn: ctx is the tracker). */
+bool proc_tracker__mapping_start(void *tracker, uint32_t pid, uint64_t addr, uint64_t *start);
 /*
  * The len (at most 16) code bytes just below pc in an executable file mapping:
  * from the file, or the process's memory when the file could not be opened.

@@ -79,6 +79,18 @@ def test_jit_code_named_by_perf_map(need_bpf, ep, jitcall):
     assert under > 300 and share >= 0.98, (share, under)
 
 
+def test_jit_code_missing_from_perf_map(need_bpf, ep, jitcall):
+    """Addresses the perf map does not list make one row for their mapping, not one each."""
+    ep.run("record", "-F", "999", "-q", "--", jitcall, "1", "perfmap-partial")
+    rep = ep.report_json()
+    jit = [f for f in rep["functions"] if f["module"] == "[jit]"]
+    names = [f["name"] for f in jit]
+    assert len(names) == 1 and names[0].startswith("[jit] anon@0x"), names
+    assert jit[0]["self_pct"] > 20
+    share, under = jit_chain_share(ep.folded("eprof.data", "--no-comm"), names[0])
+    assert under > 200 and share >= 0.98, (share, under)
+
+
 def test_python_perf_trampolines(need_bpf, ep):
     """CPython 3.12's -X perf trampolines: code in anonymous memory, no CFI, no frame pointer,
     named in a perf map. Plain DWARF unwinding stopped at the first one (every stack cut)."""
