@@ -252,16 +252,16 @@ fail:
 }
 
 /*
- * A JIT's perf map, opened once and kept: the JIT appends to it while it runs
- * and may delete it at exit, and /proc/PID/root is gone once the process is.
+ * A JIT's perf map or jitdump file (shown: its name in the process), opened
+ * once and kept: the JIT appends to it while it runs and may delete it at
+ * exit, and /proc/PID/root is gone once the process is.
  */
-static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, const char *path)
+static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, const char *path,
+			      const char *shown)
 {
-	char shown[64];
 	struct objinfo *oi;
 	int64_t obj;
 
-	snprintf(shown, sizeof(shown), "/tmp/perf-%u.map", pid);
 	obj = profile__object(t->p, OBJ_PERFMAP, shown, "", pid);
 	if (obj < 0 || proc_tracker__object_path(t, obj))
 		return obj;
@@ -312,8 +312,11 @@ static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64
 		/* JIT code: named by the process's perf map when it writes one. */
 		snprintf(pm, sizeof(pm), "%s/%u/root/tmp/perf-%u.map", t->opts.proc_root, pid, pid);
 		if (!access(pm, R_OK)) {
+			char shown[64];
+
+			snprintf(shown, sizeof(shown), "/tmp/perf-%u.map", pid);
 			m->kind = OBJ_PERFMAP;
-			obj = perfmap_object(t, pid, pm);
+			obj = perfmap_object(t, pid, pm, shown);
 		} else {
 			m->kind = OBJ_ANON;
 			obj = profile__object(t->p, OBJ_ANON, *path ? path : "[anon]", "", pid);
@@ -331,9 +334,41 @@ static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64
 	return 0;
 }
 
+/* A jitdump file: "jit-PID.dump", mapped executable by the JIT so that profilers find it. */
+static bool is_jitdump(const char *path, uint32_t pid)
+{
+	const char *base = strrchr(path, '/');
+	char want[32];
+
+	snprintf(want, sizeof(want), "jit-%u.dump", pid);
+	return base && !strcmp(base + 1, want);
+}
+
+/* The process writes a jitdump (and no perf map): it names the anonymous code. */
+static int use_jitdump(struct proc_tracker *t, uint32_t pid, struct pstate *ps, const char *open,
+		       const char *path)
+{
+	int64_t obj = -1;
+
+	for (size_t i = 0; i < ps->n; i++) {
+		struct pmap *m = &ps->maps[i];
+
+		if (m->kind != OBJ_ANON ||
+		    !is_anon_path(profile__str(t->p, t->p->objects.v[m->obj].path)))
+			continue;
+		if (obj < 0)
+			obj = perfmap_object(t, pid, open, path);
+		if (obj < 0)
+			return (int)obj;
+		m->kind = OBJ_PERFMAP;
+		m->obj = obj;
+	}
+	return 0;
+}
+
 static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct pstate *ps)
 {
-	char line[PATH_MAX + 128];
+	char line[PATH_MAX + 128], jitdump[PATH_MAX] = "", jd_open[PATH_MAX + 64];
 	size_t cap = 0;
 
 	ps->n = 0;
@@ -350,6 +385,12 @@ static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct psta
 			continue;
 		path = line + pos;
 		path[strcspn(path, "\n")] = '\0';
+		if (is_jitdump(path, pid)) {
+			snprintf(jitdump, sizeof(jitdump), "%s", path);
+			snprintf(jd_open, sizeof(jd_open), "%s/%u/map_files/%llx-%llx",
+				 t->opts.proc_root, pid, start, end);
+			continue;
+		}
 		if (ps->n == cap) {
 			size_t ncap = cap ? cap * 2 : 32;
 			struct pmap *nm = realloc(ps->maps, ncap * sizeof(*nm));
@@ -369,7 +410,7 @@ static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct psta
 			return err;
 		ps->n++;
 	}
-	return 0;
+	return *jitdump ? use_jitdump(t, pid, ps, jd_open, jitdump) : 0;
 }
 
 static int record_mappings(struct proc_tracker *t, struct pstate *ps, uint64_t now_ns)

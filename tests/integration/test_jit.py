@@ -2,6 +2,7 @@
 """Stacks through code without CFI (docs/unwinding.md, "Stack scanning"): generated code in
 anonymous memory, with and without a perf map, and oneDNN's kernels in a real PyTorch job."""
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -77,6 +78,35 @@ def test_jit_code_named_by_perf_map(need_bpf, ep, jitcall):
     assert jit[0]["kind"] == "jit"
     share, under = jit_chain_share(ep.folded("eprof.data", "--no-comm"), "jit_kernel")
     assert under > 300 and share >= 0.98, (share, under)
+
+
+def test_jit_code_named_by_jitdump(need_bpf, ep, jitcall):
+    """A jitdump file (perf's format, mapped by the process) names the code instead."""
+    ep.run("record", "-F", "999", "-q", "--", jitcall, "1", "jitdump")
+    rep = ep.report_json()
+    jit = [f for f in rep["functions"] if f["module"] == "[jit]"]
+    assert [f["name"] for f in jit] == ["jit_kernel"], jit
+    share, under = jit_chain_share(ep.folded("eprof.data", "--no-comm"), "jit_kernel")
+    assert under > 200 and share >= 0.98, (share, under)
+
+
+def test_node_jitdump(need_bpf, ep, tmp_path):
+    """Node's V8 with --perf-prof writes a jitdump: JavaScript functions by name."""
+    node = shutil.which("node")
+    if not node:
+        pytest.skip("skipped: node is not installed")
+    script = tmp_path / "hot.js"
+    script.write_text("function inner(n) { let s = 0; for (let i = 0; i < n; i++) s += i % 7;"
+                      " return s; }\n"
+                      "function outer() { const t = Date.now(); let s = 0;"
+                      " while (Date.now() - t < 1500) s += inner(100000); return s; }\n"
+                      "console.log(outer());\n")
+    ep.run("record", "-F", "999", "-q", "--", node, "--perf-prof", str(script))
+    rep = ep.report_json()
+    js = [f for f in rep["functions"] if f["kind"] == "jit" and ("inner" in f["name"] or
+                                                                 "outer" in f["name"])]
+    assert js and sum(f["self_pct"] for f in js) > 50, rep["functions"][:6]
+    assert not any(f["name"].startswith("[unknown] [anon]") for f in rep["functions"])
 
 
 def test_jit_code_missing_from_perf_map(need_bpf, ep, jitcall):
