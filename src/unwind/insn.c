@@ -10,12 +10,9 @@
 
 static bool legacy_prefix(uint8_t b)
 {
-	switch (b) {
-	case 0x26: case 0x2e: case 0x36: case 0x3e: case 0x64: case 0x65: case 0x67: case 0xf2:
-		return true;
-	default:
-		return false;
-	}
+	/* Segment overrides, notrack (3e), address size (67), bnd (f2). */
+	return b == 0x26 || b == 0x2e || b == 0x36 || b == 0x3e || b == 0x64 || b == 0x65 ||
+	       b == 0x67 || b == 0xf2;
 }
 
 /* Bytes after the ModRM byte: SIB and displacement. */
