@@ -43,6 +43,7 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_GPU_INVERTED_TIME] = "gpu_records_inverted_time",
 	[STAT_GPU_FOREIGN_CLOCK] = "gpu_records_foreign_clock",
 	[STAT_GPU_BUFFER_ERRORS] = "gpu_buffer_errors",
+	[STAT_UNWIND_SCANNED] = "unwind_scanned",
 };
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)

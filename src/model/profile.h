@@ -127,6 +127,12 @@ enum event_kind {
 #define PY_GIL_HELD "[GIL]"
 #define PY_GIL_NOT_HELD "[no GIL]"
 
+/*
+ * JIT code without a perf map is one frame per mapping: "[jit] MODULE" after the
+ * module seen calling into it, else this prefix and the mapping's start address.
+ */
+#define JIT_ANON_PREFIX "[jit] anon@"
+
 /* flags of EVK_REGION */
 #define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
 #define EVF_REGION_SAMPLED 2 /* seen by sampling (--region py:): times within a period */
@@ -209,6 +215,7 @@ enum profile_stat {
 	STAT_GPU_INVERTED_TIME,	  /* CUPTI records with end before start: dropped */
 	STAT_GPU_FOREIGN_CLOCK,	  /* CUPTI records on another tool's clock: dropped */
 	STAT_GPU_BUFFER_ERRORS,	  /* CUPTI activity buffers whose reading stopped on an error */
+	STAT_UNWIND_SCANNED,	  /* stacks crossing code without CFI by scanning the stack */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

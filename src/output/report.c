@@ -101,6 +101,11 @@ static void text_header(struct sink *out, const struct profile *p, const struct 
 			    ", beyond the copied stack %" PRIu64 ", bad frame %" PRIu64 "\n",
 			    p->stats[STAT_UNWIND_NO_CFI], p->stats[STAT_UNWIND_TOO_DEEP],
 			    p->stats[STAT_UNWIND_READ_FAULT], p->stats[STAT_UNWIND_BAD_FRAME]);
+	if (p->stats[STAT_UNWIND_SCANNED]) {
+		fmt_count(smp, sizeof(smp), p->stats[STAT_UNWIND_SCANNED]);
+		sink_printf(out, "# stacks through code without CFI (JIT), unwound by stack scanning: %s\n",
+			    smp);
+	}
 }
 
 static void text_functions(struct sink *out, const struct profile *p, const struct report_opts *o,

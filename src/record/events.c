@@ -35,6 +35,7 @@ int events_init(struct event_ctx *c, struct profile *p, struct proc_tracker *t,
 	c->tracker = t;
 	c->cg = cg;
 	c->proc_root = "/proc";
+	c->scan_words = UNWIND_SCAN_WORDS;
 	kobj = profile__object(p, OBJ_KERNEL, "[kernel.kallsyms]", "", 0);
 	if (kobj < 0)
 		return (int)kobj;
@@ -136,6 +137,20 @@ static bool unwind_find(void *ctx, uint64_t pc, const struct cfi_table **table, 
 	return proc_tracker__find_cfi(u->c->tracker, u->pid, pc, table, bias, u->now);
 }
 
+static void unwind_span(void *ctx, uint64_t addr, struct unwind_span *out)
+{
+	struct unwind_cb_ctx *u = ctx;
+
+	proc_tracker__span(u->c->tracker, u->pid, addr, out);
+}
+
+static bool unwind_code(void *ctx, uint64_t pc, uint8_t *buf, size_t len)
+{
+	struct unwind_cb_ctx *u = ctx;
+
+	return proc_tracker__code_before(u->c->tracker, u->pid, pc, buf, len);
+}
+
 static void count_unwind_stop(struct profile *p, enum unwind_stop why)
 {
 	switch (why) {
@@ -163,9 +178,10 @@ static int user_ips(struct event_ctx *c, const struct ev_hdr *h, const struct ev
 {
 	const uint8_t *stack = (const uint8_t *)(ips + st->kstack_n + st->ustack_n);
 	struct unwind_cb_ctx u = { c, h->pid, h->ts };
-	struct unwind_map_ops ops = { unwind_find };
+	struct unwind_map_ops ops = { unwind_find, unwind_span, unwind_code };
 	struct unwind_regs regs = { st->user_ip, st->user_sp, st->user_bp };
-	enum unwind_stop why = UNWIND_END;
+	struct unwind_result res;
+	enum unwind_stop why;
 	int n;
 
 	*truncated = false;
@@ -179,10 +195,15 @@ static int user_ips(struct event_ctx *c, const struct ev_hdr *h, const struct ev
 			*truncated = true;
 		return n;
 	}
-	n = unwind_stack(&ops, &u, &regs, stack, st->stack_len, out, max, &why);
-	if (why != UNWIND_END && n > 1 &&
-	    proc_tracker__at_entry(c->tracker, h->pid, out[n - 1] - 1, h->ts))
-		why = UNWIND_END; /* reached the process's entry point: the stack is complete */
+	n = unwind_stack_scan(&ops, &u, &regs, stack, st->stack_len, c->scan_words, out, NULL, max,
+			      &res);
+	why = res.why;
+	if (res.scanned)
+		c->p->stats[STAT_UNWIND_SCANNED]++;
+	/* Reached the process's entry point (or sampled right on it): the stack is complete. */
+	if (why != UNWIND_END && n >= 1 &&
+	    proc_tracker__at_entry(c->tracker, h->pid, out[n - 1] - (n > 1), h->ts))
+		why = UNWIND_END;
 	if (why != UNWIND_END) {
 		static unsigned logged;
 
@@ -252,6 +273,57 @@ static int mix_python(struct event_ctx *c, const struct ev_hdr *h, const uint64_
 	return m;
 }
 
+/* Anonymous executable memory of a process: JIT code with no perf map naming it. */
+static bool jit_location(const struct profile *p, uint32_t loc)
+{
+	const struct object *o = &p->objects.v[p->locations.v[loc].object];
+
+	return o->kind == OBJ_ANON && o->pid && strcmp(profile__str(p, o->path), "[uprobes]");
+}
+
+/*
+ * Names JIT code by who runs it: "[jit] libdnnl.so.2" when the frame calling
+ * into it (found by stack scanning) lies in that library. The location is the
+ * whole mapping (proc_tracker__location), so the first caller seen names it;
+ * a mapping no caller was ever seen for is "[jit] anon@START" (symbolize.c).
+ * locs: the user part of a stack, root first.
+ */
+static int name_jit(struct profile *p, const uint32_t *locs, int n)
+{
+	for (int i = 1; i < n; i++) {
+		struct location *l = &p->locations.v[locs[i]];
+		const struct object *caller;
+		char name[128];
+		int j = i - 1;
+
+		if (!jit_location(p, locs[i]))
+			continue;
+		if (l->frame_n && strncmp(profile__str(p, p->frames.v[l->frame_first].name),
+					  JIT_ANON_PREFIX, strlen(JIT_ANON_PREFIX)))
+			continue; /* named already */
+		while (j > 0 && jit_location(p, locs[j]))
+			j--;
+		caller = &p->objects.v[p->locations.v[locs[j]].object];
+		if (caller->kind != OBJ_ELF)
+			continue;
+		snprintf(name, sizeof(name), "[jit] %s",
+			 profile__object_module(p, p->locations.v[locs[j]].object));
+		if (!l->frame_n) {
+			struct frame *f = vec_push(p->frames);
+
+			if (!f)
+				return -ENOMEM;
+			l = &p->locations.v[locs[i]];
+			l->frame_first = p->frames.n - 1;
+			l->frame_n = 1;
+		}
+		p->frames.v[l->frame_first] = (struct frame){
+			.name = profile__intern(p, name), .module = profile__intern(p, "[jit]"),
+			.kind = FRAME_JIT };
+	}
+	return 0;
+}
+
 static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
 			  size_t avail, int skip_user, const struct py_part *py)
 {
@@ -260,7 +332,7 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 	static uint32_t locs[MAX_FRAMES + PY_MAX_FRAMES + EPROF_MAX_STACK + 2];
 	const uint64_t *ips = (const uint64_t *)(st + 1);
 	bool truncated = false;
-	int nu, nl = 0, err;
+	int nu, nl = 0, ustart, err;
 	int64_t node;
 
 	if (((size_t)st->kstack_n + st->ustack_n) * 8 + st->stack_len > avail ||
@@ -282,6 +354,7 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 			return node;
 		locs[nl++] = node;
 	}
+	ustart = nl;
 	if (py && py->n) {
 		int m = mix_python(c, h, uips, nu, py, mix);
 
@@ -299,6 +372,9 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 			nl++;
 		}
 	}
+	err = name_jit(c->p, locs + ustart, nl - ustart);
+	if (err)
+		return err;
 	for (int i = st->kstack_n - 1; i >= 0; i--) {
 		int64_t l = profile__location(c->p, c->kernel_obj, ips[i] - (i > 0));
 

@@ -39,6 +39,7 @@ struct event_ctx {
 	void (*on_exit)(void *arg, uint32_t pid, int32_t status);
 	void *arg;
 	const char *proc_root; /* "/proc" */
+	unsigned int scan_words; /* stack words one unwind may scan (UNWIND_SCAN_WORDS) */
 	struct {
 		uint16_t first, last;
 		event_handler_fn fn;

@@ -13,6 +13,7 @@
 #include <sys/auxv.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +68,7 @@ struct proc_tracker {
 	size_t cfi_bytes;  /* held by all tables */
 	uint64_t cfi_evictions;
 	size_t cfi_grown; /* the budget, grown to a working set larger than the one set */
+	struct code_slot *code; /* code bytes before return addresses, for stack scanning */
 };
 
 /*
@@ -163,6 +165,7 @@ void proc_tracker__free(struct proc_tracker *t)
 		free(t->objs[i]);
 	}
 	cfi_table__free(t->vdso.cfi);
+	free(t->code);
 	free(t->objs);
 	free(t->by_obj);
 	hmap__free(t->pid_index);
@@ -261,16 +264,16 @@ fail:
 }
 
 /*
- * A JIT's perf map, opened once and kept: the JIT appends to it while it runs
- * and may delete it at exit, and /proc/PID/root is gone once the process is.
+ * A JIT's perf map or jitdump file (shown: its name in the process), opened
+ * once and kept: the JIT appends to it while it runs and may delete it at
+ * exit, and /proc/PID/root is gone once the process is.
  */
-static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, const char *path)
+static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, const char *path,
+			      const char *shown)
 {
-	char shown[64];
 	struct objinfo *oi;
 	int64_t obj;
 
-	snprintf(shown, sizeof(shown), "/tmp/perf-%u.map", pid);
 	obj = profile__object(t->p, OBJ_PERFMAP, shown, "", pid);
 	if (obj < 0 || proc_tracker__object_path(t, obj))
 		return obj;
@@ -321,8 +324,11 @@ static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64
 		/* JIT code: named by the process's perf map when it writes one. */
 		snprintf(pm, sizeof(pm), "%s/%u/root/tmp/perf-%u.map", t->opts.proc_root, pid, pid);
 		if (!access(pm, R_OK)) {
+			char shown[64];
+
+			snprintf(shown, sizeof(shown), "/tmp/perf-%u.map", pid);
 			m->kind = OBJ_PERFMAP;
-			obj = perfmap_object(t, pid, pm);
+			obj = perfmap_object(t, pid, pm, shown);
 		} else {
 			m->kind = OBJ_ANON;
 			obj = profile__object(t->p, OBJ_ANON, *path ? path : "[anon]", "", pid);
@@ -340,9 +346,41 @@ static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64
 	return 0;
 }
 
+/* A jitdump file: "jit-PID.dump", mapped executable by the JIT so that profilers find it. */
+static bool is_jitdump(const char *path, uint32_t pid)
+{
+	const char *base = strrchr(path, '/');
+	char want[32];
+
+	snprintf(want, sizeof(want), "jit-%u.dump", pid);
+	return base && !strcmp(base + 1, want);
+}
+
+/* The process writes a jitdump (and no perf map): it names the anonymous code. */
+static int use_jitdump(struct proc_tracker *t, uint32_t pid, struct pstate *ps, const char *open,
+		       const char *path)
+{
+	int64_t obj = -1;
+
+	for (size_t i = 0; i < ps->n; i++) {
+		struct pmap *m = &ps->maps[i];
+
+		if (m->kind != OBJ_ANON ||
+		    !is_anon_path(profile__str(t->p, t->p->objects.v[m->obj].path)))
+			continue;
+		if (obj < 0)
+			obj = perfmap_object(t, pid, open, path);
+		if (obj < 0)
+			return (int)obj;
+		m->kind = OBJ_PERFMAP;
+		m->obj = obj;
+	}
+	return 0;
+}
+
 static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct pstate *ps)
 {
-	char line[PATH_MAX + 128];
+	char line[PATH_MAX + 128], jitdump[PATH_MAX] = "", jd_open[PATH_MAX + 64];
 	size_t cap = 0;
 
 	ps->n = 0;
@@ -359,6 +397,12 @@ static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct psta
 			continue;
 		path = line + pos;
 		path[strcspn(path, "\n")] = '\0';
+		if (is_jitdump(path, pid)) {
+			snprintf(jitdump, sizeof(jitdump), "%s", path);
+			snprintf(jd_open, sizeof(jd_open), "%s/%u/map_files/%llx-%llx",
+				 t->opts.proc_root, pid, start, end);
+			continue;
+		}
 		if (ps->n == cap) {
 			size_t ncap = cap ? cap * 2 : 32;
 			struct pmap *nm = realloc(ps->maps, ncap * sizeof(*nm));
@@ -378,7 +422,7 @@ static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct psta
 			return err;
 		ps->n++;
 	}
-	return 0;
+	return *jitdump ? use_jitdump(t, pid, ps, jd_open, jitdump) : 0;
 }
 
 static int record_mappings(struct proc_tracker *t, struct pstate *ps, uint64_t now_ns)
@@ -630,6 +674,10 @@ int proc_tracker__location(struct proc_tracker *t, uint32_t pid, uint64_t pc, bo
 	case OBJ_VDSO:
 		addr = pc - m->start;
 		break;
+	case OBJ_ANON:
+		/* Code without a name (JIT without a perf map): one location per mapping. */
+		addr = m->start;
+		break;
 	default:
 		addr = pc;
 	}
@@ -724,6 +772,106 @@ bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 	if (!seg_bias(oi, m, pc, bias))
 		*table = NULL;
 	return true;
+}
+
+void proc_tracker__span(struct proc_tracker *t, uint32_t pid, uint64_t addr,
+			struct unwind_span *out)
+{
+	struct pstate *ps = pstate_get(t, pid, false);
+	size_t lo = 0, hi;
+
+	out->lo = 0;
+	out->hi = UINT64_MAX;
+	out->kind = UNWIND_SPAN_NONE;
+	if (!ps)
+		return;
+	/* The first map ending above addr; the known maps only: this runs per stack word. */
+	hi = ps->n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (ps->maps[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo)
+		out->lo = ps->maps[lo - 1].end;
+	if (lo == ps->n)
+		return;
+	if (ps->maps[lo].start > addr) {
+		out->hi = ps->maps[lo].start;
+		return;
+	}
+	out->lo = ps->maps[lo].start;
+	out->hi = ps->maps[lo].end;
+	out->kind = ps->maps[lo].kind == OBJ_ELF ? UNWIND_SPAN_FILE : UNWIND_SPAN_OTHER;
+}
+
+bool proc_tracker__mapping_start(void *tracker, uint32_t pid, uint64_t addr, uint64_t *start)
+{
+	struct unwind_span sp;
+
+	proc_tracker__span(tracker, pid, addr, &sp);
+	*start = sp.lo;
+	return sp.kind != UNWIND_SPAN_NONE;
+}
+
+/*
+ * Code bytes read for stack scanning, by (file, offset): the same few return
+ * addresses come back sample after sample, and each read is a system call.
+ */
+#define CODE_SLOTS 2048 /* the hash's top 11 bits */
+#define CODE_BYTES 16
+
+struct code_slot {
+	const struct objinfo *oi;
+	uint64_t off; /* file offset of the return address */
+	uint8_t bytes[CODE_BYTES];
+	bool ok;
+};
+
+static bool read_code(uint32_t pid, const struct pmap *m, uint64_t pc, uint8_t *buf)
+{
+	struct iovec local = { buf, CODE_BYTES };
+	struct iovec remote = { (void *)(uintptr_t)(pc - CODE_BYTES), CODE_BYTES };
+	uint64_t off = pc - m->start + m->pgoff;
+
+	/* The file as mapped (its handle was kept); the process's memory when it has none. */
+	if (m->oi->fd >= 0)
+		return pread(m->oi->fd, buf, CODE_BYTES, (off_t)(off - CODE_BYTES)) == CODE_BYTES;
+	return pc - CODE_BYTES >= m->start &&
+	       process_vm_readv(pid, &local, 1, &remote, 1, 0) == CODE_BYTES;
+}
+
+bool proc_tracker__code_before(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint8_t *buf,
+			       size_t len)
+{
+	struct pstate *ps = pstate_get(t, pid, false);
+	struct code_slot *slot;
+	struct pmap *m;
+	uint64_t off;
+
+	if (!ps || len > CODE_BYTES)
+		return false;
+	m = find_map(ps, pc);
+	if (!m || m->kind != OBJ_ELF || !m->oi || pc - m->start + m->pgoff < CODE_BYTES)
+		return false;
+	if (!t->code) {
+		t->code = calloc(CODE_SLOTS, sizeof(*t->code));
+		if (!t->code)
+			return false;
+	}
+	off = pc - m->start + m->pgoff;
+	slot = &t->code[((off ^ (uintptr_t)m->oi) * 0x9e3779b97f4a7c15ull) >> 53];
+	if (slot->oi != m->oi || slot->off != off) {
+		slot->oi = m->oi;
+		slot->off = off;
+		slot->ok = read_code(pid, m, pc, slot->bytes);
+	}
+	if (slot->ok)
+		memcpy(buf, slot->bytes + CODE_BYTES - len, len);
+	return slot->ok;
 }
 
 void proc_tracker__drop_cfi(struct proc_tracker *t)

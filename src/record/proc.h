@@ -14,6 +14,7 @@
 #include "../model/profile.h"
 
 struct cfi_table;
+struct unwind_span;
 struct hmap;
 struct proc_tracker;
 
@@ -78,6 +79,22 @@ bool proc_tracker__file_mapped(struct proc_tracker *t, uint32_t pid, uint64_t pc
 /* For the unwinder: CFI table and bias of the object that maps pc. */
 bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 			    const struct cfi_table **table, uint64_t *bias, uint64_t now_ns);
+
+/*
+ * For stack scanning, per stack word: the executable mapping holding addr or
+ * the gap around it, from the maps known now (never read again here).
+ */
+void proc_tracker__span(struct proc_tracker *t, uint32_t pid, uint64_t addr,
+			struct unwind_span *out);
+/* Start of pid's executable mapping holding addr (a mapping_start_fn: ctx is the tracker). */
+bool proc_tracker__mapping_start(void *tracker, uint32_t pid, uint64_t addr, uint64_t *start);
+/*
+ * The len (at most 16) code bytes just below pc in an executable file mapping:
+ * from the file, or the process's memory when the file could not be opened.
+ * Cached. False for anonymous memory or when unreadable.
+ */
+bool proc_tracker__code_before(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint8_t *buf,
+			       size_t len);
 
 /*
  * True when pc lies in the entry stub (ELF e_entry) of its object: the

@@ -751,7 +751,8 @@ static int finish(struct session *s)
 		/* Nothing is unwound after this point. */
 		proc_tracker__drop_cfi(s->tracker);
 	}
-	err = symbolize_profile(s->p, s->sym, tracker_path, s->tracker, &st);
+	err = symbolize_profile_src(s->p, s->sym, &(const struct symbolize_src){ tracker_path,
+			proc_tracker__mapping_start, s->tracker }, &st);
 	log_debug("symbolized %" PRIu64 " locations (%" PRIu64 " unnamed)", st.locations, st.unknown);
 	if (err)
 		return err;
@@ -1022,7 +1023,8 @@ int live_symbolize(struct session *s)
 {
 	struct symbolize_stats st;
 
-	return symbolize_profile(s->p, s->sym, tracker_path, s->tracker, &st);
+	return symbolize_profile_src(s->p, s->sym, &(const struct symbolize_src){ tracker_path,
+			proc_tracker__mapping_start, s->tracker }, &st);
 }
 
 void live_stats(struct session *s, struct live_stats *st)

@@ -113,6 +113,20 @@ static bool uprobes_page(const struct profile *p, const struct location *l)
 	return o->kind == OBJ_ANON && !strcmp(profile__str(p, o->path), "[uprobes]");
 }
 
+/*
+ * Anonymous code the recorder gave one location per mapping (address = the
+ * mapping's start) and no caller named: "[jit] anon@START".
+ */
+static bool jit_mapping(const struct profile *p, const struct location *l, uint64_t *start)
+{
+	const struct object *o = &p->objects.v[l->object];
+
+	if (o->kind != OBJ_ANON || !o->pid || !strcmp(profile__str(p, o->path), "[uprobes]"))
+		return false;
+	*start = l->addr;
+	return true;
+}
+
 static const char *usable_path(struct profile *p, struct objstate *os, uint32_t obj,
 			       object_path_fn path_fn, void *ctx, struct symbolize_stats *st)
 {
@@ -174,10 +188,74 @@ static int resolve(struct profile *p, struct symbolizer *sym, struct location *l
 	}
 }
 
+/* The mappings of perf-map objects, sorted by (object, start), built on first use. */
+struct pm_maps {
+	struct mapping *v;
+	size_t n;
+	bool built;
+};
+
+static int cmp_pm(const void *a, const void *b)
+{
+	const struct mapping *x = a, *y = b;
+
+	if (x->object != y->object)
+		return x->object < y->object ? -1 : 1;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The start of the mapping of a perf-map object that holds l's address. */
+static bool perfmap_mapping(const struct profile *p, const struct symbolize_src *src,
+			    struct pm_maps *pm, const struct location *l, uint64_t *start)
+{
+	size_t lo = 0, hi;
+
+	/* The recorder knows the processes' maps; its profile keeps no mapping rows. */
+	if (src->mapping_start)
+		return src->mapping_start(src->ctx, p->objects.v[l->object].pid, l->addr, start);
+	if (!pm->built) {
+		pm->built = true;
+		pm->v = malloc((p->mappings.n + 1) * sizeof(*pm->v));
+		if (!pm->v)
+			return false;
+		for (size_t i = 0; i < p->mappings.n; i++)
+			if (p->mappings.v[i].object < p->objects.n &&
+			    p->objects.v[p->mappings.v[i].object].kind == OBJ_PERFMAP)
+				pm->v[pm->n++] = p->mappings.v[i];
+		qsort(pm->v, pm->n, sizeof(*pm->v), cmp_pm);
+	}
+	/* The last mapping of l's object starting at or below the address. */
+	hi = pm->n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct mapping *m = &pm->v[mid];
+
+		if (m->object < l->object || (m->object == l->object && m->start <= l->addr))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || pm->v[lo - 1].object != l->object || l->addr >= pm->v[lo - 1].end)
+		return false;
+	*start = pm->v[lo - 1].start;
+	return true;
+}
+
 int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn path_fn, void *ctx,
 		      struct symbolize_stats *st)
 {
+	const struct symbolize_src src = { .path = path_fn, .ctx = ctx };
+
+	return symbolize_profile_src(p, sym, &src, st);
+}
+
+int symbolize_profile_src(struct profile *p, struct symbolizer *sym,
+			  const struct symbolize_src *src, struct symbolize_stats *st)
+{
 	struct objstate *os = calloc(p->objects.n, sizeof(*os));
+	object_path_fn path_fn = src->path;
+	void *ctx = src->ctx;
+	struct pm_maps pm = { 0 };
 	int err = 0;
 
 	memset(st, 0, sizeof(*st));
@@ -189,8 +267,10 @@ int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn 
 		struct location *l = &p->locations.v[i];
 		struct sym_result r = { 0 };
 		const char *path = NULL;
+		uint64_t start;
 		uint32_t module;
 		uint8_t kind;
+		bool jit;
 
 		if (l->frame_n)
 			continue;
@@ -201,9 +281,24 @@ int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn 
 			err = add_one(p, l, profile__intern(p, "[uprobes]"), "[uretprobe trampoline]",
 				      FRAME_SPECIAL);
 			st->named++;
+		} else if ((jit = jit_mapping(p, l, &start))) {
+			char name[64];
+
+			snprintf(name, sizeof(name), JIT_ANON_PREFIX "%#" PRIx64, start);
+			/* Nothing names this code, not even who runs it: unknown. */
+			err = add_one(p, l, profile__intern(p, "[jit]"), name, FRAME_UNKNOWN);
+			st->unknown++;
 		} else if (!resolve(p, sym, l, path, &r, &module, &kind, path_fn, ctx) && r.n) {
 			err = add_frames(p, l, &r, module, kind);
 			st->named++;
+		} else if (p->objects.v[l->object].kind == OBJ_PERFMAP &&
+			   perfmap_mapping(p, src, &pm, l, &start)) {
+			/* Code the perf map does not list: one row per mapping, not per address. */
+			char name[64];
+
+			snprintf(name, sizeof(name), JIT_ANON_PREFIX "%#" PRIx64, start);
+			err = add_one(p, l, module, name, FRAME_UNKNOWN);
+			st->unknown++;
 		} else {
 			err = add_unknown(p, l, module,
 					  p->objects.v[l->object].kind == OBJ_ELF ? &os[l->object] : NULL);
@@ -216,5 +311,6 @@ int symbolize_profile(struct profile *p, struct symbolizer *sym, object_path_fn 
 	for (size_t i = 0; i < p->objects.n; i++)
 		cfi_table__free(os[i].cfi);
 	free(os);
+	free(pm.v);
 	return err;
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * JIT symbols from perf map files (/tmp/perf-PID.map): "START SIZE name"
- * lines, hex. A JIT appends as it compiles, so a miss re-reads a file that
- * has changed since it was read.
+ * lines, hex; or from a jitdump file (jit-PID.dump, perf's binary format:
+ * a header and JIT_CODE_LOAD / JIT_CODE_MOVE records). A JIT appends as it
+ * compiles, so a miss re-reads a file that has changed since it was read.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -41,6 +42,100 @@ static int parse_line(struct symtab *t, char *line, uint32_t order)
 	return symtab__add(t, start, start + size, p, len, 0, 0, order);
 }
 
+/* perf's jitdump format (tools/perf/Documentation/jitdump-specification.txt), little-endian. */
+#define JITDUMP_MAGIC 0x4a695444u /* "JiTD" */
+#define JITDUMP_HDR_MIN 40
+#define JIT_CODE_LOAD 0
+#define JIT_CODE_MOVE 1
+#define JITDUMP_MAX (1ull << 30) /* a bigger file is not read */
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* The name of the newest entry at addr among the last ones added (a code move's source). */
+static const char *recent_name(const struct symtab *t, uint64_t addr, size_t *len)
+{
+	for (size_t i = t->n, k = 0; i-- > 0 && k < 4096; k++) {
+		if (t->ents[i].addr == addr) {
+			*len = strlen(t->strs + t->ents[i].name);
+			return t->strs + t->ents[i].name;
+		}
+	}
+	return NULL;
+}
+
+/* Records of a jitdump file; one that runs past the end (still being written) ends it. */
+static int parse_jitdump(struct symtab *t, const uint8_t *d, size_t size)
+{
+	size_t off = rd32(d + 8); /* header size */
+	uint32_t order = 0;
+	int err = 0;
+
+	if (off < JITDUMP_HDR_MIN || off > size)
+		return -EINVAL;
+	while (!err && size - off >= 16) {
+		uint32_t id = rd32(d + off), len = rd32(d + off + 4);
+		const uint8_t *r = d + off + 16;
+
+		if (len < 16 || len > size - off)
+			break;
+		if (id == JIT_CODE_LOAD && len >= 16 + 40) {
+			uint64_t addr = rd64(r + 16), csize = rd64(r + 24);
+			const uint8_t *name = r + 40, *nul = memchr(name, 0, len - 16 - 40);
+
+			if (nul && nul > name && csize && addr + csize > addr)
+				err = symtab__add(t, addr, addr + csize, (const char *)name,
+						  (size_t)(nul - name), 0, 0, ++order);
+		} else if (id == JIT_CODE_MOVE && len >= 16 + 48) {
+			uint64_t from = rd64(r + 16), to = rd64(r + 24), csize = rd64(r + 32);
+			size_t nlen = 0;
+			const char *name = recent_name(t, from, &nlen);
+			char copy[256];
+
+			/* The name lives in t's string table, which adding may move. */
+			if (name && csize && to + csize > to) {
+				nlen = nlen < sizeof(copy) ? nlen : sizeof(copy) - 1;
+				memcpy(copy, name, nlen);
+				err = symtab__add(t, to, to + csize, copy, nlen, 0, 0, ++order);
+			}
+		}
+		off += len;
+	}
+	return err;
+}
+
+static int read_jitdump(struct symtab *t, FILE *f, const struct stat *st)
+{
+	uint8_t *d;
+	int err;
+
+	if (st->st_size < JITDUMP_HDR_MIN || (uint64_t)st->st_size > JITDUMP_MAX)
+		return -EINVAL;
+	d = malloc((size_t)st->st_size);
+	if (!d)
+		return -ENOMEM;
+	rewind(f);
+	if (fread(d, 1, (size_t)st->st_size, f) != (size_t)st->st_size)
+		err = -EIO;
+	else
+		err = parse_jitdump(t, d, (size_t)st->st_size);
+	free(d);
+	return err;
+}
+
 static int read_map(struct perfmap *m)
 {
 	struct symtab t;
@@ -63,6 +158,15 @@ static int read_map(struct perfmap *m)
 		err = -errno;
 		goto out;
 	}
+	{
+		uint8_t magic[4];
+
+		if (fread(magic, 1, 4, f) == 4 && rd32(magic) == JITDUMP_MAGIC)
+			err = read_jitdump(&t, f, &m->st);
+		else
+			rewind(f);
+	}
+	/* A jitdump was read to its end: no lines follow. */
 	while (!err && getline(&line, &cap, f) > 0)
 		err = parse_line(&t, line, (uint32_t)++lines);
 	if (!err && ferror(f))

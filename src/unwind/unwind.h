@@ -42,6 +42,18 @@ enum unwind_stop {
 	UNWIND_UNMAPPED,       /* a return address in no known mapping */
 };
 
+/* What the address space holds around an address, as stack scanning sees it. */
+enum unwind_span_kind {
+	UNWIND_SPAN_NONE = 0,  /* no executable mapping */
+	UNWIND_SPAN_FILE,      /* an executable mapping of a file (ELF code) */
+	UNWIND_SPAN_OTHER,     /* executable but no file: JIT code, the vDSO */
+};
+
+struct unwind_span {
+	uint64_t lo, hi; /* the mapping holding the address, or the gap around it */
+	uint8_t kind;	 /* enum unwind_span_kind */
+};
+
 struct unwind_map_ops {
 	/*
 	 * Finds what covers pc: *table (NULL when the object has no CFI, e.g.
@@ -49,6 +61,14 @@ struct unwind_map_ops {
 	 * when pc lies in no executable mapping.
 	 */
 	bool (*find)(void *ctx, uint64_t pc, const struct cfi_table **table, uint64_t *bias);
+	/*
+	 * Stack scanning (both NULL: no scanning). span runs for many stack words
+	 * per sample, so it must be cheap and must not read the process's maps
+	 * again. code_before copies the len bytes just below pc from the file
+	 * mapped there (or the process's memory) and returns false when it cannot.
+	 */
+	void (*span)(void *ctx, uint64_t addr, struct unwind_span *out);
+	bool (*code_before)(void *ctx, uint64_t pc, uint8_t *buf, size_t len);
 };
 
 /*
@@ -60,5 +80,30 @@ struct unwind_map_ops {
 int unwind_stack(const struct unwind_map_ops *ops, void *ctx, const struct unwind_regs *regs,
 		 const uint8_t *stack, size_t stack_len, uint64_t *ips, int max,
 		 enum unwind_stop *why);
+
+/* marks[i] of a frame whose return address was found by scanning the stack. */
+#define UNWIND_MARK_SCANNED 0x1
+
+/* Stack words one unwind may examine when scanning, unless told otherwise. */
+#define UNWIND_SCAN_WORDS 2048
+
+struct unwind_result {
+	enum unwind_stop why;
+	unsigned int scanned; /* frames found by scanning */
+	unsigned int words;   /* stack words scanning examined */
+};
+
+/*
+ * unwind_stack, and where a frame has no CFI (JIT code, a function without
+ * unwind info) or its CFA needs an rbp that is unknown: scans the snapshot
+ * upwards for the caller's return address (docs/unwinding.md, "Stack
+ * scanning"). A candidate must lie in an executable file mapping, follow a
+ * call instruction and start a CFI chain that holds for a few frames. At most
+ * scan_words stack words are examined in all. marks (may be NULL) gets one
+ * byte per ip.
+ */
+int unwind_stack_scan(const struct unwind_map_ops *ops, void *ctx, const struct unwind_regs *regs,
+		      const uint8_t *stack, size_t stack_len, unsigned int scan_words,
+		      uint64_t *ips, uint8_t *marks, int max, struct unwind_result *res);
 
 #endif

@@ -60,6 +60,22 @@ printf '%s\n' "7f0000001000 40 jit_add" "7f0000001040 80 Interpreter::run(int)" 
 	"7f00000010c0 1c LazyCompile:*foo /app/x.js:10:3" "7f0000002000 1000 [stub] big" \
 	"7f0000001050 10 overlapping" >"$c/perfmap/basic.map"
 printf '7f0000003000 20 grown_later\r\nzz bad line\n7f0000003020 0 zero_size\n' >"$c/perfmap/mixed.map"
+# A jitdump: two code loads at one address (the later wins), a move, a record of another kind.
+python3 - "$c/perfmap/node.dump" <<'PY'
+import struct, sys
+def load(addr, size, name):
+    body = struct.pack("<IIQQQQ", 1, 1, addr, addr, size, 0) + name + b"\0" + b"\xc3" * 4
+    return struct.pack("<IIQ", 0, 16 + len(body), 0) + body
+def move(old, new, size):
+    body = struct.pack("<IIQQQQQ", 1, 1, new, old, new, size, 0)
+    return struct.pack("<IIQ", 1, 16 + len(body), 0) + body
+out = struct.pack("<IIIIIIQQ", 0x4a695444, 1, 40, 62, 0, 1, 0, 0)
+out += load(0x7f0000001000, 0x40, b"LazyCompile:*foo /app/x.js:1:1")
+out += load(0x7f0000002000, 0x20, b"old") + load(0x7f0000002000, 0x20, b"Builtin:new")
+out += struct.pack("<IIQ", 2, 24, 0) + b"\0" * 8
+out += move(0x7f0000001000, 0x7f0000004000, 0x40)
+open(sys.argv[1], "wb").write(out)
+PY
 printf '%s\n' "ffffffff81000000 T _stext" "ffffffff81000000 T startup_64" \
 	"ffffffff81001000 t early_fn" "ffffffff81002000 W weak_fn" "ffffffff81003000 D data_sym" \
 	"ffffffffc0000000 t ext4_fn\t[ext4]" "ffffffffc0001000 T ext4_other\t[ext4]" \

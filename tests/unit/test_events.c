@@ -6,6 +6,8 @@
 #include "eprof_abi.h"
 #include "record/events.h"
 #include "record/proc.h"
+#include "record/symbolize.h"
+#include "sym/symbolizer.h"
 
 static char proc_root[PATH_MAX];
 
@@ -283,6 +285,79 @@ static void test_exiting_process_keeps_maps(void **state)
 	fx_free(&fx);
 }
 
+/* The frame names of the location of a sample's stack node at depth d (1 = root). */
+static const struct frame *frame_at(const struct profile *p, uint32_t leaf, uint32_t depth,
+				    const struct location **loc)
+{
+	const struct stack_node *n = &p->stacks.v[leaf];
+	uint32_t nf;
+
+	while (n->depth > depth)
+		n = &p->stacks.v[n->parent];
+	*loc = &p->locations.v[n->loc];
+	return profile__loc_frames(p, n->loc, &nf);
+}
+
+/*
+ * Anonymous executable memory (JIT code without a perf map): every address of
+ * a mapping is one location, named after the module that calls into it, or
+ * "[jit] anon@START" when no sample shows a caller.
+ */
+static void test_jit_mapping(void **state)
+{
+	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+	const struct location *l1, *l2, *l3;
+	const struct frame *f;
+	struct symbolize_stats st;
+	struct symbolizer *sym;
+	struct fixture fx;
+	struct sample_ev e;
+
+	snprintf(dir, sizeof(dir), "%s/200", proc_root);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/maps", dir);
+	write_file(path, "00400000-00500000 r-xp 00001000 08:01 1234   /usr/bin/true\n"
+			 "7f0000000000-7f0000010000 r-xp 00000000 00:00 0 \n"
+			 "7f0000020000-7f0000021000 rwxp 00000000 00:00 0   [anon:jit]\n");
+	fx_init(&fx);
+	make_sample(&e, 0, 2);
+	e.s.h.pid = e.s.h.tid = 200;
+	e.ips[0] = 0x7f0000000100; /* generated code ... */
+	e.ips[1] = 0x400200;	   /* ... called from /usr/bin/true */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	e.ips[0] = 0x7f000000ff00; /* elsewhere in the same mapping */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	make_sample(&e, 0, 1);
+	e.s.h.pid = e.s.h.tid = 200;
+	e.ips[0] = 0x7f0000020010; /* another mapping, no caller seen */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->samples.n, 3);
+
+	f = frame_at(fx.p, fx.p->samples.v[0].stack, 2, &l1);
+	assert_int_equal(l1->addr, 0x7f0000000000);
+	assert_non_null(f);
+	assert_string_equal(profile__str(fx.p, f->name), "[jit] true");
+	assert_int_equal(f->kind, FRAME_JIT);
+	frame_at(fx.p, fx.p->samples.v[1].stack, 2, &l2);
+	assert_ptr_equal(l1, l2); /* one location for the whole mapping */
+	f = frame_at(fx.p, fx.p->samples.v[2].stack, 1, &l3);
+	assert_int_equal(l3->addr, 0x7f0000020000);
+	assert_null(f);
+
+	sym = symbolizer__new(NULL);
+	assert_non_null(sym);
+	assert_int_equal(symbolize_profile(fx.p, sym, NULL, NULL, &st), 0);
+	f = frame_at(fx.p, fx.p->samples.v[2].stack, 1, &l3);
+	assert_non_null(f);
+	assert_string_equal(profile__str(fx.p, f->name), "[jit] anon@0x7f0000020000");
+	assert_int_equal(f->kind, FRAME_UNKNOWN);
+	/* Named at record time: symbolization leaves it. */
+	f = frame_at(fx.p, fx.p->samples.v[0].stack, 2, &l1);
+	assert_string_equal(profile__str(fx.p, f->name), "[jit] true");
+	symbolizer__free(sym);
+	fx_free(&fx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -292,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_process_events),
 		cmocka_unit_test(test_cfi_budget),
 		cmocka_unit_test(test_exiting_process_keeps_maps),
+		cmocka_unit_test(test_jit_mapping),
 	};
 
 	return cmocka_run_group_tests(tests, setup_proc, NULL);

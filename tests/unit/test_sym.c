@@ -786,6 +786,100 @@ static void test_perfmap(void **state)
 	symbolizer__free(s);
 }
 
+/* jitdump records (perf's format): a LOAD names code, a MOVE moves it. */
+static size_t jd_load(uint8_t *b, uint64_t addr, uint64_t size, const char *name)
+{
+	size_t nlen = strlen(name) + 1, len = 16 + 40 + nlen + 4; /* 4 bytes of "code" */
+	uint32_t id = 0, len32 = (uint32_t)len, pid = 123;
+
+	memset(b, 0, len);
+	memcpy(b, &id, 4);
+	memcpy(b + 4, &len32, 4);
+	memcpy(b + 16, &pid, 4);
+	memcpy(b + 16 + 8, &addr, 8);  /* vma */
+	memcpy(b + 16 + 16, &addr, 8); /* code_addr */
+	memcpy(b + 16 + 24, &size, 8);
+	memcpy(b + 16 + 40, name, nlen);
+	return len;
+}
+
+static size_t jd_move(uint8_t *b, uint64_t from, uint64_t to, uint64_t size)
+{
+	uint32_t id = 1, len = 16 + 48;
+
+	memset(b, 0, len);
+	memcpy(b, &id, 4);
+	memcpy(b + 4, &len, 4);
+	memcpy(b + 16 + 16, &from, 8);
+	memcpy(b + 16 + 24, &to, 8);
+	memcpy(b + 16 + 32, &size, 8);
+	return len;
+}
+
+static void expect_jit(struct symbolizer *s, const char *path, uint64_t addr, const char *name)
+{
+	struct sym_result r;
+	int err = symbolizer__perfmap(s, path, addr, &r);
+
+	if (!name) {
+		assert_int_equal(err, -ENOENT);
+		return;
+	}
+	assert_int_equal(err, 0);
+	assert_string_equal(r.frames[0].name, name);
+	sym_result__free(&r);
+}
+
+static void test_jitdump(void **state)
+{
+	struct symbolizer *s = new_sym(false, NULL);
+	static uint8_t b[4096];
+	uint32_t hdr[10] = { 0x4a695444, 1, 40, 62, 0, 123 };
+	size_t n = sizeof(hdr), cut;
+	const char *path = path_of("jit-123.dump");
+	uint32_t debug_info[4] = { 2, 16 + 8 };
+	FILE *f;
+
+	memcpy(b, hdr, sizeof(hdr));
+	n += jd_load(b + n, 0x7f0000001000, 0x100, "LazyCompile:*foo bar.js:1");
+	n += jd_load(b + n, 0x7f0000002000, 0x40, "old code");
+	memcpy(b + n, debug_info, sizeof(debug_info)); /* a record of a kind not read */
+	n += 16 + 8;
+	n += jd_load(b + n, 0x7f0000002000, 0x40, "new code");
+	n += jd_move(b + n, 0x7f0000001000, 0x7f0000005000, 0x100);
+	cut = n;
+	n += jd_load(b + n, 0x7f0000006000, 0x10, "being written");
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	/* The last record is still being written: half of it is in the file. */
+	assert_int_equal(fwrite(b, 1, cut + (n - cut) / 2, f), cut + (n - cut) / 2);
+	fclose(f);
+	expect_jit(s, path, 0x7f0000001010, "LazyCompile:*foo bar.js:1");
+	expect_jit(s, path, 0x7f0000002008, "new code");
+	expect_jit(s, path, 0x7f00000050ff, "LazyCompile:*foo bar.js:1");
+	expect_jit(s, path, 0x7f0000005100, NULL);
+	expect_jit(s, path, 0x7f0000006004, NULL);
+	/* The JIT finishes the record: the next miss reads it. */
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, n, f), n);
+	fclose(f);
+	expect_jit(s, path, 0x7f0000006004, "being written");
+	/* A header that claims more than the file holds is no jitdump. */
+	hdr[2] = 4096;
+	f = fopen(path_of("jit-124.dump"), "wb");
+	assert_non_null(f);
+	fwrite(hdr, 1, sizeof(hdr), f);
+	fclose(f);
+	{
+		struct sym_result r;
+
+		assert_int_equal(symbolizer__perfmap(s, path_of("jit-124.dump"), 0x7f0000001010,
+						     &r), -EINVAL);
+	}
+	symbolizer__free(s);
+}
+
 static void test_vdso(void **state)
 {
 	struct symbolizer *s;
@@ -1026,6 +1120,7 @@ int main(void)
 	    cmocka_unit_test(test_garbage_files),
 	    cmocka_unit_test(test_kallsyms),
 	    cmocka_unit_test(test_perfmap),
+	    cmocka_unit_test(test_jitdump),
 	    cmocka_unit_test(test_vdso),
 	    cmocka_unit_test(test_libc_debug),
 	    cmocka_unit_test(test_uprobes_page),

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "unwind/cfi.h"
+#include "unwind/insn.h"
 #include "unwind/unwind.h"
 
 #define FIX_DIR TEST_SRC_DIR "/fixtures/unwind"
@@ -351,9 +352,11 @@ static void parse_maps(struct dump *d, char *text, const char *const *dbg)
 		m->hi = hi;
 		m->off = off;
 		snprintf(m->path, sizeof(m->path), "%s", line + pos);
-		if (m->path[0] != '/' && strcmp(m->path, "[vdso]"))
+		/* Anonymous executable memory (JIT code) is kept: mapped, no CFI, no symbols. */
+		if (m->path[0] == '[' && strcmp(m->path, "[vdso]"))
 			continue;
-		load_map(m, dbg);
+		if (m->path[0])
+			load_map(m, dbg);
 		d->n++;
 	}
 }
@@ -417,6 +420,58 @@ static bool find(void *ctx, uint64_t pc, const struct cfi_table **t, uint64_t *b
 }
 
 static const struct unwind_map_ops ops = { .find = find };
+
+/* Stack scanning's view of the dump's maps: a file mapping, other code, or a gap. */
+static void span(void *ctx, uint64_t addr, struct unwind_span *out)
+{
+	struct dump *d = ctx;
+
+	out->lo = 0;
+	out->hi = UINT64_MAX;
+	out->kind = UNWIND_SPAN_NONE;
+	for (int i = 0; i < d->n; i++) {
+		const struct map *m = &d->maps[i];
+
+		if (addr >= m->lo && addr < m->hi) {
+			out->lo = m->lo;
+			out->hi = m->hi;
+			out->kind = m->path[0] == '/' ? UNWIND_SPAN_FILE : UNWIND_SPAN_OTHER;
+			return;
+		}
+		if (m->hi <= addr && m->hi > out->lo)
+			out->lo = m->hi;
+		if (m->lo > addr && m->lo < out->hi)
+			out->hi = m->lo;
+	}
+}
+
+/* The return addresses code_before was asked about, in order. */
+static uint64_t code_reads_at[64];
+static unsigned code_reads;
+
+static bool code_before(void *ctx, uint64_t pc, uint8_t *buf, size_t len)
+{
+	struct map *m = map_of(ctx, pc);
+	uint64_t off;
+	bool ok;
+	int fd;
+
+	if (!m || m->path[0] != '/' || pc - m->lo + m->off < len)
+		return false;
+	off = pc - m->lo + m->off - len;
+	fd = open(m->path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	ok = pread(fd, buf, len, (off_t)off) == (ssize_t)len;
+	close(fd);
+	if (code_reads < 64)
+		code_reads_at[code_reads] = pc;
+	code_reads++;
+	return ok;
+}
+
+static const struct unwind_map_ops scan_ops = { .find = find, .span = span,
+						.code_before = code_before };
 
 /* Names the frames; return addresses are looked up at ra-1, inside the call. */
 static int unwind_names(struct dump *d, const char **names, uint64_t *ips, enum unwind_stop *why)
@@ -551,6 +606,209 @@ static void test_fp_fallback(void **state)
 	assert_true(!r || r->cfa == CFI_CFA_NONE);
 	check_chain(d, want, 4);
 	free_dump(d);
+}
+
+/* x86-64 call forms before a return address, and bytes that are no call. */
+static void test_call_decode(void **state)
+{
+	static const struct {
+		uint8_t bytes[X86_CALL_MAX_LEN];
+		size_t len;
+		enum x86_call want;
+	} cases[] = {
+		{ { 0xe8, 0x10, 0x00, 0x00, 0x00 }, 5, X86_CALL_DIRECT },	/* call rel32 */
+		{ { 0xff, 0xd0 }, 2, X86_CALL_INDIRECT },			/* call *%rax */
+		{ { 0x41, 0xff, 0xd3 }, 3, X86_CALL_INDIRECT },		/* call *%r11 */
+		{ { 0x3e, 0xff, 0xd0 }, 3, X86_CALL_INDIRECT },		/* notrack call *%rax */
+		{ { 0xff, 0x10 }, 2, X86_CALL_INDIRECT },			/* call *(%rax) */
+		{ { 0xff, 0x50, 0x08 }, 3, X86_CALL_INDIRECT },		/* call *0x8(%rax) */
+		{ { 0xff, 0x54, 0x24, 0x08 }, 4, X86_CALL_INDIRECT },	/* call *0x8(%rsp) */
+		{ { 0xff, 0x15, 1, 2, 3, 4 }, 6, X86_CALL_INDIRECT },	/* call *rel(%rip) */
+		{ { 0xff, 0x14, 0x25, 1, 2, 3, 4 }, 7, X86_CALL_INDIRECT }, /* call *abs32 */
+		{ { 0x41, 0xff, 0x94, 0x24, 1, 2, 3, 4 }, 8, X86_CALL_INDIRECT }, /* *d32(%r12) */
+		{ { 0x90, 0x90, 0x90, 0xc3 }, 4, X86_CALL_NONE },		/* nop; ret */
+		{ { 0xff, 0xe0 }, 2, X86_CALL_NONE },				/* jmp *%rax */
+		{ { 0xff, 0x15, 1, 2, 3 }, 5, X86_CALL_NONE },		/* cut short */
+		{ { 0x48, 0x83, 0xc4, 0x08 }, 4, X86_CALL_NONE },		/* add $8,%rsp */
+		{ { 0xff }, 1, X86_CALL_NONE },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		uint8_t code[16];
+		int32_t rel = 0;
+
+		/* The bytes end right before the return address, after unrelated code. */
+		memset(code, 0xcc, sizeof(code));
+		memcpy(code + sizeof(code) - cases[i].len, cases[i].bytes, cases[i].len);
+		assert_int_equal(x86_call_before(code, sizeof(code), &rel), cases[i].want);
+		if (cases[i].want == X86_CALL_DIRECT)
+			assert_int_equal(rel, 0x10);
+	}
+	/* Nothing read before the buffer: short buffers are fine. */
+	assert_int_equal(x86_call_before((const uint8_t[]){ 0xff, 0xd0 }, 2, &(int32_t){ 0 }),
+			 X86_CALL_INDIRECT);
+	assert_int_equal(x86_call_before((const uint8_t[]){ 0xd0 }, 1, &(int32_t){ 0 }),
+			 X86_CALL_NONE);
+}
+
+/*
+ * Generated code without CFI between c_jit and jit_mid: plain DWARF stops
+ * there; scanning finds jit_mid's return address and passes over the decoys in
+ * the generated frame (a stale return address after a direct call, a stack
+ * address). Returns the dump; names the chain into names.
+ */
+static struct dump *jit_scan(const char *mode, const char *mid, const char **names, int *nout)
+{
+	const char *const want[] = { "c_jit", "?", mid, "a_jit", "main" };
+	struct dump *d = fixture_dump("chain", mode, NULL);
+	uint64_t ips[MAX_FRAMES];
+	uint8_t marks[MAX_FRAMES];
+	struct unwind_result res;
+	enum unwind_stop why;
+	struct map *m;
+	int n;
+
+	n = unwind_stack(&ops, d, &d->regs, d->stack, d->len, ips, MAX_FRAMES, &why);
+	assert_int_equal(n, 2);
+	assert_int_equal(why, UNWIND_NO_CFI);
+	m = map_of(d, ips[1]);
+	assert_non_null(m);
+	assert_null(m->t); /* the second frame really is in code without CFI */
+
+	code_reads = 0;
+	n = unwind_stack_scan(&scan_ops, d, &d->regs, d->stack, d->len, UNWIND_SCAN_WORDS, ips,
+			      marks, MAX_FRAMES, &res);
+	assert_true(n >= 8);
+	for (int i = 0; i < n; i++) {
+		m = map_of(d, ips[i]);
+		names[i] = m ? sym_name(&m->st, ips[i] - m->bias - (i ? 1 : 0)) : "?";
+		fprintf(stderr, "  #%-2d %#14llx %-28s %s%s\n", i, (unsigned long long)ips[i],
+			names[i], m ? m->path : "", marks[i] & UNWIND_MARK_SCANNED ? " (scanned)" : "");
+		assert_string_not_equal(names[i], "stale_ra");
+		assert_string_not_equal(names[i], "ret_addr");
+		assert_int_equal(marks[i], i == 2 ? UNWIND_MARK_SCANNED : 0);
+	}
+	for (int i = 0; i < 5; i++)
+		assert_string_equal(names[i], want[i]);
+	assert_string_equal(names[n - 1], "_start");
+	assert_int_equal(res.why, UNWIND_END);
+	assert_int_equal(res.scanned, 1);
+	/* 3 pushes and 8 words of locals lie between the callee's frame and the return address. */
+	assert_true(res.words >= 12 && res.words < 64);
+	*nout = n;
+
+	/* The word limit holds. */
+	n = unwind_stack_scan(&scan_ops, d, &d->regs, d->stack, d->len, 8, ips, marks, MAX_FRAMES,
+			      &res);
+	assert_int_equal(n, 2);
+	assert_int_equal(res.why, UNWIND_NO_CFI);
+	assert_int_equal(res.words, 8);
+	/* Scanning again to leave code_reads_at as the full scan had it. */
+	code_reads = 0;
+	unwind_stack_scan(&scan_ops, d, &d->regs, d->stack, d->len, UNWIND_SCAN_WORDS, ips, marks,
+			  MAX_FRAMES, &res);
+	return d;
+}
+
+/* jit_mid's CFA is rbp-based: its rbp comes from the generated code's save slot. */
+static void test_jit_scan_rbp(void **state)
+{
+	const char *names[MAX_FRAMES];
+	uint64_t ips[MAX_FRAMES];
+	enum unwind_stop why;
+	struct dump *d = jit_scan("jit", "jit_mid", names, &(int){ 0 });
+	struct map *m = NULL;
+	uint64_t ra = 0;
+
+	(void)why;
+	(void)ips;
+	/* The accepted return address is the last code read: check the rule found there. */
+	assert_true(code_reads >= 1 && code_reads <= 64);
+	ra = code_reads_at[code_reads - 1];
+	m = map_of(d, ra);
+	assert_non_null(m);
+	assert_string_equal(sym_name(&m->st, ra - 1 - m->bias), "jit_mid");
+	assert_int_equal(cfi_lookup(m->t, ra - 1 - m->bias)->cfa, CFI_CFA_RBP);
+	free_dump(d);
+}
+
+/*
+ * A stale return address (left by an earlier direct call to a function with
+ * CFI) placed where its CFI chain runs straight into the real caller's: only
+ * the call check (the call targets a function with CFI, so it made some other
+ * frame) tells it from the real one.
+ */
+static void test_jit_scan_stale(void **state)
+{
+	const char *names[MAX_FRAMES];
+	uint64_t ips[MAX_FRAMES], stale = 0, real, *words;
+	struct dump *d = jit_scan("jitrsp", "jit_mid_rsp", names, &(int){ 0 });
+	size_t nw = d->len / 8, at_stale = 0, at_real = 0;
+	const struct cfi_rule *r;
+	struct unwind_result res;
+	bool stale_checked = false;
+	struct map *m;
+	int n;
+
+	n = unwind_stack_scan(&scan_ops, d, &d->regs, d->stack, d->len, UNWIND_SCAN_WORDS, ips,
+			      NULL, MAX_FRAMES, &res);
+	assert_true(n > 3);
+	real = ips[2];
+	words = (uint64_t *)(void *)d->stack;
+	/* The generated frame holds the stale word (decoy1), below the real return address. */
+	for (size_t i = 0; i < nw && !at_real; i++) {
+		m = map_of(d, words[i]);
+		if (!stale && m && m->path[0] == '/' &&
+		    !strcmp(sym_name(&m->st, words[i] - 1 - m->bias), "stale_ra")) {
+			stale = words[i];
+			at_stale = i;
+		}
+		if (stale && words[i] == real)
+			at_real = i;
+	}
+	assert_true(stale && at_real > at_stale);
+	m = map_of(d, stale);
+	r = cfi_lookup(m->t, stale - 1 - m->bias);
+	assert_non_null(r);
+	assert_int_equal(r->cfa, CFI_CFA_RSP);
+	/* stale's return address lies at its slot + cfa_off: put it where that is the real one. */
+	assert_true(r->cfa_off >= 8 && (r->cfa_off & 7) == 0 &&
+		    (size_t)r->cfa_off / 8 <= at_real - at_stale);
+	words[at_real - (size_t)r->cfa_off / 8] = stale;
+
+	code_reads = 0;
+	n = unwind_stack_scan(&scan_ops, d, &d->regs, d->stack, d->len, UNWIND_SCAN_WORDS, ips,
+			      NULL, MAX_FRAMES, &res);
+	assert_true(n > 3);
+	assert_true(ips[2] == real);
+	assert_int_equal(res.why, UNWIND_END);
+	for (unsigned i = 0; i < code_reads && i < 64; i++)
+		stale_checked |= code_reads_at[i] == stale;
+	assert_true(stale_checked);
+	free_dump(d);
+}
+
+/* Scanning changes nothing where CFI or frame pointers carry the unwind. */
+static void test_scan_unneeded(void **state)
+{
+	static const char *const modes[] = { "chain", "fp", "plt", "signal" };
+
+	for (size_t k = 0; k < sizeof(modes) / sizeof(*modes); k++) {
+		struct dump *d = fixture_dump("chain", modes[k], NULL);
+		uint64_t a[MAX_FRAMES], b[MAX_FRAMES];
+		struct unwind_result res;
+		enum unwind_stop why;
+		int na, nb;
+
+		na = unwind_stack(&ops, d, &d->regs, d->stack, d->len, a, MAX_FRAMES, &why);
+		nb = unwind_stack_scan(&scan_ops, d, &d->regs, d->stack, d->len,
+				       UNWIND_SCAN_WORDS, b, NULL, MAX_FRAMES, &res);
+		assert_int_equal(na, nb);
+		assert_memory_equal(a, b, (size_t)na * sizeof(*a));
+		assert_int_equal(why, res.why);
+		assert_int_equal(res.scanned, 0);
+		free_dump(d);
+	}
 }
 
 static void test_plt_call(void **state)
@@ -1103,6 +1361,10 @@ int main(void)
 		cmocka_unit_test(test_load_errors),
 		cmocka_unit_test(test_chain),
 		cmocka_unit_test(test_fp_fallback),
+		cmocka_unit_test(test_call_decode),
+		cmocka_unit_test(test_jit_scan_rbp),
+		cmocka_unit_test(test_jit_scan_stale),
+		cmocka_unit_test(test_scan_unneeded),
 		cmocka_unit_test(test_plt_call),
 		cmocka_unit_test(test_plt_stub),
 		cmocka_unit_test(test_signal_frame),

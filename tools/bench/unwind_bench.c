@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 // Microbenchmark of src/unwind: CFI table build time and size for big ELF
 // files, row lookup cost, and ns per unwind of a real 15+ frame stack of
-// this process (own code without frame pointers + libc + ld.so).
+// this process (own code without frame pointers + libc + ld.so): plain, with
+// stack scanning on (what the recorder runs; nothing to scan on this stack),
+// and through generated code without CFI (tests/fixtures/unwind/jitcode.h),
+// which only scanning crosses.
 //
 // Build and run by hand from the repository root:
-//   gcc -std=gnu11 -D_GNU_SOURCE -O2 -fomit-frame-pointer -Isrc tools/bench/unwind_bench.c
-//       src/unwind/*.c src/util/log.c src/util/hmap.c src/util/elf_layout.c -lelf \
-//       -o /tmp/unwind_bench
-//   /tmp/unwind_bench [ELF...]
+//   gcc -std=gnu11 -D_GNU_SOURCE -O2 -fomit-frame-pointer -Isrc -Itests/fixtures \
+//       tools/bench/unwind_bench.c src/unwind/*.c src/util/log.c src/util/hmap.c \
+//       src/util/elf_layout.c -lelf -o /tmp/unwind_bench
+//   /tmp/unwind_bench [--unwind-only | --only plain|scan] [ELF...]
 // Without arguments it measures libc, /usr/bin/python3.11 and gcc's cc1.
 #include <elf.h>
 #include <link.h>
@@ -19,6 +22,7 @@
 
 #include "unwind/cfi.h"
 #include "unwind/unwind.h"
+#include "unwind/jitcode.h"
 
 #define DEPTH 15
 #define SNAP 32768
@@ -162,39 +166,149 @@ __attribute__((noinline)) static void capture(void)
 	sink++;
 }
 
-__attribute__((noinline)) static void recurse(int n)
+static jit_fn jit;
+
+__attribute__((noinline)) static void recurse(int n, bool through_jit)
 {
 	if (n)
-		recurse(n - 1);
+		recurse(n - 1, through_jit);
+	else if (through_jit)
+		jit(capture, 1, 0, 0); /* generated code without CFI, calling capture */
 	else
 		capture();
 	sink++;
 }
 
-static void bench_unwind(void)
+#ifdef UNWIND_MARK_SCANNED
+/* The recorder's span: objects' code, the generated code's page, gaps between. */
+static void span(void *ctx __attribute__((unused)), uint64_t addr, struct unwind_span *out)
 {
-	const struct unwind_map_ops ops = { .find = find };
+	uint64_t j = (uint64_t)(uintptr_t)jit;
+
+	out->lo = 0;
+	out->hi = UINT64_MAX;
+	out->kind = UNWIND_SPAN_NONE;
+	if (addr >= j && addr < j + 4096) {
+		out->lo = j;
+		out->hi = j + 4096;
+		out->kind = UNWIND_SPAN_OTHER;
+		return;
+	}
+	for (int i = 0; i < nobjs; i++) {
+		if (addr >= objs[i].lo && addr < objs[i].hi) {
+			out->lo = objs[i].lo;
+			out->hi = objs[i].hi;
+			out->kind = UNWIND_SPAN_FILE;
+			return;
+		}
+		if (objs[i].hi <= addr && objs[i].hi > out->lo)
+			out->lo = objs[i].hi;
+		if (objs[i].lo > addr && objs[i].lo < out->hi)
+			out->hi = objs[i].lo;
+	}
+}
+
+/* Own code: read in place, as the recorder's cache hit copies its cached bytes. */
+static bool code_before(void *ctx __attribute__((unused)), uint64_t pc, uint8_t *buf, size_t len)
+{
+	memcpy(buf, (const void *)(uintptr_t)(pc - len), len);
+	return true;
+}
+#endif
+
+static bool find_jit(void *ctx, uint64_t pc, const struct cfi_table **t, uint64_t *bias)
+{
+	uint64_t j = (uint64_t)(uintptr_t)jit;
+
+	if (pc >= j && pc < j + 4096) {
+		*t = NULL;
+		*bias = 0;
+		return true;
+	}
+	return find(ctx, pc, t, bias);
+}
+
+static void time_unwind(const char *what, bool scan)
+{
 	enum { N = 200000 };
 	uint64_t ips[128];
-	enum unwind_stop why;
-	int n = 0;
+	int n = 0, stop = 0;
 	double t0;
 
-	recurse(DEPTH);
+#ifdef UNWIND_MARK_SCANNED
+	const struct unwind_map_ops sops = { .find = find_jit, .span = span,
+					     .code_before = code_before };
+	struct unwind_result res;
+
+	if (scan) {
+		t0 = now_ns();
+		for (int i = 0; i < N; i++)
+			n = unwind_stack_scan(&sops, NULL, &regs, snap, snap_len, UNWIND_SCAN_WORDS,
+					      ips, NULL, 128, &res);
+		stop = res.why;
+		printf("%-44s %3d frames, stop %d, %4.0f ns per unwind (%.1f ns/frame)\n", what,
+		       n, stop, (now_ns() - t0) / N, (now_ns() - t0) / N / n);
+		return;
+	}
+#else
+	if (scan) {
+		printf("%-44s (no stack scanning in this build)\n", what);
+		return;
+	}
+#endif
+	{
+		const struct unwind_map_ops ops = { .find = find_jit };
+		enum unwind_stop why = UNWIND_END;
+
+		t0 = now_ns();
+		for (int i = 0; i < N; i++)
+			n = unwind_stack(&ops, NULL, &regs, snap, snap_len, ips, 128, &why);
+		stop = why;
+	}
+	printf("%-44s %3d frames, stop %d, %4.0f ns per unwind (%.1f ns/frame)\n", what, n, stop,
+	       (now_ns() - t0) / N, (now_ns() - t0) / N / n);
+}
+
+static const char *only; /* --only plain|scan: one timing (for instruction counts) */
+
+static void bench_unwind(void)
+{
+	jit = jit_install(1);
+	if (!jit) {
+		perror("jit_install");
+		return;
+	}
 	dl_iterate_phdr(add_obj, NULL);
-	t0 = now_ns();
-	for (int i = 0; i < N; i++)
-		n = unwind_stack(&ops, NULL, &regs, snap, snap_len, ips, 128, &why);
-	printf("unwind of this process: %d frames, stop %d, %.0f ns per unwind (%.1f ns/frame)\n",
-	       n, why, (now_ns() - t0) / N, (now_ns() - t0) / N / n);
+	recurse(DEPTH, false);
+	if (only) {
+		time_unwind(only, !strcmp(only, "scan"));
+		return;
+	}
+	time_unwind("(warm-up)", false);
+	time_unwind("unwind of this process (CFI all the way):", false);
+	time_unwind("  the same with stack scanning on:", true);
+	recurse(DEPTH, true);
+	time_unwind("through generated code, no scanning:", false);
+	time_unwind("through generated code, scanning:", true);
 	for (int i = 0; i < nobjs; i++)
 		cfi_table__free(objs[i].t);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc > 1)
-		for (int i = 1; i < argc; i++)
+	int first = 1;
+
+	if (argc > 2 && !strcmp(argv[1], "--only")) {
+		only = argv[2];
+		bench_unwind();
+		return 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "--unwind-only")) {
+		bench_unwind();
+		return 0;
+	}
+	if (argc > first)
+		for (int i = first; i < argc; i++)
 			bench_build(argv[i]);
 	else
 		for (size_t i = 0; i < sizeof(default_paths) / sizeof(*default_paths); i++)
