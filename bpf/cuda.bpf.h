@@ -61,9 +61,12 @@ struct cuda_task {
 	 * traced calls between them allowed) is the runtime calling the driver - nested - as the
 	 * depth cannot tell. */
 	__u8 rt_launch;
-	/* ... and where it was entered: a launch entered at that same stack pointer right after it
-	 * was jumped to from it (nvcc 13's __cudaLaunchKernel tail-calls cudaLaunchKernel) */
+	/* ... and which it was and where it was entered: another launch function entered at that
+	 * same stack pointer right after it was jumped to from it (nvcc 13's __cudaLaunchKernel
+	 * tail-calls cudaLaunchKernel). The same function again there is the next launch of a
+	 * loop, not nested. */
 	__u64 rt_sp, rt_ts;
+	__u16 rt_func;
 };
 
 #define CUDA_TAIL_NS 200000 /* a tail call follows its caller's entry within this */
@@ -199,7 +202,7 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 id, __u64 ck, s
 	d = t->depth;
 	nested = d > 0 || (launch && t->rt_launch && !(ck & CUDA_CK_RUNTIME)) ||
 		 (launch && t->rt_launch && regs.sp == t->rt_sp &&
-		  bpf_ktime_get_ns() - t->rt_ts < CUDA_TAIL_NS);
+		  CUDA_CK_FUNC(ck) != t->rt_func && bpf_ktime_get_ns() - t->rt_ts < CUDA_TAIL_NS);
 	if (launch)
 		t->rt_launch = 0;
 	/* A nested launch needs no stack (the outer call has it) and, in a session, no return. */
@@ -210,8 +213,11 @@ static __always_inline int cuda_entry(struct pt_regs *ctx, __u64 id, __u64 ck, s
 		if (!token) {
 			stat_inc(BSTAT_CUDA_NOSTACK);
 			t->rt_launch = !!(ck & CUDA_CK_RUNTIME);
-			t->rt_sp = regs.sp;
-			t->rt_ts = now;
+			if (!nested) { /* the outer call: what a tail call from it looks like */
+				t->rt_sp = regs.sp;
+				t->rt_ts = now;
+				t->rt_func = CUDA_CK_FUNC(ck);
+			}
 			cuda_send_entry(id, ck, now, cuda_arg(&regs, CUDA_CK_ARG(ck, CUDA_CK_PTR)),
 					nested);
 			return 1;

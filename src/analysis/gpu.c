@@ -718,6 +718,14 @@ static int analyze_events(const struct profile *p, struct gpu_summary *s, struct
  * Joined activities, and a check of the join where both sides name the kernel: the launch
  * call's kernel (its host stub or function handle) against the kernel CUPTI ran.
  */
+/* A kernel name the recorder could read only in part ends with an ellipsis. */
+static bool name_cut(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 3 && !strcmp(s + n - 3, "\u2026");
+}
+
 static void count_joined(const struct profile *p, struct gpu_summary *s, const uint32_t *launch)
 {
 	for (size_t i = 0; i < p->events.n; i++) {
@@ -730,8 +738,8 @@ static void count_joined(const struct profile *p, struct gpu_summary *s, const u
 		if (e->kind != EVK_GPU_KERNEL)
 			continue;
 		kn = gpu_launch_kernel_name(p, &p->events.v[launch[i]]);
-		if (!kn || !e->name || profile__str(p, kn)[0] == '[')
-			continue; /* a graph launch, or a launch whose kernel has no name */
+		if (!kn || !e->name || profile__str(p, kn)[0] == '[' || name_cut(profile__str(p, kn)))
+			continue; /* a graph launch, a launch whose kernel has no name or a cut one */
 		s->joined_checked++;
 		s->joined_mismatch += strcmp(profile__str(p, kn), profile__str(p, e->name)) != 0;
 	}

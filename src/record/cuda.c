@@ -573,11 +573,20 @@ static int on_handle(struct event_ctx *c, struct cuda_state *s, const struct ev_
 	if (e->in) { /* cuKernelGetFunction: the function is named after its kernel */
 		id = handle_name(s, e->h.pid, e->in);
 	} else {
+		char cut[EPROF_CUDA_NAME_LEN + 8];
+
 		memcpy(name, e->name, EPROF_CUDA_NAME_LEN);
 		name[EPROF_CUDA_NAME_LEN] = '\0';
-		d = name[0] == '_' && name[1] == 'Z' ? sym_demangle(name) : NULL;
-		id = profile__intern(c->p, d && *d ? d : name);
-		free(d);
+		if (strlen(name) >= EPROF_CUDA_NAME_LEN - 1) {
+			/* read cut at the BPF side's length: shown as cut (the join's name check
+			 * leaves such names out), not demangled (a cut mangled name is invalid) */
+			snprintf(cut, sizeof(cut), "%s\u2026", name);
+			id = profile__intern(c->p, cut);
+		} else {
+			d = name[0] == '_' && name[1] == 'Z' ? sym_demangle(name) : NULL;
+			id = profile__intern(c->p, d && *d ? d : name);
+			free(d);
+		}
 	}
 	return id ? hmap__put(s->handles, e->h.pid, e->out, id) : 0;
 }

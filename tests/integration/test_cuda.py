@@ -531,6 +531,12 @@ def test_cupti_long_kernel_names(ep, fake_cuda):
     record_fake(ep, fake_cuda, app="faults", args=("longname",))
     gpu = ep.report_json()["gpu"]
     assert kernel_counts(gpu) == {"a" * 1990: 3}, [k["name"][:40] for k in gpu["kernels"]]
+    # the launch side reads the name cuModuleGetFunction was given up to 256 bytes: shown cut,
+    # and left out of the join's name check rather than counted as another kernel
+    (launched,) = gpu["launched_kernels"]
+    assert launched["name"].startswith("_Z1990aaa") and launched["name"].endswith("\u2026")
+    assert gpu["activities_with_launch_stack"] == 3
+    assert (gpu["activities_launch_name_checked"], gpu["activities_launch_name_mismatch"]) == (0, 0)
 
 
 def test_cupti_sets_and_peer_copies(ep, fake_cuda):

@@ -241,9 +241,10 @@ def test_stripped_binary_groups_by_function(ep, bins, tmp_path):
     got = sorted((f["self_pct"] for f in top), reverse=True)
     for g, want in zip(got, (50, 30, 20)):
         assert abs(g - want) <= 5, got
-    # one name per function, not per address: few distinct names in the binary
+    # one name per function, not per address (2,000 samples over hundreds of addresses): no
+    # more names than the binary has functions with CFI - its own, the PLT, the start-up code
     names = {f["name"] for f in rep["functions"] if f["module"] == "hot3-stripped"}
-    assert len(names) <= 8, names
+    assert len(names) <= 12, names
     rooted = sum(c for f, c in ep.folded() if "__libc_start_call_main" in f)
     assert rooted / rep["samples"] >= 0.95
 
