@@ -406,6 +406,25 @@ static void put_device(const CUpti_ActivityDevice5 *d)
 	free((void *)d->name);
 }
 
+/* A copy, from CUpti_ActivityMemcpy6 or (peer to peer) CUpti_ActivityMemcpyPtoP4. */
+#define PUT_COPY(m, src, dst)                                                                      \
+	do {                                                                                       \
+		struct egpu_memcpy r_ = {                                                          \
+		    .r = {EGPU_MEMCPY, sizeof(r_), (m)->correlationId, (m)->start, (m)->end},      \
+		    .device = (m)->deviceId,                                                       \
+		    .context = (m)->contextId,                                                     \
+		    .stream = (m)->streamId,                                                       \
+		    .copy_kind = (m)->copyKind,                                                    \
+		    .src_kind = (m)->srcKind,                                                      \
+		    .dst_kind = (m)->dstKind,                                                      \
+		    .bytes = (m)->bytes,                                                           \
+		    .src_device = (src),                                                           \
+		    .dst_device = (dst)};                                                          \
+                                                                                                   \
+		if (!bad_times((m)->start, (m)->end))                                              \
+			put(&r_, sizeof(r_), NULL, 0);                                             \
+	} while (0)
+
 static void put_record(const CUpti_Activity *a)
 {
 	switch (a->kind) {
@@ -422,38 +441,14 @@ static void put_record(const CUpti_Activity *a)
 		break;
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const void *)a;
-		struct egpu_memcpy r = {
-		    .r = {EGPU_MEMCPY, sizeof(r), m->correlationId, m->start, m->end},
-		    .device = m->deviceId,
-		    .context = m->contextId,
-		    .stream = m->streamId,
-		    .copy_kind = m->copyKind,
-		    .src_kind = m->srcKind,
-		    .dst_kind = m->dstKind,
-		    .bytes = m->bytes,
-		    .src_device = m->deviceId,
-		    .dst_device = m->deviceId};
 
-		if (!bad_times(m->start, m->end))
-			put(&r, sizeof(r), NULL, 0);
+		PUT_COPY(m, m->deviceId, m->deviceId);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
 		const CUpti_ActivityMemcpyPtoP4 *m = (const void *)a;
-		struct egpu_memcpy r = {
-		    .r = {EGPU_MEMCPY, sizeof(r), m->correlationId, m->start, m->end},
-		    .device = m->deviceId,
-		    .context = m->contextId,
-		    .stream = m->streamId,
-		    .copy_kind = m->copyKind,
-		    .src_kind = m->srcKind,
-		    .dst_kind = m->dstKind,
-		    .bytes = m->bytes,
-		    .src_device = m->srcDeviceId,
-		    .dst_device = m->dstDeviceId};
 
-		if (!bad_times(m->start, m->end))
-			put(&r, sizeof(r), NULL, 0);
+		PUT_COPY(m, m->srcDeviceId, m->dstDeviceId);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {

@@ -99,17 +99,17 @@ struct sample {
 enum event_kind {
 	EVK_COUNTER = 1,   /* name = counter, b = value at ts (pid 0: global) */
 	EVK_LOST = 2,	   /* b samples, c other events lost in [ts - dur, ts] */
-	/* memory (issue 5) */
+	/* memory (--mem) */
 	EVK_ALLOC = 16,	   /* a = address, b = size, c = bytes this event stands for (sampling) */
 	EVK_FREE = 17,	   /* a = address of a recorded allocation */
 	EVK_MMAP = 18,	   /* a = address, b = length; flags MEM_F_REMAP: new place of an mremap */
 	EVK_MUNMAP = 19,   /* a = address, b = length; flags MEM_F_REMAP: old place of an mremap */
 	EVK_BRK = 20,	   /* a = program break before, b = after */
-	/* wall-clock (issue 6) */
+	/* wall-clock (--offcpu) */
 	EVK_OFFCPU = 32,   /* ts..ts+dur blocked; flags = state; a = waker tid; b = wakeup ts;
 			      c = waker pid; stack = blocking stack; stack2 = waker stack */
 	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost) */
-	/* GPU (issue 7) */
+	/* GPU (CUDA API and CUPTI) */
 	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = address (alloc/free) */
 	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; b = blocks<<32|threads per
 				block; c = correlation id; flags = registers per thread;
@@ -184,12 +184,12 @@ enum profile_stat {
 	STAT_UNMAPPED_ADDR,	  /* user pc in no known mapping */
 	STAT_EVENTS_LOST,	  /* non-sample events lost */
 	STAT_DECODE_ERR,	  /* malformed events from BPF */
-	/* off-CPU (issue 6) */
+	/* off-CPU (--offcpu) */
 	STAT_OFFCPU_SEEN,	  /* blocked intervals of target threads that ended */
 	STAT_OFFCPU_SHORT,	  /* ... shorter than --offcpu-min-us, not recorded */
 	STAT_OFFCPU_LOST,	  /* off-CPU or waker events dropped (ring buffer full) */
 	STAT_OFFCPU_NO_STACK,	  /* intervals recorded without stacks (over --offcpu-stack-rate) */
-	/* cuda (issue 7) */
+	/* CUDA (uprobes and CUPTI) */
 	STAT_CUDA_CALLS,	  /* CUDA API calls seen by the uprobes */
 	STAT_CUDA_NOSTACK,	  /* CUDA launches recorded without a stack (--cuda-stack-rate) */
 	STAT_CUDA_LOST,		  /* CUDA API events lost (ring buffer or in-flight map full) */
@@ -204,7 +204,7 @@ enum profile_stat {
 	STAT_PY_READ_ERR,	  /* an interpreter frame could not be read in BPF */
 	STAT_PY_TRUNC,		  /* Python stacks deeper than the 64-frame limit */
 	STAT_PY_UNKNOWN,	  /* Python frames whose code object could not be read */
-	/* memory (issue 5) */
+	/* memory (--mem) */
 	STAT_MEM_CALLS,		  /* allocation calls seen by the uprobes */
 	STAT_MEM_LOST,		  /* allocation/free events lost (ring buffer full) */
 	STAT_MEM_UNTRACKED,	  /* sampled allocations the live map could not hold */
