@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * Python frames at sample time. Userspace (src/record/python.c) finds the
- * CPython interpreters among the targets, fills py_procs with the layout of
- * each and py_threads with tid -> PyThreadState address from the
- * interpreter's thread list (refreshed every poll). on_sample() then walks
- * the thread's _PyInterpreterFrame chain here, while the frames are still
- * those that ran, and appends (code object, instruction pointer) pairs to the
- * sample; userspace reads names and lines from the target's memory later.
+ * Python frames at the time a stack is taken. Userspace (src/record/python.c)
+ * finds the CPython interpreters among the targets, fills py_procs with the
+ * layout of each and py_threads with tid -> PyThreadState address from the
+ * interpreter's thread list (refreshed every poll). on_sample(), and every
+ * other program that takes a user stack (allocations, off-CPU intervals and
+ * their wakers, CUDA calls), then walks the thread's _PyInterpreterFrame
+ * chain here, while the frames are still those that ran, and appends (code
+ * object, instruction pointer) pairs to its event; userspace reads names and
+ * lines from the target's memory later.
  */
 #ifndef EPROF_PYTHON_BPF_H
 #define EPROF_PYTHON_BPF_H
@@ -60,9 +62,15 @@ struct py_frbuf {
 	char q[PY_RNAME], f[PY_RNAME]; /* names read for a match */
 };
 
+/*
+ * One per scratch slot (enum scratch_slot), as the scratch buffers: a walk
+ * in a uprobe or a scheduler tracepoint can be interrupted by a CPU sample
+ * that walks too. The --region py: matching uses slot SLOT_SAMPLE only (CPU
+ * samples, and sched_switch, which runs with interrupts off).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, SCRATCH_SLOTS);
 	__type(key, __u32);
 	__type(value, struct py_frbuf);
 } py_frbuf SEC(".maps");
@@ -115,6 +123,7 @@ struct py_walk {
 	const struct py_proc *pp;
 	__u64 frame;
 	__u32 pid;
+	bool regions; /* note the frames of --region py: functions */
 };
 
 #include "python_region.bpf.h"
@@ -149,7 +158,7 @@ static long py_step(__u32 i, void *arg)
 		return 0;
 	}
 	code = py_field(fb, pp->fr_code);
-	if (py_nrcand)
+	if (py_nrcand && w->regions)
 		py_rnote(w, code, w->frame);
 	if ((pp->fr_is_entry != PY_NONE && py_byte(fb, pp->fr_is_entry)) ||
 	    (pp->pflags & PY_PF_ALL_ENTRY))
@@ -162,33 +171,31 @@ static long py_step(__u32 i, void *arg)
 }
 
 /*
- * Walks the current thread's interpreter frames into the per-CPU buffer,
- * leaf first. Entry frames (the first frame run by one
+ * Walks the interpreter frames of thread id into the per-CPU buffer of
+ * scratch slot slot, leaf first. Entry frames (the first frame run by one
  * _PyEval_EvalFrameDefault call) get bit 0 of code set so userspace can put
- * each group in place of its native eval frame. NULL when the thread has no
- * known thread state.
- */
-/*
- * Walks the interpreter frames of thread tid into the per-CPU buffer (and,
- * with --region py:, notes the frames of the functions asked for). NULL when
+ * each group in place of its native eval frame. With --region py:, a walk in
+ * SLOT_SAMPLE also notes the frames of the functions asked for. NULL when
  * the thread has no known thread state or the kernel has no bpf_loop.
  */
-static __always_inline struct py_frbuf *py_walk_frames(const struct py_proc *pp, __u64 id)
+static __always_inline struct py_frbuf *py_walk_frames(const struct py_proc *pp, __u64 id,
+						       __u32 slot)
 {
-	struct py_walk w = { .pp = pp, .pid = id >> 32 };
-	__u32 zero = 0, tid = (__u32)id;
+	struct py_walk w = { .pp = pp, .pid = id >> 32, .regions = slot == SLOT_SAMPLE };
+	__u32 tid = (__u32)id;
 	__u64 *tstate;
 
 	/* bpf_loop came with 5.17: on an older kernel the rest of on_sample() still loads. */
 	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
 		return NULL;
-	w.fb = bpf_map_lookup_elem(&py_frbuf, &zero);
+	w.fb = bpf_map_lookup_elem(&py_frbuf, &slot);
 	if (!w.fb)
 		return NULL;
 	w.fb->n = 0;
 	w.fb->err = 0;
 	w.fb->more = 0;
-	if (py_nrcand)
+	w.fb->gil = 0;
+	if (py_nrcand && w.regions)
 		__builtin_memset(w.fb->rframe, 0, sizeof(w.fb->rframe));
 	if (pp->pflags & PY_PF_TS_FSBASE) {
 #if defined(__TARGET_ARCH_x86)
@@ -237,13 +244,28 @@ static __always_inline void py_gil(const struct py_proc *pp, struct py_frbuf *fb
 		fb->gil |= SAMPLE_F_PY_GIL;
 }
 
-static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u64 id)
+/* Ends the records of a walk with the trailer (in the slot after the last record). */
+static __always_inline struct py_frbuf *py_seal(struct py_frbuf *fb)
 {
 	struct py_trailer *tr;
-	struct py_frbuf *fb;
-	__u32 n;
+	__u32 n = fb->n;
 
-	fb = py_walk_frames(pp, id);
+	if (n > PY_MAX_FRAMES)
+		return NULL;
+	tr = (struct py_trailer *)&fb->recs[n];
+	tr->n = n;
+	if (fb->more)
+		tr->n |= PY_TRAILER_TRUNC;
+	tr->magic = PY_TRAILER_MAGIC;
+	return fb;
+}
+
+/* A CPU sample's walk: its frames, the GIL, the --region py: observation, the counters. */
+static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u64 id)
+{
+	struct py_frbuf *fb;
+
+	fb = py_walk_frames(pp, id, SLOT_SAMPLE);
 	if (py_nrcand)
 		py_region_seen(id, bpf_ktime_get_ns(), fb != NULL);
 	if (!fb) {
@@ -251,21 +273,33 @@ static __always_inline struct py_frbuf *py_collect(const struct py_proc *pp, __u
 		return NULL;
 	}
 	stat_inc(BSTAT_PY_SAMPLES);
-	py_gil(pp, fb);
-	n = fb->n;
-	if (n > PY_MAX_FRAMES)
-		return NULL;
-	tr = (struct py_trailer *)&fb->recs[n];
-	tr->n = n;
-	if (fb->more) {
+	if (fb->more)
 		stat_inc(BSTAT_PY_TRUNC);
-		tr->n |= PY_TRAILER_TRUNC;
-	}
-	tr->magic = PY_TRAILER_MAGIC;
-	return fb;
+	py_gil(pp, fb);
+	return py_seal(fb);
 }
 
-/* Appends the collected records and trailer to the event of size bytes; returns the new size. */
+/*
+ * The walk for any other event with a stack (an allocation, an off-CPU
+ * interval or its waker, a CUDA call), made before capture_stack() like a
+ * sample's; *user_bytes shrinks so the records fit after the stack copy.
+ * NULL when the thread is not a Python thread we know.
+ */
+static __always_inline struct py_frbuf *py_event_walk(__u64 id, __u32 slot, __u32 *user_bytes)
+{
+	const struct py_proc *pp = py_lookup(id);
+	struct py_frbuf *fb;
+
+	if (!pp)
+		return NULL;
+	*user_bytes = py_user_bytes(*user_bytes);
+	fb = py_walk_frames(pp, id, slot);
+	if (!fb)
+		return NULL;
+	return py_seal(fb);
+}
+
+/* Appends the sealed records and trailer to the event of size bytes; returns the new size. */
 static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct ev_hdr *h,
 				       struct py_frbuf *fb)
 {
@@ -279,7 +313,7 @@ static __always_inline __u64 py_append(struct scratch_buf *b, __u64 size, struct
 		return size;
 	if (bpf_probe_read_kernel(b->data + size, len, fb->recs))
 		return size;
-	h->flags |= SAMPLE_F_PYTHON | fb->gil;
+	h->flags |= STACK_F_PYTHON | fb->gil;
 	size += len;
 	h->size = size;
 	return size;
@@ -324,7 +358,7 @@ int BPF_PROG(py_region_switch, bool preempt, struct task_struct *prev, struct ta
 		bpf_map_delete_elem(&py_rthreads, &ptid);
 		return 0;
 	}
-	py_region_seen(id, now, py_walk_frames(pp, id) != NULL);
+	py_region_seen(id, now, py_walk_frames(pp, id, SLOT_SAMPLE) != NULL);
 	return 0;
 }
 

@@ -1011,7 +1011,6 @@ static int py_frames(void *arg, uint32_t pid, const struct py_frame_rec *r, uint
 		locs[i] = l;
 		entry[i] = r[i].code & 1;
 	}
-	s->f->p->stats[STAT_PY_SAMPLES]++;
 	return n;
 }
 
