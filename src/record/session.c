@@ -547,6 +547,21 @@ static int poll_step(struct session *s)
 	return 0;
 }
 
+/* The features' timers: new targets' interpreters, libraries, RSS ... */
+static int poll_features(struct session *s, uint64_t t)
+{
+	const struct feature *f;
+	int err;
+
+	FOR_EACH_FEATURE(s, i, f)
+	{
+		err = f->poll ? f->poll(&s->fctx, s->fstate[i], t) : 0;
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int run_loop(struct session *s)
 {
 	uint64_t last_flush = now_ns(), last_status = 0, end = 0;
@@ -563,16 +578,9 @@ static int run_loop(struct session *s)
 		if (err)
 			break;
 		t = now_ns();
-		{
-			const struct feature *f;
-
-			FOR_EACH_FEATURE(s, i, f)
-			{
-				err = f->poll ? f->poll(&s->fctx, s->fstate[i], t) : 0;
-				if (err)
-					return err;
-			}
-		}
+		err = poll_features(s, t);
+		if (err)
+			return err;
 		if (end && t >= end) {
 			s->stop_reason = "duration reached";
 			break;
@@ -902,10 +910,20 @@ int live_open(const struct record_opts *o, struct session **out)
 
 int live_poll(struct session *s)
 {
+	int err;
+
 	/* top reads samples only: mapping rows and the maps of long-gone processes can go. */
 	s->p->mappings.n = 0;
 	proc_tracker__gc(s->tracker, now_ns());
-	return poll_step(s);
+	err = poll_step(s);
+	/* As in a record: Python's thread states, CUDA libraries mapped since the attach ... */
+	if (!err) {
+		int ferr = poll_features(s, now_ns());
+
+		if (ferr)
+			return ferr;
+	}
+	return err;
 }
 
 struct profile *live_profile(struct session *s)
