@@ -58,6 +58,8 @@ struct session {
 	int child_status;
 	bool child_done;
 	uint32_t live_targets;
+	uint8_t pid_gone[RECORD_MAX_PIDS]; /* -p targets seen to exit */
+	uint64_t next_alive_check;
 	uint64_t start_ns, stop_ns;
 	const char *stop_reason;
 	uint64_t lost_shown;
@@ -345,11 +347,49 @@ static void on_target_exit(void *arg, uint32_t pid, int32_t status)
 	struct session *s = arg;
 
 	for (size_t i = 0; i < s->o->npids; i++) {
-		if (s->o->pids[i] == pid && s->live_targets) {
+		if (s->o->pids[i] == pid && !s->pid_gone[i] && s->live_targets) {
+			s->pid_gone[i] = 1;
 			s->live_targets--;
 			log_info("process %u exited", pid);
 		}
 	}
+}
+
+/* Gone or a zombie (its parent has not reaped it yet). */
+static bool pid_exited(uint32_t pid)
+{
+	char path[64], buf[256], *rp;
+	ssize_t n;
+	int fd;
+
+	if (kill((pid_t)pid, 0) && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/*
+ * The exit of a -p target comes as an event in the ring, and a ring kept full by a
+ * flood of events (--mem=1 on an allocation-heavy target) can drop it: the record would
+ * then never stop. Once a second, a target that is gone counts as exited.
+ */
+static void check_targets_alive(struct session *s, uint64_t now)
+{
+	if (now < s->next_alive_check)
+		return;
+	s->next_alive_check = now + 1000000000ULL;
+	for (size_t i = 0; i < s->o->npids; i++)
+		if (!s->pid_gone[i] && pid_exited(s->o->pids[i]))
+			on_target_exit(s, s->o->pids[i], 0);
 }
 
 static int add_targets(struct session *s)
@@ -540,6 +580,8 @@ static int poll_step(struct session *s)
 		s->stop_reason = "command exited";
 		return 1;
 	}
+	if (s->o->npids && s->live_targets)
+		check_targets_alive(s, now_ns());
 	if (s->o->npids && !s->live_targets) {
 		s->stop_reason = "all target processes exited";
 		return 1;
