@@ -477,6 +477,16 @@ struct py_code {
 	uint8_t *lt;
 	size_t ltlen;
 	bool bad; /* not a code object */
+	/*
+	 * The last instructions seen and their locations: a function's frames come back at
+	 * the same few call sites in sample after sample, and with --mem=1 every allocation
+	 * brings its whole Python stack, so the line table is not walked for each.
+	 */
+	uint8_t next_hit;
+	struct {
+		uint64_t instr;
+		uint32_t loc;
+	} hits[4];
 };
 
 struct py_state {
@@ -910,6 +920,7 @@ static int code_read(struct py_state *s, struct py_target *t, struct py_code *c)
 	free(c->lt);
 	c->lt = NULL;
 	c->ltlen = 0;
+	memset(c->hits, 0, sizeof(c->hits));
 	err = mem_u64(t->pid, c->addr + l->ob_type, &type);
 	if (err)
 		return err;
@@ -984,6 +995,7 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 	uint64_t addr = r->code & ~1ULL;
 	struct py_code *c;
 	bool fresh;
+	int64_t loc;
 	int line;
 
 	c = code_slot(s, t->pid, addr, &fresh);
@@ -998,6 +1010,9 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 		s->f->p->stats[STAT_PY_UNKNOWN]++;
 		return profile__special(s->f->p, "[python: unreadable frame]");
 	}
+	for (int i = 0; i < 4; i++)
+		if (c->hits[i].loc && c->hits[i].instr == r->instr)
+			return c->hits[i].loc;
 	line = c->firstlineno;
 	if (t->l.version < 0x030b0000) {
 		/* 3.10: f_lasti (int, code units; -1 before the first instruction) */
@@ -1015,7 +1030,13 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 		if (ln > 0)
 			line = ln;
 	}
-	return py_location(s, c->name, c->file, line);
+	loc = py_location(s, c->name, c->file, line);
+	if (loc > 0) {
+		c->hits[c->next_hit].instr = r->instr;
+		c->hits[c->next_hit].loc = (uint32_t)loc;
+		c->next_hit = (c->next_hit + 1) & 3;
+	}
+	return loc;
 }
 
 /* event_ctx hooks (src/record/events.c) */
