@@ -175,12 +175,18 @@ def leaf_callers(stacks):
 
 def test_python_frames_in_cuda_stacks(ep, fake_libcuda):
     record_py_cuda(ep, fake_libcuda)
-    gpu = ep.folded("eprof.data", "--gpu")
+    gpu = ep.folded("eprof.data", "--gpu", "--lines")
+    lo, hi = def_lines(os.path.join(PYDIR, "py_cuda.py"), "launch")
     # 4 steps: 8 launches of kernel_ms20 (20 ms), 4 of kernel_b (5 ms), 4 copies (0.1 ms)
     by_leaf = {}
     for stack, ns in gpu:
         by_leaf[stack[-1]] = by_leaf.get(stack[-1], 0) + ns
         assert interleaved(stack), stack
+        # the Python line that launched the kernel
+        if "kernel" in stack[-1]:
+            lines = [int(m["line"]) for m in map(PYFRAME.match, stack)
+                     if m and m["name"] == "launch"]
+            assert lines and all(lo < ln < hi for ln in lines), (lo, hi, stack)
     assert by_leaf == {"[gpu] kernel_ms20": 160_000_000, "[gpu] kernel_b": 20_000_000,
                        "[gpu] memcpy HtoD": 400_000}, by_leaf
     assert weight(gpu, "train_step", "forward", "launch") == 160_000_000
