@@ -18,6 +18,7 @@
 #define EPROF_CUDA_BPF_H
 
 #include "common.bpf.h"
+#include "python.bpf.h"
 
 #ifndef PT_REGS_PARM6 /* libbpf before 1.2 */
 #if defined(__TARGET_ARCH_x86)
@@ -342,7 +343,12 @@ static __always_inline int cuda_return(struct pt_regs *ctx, __u64 id, __u64 ck, 
 	if (CUDA_CK_CLASS(ck) == CUDA_CL_LAUNCH && !c->stack)
 		stack = !c->nested && cuda_want_stack(t, now);
 	if (stack) {
-		size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, snapshot_bytes);
+		__u32 ubytes = snapshot_bytes;
+		struct py_frbuf *pyf = py_event_walk(id, SLOT_UPROBE, &ubytes);
+
+		size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, ubytes);
+		if (size && pyf)
+			size = py_append(b, size, &e->h, pyf);
 	} else {
 		stat_inc(BSTAT_CUDA_NOSTACK);
 		e->h.flags |= CUDA_EVF_NOSTACK;

@@ -64,6 +64,8 @@ enum ev_stack_flags {
 	SAMPLE_F_USER_REGS = 1 << 0,   /* user_ip/sp/bp are valid */
 	SAMPLE_F_IN_KERNEL = 1 << 1,   /* the CPU was in kernel mode */
 	SAMPLE_F_SNAP_TRUNC = 1 << 2,  /* snapshot stopped at its size limit, not at a fault */
+	/* Python frame records and a py_trailer end the event (after ips and stack copy) */
+	STACK_F_PYTHON = 1 << 3,
 };
 /* Bits 8-15 of ev_hdr.flags are free for each event kind. */
 
@@ -316,12 +318,14 @@ struct ev_region {
 };
 
 /*
- * Python frames (bpf/python.bpf.h). A sample of a thread of a detected
- * CPython process carries SAMPLE_F_PYTHON and, after its stack part (ips and
- * stack copy), n struct py_frame_rec, leaf first, then struct py_trailer as
- * the event's last 8 bytes.
+ * Python frames (bpf/python.bpf.h). Any event with a struct ev_stack (a CPU
+ * sample, an allocation, an off-CPU interval or its waker, a CUDA call) taken
+ * in a thread of a detected CPython process carries STACK_F_PYTHON and, after
+ * its stack part (ips and stack copy), n struct py_frame_rec, leaf first, then
+ * struct py_trailer as the event's last 8 bytes. The GIL bits are set on
+ * samples only.
  */
-#define SAMPLE_F_PYTHON (1 << 8)
+#define SAMPLE_F_PYTHON STACK_F_PYTHON
 #define SAMPLE_F_PY_GIL_KNOWN (1 << 9) /* the GIL was readable: SAMPLE_F_PY_GIL says who held it */
 #define SAMPLE_F_PY_GIL (1 << 10)      /* the sampled thread held the GIL */
 #define PY_MAX_FRAMES 128

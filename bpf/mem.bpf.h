@@ -17,6 +17,7 @@
 #define EPROF_MEM_BPF_H
 
 #include "common.bpf.h"
+#include "python.bpf.h"
 
 #define MEM_EXP_TABLE 4096
 
@@ -210,6 +211,8 @@ static __always_inline void mem_record(struct pt_regs *ctx, __u64 id, __u64 addr
 {
 	struct mem_key k = { .addr = addr, .pid = id >> 32 };
 	struct mem_val v = { .size = size, .tid = (__u32)id };
+	__u32 ubytes = mem_stack_bytes;
+	struct py_frbuf *pyf;
 	struct mem_val *old;
 	struct ev_mem_alloc *e;
 	struct scratch_buf *b;
@@ -240,7 +243,11 @@ send:
 	e->size = size;
 	e->func = func;
 	e->pad = 0;
-	n = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, mem_stack_bytes);
+	/* Python frames: walked before the stack capture, appended after (bpf/python.bpf.h). */
+	pyf = py_event_walk(id, SLOT_UPROBE, &ubytes);
+	n = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, ubytes);
+	if (n && pyf)
+		n = py_append(b, n, &e->h, pyf);
 	if (n && !send_scratch(b, n, BSTAT_MEM_RB_FULL))
 		return;
 drop:

@@ -25,6 +25,7 @@
 #define EPROF_OFFCPU_BPF_H
 
 #include "common.bpf.h"
+#include "python.bpf.h"
 
 const volatile __u64 offcpu_min_ns = 10000;
 const volatile __u32 offcpu_stack_bytes = 0; /* user stack copy for DWARF; 0 = frame pointers */
@@ -238,7 +239,9 @@ static __always_inline void offcpu_send_bare(struct offcpu_task *s, __u32 pid, _
 static __always_inline void offcpu_send(void *ctx, struct offcpu_task *s, bool user)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 kbytes = s->kbytes, ubytes = 0, ulen = 0, pos;
+	__u32 kbytes = s->kbytes, ubytes = 0, ulen = 0, pos, copy = offcpu_stack_bytes;
+	__u64 id = bpf_get_current_pid_tgid(), size;
+	struct py_frbuf *pyf = NULL;
 	struct scratch_buf *b;
 	struct ev_offcpu *e;
 	struct pt_regs *uregs;
@@ -248,8 +251,11 @@ static __always_inline void offcpu_send(void *ctx, struct offcpu_task *s, bool u
 	b = scratch_get(SLOT_SCHED);
 	if (!b)
 		return;
+	/* Its Python frames, unchanged since it blocked like its user stack (bpf/python.bpf.h). */
+	if (user)
+		pyf = py_event_walk(id, SLOT_SCHED, &copy);
 	e = (struct ev_offcpu *)b->data;
-	fill_hdr(&e->h, EV_OFFCPU, bpf_get_current_pid_tgid());
+	fill_hdr(&e->h, EV_OFFCPU, id);
 	e->h.ts = s->on_ts;
 	e->off_ts = s->off_ts;
 	e->wake_ts = s->wake_ts;
@@ -273,8 +279,8 @@ static __always_inline void offcpu_send(void *ctx, struct offcpu_task *s, bool u
 		e->st.user_bp = BPF_CORE_READ(uregs, bp);
 		e->h.flags |= SAMPLE_F_USER_REGS;
 		pos = sizeof(*e) + kbytes;
-		if (offcpu_stack_bytes) {
-			ulen = copy_user_stack(b, pos, e->st.user_sp, offcpu_stack_bytes, &e->h);
+		if (copy) {
+			ulen = copy_user_stack(b, pos, e->st.user_sp, copy, &e->h);
 		} else {
 			asm volatile("" : "+r"(pos));
 			if (pos > SCRATCH_HEAD + SCRATCH_IPS)
@@ -291,8 +297,11 @@ static __always_inline void offcpu_send(void *ctx, struct offcpu_task *s, bool u
 	e->st.kstack_n = kbytes / 8;
 	e->st.ustack_n = ubytes / 8;
 	e->st.stack_len = ulen;
-	e->h.size = sizeof(*e) + kbytes + ubytes + ulen;
-	send_scratch(b, e->h.size, BSTAT_OFFCPU_RB_FULL);
+	size = sizeof(*e) + kbytes + ubytes + ulen;
+	e->h.size = size;
+	if (pyf)
+		size = py_append(b, size, &e->h, pyf);
+	send_scratch(b, size, BSTAT_OFFCPU_RB_FULL);
 }
 
 SEC("?tp_btf/sched_switch")
@@ -411,6 +420,8 @@ int BPF_PROG(offcpu_waking, struct task_struct *p)
 	struct ev_offcpu_wake *e;
 	struct offcpu_task *s;
 	struct scratch_buf *b;
+	struct py_frbuf *pyf;
+	__u32 ubytes = 0;
 	__u64 size;
 	bool irq;
 
@@ -449,7 +460,10 @@ int BPF_PROG(offcpu_waking, struct task_struct *p)
 	 * would double the cost of every long wait in a storm. The kernel side of
 	 * a wakeup (futex_wake, pipe_write ...) mirrors the wakee's blocking stack.
 	 */
-	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, 0);
+	pyf = py_event_walk(id, SLOT_SCHED, &ubytes);
+	size = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, ubytes);
+	if (size && pyf)
+		size = py_append(b, size, &e->h, pyf);
 	if (size)
 		send_scratch(b, size, BSTAT_OFFCPU_RB_FULL);
 	return 0;

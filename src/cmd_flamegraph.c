@@ -25,6 +25,8 @@ static void flamegraph_usage(FILE *f)
 		   "  -o, --output FILE   SVG (default flamegraph.svg) or folded text (default stdout)\n"
 		   "      --cpu           CPU samples (the default)\n"
 		   "      --offcpu        blocked time (record --offcpu), weighted by ns\n"
+		   "      --wakers        blocked time on the stacks of the threads that ended it\n"
+		   "                      (--pid/--tid select the blocked threads)\n"
 		   "      --wall          CPU time and blocked time per thread, in ns\n"
 		   "      --critical-path the critical path's time (see eprof critical-path)\n"
 		   "      --gpu           GPU kernel/copy ns on the CPU stacks that launched them\n"
@@ -48,7 +50,8 @@ static void flamegraph_usage(FILE *f)
 
 enum {
 	F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_GPU, F_CUDA_API, F_MEM, F_MEM_PEAK, F_LEAKS, F_FOLDED,
-	F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV, F_REGION, F_GIL
+	F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV, F_REGION, F_GIL,
+	F_WAKERS
 };
 
 static int fg_opt(int c, const char *arg, void *opts)
@@ -67,6 +70,9 @@ static int fg_opt(int c, const char *arg, void *opts)
 		return 0;
 	case F_WALL:
 		o->weights = FG_WALL;
+		return 0;
+	case F_WAKERS:
+		o->weights = FG_WAKERS;
 		return 0;
 	case F_CRIT:
 		o->weights = FG_CRITICAL_PATH;
@@ -135,6 +141,7 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 		{ "cpu", no_argument, NULL, F_CPU },
 		{ "offcpu", no_argument, NULL, F_OFFCPU },
 		{ "wall", no_argument, NULL, F_WALL },
+		{ "wakers", no_argument, NULL, F_WAKERS },
 		{ "critical-path", no_argument, NULL, F_CRIT },
 		{ "gpu", no_argument, NULL, F_GPU },
 		{ "cuda-api", no_argument, NULL, F_CUDA_API },
@@ -253,7 +260,8 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 					      "Wall-clock flamegraph", "Critical path flamegraph",
 					      "GPU time by launching CPU stack", "CUDA API time",
 					      "Allocated bytes", "Live bytes at the peak",
-					      "Bytes not freed (leaks)" };
+					      "Bytes not freed (leaks)",
+					      "Blocked time by waker stack" };
 	struct fg_opts fo = { .title = o->title ? o->title : titles[o->weights],
 			      .subtitle = profile__meta(p, "command"),
 			      .unit = fg_is_mem(o->weights) ? "bytes" : o->weight_ns ? "ns" : "samples",
@@ -311,7 +319,9 @@ static int swap_in_weights(struct profile *p, struct flamegraph_cli *o)
 			critpath_path_free(&path);
 		}
 	} else {
-		err = offcpu_samples(p, o->weights == FG_WALL ? OFFCPU_W_WALL : OFFCPU_W_OFF,
+		err = offcpu_samples(p, o->weights == FG_WALL	  ? OFFCPU_W_WALL
+					: o->weights == FG_WAKERS ? OFFCPU_W_WAKERS
+								  : OFFCPU_W_OFF,
 				     &o->filter, &v, &n);
 	}
 	if (err) {

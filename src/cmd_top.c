@@ -29,6 +29,7 @@ static void top_usage(FILE *f)
 		"  -n, --iterations N      stop after N snapshots (default: until stopped)\n"
 		"  -g, --call-graph MODE   auto (default), fp, dwarf\n"
 		"      --no-kernel         user stacks only\n"
+		"      --no-python         no Python frames (CPython 3.10-3.13 processes get them)\n"
 		"      --gpu               CUDA instead of functions: launches per kernel, calls, time\n"
 		"                          and failures per CUDA function (uprobes; needs -p)\n"
 		"  -v, --verbose           more messages (repeat for debug)\n"
@@ -107,6 +108,9 @@ static int top_opt(int c, const char *arg, struct top_cli *o)
 	case 'C':
 		o->rec.no_children = true;
 		return 0;
+	case 'Y':
+		o->rec.no_python = true;
+		return 0;
 	case 'G':
 		o->gpu = true;
 		o->rec.cuda = 1;
@@ -127,6 +131,7 @@ int parse_top_args(int argc, char **argv, struct top_cli *o)
 		{ "sort", required_argument, 0, 's' },	    { "batch", no_argument, 0, 'b' },
 		{ "iterations", required_argument, 0, 'n' }, { "call-graph", required_argument, 0, 'g' },
 		{ "no-kernel", no_argument, 0, 'K' },	    { "verbose", no_argument, 0, 'v' },
+		{ "no-python", no_argument, 0, 'Y' },
 		{ "gpu", no_argument, 0, 'G' },	    { "no-children", no_argument, 0, 'C' },
 		{ "help", no_argument, 0, 'h' },	    { 0 }
 	};

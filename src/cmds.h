@@ -48,6 +48,7 @@ enum fg_weights {
 	FG_MEM = 6,	      /* --mem: bytes allocated by allocating stack */
 	FG_MEM_PEAK = 7,      /* --mem-peak: bytes live at the heap's peak */
 	FG_LEAKS = 8,	      /* --leaks: bytes not freed by the end */
+	FG_WAKERS = 9,	      /* --wakers: blocked ns on the stacks of the threads that woke them */
 };
 
 static inline bool fg_is_mem(enum fg_weights w)

@@ -119,6 +119,48 @@ static bool event_match(const struct sample_filter *f, const struct event *e)
 	return true;
 }
 
+/* OFFCPU_W_WAKERS: v has room for every interval; takes it over. */
+static int waker_samples(struct profile *p, const struct sample_filter *f, struct sample *v,
+			 struct sample **out, size_t *n)
+{
+	double mean = offcpu_sample_mean(p);
+	char name[64];
+	size_t k = 0;
+
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event e = p->events.v[i];
+		const struct thread *t;
+		double scale = offcpu_scale(mean, &e);
+		uint64_t ns;
+		int64_t leaf, node;
+
+		if (e.kind != EVK_OFFCPU || !e.stack2 || e.stack2 >= p->stacks.n ||
+		    !event_match(f, &e) || scale == 0)
+			continue;
+		ns = (uint64_t)llround((offcpu_ready_ts(&e) - e.ts) * scale);
+		if (!ns)
+			continue;
+		t = profile__thread(p, e.pid, e.tid, false);
+		snprintf(name, sizeof(name), "[wakes %s]",
+			 t && t->comm && *profile__str(p, t->comm) ? profile__str(p, t->comm)
+								   : "?");
+		leaf = profile__special(p, name);
+		node = leaf < 0 ? leaf : profile__stack_child(p, e.stack2, (uint32_t)leaf);
+		if (node < 0) {
+			free(v);
+			return (int)node;
+		}
+		v[k++] = (struct sample){.ts = e.b,
+					 .pid = (uint32_t)e.c,
+					 .tid = (uint32_t)e.a,
+					 .stack = (uint32_t)node,
+					 .weight = ns};
+	}
+	*out = v;
+	*n = k;
+	return 0;
+}
+
 int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample_filter *f,
 		   struct sample **out, size_t *n)
 {
@@ -148,6 +190,8 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 			return (int)leaf[i];
 		}
 	}
+	if (w == OFFCPU_W_WAKERS)
+		return waker_samples(p, f, v, out, n);
 	if (w == OFFCPU_W_WALL)
 		for (size_t i = 0; i < p->samples.n; i++)
 			if (sample_filter__match(f, &p->samples.v[i]))

@@ -51,6 +51,12 @@ double offcpu_scale(double mean, const struct event *e);
 enum offcpu_weights {
 	OFFCPU_W_OFF = 1,  /* blocked intervals, weight = blocked ns */
 	OFFCPU_W_WALL = 2, /* CPU samples (weight = CPU ns) and blocked intervals */
+	/*
+	 * The waker's stack of each interval with one, under the waker's thread, plus a
+	 * leaf "[wakes COMM]" naming the woken thread; weight = ns blocked until the wakeup.
+	 * The filter selects the woken threads.
+	 */
+	OFFCPU_W_WAKERS = 3,
 };
 
 /*

@@ -389,23 +389,19 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 	return nl ? profile__stack(c->p, locs, nl) : 0;
 }
 
-int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
-		     size_t avail, int skip_user)
-{
-	return stack_node(c, h, st, avail, skip_user, NULL);
-}
-
 /*
- * The Python part at the end of a sample (SAMPLE_F_PYTHON): frame records
- * and a trailer. Shrinks *avail to the stack part. Returns 0 or -EINVAL.
+ * The Python part at the end of an event with a stack (STACK_F_PYTHON):
+ * frame records and a trailer, the last bytes of the avail bytes after st.
+ * Shrinks *avail to the stack part and fills py (py->n = 0 with the hooks
+ * off). Returns 0, -EINVAL (malformed) or -ENOMEM.
  */
-static int sample_python(struct event_ctx *c, const struct ev_sample *e, size_t *avail,
-			 struct py_part *py)
+static int stack_python(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
+			size_t *avail, struct py_part *py)
 {
 	static uint32_t locs[PY_MAX_FRAMES + 1];
 	static uint8_t entry[PY_MAX_FRAMES + 1];
 	static struct py_frame_rec recs[PY_MAX_FRAMES];
-	const uint8_t *end = (const uint8_t *)e + e->h.size;
+	const uint8_t *end = (const uint8_t *)(st + 1) + *avail;
 	struct py_trailer tr;
 	uint32_t nrec;
 	size_t bytes;
@@ -420,20 +416,10 @@ static int sample_python(struct event_ctx *c, const struct ev_sample *e, size_t 
 	if (tr.magic != PY_TRAILER_MAGIC || nrec > PY_MAX_FRAMES || bytes > *avail)
 		return -EINVAL;
 	*avail -= bytes;
-	if (c->py_frames && (e->h.flags & SAMPLE_F_PY_GIL_KNOWN)) {
-		/* Whether the thread held the GIL: a marker frame at the root (docs/python.md). */
-		int64_t l = profile__special(c->p, e->h.flags & SAMPLE_F_PY_GIL ? PY_GIL_HELD
-									     : PY_GIL_NOT_HELD);
-
-		if (l < 0)
-			return (int)l;
-		py->root = (uint32_t)l;
-		py->has_root = true;
-	}
 	if (!c->py_frames || !nrec)
 		return 0;
 	memcpy(recs, end - bytes, nrec * sizeof(*recs));
-	n = c->py_frames(c->py_arg, e->h.pid, recs, nrec, locs, entry);
+	n = c->py_frames(c->py_arg, h->pid, recs, nrec, locs, entry);
 	if (n < 0)
 		return n == -ENOMEM ? n : 0;
 	if (n > 0 && (tr.n & PY_TRAILER_TRUNC)) {
@@ -452,6 +438,46 @@ static int sample_python(struct event_ctx *c, const struct ev_sample *e, size_t 
 	py->locs = locs;
 	py->entry = entry;
 	py->n = n;
+	return 0;
+}
+
+int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
+		     size_t avail, int skip_user)
+{
+	struct py_part py = { 0 };
+	int err;
+
+	if (h->flags & STACK_F_PYTHON) {
+		err = stack_python(c, h, st, &avail, &py);
+		if (err)
+			return err;
+	}
+	return stack_node(c, h, st, avail, skip_user, &py);
+}
+
+/*
+ * A sample's Python part (SAMPLE_F_PYTHON): its frames, and whether the thread
+ * held the GIL. Shrinks *avail to the stack part. Returns 0 or -errno.
+ */
+static int sample_python(struct event_ctx *c, const struct ev_sample *e, size_t *avail,
+			 struct py_part *py)
+{
+	int err = stack_python(c, &e->h, &e->st, avail, py);
+
+	if (err)
+		return err;
+	if (py->n)
+		c->p->stats[STAT_PY_SAMPLES]++;
+	if (c->py_frames && (e->h.flags & SAMPLE_F_PY_GIL_KNOWN)) {
+		/* Whether the thread held the GIL: a marker frame at the root (docs/python.md). */
+		int64_t l = profile__special(c->p, e->h.flags & SAMPLE_F_PY_GIL ? PY_GIL_HELD
+									     : PY_GIL_NOT_HELD);
+
+		if (l < 0)
+			return (int)l;
+		py->root = (uint32_t)l;
+		py->has_root = true;
+	}
 	return 0;
 }
 

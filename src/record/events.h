@@ -69,9 +69,11 @@ int events_add_handler(struct event_ctx *c, uint16_t first, uint16_t last, event
 		       void *arg);
 /*
  * Turns the stack part of an event (st, followed by avail bytes of ips and
- * stack copy) into a stack node of c->p, unwinding the copy with DWARF.
- * skip_user drops that many innermost user frames. Returns the node (0 for
- * an empty stack) or -errno (-EINVAL: malformed).
+ * stack copy, then Python frame records when h has STACK_F_PYTHON) into a
+ * stack node of c->p, unwinding the copy with DWARF and putting the Python
+ * frames in place of the eval frames. skip_user drops that many innermost
+ * user frames. Returns the node (0 for an empty stack) or -errno (-EINVAL:
+ * malformed).
  */
 int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
 		     size_t avail, int skip_user);

@@ -33,6 +33,7 @@
 #include "../util/log.h"
 #include "events.h"
 #include "feature.h"
+#include "proc.h"
 #include "python.h"
 #include "record.h"
 
@@ -455,6 +456,7 @@ int py_region_cands(const char *func, uint32_t spec, uint32_t pair, struct py_rc
 struct py_target {
 	uint32_t pid;
 	bool python;
+	uint64_t gone;	     /* ns: when its process was found gone, 0 = alive */
 	uint64_t next_check; /* ns: when to look at its mappings again */
 	unsigned checks;     /* looks so far: the first ones come fast, to catch an exec */
 	char path[PATH_MAX]; /* the object that defines _PyRuntime */
@@ -475,12 +477,25 @@ struct py_code {
 	uint8_t *lt;
 	size_t ltlen;
 	bool bad; /* not a code object */
+	/*
+	 * The last instructions seen and their locations: a function's frames come back at
+	 * the same few call sites in sample after sample, and with --mem=1 every allocation
+	 * brings its whole Python stack, so the line table is not walked for each.
+	 */
+	uint8_t next_hit;
+	struct {
+		uint64_t instr;
+		uint32_t loc;
+	} hits[4];
 };
 
 struct py_state {
 	struct feature_ctx *f;
 	struct py_target *t;
 	size_t nt, capt;
+	struct hmap *by_pid; /* pid -> index in t + 1; 0 = none */
+	bool all;	     /* -a: every process of the system is a candidate */
+	struct hmap *sys_seen; /* -a: processes looked at, by (pid, start time) */
 	struct py_code *codes;
 	size_t ncodes, capcodes;
 	struct hmap *code_index; /* (pid, addr) -> codes index */
@@ -491,12 +506,14 @@ struct py_state {
 	uint64_t detected;
 };
 
+/* By pid through an index: with -a every process is a target, and decoding asks per frame. */
 static struct py_target *target_find(struct py_state *s, uint32_t pid)
 {
-	for (size_t i = 0; i < s->nt; i++)
-		if (s->t[i].pid == pid)
-			return &s->t[i];
-	return NULL;
+	uint64_t i;
+
+	if (!hmap__get(s->by_pid, pid, 0, &i) || !i || i > s->nt)
+		return NULL;
+	return &s->t[i - 1];
 }
 
 static struct py_target *target_add(struct py_state *s, uint32_t pid)
@@ -514,6 +531,8 @@ static struct py_target *target_add(struct py_state *s, uint32_t pid)
 		s->t = v;
 		s->capt = cap;
 	}
+	if (hmap__put(s->by_pid, pid, 0, s->nt + 1))
+		return NULL;
 	t = &s->t[s->nt++];
 	memset(t, 0, sizeof(*t));
 	t->pid = pid;
@@ -762,6 +781,21 @@ static void drop_target(struct py_state *s, struct py_target *t)
 	t->python = false;
 }
 
+/* Forgets target i (its process is gone): the last one takes its place. */
+static void target_remove(struct py_state *s, size_t i)
+{
+	struct py_target *t = &s->t[i];
+
+	drop_target(s, t);
+	free(t->tids);
+	hmap__put(s->by_pid, t->pid, 0, 0);
+	if (i != s->nt - 1) {
+		*t = s->t[s->nt - 1];
+		hmap__put(s->by_pid, t->pid, 0, i + 1);
+	}
+	s->nt--;
+}
+
 #define PY_MAX_THREADS 4096
 
 /* Reads the thread list of every interpreter and makes py_threads match it. */
@@ -886,6 +920,7 @@ static int code_read(struct py_state *s, struct py_target *t, struct py_code *c)
 	free(c->lt);
 	c->lt = NULL;
 	c->ltlen = 0;
+	memset(c->hits, 0, sizeof(c->hits));
 	err = mem_u64(t->pid, c->addr + l->ob_type, &type);
 	if (err)
 		return err;
@@ -960,6 +995,7 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 	uint64_t addr = r->code & ~1ULL;
 	struct py_code *c;
 	bool fresh;
+	int64_t loc;
 	int line;
 
 	c = code_slot(s, t->pid, addr, &fresh);
@@ -974,6 +1010,9 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 		s->f->p->stats[STAT_PY_UNKNOWN]++;
 		return profile__special(s->f->p, "[python: unreadable frame]");
 	}
+	for (int i = 0; i < 4; i++)
+		if (c->hits[i].loc && c->hits[i].instr == r->instr)
+			return c->hits[i].loc;
 	line = c->firstlineno;
 	if (t->l.version < 0x030b0000) {
 		/* 3.10: f_lasti (int, code units; -1 before the first instruction) */
@@ -991,7 +1030,13 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 		if (ln > 0)
 			line = ln;
 	}
-	return py_location(s, c->name, c->file, line);
+	loc = py_location(s, c->name, c->file, line);
+	if (loc > 0) {
+		c->hits[c->next_hit].instr = r->instr;
+		c->hits[c->next_hit].loc = (uint32_t)loc;
+		c->next_hit = (c->next_hit + 1) & 3;
+	}
+	return loc;
 }
 
 /* event_ctx hooks (src/record/events.c) */
@@ -1011,7 +1056,6 @@ static int py_frames(void *arg, uint32_t pid, const struct py_frame_rec *r, uint
 		locs[i] = l;
 		entry[i] = r[i].code & 1;
 	}
-	s->f->p->stats[STAT_PY_SAMPLES]++;
 	return n;
 }
 
@@ -1024,6 +1068,12 @@ static bool py_is_eval(void *arg, uint32_t pid, uint64_t pc)
 }
 
 /* ---- the feature ------------------------------------------------------------------------ */
+
+#define PY_CHECK_FAST_NS 100000000ULL	/* the first looks at a new target */
+#define PY_CHECK_NS 1000000000ULL	/* then: has it exec'd (into) Python? */
+#define PY_SYS_SCAN_NS 1000000000ULL	/* -a: new processes */
+#define PY_SYS_RECHECK_NS 10000000000ULL /* -a: a process not running Python, again */
+#define PY_GONE_NS 2000000000ULL
 
 static uint64_t now_ns(void)
 {
@@ -1038,14 +1088,21 @@ static void check_target(struct py_state *s, struct py_target *t, uint64_t now)
 	int fd = bpf_map__fd(s->f->skel->maps.py_procs);
 	int r;
 
-	/* Every 100 ms for the first 2 s (a launched command execs Python), then every second. */
-	t->next_check = now + (t->checks++ < 20 ? 100000000ULL : 1000000000ULL);
+	/*
+	 * Every 100 ms for the first 2 s (a launched command execs Python), then every second;
+	 * with -a, a process that does not run Python is looked at again every 10 s only.
+	 */
+	t->next_check = now + (t->checks++ < 20	     ? PY_CHECK_FAST_NS
+			       : s->all && !t->python ? PY_SYS_RECHECK_NS
+						      : PY_CHECK_NS);
 	if (t->python) {
 		if (still_there(t))
 			return;
 		drop_target(s, t); /* exec'd or exited */
 	}
 	r = detect(t);
+	if (r == -ESRCH && !t->gone)
+		t->gone = now;
 	if (r <= 0)
 		return;
 	t->python = true;
@@ -1064,6 +1121,41 @@ static void check_target(struct py_state *s, struct py_target *t, uint64_t now)
 	log_info("python: pid %u: Python %u.%u.%u in %s", t->pid, t->l.version >> 24,
 		 (t->l.version >> 16) & 0xff, (t->l.version >> 8) & 0xff, t->path);
 	refresh_threads(s, t);
+}
+
+struct sys_scan {
+	struct py_state *s;
+	uint64_t now;
+};
+
+static void sys_add(uint32_t pid, void *arg)
+{
+	struct sys_scan *c = arg;
+	struct py_target *t = target_find(c->s, pid);
+
+	/* A pid seen again with another start time: a new process, looked at anew. */
+	if (!t)
+		t = target_add(c->s, pid);
+	if (t) {
+		t->checks = 0;
+		t->gone = 0;
+		t->next_check = c->now;
+	}
+}
+
+/*
+ * Targets whose process has been gone for PY_GONE_NS: its last events are decoded by
+ * then (the ring is read every 50 ms), and with -a the list would grow with every
+ * process the system ever ran.
+ */
+static void prune_targets(struct py_state *s, uint64_t now)
+{
+	for (size_t i = 0; i < s->nt;) {
+		if (s->t[i].gone && now - s->t[i].gone > PY_GONE_NS)
+			target_remove(s, i);
+		else
+			i++;
+	}
 }
 
 /* New target pids (forks, the launched command) from the BPF target set. */
@@ -1097,7 +1189,7 @@ static const char *py_region_asked(const struct record_opts *o)
 
 static bool py_enabled(const struct record_opts *o)
 {
-	return !o->no_python && !o->all;
+	return !o->no_python;
 }
 
 static int py_configure(struct feature_ctx *f, void **state)
@@ -1107,11 +1199,16 @@ static int py_configure(struct feature_ctx *f, void **state)
 	if (!s)
 		return -ENOMEM;
 	s->f = f;
+	s->all = f->o->all;
 	s->code_index = hmap__new(1024);
 	s->loc_index = hmap__new(1024);
-	if (!s->code_index || !s->loc_index) {
+	s->by_pid = hmap__new(64);
+	s->sys_seen = s->all ? hmap__new(1024) : NULL;
+	if (!s->code_index || !s->loc_index || !s->by_pid || (s->all && !s->sys_seen)) {
 		hmap__free(s->code_index);
 		hmap__free(s->loc_index);
+		hmap__free(s->by_pid);
+		hmap__free(s->sys_seen);
 		free(s);
 		return -ENOMEM;
 	}
@@ -1159,17 +1256,28 @@ static int py_poll(struct feature_ctx *f, void *state, uint64_t now)
 	(void)f;
 	s->gen++;
 	if (now >= s->next_scan) {
-		scan_targets(s, now);
-		s->next_scan = now + 250000000ULL;
+		if (s->all) {
+			struct sys_scan c = { s, now };
+
+			if (proc_for_each(s->sys_seen, sys_add, &c))
+				return -ENOMEM;
+			s->next_scan = now + PY_SYS_SCAN_NS;
+		} else {
+			scan_targets(s, now);
+			s->next_scan = now + 250000000ULL;
+		}
 	}
 	for (size_t i = 0; i < s->nt; i++) {
 		struct py_target *t = &s->t[i];
 
 		if (now >= t->next_check)
 			check_target(s, t, now);
-		if (t->python && refresh_threads(s, t) == -ESRCH)
+		if (t->python && refresh_threads(s, t) == -ESRCH) {
 			drop_target(s, t);
+			t->gone = now;
+		}
 	}
+	prune_targets(s, now);
 	return 0;
 }
 
@@ -1211,6 +1319,8 @@ static void py_destroy(struct feature_ctx *f, void *state)
 	free(s->codes);
 	hmap__free(s->code_index);
 	hmap__free(s->loc_index);
+	hmap__free(s->by_pid);
+	hmap__free(s->sys_seen);
 	free(s);
 }
 

@@ -58,6 +58,8 @@ struct session {
 	int child_status;
 	bool child_done;
 	uint32_t live_targets;
+	uint8_t pid_gone[RECORD_MAX_PIDS]; /* -p targets seen to exit */
+	uint64_t next_alive_check;
 	uint64_t start_ns, stop_ns;
 	const char *stop_reason;
 	uint64_t lost_shown;
@@ -347,7 +349,8 @@ static void on_target_exit(void *arg, uint32_t pid, int32_t status)
 	struct session *s = arg;
 
 	for (size_t i = 0; i < s->o->npids; i++) {
-		if (s->o->pids[i] == pid && s->live_targets) {
+		if (s->o->pids[i] == pid && !s->pid_gone[i] && s->live_targets) {
+			s->pid_gone[i] = 1;
 			s->live_targets--;
 			log_info("process %u exited", pid);
 		}
@@ -414,6 +417,43 @@ static int add_descendants(struct session *s, uint64_t t)
 	if (added)
 		log_info("also profiling %zu descendant processes of the targets", added);
 	return 0;
+}
+
+/* Gone or a zombie (its parent has not reaped it yet). */
+static bool pid_exited(uint32_t pid)
+{
+	char path[64], buf[256], *rp;
+	ssize_t n;
+	int fd;
+
+	if (kill((pid_t)pid, 0) && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/*
+ * The exit of a -p target comes as an event in the ring, and a ring kept full by a
+ * flood of events (--mem=1 on an allocation-heavy target) can drop it: the record would
+ * then never stop. Once a second, a target that is gone counts as exited.
+ */
+static void check_targets_alive(struct session *s, uint64_t now)
+{
+	if (now < s->next_alive_check)
+		return;
+	s->next_alive_check = now + 1000000000ULL;
+	for (size_t i = 0; i < s->o->npids; i++)
+		if (!s->pid_gone[i] && pid_exited(s->o->pids[i]))
+			on_target_exit(s, s->o->pids[i], 0);
 }
 
 static int add_targets(struct session *s)
@@ -634,6 +674,8 @@ static int poll_step(struct session *s)
 		s->stop_reason = "command exited";
 		return 1;
 	}
+	if (s->o->npids && s->live_targets)
+		check_targets_alive(s, now_ns());
 	if (s->o->npids && !s->live_targets) {
 		if (!children_alive(s)) {
 			s->stop_reason = "all target processes exited";
@@ -643,6 +685,21 @@ static int poll_step(struct session *s)
 			log_info("the targets exited; recording their children until they exit");
 			s->children_noted = true;
 		}
+	}
+	return 0;
+}
+
+/* The features' timers: new targets' interpreters, libraries, RSS ... */
+static int poll_features(struct session *s, uint64_t t)
+{
+	const struct feature *f;
+	int err;
+
+	FOR_EACH_FEATURE(s, i, f)
+	{
+		err = f->poll ? f->poll(&s->fctx, s->fstate[i], t) : 0;
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -663,16 +720,9 @@ static int run_loop(struct session *s)
 		if (err)
 			break;
 		t = now_ns();
-		{
-			const struct feature *f;
-
-			FOR_EACH_FEATURE(s, i, f)
-			{
-				err = f->poll ? f->poll(&s->fctx, s->fstate[i], t) : 0;
-				if (err)
-					return err;
-			}
-		}
+		err = poll_features(s, t);
+		if (err)
+			return err;
 		if (end && t >= end) {
 			s->stop_reason = "duration reached";
 			break;
@@ -1008,10 +1058,20 @@ int live_open(const struct record_opts *o, struct session **out)
 
 int live_poll(struct session *s)
 {
+	int err;
+
 	/* top reads samples only: mapping rows and the maps of long-gone processes can go. */
 	s->p->mappings.n = 0;
 	proc_tracker__gc(s->tracker, now_ns());
-	return poll_step(s);
+	err = poll_step(s);
+	/* As in a record: Python's thread states, CUDA libraries mapped since the attach ... */
+	if (!err) {
+		int ferr = poll_features(s, now_ns());
+
+		if (ferr)
+			return ferr;
+	}
+	return err;
 }
 
 struct profile *live_profile(struct session *s)

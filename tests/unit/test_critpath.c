@@ -160,6 +160,43 @@ static void test_offcpu_weights(void **state)
 	profile__free(p);
 }
 
+/* --wakers: each wait with a waker stack, on that stack, weighted until its wakeup. */
+static void test_waker_weights(void **state)
+{
+	struct profile *p = two_threads();
+	struct sample_filter f = {0};
+	struct thread *t = profile__thread(p, 1, 1, false);
+	int64_t l = profile__special(p, "waker_fn");
+	struct sample *v;
+	size_t n;
+
+	(void)state;
+	t->comm = profile__intern(p, "mainthread");
+	assert_true(l > 0);
+	/* B woke A at 4900 from waker_fn: A blocked from 1200, so 3700 ns until the wakeup. */
+	p->events.v[1].stack2 = (uint32_t)profile__stack_child(p, 0, (uint32_t)l);
+	assert_int_equal(offcpu_samples(p, OFFCPU_W_WAKERS, &f, &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0].weight, 3700);
+	assert_int_equal(v[0].tid, 2); /* under the waker's thread */
+	assert_int_equal(p->stacks.v[p->stacks.v[v[0].stack].parent].loc,
+			 p->stacks.v[p->events.v[1].stack2].loc);
+	{
+		uint32_t nf;
+		const struct frame *fr = profile__loc_frames(p, p->stacks.v[v[0].stack].loc, &nf);
+
+		assert_int_equal(nf, 1);
+		assert_string_equal(profile__str(p, fr[0].name), "[wakes mainthread]");
+	}
+	free(v);
+	/* The filter picks the woken threads: B was never woken with a stack. */
+	f.tid = 2;
+	assert_int_equal(offcpu_samples(p, OFFCPU_W_WAKERS, &f, &v, &n), 0);
+	assert_int_equal(n, 0);
+	free(v);
+	profile__free(p);
+}
+
 /* --- GPU edges ------------------------------------------------------------------------------ */
 
 static void add_api(struct profile *p, const char *fn, unsigned cat, uint64_t ts, uint64_t dur,
@@ -446,6 +483,7 @@ static void test_cli(void **state)
 	char *cp[] = { "critical-path", "x.eprof", "--json", "--segments", "--tid", "7",
 		       "--end", "1.5", NULL };
 	char *fg[] = { "flamegraph", "--wall", NULL };
+	char *fgw[] = { "flamegraph", "--wakers", "--tid", "3", NULL };
 	struct record_opts o;
 	struct critpath_cli c;
 	struct flamegraph_cli f;
@@ -466,6 +504,9 @@ static void test_cli(void **state)
 	assert_true(c.end_s > 1.49 && c.end_s < 1.51);
 	assert_int_equal(parse_flamegraph_args(2, fg, &f), 0);
 	assert_int_equal(f.weights, FG_WALL);
+	assert_int_equal(parse_flamegraph_args(4, fgw, &f), 0);
+	assert_int_equal(f.weights, FG_WAKERS);
+	assert_int_equal(f.filter.tid, 3);
 }
 
 int main(void)
@@ -475,6 +516,7 @@ int main(void)
 	    cmocka_unit_test(test_walk_unexplained_wait),
 	    cmocka_unit_test(test_walk_terminates_on_cycles),
 	    cmocka_unit_test(test_offcpu_weights),
+	    cmocka_unit_test(test_waker_weights),
 	    cmocka_unit_test(test_gpu_launch_stream_order_sync),
 	    cmocka_unit_test(test_gpu_idle_gap_is_launch),
 	    cmocka_unit_test(test_gpu_stream_sync_names_its_stream),

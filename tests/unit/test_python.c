@@ -341,6 +341,69 @@ static void test_interleave(void **state)
 }
 
 /*
+ * Any event with a stack carries Python frames the same way (STACK_F_PYTHON, records and
+ * trailer after its stack part): an allocation here. Bits 8-15 of its flags belong to the
+ * event kind, so the sample's GIL bits there mean nothing: no [GIL] root.
+ */
+static void test_interleave_event(void **state)
+{
+	struct tracker_opts to = { .proc_root = proc_root };
+	struct profile *p = profile__new();
+	struct proc_tracker *t = proc_tracker__new(p, &to);
+	const __u64 ips[5] = { 0x400100, EVAL_LO + 0x10, 0x400500, EVAL_LO + 0x20, 0x400700 };
+	struct {
+		struct ev_mem_alloc a;
+		__u64 ips[5];
+		struct py_frame_rec recs[3];
+		struct py_trailer tr;
+	} e;
+	struct event_ctx c;
+	int64_t node;
+	char s[512];
+
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(events_init(&c, p, t, CG_FP), 0);
+	c.proc_root = proc_root;
+	c.py_frames = fake_frames;
+	c.py_is_eval = fake_is_eval;
+	c.py_arg = p;
+	memset(&e, 0, sizeof(e));
+	e.a.h.kind = EV_MEM_ALLOC;
+	e.a.h.pid = e.a.h.tid = 100;
+	e.a.h.flags = SAMPLE_F_USER_REGS | STACK_F_PYTHON | SAMPLE_F_PY_GIL_KNOWN | SAMPLE_F_PY_GIL;
+	e.a.h.size = sizeof(e);
+	e.a.st.ustack_n = 5;
+	memcpy(e.ips, ips, sizeof(ips));
+	e.recs[0].code = 0 << 4;
+	e.recs[1].code = 1 << 4 | 1;
+	e.recs[2].code = 2 << 4 | 1;
+	e.tr.n = 3;
+	e.tr.magic = PY_TRAILER_MAGIC;
+	node = events_stack(&c, &e.a.h, &e.a.st, sizeof(e) - sizeof(e.a), 0);
+	assert_true(node > 0);
+	stack_str(p, node, s, sizeof(s));
+	assert_string_equal(s, "main;f_outer;c_call;f_mid;f_leaf;c_leaf");
+
+	/* Without the flag the same bytes are read as a stack only: the records are not ips. */
+	e.a.h.flags &= ~STACK_F_PYTHON;
+	node = events_stack(&c, &e.a.h, &e.a.st, sizeof(e) - sizeof(e.a), 0);
+	stack_str(p, node, s, sizeof(s));
+	assert_string_equal(s, "main;eval;c_call;eval;c_leaf");
+
+	/* A trailer that does not fit what the event holds is an error, not a guess. */
+	e.a.h.flags |= STACK_F_PYTHON;
+	e.tr.n = 10;
+	assert_int_equal(events_stack(&c, &e.a.h, &e.a.st, sizeof(e) - sizeof(e.a), 0), -EINVAL);
+	e.tr.n = 3;
+	e.tr.magic = 0;
+	assert_int_equal(events_stack(&c, &e.a.h, &e.a.st, sizeof(e) - sizeof(e.a), 0), -EINVAL);
+
+	proc_tracker__free(t);
+	profile__free(p);
+}
+
+/*
  * A 3.10 co_linetable (PEP 626 pairs) and its co_lines() as printed by pyenv's 3.10.13:
  *   def sample(n):              (line 1)
  *       total = 0
@@ -499,6 +562,7 @@ int main(void)
 		cmocka_unit_test(test_debug_offsets),
 		cmocka_unit_test(test_version_tables),
 		cmocka_unit_test_setup(test_interleave, setup_proc),
+		cmocka_unit_test_setup(test_interleave_event, setup_proc),
 		cmocka_unit_test(test_region_cands),
 		cmocka_unit_test(test_addr2line_310),
 		cmocka_unit_test(test_gil_stats),

@@ -32,6 +32,13 @@ static void test_args(void **state)
 	assert_true(o.delay == 0.5 && o.batch && o.iterations == 3 && o.rec.live);
 	assert_int_equal(parse(&o, 1, a2), 0);
 	assert_true(o.rec.all && o.delay == 1.0 && o.rec.freq == 99);
+	assert_false(o.rec.no_python);
+	{
+		char *np[] = { "top", "--no-python", NULL };
+
+		assert_int_equal(parse(&o, 2, np), 0);
+		assert_true(o.rec.no_python && o.rec.all);
+	}
 	assert_int_equal(parse(&o, 4, a3), -EINVAL);
 	assert_int_equal(parse(&o, 3, a4), -EINVAL);
 	assert_int_equal(parse(&o, 3, a5), 0);
