@@ -10,6 +10,7 @@
 
 #include "critpath.h"
 #include "gpu.h"
+#include "../util/vec.h"
 
 /* CUPTI's CUpti_ActivitySynchronizationType for cudaStreamSynchronize. */
 #define CUPTI_SYNC_STREAM 3
@@ -21,7 +22,8 @@ static bool is_gpu_op(uint16_t k)
 
 static int add_op(struct cp_track *t, const struct cp_gpu_op *op)
 {
-	struct cp_gpu_op *n = vec_push_((void **)&t->ops, &t->nops, &t->opcap, sizeof(*n));
+	struct cp_gpu_op *n = arr_push(t->ops, t->nops, t->opcap);
+
 
 	if (!n)
 		return -ENOMEM;

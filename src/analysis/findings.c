@@ -20,6 +20,7 @@
 #include "regions.h"
 #include "stacks.h"
 #include "../util/hmap.h"
+#include "../util/vec.h"
 
 #define MIN_SAMPLES 50		 /* fewer CPU samples: no CPU rule fires */
 #define LOST_SHARE 0.01		 /* samples lost in the ring buffer */
@@ -92,22 +93,13 @@ static enum finding_severity sev_of(double impact)
 
 static struct finding *add(struct ctx *c, const char *id, enum finding_severity sev, double impact)
 {
-	struct finding *nv = c->out->v, *f;
+	/* A file can hold thousands of tailed regions, each a finding. */
+	struct finding *f = arr_push(c->out->v, c->out->n, c->cap);
 
-	/* Doubling: a file can hold thousands of tailed regions, each a finding. */
-	if (c->out->n == c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 8;
-
-		nv = realloc(nv, cap * sizeof(*nv));
-		if (!nv) {
-			c->err = -ENOMEM;
-			return NULL;
-		}
-		c->out->v = nv;
-		c->cap = cap;
+	if (!f) {
+		c->err = -ENOMEM;
+		return NULL;
 	}
-	f = &nv[c->out->n++];
-	memset(f, 0, sizeof(*f));
 	f->id = id;
 	f->severity = sev;
 	f->impact = impact < 0 ? 0 : impact > 1 ? 1 : impact;
