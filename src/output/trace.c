@@ -9,6 +9,7 @@
 #include "../analysis/stacks.h"
 #include "../util/log.h"
 #include "../util/sink.h"
+#include "../util/vec.h"
 #include "trace.h"
 #include "trace_gpu.h"
 
@@ -458,19 +459,11 @@ static void arena_put(void *ctx, const void *p, size_t n)
 {
 	struct cpu_ctx *c = ctx;
 
-	if (!c->arena || c->arena_len + n > c->arena_cap) {
-		size_t cap = c->arena_cap ? c->arena_cap : 1 << 16;
-		char *na;
-
-		while (c->arena_len + n > cap)
-			cap *= 2;
-		na = realloc(c->arena, cap);
-		if (!na) {
-			c->arena_cap = SIZE_MAX; /* marks ENOMEM; checked by the caller */
-			return;
-		}
-		c->arena = na;
-		c->arena_cap = cap;
+	if (c->arena_cap == SIZE_MAX)
+		return;
+	if (arr_grow(c->arena, c->arena_cap, c->arena_len + n)) {
+		c->arena_cap = SIZE_MAX; /* marks ENOMEM; checked by the caller */
+		return;
 	}
 	memcpy(c->arena + c->arena_len, p, n);
 	c->arena_len += n;
@@ -483,15 +476,8 @@ static const struct frag *frame_frag_slow(struct cpu_ctx *c, const struct frame 
 
 	if (hmap__get(c->frag_idx, f->name, f->module, &idx))
 		return &c->frags[idx];
-	if (c->nfrags == c->capfrags) {
-		size_t cap = c->capfrags ? c->capfrags * 2 : 1024;
-		struct frag *nf = realloc(c->frags, cap * sizeof(*nf));
-
-		if (!nf)
-			return NULL;
-		c->frags = nf;
-		c->capfrags = cap;
-	}
+	if (arr_grow(c->frags, c->capfrags, c->nfrags + 1))
+		return NULL;
 	arena_put(c, ",\"name\":\"", 9);
 	json_escape(arena_put, c, profile__str(c->p, f->name));
 	arena_put(c, "\",\"cat\":\"", 9);
@@ -575,15 +561,10 @@ static int order_samples(struct cpu_ctx *c)
 		if (!sample_filter__match(&c->o->filter, s))
 			continue;
 		if (!hmap__get(idx, s->pid, s->tid, &k)) {
-			if (c->nthr == cap) {
-				struct tthread *nt =
-				    realloc(c->thr, (cap = cap ? cap * 2 : 64) * sizeof(*nt));
-
-				if (!nt)
-					goto out;
-				c->thr = nt;
-			}
-			c->thr[c->nthr] = (struct tthread){.pid = s->pid, .tid = s->tid};
+			if (arr_grow(c->thr, cap, c->nthr + 1))
+				goto out;
+			c->thr
+[c->nthr] = (struct tthread){.pid = s->pid, .tid = s->tid};
 			k = c->nthr++;
 			if (hmap__put(idx, s->pid, s->tid, k))
 				goto out;

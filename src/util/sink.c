@@ -9,6 +9,7 @@
 
 #include "sink.h"
 #include "utf8.h"
+#include "vec.h"
 
 struct file_sink {
 	struct sink base;
@@ -100,18 +101,9 @@ static int mem_write(struct sink *s, const void *buf, size_t len)
 {
 	struct mem_sink *ms = (struct mem_sink *)s;
 
-	if (ms->len + len + 1 > ms->cap) {
-		size_t cap = ms->cap ? ms->cap : 4096;
-		char *nb;
+	if (arr_grow(ms->buf, ms->cap, ms->len + len + 1))
+		return -ENOMEM;
 
-		while (cap < ms->len + len + 1)
-			cap *= 2;
-		nb = realloc(ms->buf, cap);
-		if (!nb)
-			return -ENOMEM;
-		ms->buf = nb;
-		ms->cap = cap;
-	}
 	memcpy(ms->buf + ms->len, buf, len);
 	ms->len += len;
 	ms->buf[ms->len] = '\0';
