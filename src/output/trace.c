@@ -8,12 +8,12 @@
 
 #include "../analysis/stacks.h"
 #include "../util/log.h"
+#include "../util/json.h"
 #include "../util/sink.h"
 #include "../util/vec.h"
 #include "trace.h"
 #include "trace_gpu.h"
 
-#define TW_BUF (256 * 1024)
 /*
  * Frames a sample contributes to CPU slices, root side first; deeper ones are cut and one
  * "[truncated]" slice stands for them. Real stacks stay far below this (the recorder keeps at
@@ -32,62 +32,13 @@
 /* --- the streaming writer -------------------------------------------------------- */
 
 struct trace_writer {
-	struct sink *out;
-	char *buf;
-	size_t len;
-	uint64_t events, flushed;
+	struct json j; /* compact, one event per line */
+	uint64_t events;
 };
-
-static void tw_flush(struct trace_writer *w)
-{
-	if (!w->len)
-		return;
-	sink_write(w->out, w->buf, w->len);
-	w->flushed += w->len;
-	w->len = 0;
-}
-
-static inline void tw_put(struct trace_writer *w, const void *p, size_t n)
-{
-	if (n > TW_BUF - w->len) {
-		tw_flush(w);
-		if (n > TW_BUF) {
-			sink_write(w->out, p, n);
-			w->flushed += n;
-			return;
-		}
-	}
-	memcpy(w->buf + w->len, p, n);
-	w->len += n;
-}
-
-#define TW_LIT(w, s) tw_put((w), (s), sizeof(s) - 1)
-
-static inline void tw_event(struct trace_writer *w)
-{
-	if (w->events++)
-		TW_LIT(w, ",\n{");
-	else
-		TW_LIT(w, "\n{");
-}
-
-static inline size_t fmt_u64(char *buf, uint64_t v)
-{
-	char tmp[24];
-	size_t n = 0, i;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
-	return n;
-}
 
 size_t trace_fmt_us(char *buf, uint64_t ns)
 {
-	size_t n = fmt_u64(buf, ns / 1000);
+	size_t n = json_fmt_u64(buf, ns / 1000);
 	unsigned frac = ns % 1000;
 
 	if (frac) {
@@ -104,130 +55,40 @@ size_t trace_fmt_us(char *buf, uint64_t ns)
 	return n;
 }
 
-static void tw_u64(struct trace_writer *w, uint64_t v)
-{
-	char b[24];
-
-	tw_put(w, b, fmt_u64(b, v));
-}
-
-static void tw_us(struct trace_writer *w, uint64_t ns)
-{
-	char b[32];
-
-	tw_put(w, b, trace_fmt_us(b, ns));
-}
-
-/* Length of a valid UTF-8 sequence at p, or 0. */
-static size_t utf8_len(const unsigned char *p)
-{
-	size_t n;
-	uint32_t cp;
-
-	if (p[0] < 0x80)
-		return 1;
-	if ((p[0] & 0xe0) == 0xc0)
-		n = 2, cp = p[0] & 0x1f;
-	else if ((p[0] & 0xf0) == 0xe0)
-		n = 3, cp = p[0] & 0x0f;
-	else if ((p[0] & 0xf8) == 0xf0)
-		n = 4, cp = p[0] & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
-/*
- * JSON string body: escapes quotes, backslashes and control characters, and
- * replaces invalid UTF-8 with U+FFFD so strict parsers accept every name.
- */
-static void json_escape(void (*put)(void *ctx, const void *p, size_t n), void *ctx, const char *str)
-{
-	const unsigned char *p = (const unsigned char *)(str ? str : ""), *run = p;
-	char esc[8];
-
-	while (*p) {
-		const char *rep = NULL;
-		size_t adv = 1;
-
-		if (*p == '"')
-			rep = "\\\"";
-		else if (*p == '\\')
-			rep = "\\\\";
-		else if (*p == '\n')
-			rep = "\\n";
-		else if (*p == '\t')
-			rep = "\\t";
-		else if (*p < 0x20) {
-			snprintf(esc, sizeof(esc), "\\u%04x", *p);
-			rep = esc;
-		} else if (*p >= 0x80) {
-			adv = utf8_len(p);
-			if (!adv) {
-				rep = "\\ufffd";
-				adv = 1;
-			}
-		}
-		if (rep) {
-			put(ctx, run, p - run);
-			put(ctx, rep, strlen(rep));
-			p += adv;
-			run = p;
-		} else {
-			p += adv;
-		}
-	}
-	put(ctx, run, p - run);
-}
-
-static void tw_put_cb(void *ctx, const void *p, size_t n)
-{
-	tw_put(ctx, p, n);
-}
-
-static void tw_str(struct trace_writer *w, const char *s)
-{
-	TW_LIT(w, "\"");
-	json_escape(tw_put_cb, w, s);
-	TW_LIT(w, "\"");
-}
-
 struct trace_writer *trace_writer__new(struct sink *out)
 {
 	struct trace_writer *w = calloc(1, sizeof(*w));
 
-	if (!w || !(w->buf = malloc(TW_BUF))) {
-		free(w);
+	if (!w) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	w->out = out;
-	w->len = sizeof("{\"traceEvents\":[") - 1;
-	memcpy(w->buf, "{\"traceEvents\":[", w->len);
+	json_init(&w->j, out, JSON_COMPACT);
+	json_obj(&w->j);
+	json_key(&w->j, "traceEvents");
+	json_arr(&w->j);
 	return w;
 }
 
-int trace_writer__finish(struct trace_writer *w, const char *meta_json)
+int trace_writer__finish(struct trace_writer *w, const char *const *meta)
 {
+	struct json *j = &w->j;
 	int err;
 
-	TW_LIT(w, "\n],\n\"displayTimeUnit\":\"ms\"");
-	if (meta_json) {
-		TW_LIT(w, ",\n\"otherData\":");
-		tw_put(w, meta_json, strlen(meta_json));
+	json_break(j, 0);
+	json_arr_end(j);
+	json_break(j, 0);
+	json_kv_str(j, "displayTimeUnit", "ms");
+	if (meta) {
+		json_break(j, 0);
+		json_key(j, "otherData");
+		json_obj(j);
+		for (; meta[0]; meta += 2)
+			json_kv_str(j, meta[0], meta[1]);
+		json_obj_end(j);
 	}
-	TW_LIT(w, "}\n");
-	tw_flush(w);
-	err = w->out->err;
-	free(w->buf);
+	json_obj_end(j);
+	err = json_flush(j);
 	free(w);
 	return err;
 }
@@ -239,39 +100,47 @@ uint64_t trace_writer__events(const struct trace_writer *w)
 
 uint64_t trace_writer__bytes(const struct trace_writer *w)
 {
-	return w->flushed + w->len;
+	return json_bytes(&w->j);
 }
 
-static void tw_head(struct trace_writer *w, const char *ph, uint32_t pid)
+int trace_writer__error(const struct trace_writer *w)
 {
-	tw_event(w);
-	TW_LIT(w, "\"ph\":\"");
-	tw_put(w, ph, strlen(ph));
-	TW_LIT(w, "\",\"pid\":");
-	tw_u64(w, pid);
+	return w->j.err ? w->j.err : w->j.out->err;
+}
+
+/* Starts an event: '{"ph":"X","pid":1' */
+static void head(struct trace_writer *w, const char *ph, uint32_t pid)
+{
+	w->events++;
+	json_break(&w->j, 0);
+	json_obj(&w->j);
+	json_kv_str(&w->j, "ph", ph);
+	json_kv_u64(&w->j, "pid", pid);
+}
+
+static void us(struct trace_writer *w, const char *key, uint64_t ns)
+{
+	char b[32];
+
+	json_key(&w->j, key);
+	json_raw(&w->j, b, trace_fmt_us(b, ns));
 }
 
 static void meta_event(struct trace_writer *w, uint32_t pid, const uint32_t *tid, const char *what,
 		       const char *key, const char *str, const int *num)
 {
-	tw_head(w, "M", pid);
-	if (tid) {
-		TW_LIT(w, ",\"tid\":");
-		tw_u64(w, *tid);
-	}
-	TW_LIT(w, ",\"name\":");
-	tw_str(w, what);
-	TW_LIT(w, ",\"args\":{");
-	tw_str(w, key);
-	TW_LIT(w, ":");
-	if (str) {
-		tw_str(w, str);
-	} else {
-		char b[16];
-
-		tw_put(w, b, snprintf(b, sizeof(b), "%d", *num));
-	}
-	TW_LIT(w, "}}");
+	head(w, "M", pid);
+	if (tid)
+		json_kv_u64(&w->j, "tid", *tid);
+	json_kv_str(&w->j, "name", what);
+	json_key(&w->j, "args");
+	json_obj(&w->j);
+	if (str)
+		json_kv_str(&w->j, key, str);
+	else
+		json_kv_i64(&w->j, key, *num);
+	json_obj_end(&w->j);
+	json_obj_end(&w->j);
 }
 
 void trace_process_name(struct trace_writer *w, uint32_t pid, const char *name)
@@ -299,112 +168,98 @@ void trace_thread_sort_index(struct trace_writer *w, uint32_t pid, uint32_t tid,
 	meta_event(w, pid, &tid, "thread_sort_index", "sort_index", NULL, &index);
 }
 
-static void tw_tail(struct trace_writer *w, const char *name, const char *cat, const char *args)
+static void tail(struct trace_writer *w, const char *name, const char *cat, const char *args)
 {
-	TW_LIT(w, ",\"name\":");
-	tw_str(w, name);
-	if (cat) {
-		TW_LIT(w, ",\"cat\":");
-		tw_str(w, cat);
+	json_kv_str(&w->j, "name", name ? name : "");
+	if (cat)
+		json_kv_str(&w->j, "cat", cat);
+	if (args && *args) {
+		json_key(&w->j, "args");
+		json_raw(&w->j, args, strlen(args));
 	}
-	if (args) {
-		TW_LIT(w, ",\"args\":");
-		tw_put(w, args, strlen(args));
-	}
-	TW_LIT(w, "}");
+	json_obj_end(&w->j);
 }
 
-static void tw_thread_ts(struct trace_writer *w, uint32_t tid, uint64_t ts_ns)
+static void thread_ts(struct trace_writer *w, uint32_t tid, uint64_t ts_ns)
 {
-	TW_LIT(w, ",\"tid\":");
-	tw_u64(w, tid);
-	TW_LIT(w, ",\"ts\":");
-	tw_us(w, ts_ns);
+	json_kv_u64(&w->j, "tid", tid);
+	us(w, "ts", ts_ns);
 }
 
 void trace_complete(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
 		    uint64_t dur_ns, const char *name, const char *cat, const char *args_json)
 {
-	tw_head(w, "X", pid);
-	tw_thread_ts(w, tid, ts_ns);
-	TW_LIT(w, ",\"dur\":");
-	tw_us(w, dur_ns);
-	tw_tail(w, name, cat, args_json);
+	head(w, "X", pid);
+	thread_ts(w, tid, ts_ns);
+	us(w, "dur", dur_ns);
+	tail(w, name, cat, args_json);
 }
 
 void trace_begin(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
 		 const char *name, const char *cat, const char *args_json)
 {
-	tw_head(w, "B", pid);
-	tw_thread_ts(w, tid, ts_ns);
-	tw_tail(w, name, cat, args_json);
+	head(w, "B", pid);
+	thread_ts(w, tid, ts_ns);
+	tail(w, name, cat, args_json);
 }
 
 void trace_end(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns)
 {
-	tw_head(w, "E", pid);
-	tw_thread_ts(w, tid, ts_ns);
-	TW_LIT(w, "}");
-}
-
-static void tw_double(struct trace_writer *w, double v)
-{
-	char b[32];
-
-	if (!isfinite(v))
-		v = 0;
-	tw_put(w, b, snprintf(b, sizeof(b), "%.6g", v));
+	head(w, "E", pid);
+	thread_ts(w, tid, ts_ns);
+	json_obj_end(&w->j);
 }
 
 void trace_counter(struct trace_writer *w, uint32_t pid, const char *name, uint64_t ts_ns,
 		   const char *const *series, const double *values, size_t n)
 {
-	tw_head(w, "C", pid);
-	TW_LIT(w, ",\"ts\":");
-	tw_us(w, ts_ns);
-	TW_LIT(w, ",\"name\":");
-	tw_str(w, name);
-	TW_LIT(w, ",\"args\":{");
+	head(w, "C", pid);
+	us(w, "ts", ts_ns);
+	json_kv_str(&w->j, "name", name);
+	json_key(&w->j, "args");
+	json_obj(&w->j);
 	for (size_t i = 0; i < n; i++) {
-		if (i)
-			TW_LIT(w, ",");
-		tw_str(w, series[i]);
-		TW_LIT(w, ":");
-		tw_double(w, values[i]);
+		json_key(&w->j, series[i]);
+		json_g(&w->j, isfinite(values[i]) ? values[i] : 0, 6);
 	}
-	TW_LIT(w, "}}");
+	json_obj_end(&w->j);
+	json_obj_end(&w->j);
 }
 
 void trace_instant(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t ts_ns,
 		   const char *name, char scope, const char *args_json)
 {
-	char s[] = {',', '"', 's', '"', ':', '"', scope, '"'};
+	char s[2] = {scope, '\0'};
 
-	tw_head(w, "i", pid);
-	tw_thread_ts(w, tid, ts_ns);
-	tw_put(w, s, sizeof(s));
-	tw_tail(w, name, NULL, args_json);
+	head(w, "i", pid);
+	thread_ts(w, tid, ts_ns);
+	json_kv_str(&w->j, "s", s);
+	tail(w, name, NULL, args_json);
 }
 
 void trace_flow(struct trace_writer *w, char phase, uint64_t id, uint32_t pid, uint32_t tid,
 		uint64_t ts_ns, const char *name, const char *cat)
 {
-	char ph[2] = {phase, 0};
+	char ph[2] = {phase, '\0'};
 
-	tw_head(w, ph, pid);
-	tw_thread_ts(w, tid, ts_ns);
-	TW_LIT(w, ",\"id\":");
-	tw_u64(w, id);
+	head(w, ph, pid);
+	thread_ts(w, tid, ts_ns);
+	json_kv_u64(&w->j, "id", id);
 	if (phase == 'f' || phase == 't')
-		TW_LIT(w, ",\"bp\":\"e\"");
-	tw_tail(w, name, cat ? cat : "flow", NULL);
+		json_kv_str(&w->j, "bp", "e");
+	tail(w, name, cat ? cat : "flow", NULL);
 }
 
-void trace_raw(struct trace_writer *w, const char *fields_json)
+void trace_event_text(struct trace_writer *w, const void *text, size_t len)
 {
-	tw_event(w);
-	tw_put(w, fields_json, strlen(fields_json));
-	TW_LIT(w, "}");
+	w->events++;
+	json_break(&w->j, 0);
+	json_raw(&w->j, text, len);
+}
+
+void trace_event_more(struct trace_writer *w, const void *text, size_t len)
+{
+	json_put(&w->j, text, len);
 }
 
 /* --- CPU samples as nested slices ------------------------------------------------ */
@@ -479,9 +334,9 @@ static const struct frag *frame_frag_slow(struct cpu_ctx *c, const struct frame 
 	if (arr_grow(c->frags, c->capfrags, c->nfrags + 1))
 		return NULL;
 	arena_put(c, ",\"name\":\"", 9);
-	json_escape(arena_put, c, profile__str(c->p, f->name));
+	json_escape(profile__str(c->p, f->name), arena_put, c);
 	arena_put(c, "\",\"cat\":\"", 9);
-	json_escape(arena_put, c, profile__str(c->p, f->module));
+	json_escape(profile__str(c->p, f->module), arena_put, c);
 	arena_put(c, "\"}", 2);
 	if (c->arena_cap == SIZE_MAX || c->arena_len - off > UINT32_MAX)
 		return NULL;
@@ -755,7 +610,7 @@ static int open_slices(struct cpu_ctx *c, const uint32_t *ord, size_t j, const s
 			c->endk[--top] = (uint32_t)k;
 	/* the slices opened here share their head ('"ph":"X",...,"dur":'), and often their end */
 	memcpy(head, prefix, prefix_len);
-	hlen = prefix_len + fmt_u64(head + prefix_len, begin_us);
+	hlen = prefix_len + json_fmt_u64(head + prefix_len, begin_us);
 	memcpy(head + hlen, ",\"dur\":", 7);
 	hlen += 7;
 	for (uint32_t d = a; d < n; d++) {
@@ -767,12 +622,11 @@ static int open_slices(struct cpu_ctx *c, const uint32_t *ord, size_t j, const s
 			uint64_t end_us = (sv[ord[c->endk[d]]].ts + 500) / 1000;
 
 			last_k = c->endk[d];
-			blen = fmt_u64(b, end_us > begin_us ? end_us - begin_us : 0);
+			blen = json_fmt_u64(b, end_us > begin_us ? end_us - begin_us : 0);
 		}
-		tw_event(c->w);
-		tw_put(c->w, head, hlen);
-		tw_put(c->w, b, blen);
-		tw_put(c->w, c->arena + f->off, f->len);
+		trace_event_text(c->w, head, hlen);
+		trace_event_more(c->w, b, blen);
+		trace_event_more(c->w, c->arena + f->off, f->len);
 		c->st->slices++;
 	}
 	return 0;
@@ -826,7 +680,7 @@ static int cpu_thread(struct cpu_ctx *c, const struct tthread *t, const char *pr
 			begin_us++;
 		err = open_slices(c, ord, j, c->fa, a, n, begin_us, prefix, prefix_len);
 	}
-	return err ? err : c->w->out->err;
+	return err ? err : trace_writer__error(c->w);
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -1014,7 +868,7 @@ static int cpu_processes(struct cpu_ctx *c, const int *rank_of)
 			process_tracks(c, th->pid, rank_of[k++]);
 		thread_track(c, th, th->tid == th->pid ? 0 : (int)(t + 1));
 		plen = (size_t)snprintf(prefix, sizeof(prefix),
-					"\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":", th->pid,
+					"{\"ph\":\"X\",\"pid\":%u,\"tid\":%u,\"ts\":", th->pid,
 					th->tid);
 		err = cpu_thread(c, th, prefix, plen);
 		c->st->threads++;
@@ -1077,7 +931,7 @@ static int source_lost(struct trace_writer *w, const struct profile *p, const st
 	uint64_t end = profile__meta_u64(p, "end_ns", 0);
 	uint32_t pid = 0;
 	bool timed = false;
-	char args[256];
+	struct json a;
 
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
@@ -1087,11 +941,13 @@ static int source_lost(struct trace_writer *w, const struct profile *p, const st
 		timed = true;
 		if ((o->filter.t0 && e->ts < o->filter.t0) || (o->filter.t1 && e->ts - e->dur > o->filter.t1))
 			continue;
-		snprintf(args, sizeof(args),
-			 "{\"samples_lost\":%" PRIu64 ",\"events_lost\":%" PRIu64
-			 ",\"interval_ms\":%.1f,\"where\":\"ring buffer full in this interval\"}",
-			 e->b, e->c, e->dur / 1e6);
-		trace_instant(w, 0, 0, e->ts, "samples lost (ring buffer full)", 'g', args);
+		trace_args(&a);
+		json_kv_u64(&a, "samples_lost", e->b);
+		json_kv_u64(&a, "events_lost", e->c);
+		json_kv_f(&a, "interval_ms", e->dur / 1e6, 1);
+		json_kv_str(&a, "where", "ring buffer full in this interval");
+		trace_instant(w, 0, 0, e->ts, "samples lost (ring buffer full)", 'g',
+			      trace_args_text(&a));
 	}
 	if (timed || (!lost && !evlost))
 		return 0;
@@ -1103,11 +959,11 @@ static int source_lost(struct trace_writer *w, const struct profile *p, const st
 	}
 	if (o->filter.t1 && end > o->filter.t1)
 		end = o->filter.t1;
-	snprintf(args, sizeof(args),
-		 "{\"samples_lost\":%" PRIu64 ",\"events_lost\":%" PRIu64
-		 ",\"where\":\"ring buffer full; this recording has no drop times\"}",
-		 lost, evlost);
-	trace_instant(w, pid, pid, end, "samples lost (ring buffer full)", 'g', args);
+	trace_args(&a);
+	json_kv_u64(&a, "samples_lost", lost);
+	json_kv_u64(&a, "events_lost", evlost);
+	json_kv_str(&a, "where", "ring buffer full; this recording has no drop times");
+	trace_instant(w, pid, pid, end, "samples lost (ring buffer full)", 'g', trace_args_text(&a));
 	return 0;
 }
 
@@ -1121,31 +977,28 @@ static const struct trace_source trace_sources[] = {
     {"memory", trace_source_mem},
 };
 
-static char *meta_json(const struct profile *p)
+/* otherData: key, value, ..., NULL; the keys of the profile's metadata it does not have left out */
+static void meta_pairs(const struct profile *p, const char **kv)
 {
 	static const char *const keys[] = {"command", "hostname",   "kernel",	   "start_ns",
 					   "end_ns",  "start_time", "sample_rate", "eprof_version"};
-	struct sink *s = sink_mem();
-	char *ret = NULL;
-	size_t len;
+	size_t n = 0;
 
-	if (!s)
-		return NULL;
-	sink_puts(s, "{\"producer\":\"eprof\",\"clock\":\"CLOCK_MONOTONIC\",\"ts_unit\":\"us\"");
+	kv[n++] = "producer";
+	kv[n++] = "eprof";
+	kv[n++] = "clock";
+	kv[n++] = "CLOCK_MONOTONIC";
+	kv[n++] = "ts_unit";
+	kv[n++] = "us";
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		const char *v = profile__meta(p, keys[i]);
 
 		if (!v)
 			continue;
-		sink_printf(s, ",\"%s\":\"", keys[i]);
-		sink_json_str(s, v);
-		sink_puts(s, "\"");
+		kv[n++] = keys[i];
+		kv[n++] = v;
 	}
-	sink_puts(s, "}");
-	if (!s->err)
-		ret = strdup(sink_mem_data(s, &len));
-	sink_close(s);
-	return ret;
+	kv[n] = NULL;
 }
 
 int trace_write(struct sink *out, const struct profile *p, const struct trace_opts *o,
@@ -1153,7 +1006,7 @@ int trace_write(struct sink *out, const struct profile *p, const struct trace_op
 {
 	struct trace_stats local;
 	struct trace_writer *w;
-	char *meta;
+	const char *meta[2 * 11 + 1];
 	int err = 0, ferr;
 
 	if (!st)
@@ -1165,9 +1018,8 @@ int trace_write(struct sink *out, const struct profile *p, const struct trace_op
 	for (size_t i = 0; i < sizeof(trace_sources) / sizeof(trace_sources[0]) && !err; i++)
 		err = trace_sources[i].emit(w, p, o, st);
 	st->events = trace_writer__events(w);
-	meta = meta_json(p);
+	meta_pairs(p, meta);
 	ferr = trace_writer__finish(w, meta);
-	free(meta);
 	st->bytes = out->bytes;
 	return err ? err : ferr;
 }

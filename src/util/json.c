@@ -279,17 +279,26 @@ void json_str_end(struct json *j)
 	PUT_LIT(j, "\"");
 }
 
+size_t json_fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
 void json_u64(struct json *j, uint64_t v)
 {
 	char b[24];
-	int i = sizeof(b);
 
-	do {
-		b[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
 	item(j, false);
-	json_put(j, b + i, sizeof(b) - i);
+	json_put(j, b, json_fmt_u64(b, v));
 }
 
 void json_i64(struct json *j, int64_t v)

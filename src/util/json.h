@@ -123,6 +123,9 @@ void json_kv_f(struct json *j, const char *key, double v, int decimals);
 void json_kv_bool(struct json *j, const char *key, bool v);
 void json_kv_null(struct json *j, const char *key);
 
+/* The decimal digits of v into buf (21 bytes or more), no NUL; returns how many. */
+size_t json_fmt_u64(char *buf, uint64_t v);
+
 /*
  * The body of a JSON string (no quotes) through put: quotes, backslashes and control
  * characters escaped, each byte that is not valid UTF-8 replaced by U+FFFD.
