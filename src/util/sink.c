@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "sink.h"
-#include "utf8.h"
 #include "vec.h"
 
 struct file_sink {
@@ -180,45 +179,6 @@ int sink_printf(struct sink *s, const char *fmt, ...)
 	err = sink_write(s, big, n);
 	free(big);
 	return err;
-}
-
-int sink_json_str(struct sink *s, const char *str)
-{
-	const unsigned char *p = (const unsigned char *)str, *run = p;
-	char esc[8];
-
-	for (; *p; p++) {
-		const char *rep = NULL;
-
-		if (*p >= 0x80) {
-			int l = utf8_seq_len(p);
-
-			/* JSON is UTF-8: an invalid byte becomes U+FFFD. */
-			if (l) {
-				p += l - 1;
-				continue;
-			}
-			rep = "\\ufffd";
-		}
-		switch (*p) {
-		case '"': rep = "\\\""; break;
-		case '\\': rep = "\\\\"; break;
-		case '\n': rep = "\\n"; break;
-		case '\r': rep = "\\r"; break;
-		case '\t': rep = "\\t"; break;
-		default:
-			if (*p < 0x20) {
-				snprintf(esc, sizeof(esc), "\\u%04x", *p);
-				rep = esc;
-			}
-		}
-		if (!rep)
-			continue;
-		sink_write(s, run, p - run);
-		sink_puts(s, rep);
-		run = p + 1;
-	}
-	return sink_write(s, run, p - run);
 }
 
 int sink_xml_str(struct sink *s, const char *str)
