@@ -121,6 +121,9 @@ struct trace_source {
 		    struct trace_stats *st);
 };
 
+/* CPU slices and CPU utilisation counters (trace_cpu.c). */
+int trace_source_cpu(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		     struct trace_stats *st);
 /* Off-CPU state tracks, wakeup flows and the critical path (trace_offcpu.c). */
 int trace_source_offcpu(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
 			struct trace_stats *st);
