@@ -58,7 +58,7 @@ static int source_lost(struct trace_writer *w, const struct profile *p, const st
 	return 0;
 }
 
-/* Later issues add memory, GPU and region sources here. */
+/* The sources, in the order their events are written. */
 static const struct trace_source trace_sources[] = {
     {"cpu", trace_source_cpu},
     {"lost", source_lost},
