@@ -125,39 +125,40 @@ void rule_quality(struct rule_ctx *c, uint64_t unknown, uint64_t truncated, uint
 	}
 }
 
-void rule_cpu(struct rule_ctx *c)
+/* What the function table says, for the CPU rules. */
+struct cpu_tally {
+	uint64_t cls[4], cls_top_n[4]; /* self samples per enum fclass, and of its top function */
+	uint32_t cls_top[4];
+	uint64_t kernel, fault, sys;   /* kernel-leaf samples, under page faults, a system call */
+	uint32_t sys_name;	       /* the system call with the most */
+	const struct func_stat *hot;   /* the hottest function no other rule speaks for */
+};
+
+static void cpu_tally(const struct rule_ctx *c, struct cpu_tally *t)
 {
 	const struct hot_result *r = c->hot;
-	const struct func_stat *hot = NULL;
-	uint64_t cls[4] = { 0 }, kernel = 0, fault = 0, sys = 0;
-	uint32_t cls_top[4] = { 0 }, sys_name = 0;
-	uint64_t cls_top_n[4] = { 0 };
-	struct finding *f;
-	double s;
 
-	if (c->samples < MIN_SAMPLES)
-		return;
 	for (size_t i = 0; i < r->n; i++) {
 		const struct func_stat *fs = &r->funcs[i];
 		const char *name = str(c, fs->name);
 		enum fclass k;
 
 		if (fs->kind == FRAME_KERNEL) {
-			kernel += fs->self;
+			t->kernel += fs->self;
 			if (!strcmp(name, "exc_page_fault") || !strcmp(name, "handle_mm_fault"))
-				fault = fs->total > fault ? fs->total : fault;
+				t->fault = fs->total > t->fault ? fs->total : t->fault;
 			if ((prefix(name, "__x64_sys_") || prefix(name, "__ia32_sys_")) &&
-			    fs->total > sys) {
-				sys = fs->total;
-				sys_name = fs->name;
+			    fs->total > t->sys) {
+				t->sys = fs->total;
+				t->sys_name = fs->name;
 			}
 			continue;
 		}
 		k = classify(name, str(c, fs->module));
-		cls[k] += fs->self;
-		if (fs->self > cls_top_n[k]) {
-			cls_top_n[k] = fs->self;
-			cls_top[k] = fs->name;
+		t->cls[k] += fs->self;
+		if (fs->self > t->cls_top_n[k]) {
+			t->cls_top_n[k] = fs->self;
+			t->cls_top[k] = fs->name;
 		}
 	}
 	/* The hottest function that no other rule speaks for (copies, allocator, spinning,
@@ -166,48 +167,70 @@ void rule_cpu(struct rule_ctx *c)
 	for (size_t i = 0; i < r->n; i++) {
 		const struct func_stat *fs = &r->funcs[i];
 
-		if ((hot && fs->self <= hot->self) ||
+		if ((t->hot && fs->self <= t->hot->self) ||
 		    classify(str(c, fs->name), str(c, fs->module)) != FC_NONE ||
 		    fs->kind == FRAME_KERNEL || fs->kind == FRAME_UNKNOWN ||
 		    fs->kind == FRAME_SPECIAL || (c->py_samples && interpreter(c, fs)))
 			continue;
-		hot = fs;
+		t->hot = fs;
 	}
-	s = hot ? (double)hot->self / c->samples : 0;
-	/* Compute code has a hottest function: a pointer, not an alarm. */
+}
+
+/* Compute code has a hottest function: a pointer, not an alarm. */
+static void rule_hot_function(struct rule_ctx *c, const struct cpu_tally *t)
+{
+	double s = t->hot ? (double)t->hot->self / c->samples : 0;
+	struct finding *f;
+
 	if (s > HOT_SHARE &&
 	    (f = add(c, "hot-function", s >= 0.5 ? FINDING_MEDIUM : FINDING_LOW, s))) {
 		say(f->what, "%.120s (%.80s) runs %.1f%% of the CPU samples in its own code",
-		    str(c, hot->name), str(c, hot->module), 100 * s);
+		    str(c, t->hot->name), str(c, t->hot->module), 100 * s);
 		say(f->advice, "the place where optimizing pays: `eprof report --lines` shows its "
 			       "hottest lines, `eprof flamegraph` its callers");
 	}
-	s = (double)cls[FC_COPY] / c->samples;
+}
+
+/* Copies, the allocator, spinning. */
+static void rule_classes(struct rule_ctx *c, const struct cpu_tally *t)
+{
+	struct finding *f;
+	double s;
+
+	s = (double)t->cls[FC_COPY] / c->samples;
 	if (s > CLASS_SHARE && (f = add(c, "memory-copies", sev_of(s), s))) {
 		say(f->what, "%.1f%% of the CPU samples copy or fill memory (%.120s the most)", 100 * s,
-		    str(c, cls_top[FC_COPY]));
+		    str(c, t->cls_top[FC_COPY]));
 		say(f->advice, "find the callers in `eprof flamegraph` (search memcpy): pass buffers "
 			       "by reference, reuse them, copy once");
 	}
-	s = (double)cls[FC_ALLOC] / c->samples;
+	s = (double)t->cls[FC_ALLOC] / c->samples;
 	if (s > CLASS_SHARE && (f = add(c, "allocator", sev_of(s), s))) {
+		const char *top = str(c, t->cls_top[FC_ALLOC]);
+
 		say(f->what, "%.1f%% of the CPU samples are in the memory allocator (%.120s the most)",
-		    100 * s, str(c, cls_top[FC_ALLOC]));
-		if (strstr(str(c, cls_top[FC_ALLOC]), "Py") || strstr(str(c, cls_top[FC_ALLOC]), "py"))
+		    100 * s, top);
+		if (strstr(top, "Py") || strstr(top, "py"))
 			say(f->advice, "Python makes an object per value: work on whole arrays "
 				       "(NumPy, torch) instead of element by element, or reuse objects");
 		else
 			say(f->advice, "reuse buffers instead of allocating per item (`eprof record "
 				       "--mem` shows which stacks allocate), or preload jemalloc/tcmalloc");
 	}
-	s = (double)cls[FC_SPIN] / c->samples;
+	s = (double)t->cls[FC_SPIN] / c->samples;
 	if (s > CLASS_SHARE && (f = add(c, "spinning", sev_of(s), s))) {
 		say(f->what, "%.1f%% of the CPU samples spin waiting (%.120s the most)", 100 * s,
-		    str(c, cls_top[FC_SPIN]));
+		    str(c, t->cls_top[FC_SPIN]));
 		say(f->advice, "threads burn CPU waiting for others: OMP_WAIT_POLICY=passive for "
 			       "OpenMP, fewer threads (OMP_NUM_THREADS), or blocking waits");
 	}
-	s = (double)c->probe / c->samples;
+}
+
+static void rule_probe_overhead(struct rule_ctx *c)
+{
+	double s = (double)c->probe / c->samples;
+	struct finding *f;
+
 	if (s > CLASS_SHARE && (f = add(c, "probe-overhead", sev_of(s), s))) {
 		say(f->what, "%.1f%% of the CPU samples are in eprof's own uprobes (allocation, "
 			     "region or CUDA probes): the job ran that much slower while recorded",
@@ -215,29 +238,46 @@ void rule_cpu(struct rule_ctx *c)
 		say(f->advice, "the rest of the profile is right; for a lighter record, sample "
 			       "allocations (--mem rather than --mem=1) or probe fewer functions");
 	}
-	/* The kernel time of uprobe traps is eprof's, not the program's. */
-	kernel -= c->probe_kernel < kernel ? c->probe_kernel : kernel;
-	s = (double)kernel / c->samples;
-	if (s > KERNEL_SHARE && (f = add(c, "kernel-time", sev_of(s), s))) {
-		if (fault * 2 > kernel) {
-			say(f->what, "%.1f%% of the CPU samples are in the kernel, %.1f%% under page "
-				     "faults", 100 * s, 100.0 * fault / c->samples);
-			say(f->advice, "memory is touched for the first time over and over: reuse "
-				       "buffers instead of fresh mappings, or pre-fault them "
-				       "(MAP_POPULATE, transparent huge pages)");
-		} else {
-			char from[256] = "";
+}
 
-			if (c->sys_entry && c->sys_own && c->sys_own != c->sys_entry)
-				snprintf(from, sizeof(from), ", the most entered from %.80s in %.80s",
-					 str(c, c->sys_entry), str(c, c->sys_own));
-			else if (c->sys_entry)
-				snprintf(from, sizeof(from), ", the most entered from %.80s",
-					 str(c, c->sys_entry));
-			say(f->what, "%.1f%% of the CPU samples are in the kernel%s%s%.80s", 100 * s, from,
-			    sys_name ? ", under " : "", sys_name ? str(c, sys_name) : "");
-			say(f->advice, "fewer, larger system calls (bigger I/O buffers, batching); "
-				       "`eprof flamegraph` shows which calls and from where");
-		}
+static void rule_kernel_time(struct rule_ctx *c, const struct cpu_tally *t)
+{
+	/* The kernel time of uprobe traps is eprof's, not the program's. */
+	uint64_t kernel = t->kernel - (c->probe_kernel < t->kernel ? c->probe_kernel : t->kernel);
+	double s = (double)kernel / c->samples;
+	char from[256] = "";
+	struct finding *f;
+
+	if (s <= KERNEL_SHARE || !(f = add(c, "kernel-time", sev_of(s), s)))
+		return;
+	if (t->fault * 2 > kernel) {
+		say(f->what, "%.1f%% of the CPU samples are in the kernel, %.1f%% under page "
+			     "faults", 100 * s, 100.0 * t->fault / c->samples);
+		say(f->advice, "memory is touched for the first time over and over: reuse "
+			       "buffers instead of fresh mappings, or pre-fault them "
+			       "(MAP_POPULATE, transparent huge pages)");
+		return;
 	}
+	if (c->sys_entry && c->sys_own && c->sys_own != c->sys_entry)
+		snprintf(from, sizeof(from), ", the most entered from %.80s in %.80s",
+			 str(c, c->sys_entry), str(c, c->sys_own));
+	else if (c->sys_entry)
+		snprintf(from, sizeof(from), ", the most entered from %.80s", str(c, c->sys_entry));
+	say(f->what, "%.1f%% of the CPU samples are in the kernel%s%s%.80s", 100 * s, from,
+	    t->sys_name ? ", under " : "", t->sys_name ? str(c, t->sys_name) : "");
+	say(f->advice, "fewer, larger system calls (bigger I/O buffers, batching); "
+		       "`eprof flamegraph` shows which calls and from where");
+}
+
+void rule_cpu(struct rule_ctx *c)
+{
+	struct cpu_tally t = { 0 };
+
+	if (c->samples < MIN_SAMPLES)
+		return;
+	cpu_tally(c, &t);
+	rule_hot_function(c, &t);
+	rule_classes(c, &t);
+	rule_probe_overhead(c);
+	rule_kernel_time(c, &t);
 }

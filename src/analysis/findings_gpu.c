@@ -83,60 +83,60 @@ static void rule_cuda_errors(struct rule_ctx *c, const struct gpu_summary *s)
 			       "the program may be checking none of these results");
 }
 
-void rule_gpu(struct rule_ctx *c)
+/* Kernels so short that launching them costs more than running them. */
+static void rule_launch_bound(struct rule_ctx *c, const struct gpu_summary *s)
 {
-	struct gpu_summary s;
-	uint64_t kernels = 0, wall = c->end > c->start ? c->end - c->start : 0;
+	uint64_t kernels = 0;
 	struct finding *f;
-	double sh;
 
-	if (!gpu_present(c->p))
+	for (size_t i = 0; i < s->nkernels; i++)
+		kernels += s->kernels[i].count;
+	if (kernels < LAUNCH_MIN || s->kernel_ns / kernels >= LAUNCH_SHORT_NS ||
+	    !(f = add(c, "launch-bound", FINDING_MEDIUM, 0.10)))
 		return;
-	if (gpu_analyze(c->p, &s)) {
-		c->err = -ENOMEM;
+	say(f->what, "%llu kernels ran %.1f us each on average", (unsigned long long)kernels,
+	    s->kernel_ns / 1e3 / kernels);
+	if (s->launches_timed)
+		snprintf(f->what + strlen(f->what), sizeof(f->what) - strlen(f->what),
+			 "; a launch call took %.1f us of CPU", s->launch_ns / 1e3 / s->launches_timed);
+	say(f->advice, "kernels this short cost more to launch than to run: fuse them "
+		       "(torch.compile, fused ops) or capture the loop in a CUDA graph");
+}
+
+static void rule_sync_wait(struct rule_ctx *c, const struct gpu_summary *s, uint64_t wall)
+{
+	double sh = wall ? (double)s->sync_ns / wall : 0;
+	const struct gpu_api_stat *top = NULL;
+	struct finding *f;
+
+	if (sh <= SYNC_SHARE || !(f = add(c, "gpu-sync-wait", sev_of(sh), sh)))
 		return;
-	}
-	rule_gpu_devices(c, &s);
-	rule_cuda_errors(c, &s);
-	for (size_t i = 0; i < s.nkernels; i++)
-		kernels += s.kernels[i].count;
-	if (kernels >= LAUNCH_MIN && s.kernel_ns / kernels < LAUNCH_SHORT_NS &&
-	    (f = add(c, "launch-bound", FINDING_MEDIUM, 0.10))) {
-		say(f->what, "%llu kernels ran %.1f us each on average", (unsigned long long)kernels,
-		    s.kernel_ns / 1e3 / kernels);
-		if (s.launches_timed)
-			snprintf(f->what + strlen(f->what), sizeof(f->what) - strlen(f->what),
-				 "; a launch call took %.1f us of CPU",
-				 s.launch_ns / 1e3 / s.launches_timed);
-		say(f->advice, "kernels this short cost more to launch than to run: fuse them "
-			       "(torch.compile, fused ops) or capture the loop in a CUDA graph");
-	}
-	sh = wall ? (double)s.sync_ns / wall : 0;
-	if (sh > SYNC_SHARE && (f = add(c, "gpu-sync-wait", sev_of(sh), sh))) {
-		const struct gpu_api_stat *top = NULL;
+	for (size_t i = 0; i < s->napi; i++)
+		if (s->api[i].cat == CUDA_CAT_SYNC && (!top || s->api[i].total_ns > top->total_ns))
+			top = &s->api[i];
+	say(f->what, "CPU threads spent %.3f s (%.1f%% of the run) in %llu synchronization "
+		     "calls%s%.80s", s->sync_ns / 1e9, 100 * sh, (unsigned long long)s->sync_calls,
+	    top ? ", the most in " : "", top ? str(c, top->name) : "");
+	say(f->advice, "take host synchronizations out of the loop (.item(), .cpu(), printing "
+		       "tensors, cudaDeviceSynchronize); wait on events only where the result "
+		       "is needed");
+}
 
-		for (size_t i = 0; i < s.napi; i++)
-			if (s.api[i].cat == CUDA_CAT_SYNC && (!top || s.api[i].total_ns > top->total_ns))
-				top = &s.api[i];
-		say(f->what, "CPU threads spent %.3f s (%.1f%% of the run) in %llu synchronization "
-			     "calls%s%.80s", s.sync_ns / 1e9, 100 * sh, (unsigned long long)s.sync_calls,
-		    top ? ", the most in " : "", top ? str(c, top->name) : "");
-		say(f->advice, "take host synchronizations out of the loop (.item(), .cpu(), printing "
-			       "tensors, cudaDeviceSynchronize); wait on events only where the result "
-			       "is needed");
-	}
-	for (size_t i = 0; i < s.nkernels && s.kernel_ns; i++) {
-		const struct gpu_kernel_stat *k = &s.kernels[i];
-		const char *lim;
+/* Kernels with a large share of GPU time and a low theoretical occupancy, one finding each. */
+static void rule_occupancy(struct rule_ctx *c, const struct gpu_summary *s)
+{
+	for (size_t i = 0; i < s->nkernels && s->kernel_ns; i++) {
+		const struct gpu_kernel_stat *k = &s->kernels[i];
+		double sh = (double)k->total_ns / s->kernel_ns;
+		struct finding *f;
 
-		sh = (double)k->total_ns / s.kernel_ns;
 		if (sh < OCC_SHARE || !k->occ_known || k->occupancy > OCC_LOW + 1e-9)
 			continue;
 		if (!(f = add(c, "low-occupancy", FINDING_LOW, sh)))
 			break;
-		lim = gpu_occ_limiter_name(k->limiter);
 		say(f->what, "kernel %.120s (%.1f%% of GPU time) has %.0f%% theoretical occupancy, "
-			     "limited by %s", str(c, k->name), 100 * sh, 100 * k->occupancy, lim);
+			     "limited by %s", str(c, k->name), 100 * sh, 100 * k->occupancy,
+		    gpu_occ_limiter_name(k->limiter));
 		if (k->limiter == GPU_OCC_REGS)
 			say(f->advice, "cap its registers per thread (__launch_bounds__, -maxrregcount)"
 				       " if it is latency-bound");
@@ -147,10 +147,16 @@ void rule_gpu(struct rule_ctx *c)
 			say(f->advice, "launch larger blocks (128-256 threads) so more warps fit "
 				       "on an SM");
 	}
+}
+
+/* Many small host-device copies, per direction. */
+static void rule_small_copies(struct rule_ctx *c, const struct gpu_summary *s, uint64_t wall)
+{
 	for (int d = GPU_COPY_HTOD; d <= GPU_COPY_DTOH; d++) {
-		const struct gpu_copy_stat *cp = &s.copies[d];
+		const struct gpu_copy_stat *cp = &s->copies[d];
 		uint64_t n = cp->count ? cp->count : cp->api_count;
 		uint64_t b = cp->count ? cp->bytes : cp->api_bytes;
+		struct finding *f;
 
 		if (n < COPY_MIN || b / n >= COPY_SMALL)
 			continue;
@@ -162,6 +168,26 @@ void rule_gpu(struct rule_ctx *c)
 		say(f->advice, "each copy pays a fixed latency: batch them into larger transfers "
 			       "(one pinned staging buffer, torch.cat before .to())");
 	}
+}
+
+void rule_gpu(struct rule_ctx *c)
+{
+	struct gpu_summary s;
+	uint64_t wall = c->end > c->start ? c->end - c->start : 0;
+	struct finding *f;
+
+	if (!gpu_present(c->p))
+		return;
+	if (gpu_analyze(c->p, &s)) {
+		c->err = -ENOMEM;
+		return;
+	}
+	rule_gpu_devices(c, &s);
+	rule_cuda_errors(c, &s);
+	rule_launch_bound(c, &s);
+	rule_sync_wait(c, &s, wall);
+	rule_occupancy(c, &s);
+	rule_small_copies(c, &s, wall);
 	if (c->exited && s.mem_live >= LEAK_BYTES && (f = add(c, "gpu-memory-leak", FINDING_LOW, 0))) {
 		say(f->what, "%.2f MiB of device memory in %llu allocations was never freed before "
 			     "the process exited", s.mem_live / 1048576.0,

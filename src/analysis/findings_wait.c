@@ -69,84 +69,99 @@ static bool gil_wait(const struct rule_ctx *c, uint32_t node, const char **py)
 	return gil;
 }
 
+static void rule_cpu_contention(struct rule_ctx *c, const struct offcpu_summary *s, uint64_t all)
+{
+	double sh = (double)s->by_kind[WAIT_RUNNABLE] / all;
+	struct finding *f;
+
+	if (sh > WAIT_SHARE && (f = add(c, "cpu-contention", sev_of(sh), sh))) {
+		unsigned ncpus = profile__meta_u64(c->p, "ncpus", 0);
+
+		say(f->what, "threads waited %.3f s for a CPU while runnable, %.1f%% of their time "
+			     "(%u CPUs)", s->by_kind[WAIT_RUNNABLE] / 1e9, 100 * sh, ncpus);
+		say(f->advice, "the job's threads and everything else running want more than the "
+			       "CPUs there are: run fewer threads (OMP_NUM_THREADS, "
+			       "torch.set_num_threads, DataLoader num_workers, make -j), move other "
+			       "work away (`eprof record -a` shows it) or add CPUs");
+	}
+}
+
+/*
+ * Lock contention is time spent acquiring a lock, not every futex wait: a thread waiting
+ * on a condition variable, a join or a semaphore waits for work, which the critical path
+ * explains. The stacks table (sampled intervals scaled up) tells them apart.
+ */
+static void rule_locks(struct rule_ctx *c, const struct offcpu_summary *s, uint64_t all)
+{
+	uint64_t mutex_ns = 0, gil_ns = 0;
+	const char *where = NULL, *py_where = NULL, *py;
+	struct finding *f;
+	double sh;
+
+	for (size_t i = 0; i < s->nstacks; i++) {
+		if (s->stacks[i].kind != WAIT_LOCK)
+			continue;
+		if (gil_wait(c, s->stacks[i].stack, &py)) {
+			gil_ns += s->stacks[i].ns;
+			py_where = py_where ? py_where : py;
+		} else if (acquiring(c, s->stacks[i].stack)) {
+			mutex_ns += s->stacks[i].ns;
+			if (!where)
+				where = rule_own_frame(c, s->stacks[i].stack);
+		}
+	}
+	sh = (double)gil_ns / all;
+	if (sh > LOCK_SHARE && (f = add(c, "gil-contention", sev_of(sh), sh))) {
+		say(f->what, "Python threads waited %.3f s for the GIL, %.1f%% of their time%s"
+			     "%.120s", gil_ns / 1e9, 100 * sh,
+		    py_where ? ", the most in " : "", py_where ? py_where : "");
+		say(f->advice, "one thread at a time runs Python code: move CPU-bound Python "
+			       "work to processes (multiprocessing, DataLoader num_workers) or "
+			       "to native code that releases the GIL (NumPy, torch ops)");
+	}
+	sh = (double)mutex_ns / all;
+	if (sh > LOCK_SHARE && (f = add(c, "lock-contention", sev_of(sh), sh))) {
+		say(f->what, "threads waited %.3f s to acquire locks, %.1f%% of their time%s%.120s",
+		    mutex_ns / 1e9, 100 * sh, where ? ", the most under " : "",
+		    where ? where : "");
+		say(f->advice, "shorten what runs under the lock or split it; `eprof "
+			       "critical-path` shows whether these waits set the run's length");
+	}
+}
+
+static void rule_io_wait(struct rule_ctx *c, const struct offcpu_summary *s, uint64_t all)
+{
+	double sh = (double)s->by_kind[WAIT_IO] / all;
+	const char *where = NULL;
+	struct finding *f;
+
+	if (sh <= LOCK_SHARE || !(f = add(c, "io-wait", sev_of(sh), sh)))
+		return;
+	for (size_t i = 0; i < s->nstacks && !where; i++)
+		if (s->stacks[i].kind == WAIT_IO)
+			where = rule_own_frame(c, s->stacks[i].stack);
+	say(f->what, "threads were blocked %.3f s in disk I/O, %.1f%% of their time%s%.120s",
+	    s->by_kind[WAIT_IO] / 1e9, 100 * sh, where ? ", the most under " : "",
+	    where ? where : "");
+	say(f->advice, "read ahead or in the background (more DataLoader workers, "
+		       "prefetching, larger reads); check the storage's throughput");
+}
+
 void rule_offcpu(struct rule_ctx *c)
 {
 	struct offcpu_summary s;
 	uint64_t all;
-	struct finding *f;
-	double sh;
 
 	if (offcpu_summarize(c->p, c->f, &s)) {
 		c->err = -ENOMEM;
 		return;
 	}
 	all = s.total_ns + c->cpu_ns;
-	if (!s.intervals || !all)
-		goto out;
-	sh = (double)s.by_kind[WAIT_RUNNABLE] / all;
-	if (sh > WAIT_SHARE && (f = add(c, "cpu-contention", sev_of(sh), sh))) {
-		unsigned ncpus = profile__meta_u64(c->p, "ncpus", 0);
-
-		say(f->what, "threads waited %.3f s for a CPU while runnable, %.1f%% of their time "
-			     "(%u CPUs)", s.by_kind[WAIT_RUNNABLE] / 1e9, 100 * sh, ncpus);
-		say(f->advice, "the job's threads and everything else running want more than the "
-			       "CPUs there are: run fewer threads (OMP_NUM_THREADS, "
-			       "torch.set_num_threads, DataLoader num_workers, make -j), move other "
-			       "work away (`eprof record -a` shows it) or add CPUs");
+	if (s.intervals && all) {
+		rule_cpu_contention(c, &s, all);
+		rule_locks(c, &s, all);
+		rule_io_wait(c, &s, all);
 	}
-	/*
-	 * Lock contention is time spent acquiring a lock, not every futex wait: a thread waiting
-	 * on a condition variable, a join or a semaphore waits for work, which the critical path
-	 * explains. The stacks table (sampled intervals scaled up) tells them apart.
-	 */
-	{
-		uint64_t mutex_ns = 0, gil_ns = 0;
-		const char *where = NULL, *py_where = NULL, *py;
-
-		for (size_t i = 0; i < s.nstacks; i++) {
-			if (s.stacks[i].kind != WAIT_LOCK)
-				continue;
-			if (gil_wait(c, s.stacks[i].stack, &py)) {
-				gil_ns += s.stacks[i].ns;
-				py_where = py_where ? py_where : py;
-			} else if (acquiring(c, s.stacks[i].stack)) {
-				mutex_ns += s.stacks[i].ns;
-				if (!where)
-					where = rule_own_frame(c, s.stacks[i].stack);
-			}
-		}
-		sh = (double)gil_ns / all;
-		if (sh > LOCK_SHARE && (f = add(c, "gil-contention", sev_of(sh), sh))) {
-			say(f->what, "Python threads waited %.3f s for the GIL, %.1f%% of their time%s"
-				     "%.120s", gil_ns / 1e9, 100 * sh,
-			    py_where ? ", the most in " : "", py_where ? py_where : "");
-			say(f->advice, "one thread at a time runs Python code: move CPU-bound Python "
-				       "work to processes (multiprocessing, DataLoader num_workers) or "
-				       "to native code that releases the GIL (NumPy, torch ops)");
-		}
-		sh = (double)mutex_ns / all;
-		if (sh > LOCK_SHARE && (f = add(c, "lock-contention", sev_of(sh), sh))) {
-			say(f->what, "threads waited %.3f s to acquire locks, %.1f%% of their time%s%.120s",
-			    mutex_ns / 1e9, 100 * sh, where ? ", the most under " : "",
-			    where ? where : "");
-			say(f->advice, "shorten what runs under the lock or split it; `eprof "
-				       "critical-path` shows whether these waits set the run's length");
-		}
-	}
-	sh = (double)s.by_kind[WAIT_IO] / all;
-	if (sh > LOCK_SHARE && (f = add(c, "io-wait", sev_of(sh), sh))) {
-		const char *where = NULL;
-
-		for (size_t i = 0; i < s.nstacks && !where; i++)
-			if (s.stacks[i].kind == WAIT_IO)
-				where = rule_own_frame(c, s.stacks[i].stack);
-		say(f->what, "threads were blocked %.3f s in disk I/O, %.1f%% of their time%s%.120s",
-		    s.by_kind[WAIT_IO] / 1e9, 100 * sh, where ? ", the most under " : "",
-		    where ? where : "");
-		say(f->advice, "read ahead or in the background (more DataLoader workers, "
-			       "prefetching, larger reads); check the storage's throughput");
-	}
-out:
 	offcpu_summary__free(&s);
 }
 
