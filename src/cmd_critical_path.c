@@ -344,28 +344,14 @@ static void json_gpu_track(struct json *j, const struct cp_track *t)
 	json_kv_u64(j, "gpu_stream", (uint32_t)t->gpu_stream);
 }
 
-static void json_list(struct json *j, const char *key)
-{
-	json_break(j, 2);
-	json_key(j, key);
-	json_arr(j);
-}
-
-static void json_list_end(struct json *j)
-{
-	json_break(j, 2);
-	json_arr_end(j);
-}
-
 static void json_segments(struct json *j, const struct cp_graph *g, const struct cp_path *path)
 {
-	json_list(j, "segments");
+	json_arr_open(j, 2, "segments");
 	for (size_t i = 0; i < path->nsegs; i++) {
 		const struct cp_segment *s = &path->segs[i];
 		const struct cp_track *t = &g->tracks[s->track];
 
-		json_break(j, 4);
-		json_obj(j);
+		json_obj_open(j, 4, NULL);
 		json_track(j, t);
 		json_kv_u64(j, "start_ns", s->start);
 		json_kv_u64(j, "dur_ns", s->end - s->start);
@@ -374,7 +360,7 @@ static void json_segments(struct json *j, const struct cp_graph *g, const struct
 		json_kv_str(j, "frame", segment_top(g, s) ?: "");
 		json_obj_end(j);
 	}
-	json_list_end(j);
+	json_arr_close(j, 2);
 }
 
 static int write_json(struct sink *out, const struct critpath_cli *o, const struct cp_graph *g,
@@ -396,18 +382,15 @@ static int write_json(struct sink *out, const struct critpath_cli *o, const stru
 	json_kv_u64(&j, "end_ns", path->end);
 	json_kv_u64(&j, "end_pid", g->tracks[end_track].pid);
 	json_kv_u64(&j, "end_tid", g->tracks[end_track].tid);
-	json_break(&j, 2);
-	json_key(&j, "by_kind");
-	json_obj(&j);
+	json_obj_open(&j, 2, "by_kind");
 	for (int k = 0; k < WAIT_KIND_MAX; k++)
 		json_kv_u64(&j, wait_kind_name(k), path->by_kind[k]);
 	json_obj_end(&j);
-	json_list(&j, "by_thread");
+	json_arr_open(&j, 2, "by_thread");
 	for (size_t i = 0; i < nts; i++) {
 		const struct cp_track *t = &g->tracks[ts[i].track];
 
-		json_break(&j, 4);
-		json_obj(&j);
+		json_obj_open(&j, 4, NULL);
 		json_track(&j, t);
 		json_gpu_track(&j, t);
 		json_kv_str(&j, "comm", track_comm(p, t));
@@ -415,22 +398,20 @@ static int write_json(struct sink *out, const struct critpath_cli *o, const stru
 		json_kv_f(&j, "pct", pct(ts[i].ns, total), 4);
 		json_obj_end(&j);
 	}
-	json_list_end(&j);
-	json_list(&j, "functions");
+	json_arr_close(&j, 2);
+	json_arr_open(&j, 2, "functions");
 	for (size_t i = 0; i < lim; i++) {
-		json_break(&j, 4);
-		json_obj(&j);
+		json_obj_open(&j, 4, NULL);
 		json_kv_str(&j, "name", profile__str(p, f[i].name));
 		json_kv_str(&j, "module", profile__str(p, f[i].module));
 		json_kv_u64(&j, "ns", f[i].ns);
 		json_kv_f(&j, "pct", pct(f[i].ns, total), 4);
 		json_obj_end(&j);
 	}
-	json_list_end(&j);
+	json_arr_close(&j, 2);
 	if (o->segments)
 		json_segments(&j, g, path);
-	json_break(&j, 0);
-	json_obj_end(&j);
+	json_obj_close(&j, 0);
 	return json_flush(&j);
 }
 

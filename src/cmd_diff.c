@@ -176,8 +176,7 @@ static void write_text(struct sink *out, const struct diff_cli *o, const struct 
 
 static void json_side(struct json *j, const char *key, const struct diff_func *f, int s)
 {
-	json_key(j, key);
-	json_obj(j);
+	json_obj_open(j, -1, key);
 	json_kv_u64(j, "self", f->self[s]);
 	json_kv_u64(j, "total", f->total[s]);
 	json_kv_u64(j, "self_ns", f->self_ns[s]);
@@ -191,9 +190,7 @@ static void json_side(struct json *j, const char *key, const struct diff_func *f
 
 static void json_run(struct json *j, const char *key, const char *file, const struct diff_run *x)
 {
-	json_break(j, 2);
-	json_key(j, key);
-	json_obj(j);
+	json_obj_open(j, 2, key);
 	json_kv_str(j, "file", file);
 	json_kv_str(j, "command", x->command ? x->command : "");
 	json_kv_f(j, "duration_s", x->duration_s, 6);
@@ -212,9 +209,7 @@ static void write_json(struct json *j, const struct diff_cli *o, const struct di
 	json_kv_u64(j, "version", 1);
 	json_run(j, "base", o->base, &r->run[DIFF_BASE]);
 	json_run(j, "new", o->new, &r->run[DIFF_NEW]);
-	json_break(j, 2);
-	json_key(j, "speedup");
-	json_obj(j);
+	json_obj_open(j, 2, "speedup");
 	json_kv_f(j, "wall", r->speedup_wall, 4);
 	json_kv_f(j, "cpu", r->speedup_cpu, 4);
 	json_obj_end(j);
@@ -227,14 +222,11 @@ static void write_json(struct json *j, const struct diff_cli *o, const struct di
 		json_kv_bool(j, "total_regressed", r->total_regressed);
 		json_kv_u64(j, "regressed_functions", r->nregressed);
 	}
-	json_break(j, 2);
-	json_key(j, "functions");
-	json_arr(j);
+	json_arr_open(j, 2, "functions");
 	for (size_t i = 0; i < rows; i++) {
 		const struct diff_func *f = &r->funcs[i];
 
-		json_break(j, 4);
-		json_obj(j);
+		json_obj_open(j, 4, NULL);
 		json_kv_str(j, "name", f->name ? f->name : "");
 		json_kv_str(j, "module", f->module ? f->module : "");
 		json_side(j, "base", f, DIFF_BASE);
@@ -250,8 +242,7 @@ static void write_json(struct json *j, const struct diff_cli *o, const struct di
 			json_kv_bool(j, "regressed", f->regressed);
 		json_obj_end(j);
 	}
-	json_break(j, 2);
-	json_arr_end(j);
+	json_arr_close(j, 2);
 }
 
 static int write_flamegraph(const struct diff_cli *o, const struct profile *base,
@@ -287,8 +278,7 @@ static void json_finding(struct json *j, const struct finding_change *ch, const 
 {
 	const struct finding *f = ch->new ? ch->new : ch->base;
 
-	json_break(j, 4);
-	json_obj(j);
+	json_obj_open(j, 4, NULL);
 	json_kv_str(j, "id", f->id);
 	json_kv_str(j, "status", status);
 	json_kv_str(j, "severity", finding_severity_name(f->severity));
@@ -319,9 +309,7 @@ static int write_findings(struct sink *out, struct json *j, struct profile *base
 	if (err)
 		goto out;
 	if (j) {
-		json_break(j, 2);
-		json_key(j, "findings");
-		json_arr(j);
+		json_arr_open(j, 2, "findings");
 	} else {
 		sink_printf(out, "\nFindings (docs/findings.md)%s\n", n ? "" : ": none in either run");
 	}
@@ -340,11 +328,8 @@ static int write_findings(struct sink *out, struct json *j, struct profile *base
 					    100 * ch[i].base->impact, 100 * ch[i].new->impact);
 		}
 	}
-	if (j) {
-		if (n)
-			json_break(j, 2);
-		json_arr_end(j);
-	}
+	if (j)
+		json_arr_close(j, n ? 2 : -1); /* [] when empty */
 out:
 	free(ch);
 	findings__free(&fb);
@@ -411,8 +396,7 @@ int cmd_diff(int argc, char **argv)
 		json_init(&j, out, 0);
 		write_json(&j, &o, &r);
 		err = write_findings(out, &j, base, new);
-		json_break(&j, 0);
-		json_obj_end(&j);
+		json_obj_close(&j, 0);
 		err = json_flush(&j) ?: err;
 	} else {
 		write_text(out, &o, &r);

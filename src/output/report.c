@@ -192,31 +192,16 @@ static const char *kind_name(uint8_t kind)
 	return kind < 6 ? names[kind] : "unknown";
 }
 
-/* "key": [ with the list's elements on lines of their own below it */
-static void json_list(struct json *j, const char *key)
-{
-	json_break(j, 2);
-	json_key(j, key);
-	json_arr(j);
-}
-
-static void json_list_end(struct json *j)
-{
-	json_break(j, 2);
-	json_arr_end(j);
-}
-
 static void json_functions(struct json *j, const struct profile *p, const struct report_opts *o,
 			   const struct hot_result *r)
 {
 	size_t n = o->limit && o->limit < r->n ? o->limit : r->n;
 
-	json_list(j, "functions");
+	json_arr_open(j, 2, "functions");
 	for (size_t i = 0; i < n; i++) {
 		const struct func_stat *f = &r->funcs[i];
 
-		json_break(j, 4);
-		json_obj(j);
+		json_obj_open(j, 4, NULL);
 		json_kv_str(j, "name", profile__str(p, f->name));
 		json_kv_str(j, "module", profile__str(p, f->module));
 		json_kv_str(j, "kind", kind_name(f->kind));
@@ -228,7 +213,7 @@ static void json_functions(struct json *j, const struct profile *p, const struct
 		json_kv_u64(j, "total_ns", f->total_ns);
 		json_obj_end(j);
 	}
-	json_list_end(j);
+	json_arr_close(j, 2);
 }
 
 static int json_threads(struct json *j, const struct profile *p, const struct report_opts *o)
@@ -239,10 +224,9 @@ static int json_threads(struct json *j, const struct profile *p, const struct re
 
 	if (err)
 		return err;
-	json_list(j, "threads");
+	json_arr_open(j, 2, "threads");
 	for (size_t i = 0; i < n; i++) {
-		json_break(j, 4);
-		json_obj(j);
+		json_obj_open(j, 4, NULL);
 		json_kv_u64(j, "pid", t[i].pid);
 		json_kv_u64(j, "tid", t[i].tid);
 		json_kv_str(j, "comm", profile__str(p, t[i].comm));
@@ -251,7 +235,7 @@ static int json_threads(struct json *j, const struct profile *p, const struct re
 		json_kv_str(j, "top_function", profile__str(p, t[i].top_func));
 		json_obj_end(j);
 	}
-	json_list_end(j);
+	json_arr_close(j, 2);
 	free(t);
 	return 0;
 }
@@ -265,10 +249,9 @@ static int json_processes(struct json *j, const struct profile *p, const struct 
 
 	if (err)
 		return err;
-	json_list(j, "processes");
+	json_arr_open(j, 2, "processes");
 	for (size_t i = 0; i < n; i++) {
-		json_break(j, 4);
-		json_obj(j);
+		json_obj_open(j, 4, NULL);
 		json_kv_u64(j, "pid", v[i].pid);
 		json_kv_u64(j, "ppid", v[i].ppid);
 		json_kv_str(j, "comm", v[i].comm ? profile__str(p, v[i].comm) : "");
@@ -279,7 +262,7 @@ static int json_processes(struct json *j, const struct profile *p, const struct 
 		json_kv_u64(j, "threads", v[i].threads);
 		json_obj_end(j);
 	}
-	json_list_end(j);
+	json_arr_close(j, 2);
 	free(v);
 	return 0;
 }
@@ -302,9 +285,7 @@ static void json_summary(struct json *j, const struct profile *p, const struct p
 	json_kv_u64(j, "lost", s->lost);
 	json_kv_u64(j, "truncated_samples", s->truncated);
 	json_kv_u64(j, "unknown_leaf_samples", s->unknown_samples);
-	json_break(j, 2);
-	json_key(j, "stats");
-	json_obj(j);
+	json_obj_open(j, 2, "stats");
 	for (int i = 0; i < STAT_MAX; i++)
 		json_kv_u64(j, profile_stat_names[i], p->stats[i]);
 	json_obj_end(j);
@@ -332,8 +313,7 @@ static int write_json(struct sink *out, struct profile *p, const struct report_o
 	err = err ?: report_python_json(out, p, &o->hot.filter);
 	err = err ?: report_mem_json(out, p, pre->mem, o->limit);
 	err = err ?: report_findings(out, p, &o->hot.filter, pre, true);
-	json_break(&j, 0);
-	json_obj_end(&j);
+	json_obj_close(&j, 0);
 	return json_flush(&j) ?: err;
 }
 

@@ -12,12 +12,9 @@ static int write_json(struct sink *out, const struct findings *fs)
 	struct json j;
 
 	json_init_members(&j, out, 0);
-	json_break(&j, 2);
-	json_key(&j, "findings");
-	json_arr(&j);
+	json_arr_open(&j, 2, "findings");
 	for (size_t i = 0; i < fs->n; i++) {
-		json_break(&j, 4);
-		json_obj(&j);
+		json_obj_open(&j, 4, NULL);
 		json_kv_str(&j, "id", fs->v[i].id);
 		json_kv_str(&j, "severity", finding_severity_name(fs->v[i].severity));
 		json_kv_f(&j, "impact", fs->v[i].impact, 4);
@@ -25,9 +22,7 @@ static int write_json(struct sink *out, const struct findings *fs)
 		json_kv_str(&j, "advice", fs->v[i].advice);
 		json_obj_end(&j);
 	}
-	if (fs->n)
-		json_break(&j, 2);
-	json_arr_end(&j);
+	json_arr_close(&j, fs->n ? 2 : -1); /* [] when empty */
 	return json_flush(&j);
 }
 

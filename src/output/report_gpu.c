@@ -255,8 +255,7 @@ static void json_occ(struct json *j, bool known, double occ, unsigned limiter)
 static void json_configs(struct json *j, const struct gpu_summary *s,
 			 const struct gpu_kernel_stat *k)
 {
-	json_key(j, "configs");
-	json_arr(j);
+	json_arr_open(j, -1, "configs");
 	for (size_t c = k->cfg_first; c < k->cfg_first + k->ncfg; c++) {
 		const struct gpu_kernel_config *cf = &s->configs[c];
 
@@ -278,28 +277,14 @@ static void json_configs(struct json *j, const struct gpu_summary *s,
 	json_arr_end(j);
 }
 
-/* "key": [ with the list's elements on lines of their own below it */
-static void json_list(struct json *j, const char *key)
-{
-	json_break(j, 4);
-	json_key(j, key);
-	json_arr(j);
-}
-
-static void json_elem(struct json *j)
-{
-	json_break(j, 6);
-	json_obj(j);
-}
-
 /* s: the GPU kernels get occupancy and configs; NULL for the launch side. */
 static void json_kernels(struct json *j, const struct profile *p, const char *key,
 			 const struct gpu_kernel_stat *k, size_t n, const char *dflt,
 			 uint64_t total, const struct gpu_summary *s)
 {
-	json_list(j, key);
+	json_arr_open(j, 4, key);
 	for (size_t i = 0; i < n; i++) {
-		json_elem(j);
+		json_obj_open(j, 6, NULL);
 		json_kv_str(j, "name", str_or(p, k[i].name, dflt));
 		json_kv_u64(j, "count", k[i].count);
 		json_kv_u64(j, "total_ns", k[i].total_ns);
@@ -318,30 +303,29 @@ static void json_kernels(struct json *j, const struct profile *p, const char *ke
 
 static void json_devices(struct json *j, const struct gpu_summary *s)
 {
-	json_list(j, "devices");
+	json_arr_open(j, 4, "devices");
 	for (size_t i = 0; i < s->ndevices; i++) {
 		const struct gpu_device_stat *d = &s->devices[i];
 
-		json_elem(j);
+		json_obj_open(j, 6, NULL);
 		json_kv_u64(j, "pid", d->pid);
 		json_kv_u64(j, "device", d->device);
 		json_kv_u64(j, "busy_ns", d->busy_ns);
 		json_kv_u64(j, "window_ns", d->window_ns);
 		json_kv_f(j, "busy_pct", pct(d->busy_ns, d->window_ns), 2);
 		json_kv_u64(j, "overlap_ns", d->overlap_ns);
-		json_key(j, "idle_gaps_ns");
-		json_arr(j);
+		json_arr_open(j, -1, "idle_gaps_ns");
 		for (int g = 0; g < GPU_MAX_GAPS && d->gaps[g]; g++)
 			json_u64(j, d->gaps[g]);
 		json_arr_end(j);
 		json_obj_end(j);
 	}
 	json_arr_end(j);
-	json_list(j, "streams");
+	json_arr_open(j, 4, "streams");
 	for (size_t i = 0; i < s->nstreams; i++) {
 		const struct gpu_stream_stat *st = &s->streams[i];
 
-		json_elem(j);
+		json_obj_open(j, 6, NULL);
 		json_kv_u64(j, "pid", st->pid);
 		json_kv_u64(j, "device", (uint32_t)(st->dev_stream >> 32));
 		json_kv_u64(j, "stream", (uint32_t)st->dev_stream);
@@ -356,11 +340,11 @@ static void json_devices(struct json *j, const struct gpu_summary *s)
 static void json_device_props(struct json *j, const struct profile *p,
 			      const struct gpu_summary *s)
 {
-	json_list(j, "device_props");
+	json_arr_open(j, 4, "device_props");
 	for (size_t i = 0; i < s->nprops; i++) {
 		const struct gpu_device_props *d = &s->props[i];
 
-		json_elem(j);
+		json_obj_open(j, 6, NULL);
 		json_kv_u64(j, "pid", d->pid);
 		json_kv_u64(j, "device", d->device);
 		json_kv_str(j, "name", str_or(p, d->name, ""));
@@ -374,13 +358,13 @@ static void json_device_props(struct json *j, const struct profile *p,
 
 static void json_copies_api(struct json *j, const struct profile *p, const struct gpu_summary *s)
 {
-	json_list(j, "memcpy");
+	json_arr_open(j, 4, "memcpy");
 	for (int d = 0; d < GPU_COPY_DIR_MAX; d++) {
 		const struct gpu_copy_stat *c = &s->copies[d];
 
 		if (!c->count && !c->api_count)
 			continue;
-		json_elem(j);
+		json_obj_open(j, 6, NULL);
 		json_kv_str(j, "direction", gpu_copy_dir_name(d));
 		json_kv_u64(j, "count", c->count);
 		json_kv_u64(j, "bytes", c->bytes);
@@ -391,11 +375,11 @@ static void json_copies_api(struct json *j, const struct profile *p, const struc
 		json_obj_end(j);
 	}
 	json_arr_end(j);
-	json_list(j, "api");
+	json_arr_open(j, 4, "api");
 	for (size_t i = 0; i < s->napi; i++) {
 		const struct gpu_api_stat *a = &s->api[i];
 
-		json_elem(j);
+		json_obj_open(j, 6, NULL);
 		json_kv_str(j, "name", str_or(p, a->name, ""));
 		json_kv_u64(j, "count", a->count);
 		json_kv_u64(j, "total_ns", a->total_ns);
@@ -441,9 +425,7 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 	if (err)
 		return err;
 	json_init_members(&j, out, 0);
-	json_break(&j, 2);
-	json_key(&j, "gpu");
-	json_obj(&j);
+	json_obj_open(&j, 2, "gpu");
 	json_totals(&j, p, &s);
 	json_kernels(&j, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns, &s);
 	json_kernels(&j, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]",

@@ -83,12 +83,17 @@ static void text_table(struct sink *out, const struct profile *p, const struct m
 		sink_printf(out, "... %zu more stacks (--limit 0 shows all)\n", n - limit);
 }
 
-/* The caller's analysis, or a fresh one (then *own is set: free it). */
+/*
+ * The caller's analysis, or a fresh one (then *own is set: free it); 1 when the record has
+ * no memory data (nothing to show).
+ */
 static int analysis(const struct profile *p, const struct mem_result *pre, struct mem_result *r,
 		    bool *own)
 {
 	struct mem_opts o = { .temp_ns = 1000000 };
 
+	if (!report_mem_present(p))
+		return 1;
 	*own = !pre;
 	if (pre) {
 		*r = *pre;
@@ -106,11 +111,9 @@ int report_mem_text(struct sink *out, const struct profile *p, const struct mem_
 	bool own;
 	int err;
 
-	if (!report_mem_present(p))
-		return 0;
 	err = analysis(p, pre, &r, &own);
 	if (err)
-		return err;
+		return err > 0 ? 0 : err;
 	t0 = r.start_ns;
 	fmt_bytes(a, sizeof(a), r.allocated_bytes);
 	fmt_bytes(pk, sizeof(pk), r.peak_bytes);
@@ -159,8 +162,7 @@ static void json_stack(struct json *j, const struct profile *p, uint32_t stack)
 	const struct frame *fr[STACK_MAX];
 	size_t n = leaf_first(p, stack, fr, STACK_MAX);
 
-	json_key(j, "stack");
-	json_arr(j);
+	json_arr_open(j, -1, "stack");
 	for (size_t i = 0; i < n; i++)
 		json_str(j, profile__str(p, fr[i]->name));
 	json_arr_end(j);
@@ -170,12 +172,9 @@ static void json_groups(struct json *j, const struct profile *p, const struct me
 			const char *key, const struct mem_group *g, size_t n, unsigned limit,
 			bool age)
 {
-	json_break(j, 4);
-	json_key(j, key);
-	json_arr(j);
+	json_arr_open(j, 4, key);
 	for (size_t i = 0; i < n && (!limit || i < limit); i++) {
-		json_break(j, 6);
-		json_obj(j);
+		json_obj_open(j, 6, NULL);
 		json_kv_u64(j, "bytes", g[i].bytes);
 		json_kv_f(j, "count", g[i].count, 0);
 		if (age) {
@@ -220,23 +219,18 @@ int report_mem_json(struct sink *out, const struct profile *p, const struct mem_
 	bool own;
 	int err;
 
-	if (!report_mem_present(p))
-		return 0;
 	err = analysis(p, pre, &r, &own);
 	if (err)
-		return err;
+		return err > 0 ? 0 : err;
 	json_init_members(&j, out, 0);
-	json_break(&j, 2);
-	json_key(&j, "memory");
-	json_obj(&j);
+	json_obj_open(&j, 2, "memory");
 	json_totals(&j, p, &r);
 	json_groups(&j, p, &r, "leaks", r.leaks, r.nleaks, limit, true);
 	json_groups(&j, p, &r, "peak_stacks", r.at_peak, r.nat_peak, limit, false);
 	json_groups(&j, p, &r, "allocated", r.allocated, r.nallocated, limit, false);
 	json_groups(&j, p, &r, "churn", r.by_count, r.nallocated, limit, false);
 	json_groups(&j, p, &r, "temporary", r.temps, r.ntemps, limit, false);
-	json_break(&j, 2);
-	json_obj_end(&j);
+	json_obj_close(&j, 2);
 	if (own)
 		mem_result__free(&r);
 	return json_flush(&j);

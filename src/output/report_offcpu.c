@@ -51,18 +51,14 @@ static int write_json(struct sink *out, const struct profile *p, const struct of
 	struct json j;
 
 	json_init_members(&j, out, 0);
-	json_break(&j, 2);
-	json_key(&j, "offcpu");
-	json_obj(&j);
+	json_obj_open(&j, 2, "offcpu");
 	json_kv_u64(&j, "intervals", s->intervals);
 	json_kv_u64(&j, "total_ns", s->total_ns);
-	json_key(&j, "by_kind");
-	json_obj(&j);
+	json_obj_open(&j, -1, "by_kind");
 	for (int k = WAIT_RUNNABLE; k < WAIT_OFFCPU_MAX; k++)
 		json_kv_u64(&j, wait_kind_name(k), s->by_kind[k]);
 	json_obj_end(&j);
-	json_key(&j, "stacks");
-	json_arr(&j);
+	json_arr_open(&j, -1, "stacks");
 	for (size_t i = 0; i < s->nstacks && i < OFFCPU_TOP; i++) {
 		json_obj(&j);
 		json_kv_str(&j, "kind", wait_kind_name(s->stacks[i].kind));

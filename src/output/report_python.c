@@ -50,12 +50,9 @@ int report_python_json(struct sink *out, const struct profile *p, const struct s
 	if (err)
 		return err;
 	json_init_members(&j, out, 0);
-	json_break(&j, 2);
-	json_key(&j, "python_gil");
-	json_arr(&j);
+	json_arr_open(&j, 2, "python_gil");
 	for (size_t i = 0; i < n; i++) {
-		json_break(&j, 4);
-		json_obj(&j);
+		json_obj_open(&j, 4, NULL);
 		json_kv_u64(&j, "pid", t[i].pid);
 		json_kv_u64(&j, "tid", t[i].tid);
 		json_kv_str(&j, "comm", thread_name(p, t[i].pid, t[i].tid));
@@ -64,9 +61,7 @@ int report_python_json(struct sink *out, const struct profile *p, const struct s
 		json_kv_f(&j, "gil_held_pct", share(t[i].held, t[i].samples), 2);
 		json_obj_end(&j);
 	}
-	if (n)
-		json_break(&j, 2);
-	json_arr_end(&j);
+	json_arr_close(&j, n ? 2 : -1); /* [] when empty */
 	free(t);
 	return json_flush(&j);
 }

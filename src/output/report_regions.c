@@ -112,14 +112,11 @@ int report_regions_json(struct sink *out, const struct profile *p, const struct 
 	if (err)
 		return err;
 	json_init_members(&j, out, 0);
-	json_break(&j, 2);
-	json_key(&j, "regions");
-	json_arr(&j);
+	json_arr_open(&j, 2, "regions");
 	for (size_t i = 0; i < rs.nnodes; i++) {
 		const struct region_node *n = &rs.nodes[i];
 
-		json_break(&j, 4);
-		json_obj(&j);
+		json_obj_open(&j, 4, NULL);
 		json_kv_str(&j, "name", profile__str(p, n->name));
 		json_kv_str(&j, "parent",
 			    n->parent >= 0 ? profile__str(p, rs.nodes[n->parent].name) : NULL);
@@ -138,9 +135,7 @@ int report_regions_json(struct sink *out, const struct profile *p, const struct 
 		json_kv_u64(&j, "sampled", n->sampled);
 		json_obj_end(&j);
 	}
-	if (rs.nnodes)
-		json_break(&j, 2);
-	json_arr_end(&j);
+	json_arr_close(&j, rs.nnodes ? 2 : -1); /* [] when empty */
 	region_set__free(&rs);
 	return json_flush(&j);
 }

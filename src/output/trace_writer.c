@@ -43,8 +43,7 @@ struct trace_writer *trace_writer__new(struct sink *out)
 	}
 	json_init(&w->j, out, JSON_COMPACT);
 	json_obj(&w->j);
-	json_key(&w->j, "traceEvents");
-	json_arr(&w->j);
+	json_arr_open(&w->j, -1, "traceEvents");
 	return w;
 }
 
@@ -53,14 +52,11 @@ int trace_writer__finish(struct trace_writer *w, const char *const *meta)
 	struct json *j = &w->j;
 	int err;
 
-	json_break(j, 0);
-	json_arr_end(j);
+	json_arr_close(j, 0);
 	json_break(j, 0);
 	json_kv_str(j, "displayTimeUnit", "ms");
 	if (meta) {
-		json_break(j, 0);
-		json_key(j, "otherData");
-		json_obj(j);
+		json_obj_open(j, 0, "otherData");
 		for (; meta[0]; meta += 2)
 			json_kv_str(j, meta[0], meta[1]);
 		json_obj_end(j);
@@ -90,8 +86,7 @@ int trace_writer__error(const struct trace_writer *w)
 static void head(struct trace_writer *w, const char *ph, uint32_t pid)
 {
 	w->events++;
-	json_break(&w->j, 0);
-	json_obj(&w->j);
+	json_obj_open(&w->j, 0, NULL);
 	json_kv_str(&w->j, "ph", ph);
 	json_kv_u64(&w->j, "pid", pid);
 }
@@ -111,8 +106,7 @@ static void meta_event(struct trace_writer *w, uint32_t pid, const uint32_t *tid
 	if (tid)
 		json_kv_u64(&w->j, "tid", *tid);
 	json_kv_str(&w->j, "name", what);
-	json_key(&w->j, "args");
-	json_obj(&w->j);
+	json_obj_open(&w->j, -1, "args");
 	if (str)
 		json_kv_str(&w->j, key, str);
 	else
@@ -194,8 +188,7 @@ void trace_counter(struct trace_writer *w, uint32_t pid, const char *name, uint6
 	head(w, "C", pid);
 	us(w, "ts", ts_ns);
 	json_kv_str(&w->j, "name", name);
-	json_key(&w->j, "args");
-	json_obj(&w->j);
+	json_obj_open(&w->j, -1, "args");
 	for (size_t i = 0; i < n; i++) {
 		json_key(&w->j, series[i]);
 		json_g(&w->j, isfinite(values[i]) ? values[i] : 0, 6);

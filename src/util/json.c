@@ -198,6 +198,39 @@ void json_arr_end(struct json *j)
 	close_container(j, false);
 }
 
+static void open_at(struct json *j, int indent, const char *key, bool obj)
+{
+	if (indent >= 0)
+		json_break(j, indent);
+	if (key)
+		json_key(j, key);
+	open_container(j, obj);
+}
+
+void json_obj_open(struct json *j, int indent, const char *key)
+{
+	open_at(j, indent, key, true);
+}
+
+void json_arr_open(struct json *j, int indent, const char *key)
+{
+	open_at(j, indent, key, false);
+}
+
+void json_obj_close(struct json *j, int indent)
+{
+	if (indent >= 0)
+		json_break(j, indent);
+	close_container(j, true);
+}
+
+void json_arr_close(struct json *j, int indent)
+{
+	if (indent >= 0)
+		json_break(j, indent);
+	close_container(j, false);
+}
+
 void json_escape(const char *s, void (*put)(void *ctx, const void *p, size_t n), void *ctx)
 {
 	const unsigned char *p = (const unsigned char *)s, *run = p;

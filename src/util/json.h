@@ -13,9 +13,12 @@
  *	json_obj(&j);
  *	json_break(&j, 2);
  *	json_kv_u64(&j, "version", 1);		{
- *	json_kv_str(&j, "name", name);		  "version": 1, "name": "x"
- *	json_break(&j, 0);			}
- *	json_obj_end(&j);
+ *	json_kv_str(&j, "name", name);		  "version": 1, "name": "x",
+ *	json_arr_open(&j, 2, "list");		  "list": [1, 2]
+ *	json_u64(&j, 1);			}
+ *	json_u64(&j, 2);
+ *	json_arr_end(&j);
+ *	json_obj_close(&j, 0);
  *	err = json_flush(&j);
  *
  * The writer buffers up to JSON_BUF bytes and writes them to the sink when the buffer is
@@ -80,6 +83,15 @@ void json_obj_end(struct json *j);
 void json_arr(struct json *j);
 void json_arr_end(struct json *j);
 void json_key(struct json *j, const char *key);
+/*
+ * An object or array opened as the next item: after a line break indented by indent spaces
+ * (none when indent < 0), under key (NULL: an array element, or the top-level value). The
+ * close functions end one after such a line break.
+ */
+void json_obj_open(struct json *j, int indent, const char *key);
+void json_arr_open(struct json *j, int indent, const char *key);
+void json_obj_close(struct json *j, int indent);
+void json_arr_close(struct json *j, int indent);
 
 /* Values. A NULL string is null; a number that is not finite (inf, NaN) is null too. */
 void json_str(struct json *j, const char *s);

@@ -146,6 +146,20 @@ static void test_breaks(void **state)
 		      json_obj_end(j);
 	      }),
 	      "{\"e\":[\n{\"a\":1},\n{}\n]}\n");
+	/* the same with the open and close calls that take the break and the key */
+	check(WRITE(0, {
+		      json_obj_open(j, -1, NULL);
+		      json_arr_open(j, 2, "list");
+		      json_obj_open(j, 4, NULL);
+		      json_obj_close(j, -1);
+		      json_arr_close(j, 2);
+		      json_obj_open(j, 2, "o");
+		      json_arr_open(j, -1, "e");
+		      json_arr_close(j, -1);
+		      json_obj_close(j, 2);
+		      json_obj_close(j, 0);
+	      }),
+	      "{\n  \"list\": [\n    {}\n  ],\n  \"o\": {\"e\": []\n  }\n}\n");
 	/* a wide indent */
 	check(WRITE(0, {
 		      json_arr(j);
