@@ -160,6 +160,11 @@ static int count_samples(struct rule_ctx *c, uint64_t *unknown, uint64_t *trunca
 int findings_analyze(struct profile *p, const struct sample_filter *f,
 		     const struct findings_pre *pre, struct findings *out)
 {
+	/* After the data-quality rule, in this order; from the second on, only while none failed. */
+	static void (*const rules[])(struct rule_ctx *c) = {
+		rule_python, rule_cpu, rule_offcpu, rule_critpath, rule_regions, rule_memory, rule_gpu,
+	};
+
 	const struct hot_result *hot = pre ? pre->hot : NULL;
 	struct rule_ctx c = { .p = p, .f = f, .out = out, .hot = hot, .mem = pre ? pre->mem : NULL };
 	struct hot_opts ho = { .filter = *f };
@@ -182,20 +187,10 @@ int findings_analyze(struct profile *p, const struct sample_filter *f,
 		c.hot = &own;
 	/* Stacks cut at a uretprobe's trampoline are the probe's doing, counted under its cost. */
 	rule_quality(&c, unknown, truncated - c.probe_truncated, umod);
-	rule_python(&c);
-	if (!c.err)
-		rule_cpu(&c);
-	if (!c.err)
-		rule_offcpu(&c);
-	if (!c.err)
-		rule_critpath(&c);
-	if (!c.err)
-		rule_regions(&c);
-	if (!c.err)
-		rule_memory(&c);
-	if (!c.err)
-		rule_gpu(&c);
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]) && (!i || !c.err); i++)
+		rules[i](&c);
 	hot_result__free(&own);
+
 	if (c.err) {
 		findings__free(out);
 		return c.err;

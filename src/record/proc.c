@@ -386,11 +386,9 @@ static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct psta
 		if (arr_grow(ps->maps, cap, ps->n + 1))
 			return -ENOMEM;
 		m = &ps->maps[ps->n];
-		memset(m, 0, sizeof(*m));
-		m->start = start;
-		m->end = end;
-		m->pgoff = off;
-		err = classify(t, pid, m, (uint64_t)maj << 32 | min, ino, path);
+		*m = (struct pmap){ .start = start, .end = end, .pgoff = off };
+		err = classify(
+t, pid, m, (uint64_t)maj << 32 | min, ino, path);
 		if (err)
 			return err;
 		ps->n++;

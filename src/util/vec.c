@@ -8,18 +8,11 @@
 
 #define VEC_MIN_CAP 16
 
-int vec_grow_(void **v, size_t *cap, size_t want, size_t elem)
+/* Capacity ncap: 0 or -ENOMEM, the array as it was. */
+static int resize(void **v, size_t *cap, size_t ncap, size_t elem)
 {
-	size_t ncap = *cap ? *cap : VEC_MIN_CAP;
 	void *nv;
 
-	if (want <= *cap)
-		return 0;
-	while (ncap < want) {
-		if (ncap > SIZE_MAX / 2)
-			return -ENOMEM;
-		ncap *= 2;
-	}
 	if (elem && ncap > SIZE_MAX / elem)
 		return -ENOMEM;
 	nv = realloc(*v, ncap * elem);
@@ -28,6 +21,20 @@ int vec_grow_(void **v, size_t *cap, size_t want, size_t elem)
 	*v = nv;
 	*cap = ncap;
 	return 0;
+}
+
+int vec_grow_(void **v, size_t *cap, size_t want, size_t elem)
+{
+	size_t ncap = *cap ? *cap : VEC_MIN_CAP;
+
+	if (want <= *cap)
+		return 0;
+	while (ncap < want) {
+		if (ncap > SIZE_MAX / 2)
+			return -ENOMEM;
+		ncap *= 2;
+	}
+	return resize(v, cap, ncap, elem);
 }
 
 void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)
@@ -45,16 +52,6 @@ void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)
 
 int vec_reserve_(void **v, size_t *cap, size_t want, size_t elem)
 {
-	void *nv;
-
-	if (want <= *cap)
-		return 0;
-	if (elem && want > SIZE_MAX / elem)
-		return -ENOMEM;
-	nv = realloc(*v, want * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = want;
-	return 0;
+	return want <= *cap ? 0 : resize(v, cap, want, elem);
 }
+
