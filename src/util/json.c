@@ -12,7 +12,7 @@
 
 #define BIT(d) (1ull << (d))
 
-static void reset(struct json *j, struct sink *out, unsigned flags)
+void json_init(struct json *j, struct sink *out, unsigned flags)
 {
 	j->out = out;
 	j->flags = flags;
@@ -27,14 +27,10 @@ static void reset(struct json *j, struct sink *out, unsigned flags)
 	j->buf[0] = '\0';
 }
 
-void json_init(struct json *j, struct sink *out, unsigned flags)
-{
-	reset(j, out, flags);
-}
-
 void json_init_members(struct json *j, struct sink *out, unsigned flags)
 {
-	reset(j, out, flags);
+	json_init(j, out, flags);
+
 	j->depth = 1;
 	j->has_items = BIT(0);
 	j->is_obj = BIT(0);
