@@ -11,7 +11,7 @@
 #include "analysis/regions.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
-#include "format/open.h"
+#include "cli/open.h"
 #include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"

@@ -10,7 +10,7 @@
 #include "analysis/diff.h"
 #include "analysis/findings.h"
 #include "cmds.h"
-#include "format/open.h"
+#include "cli/open.h"
 #include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
-#include "format/open.h"
+#include "cli/open.h"
 #include "output/csv.h"
 #include "output/folded.h"
 #include "output/html.h"

@@ -13,8 +13,9 @@
 #include "analysis/pygil.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
-#include "format/open.h"
+#include "cli/open.h"
 #include "output/folded.h"
+#include "output/svg.h"
 #include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"
@@ -180,80 +181,6 @@ int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
 }
 
 /* Turns collapsed stacks into the renderer's input; labels live in labels[] (owned). */
-static int build_fg_input(const struct profile *p, const struct flamegraph_cli *o,
-			  struct fg_stack **out, size_t *nout, struct fg_frame **frames_out,
-			  char ***labels_out, size_t *nlabels)
-{
-	const struct frame **tmp = malloc(STACK_MAX_FRAMES * sizeof(*tmp));
-	struct collapsed_set cs = { 0 };
-	struct collapsed *c;
-	struct fg_frame *frames = NULL;
-	struct fg_stack *st = NULL;
-	size_t n = 0, total = 0, pos = 0;
-	char buf[1024], **labels = NULL;
-	size_t nl = 0;
-	int err = -ENOMEM;
-
-	if (!tmp || collapse_stacks_gil(p, &o->filter, o->lines, o->gil, &cs))
-		goto out;
-	c = cs.v;
-	n = cs.n;
-	for (size_t i = 0; i < n; i++) {
-		size_t t;
-
-		collapsed_frames(&cs, p, c[i].node, tmp, 0, &t);
-		total += (t < STACK_MAX_FRAMES ? t : STACK_MAX_FRAMES) + 1;
-	}
-	st = calloc(n ? n : 1, sizeof(*st));
-	frames = calloc(total ? total : 1, sizeof(*frames));
-	labels = o->lines ? calloc(total ? total : 1, sizeof(*labels)) : NULL;
-	if (!st || !frames || (o->lines && !labels))
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		size_t nf = collapsed_frames(&cs, p, c[i].node, tmp, STACK_MAX_FRAMES, NULL);
-
-		st[i].frames = &frames[pos];
-		st[i].weight = o->weight_ns ? c[i].weight : c[i].samples;
-		st[i].gil_held = o->weight_ns ? c[i].gil_weight[0] : c[i].gil_samples[0];
-		st[i].gil_free = o->weight_ns ? c[i].gil_weight[1] : c[i].gil_samples[1];
-		if (!o->no_comm) {
-			const char *comm = profile__str(p, c[i].comm);
-
-			frames[pos++] = (struct fg_frame){ *comm ? comm : "[unknown]", FRAME_SPECIAL };
-			st[i].n++;
-		}
-		for (size_t k = 0; k < nf; k++, st[i].n++) {
-			const char *l = frame_label(p, tmp[k], o->lines, buf, sizeof(buf));
-
-			if (l == buf) {
-				labels[nl] = strdup(buf);
-				if (!labels[nl])
-					goto out;
-				l = labels[nl++];
-			}
-			frames[pos++] = (struct fg_frame){ l, tmp[k]->kind };
-		}
-	}
-	*out = st;
-	*nout = n;
-	*frames_out = frames;
-	*labels_out = labels;
-	*nlabels = nl;
-	st = NULL;
-	frames = NULL;
-	labels = NULL;
-	err = 0;
-out:
-	for (size_t i = 0; labels && i < nl; i++)
-		free(labels[i]);
-	free(labels);
-	free(st);
-	free(frames);
-	collapsed_set__free(&cs);
-	free(tmp);
-	return err;
-}
-
 static int write_svg(struct sink *out, const struct profile *p, const struct flamegraph_cli *o)
 {
 	static const char *const titles[] = { "CPU flamegraph", "Off-CPU flamegraph",
@@ -262,28 +189,18 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 					      "Allocated bytes", "Live bytes at the peak",
 					      "Bytes not freed (leaks)",
 					      "Blocked time by waker stack" };
-	struct fg_opts fo = { .title = o->title ? o->title : titles[o->weights],
-			      .subtitle = profile__meta(p, "command"),
-			      .unit = fg_is_mem(o->weights) ? "bytes" : o->weight_ns ? "ns" : "samples",
-			      .width = o->width,
-			      .inverted = o->inverted,
-			      .gil_colors = o->gil_colors };
-	struct fg_stack *st = NULL;
-	struct fg_frame *frames = NULL;
-	char **labels = NULL;
-	size_t n = 0, nl = 0;
-	int err;
+	struct svg_opts so = {
+	    .stacks = { .filter = o->filter, .lines = o->lines, .weight_ns = o->weight_ns,
+			.no_comm = o->no_comm, .gil = o->gil },
+	    .fg = { .title = o->title ? o->title : titles[o->weights],
+		    .subtitle = profile__meta(p, "command"),
+		    .unit = fg_is_mem(o->weights) ? "bytes" : o->weight_ns ? "ns" : "samples",
+		    .width = o->width,
+		    .inverted = o->inverted,
+		    .gil_colors = o->gil_colors },
+	};
 
-	err = build_fg_input(p, o, &st, &n, &frames, &labels, &nl);
-	if (err)
-		return err;
-	err = flamegraph_write_svg(out, st, n, &fo);
-	for (size_t i = 0; i < nl; i++)
-		free(labels[i]);
-	free(labels);
-	free(st);
-	free(frames);
-	return err;
+	return flamegraph_svg_write(out, p, &so);
 }
 
 /*

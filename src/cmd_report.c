@@ -6,7 +6,7 @@
 
 #include "analysis/regions.h"
 #include "cmds.h"
-#include "format/open.h"
+#include "cli/open.h"
 #include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"

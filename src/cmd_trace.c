@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cmds.h"
-#include "format/open.h"
+#include "cli/open.h"
 #include "output/trace.h"
 #include "util/cli.h"
 #include "util/log.h"

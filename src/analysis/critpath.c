@@ -7,7 +7,7 @@
 
 #include <linux/types.h>
 
-#include "eprof_abi.h"
+#include "../model/offcpu_event.h"
 #include "critpath.h"
 #include "gpu.h"
 #include "stacks.h"
@@ -175,7 +175,7 @@ static int add_offcpu(const struct profile *p, struct cp_graph *g)
 			   : -1;
 		if (from >= 0 && from != t) {
 			struct cp_edge ed = {(uint32_t)from, w.ready, (uint32_t)t, w.ready,
-					     (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
+					     (e->flags & OFFEV_STATE_MASK) == OFFEV_NEW
 						 ? CP_EDGE_CREATE
 						 : CP_EDGE_WAKEUP};
 

@@ -7,7 +7,7 @@
 
 #include <linux/types.h>
 
-#include "eprof_abi.h"
+#include "../model/offcpu_event.h"
 #include "offcpu.h"
 
 const char *wait_kind_name(enum wait_kind k)
@@ -48,15 +48,15 @@ static bool stack_is_lock(const struct profile *p, uint32_t node)
 
 enum wait_kind offcpu_classify(const struct profile *p, const struct event *e)
 {
-	switch (e->flags & OFFCPU_STATE_MASK) {
-	case OFFCPU_RUNNABLE:
-	case OFFCPU_NEW:
+	switch (e->flags & OFFEV_STATE_MASK) {
+	case OFFEV_RUNNABLE:
+	case OFFEV_NEW:
 		return WAIT_RUNNABLE;
-	case OFFCPU_DISK:
+	case OFFEV_DISK:
 		return stack_is_lock(p, e->stack) ? WAIT_LOCK : WAIT_IO;
-	case OFFCPU_SLEEP:
+	case OFFEV_SLEEP:
 		/* A futex wait is a lock even without a stack (the time sampling left it out). */
-		return (e->flags & OFFCPU_F_FUTEX) || stack_is_lock(p, e->stack) ? WAIT_LOCK
+		return (e->flags & OFFEV_F_FUTEX) || stack_is_lock(p, e->stack) ? WAIT_LOCK
 										  : WAIT_SLEEP;
 	default:
 		return WAIT_OTHER;
@@ -72,14 +72,14 @@ double offcpu_scale(double mean, const struct event *e)
 {
 	double pick;
 
-	if (mean <= 0 || (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW)
+	if (mean <= 0 || (e->flags & OFFEV_STATE_MASK) == OFFEV_NEW)
 		return 1;
-	if (e->flags & OFFCPU_F_UNSAMPLED)
+	if (e->flags & OFFEV_F_UNSAMPLED)
 		return 0;
 	/* The draw used the time blocked up to the wakeup when there was one, as BPF did. */
 	uint64_t d = e->dur;
 
-	if ((e->flags & OFFCPU_STATE_MASK) != OFFCPU_RUNNABLE && e->b >= e->ts &&
+	if ((e->flags & OFFEV_STATE_MASK) != OFFEV_RUNNABLE && e->b >= e->ts &&
 	    e->b <= e->ts + e->dur)
 		d = e->b - e->ts;
 	pick = d ? -expm1(-(double)d / mean) : 1;
@@ -90,7 +90,7 @@ uint64_t offcpu_ready_ts(const struct event *e)
 {
 	uint64_t end = e->ts + e->dur;
 
-	if ((e->flags & OFFCPU_STATE_MASK) == OFFCPU_RUNNABLE)
+	if ((e->flags & OFFEV_STATE_MASK) == OFFEV_RUNNABLE)
 		return e->ts;
 	if (!e->b || e->b > end)
 		return end;
@@ -220,7 +220,7 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 			    p,
 			    e.stack && e.stack < p->stacks.n
 				? e.stack
-				: (e.flags & OFFCPU_F_NO_STACK ? (uint32_t)nostack : 0),
+				: (e.flags & OFFEV_F_NO_STACK ? (uint32_t)nostack : 0),
 			    (uint32_t)leaf[kind[j]]);
 			if (node < 0) {
 				free(v);

@@ -12,7 +12,7 @@
 
 #include <linux/types.h>
 
-#include "eprof_abi.h"
+#include "../model/offcpu_event.h"
 #include "../analysis/critpath.h"
 #include "../analysis/gpu.h"
 #include "../util/hmap.h"
@@ -96,13 +96,13 @@ static void state_slices(struct trace_writer *w, const struct profile *p,
 				 wait_kind_name(offcpu_classify(p, e)));
 			snprintf(args, sizeof(args),
 				 "{\"waker_tid\":%" PRIu64 ",\"irq_wakeup\":%s}", e->a,
-				 e->flags & OFFCPU_F_IRQ_WAKE ? "true" : "false");
-			if (ready > e->ts && (e->flags & OFFCPU_STATE_MASK) != OFFCPU_NEW)
+				 e->flags & OFFEV_F_IRQ_WAKE ? "true" : "false");
+			if (ready > e->ts && (e->flags & OFFEV_STATE_MASK) != OFFEV_NEW)
 				trace_complete(w, e->pid, tid, e->ts, ready - e->ts, name, "state",
 					       args);
 			if (end > ready)
 				trace_complete(w, e->pid, tid, ready, end - ready,
-					       (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
+					       (e->flags & OFFEV_STATE_MASK) == OFFEV_NEW
 						   ? "new thread"
 						   : "runnable",
 					       "state", args);

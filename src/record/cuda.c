@@ -40,7 +40,7 @@
 #include "cuda_funcs.h"
 #include "events.h"
 #include "feature.h"
-#include "gpu_conv.h"
+#include "../decode/gpu_conv.h"
 #include "proc.h"
 #include "record.h"
 

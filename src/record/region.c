@@ -38,7 +38,7 @@
 #include "feature.h"
 #include "python.h"
 #include "record.h"
-#include "usdt.h"
+#include "../sym/usdt.h"
 
 #include "region_pair.h"
 

@@ -33,7 +33,7 @@
 #include "feature.h"
 #include "proc.h"
 #include "record.h"
-#include "symbolize.h"
+#include "../sym/symbolize.h"
 
 #define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
 #define STACK_EPOCH_NODES (32u << 10) /* ~0.4 MB of nodes + ~2 MB of index */

@@ -11,7 +11,7 @@
 #include "output/report_gpu.h"
 #include "output/trace.h"
 #include "record/cuda_funcs.h"
-#include "record/gpu_conv.h"
+#include "decode/gpu_conv.h"
 #include "util/sink.h"
 
 /* --- a message builder, as the injection library lays records out ----------------------- */
