@@ -7,6 +7,7 @@
 
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "../model/offcpu_event.h"
 #include "offcpu.h"
 
@@ -79,9 +80,9 @@ double offcpu_scale(double mean, const struct event *e)
 	/* The draw used the time blocked up to the wakeup when there was one, as BPF did. */
 	uint64_t d = e->dur;
 
-	if ((e->flags & OFFEV_STATE_MASK) != OFFEV_RUNNABLE && e->b >= e->ts &&
-	    e->b <= e->ts + e->dur)
-		d = e->b - e->ts;
+	if ((e->flags & OFFEV_STATE_MASK) != OFFEV_RUNNABLE && ev_off_wake_ts(e) >= e->ts &&
+	    ev_off_wake_ts(e) <= e->ts + e->dur)
+		d = ev_off_wake_ts(e) - e->ts;
 	pick = d ? -expm1(-(double)d / mean) : 1;
 	return pick > 0 ? 1 / pick : 1;
 }
@@ -92,9 +93,9 @@ uint64_t offcpu_ready_ts(const struct event *e)
 
 	if ((e->flags & OFFEV_STATE_MASK) == OFFEV_RUNNABLE)
 		return e->ts;
-	if (!e->b || e->b > end)
+	if (!ev_off_wake_ts(e) || ev_off_wake_ts(e) > end)
 		return end;
-	return e->b < e->ts ? e->ts : e->b;
+	return ev_off_wake_ts(e) < e->ts ? e->ts : ev_off_wake_ts(e);
 }
 
 size_t offcpu_count(const struct profile *p)
@@ -150,9 +151,9 @@ static int waker_samples(struct profile *p, const struct sample_filter *f, struc
 			free(v);
 			return (int)node;
 		}
-		v[k++] = (struct sample){.ts = e.b,
-					 .pid = (uint32_t)e.c,
-					 .tid = (uint32_t)e.a,
+		v[k++] = (struct sample){.ts = ev_off_wake_ts(&e),
+					 .pid = ev_off_waker_pid(&e),
+					 .tid = ev_off_waker_tid(&e),
 					 .stack = (uint32_t)node,
 					 .weight = ns};
 	}
@@ -271,7 +272,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		/* The wait after the wakeup is CPU contention, whatever the thread waited for. */
 		s->by_kind[k] += offcpu_ready_ts(e) - e->ts;
 		s->by_kind[WAIT_RUNNABLE] += e->ts + e->dur - offcpu_ready_ts(e);
-		s->wakers_known += e->a != 0;
+		s->wakers_known += ev_off_waker_tid(e) != 0;
 		/* The stacks table: blocked time by stack, sampled intervals scaled (see above). */
 		scale = offcpu_scale(mean, e);
 		if (scale == 0)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../inject/eprof_gpu_proto.h"
+#include "../model/event.h"
 #include "../model/gpu_event.h"
 #include "../model/profile.h"
 #include "../sym/symbolizer.h"
@@ -77,11 +78,6 @@ static uint32_t kernel_name(struct gpu_conv *c, const char *raw)
 	return (uint32_t)v;
 }
 
-static uint64_t dev_stream(uint32_t dev, uint32_t stream)
-{
-	return (uint64_t)dev << 32 | stream;
-}
-
 /* The string after a record's fixed part: n bytes, NUL included; NULL when malformed. */
 static const char *rec_str(const void *r, size_t fixed, size_t size, uint32_t n)
 {
@@ -141,14 +137,11 @@ static int conv_kernel(struct gpu_conv *c, uint32_t pid, const struct egpu_kerne
 	e.ts = k->r.start;
 	e.dur = k->r.end > k->r.start ? k->r.end - k->r.start : 0;
 	e.name = name ? (uint32_t)name : kernel_name(c, "[unnamed kernel]");
-	e.a = dev_stream(k->device, k->stream);
-	/* launch configuration: blocks << 32 | threads per block */
-	e.b = (uint64_t)k->grid[0] * k->grid[1] * k->grid[2] << 32 |
-	      (uint32_t)((uint64_t)k->block[0] * k->block[1] * k->block[2]);
-	e.c = k->r.corr;
-	/* what the occupancy needs besides the block size (flags 0: not recorded) */
-	e.flags = k->regs > 0xffff ? 0xffff : (uint16_t)k->regs;
-	e.tid = k->smem;
+	ev_set_gpu_place(&e, k->device, k->stream, k->r.corr);
+	/* the launch configuration, and what the occupancy needs besides the block size */
+	ev_set_kernel_config(&e, (uint64_t)k->grid[0] * k->grid[1] * k->grid[2],
+			     (uint32_t)((uint64_t)k->block[0] * k->block[1] * k->block[2]), k->regs,
+			     k->smem);
 	c->kernels++;
 	return profile__add_event(c->p, &e);
 }
@@ -229,19 +222,20 @@ static uint32_t map_tid(struct gpu_ns_tids *c, uint32_t pid, uint32_t nstid)
 /* One EVK_GPU_DEVICE naming the device, then an EVK_GPU_DEVATTR per limit CUPTI reported. */
 static int conv_device(struct gpu_conv *c, uint32_t pid, const struct egpu_device *d, size_t size)
 {
-	struct event e = {.kind = EVK_GPU_DEVICE, .pid = pid, .ts = d->r.start, .a = d->device};
+	struct event e = {.kind = EVK_GPU_DEVICE, .pid = pid, .ts = d->r.start};
 	const char *name = rec_str(d, sizeof(*d), size, size >= sizeof(*d) ? d->name_len : 0);
 	int err;
 
 	if (!name)
 		return -EINVAL;
+	ev_set_device(&e, d->device, 0);
 	e.name = profile__intern(c->p, name[0] ? name : "[unnamed device]");
 	err = profile__add_event(c->p, &e);
 	e.kind = EVK_GPU_DEVATTR;
 #define X(field, key)                                                                              \
 	if (!err && d->field) {                                                                    \
 		e.name = profile__intern(c->p, key);                                               \
-		e.b = d->field;                                                                    \
+		ev_set_device(&e, d->device, d->field);                                            \
 		err = e.name ? profile__add_event(c->p, &e) : -ENOMEM;                             \
 	}
 	GPU_ATTR_LIST(X)
@@ -252,7 +246,7 @@ static int conv_device(struct gpu_conv *c, uint32_t pid, const struct egpu_devic
 
 static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, size_t size)
 {
-	struct event e = {.pid = pid, .ts = r->start, .c = r->corr};
+	struct event e = {.pid = pid, .ts = r->start};
 
 	e.dur = r->end > r->start ? r->end - r->start : 0;
 	switch (r->kind) {
@@ -264,9 +258,8 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		if (size < sizeof(*m))
 			return -EINVAL;
 		e.kind = EVK_GPU_MEMCPY;
-		e.a = dev_stream(m->device, m->stream);
-		e.b = m->bytes;
-		e.flags = copy_dir(m->copy_kind);
+		ev_set_gpu_place(&e, m->device, m->stream, r->corr);
+		ev_set_copy(&e, m->bytes, copy_dir(m->copy_kind));
 		c->memcpys++;
 		break;
 	}
@@ -276,8 +269,8 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		if (size < sizeof(*m))
 			return -EINVAL;
 		e.kind = EVK_GPU_MEMSET;
-		e.a = dev_stream(m->device, m->stream);
-		e.b = m->bytes;
+		ev_set_gpu_place(&e, m->device, m->stream, r->corr);
+		ev_set_copy(&e, m->bytes, 0);
 		c->memsets++;
 		break;
 	}
@@ -290,8 +283,7 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		e.kind = EVK_CUDA_CORR;
 		e.tid = a->tid;
 		e.dur = 0;
-		e.a = a->cbid;
-		e.b = a->domain;
+		ev_set_corr(&e, r->corr, a->cbid, a->domain);
 		/* the function the callback was for: the join checks it against the probed call */
 		if (hmap__get(c->cb_names, pid, (uint64_t)a->domain << 32 | a->cbid, &name))
 			e.name = (uint32_t)name;
@@ -304,8 +296,8 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		if (size < sizeof(*s))
 			return -EINVAL;
 		e.kind = EVK_GPU_SYNC;
-		e.a = dev_stream(s->context, s->stream);
-		e.b = s->type;
+		ev_set_gpu_place(&e, s->context, s->stream, r->corr); /* CUPTI gives no device */
+		ev_set_sync_type(&e, s->type);
 		c->syncs++;
 		break;
 	}

@@ -29,6 +29,7 @@
 
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "eprof_abi.h"
 #include "../inject/eprof_gpu_proto.h"
 #include "../model/gpu_event.h"
@@ -673,8 +674,7 @@ static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cud
 	ev.pid = e->h.pid;
 	ev.tid = e->h.tid;
 	ev.name = s->func_names[e->func];
-	ev.a = (uint64_t)(int64_t)(int32_t)e->result; /* CUresult / cudaError_t */
-	ev.b = e->bytes;
+	ev_set_api(&ev, (int32_t)e->result /* CUresult / cudaError_t */, e->bytes, 0);
 	dir = fn->dir;
 	if (!dir && fn->cat == CUDA_CAT_MEMCPY && fn->kind >= 0)
 		dir = cuda_memcpy_kind_dir(e->kind);
@@ -684,9 +684,9 @@ static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cud
 		   ((int32_t)e->result ? CUDA_API_F_FAILED : 0) |
 		   (e->h.flags & CUDA_EVF_NORET ? CUDA_API_F_NODUR : 0);
 	if (fn->cat == CUDA_CAT_ALLOC)
-		ev.c = fn->out >= 0 ? e->out : e->ptr;
+		ev_set_api(&ev, (int32_t)e->result, e->bytes, fn->out >= 0 ? e->out : e->ptr);
 	else if (fn->cat == CUDA_CAT_FREE)
-		ev.c = e->ptr;
+		ev_set_api(&ev, (int32_t)e->result, e->bytes, e->ptr);
 	if (fn->cat == CUDA_CAT_LAUNCH)
 		ev.stack2 = launch_kernel(c, s, e, fn);
 	if (!(e->h.flags & CUDA_EVF_NOSTACK)) {

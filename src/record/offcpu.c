@@ -14,6 +14,7 @@
 
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "eprof_abi.h"
 #include "../model/offcpu_event.h"
 #include "../util/expq.h"
@@ -127,9 +128,7 @@ static int handle_offcpu(struct event_ctx *c, struct offcpu_rec *st, const void 
 	ev.pid = e->h.pid;
 	ev.tid = e->h.tid;
 	ev.flags = offcpu_ev_flags(e->state, e->wflags);
-	ev.a = e->waker_tid;
-	ev.b = e->wake_ts;
-	ev.c = e->waker_pid;
+	ev_set_waker(&ev, e->waker_pid, e->waker_tid, e->wake_ts);
 	ev.stack = (uint32_t)node;
 	ev.stack2 = e->waker_tid ? take_waker(st, e->h.tid, e->off_ts) : 0;
 	st->waker_stacks += ev.stack2 != 0;

@@ -29,6 +29,7 @@
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "eprof_abi.h"
 #include "profile.skel.h"
 #include "../util/elf_layout.h"
@@ -720,7 +721,7 @@ static int handle_region(struct event_ctx *c, void *arg, const void *data, size_
 	ev.dur = e->dur;
 	ev.pid = e->h.pid;
 	ev.tid = e->h.tid;
-	ev.a = e->depth;
+	ev_set_region_depth(&ev, e->depth);
 	ev.flags = e->h.flags & REGION_F_OPEN ? EVF_REGION_OPEN : 0;
 	if (e->h.flags & REGION_F_SAMPLED)
 		ev.flags |= EVF_REGION_SAMPLED;
