@@ -450,13 +450,8 @@ const struct command cmd_critical_path = {
 		 "path.\n"
 		 "With CUDA data, a synchronization call goes to the GPU work that ended it,\n"
 		 "GPU work to its launch (or to the work before it on its stream).\n",
-	.opts = critpath_opts,
-	.defaults = &critpath_defaults,
-	.opts_size = sizeof(struct critpath_cli),
-	.flags = CMD_OUTPUT,
-	.ninputs = 1,
-	.input = { offsetof(struct critpath_cli, input) },
-	.output = offsetof(struct critpath_cli, output),
+	CMD_OPTIONS(critpath_opts, critpath_defaults),
+	CMD_READER(struct critpath_cli),
 	.run = critpath_run,
 };
 

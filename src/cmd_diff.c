@@ -348,9 +348,7 @@ const struct command cmd_diff = {
 	.usage = "BASE NEW [options]",
 	.about = "Per-function comparison normalised per second of run time (CPU ms/s) and per\n"
 		 "sample (% of the run's samples), and the overall speedup (wall, CPU).\n",
-	.opts = diff_opts,
-	.defaults = &diff_defaults,
-	.opts_size = sizeof(struct diff_cli),
+	CMD_OPTIONS(diff_opts, diff_defaults),
 	.flags = CMD_OUTPUT,
 	.ninputs = 2,
 	.input = { offsetof(struct diff_cli, base), offsetof(struct diff_cli, new) },

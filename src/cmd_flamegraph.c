@@ -93,7 +93,8 @@ static int fg_finish(void *opts, int npos, char **pos)
 		return -EINVAL;
 	}
 	if ((o->gil || o->gil_colors) && o->weights != FG_CPU) {
-		log_err("--gil goes with CPU samples: the GIL state is read when a thread is sampled");
+		log_err("--gil goes with CPU samples: the GIL state is read when a thread is "
+			"sampled");
 		return -EINVAL;
 	}
 	return 0;
@@ -262,13 +263,8 @@ const struct command cmd_flamegraph = {
 	.name = "flamegraph",
 	.summary = "interactive SVG flamegraph or folded stacks",
 	.usage = "[FILE] [options]   (FILE defaults to eprof.data)",
-	.opts = fg_opts,
-	.defaults = &fg_defaults,
-	.opts_size = sizeof(struct flamegraph_cli),
-	.flags = CMD_OUTPUT,
-	.ninputs = 1,
-	.input = { offsetof(struct flamegraph_cli, input) },
-	.output = offsetof(struct flamegraph_cli, output),
+	CMD_OPTIONS(fg_opts, fg_defaults),
+	CMD_READER(struct flamegraph_cli),
 	.finish = fg_finish,
 	.run = fg_run,
 	.after = fg_after,

@@ -115,7 +115,8 @@ static const struct opt record_opts[] = {
 	OPT_DOUBLE("duration", 'd', "SECONDS", R, duration, 0, 1e7,
 		   "stop after this long (a launched command then gets SIGTERM)", .above = true,
 		   .expect = "seconds > 0"),
-	OPT_STRING("output", 'o', "FILE", R, output, "output file (default eprof.data, written 0600)"),
+	OPT_STRING("output", 'o', "FILE", R, output,
+		   "output file (default eprof.data, written 0600)"),
 	OPT_INCLUDE(record_sampling_opts),
 	OPT_UINT("stack-size", 0, "BYTES", R, snapshot_bytes, 512, EPROF_MAX_SNAPSHOT,
 		 "user stack copied per sample for DWARF unwinding\n"
@@ -190,7 +191,8 @@ static int record_finish(void *opts, int npos, char **pos)
 		return -EINVAL;
 	}
 	if (o->all && o->no_children) {
-		log_err("record: --no-children limits -p PID or a command; -a records every process");
+		log_err("record: --no-children limits -p PID or a command; -a records every "
+			"process");
 		return -EINVAL;
 	}
 	if (o->all && !o->duration)
@@ -207,9 +209,7 @@ const struct command cmd_record = {
 	.name = "record",
 	.summary = "sample CPU stacks of a command, processes or the system",
 	.usage = "[-p PID[,PID..] | -a | -- CMD ARGS] [options]",
-	.opts = record_opts,
-	.defaults = &record_defaults,
-	.opts_size = sizeof(struct record_opts),
+	CMD_OPTIONS(record_opts, record_defaults),
 	.flags = CMD_NEEDS_ROOT | CMD_IN_ORDER,
 	.finish = record_finish,
 	.run = record_main,

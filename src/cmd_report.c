@@ -6,7 +6,9 @@
 #include "cmds.h"
 #include "util/sink.h"
 
-static const struct opt_choice sorts[] = { { "self", SORT_SELF }, { "total", SORT_TOTAL }, { NULL } };
+static const struct opt_choice sorts[] = {
+	{ "self", SORT_SELF }, { "total", SORT_TOTAL }, { NULL }
+};
 
 static const struct opt report_opts[] = {
 	OPT_CHOICE("sort", 0, struct report_cli, r.hot.sort, sorts,
@@ -50,7 +52,8 @@ static int report_run(struct cmd_ctx *c)
 	if (o->region && region_filter_apply(c->in[0], o->region, &o->r.hot.filter, &ranges))
 		return 1;
 	if (o->region) {
-		snprintf(title, sizeof(title), "%s (samples inside region '%s')", o->input, o->region);
+		snprintf(title, sizeof(title), "%s (samples inside region '%s')", o->input,
+			 o->region);
 		o->r.path = title;
 	}
 	err = cmd_output(c) ? report_write(c->out, c->in[0], &o->r) : 1;
@@ -62,13 +65,8 @@ const struct command cmd_report = {
 	.name = "report",
 	.summary = "hot functions, threads and counters of a recording",
 	.usage = "[FILE] [options]     (FILE defaults to eprof.data)",
-	.opts = report_opts,
-	.defaults = &report_defaults,
-	.opts_size = sizeof(struct report_cli),
-	.flags = CMD_OUTPUT,
-	.ninputs = 1,
-	.input = { offsetof(struct report_cli, input) },
-	.output = offsetof(struct report_cli, output),
+	CMD_OPTIONS(report_opts, report_defaults),
+	CMD_READER(struct report_cli),
 	.finish = report_finish,
 	.run = report_run,
 };

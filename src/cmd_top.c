@@ -249,9 +249,7 @@ const struct command cmd_top = {
 	.usage = "[-p PID[,PID..] | -a] [options]   (default -a: the whole system)",
 	.footer = "Keys: q quit, s sort, P pause, t threads, / filter, Enter callers/callees, "
 		  "h help.\n",
-	.opts = top_opts,
-	.defaults = &top_defaults,
-	.opts_size = sizeof(struct top_cli),
+	CMD_OPTIONS(top_opts, top_defaults),
 	.flags = CMD_NEEDS_ROOT,
 	.finish = top_finish,
 	.run = top_main,

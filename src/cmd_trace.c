@@ -45,8 +45,8 @@ static int trace_after(struct cmd_ctx *c)
 
 	if (strcmp(o->output, "-"))
 		fprintf(stderr,
-			"eprof: trace written to %s: %.1f MB, %llu slices from %llu samples of %llu "
-			"threads\n",
+			"eprof: trace written to %s: %.1f MB, %llu slices from %llu samples of "
+			"%llu threads\n",
 			o->output, st->bytes / 1e6, (unsigned long long)st->slices,
 			(unsigned long long)st->samples, (unsigned long long)st->threads);
 	if (!st->samples)
@@ -64,13 +64,8 @@ const struct command cmd_trace = {
 	.usage = "[FILE] [options]     (FILE defaults to eprof.data)",
 	.about = "Chrome Trace Event JSON: open it in ui.perfetto.dev, chrome://tracing or "
 		 "speedscope.\n",
-	.opts = trace_opts,
-	.defaults = &trace_defaults,
-	.opts_size = sizeof(struct trace_cli),
-	.flags = CMD_OUTPUT,
-	.ninputs = 1,
-	.input = { offsetof(struct trace_cli, input) },
-	.output = offsetof(struct trace_cli, output),
+	CMD_OPTIONS(trace_opts, trace_defaults),
+	CMD_READER(struct trace_cli),
 	.run = trace_run,
 	.after = trace_after,
 };

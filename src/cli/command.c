@@ -28,7 +28,8 @@ int cmd_parse(const struct command *cmd, int argc, char **argv, void *opts)
 	pos = argv + first;
 	npos = argc - first;
 	if (cmd->ninputs == 2 && npos != 2) {
-		log_err("%s: expected two recordings: eprof %s %s", cmd->name, cmd->name, cmd->usage);
+		log_err("%s: expected two recordings: eprof %s %s", cmd->name, cmd->name,
+			cmd->usage);
 		return -EINVAL;
 	}
 	if (cmd->ninputs && npos > cmd->ninputs) {

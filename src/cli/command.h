@@ -61,6 +61,13 @@ struct command {
 	int (*after)(struct cmd_ctx *c);
 };
 
+/* The table and the defaults (a const object of the command's options struct). */
+#define CMD_OPTIONS(table, dflt) .opts = table, .defaults = &(dflt), .opts_size = sizeof(dflt)
+/* A reader command: one profile (FILE, the default from the defaults), -o in .output. */
+#define CMD_READER(st)                                                                             \
+	.flags = CMD_OUTPUT, .ninputs = 1, .input = { offsetof(st, input) },                       \
+	.output = offsetof(st, output)
+
 /* Fills opts (cmd->opts_size bytes) from argv[1..]: 0, 1 for --help, -EINVAL (logged). */
 int cmd_parse(const struct command *cmd, int argc, char **argv, void *opts);
 /* The usage line, the about text, one line per option, the footer. */

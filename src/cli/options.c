@@ -406,7 +406,8 @@ static int entry_check(const struct opt *o)
 		return -EINVAL;
 	if (o->kind == OPT_KIND_FUNC && !o->fn)
 		return -EINVAL;
-	if (o->optional && (!takes_arg(o) || o->kind == OPT_KIND_LIST || o->kind == OPT_KIND_STRING))
+	if (o->optional &&
+	    (!takes_arg(o) || o->kind == OPT_KIND_LIST || o->kind == OPT_KIND_STRING))
 		return -EINVAL;
 	return 0;
 }
