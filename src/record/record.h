@@ -44,10 +44,6 @@ struct record_opts {
 	bool no_auto_regions; /* no EPROF_REGION_* / NVTX probes unless asked for */
 };
 
-/* Fills opts from argv (after "record"). Returns 0, 1 for --help, or -EINVAL (message printed). */
-int parse_record_args(int argc, char **argv, struct record_opts *opts);
-void record_usage(FILE *f);
-
 /* Runs a whole record; returns the process exit status for main(). */
 int record_run(const struct record_opts *opts);
 
