@@ -29,8 +29,10 @@ static void top_usage(FILE *f)
 		"  -n, --iterations N      stop after N snapshots (default: until stopped)\n"
 		"  -g, --call-graph MODE   auto (default), fp, dwarf\n"
 		"      --no-kernel         user stacks only\n"
-		"      --gpu               CUDA instead of functions: launches per kernel, calls, time\n"
-		"                          and failures per CUDA function (uprobes; needs -p)\n"
+		"      --gpu               CUDA instead of functions: GPU time per kernel (the CUPTI\n"
+		"                          collector injected into the targets), launches per kernel,\n"
+		"                          calls, time and failures per CUDA function (needs -p)\n"
+		"      --no-inject         --gpu without the CUPTI collector: uprobes only\n"
 		"  -v, --verbose           more messages (repeat for debug)\n"
 		"Keys: q quit, s sort, P pause, t threads, / filter, Enter callers/callees, h help.\n");
 }
@@ -115,6 +117,9 @@ static int top_opt(int c, const char *arg, struct top_cli *o)
 	case 'v':
 		o->rec.verbose++;
 		return 0;
+	case 'I':
+		o->rec.no_inject = true;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -128,6 +133,7 @@ int parse_top_args(int argc, char **argv, struct top_cli *o)
 		{ "iterations", required_argument, 0, 'n' }, { "call-graph", required_argument, 0, 'g' },
 		{ "no-kernel", no_argument, 0, 'K' },	    { "verbose", no_argument, 0, 'v' },
 		{ "gpu", no_argument, 0, 'G' },	    { "no-children", no_argument, 0, 'C' },
+		{ "no-inject", no_argument, 0, 'I' },
 		{ "help", no_argument, 0, 'h' },	    { 0 }
 	};
 	int c;

@@ -335,7 +335,7 @@ static int track_mem(struct gpu_summary *s, struct acc *a, const struct profile 
  */
 static int add_config(struct gpu_summary *s, struct acc *a, const struct event *e)
 {
-	uint32_t dev = (uint32_t)(e->a >> 32), threads = (uint32_t)e->b, regs = e->flags;
+	uint32_t dev = (uint32_t)(e->a >> 32), threads = (uint32_t)e->b, regs = GPU_KERNEL_REGS(e->flags);
 	uint32_t smem = e->tid;
 	struct gpu_kernel_config *c;
 	uint64_t i;

@@ -34,8 +34,10 @@ void record_usage(FILE *f)
 		"                          1-e^(-d/N) and stands for d over that; all keep times and wakers\n"
 		"      --offcpu-stack-rate N  stack captures per second and CPU at most (default 2000,\n"
 		"                          0 = no cap); intervals beyond keep their times and wakers\n"
-		"      --cuda, --no-cuda   trace CUDA API calls and (launch mode, with CUPTI) GPU activity\n"
+		"      --cuda, --no-cuda   trace CUDA API calls and (with CUPTI) GPU activity\n"
 		"                          (default: on when the target maps a CUDA library)\n"
+		"      --no-inject         -p, -a: do not inject the CUPTI collector into running CUDA\n"
+		"                          processes (CUDA API calls only, no GPU kernel timing)\n"
 		"      --cuda-stack-rate N launches per second per thread recorded with a stack (default 100, 0 none)\n"
 		"      --region BIN:SYMBOL time each call of a function (also BIN:0xADDR; BIN a path or a\n"
 		"                          library name such as libfoo); repeatable\n"
@@ -112,7 +114,7 @@ enum {
 	OPT_STACK_SIZE = 256, OPT_RINGBUF, OPT_NO_KERNEL, OPT_OFFCPU, OPT_OFFCPU_MIN, OPT_OFFCPU_RATE,
 	OPT_OFFCPU_SAMPLE,
 	OPT_CUDA, OPT_NO_CUDA, OPT_CUDA_RATE, OPT_REGION, OPT_USDT, OPT_NO_AUTO_REGIONS, OPT_NO_PYTHON,
-	OPT_MEM, OPT_NO_CHILDREN
+	OPT_MEM, OPT_NO_CHILDREN, OPT_NO_INJECT
 };
 
 /* Checks the shape only; binaries and symbols are resolved when the record starts. */
@@ -249,6 +251,9 @@ static int parse_one(int c, const char *arg, struct record_opts *o)
 	case OPT_NO_CHILDREN:
 		o->no_children = true;
 		return 0;
+	case OPT_NO_INJECT:
+		o->no_inject = true;
+		return 0;
 	case OPT_MEM:
 		o->mem_sample = 512 * 1024;
 		if (arg && (parse_uint(arg, 1ULL << 40, &v) || v == 0)) {
@@ -292,6 +297,7 @@ int parse_record_args(int argc, char **argv, struct record_opts *o)
 		{ "no-auto-regions", no_argument, NULL, OPT_NO_AUTO_REGIONS },
 		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
+		{ "no-inject", no_argument, NULL, OPT_NO_INJECT },
 		{ "mem", optional_argument, NULL, OPT_MEM },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
