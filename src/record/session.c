@@ -1008,10 +1008,22 @@ int live_open(const struct record_opts *o, struct session **out)
 
 int live_poll(struct session *s)
 {
+	const struct feature *f;
+	int err;
+
 	/* top reads samples only: mapping rows and the maps of long-gone processes can go. */
 	s->p->mappings.n = 0;
 	proc_tracker__gc(s->tracker, now_ns());
-	return poll_step(s);
+	err = poll_step(s);
+	/* as record's loop: libraries loaded later, the CUPTI collector's records (top --gpu) */
+	FOR_EACH_FEATURE(s, i, f)
+	{
+		int ferr = err || !f->poll ? 0 : f->poll(&s->fctx, s->fstate[i], now_ns());
+
+		if (ferr)
+			return ferr;
+	}
+	return err;
 }
 
 struct profile *live_profile(struct session *s)
