@@ -245,6 +245,26 @@ static bool have_cap(int cap)
 	return data[cap / 32].effective & (1u << (cap % 32));
 }
 
+/*
+ * A thread with shadow stacks (x86 CET, glibc 2.39+ on request): the frame's way back (a
+ * "ret" into __restore_rt, an rt_sigreturn without the shadow stack's token) would kill it.
+ */
+static bool shadow_stack(pid_t pid, pid_t tid)
+{
+	char path[96], line[256];
+	bool on = false;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	fp = fopen(path, "re");
+	while (fp && fgets(line, sizeof(line), fp))
+		if (!strncmp(line, "x86_Thread_features:", 20))
+			on = strstr(line, "shstk") != NULL;
+	if (fp)
+		fclose(fp);
+	return on;
+}
+
 static void comm_of(pid_t pid, char *out, size_t len)
 {
 	char path[64];
@@ -1108,6 +1128,9 @@ static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 	if (err)
 		return err;
 	res->tid = j->tid;
+	if (shadow_stack(j->pid, j->tid))
+		return fail(j, INJ_ERR_OTHER, -ENOTSUP,
+			    "it runs with shadow stacks (CET), which the injection does not support");
 	err = check_seccomp(j, load);
 	if (err)
 		return err;

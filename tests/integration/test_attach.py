@@ -408,6 +408,59 @@ def test_attach_traced_target_and_no_inject(ep, fakeattach):
         assert app.quit() == 0
 
 
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+def nobody_copy(fakeattach):
+    """The fake CUDA files where user nobody can use them."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="attach-nobody-")
+    os.chmod(d, 0o777)
+    for f in ("fake_attach", "libfakecupti.so", "libcuda.so.1"):
+        shutil.copy(os.path.join(fakeattach["dir"], f), d)
+    return d
+
+
+def test_attach_non_root_own_process(ep, fakeattach):
+    """A user with CAP_BPF and CAP_PERFMON but not CAP_SYS_PTRACE records its own running
+    program (not its child): the collector is injected where the kernel allows ptrace, and
+    the kernels come."""
+    if not shutil.which("setpriv"):
+        pytest.skip("skipped: no setpriv")
+    scope = "/proc/sys/kernel/yama/ptrace_scope"
+    if os.path.exists(scope) and open(scope).read().strip() != "0":
+        pytest.skip("skipped: Yama allows ptrace of non-children only with CAP_SYS_PTRACE here")
+    d = nobody_copy(fakeattach)
+    app = App({"cupti": f"{d}/libfakecupti.so"}, env={"LD_LIBRARY_PATH": d},
+              argv=NOBODY + [f"{d}/fake_attach"])
+    try:
+        rec = subprocess.Popen(NOBODY + ["--inh-caps=+bpf,+perfmon",
+                                         "--ambient-caps=+bpf,+perfmon", ep.bin, "record", "-v",
+                                         "-p", str(app.pid), "-o", f"{d}/n.data"],
+                               stderr=subprocess.PIPE, text=True)
+        lines = []
+        threading.Thread(target=lambda: [lines.append(x) for x in rec.stderr],
+                         daemon=True).start()
+        end = time.time() + 15
+        while time.time() < end and not any("recording GPU activity" in x for x in lines):
+            if rec.poll() is not None:
+                break
+            time.sleep(0.05)
+        if rec.poll() is not None and "permission" in "".join(lines).lower():
+            pytest.skip("skipped: eprof cannot record as nobody here: " + "".join(lines[-2:]))
+        assert any("recording GPU activity" in x for x in lines), "".join(lines)
+        assert app.cmd("run 100").startswith("ran 100")
+        assert app.cmd("sync") == "synced"
+        rec.send_signal(signal.SIGINT)
+        assert rec.wait(timeout=60) == 0, "".join(lines)
+        g = gpu_report(ep, f"{d}/n.data")
+        assert {k["name"]: k["count"] for k in g["kernels"]} == {"attach_k_us20": 100}, g
+        assert "eprof" not in app.maps()
+    finally:
+        app.quit()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_attach_non_root_under_yama(ep, fakeattach):
     """A user without CAP_SYS_PTRACE attaching to a process that is not its child, under
     kernel.yama.ptrace_scope = 1."""
@@ -420,20 +473,22 @@ def test_attach_non_root_under_yama(ep, fakeattach):
             pytest.skip("skipped: kernel.yama.ptrace_scope is not 1")
     if not shutil.which("setpriv"):
         pytest.skip("skipped: no setpriv")
-    d = fakeattach["dir"]
-    os.chmod(d, 0o755)
-    user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    app = App(fakeattach, argv=user + [fakeattach["app"]])
+    d = nobody_copy(fakeattach)
+    app = App({"cupti": f"{d}/libfakecupti.so"}, env={"LD_LIBRARY_PATH": d},
+              argv=NOBODY + [f"{d}/fake_attach"])
     try:
-        r = subprocess.run(user + ["--inh-caps=+bpf,+perfmon", "--ambient-caps=+bpf,+perfmon",
-                                   ep.bin, "record", "-p", str(app.pid), "-d", "1.5", "-o",
-                                   "/tmp/eprof-yama-test.data"],
+        r = subprocess.run(NOBODY + ["--inh-caps=+bpf,+perfmon", "--ambient-caps=+bpf,+perfmon",
+                                     ep.bin, "record", "-p", str(app.pid), "-d", "1.5", "-o",
+                                     f"{d}/y.data"],
                            capture_output=True, text=True, timeout=60)
         if r.returncode != 0 and "permission" in r.stderr.lower():
             pytest.skip(f"skipped: eprof cannot record as nobody here: {r.stderr.strip()}")
+        assert r.returncode == 0, r.stderr
         assert "kernel.yama.ptrace_scope = 1" in r.stderr, r.stderr
+        assert "could not ptrace it" in gpu_report(ep, f"{d}/y.data")["not_recorded"]
     finally:
         app.quit()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_top_gpu_shows_kernel_time(ep, fakeattach):
