@@ -401,6 +401,7 @@ static void attach_want(struct cuda_state *s, uint32_t pid);
 static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
 {
 	char path[64], line[PATH_MAX + 128], exe[PATH_MAX];
+	bool driver = false;
 	ssize_t n;
 	FILE *fp;
 
@@ -424,8 +425,7 @@ static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
 		file[strcspn(file, "\n")] = '\0';
 		if (file[0] != '/')
 			continue;
-		if (!strncmp(strrchr(file, '/') + 1, "libcuda.so", 10))
-			attach_want(s, pid);
+		driver |= !strncmp(strrchr(file, '/') + 1, "libcuda.so", 10);
 		id = profile__intern(f->p, file);
 		if (!id || hmap__get(s->seen_paths, id, 0, &seen))
 			continue;
@@ -439,6 +439,9 @@ static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
 		}
 	}
 	fclose(fp);
+	/* after its uprobes: every launch the collector records has its probed call */
+	if (driver)
+		attach_want(s, pid);
 }
 
 static void scan_targets(struct feature_ctx *f, struct cuda_state *s)
