@@ -297,6 +297,31 @@ def test_attach_kernels_exact_and_target_restored(ep, fakeattach):
         assert app.quit() == 0
 
 
+def test_attach_busy_job_every_kernel_joined(ep, fakeattach):
+    """The job launches 5,000 kernels/s while the collector comes and goes: every kernel it
+    records is joined to its launch (the uprobes are in before the collector), and the
+    counts of both sides agree."""
+    app = App(fakeattach)
+    try:
+        assert app.cmd("bg 5000") == "bg started"
+        time.sleep(0.3)
+        rec = Record(ep, app.pid)
+        rec.wait("recording GPU activity")
+        time.sleep(1.5)
+        rc, log = rec.stop()
+        assert rc == 0, log
+        app.cmd("stop")
+        g = gpu_report(ep)
+        assert g["activities"] > 3000, g
+        assert g["activities"] - g["activities_with_launch_stack"] == g["activities_before_attach"]
+        assert g["activities_before_attach"] <= 1, g
+        # the uprobes saw every launch the collector did, and those before it was ready
+        assert g["launches"] >= g["activities"], g
+        assert app.cmd("check").startswith("checksum OK")
+    finally:
+        assert app.quit() == 0
+
+
 def test_attach_python_ctypes(ep, fakeattach):
     """A Python program driving the fake driver through ctypes: its kernels are charged to
     the Python function that launched them."""
