@@ -44,9 +44,30 @@ def build(d):
                          "-lpthread", f"-Wl,-rpath,{d}"], check=True)
 
 
+def drain(path, stop):
+    """A stand-in recorder: takes the collector's messages and drops them."""
+    import socket
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(path)
+    srv.listen(4)
+    srv.settimeout(0.2)
+
+    def reader(c):
+        with c:
+            while c.recv(65536):
+                pass
+    while not stop.is_set():
+        try:
+            c, _ = srv.accept()
+        except OSError:
+            continue
+        threading.Thread(target=reader, args=(c,), daemon=True).start()
+    srv.close()
+
+
 class App:
-    def __init__(self, d):
-        env = dict(os.environ, EPROF_LIBCUPTI=f"{d}/libfakecupti.so")
+    def __init__(self, d, env_extra=None):
+        env = dict(os.environ, EPROF_LIBCUPTI=f"{d}/libfakecupti.so", **(env_extra or {}))
         self.p = subprocess.Popen([f"{d}/fake_attach"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True, env=env)
         self.pid = int(self.p.stdout.readline().split()[1])
@@ -142,17 +163,26 @@ def main():
           f"{st['cuda_events_lost']}")
     app.quit()
 
-    # 3. the collector's cost per record in the target, interleaved
+    # 3. the collector's cost per record in the target, interleaved: the collector on the fake
+    # CUPTI with a stand-in recorder (no uprobes), against the fake CUPTI with a client that
+    # does nothing; and the whole of record -p against record -p --no-inject
     n = 200000
-    res = {"bare": [], "fake CUPTI, no-op client": [], "uprobes (--no-inject)": [],
-           "uprobes + fake CUPTI + collector": []}
+    sock = f"{d}/drain.sock"
+    stop = threading.Event()
+    threading.Thread(target=drain, args=(sock, stop), daemon=True).start()
+    time.sleep(0.3)
+    lib = os.path.join(os.path.dirname(eprof), "libeprof_cupti.so")
+    res = {"bare": [], "fake CUPTI, no-op client": [], "fake CUPTI + collector": [],
+           "uprobes (--no-inject)": [], "uprobes + fake CUPTI + collector": []}
     for _ in range(args.rounds):
         for mode in res:
-            app = App(d)
+            coll = mode == "fake CUPTI + collector"
+            app = App(d, {"CUDA_INJECTION64_PATH": lib, "EPROF_CUPTI_SOCK": sock} if coll
+                      else None)
             rec = None
             if "no-op" in mode:
                 assert app.cmd("noop") == "noop 0"
-            elif mode != "bare":
+            elif mode != "bare" and not coll:
                 extra = ["--no-inject"] if "no-inject" in mode else []
                 rec = Record(eprof, app.pid, data, *extra)
                 rec.wait("CUDA functions in")  # the uprobes are in
@@ -167,11 +197,12 @@ def main():
     med = {m: statistics.median(v) for m, v in res.items()}
     print("launch loop, ns per launch (median of %d): " % args.rounds +
           ", ".join(f"{m} {v:.0f}" for m, v in med.items()))
-    c = med["uprobes + fake CUPTI + collector"] - med["uprobes (--no-inject)"]
-    f = med["fake CUPTI, no-op client"] - med["bare"]
-    print(f"fake CUPTI + collector: +{c:.0f} ns per launch; the fake CUPTI alone: +{f:.0f} ns; "
-          f"the collector: +{c - f:.0f} ns per launch = +{(c - f) / 2:.0f} ns per record (an "
-          f"API record and a kernel record per launch)")
+    stop.set()
+    c = med["fake CUPTI + collector"] - med["fake CUPTI, no-op client"]
+    print(f"the collector: +{c:.0f} ns per launch over a CUPTI client that does nothing = "
+          f"+{c / 2:.0f} ns per record (an API record and a kernel record per launch); "
+          f"record -p over record -p --no-inject: "
+          f"+{med['uprobes + fake CUPTI + collector'] - med['uprobes (--no-inject)']:.0f} ns")
 
     # 4. top --gpu -p: time to the first snapshot with GPU time per kernel
     app = App(d)
