@@ -785,7 +785,11 @@ static void at_exit(void)
 	for (size_t i = 0; i < n; i++)
 		ctx_sync(c[i]);
 	flush_forced();
-	if (atomic_load(&verbose))
+	if (atomic_load(&verbose) && atomic_load(&attach_mode))
+		note(false, "at exit: %llu records sent, %llu dropped",
+		     (unsigned long long)atomic_load(&n_sent),
+		     (unsigned long long)atomic_load(&n_dropped));
+	else if (atomic_load(&verbose))
 		fprintf(stderr,
 			"eprof-cupti: pid %d: %llu records sent, %llu dropped, %llu with a zero "
 			"timestamp, %llu with end < start, %llu on another clock, %llu buffer "

@@ -322,6 +322,30 @@ def test_attach_busy_job_every_kernel_joined(ep, fakeattach):
         assert app.quit() == 0
 
 
+def test_attach_worker_that_loads_cuda_later(ep, fakeattach):
+    """A child started during the record (a worker, as torchrun's) that loads the CUDA driver
+    a second later through ctypes: found, injected, its kernels recorded and joined; it exits
+    with the collector in it, which flushes at exit."""
+    app = App(fakeattach)
+    try:
+        rec = Record(ep, app.pid)
+        rec.wait("recording GPU activity")
+        child = int(app.cmd(f"spawn /usr/bin/python3 {FAKE}/fake_attach.py "
+                            f"{fakeattach['libcuda']} auto 200 1.0").split()[1])
+        rec.wait(f"CUPTI collector injected into pid {child}", timeout=20)
+        assert app.cmd("reap") == "reaped 0"
+        rc, log = rec.stop()
+        assert rc == 0, log
+        g = gpu_report(ep)
+        k = {x["name"]: x for x in g["kernels"]}
+        assert k["py_kernel_us50"]["count"] == 200, k
+        assert {c["pid"] for c in k["py_kernel_us50"]["configs"]} == {child}
+        assert g["activities"] == g["activities_with_launch_stack"] == 200, g
+        assert g["attach"]["attach_injected"] == 2, g["attach"]
+    finally:
+        assert app.quit() == 0
+
+
 def test_attach_python_ctypes(ep, fakeattach):
     """A Python program driving the fake driver through ctypes: its kernels are charged to
     the Python function that launched them."""
