@@ -1175,10 +1175,22 @@ static uint32_t finalize_cupti(void)
 	return how;
 }
 
+/* The last record: the recorder may unload the library now (unless keep). */
+static void send_bye(uint32_t finalized, uint32_t keep, uint32_t contexts)
+{
+	struct egpu_bye r = {.r = {EGPU_BYE, sizeof(r), 0, mono_ns(), mono_ns()}};
+
+	r.finalized = finalized;
+	r.keep = keep;
+	r.contexts = contexts;
+	put(&r, sizeof(r), NULL, 0);
+	send_stats();
+}
+
 /* The retraction's work, on the collector's thread while the program runs on. */
 static void detach_cupti(void)
 {
-	struct egpu_bye r = {.r = {EGPU_BYE, sizeof(r), 0, 0, 0}};
+	uint32_t how;
 	CUcontext c[MAX_CTX];
 	size_t n;
 
@@ -1194,12 +1206,8 @@ static void detach_cupti(void)
 	for (size_t i = 0; i < n; i++)
 		ctx_sync(c[i]);
 	flush_forced();
-	r.contexts = (uint32_t)n;
-	r.finalized = finalize_cupti();
-	r.keep = !r.finalized;
-	r.r.start = r.r.end = mono_ns();
-	put(&r, sizeof(r), NULL, 0);
-	send_stats();
+	how = finalize_cupti();
+	send_bye(how, !how, (uint32_t)n);
 	atomic_store(&disarmed, true);
 }
 
@@ -1213,10 +1221,12 @@ static void *collector_main(void *arg)
 	status = setup(&version, true);
 	send_info(version, status);
 	if (status != EGPU_ST_OK) {
+		uint32_t how = 0;
+
 		/* CUPTI may hold our callbacks when the setup failed late */
 		if (cupti_hooked && cupti.finalize)
-			finalize_cupti();
-		send_stats();
+			how = finalize_cupti();
+		send_bye(how, cupti_hooked && !how, 0);
 		atomic_store(&disarmed, true);
 		atomic_store(&collector_done, true);
 		return NULL;

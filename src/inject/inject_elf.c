@@ -355,8 +355,10 @@ int rsyms_find(pid_t pid, const struct rmaps *m, struct rsyms *s, char *msg, siz
 		return -ENOENT;
 	}
 	find_gadgets(pid, m, libc, s);
-	if (!s->sys_ret) {
-		snprintf(msg, msglen, "no 'syscall; ret' sequence in %s", libc->path);
+	if (!s->sys_ret || !s->sigreturn) {
+		/* without either, a thread could not find its way back if eprof died */
+		snprintf(msg, msglen, "no '%s' sequence in %s",
+			 s->sys_ret ? "rt_sigreturn" : "syscall; ret", libc->path);
 		return -ENOENT;
 	}
 	return 0;
