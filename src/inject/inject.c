@@ -384,6 +384,7 @@ static int seize_stop(struct inj *j, pid_t tid)
 				return -errno;
 			continue;
 		case ST_GROUP:
+			j->at_interrupt = true; /* stopped: it can be let go as it is */
 			return fail(j, INJ_ERR_OTHER, -EAGAIN, "the process is stopped (SIGSTOP)");
 		case ST_EXITED:
 			j->attached = false;
@@ -405,6 +406,18 @@ static void release(struct inj *j)
 
 	if (!j->attached)
 		return;
+	if (!j->at_interrupt && !j->modified) {
+		/*
+		 * Seized, but its stop never came (uninterruptible sleep): the interrupt stays
+		 * pending, so wait for it a while longer rather than leave it to stop later with
+		 * nobody to let it go (an exiting eprof detaches it in any case).
+		 */
+		j->deadline = now_ns() + 4 * STOP_WAIT_NS;
+		if (wait_stop(j, &sig) == ST_EXITED) {
+			j->attached = false;
+			return;
+		}
+	}
 	/*
 	 * The registers go back at a PTRACE_INTERRUPT stop, inside the kernel's signal path: a
 	 * system call they say was interrupted is then restarted (or ended by a pending signal)
