@@ -107,9 +107,9 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 
 #include <sys/user.h>
 
-#define STUB_STACK (256 << 10) /* the stub's own stack */
-#define STOP_WAIT_NS 500000000ULL	      /* one stop */
-#define SAFE_POINT_NS 300000000ULL	      /* finding a thread at a safe point */
+#define STUB_STACK (256 << 10)	   /* the stub's own stack */
+#define STOP_WAIT_NS 500000000ULL  /* one stop */
+#define SAFE_POINT_NS 300000000ULL /* finding a thread at a safe point */
 #define STUB_WAIT_S 3 /* the stub's wait for eprof before it restores the thread alone */
 #define MAX_TRIES 24
 #define RED_ZONE 128
@@ -128,8 +128,8 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 
 /* The kernel's 64-bit signal frame (arch/x86/include/uapi/asm/sigcontext.h, ucontext.h). */
 struct k_sigcontext {
-	uint64_t r8, r9, r10, r11, r12, r13, r14, r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp,
-	    rip, eflags;
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip,
+	    eflags;
 	uint16_t cs, gs, fs, ss;
 	uint64_t err, trapno, oldmask, cr2, fpstate, reserved1[8];
 };
@@ -169,23 +169,24 @@ static void test_die(const char *phase)
 struct inj {
 	pid_t pid, tid;
 	uint64_t t0, deadline, t_stop;
-	struct user_regs_struct regs; /* as the thread stopped: put back at the end */
+	struct user_regs_struct regs;	/* as the thread stopped: put back at the end */
 	struct user_regs_struct resume; /* what the frame resumes the thread with */
 	unsigned char *xs;		/* FP state: XSAVE layout (or FXSAVE) */
 	size_t xs_len;
 	bool xsave;
 	uint64_t sigmask;
 	bool attached; /* seized and stopped */
-	bool at_interrupt; /* the stop is a PTRACE_INTERRUPT one (the kernel restarts calls after) */
-	bool modified; /* registers or mask changed: restore before detaching */
+	bool
+	    at_interrupt; /* the stop is a PTRACE_INTERRUPT one (the kernel restarts calls after) */
+	bool modified;	  /* registers or mask changed: restore before detaching */
 	bool frame_ok;
-	uint64_t frame;	  /* the restore frame (pretcode) below the thread's stack pointer */
-	uint64_t map;	  /* the stub's mapping, 0: none */
+	uint64_t frame; /* the restore frame (pretcode) below the thread's stack pointer */
+	uint64_t map;	/* the stub's mapping, 0: none */
 	size_t map_len;
 	unsigned char *lib; /* the library's bytes (inject_load) */
 	size_t lib_len;
 	size_t chan_fd_off;
-	int tfd[2];	  /* descriptors made in the target, closed on failure: -1 none */
+	int tfd[2]; /* descriptors made in the target, closed on failure: -1 none */
 	struct rmaps maps;
 	struct rsyms syms;
 	bool seccomp;
@@ -201,7 +202,7 @@ static uint64_t now_ns(void)
 }
 
 static int fail(struct inj *j, enum inject_err e, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static int fail(struct inj *j, enum inject_err e, int err, const char *fmt, ...)
 {
@@ -290,9 +291,10 @@ static int ptrace_refused(struct inj *j, pid_t tid, int err)
 
 	if (status_field(j->pid, tid, "TracerPid:", 10, &tracer) && tracer) {
 		comm_of((pid_t)tracer, comm, sizeof(comm));
-		return fail(j, INJ_ERR_PTRACE, err,
-			    "it is already traced by pid %llu (%s): a debugger or profiler holds it",
-			    (unsigned long long)tracer, comm[0] ? comm : "?");
+		return fail(
+		    j, INJ_ERR_PTRACE, err,
+		    "it is already traced by pid %llu (%s): a debugger or profiler holds it",
+		    (unsigned long long)tracer, comm[0] ? comm : "?");
 	}
 	fp = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
 	if (fp) {
@@ -308,10 +310,11 @@ static int ptrace_refused(struct inj *j, pid_t tid, int err)
 				    "kernel.yama.ptrace_scope = 2 allows ptrace only with "
 				    "CAP_SYS_PTRACE (run as root or grant it)");
 		if (scope == 1)
-			return fail(j, INJ_ERR_PTRACE, err,
-				    "kernel.yama.ptrace_scope = 1 allows ptrace of a process that is "
-				    "not a descendant only with CAP_SYS_PTRACE (run as root or grant "
-				    "it)");
+			return fail(
+			    j, INJ_ERR_PTRACE, err,
+			    "kernel.yama.ptrace_scope = 1 allows ptrace of a process that is "
+			    "not a descendant only with CAP_SYS_PTRACE (run as root or grant "
+			    "it)");
 		return fail(j, INJ_ERR_PTRACE, err,
 			    "no CAP_SYS_PTRACE, and the process belongs to another user or is not "
 			    "dumpable (run as root or grant CAP_SYS_PTRACE)");
@@ -447,16 +450,41 @@ static void release(struct inj *j)
 
 static bool safe_syscall(long nr)
 {
-	static const long safe[] = {
-	    SYS_read,	       SYS_pread64,	   SYS_readv,	      SYS_poll,
-	    SYS_select,	       SYS_sched_yield,	   SYS_pause,	      SYS_nanosleep,
-	    SYS_accept,	       SYS_connect,	   SYS_recvfrom,      SYS_recvmsg,
-	    SYS_sendto,	       SYS_sendmsg,	   SYS_wait4,	      SYS_semop,
-	    SYS_msgrcv,	       SYS_msgsnd,	   SYS_futex,	      SYS_epoll_wait,
-	    SYS_clock_nanosleep, SYS_waitid,	   SYS_pselect6,      SYS_ppoll,
-	    SYS_epoll_pwait,   SYS_accept4,	   SYS_recvmmsg,      SYS_io_getevents,
-	    SYS_ioctl,	       SYS_rt_sigtimedwait, SYS_rt_sigsuspend, SYS_flock,
-	    SYS_io_uring_enter, SYS_restart_syscall, 441 /* epoll_pwait2 */};
+	static const long safe[] = {SYS_read,
+				    SYS_pread64,
+				    SYS_readv,
+				    SYS_poll,
+				    SYS_select,
+				    SYS_sched_yield,
+				    SYS_pause,
+				    SYS_nanosleep,
+				    SYS_accept,
+				    SYS_connect,
+				    SYS_recvfrom,
+				    SYS_recvmsg,
+				    SYS_sendto,
+				    SYS_sendmsg,
+				    SYS_wait4,
+				    SYS_semop,
+				    SYS_msgrcv,
+				    SYS_msgsnd,
+				    SYS_futex,
+				    SYS_epoll_wait,
+				    SYS_clock_nanosleep,
+				    SYS_waitid,
+				    SYS_pselect6,
+				    SYS_ppoll,
+				    SYS_epoll_pwait,
+				    SYS_accept4,
+				    SYS_recvmmsg,
+				    SYS_io_getevents,
+				    SYS_ioctl,
+				    SYS_rt_sigtimedwait,
+				    SYS_rt_sigsuspend,
+				    SYS_flock,
+				    SYS_io_uring_enter,
+				    SYS_restart_syscall,
+				    441 /* epoll_pwait2 */};
 
 	for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
 		if (nr == safe[i])
@@ -467,9 +495,9 @@ static bool safe_syscall(long nr)
 /* Code that may hold a lock dlopen, malloc or pthread_create takes. */
 static bool risky_code(const struct rmaps *m, uint64_t ip)
 {
-	static const char *const libs[] = {"libc.so",	 "libc-",	"ld-linux", "ld-",
-					   "libpthread", "libdl",	"libjemalloc",
-					   "libtcmalloc", "libmimalloc", "libstdc++"};
+	static const char *const libs[] = {"libc.so",	  "libc-",    "ld-linux",    "ld-",
+					   "libpthread",  "libdl",    "libjemalloc", "libtcmalloc",
+					   "libmimalloc", "libstdc++"};
 	const struct rmap *r = rmaps_find(m, ip);
 	const char *b;
 
@@ -607,7 +635,8 @@ static size_t list_threads(pid_t pid, struct cand *out, size_t max)
 		if (len <= 0)
 			continue;
 		buf[len] = '\0';
-		if (strrchr(buf, ')') && (strrchr(buf, ')')[2] == 'Z' || strrchr(buf, ')')[2] == 'X'))
+		if (strrchr(buf, ')') &&
+		    (strrchr(buf, ')')[2] == 'Z' || strrchr(buf, ')')[2] == 'X'))
 			continue; /* a thread that has exited */
 		out[n].tid = tid;
 		out[n].rank = 2;
@@ -705,12 +734,27 @@ static int write_frame(struct inj *j)
 	f->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
 	f->uc.ss_flags = 3; /* not a valid mode: rt_sigreturn leaves the altstack as it is */
 	f->uc.sigmask = j->sigmask;
-	*sc = (struct k_sigcontext){.r8 = r->r8,   .r9 = r->r9,   .r10 = r->r10, .r11 = r->r11,
-				    .r12 = r->r12, .r13 = r->r13, .r14 = r->r14, .r15 = r->r15,
-				    .rdi = r->rdi, .rsi = r->rsi, .rbp = r->rbp, .rbx = r->rbx,
-				    .rdx = r->rdx, .rax = r->rax, .rcx = r->rcx, .rsp = r->rsp,
-				    .rip = r->rip, .eflags = r->eflags, .cs = (uint16_t)r->cs,
-				    .ss = (uint16_t)r->ss, .fpstate = fp};
+	*sc = (struct k_sigcontext){.r8 = r->r8,
+				    .r9 = r->r9,
+				    .r10 = r->r10,
+				    .r11 = r->r11,
+				    .r12 = r->r12,
+				    .r13 = r->r13,
+				    .r14 = r->r14,
+				    .r15 = r->r15,
+				    .rdi = r->rdi,
+				    .rsi = r->rsi,
+				    .rbp = r->rbp,
+				    .rbx = r->rbx,
+				    .rdx = r->rdx,
+				    .rax = r->rax,
+				    .rcx = r->rcx,
+				    .rsp = r->rsp,
+				    .rip = r->rip,
+				    .eflags = r->eflags,
+				    .cs = (uint16_t)r->cs,
+				    .ss = (uint16_t)r->ss,
+				    .fpstate = fp};
 	memcpy(buf + (fp - frame), j->xs, j->xsave ? j->xs_len : 512);
 	if (j->xsave)
 		memcpy(&magic1, j->xs + 464, sizeof(magic1));
@@ -859,7 +903,9 @@ static int check_seccomp(struct inj *j, bool load)
 	    {"read", SYS_read, {3}, -1},
 	    {"pread64", SYS_pread64, {3}, -1},
 	    {"newfstatat", SYS_newfstatat, {3, 0, 0, AT_EMPTY_PATH}, -1},
-	    {"mmap", SYS_mmap, {0, 1 << 20, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, 3, 0},
+	    {"mmap",
+	     SYS_mmap,
+	     {0, 1 << 20, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, 3, 0},
 	     -1},
 	    {"clone3", SYS_clone3, {0, 88}, SYS_clone},
 	    {"clone", SYS_clone, {0x3d0f00}, -1},
@@ -899,8 +945,8 @@ static int check_seccomp(struct inj *j, bool load)
 			continue; /* glibc falls back to the alternative, checked next */
 		if ((ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO)
 			return fail(j, INJ_ERR_SECCOMP, -EPERM,
-				    "its seccomp filter forbids %s (it would fail with %s)", c->name,
-				    strerror((int)(ret & SECCOMP_RET_DATA)));
+				    "its seccomp filter forbids %s (it would fail with %s)",
+				    c->name, strerror((int)(ret & SECCOMP_RET_DATA)));
 		return fail(j, INJ_ERR_SECCOMP, -EPERM, "its seccomp filter forbids %s (%s)",
 			    c->name,
 			    (ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_KILL_PROCESS ||
@@ -920,8 +966,8 @@ static int map_stub(struct inj *j)
 	int64_t ret;
 	int err;
 
-	j->map_len = 2 * STUB_PAGE + ((j->lib_len + STUB_PAGE - 1) & ~(size_t)(STUB_PAGE - 1)) +
-		     STUB_STACK;
+	j->map_len =
+	    2 * STUB_PAGE + ((j->lib_len + STUB_PAGE - 1) & ~(size_t)(STUB_PAGE - 1)) + STUB_STACK;
 	err = rsys_checked(j, "mmap", SYS_mmap, 0, j->map_len, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, &ret);
 	if (err)
@@ -1011,7 +1057,8 @@ static int hand_over(struct inj *j, struct stub_data *d)
 		j->res->chan_fd = pidfd_take(j->pid, d->sv[1]);
 		if (j->res->chan_fd < 0) {
 			err = j->res->chan_fd;
-			fail(j, INJ_ERR_OTHER, err, "pidfd_getfd of the channel: %s", strerror(-err));
+			fail(j, INJ_ERR_OTHER, err, "pidfd_getfd of the channel: %s",
+			     strerror(-err));
 			goto out;
 		}
 		memcpy(d->blob + j->chan_fd_off, &d->sv[0], sizeof(int));
@@ -1075,7 +1122,8 @@ static int run_stub(struct inj *j, struct stub_data *d)
 		if (w == j->tid) {
 			j->attached = !(WIFEXITED(st) || WIFSIGNALED(st));
 			if (!j->attached)
-				return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+				return fail(j, INJ_ERR_GONE, -ESRCH,
+					    "the process exited during the call");
 			/* a fault in the called code: deliver it, as it would have been */
 			ptrace(PTRACE_CONT, j->tid, NULL, (void *)(long)WSTOPSIG(st));
 			continue;
@@ -1121,7 +1169,8 @@ static int run_stub(struct inj *j, struct stub_data *d)
 	return j->res->err ? -EIO : 0;
 }
 
-/* --- the whole operation ----------------------------------------------------------------------- */
+/* --- the whole operation -----------------------------------------------------------------------
+ */
 
 static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_result *res,
 		 bool load)
@@ -1142,8 +1191,9 @@ static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 		return err;
 	res->tid = j->tid;
 	if (shadow_stack(j->pid, j->tid))
-		return fail(j, INJ_ERR_OTHER, -ENOTSUP,
-			    "it runs with shadow stacks (CET), which the injection does not support");
+		return fail(
+		    j, INJ_ERR_OTHER, -ENOTSUP,
+		    "it runs with shadow stacks (CET), which the injection does not support");
 	err = check_seccomp(j, load);
 	if (err)
 		return err;

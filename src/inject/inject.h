@@ -48,12 +48,12 @@ enum inject_err {
 
 struct inject_result {
 	enum inject_err err;
-	char msg[320];	    /* one line: what failed and why; empty on success */
-	int64_t ret;	    /* the called function's return value (an int, sign-extended) */
-	uint64_t handle;    /* inject_load: dlopen's handle in the target */
-	int chan_fd;	    /* inject_load with a channel: eprof's end of the socket pair, else -1 */
-	int dlclose_ret;    /* inject_unload: dlclose's result; -1 when it was not called */
-	pid_t tid;	    /* the thread borrowed */
+	char msg[320];	 /* one line: what failed and why; empty on success */
+	int64_t ret;	 /* the called function's return value (an int, sign-extended) */
+	uint64_t handle; /* inject_load: dlopen's handle in the target */
+	int chan_fd;	 /* inject_load with a channel: eprof's end of the socket pair, else -1 */
+	int dlclose_ret; /* inject_unload: dlclose's result; -1 when it was not called */
+	pid_t tid;	 /* the thread borrowed */
 	uint64_t stopped_ns; /* how long that thread ran none of its own code */
 	uint64_t total_ns;   /* the whole operation, retries at unsafe points included */
 	unsigned attempts;   /* threads stopped before one was at a safe point */

@@ -32,8 +32,8 @@ int rmaps_read(const char *proc_root, pid_t pid, struct rmaps *m)
 		struct rmap r = {0};
 		int pos = 0;
 
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %" SCNu64 " %n", &r.start,
-			   &r.end, r.perms, &r.offset, &r.inode, &pos) < 5)
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %" SCNu64 " %n",
+			   &r.start, &r.end, r.perms, &r.offset, &r.inode, &pos) < 5)
 			continue;
 		line[strcspn(line, "\n")] = '\0';
 		r.path = strdup(pos ? line + pos : "");
@@ -155,13 +155,26 @@ static int dyn_open(pid_t pid, uint64_t base, struct dynobj *o)
 		/* ld.so adds the bias in place on x86-64; the vdso's are left relative */
 		v = d.d_un.d_ptr < o->bias ? d.d_un.d_ptr + o->bias : d.d_un.d_ptr;
 		switch (d.d_tag) {
-		case DT_SYMTAB: o->symtab = v; break;
-		case DT_STRTAB: o->strtab = v; break;
-		case DT_STRSZ: o->strsz = d.d_un.d_val; break;
-		case DT_GNU_HASH: o->gnu_hash = v; break;
-		case DT_HASH: o->hash = v; break;
-		case DT_VERSYM: o->versym = v; break;
-		default: break;
+		case DT_SYMTAB:
+			o->symtab = v;
+			break;
+		case DT_STRTAB:
+			o->strtab = v;
+			break;
+		case DT_STRSZ:
+			o->strsz = d.d_un.d_val;
+			break;
+		case DT_GNU_HASH:
+			o->gnu_hash = v;
+			break;
+		case DT_HASH:
+			o->hash = v;
+			break;
+		case DT_VERSYM:
+			o->versym = v;
+			break;
+		default:
+			break;
 		}
 	}
 	return o->symtab && o->strtab && (o->gnu_hash || o->hash) ? 0 : -ENOENT;
@@ -179,7 +192,8 @@ static int sym_match(pid_t pid, const struct dynobj *o, uint32_t idx, const char
 	Elf64_Sym s;
 	uint16_t ver = 0;
 
-	if (len > sizeof(buf) || rmem_read(pid, o->symtab + (uint64_t)idx * sizeof(s), &s, sizeof(s)))
+	if (len > sizeof(buf) ||
+	    rmem_read(pid, o->symtab + (uint64_t)idx * sizeof(s), &s, sizeof(s)))
 		return 0;
 	if (s.st_shndx == SHN_UNDEF || !s.st_value || s.st_name >= o->strsz ||
 	    rmem_read(pid, o->strtab + s.st_name, buf, len) || memcmp(buf, name, len))
@@ -285,8 +299,7 @@ static const struct rmap *find_object(const struct rmaps *m, const char *prefix)
 }
 
 /* The two sequences in the executable mappings of the file mapped at obj. */
-static void find_gadgets(pid_t pid, const struct rmaps *m, const struct rmap *obj,
-			 struct rsyms *s)
+static void find_gadgets(pid_t pid, const struct rmaps *m, const struct rmap *obj, struct rsyms *s)
 {
 	static const unsigned char sys_ret[] = {0x0f, 0x05, 0xc3};
 	/* glibc's __restore_rt: mov $15, %rax; syscall (or the 32-bit mov form) */

@@ -29,9 +29,15 @@ static int load_abs(const struct rseccomp_data *d, uint32_t k, uint32_t *out)
 static int alu(uint16_t op, uint32_t *a, uint32_t v)
 {
 	switch (op) {
-	case BPF_ADD: *a += v; break;
-	case BPF_SUB: *a -= v; break;
-	case BPF_MUL: *a *= v; break;
+	case BPF_ADD:
+		*a += v;
+		break;
+	case BPF_SUB:
+		*a -= v;
+		break;
+	case BPF_MUL:
+		*a *= v;
+		break;
 	case BPF_DIV:
 		if (!v)
 			return 1; /* the filter returns 0 (kill) */
@@ -42,13 +48,26 @@ static int alu(uint16_t op, uint32_t *a, uint32_t v)
 			return 1;
 		*a %= v;
 		break;
-	case BPF_AND: *a &= v; break;
-	case BPF_OR: *a |= v; break;
-	case BPF_XOR: *a ^= v; break;
-	case BPF_LSH: *a = v < 32 ? *a << v : 0; break;
-	case BPF_RSH: *a = v < 32 ? *a >> v : 0; break;
-	case BPF_NEG: *a = -*a; break;
-	default: return -EINVAL;
+	case BPF_AND:
+		*a &= v;
+		break;
+	case BPF_OR:
+		*a |= v;
+		break;
+	case BPF_XOR:
+		*a ^= v;
+		break;
+	case BPF_LSH:
+		*a = v < 32 ? *a << v : 0;
+		break;
+	case BPF_RSH:
+		*a = v < 32 ? *a >> v : 0;
+		break;
+	case BPF_NEG:
+		*a = -*a;
+		break;
+	default:
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -56,11 +75,20 @@ static int alu(uint16_t op, uint32_t *a, uint32_t v)
 static int jump(uint16_t op, uint32_t a, uint32_t v, bool *taken)
 {
 	switch (op) {
-	case BPF_JEQ: *taken = a == v; break;
-	case BPF_JGT: *taken = a > v; break;
-	case BPF_JGE: *taken = a >= v; break;
-	case BPF_JSET: *taken = (a & v) != 0; break;
-	default: return -EINVAL;
+	case BPF_JEQ:
+		*taken = a == v;
+		break;
+	case BPF_JGT:
+		*taken = a > v;
+		break;
+	case BPF_JGE:
+		*taken = a >= v;
+		break;
+	case BPF_JSET:
+		*taken = (a & v) != 0;
+		break;
+	default:
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -88,14 +116,19 @@ int seccomp_eval(const struct sock_filter *prog, size_t n, const struct rseccomp
 				    load_abs(d, f->k, dst))
 					return -EINVAL;
 				break;
-			case BPF_LEN: *dst = sizeof(*d); break;
-			case BPF_IMM: *dst = f->k; break;
+			case BPF_LEN:
+				*dst = sizeof(*d);
+				break;
+			case BPF_IMM:
+				*dst = f->k;
+				break;
 			case BPF_MEM:
 				if (f->k >= BPF_MEMWORDS)
 					return -EINVAL;
 				*dst = mem[f->k];
 				break;
-			default: return -EINVAL;
+			default:
+				return -EINVAL;
 			}
 			break;
 		}

@@ -33,8 +33,8 @@ struct ci_proc {
 	uint32_t pid;
 	uint64_t start; /* start time: a pid used again is another process */
 	enum ci_state state;
-	bool taken;	/* its result went to the caller */
-	bool keep;	/* retraction: the collector asked to stay loaded */
+	bool taken; /* its result went to the caller */
+	bool keep;  /* retraction: the collector asked to stay loaded */
 	struct cuda_inject_done done;
 	uint64_t handle;
 	double retract_stop_ms;
@@ -57,10 +57,14 @@ struct cuda_inject {
 static enum egpu_status status_of(enum inject_err e)
 {
 	switch (e) {
-	case INJ_ERR_PTRACE: return EGPU_ST_PTRACE;
-	case INJ_ERR_SECCOMP: return EGPU_ST_SECCOMP;
-	case INJ_ERR_NO_DLOPEN: return EGPU_ST_NO_DLOPEN;
-	default: return EGPU_ST_INJECT;
+	case INJ_ERR_PTRACE:
+		return EGPU_ST_PTRACE;
+	case INJ_ERR_SECCOMP:
+		return EGPU_ST_SECCOMP;
+	case INJ_ERR_NO_DLOPEN:
+		return EGPU_ST_NO_DLOPEN;
+	default:
+		return EGPU_ST_INJECT;
 	}
 }
 
@@ -77,8 +81,11 @@ static bool exists_in(uint32_t pid, const char *path)
 bool cuda_inject_cupti_hint(uint32_t pid, char *out, size_t len)
 {
 	static const char *const rel[] = {
-	    "libcupti.so.13", "libcupti.so.12", "../extras/CUPTI/lib64/libcupti.so.13",
-	    "../extras/CUPTI/lib64/libcupti.so.12", "../../cuda_cupti/lib/libcupti.so.12",
+	    "libcupti.so.13",
+	    "libcupti.so.12",
+	    "../extras/CUPTI/lib64/libcupti.so.13",
+	    "../extras/CUPTI/lib64/libcupti.so.12",
+	    "../../cuda_cupti/lib/libcupti.so.12",
 	    "../../cuda_cupti/lib/libcupti.so.13",
 	};
 	char path[96], line[4200];
