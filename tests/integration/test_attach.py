@@ -19,7 +19,10 @@ FAKE = os.path.join(FIXTURES, "fakecuda")
 INJ = os.path.join(FIXTURES, "inject")
 X86 = os.uname().machine == "x86_64"
 
-pytestmark = pytest.mark.skipif(not X86, reason="skipped: the injector is x86-64 only")
+pytestmark = [pytest.mark.skipif(not X86, reason="skipped: the injector is x86-64 only"),
+              pytest.mark.skipif(os.geteuid() != 0,
+                                 reason="skipped: not root (ptrace of siblings, seccomp "
+                                        "filters, BPF)")]
 
 
 def cc(*args):
