@@ -136,9 +136,12 @@ static const struct opt record_opts[] = {
 		 "0 = no cap); intervals beyond keep their times and wakers",
 		 OPT_ALSO(R, offcpu)),
 	OPT_SET("cuda", 0, R, cuda, 1,
-		"trace CUDA API calls and (launch mode, with CUPTI) GPU activity\n"
+		"trace CUDA API calls and (with CUPTI) GPU activity\n"
 		"(default: on when the target maps a CUDA library)"),
 	OPT_SET("no-cuda", 0, R, cuda, 0, "no CUDA tracing"),
+	OPT_FLAG("no-inject", 0, R, no_inject,
+		 "-p, -a: do not inject the CUPTI collector into running CUDA\n"
+		 "processes (CUDA API calls only, no GPU kernel timing)"),
 	OPT_UINT("cuda-stack-rate", 0, "N", R, cuda_stack_rate, 0, 1000000,
 		 "launches per second per thread recorded with a stack\n"
 		 "(default 100, 0 none)"),

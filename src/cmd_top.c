@@ -38,8 +38,11 @@ static const struct opt top_opts[] = {
 		 "stop after N snapshots (default: until stopped)"),
 	OPT_GROUP(struct top_cli, rec, record_sampling_opts),
 	OPT_FUNC("gpu", 0, NULL, opt_gpu,
-		 "CUDA instead of functions: launches per kernel, calls, time\n"
-		 "and failures per CUDA function (uprobes; needs -p)"),
+		 "CUDA instead of functions: GPU time per kernel (the CUPTI\n"
+		 "collector injected into the targets), launches per kernel,\n"
+		 "calls, time and failures per CUDA function (needs -p)"),
+	OPT_FLAG("no-inject", 0, struct top_cli, rec.no_inject,
+		 "--gpu without the CUPTI collector: uprobes only"),
 	OPT_END,
 };
 

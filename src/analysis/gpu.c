@@ -734,8 +734,10 @@ static void count_joined(const struct profile *p, struct gpu_summary *s, const u
 		const struct event *e = &p->events.v[i];
 		uint32_t kn;
 
-		if (launch[i] == GPU_NO_LAUNCH)
+		if (launch[i] == GPU_NO_LAUNCH) {
+			s->before_attach += e->kind == EVK_GPU_KERNEL && ev_kernel_before_attach(e);
 			continue;
+		}
 		s->joined++;
 		if (e->kind != EVK_GPU_KERNEL)
 			continue;
@@ -845,7 +847,7 @@ int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
 	uint32_t *launch = NULL;
 	struct sample *v;
 	size_t n = 0;
-	int64_t err = 0, none = 0;
+	int64_t err = 0, none = 0, before = 0;
 	char buf[64];
 
 	v = calloc(p->events.n + 1, sizeof(*v));
@@ -875,6 +877,15 @@ int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
 			api = &p->events.v[launch[i]];
 		if (api && api->stack) {
 			base = api->stack;
+		} else if (!api && e->kind == EVK_GPU_KERNEL && ev_kernel_before_attach(e)) {
+			/* record -p: launched before the collector attached (no API record) */
+			if (!before)
+				before = profile__special(p, "[launched before attach]");
+			if (before < 0) {
+				err = before;
+				break;
+			}
+			base = (uint32_t)profile__stack_child(p, 0, (uint32_t)before);
 		} else {
 			if (!none)
 				none = profile__special(p, "[no launch stack]");

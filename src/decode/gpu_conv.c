@@ -11,6 +11,7 @@
 #include "../model/profile.h"
 #include "../sym/symbolizer.h"
 #include "../util/hmap.h"
+#include "../util/log.h"
 #include "gpu_conv.h"
 
 int gpu_conv_init(struct gpu_conv *c, struct profile *p)
@@ -21,7 +22,10 @@ int gpu_conv_init(struct gpu_conv *c, struct profile *p)
 	c->name_ids = hmap__new(256);
 	c->cb_names = hmap__new(64);
 	c->stats_by_pid = hmap__new(16);
-	if (!c->names || !c->name_ids || !c->cb_names || !c->stats_by_pid) {
+	c->own_tids = hmap__new(16);
+	c->bye = hmap__new(16);
+	if (!c->names || !c->name_ids || !c->cb_names || !c->stats_by_pid || !c->own_tids ||
+	    !c->bye) {
 		gpu_conv_free(c);
 		return -ENOMEM;
 	}
@@ -34,7 +38,16 @@ void gpu_conv_free(struct gpu_conv *c)
 	hmap__free(c->name_ids);
 	hmap__free(c->cb_names);
 	hmap__free(c->stats_by_pid);
-	c->names = c->name_ids = c->cb_names = c->stats_by_pid = NULL;
+	hmap__free(c->own_tids);
+	hmap__free(c->bye);
+	c->names = c->name_ids = c->cb_names = c->stats_by_pid = c->own_tids = c->bye = NULL;
+}
+
+bool gpu_conv_own_thread(const struct gpu_conv *c, uint32_t pid, uint32_t tid)
+{
+	uint64_t v;
+
+	return c->own_tids && hmap__count(c->own_tids) && hmap__get(c->own_tids, pid, tid, &v);
 }
 
 /* CUpti_ActivityMemcpyKind -> enum gpu_copy_dir */
@@ -116,7 +129,7 @@ static int conv_info(struct gpu_conv *c, const struct egpu_info *r, size_t size)
 
 	if (!path)
 		return -EINVAL;
-	c->status_procs[r->status < 8 ? r->status : 7]++;
+	c->status_procs[r->status < EGPU_ST_MAX ? r->status : EGPU_ST_SETUP]++;
 	if (!c->cupti_version && r->cupti_version) {
 		c->cupti_version = r->cupti_version;
 		c->built_version = r->built_version;
@@ -130,8 +143,10 @@ static int conv_kernel(struct gpu_conv *c, uint32_t pid, const struct egpu_kerne
 	struct event e = {.kind = EVK_GPU_KERNEL, .pid = pid};
 	uint64_t name = 0;
 
-	if (size < sizeof(*k))
+	if (size < offsetof(struct egpu_kernel, flags)) /* 72 bytes before the flags came */
 		return -EINVAL;
+	if (size >= sizeof(*k) && (k->flags & EGPU_KF_BEFORE_ATTACH))
+		ev_set_kernel_before_attach(&e);
 	if (k->name_id && !hmap__get(c->name_ids, pid, k->name_id, &name))
 		c->bad++; /* its EGPU_NAME never came: the kernel is kept, unnamed */
 	e.ts = k->r.start;
@@ -311,6 +326,28 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		return conv_cbname(c, pid, (const void *)r, size);
 	case EGPU_INFO:
 		return conv_info(c, (const void *)r, size);
+	case EGPU_THREAD: {
+		const struct egpu_thread *t = (const void *)r;
+
+		return size < sizeof(*t) ? -EINVAL : hmap__put(c->own_tids, pid, t->tid, 1);
+	}
+	case EGPU_NOTE: {
+		const struct egpu_note *n = (const void *)r;
+		const char *text = rec_str(n, sizeof(*n), size, size >= sizeof(*n) ? n->text_len : 0);
+
+		if (!text)
+			return -EINVAL;
+		log_msg(n->warn ? LOG_WARN : LOG_INFO, "cuda: pid %u: %s", pid, text);
+		return 0;
+	}
+	case EGPU_BYE: {
+		const struct egpu_bye *b = (const void *)r;
+
+		if (size < sizeof(*b))
+			return -EINVAL;
+		return hmap__put(c->bye, pid, 0,
+				 GPU_BYE_SEEN | (b->keep ? GPU_BYE_KEEP : 0) | (b->finalized & 0xff));
+	}
 	default:
 		return 0; /* a newer library's record: skip it */
 	}
@@ -380,6 +417,13 @@ void gpu_ns_map_tids(struct gpu_ns_tids *t, void *buf, size_t len, uint32_t peer
 		memcpy(&r, (char *)buf + off, sizeof(r));
 		if (r.size < sizeof(r) || r.size > len - off || r.size % 8)
 			return; /* malformed: the conversion counts it */
+		if (r.kind == EGPU_THREAD && r.size >= sizeof(struct egpu_thread)) {
+			struct egpu_thread th;
+
+			memcpy(&th, (char *)buf + off, sizeof(th));
+			th.tid = map_tid(t, peer_pid, th.tid);
+			memcpy((char *)buf + off, &th, sizeof(th));
+		}
 		if (r.kind == EGPU_API && r.size >= sizeof(struct egpu_api)) {
 			struct egpu_api a;
 

@@ -10,8 +10,10 @@
 #define EPROF_EVENT_H
 
 #include <assert.h>
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "gpu_event.h"
 #include "profile.h"
 
 #define EV_IS(e, k) assert((e)->kind == (k))
@@ -195,7 +197,14 @@ static inline uint32_t ev_kernel_threads(const struct event *e)
 static inline uint32_t ev_kernel_regs(const struct event *e)
 {
 	EV_IS(e, EVK_GPU_KERNEL);
-	return e->flags;
+	return GPU_KERNEL_REGS(e->flags);
+}
+
+/* Launched before the CUPTI collector attached (record -p): no launch call to join to. */
+static inline bool ev_kernel_before_attach(const struct event *e)
+{
+	EV_IS(e, EVK_GPU_KERNEL);
+	return e->flags & GPU_KERNEL_F_BEFORE_ATTACH;
 }
 
 static inline uint32_t ev_kernel_smem(const struct event *e)
@@ -252,6 +261,12 @@ static inline uint64_t ev_devattr_value(const struct event *e)
 }
 
 /* --- setters (the recorder, the converters, the tests): each kind's slots filled in one place --- */
+
+static inline void ev_set_kernel_before_attach(struct event *e)
+{
+	EV_IS(e, EVK_GPU_KERNEL);
+	e->flags |= GPU_KERNEL_F_BEFORE_ATTACH;
+}
 
 static inline void ev_set_counter(struct event *e, uint64_t value)
 {
@@ -320,13 +335,14 @@ static inline void ev_set_gpu_place(struct event *e, uint32_t device, uint32_t s
 	e->c = corr;
 }
 
-/* A kernel's launch configuration; regs or smem 0: not recorded. */
+/* A kernel's launch configuration; regs or smem 0: not recorded. Other flag bits are kept. */
 static inline void ev_set_kernel_config(struct event *e, uint64_t blocks, uint32_t threads,
 					uint32_t regs, uint32_t smem)
 {
 	EV_IS(e, EVK_GPU_KERNEL);
 	e->b = blocks << 32 | threads;
-	e->flags = (uint16_t)(regs > 0xffff ? 0xffff : regs);
+	e->flags = (uint16_t)((e->flags & ~GPU_KERNEL_REGS_MAX) |
+			      (regs > GPU_KERNEL_REGS_MAX ? GPU_KERNEL_REGS_MAX : regs));
 	e->tid = smem;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The GPU section of `eprof report` (text) and its "gpu" key (JSON). */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
@@ -82,6 +83,27 @@ static void text_devices(struct sink *out, const struct gpu_summary *s)
 			       "(copies hidden behind compute, concurrent kernels)\n");
 }
 
+/* record -p: the CUPTI collector injected and retracted (null when it was not). */
+static void json_attach(struct sink *out, const struct profile *p)
+{
+	static const char *const keys[] = {"gpu_attach_injected", "gpu_attach_retracted",
+					   "gpu_attach_kept", "gpu_inject_stop_max_us",
+					   "gpu_retract_stop_max_us"};
+
+	if (!profile__meta(p, keys[0])) {
+		sink_puts(out, ", \"attach\": null");
+		return;
+	}
+	sink_puts(out, ", \"attach\": {");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = profile__meta(p, keys[i]);
+
+		sink_printf(out, "%s\"%s\": %lld", i ? ", " : "", keys[i] + 4,
+			    v ? strtoll(v, NULL, 10) : 0LL);
+	}
+	sink_puts(out, "}");
+}
+
 /* What the GPU figures lack, and why: nothing left out silently. */
 static void text_quality(struct sink *out, const struct profile *p, const struct gpu_summary *s)
 {
@@ -108,6 +130,20 @@ static void text_quality(struct sink *out, const struct profile *p, const struct
 			    st[STAT_GPU_BAD_RECORDS], st[STAT_GPU_BUFFER_ERRORS]);
 	if (why)
 		sink_printf(out, "# GPU activity not recorded in %s\n", why);
+	if (profile__meta(p, "gpu_attach_injected"))
+		sink_printf(out,
+			    "# CUPTI collector injected into %s process(es) (a thread stopped %.2f ms "
+			    "at most), retracted from %s (%.2f ms at most), %s left loaded\n",
+			    profile__meta(p, "gpu_attach_injected"),
+			    atof(profile__meta(p, "gpu_inject_stop_max_us") ?: "0") / 1000,
+			    profile__meta(p, "gpu_attach_retracted") ?: "0",
+			    atof(profile__meta(p, "gpu_retract_stop_max_us") ?: "0") / 1000,
+			    profile__meta(p, "gpu_attach_kept") ?: "0");
+	if (s->before_attach)
+		sink_printf(out,
+			    "# %" PRIu64 " kernels were launched before the collector attached: no "
+			    "launch stack ([launched before attach])\n",
+			    s->before_attach);
 	if (ver)
 		sink_printf(out, "# libcupti %s%s%s\n", ver, path ? ": " : "", path ? path : "");
 	if (s->joined_mismatch)
@@ -407,8 +443,10 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 		    s.kernel_ns, s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
 	sink_printf(out,
 		    ", \"activities_launch_name_checked\": %" PRIu64
-		    ", \"activities_launch_name_mismatch\": %" PRIu64,
-		    s.joined_checked, s.joined_mismatch);
+		    ", \"activities_launch_name_mismatch\": %" PRIu64
+		    ", \"activities_before_attach\": %" PRIu64,
+		    s.joined_checked, s.joined_mismatch, s.before_attach);
+	json_attach(out, p);
 	{
 		static const char *const keys[] = {"cupti_version", "cupti_path",
 						   "gpu_not_recorded"};
