@@ -81,7 +81,7 @@ static inline bool fg_key_worse(struct fg_key a, struct fg_key b)
 }
 
 /* Merges the stacks and keeps the max_nodes (0: all) best-ranked frames and the root. */
-int fg_tree_build(struct fg_tree *t, const struct fg_stack *stacks, size_t n, size_t max_nodes);
+int fg_tree_build(struct fg_tree *t, const struct wstack *stacks, size_t n, size_t max_nodes);
 void fg_tree_free(struct fg_tree *t);
 
 /* Colours, deterministic per name. */

@@ -365,7 +365,7 @@ out:
 /* --- entry ------------------------------------------------------------------- */
 
 /* Interns every frame; ids[] receives each stack's ids back to back. */
-static int intern_all(struct interner *in, const struct fg_stack *stacks, size_t n, uint32_t *ids)
+static int intern_all(struct interner *in, const struct wstack *stacks, size_t n, uint32_t *ids)
 {
 	size_t k = 0;
 
@@ -382,7 +382,7 @@ static int intern_all(struct interner *in, const struct fg_stack *stacks, size_t
 }
 
 /* Renames the ids to ranks and lists the stacks that weigh something. */
-static void make_refs(const struct fg_stack *stacks, size_t n, uint32_t *ids, const uint32_t *rank,
+static void make_refs(const struct wstack *stacks, size_t n, uint32_t *ids, const uint32_t *rank,
 		      struct stack_ref *refs, size_t *n_refs, uint64_t *scale, uint32_t *max_n,
 		      bool *has_gil)
 {
@@ -390,7 +390,7 @@ static void make_refs(const struct fg_stack *stacks, size_t n, uint32_t *ids, co
 	uint64_t g = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		const struct fg_stack *s = &stacks[i];
+		const struct wstack *s = &stacks[i];
 
 		for (uint32_t j = 0; j < s->n; j++)
 			ids[k + j] = rank[ids[k + j]];
@@ -411,7 +411,7 @@ static void make_refs(const struct fg_stack *stacks, size_t n, uint32_t *ids, co
 	*scale = g ? g : 1;
 }
 
-int fg_tree_build(struct fg_tree *t, const struct fg_stack *stacks, size_t n, size_t max_nodes)
+int fg_tree_build(struct fg_tree *t, const struct wstack *stacks, size_t n, size_t max_nodes)
 {
 	struct interner in = { 0 };
 	struct stack_ref *refs = NULL;

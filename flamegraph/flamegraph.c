@@ -470,7 +470,7 @@ static void write_empty(struct fg_ctx *c)
 	write_footer(c);
 }
 
-int flamegraph_write_svg(struct sink *out, const struct fg_stack *stacks, size_t n,
+int flamegraph_write_svg(struct sink *out, const struct wstack *stacks, size_t n,
 			 const struct fg_opts *opts)
 {
 	struct fg_ctx c = { .out = out };

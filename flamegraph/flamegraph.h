@@ -7,21 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../src/analysis/wstack.h"
+
 struct sink;
-
-struct fg_frame {
-	const char *name; /* frame label (function name, maybe with " (file:line)") */
-	uint8_t kind;	  /* enum frame_kind from model/profile.h: user, kernel, jit, unknown, special */
-};
-
-struct fg_stack {
-	const struct fg_frame *frames; /* ROOT first */
-	uint32_t n;
-	uint64_t weight; /* samples, ns or bytes */
-	uint64_t base;	 /* differential mode: the same stack's weight in the base profile */
-	/* Of weight, what Python threads ran holding the GIL and not holding it (0, 0: no data) */
-	uint64_t gil_held, gil_free;
-};
 
 struct fg_opts {
 	const char *title;	/* "CPU flamegraph" */
@@ -34,7 +22,7 @@ struct fg_opts {
 };
 
 /* Merges stacks into a tree and writes a self-contained SVG. Returns 0 or -errno. */
-int flamegraph_write_svg(struct sink *out, const struct fg_stack *stacks, size_t n,
+int flamegraph_write_svg(struct sink *out, const struct wstack *stacks, size_t n,
 			 const struct fg_opts *opts);
 
 #endif

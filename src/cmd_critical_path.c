@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* `eprof critical-path`: the chain of running and waiting that decided how long the run took. */
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -11,111 +12,37 @@
 #include "analysis/regions.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
-#include "format/open.h"
-#include "util/cli.h"
 #include "util/log.h"
 #include "util/json.h"
 #include "util/sink.h"
 
 #define TOP_FRAMES 256
 
-static void critpath_usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: eprof critical-path [FILE] [options]   (FILE defaults to eprof.data; record "
-	    "with --offcpu)\n"
-	    "From the run's end (the launched command's exit, or the last event) back to its "
-	    "start:\n"
-	    "while a thread runs it is on the path; while it waited, the path goes to the thread "
-	    "that\n"
-	    "woke it. Waits nobody explains (timers, I/O) and waits for a CPU stay on the path.\n"
-	    "With CUDA data, a synchronization call goes to the GPU work that ended it,\n"
-	    "GPU work to its launch (or to the work before it on its stream).\n"
-	    "      --segments          list the path's segments (thread, start, length, kind, "
-	    "frame)\n"
-	    "      --json              machine-readable (schema in docs/json-schema.md)\n"
-	    "      --limit N           function rows (default 20, 0 = all)\n"
-	    "      --tid TID           end on this thread (its last sign of life, or --end)\n"
-	    "      --end SECONDS       end at this time, seconds from the start of the record\n"
-	    "      --region NAME       the path of one instance of a region: from its end back to "
-	    "its start\n"
-	    "      --instance N        which instance (0 the first by start time, -1 the last; "
-	    "default 0)\n"
-	    "  -o, --output FILE       write to FILE instead of stdout\n");
-}
+static const struct opt critpath_opts[] = {
+	OPT_FLAG("segments", 0, struct critpath_cli, segments,
+		 "list the path's segments (thread, start, length, kind, frame)"),
+	OPT_FLAG("json", 0, struct critpath_cli, json,
+		 "machine-readable (schema in docs/json-schema.md)"),
+	OPT_UINT("limit", 0, "N", struct critpath_cli, limit, 0, 10000000,
+		 "function rows (default 20, 0 = all)"),
+	OPT_UINT("tid", 0, "TID", struct critpath_cli, tid, 1, 0x7fffffff,
+		 "end on this thread (its last sign of life, or --end)"),
+	OPT_DOUBLE("end", 0, "SECONDS", struct critpath_cli, end_s, 0, DBL_MAX,
+		   "end at this time, seconds from the start of the record", .above = true,
+		   .expect = "seconds > 0 from the start"),
+	OPT_STRING("region", 0, "NAME", struct critpath_cli, region,
+		   "the path of one instance of a region: from its end back to its start"),
+	OPT_INT("instance", 0, "N", struct critpath_cli, instance, -1000000000, 1000000000,
+		"which instance (0 the first by start time, -1 the last; default 0)",
+		.expect = "an integer: 0 the first, -1 the last"),
+	OPT_STRING("output", 'o', "FILE", struct critpath_cli, output,
+		   "write to FILE instead of stdout"),
+	OPT_END,
+};
 
-enum { C_SEGS = 256, C_JSON, C_LIMIT, C_TID, C_END, C_REGION, C_INSTANCE };
-
-static int cp_opt(int c, const char *arg, void *opts)
-{
-	struct critpath_cli *o = opts;
-	char *end;
-
-	switch (c) {
-	case 'o':
-		o->output = arg;
-		return 0;
-	case C_SEGS:
-		o->segments = true;
-		return 0;
-	case C_JSON:
-		o->json = true;
-		return 0;
-	case C_LIMIT:
-		return parse_u32_arg("--limit", arg, 0, 10000000, &o->limit);
-	case C_TID:
-		return parse_u32_arg("--tid", arg, 1, 0x7fffffff, &o->tid);
-	case C_REGION:
-		o->region = arg;
-		return 0;
-	case C_INSTANCE:
-		o->instance = strtol(arg, &end, 10);
-		if (*end || end == arg || o->instance < -1000000000L || o->instance > 1000000000L) {
-			log_err("invalid --instance '%s': use an integer (0 the first, -1 the last)", arg);
-			return -EINVAL;
-		}
-		return 0;
-	case C_END:
-		o->end_s = strtod(arg, &end);
-		if (*end || end == arg || !(o->end_s > 0) || !isfinite(o->end_s)) {
-			log_err("invalid --end '%s': use seconds > 0 from the start", arg);
-			return -EINVAL;
-		}
-		return 0;
-	}
-	return -EINVAL;
-}
-
-int parse_critpath_args(int argc, char **argv, struct critpath_cli *o)
-{
-	static const struct option longopts[] = {
-	    {"segments", no_argument, NULL, C_SEGS},
-	    {"json", no_argument, NULL, C_JSON},
-	    {"limit", required_argument, NULL, C_LIMIT},
-	    {"tid", required_argument, NULL, C_TID},
-	    {"end", required_argument, NULL, C_END},
-	    {"region", required_argument, NULL, C_REGION},
-	    {"instance", required_argument, NULL, C_INSTANCE},
-	    {"output", required_argument, NULL, 'o'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
-	static const struct cli_spec spec = {"critical-path", "o:h", longopts, cp_opt};
-	const char *pos[1];
-	int npos, err;
-
-	memset(o, 0, sizeof(*o));
-	o->input = "eprof.data";
-	o->output = "-";
-	o->limit = 20;
-	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
-	if (err)
-		return err;
-	if (npos)
-		o->input = pos[0];
-	return 0;
-}
+static const struct critpath_cli critpath_defaults = {
+	.input = "eprof.data", .output = "-", .limit = 20
+};
 
 static const char *track_comm(const struct profile *p, const struct cp_track *t)
 {
@@ -508,36 +435,39 @@ static int run(struct sink *out, const struct critpath_cli *o, struct profile *p
 	return err;
 }
 
-int cmd_critical_path(int argc, char **argv)
+static int critpath_run(struct cmd_ctx *c)
 {
-	struct critpath_cli o;
-	struct profile *p = NULL;
-	struct sink *out;
+	const struct critpath_cli *o = c->opts;
 	int err;
 
-	err = parse_critpath_args(argc, argv, &o);
-	if (err == 1) {
-		critpath_usage(stdout);
-		return 0;
-	}
-	if (err)
-		return 2;
-	if (profile_open(o.input, &p))
-		return 1;
-	if (!offcpu_count(p) && !gpu_present(p))
+	if (!offcpu_count(c->in[0]) && !gpu_present(c->in[0]))
 		log_warn(
 		    "'%s' has no off-CPU data (record with --offcpu): the path cannot follow waits",
-		    o.input);
-	out = sink_open(o.output, 0644);
-	if (!out) {
-		log_err("failed to open '%s': %s", o.output, strerror(errno));
-		profile__free(p);
+		    o->input);
+	if (!cmd_output(c))
 		return 1;
-	}
-	err = run(out, &o, p);
-	err = sink_close(out) ?: err;
-	profile__free(p);
-	if (err && err != -ENOENT)
-		log_err("failed to write the critical path: %s", strerror(-err));
-	return err ? 1 : 0;
+	err = run(c->out, o, c->in[0]);
+	return err == -ENOENT ? 1 : err; /* no such thread or region instance: said */
+}
+
+const struct command cmd_critical_path = {
+	.name = "critical-path",
+	.summary = "the chain of work and waits that decided the run's length",
+	.usage = "[FILE] [options]   (FILE defaults to eprof.data; record with --offcpu)",
+	.about = "From the run's end (the launched command's exit, or the last event) back to its "
+		 "start:\n"
+		 "while a thread runs it is on the path; while it waited, the path goes to the "
+		 "thread that\n"
+		 "woke it. Waits nobody explains (timers, I/O) and waits for a CPU stay on the "
+		 "path.\n"
+		 "With CUDA data, a synchronization call goes to the GPU work that ended it,\n"
+		 "GPU work to its launch (or to the work before it on its stream).\n",
+	CMD_OPTIONS(critpath_opts, critpath_defaults),
+	CMD_READER(struct critpath_cli),
+	.run = critpath_run,
+};
+
+int parse_critpath_args(int argc, char **argv, struct critpath_cli *o)
+{
+	return cmd_parse(&cmd_critical_path, argc, argv, o);
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <getopt.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,107 +10,42 @@
 #include "analysis/diff.h"
 #include "analysis/findings.h"
 #include "cmds.h"
-#include "format/open.h"
-#include "util/cli.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/sink.h"
 
 #define DIFF_EXIT_REGRESSED 3
 
-static void diff_usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: eprof diff BASE NEW [options]\n"
-	    "Per-function comparison normalised per second of run time (CPU ms/s) and per\n"
-	    "sample (%% of the run's samples), and the overall speedup (wall, CPU).\n"
-	    "  --flamegraph            write a differential flamegraph (NEW's shape; red grew,\n"
-	    "                          blue shrank, by share of samples) to -o (default diff.svg)\n"
-	    "  -o, --output FILE       the SVG with --flamegraph, else the table (default stdout)\n"
-	    "  --fail-above PCT        exit 3 when a function's share of the samples (self), or\n"
-	    "                          the run's wall or CPU time, grew by more than PCT%%\n"
-	    "                          (relative: 20%% -> 24%% is +20%%) beyond sampling noise\n"
-	    "                          (z > 3): a CI performance gate\n"
-	    "  --min-share PCT         gate only functions with at least PCT%% of the samples in\n"
-	    "                          either run (default 1; smaller ones are noise)\n"
-	    "  --limit N               rows to show (default 30, 0 = all)\n"
-	    "  --inline                count inlined functions on their own\n"
-	    "  --json                  machine-readable output\n");
-}
+static const struct opt diff_opts[] = {
+	OPT_FLAG("flamegraph", 0, struct diff_cli, flamegraph,
+		 "write a differential flamegraph (NEW's shape; red grew,\n"
+		 "blue shrank, by share of samples) to -o (default diff.svg)"),
+	OPT_STRING("output", 'o', "FILE", struct diff_cli, output,
+		   "the SVG with --flamegraph, else the table (default stdout)"),
+	OPT_DOUBLE("fail-above", 0, "PCT", struct diff_cli, fail_above, 0, DBL_MAX,
+		   "exit 3 when a function's share of the samples (self), or\n"
+		   "the run's wall or CPU time, grew by more than PCT%\n"
+		   "(relative: 20% -> 24% is +20%) beyond sampling noise\n"
+		   "(z > 3): a CI performance gate",
+		   .suffix = "%", .expect = "a percentage, e.g. 5 or 2.5",
+		   OPT_ALSO(struct diff_cli, has_fail)),
+	OPT_DOUBLE("min-share", 0, "PCT", struct diff_cli, min_share, 0, DBL_MAX,
+		   "gate only functions with at least PCT% of the samples in\n"
+		   "either run (default 1; smaller ones are noise)",
+		   .suffix = "%", .expect = "a percentage, e.g. 5 or 2.5"),
+	OPT_UINT("limit", 0, "N", struct diff_cli, limit, 0, 10000000,
+		 "rows to show (default 30, 0 = all)"),
+	OPT_FLAG("inline", 0, struct diff_cli, inlined, "count inlined functions on their own"),
+	OPT_FLAG("json", 0, struct diff_cli, json, "machine-readable output"),
+	OPT_END,
+};
 
-enum { D_FG = 256, D_FAIL, D_MIN, D_LIMIT, D_JSON, D_INLINE };
+static const struct diff_cli diff_defaults = { .limit = 30, .min_share = 1.0 };
 
-static int parse_pct(const char *opt, const char *arg, double *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtod(arg, &end);
-	if (errno || end == arg || (*end && strcmp(end, "%")) || !isfinite(*out) || *out < 0) {
-		log_err("invalid %s '%s' (expected a percentage, e.g. 5 or 2.5)", opt, arg);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int diff_opt(int c, const char *arg, void *opts)
+static int diff_finish(void *opts, int npos, char **pos)
 {
 	struct diff_cli *o = opts;
 
-	switch (c) {
-	case 'o':
-		o->output = arg;
-		return 0;
-	case D_FG:
-		o->flamegraph = true;
-		return 0;
-	case D_FAIL:
-		o->has_fail = true;
-		return parse_pct("--fail-above", arg, &o->fail_above);
-	case D_MIN:
-		return parse_pct("--min-share", arg, &o->min_share);
-	case D_LIMIT:
-		return parse_u32_arg("--limit", arg, 0, 10000000, &o->limit);
-	case D_JSON:
-		o->json = true;
-		return 0;
-	case D_INLINE:
-		o->inlined = true;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-int parse_diff_args(int argc, char **argv, struct diff_cli *o)
-{
-	static const struct option longopts[] = {
-	    {"output", required_argument, NULL, 'o'},
-	    {"flamegraph", no_argument, NULL, D_FG},
-	    {"fail-above", required_argument, NULL, D_FAIL},
-	    {"min-share", required_argument, NULL, D_MIN},
-	    {"limit", required_argument, NULL, D_LIMIT},
-	    {"json", no_argument, NULL, D_JSON},
-	    {"inline", no_argument, NULL, D_INLINE},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
-	static const struct cli_spec spec = { "diff", "o:h", longopts, diff_opt };
-	const char *pos[2];
-	int npos, err;
-
-	memset(o, 0, sizeof(*o));
-	o->limit = 30;
-	o->min_share = 1.0;
-	err = cli_parse(&spec, argc, argv, o, pos, 2, &npos);
-	if (err)
-		return err;
-	if (npos != 2) {
-		log_err("diff: expected two recordings: eprof diff BASE NEW");
-		return -EINVAL;
-	}
-	o->base = pos[0];
-	o->new = pos[1];
 	if (o->flamegraph) {
 		o->flamegraph_out = o->output ? o->output : "diff.svg";
 		o->output = "-";
@@ -360,66 +295,85 @@ static int report_gate(const struct diff_cli *o, const struct diff_result *r)
 	return DIFF_EXIT_REGRESSED;
 }
 
-int cmd_diff(int argc, char **argv)
+static void result_free(void *r)
 {
-	struct diff_cli o;
-	struct diff_result r;
-	struct profile *base = NULL, *new = NULL;
-	struct sink *out = NULL;
-	struct json j;
-	int err, rc = 1;
+	if (r)
+		diff_result__free(r);
+	free(r);
+}
 
-	err = parse_diff_args(argc, argv, &o);
-	if (err == 1) {
-		diff_usage(stdout);
-		return 0;
+static int diff_run(struct cmd_ctx *c)
+{
+	const struct diff_cli *o = c->opts;
+	struct profile *base = c->in[0], *new = c->in[1];
+	struct diff_result *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r) {
+		log_err("out of memory");
+		return 1;
 	}
-	if (err)
-		return 2;
-	if (profile_open(o.base, &base) || profile_open(o.new, &new))
-		goto out;
 	err = diff_profiles(base, new,
-			    &(struct diff_opts){.inlined = o.inlined,
-						.min_share = o.min_share,
-						.fail_above = o.has_fail ? o.fail_above : INFINITY},
-			    &r);
+			    &(struct diff_opts){.inlined = o->inlined,
+						.min_share = o->min_share,
+						.fail_above = o->has_fail ? o->fail_above : INFINITY},
+			    r);
 	if (err) {
-		log_err("failed to compare '%s' and '%s': %s", o.base, o.new, strerror(-err));
-		goto out;
+		free(r);
+		log_err("failed to compare '%s' and '%s': %s", o->base, o->new, strerror(-err));
+		return 1;
 	}
-	out = sink_open(o.output, 0644);
-	if (!out) {
-		log_err("failed to open '%s': %s", o.output, strerror(errno));
-		goto free_result;
-	}
-	if (o.json) {
-		json_init(&j, out, 0);
-		write_json(&j, &o, &r);
-		err = write_findings(out, &j, base, new);
+	c->state = r;
+	c->state_free = result_free;
+	if (!cmd_output(c))
+		return 1;
+	if (o->json) {
+		struct json j;
+
+		json_init(&j, c->out, 0);
+		write_json(&j, o, r);
+		err = write_findings(c->out, &j, base, new);
 		json_obj_close(&j, 0);
-		err = json_flush(&j) ?: err;
-	} else {
-		write_text(out, &o, &r);
-		err = write_findings(out, NULL, base, new);
+		return json_flush(&j) ?: err;
 	}
-	err = sink_close(out) ?: err;
-	if (err) {
-		log_err("failed to write '%s': %s", o.output, strerror(-err));
-		goto free_result;
-	}
-	if (o.flamegraph) {
-		err = write_flamegraph(&o, base, new);
+	write_text(c->out, o, r);
+	return write_findings(c->out, NULL, base, new);
+}
+
+/* Once the table is out: the differential flamegraph, then the CI gate's exit status. */
+static int diff_after(struct cmd_ctx *c)
+{
+	const struct diff_cli *o = c->opts;
+	int err;
+
+	if (o->flamegraph) {
+		err = write_flamegraph(o, c->in[0], c->in[1]);
 		if (err) {
-			log_err("failed to write '%s': %s", o.flamegraph_out, strerror(-err));
-			goto free_result;
+			log_err("failed to write '%s': %s", o->flamegraph_out, strerror(-err));
+			return 1;
 		}
-		fprintf(stderr, "eprof: differential flamegraph written to %s\n", o.flamegraph_out);
+		fprintf(stderr, "eprof: differential flamegraph written to %s\n", o->flamegraph_out);
 	}
-	rc = report_gate(&o, &r);
-free_result:
-	diff_result__free(&r);
-out:
-	profile__free(base);
-	profile__free(new);
-	return rc;
+	return report_gate(o, c->state);
+}
+
+const struct command cmd_diff = {
+	.name = "diff",
+	.summary = "compare two recordings; differential flamegraph; CI gate",
+	.usage = "BASE NEW [options]",
+	.about = "Per-function comparison normalised per second of run time (CPU ms/s) and per\n"
+		 "sample (% of the run's samples), and the overall speedup (wall, CPU).\n",
+	CMD_OPTIONS(diff_opts, diff_defaults),
+	.flags = CMD_OUTPUT,
+	.ninputs = 2,
+	.input = { offsetof(struct diff_cli, base), offsetof(struct diff_cli, new) },
+	.output = offsetof(struct diff_cli, output),
+	.finish = diff_finish,
+	.run = diff_run,
+	.after = diff_after,
+};
+
+int parse_diff_args(int argc, char **argv, struct diff_cli *o)
+{
+	return cmd_parse(&cmd_diff, argc, argv, o);
 }

@@ -1,47 +1,17 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <getopt.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cmds.h"
-#include "format/open.h"
 #include "output/csv.h"
 #include "output/folded.h"
 #include "output/html.h"
 #include "output/pprof.h"
 #include "output/report.h"
-#include "util/cli.h"
 #include "util/log.h"
 #include "util/sink.h"
-
-static void export_usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: eprof export [FILE] --format FORMAT [-o OUT] [options]   (FILE: eprof.data)\n"
-	    "  -f, --format FORMAT   pprof   profile.proto, gzipped (go tool pprof, pprof UI)\n"
-	    "                        folded  comm;root;...;leaf COUNT (flamegraph.pl, speedscope)\n"
-	    "                        json    the whole report (schema: docs/json-schema.md)\n"
-	    "                        csv     one row per function (spreadsheets, pandas)\n"
-	    "                        html    self-contained report with the flamegraph\n"
-	    "                        (default: from the -o extension: .pb.gz .pprof .folded .json\n"
-	    "                        .csv .html)\n"
-	    "  -o, --output OUT      default profile.pb.gz for pprof, report.html for html,\n"
-	    "                        stdout for the others\n"
-	    "      --lines           folded: add (file:line) to frames\n"
-	    "      --time-range S:E  only seconds S to E from the start of the record\n"
-	    "      --pid PID, --tid TID  only these samples\n");
-}
-
-static const struct {
-	const char *name;
-	enum export_format f;
-} formats[] = {
-    {"pprof", EXPORT_PPROF}, {"folded", EXPORT_FOLDED}, {"json", EXPORT_JSON},
-    {"csv", EXPORT_CSV},     {"html", EXPORT_HTML},
-};
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -67,61 +37,36 @@ static enum export_format format_of_path(const char *path)
 	return EXPORT_NONE;
 }
 
-enum { E_PID = 256, E_TID, E_RANGE, E_LINES };
+static const struct opt_choice export_formats[] = {
+	{ "pprof", EXPORT_PPROF }, { "folded", EXPORT_FOLDED }, { "json", EXPORT_JSON },
+	{ "csv", EXPORT_CSV },	   { "html", EXPORT_HTML },	{ NULL },
+};
 
-static int export_opt(int c, const char *arg, void *opts)
+static const struct opt export_opts[] = {
+	OPT_CHOICE("format", 'f', struct export_cli, format, export_formats,
+		   "pprof   profile.proto, gzipped (go tool pprof, pprof UI)\n"
+		   "folded  comm;root;...;leaf COUNT (flamegraph.pl, speedscope)\n"
+		   "json    the whole report (schema: docs/json-schema.md)\n"
+		   "csv     one row per function (spreadsheets, pandas)\n"
+		   "html    self-contained report with the flamegraph\n"
+		   "(default: from the -o extension: .pb.gz .pprof .folded .json\n"
+		   ".csv .html)",
+		   .arg = "FORMAT"),
+	OPT_STRING("output", 'o', "OUT", struct export_cli, output,
+		   "default profile.pb.gz for pprof, report.html for html,\n"
+		   "stdout for the others"),
+	OPT_FLAG("lines", 0, struct export_cli, lines, "folded: add (file:line) to frames"),
+	OPT_GROUP(struct export_cli, range, cli_range_opts),
+	OPT_GROUP(struct export_cli, filter, cli_filter_opts),
+	OPT_END,
+};
+
+static const struct export_cli export_defaults = { .input = "eprof.data" };
+
+static int export_finish(void *opts, int npos, char **pos)
 {
 	struct export_cli *o = opts;
 
-	switch (c) {
-	case 'o':
-		o->output = arg;
-		return 0;
-	case 'f':
-		for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
-			if (!strcmp(arg, formats[i].name)) {
-				o->format = formats[i].f;
-				return 0;
-			}
-		}
-		log_err("invalid --format '%s': use pprof, folded, json, csv or html", arg);
-		return -EINVAL;
-	case E_PID:
-		return parse_u32_arg("--pid", arg, 1, 0x7fffffff, &o->filter.pid);
-	case E_TID:
-		return parse_u32_arg("--tid", arg, 1, 0x7fffffff, &o->filter.tid);
-	case E_RANGE:
-		return parse_time_range(arg, &o->range);
-	case E_LINES:
-		o->lines = true;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-int parse_export_args(int argc, char **argv, struct export_cli *o)
-{
-	static const struct option longopts[] = {
-	    {"format", required_argument, NULL, 'f'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"pid", required_argument, NULL, E_PID},
-	    {"tid", required_argument, NULL, E_TID},
-	    {"time-range", required_argument, NULL, E_RANGE},
-	    {"lines", no_argument, NULL, E_LINES},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
-	static const struct cli_spec spec = { "export", "f:o:h", longopts, export_opt };
-	const char *pos[1];
-	int npos, err;
-
-	memset(o, 0, sizeof(*o));
-	o->input = "eprof.data";
-	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
-	if (err)
-		return err;
-	if (npos)
-		o->input = pos[0];
 	if (!o->format)
 		o->format = format_of_path(o->output);
 	if (!o->format) {
@@ -133,6 +78,10 @@ int parse_export_args(int argc, char **argv, struct export_cli *o)
 		o->output = o->format == EXPORT_PPROF  ? "profile.pb.gz"
 			    : o->format == EXPORT_HTML ? "report.html"
 						       : "-";
+	if (o->format == EXPORT_PPROF && !strcmp(o->output, "-") && isatty(STDOUT_FILENO)) {
+		log_err("export: pprof is binary; write it to a file with -o profile.pb.gz");
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -162,43 +111,37 @@ static int export_write(struct sink *out, struct profile *p, const struct export
 	}
 }
 
-int cmd_export(int argc, char **argv)
+static int export_run(struct cmd_ctx *c)
 {
-	struct export_cli o;
-	struct sample_filter f;
-	struct profile *p = NULL;
-	struct sink *out;
-	int err;
+	const struct export_cli *o = c->opts;
+	struct sample_filter f = o->filter;
 
-	err = parse_export_args(argc, argv, &o);
-	if (err == 1) {
-		export_usage(stdout);
-		return 0;
-	}
-	if (err)
-		return 2;
-	if (o.format == EXPORT_PPROF && !strcmp(o.output, "-") && isatty(STDOUT_FILENO)) {
-		log_err("export: pprof is binary; write it to a file with -o profile.pb.gz");
-		return 2;
-	}
-	if (profile_open(o.input, &p))
-		return 1;
-	f = o.filter;
-	time_range_apply(&o.range, p, &f);
-	out = sink_open(o.output, 0644);
-	if (!out) {
-		log_err("failed to open '%s': %s", o.output, strerror(errno));
-		profile__free(p);
-		return 1;
-	}
-	err = export_write(out, p, &o, &f);
-	err = sink_close(out) ?: err;
-	profile__free(p);
-	if (err) {
-		log_err("failed to write '%s': %s", o.output, strerror(-err));
-		return 1;
-	}
-	if (strcmp(o.output, "-"))
-		fprintf(stderr, "eprof: %s written to %s\n", formats[o.format - 1].name, o.output);
+	time_range_apply(&o->range, c->in[0], &f);
+	return cmd_output(c) ? export_write(c->out, c->in[0], o, &f) : 1;
+}
+
+static int export_after(struct cmd_ctx *c)
+{
+	const struct export_cli *o = c->opts;
+
+	if (strcmp(o->output, "-"))
+		fprintf(stderr, "eprof: %s written to %s\n", export_formats[o->format - 1].name,
+			o->output);
 	return 0;
+}
+
+const struct command cmd_export = {
+	.name = "export",
+	.summary = "pprof, folded, JSON, CSV or a self-contained HTML report",
+	.usage = "[FILE] --format FORMAT [-o OUT] [options]   (FILE: eprof.data)",
+	CMD_OPTIONS(export_opts, export_defaults),
+	CMD_READER(struct export_cli),
+	.finish = export_finish,
+	.run = export_run,
+	.after = export_after,
+};
+
+int parse_export_args(int argc, char **argv, struct export_cli *o)
+{
+	return cmd_parse(&cmd_export, argc, argv, o);
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,247 +13,94 @@
 #include "analysis/pygil.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
-#include "format/open.h"
 #include "output/folded.h"
-#include "util/cli.h"
+#include "output/svg.h"
 #include "util/log.h"
 #include "util/sink.h"
 
-static void flamegraph_usage(FILE *f)
-{
-	fprintf(f, "usage: eprof flamegraph [FILE] [options]   (FILE defaults to eprof.data)\n"
-		   "  -o, --output FILE   SVG (default flamegraph.svg) or folded text (default stdout)\n"
-		   "      --cpu           CPU samples (the default)\n"
-		   "      --offcpu        blocked time (record --offcpu), weighted by ns\n"
-		   "      --wakers        blocked time on the stacks of the threads that ended it\n"
-		   "                      (--pid/--tid select the blocked threads)\n"
-		   "      --wall          CPU time and blocked time per thread, in ns\n"
-		   "      --critical-path the critical path's time (see eprof critical-path)\n"
-		   "      --gpu           GPU kernel/copy ns on the CPU stacks that launched them\n"
-		   "      --cuda-api      ns in CUDA API calls on the calling CPU stacks\n"
-		   "      --mem           bytes allocated, by allocating stack (record --mem)\n"
-		   "      --mem-peak      bytes live at the peak of the heap\n"
-		   "      --leaks         bytes not freed by the end of the record\n"
-		   "      --folded        folded stacks (comm;root;...;leaf COUNT) instead of SVG\n"
-		   "      --lines         add (file:line) to frames\n"
-		   "      --ns            weigh by CPU ns instead of sample counts\n"
-		   "      --no-comm       no thread-name root frame\n"
-		   "      --pid PID, --tid TID  only these samples\n"
-		   "      --region NAME   only samples inside that region\n"
-		   "      --gil           open coloured by the GIL: the share of each frame's Python\n"
-		   "                      samples whose thread held it (a toggle in the viewer)\n"
-		   "      --gil=held, --gil=not-held  only Python samples with / without the GIL\n"
-		   "      --title TEXT, --width PX\n"
-		   "      --inverted      root at the top, callees below (icicle); the default\n"
-		   "                      opens scrolled to the root at the bottom (a toggle in the viewer)\n");
-}
-
-enum {
-	F_CPU = 256, F_OFFCPU, F_WALL, F_CRIT, F_GPU, F_CUDA_API, F_MEM, F_MEM_PEAK, F_LEAKS, F_FOLDED,
-	F_LINES, F_NS, F_NOCOMM, F_PID, F_TID, F_TITLE, F_WIDTH, F_INV, F_REGION, F_GIL,
-	F_WAKERS
+static const struct opt_choice gil_states[] = {
+	{ "held", GIL_HELD }, { "not-held", GIL_NOT_HELD }, { NULL }
 };
 
-static int fg_opt(int c, const char *arg, void *opts)
+/* --gil colours, --gil=held|not-held filters: both may be given. */
+static int opt_gil(const struct opt *o, const char *arg, void *field)
 {
-	struct flamegraph_cli *o = opts;
+	struct flamegraph_cli *f = field;
 
-	switch (c) {
-	case 'o':
-		o->output = arg;
-		return 0;
-	case F_CPU:
-		o->weights = FG_CPU;
-		return 0;
-	case F_OFFCPU:
-		o->weights = FG_OFFCPU;
-		return 0;
-	case F_WALL:
-		o->weights = FG_WALL;
-		return 0;
-	case F_WAKERS:
-		o->weights = FG_WAKERS;
-		return 0;
-	case F_CRIT:
-		o->weights = FG_CRITICAL_PATH;
-		return 0;
-	case F_GPU:
-		o->weights = FG_GPU;
-		return 0;
-	case F_CUDA_API:
-		o->weights = FG_CUDA_API;
-		return 0;
-	case F_MEM:
-		o->weights = FG_MEM;
-		return 0;
-	case F_MEM_PEAK:
-		o->weights = FG_MEM_PEAK;
-		return 0;
-	case F_LEAKS:
-		o->weights = FG_LEAKS;
-		return 0;
-	case F_FOLDED:
-		o->folded = true;
-		return 0;
-	case F_LINES:
-		o->lines = true;
-		return 0;
-	case F_NS:
-		o->weight_ns = true;
-		return 0;
-	case F_NOCOMM:
-		o->no_comm = true;
-		return 0;
-	case F_PID:
-		return parse_u32_arg("--pid", arg, 1, 0x7fffffff, &o->filter.pid);
-	case F_TID:
-		return parse_u32_arg("--tid", arg, 1, 0x7fffffff, &o->filter.tid);
-	case F_TITLE:
-		o->title = arg;
-		return 0;
-	case F_WIDTH:
-		return parse_u32_arg("--width", arg, 200, 100000, &o->width);
-	case F_INV:
-		o->inverted = true;
-		return 0;
-	case F_REGION:
-		o->region = arg;
-		return 0;
-	case F_GIL:
-		if (!arg) {
-			o->gil_colors = true;
+	for (const struct opt_choice *c = gil_states; arg && c->name; c++)
+		if (!strcmp(arg, c->name)) {
+			f->gil = c->val;
 			return 0;
 		}
-		if (!strcmp(arg, "held") || !strcmp(arg, "not-held")) {
-			o->gil = arg[0] == 'h' ? GIL_HELD : GIL_NOT_HELD;
-			return 0;
-		}
-		log_err("invalid --gil '%s': use --gil (colours), --gil=held or --gil=not-held", arg);
-		return -EINVAL;
+	if (!arg) {
+		f->gil_colors = true;
+		return 0;
 	}
+	log_err("invalid --gil '%s' (expected --gil (colours), --gil=held or --gil=not-held)", arg);
 	return -EINVAL;
 }
 
-int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
-{
-	static const struct option longopts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "cpu", no_argument, NULL, F_CPU },
-		{ "offcpu", no_argument, NULL, F_OFFCPU },
-		{ "wall", no_argument, NULL, F_WALL },
-		{ "wakers", no_argument, NULL, F_WAKERS },
-		{ "critical-path", no_argument, NULL, F_CRIT },
-		{ "gpu", no_argument, NULL, F_GPU },
-		{ "cuda-api", no_argument, NULL, F_CUDA_API },
-		{ "mem", no_argument, NULL, F_MEM },
-		{ "mem-peak", no_argument, NULL, F_MEM_PEAK },
-		{ "leaks", no_argument, NULL, F_LEAKS },
-		{ "folded", no_argument, NULL, F_FOLDED },
-		{ "lines", no_argument, NULL, F_LINES },
-		{ "ns", no_argument, NULL, F_NS },
-		{ "no-comm", no_argument, NULL, F_NOCOMM },
-		{ "pid", required_argument, NULL, F_PID },
-		{ "tid", required_argument, NULL, F_TID },
-		{ "title", required_argument, NULL, F_TITLE },
-		{ "width", required_argument, NULL, F_WIDTH },
-		{ "inverted", no_argument, NULL, F_INV },
-		{ "region", required_argument, NULL, F_REGION },
-		{ "gil", optional_argument, NULL, F_GIL },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	static const struct cli_spec spec = { "flamegraph", "o:h", longopts, fg_opt };
-	const char *pos[1];
-	int npos, err;
+#define FG_WEIGHT(l, w, h) OPT_SET(l, 0, struct flamegraph_cli, weights, w, h)
 
-	memset(o, 0, sizeof(*o));
-	o->input = "eprof.data";
-	o->width = 1200;
-	err = cli_parse(&spec, argc, argv, o, pos, 1, &npos);
-	if (err)
-		return err;
-	if (npos)
-		o->input = pos[0];
+static const struct opt fg_opts[] = {
+	OPT_STRING("output", 'o', "FILE", struct flamegraph_cli, output,
+		   "SVG (default flamegraph.svg) or folded text (default stdout)"),
+	FG_WEIGHT("cpu", FG_CPU, "CPU samples (the default)"),
+	FG_WEIGHT("offcpu", FG_OFFCPU, "blocked time (record --offcpu), weighted by ns"),
+	FG_WEIGHT("wakers", FG_WAKERS, "blocked time on the stacks of the threads that ended it\n"
+				       "(--pid/--tid select the blocked threads)"),
+	FG_WEIGHT("wall", FG_WALL, "CPU time and blocked time per thread, in ns"),
+	FG_WEIGHT("critical-path", FG_CRITICAL_PATH,
+		  "the critical path's time (see eprof critical-path)"),
+	FG_WEIGHT("gpu", FG_GPU, "GPU kernel/copy ns on the CPU stacks that launched them"),
+	FG_WEIGHT("cuda-api", FG_CUDA_API, "ns in CUDA API calls on the calling CPU stacks"),
+	FG_WEIGHT("mem", FG_MEM, "bytes allocated, by allocating stack (record --mem)"),
+	FG_WEIGHT("mem-peak", FG_MEM_PEAK, "bytes live at the peak of the heap"),
+	FG_WEIGHT("leaks", FG_LEAKS, "bytes not freed by the end of the record"),
+	OPT_FLAG("folded", 0, struct flamegraph_cli, folded,
+		 "folded stacks (comm;root;...;leaf COUNT) instead of SVG"),
+	OPT_FLAG("lines", 0, struct flamegraph_cli, lines, "add (file:line) to frames"),
+	OPT_FLAG("ns", 0, struct flamegraph_cli, weight_ns,
+		 "weigh by CPU ns instead of sample counts"),
+	OPT_FLAG("no-comm", 0, struct flamegraph_cli, no_comm, "no thread-name root frame"),
+	OPT_GROUP(struct flamegraph_cli, filter, cli_filter_opts),
+	OPT_STRING("region", 0, "NAME", struct flamegraph_cli, region,
+		   "only samples inside that region"),
+	OPT_FUNC("gil", 0, "held|not-held", opt_gil,
+		 "without a value: open coloured by the GIL: the share of each\n"
+		 "frame's Python samples whose thread held it (a toggle in the\n"
+		 "viewer); held, not-held: only Python samples with / without it",
+		 .optional = true),
+	OPT_STRING("title", 0, "TEXT", struct flamegraph_cli, title, "the graph's title"),
+	OPT_UINT("width", 0, "PX", struct flamegraph_cli, width, 200, 100000,
+		 "the SVG's width (default 1200)"),
+	OPT_FLAG("inverted", 0, struct flamegraph_cli, inverted,
+		 "root at the top, callees below (icicle); the default\n"
+		 "opens scrolled to the root at the bottom (a toggle in the viewer)"),
+	OPT_END,
+};
+
+static const struct flamegraph_cli fg_defaults = { .input = "eprof.data", .width = 1200 };
+
+static int fg_finish(void *opts, int npos, char **pos)
+{
+	struct flamegraph_cli *o = opts;
+
 	if (!o->output)
 		o->output = o->folded ? "-" : "flamegraph.svg";
+	if (o->region && o->weights != FG_CPU) {
+		log_err("--region selects CPU samples: it cannot be combined with other weights");
+		return -EINVAL;
+	}
+	if ((o->gil || o->gil_colors) && o->weights != FG_CPU) {
+		log_err("--gil goes with CPU samples: the GIL state is read when a thread is "
+			"sampled");
+		return -EINVAL;
+	}
 	return 0;
 }
 
 /* Turns collapsed stacks into the renderer's input; labels live in labels[] (owned). */
-static int build_fg_input(const struct profile *p, const struct flamegraph_cli *o,
-			  struct fg_stack **out, size_t *nout, struct fg_frame **frames_out,
-			  char ***labels_out, size_t *nlabels)
-{
-	const struct frame **tmp = malloc(STACK_MAX_FRAMES * sizeof(*tmp));
-	struct collapsed_set cs = { 0 };
-	struct collapsed *c;
-	struct fg_frame *frames = NULL;
-	struct fg_stack *st = NULL;
-	size_t n = 0, total = 0, pos = 0;
-	char buf[1024], **labels = NULL;
-	size_t nl = 0;
-	int err = -ENOMEM;
-
-	if (!tmp || collapse_stacks_gil(p, &o->filter, o->lines, o->gil, &cs))
-		goto out;
-	c = cs.v;
-	n = cs.n;
-	for (size_t i = 0; i < n; i++) {
-		size_t t;
-
-		collapsed_frames(&cs, p, c[i].node, tmp, 0, &t);
-		total += (t < STACK_MAX_FRAMES ? t : STACK_MAX_FRAMES) + 1;
-	}
-	st = calloc(n ? n : 1, sizeof(*st));
-	frames = calloc(total ? total : 1, sizeof(*frames));
-	labels = o->lines ? calloc(total ? total : 1, sizeof(*labels)) : NULL;
-	if (!st || !frames || (o->lines && !labels))
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		size_t nf = collapsed_frames(&cs, p, c[i].node, tmp, STACK_MAX_FRAMES, NULL);
-
-		st[i].frames = &frames[pos];
-		st[i].weight = o->weight_ns ? c[i].weight : c[i].samples;
-		st[i].gil_held = o->weight_ns ? c[i].gil_weight[0] : c[i].gil_samples[0];
-		st[i].gil_free = o->weight_ns ? c[i].gil_weight[1] : c[i].gil_samples[1];
-		if (!o->no_comm) {
-			const char *comm = profile__str(p, c[i].comm);
-
-			frames[pos++] = (struct fg_frame){ *comm ? comm : "[unknown]", FRAME_SPECIAL };
-			st[i].n++;
-		}
-		for (size_t k = 0; k < nf; k++, st[i].n++) {
-			const char *l = frame_label(p, tmp[k], o->lines, buf, sizeof(buf));
-
-			if (l == buf) {
-				labels[nl] = strdup(buf);
-				if (!labels[nl])
-					goto out;
-				l = labels[nl++];
-			}
-			frames[pos++] = (struct fg_frame){ l, tmp[k]->kind };
-		}
-	}
-	*out = st;
-	*nout = n;
-	*frames_out = frames;
-	*labels_out = labels;
-	*nlabels = nl;
-	st = NULL;
-	frames = NULL;
-	labels = NULL;
-	err = 0;
-out:
-	for (size_t i = 0; labels && i < nl; i++)
-		free(labels[i]);
-	free(labels);
-	free(st);
-	free(frames);
-	collapsed_set__free(&cs);
-	free(tmp);
-	return err;
-}
-
 static int write_svg(struct sink *out, const struct profile *p, const struct flamegraph_cli *o)
 {
 	static const char *const titles[] = { "CPU flamegraph", "Off-CPU flamegraph",
@@ -262,28 +109,18 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 					      "Allocated bytes", "Live bytes at the peak",
 					      "Bytes not freed (leaks)",
 					      "Blocked time by waker stack" };
-	struct fg_opts fo = { .title = o->title ? o->title : titles[o->weights],
-			      .subtitle = profile__meta(p, "command"),
-			      .unit = fg_is_mem(o->weights) ? "bytes" : o->weight_ns ? "ns" : "samples",
-			      .width = o->width,
-			      .inverted = o->inverted,
-			      .gil_colors = o->gil_colors };
-	struct fg_stack *st = NULL;
-	struct fg_frame *frames = NULL;
-	char **labels = NULL;
-	size_t n = 0, nl = 0;
-	int err;
+	struct svg_opts so = {
+	    .stacks = { .filter = o->filter, .lines = o->lines, .weight_ns = o->weight_ns,
+			.no_comm = o->no_comm, .gil = o->gil },
+	    .fg = { .title = o->title ? o->title : titles[o->weights],
+		    .subtitle = profile__meta(p, "command"),
+		    .unit = fg_is_mem(o->weights) ? "bytes" : o->weight_ns ? "ns" : "samples",
+		    .width = o->width,
+		    .inverted = o->inverted,
+		    .gil_colors = o->gil_colors },
+	};
 
-	err = build_fg_input(p, o, &st, &n, &frames, &labels, &nl);
-	if (err)
-		return err;
-	err = flamegraph_write_svg(out, st, n, &fo);
-	for (size_t i = 0; i < nl; i++)
-		free(labels[i]);
-	free(labels);
-	free(st);
-	free(frames);
-	return err;
+	return flamegraph_svg_write(out, p, &so);
 }
 
 /*
@@ -346,98 +183,94 @@ static bool has_gil_marks(const struct profile *p)
 	return any;
 }
 
-int cmd_flamegraph(int argc, char **argv)
+/* Replaces the CPU samples with the weights asked for; 0 or 1 (logged). */
+static int load_weights(struct profile *p, struct flamegraph_cli *o)
 {
-	struct flamegraph_cli o;
-	struct region_ranges *ranges = NULL;
-	struct profile *p = NULL;
-	struct sink *out;
 	int err;
 
-	err = parse_flamegraph_args(argc, argv, &o);
-	if (err == 1) {
-		flamegraph_usage(stdout);
-		return 0;
-	}
-	if (err)
-		return 2;
-	if (o.region && o.weights != FG_CPU) {
-		log_err("--region selects CPU samples: it cannot be combined with other weights");
-		return 2;
-	}
-	if ((o.gil || o.gil_colors) && o.weights != FG_CPU) {
-		log_err("--gil goes with CPU samples: the GIL state is read when a thread is sampled");
-		return 2;
-	}
-	if (profile_open(o.input, &p))
-		return 1;
-	if (fg_is_mem(o.weights)) {
+	if (fg_is_mem(o->weights)) {
 		static const enum mem_view views[] = { [FG_MEM] = MEM_VIEW_ALLOCATED,
 						       [FG_MEM_PEAK] = MEM_VIEW_PEAK,
 						       [FG_LEAKS] = MEM_VIEW_LEAKS };
 
-		err = memory_to_samples(p, views[o.weights]);
+		err = memory_to_samples(p, views[o->weights]);
 		if (err) {
 			log_err(err == -ENOENT ? "no allocations in '%s': record with --mem"
-					       : "failed to read allocations of '%s'", o.input);
-			profile__free(p);
+					       : "failed to read allocations of '%s'", o->input);
 			return 1;
 		}
-		o.weight_ns = true; /* the weight of a memory sample is its bytes */
-	} else if (o.weights == FG_GPU || o.weights == FG_CUDA_API) {
-		bool gpu = o.weights == FG_GPU;
+		o->weight_ns = true; /* the weight of a memory sample is its bytes */
+	} else if (o->weights == FG_GPU || o->weights == FG_CUDA_API) {
+		bool gpu = o->weights == FG_GPU;
 		int64_t n = gpu_to_samples(p, gpu ? GPU_WEIGHT_GPU_NS : GPU_WEIGHT_API_NS);
 
 		if (n <= 0) {
 			log_err(n < 0 ? "failed to build the GPU stacks: out of memory"
 			    : gpu ? "no GPU activity in '%s' (it needs CUPTI: eprof record -- CMD)"
 				  : "no CUDA API calls in '%s'",
-				o.input);
-			profile__free(p);
+				o->input);
 			return 1;
 		}
-		o.weight_ns = true;
-	} else if (o.weights != FG_CPU) {
-		err = swap_in_weights(p, &o);
-		if (err) {
-			profile__free(p);
+		o->weight_ns = true;
+	} else if (o->weights != FG_CPU) {
+		if (swap_in_weights(p, o))
 			return 1;
-		}
 	}
-	if ((o.gil || o.gil_colors) && !has_gil_marks(p)) {
-		log_err("--gil: '%s' has no GIL states (they come with the CPU samples of CPython "
-			"3.10-3.13 threads)", o.input);
-		profile__free(p);
-		return 1;
-	}
-	if (o.region && region_filter_apply(p, o.region, &o.filter, &ranges)) {
-		profile__free(p);
-		return 1;
-	}
-	out = sink_open(o.output, 0644);
-	if (!out) {
-		log_err("failed to open '%s': %s", o.output, strerror(errno));
-		region_ranges__free(ranges);
-		profile__free(p);
-		return 1;
-	}
-	if (o.folded) {
-		struct folded_opts fo = { .filter = o.filter, .lines = o.lines,
-					  .weight_ns = o.weight_ns, .no_comm = o.no_comm,
-					  .gil = o.gil };
-
-		err = folded_write(out, p, &fo);
-	} else {
-		err = write_svg(out, p, &o);
-	}
-	err = sink_close(out) ?: err;
-	region_ranges__free(ranges);
-	profile__free(p);
-	if (err) {
-		log_err("failed to write '%s': %s", o.output, strerror(-err));
-		return 1;
-	}
-	if (!o.folded && strcmp(o.output, "-"))
-		fprintf(stderr, "eprof: flamegraph written to %s\n", o.output);
 	return 0;
+}
+
+static int fg_run(struct cmd_ctx *c)
+{
+	struct flamegraph_cli *o = c->opts;
+	struct region_ranges *ranges = NULL;
+	struct profile *p = c->in[0];
+	int err;
+
+	if (load_weights(p, o))
+		return 1;
+	if ((o->gil || o->gil_colors) && !has_gil_marks(p)) {
+		log_err("--gil: '%s' has no GIL states (they come with the CPU samples of CPython "
+			"3.10-3.13 threads)", o->input);
+		return 1;
+	}
+	if (o->region && region_filter_apply(p, o->region, &o->filter, &ranges))
+		return 1;
+	if (!cmd_output(c)) {
+		err = 1;
+	} else if (o->folded) {
+		struct folded_opts fo = { .filter = o->filter, .lines = o->lines,
+					  .weight_ns = o->weight_ns, .no_comm = o->no_comm,
+					  .gil = o->gil };
+
+		err = folded_write(c->out, p, &fo);
+	} else {
+		err = write_svg(c->out, p, o);
+	}
+	region_ranges__free(ranges);
+	return err;
+}
+
+static int fg_after(struct cmd_ctx *c)
+{
+	const struct flamegraph_cli *o = c->opts;
+
+	if (!o->folded && strcmp(o->output, "-"))
+		fprintf(stderr, "eprof: flamegraph written to %s\n", o->output);
+	return 0;
+}
+
+const struct command cmd_flamegraph = {
+	.name = "flamegraph",
+	.summary = "interactive SVG flamegraph or folded stacks",
+	.usage = "[FILE] [options]   (FILE defaults to eprof.data)",
+	CMD_OPTIONS(fg_opts, fg_defaults),
+	CMD_READER(struct flamegraph_cli),
+	.finish = fg_finish,
+	.run = fg_run,
+	.after = fg_after,
+};
+
+int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o)
+{
+	return cmd_parse(&cmd_flamegraph, argc, argv, o);
 }

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* eprof top: a live session folded into a decayed function table every refresh. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,144 +13,50 @@
 
 #define FIRST_SCREEN_S 0.5 /* the first refresh comes early: something to look at at once */
 
-static void top_usage(FILE *f)
+static const struct opt_choice top_sorts[] = {
+	{ "self", TOP_SORT_SELF }, { "total", TOP_SORT_TOTAL }, { "last", TOP_SORT_LAST }, { NULL }
+};
+
+/* CUDA tables instead of functions: counts only, launches need no stack here. */
+static int opt_gpu(const struct opt *opt, const char *arg, void *field)
 {
-	fprintf(f,
-		"usage: eprof top [-p PID[,PID..] | -a] [options]\n"
-		"  -p, --pid PID[,PID]     processes to watch: all their threads, their descendants running\n"
-		"                          now and the children they fork later\n"
-		"      --no-children       only the listed PIDs\n"
-		"  -a, --all-cpus          the whole system (default when no -p)\n"
-		"  -F, --freq HZ           samples per second per CPU (default 99, max 100000)\n"
-		"  -d, --delay SECONDS     refresh interval (default 1)\n"
-		"  -s, --sort KEY          self (default), total or last\n"
-		"  -b, --batch             plain-text snapshots on stdout, no curses\n"
-		"  -n, --iterations N      stop after N snapshots (default: until stopped)\n"
-		"  -g, --call-graph MODE   auto (default), fp, dwarf\n"
-		"      --no-kernel         user stacks only\n"
-		"      --no-python         no Python frames (CPython 3.10-3.13 processes get them)\n"
-		"      --gpu               CUDA instead of functions: launches per kernel, calls, time\n"
-		"                          and failures per CUDA function (uprobes; needs -p)\n"
-		"  -v, --verbose           more messages (repeat for debug)\n"
-		"Keys: q quit, s sort, P pause, t threads, / filter, Enter callers/callees, h help.\n");
-}
+	struct top_cli *o = field;
 
-static int top_pids(const char *arg, struct record_opts *o)
-{
-	char *copy = strdup(arg), *save = NULL, *tok, *end;
-
-	if (!copy)
-		return -ENOMEM;
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		long v;
-
-		errno = 0;
-		v = strtol(tok, &end, 10);
-		if (errno || *end || end == tok || v <= 0 || v > 0x7fffffff ||
-		    o->npids == RECORD_MAX_PIDS) {
-			log_err("invalid PID '%s'", tok);
-			free(copy);
-			return -EINVAL;
-		}
-		o->pids[o->npids++] = v;
-	}
-	free(copy);
-	if (!o->npids) {
-		log_err("-p needs at least one PID");
-		return -EINVAL;
-	}
+	o->gpu = true;
+	o->rec.cuda = 1;
+	o->rec.cuda_stack_rate = 0;
 	return 0;
 }
 
-static int top_opt(int c, const char *arg, struct top_cli *o)
+static const struct opt top_opts[] = {
+	OPT_GROUP(struct top_cli, rec, record_target_opts),
+	OPT_DOUBLE("delay", 'd', "SECONDS", struct top_cli, delay, 0.1, 3600,
+		   "refresh interval (default 1)", .expect = "0.1..3600 seconds"),
+	OPT_CHOICE("sort", 's', struct top_cli, sort, top_sorts, "table order (default self)"),
+	OPT_FLAG("batch", 'b', struct top_cli, batch, "plain-text snapshots on stdout, no curses"),
+	OPT_UINT("iterations", 'n', "N", struct top_cli, iterations, 1, 1000000000,
+		 "stop after N snapshots (default: until stopped)"),
+	OPT_GROUP(struct top_cli, rec, record_sampling_opts),
+	OPT_FUNC("gpu", 0, NULL, opt_gpu,
+		 "CUDA instead of functions: GPU time per kernel (the CUPTI\n"
+		 "collector injected into the targets), launches per kernel,\n"
+		 "calls, time and failures per CUDA function (needs -p)"),
+	OPT_FLAG("no-inject", 0, struct top_cli, rec.no_inject,
+		 "--gpu without the CUPTI collector: uprobes only"),
+	OPT_END,
+};
+
+static const struct top_cli top_defaults = {
+	.rec = { .freq = 99, .snapshot_bytes = 32768, .ringbuf_mb = 16, .live = true },
+	.delay = 1.0,
+};
+
+static int top_finish(void *opts, int npos, char **pos)
 {
-	char *end;
+	struct top_cli *o = opts;
 
-	switch (c) {
-	case 'p':
-		return top_pids(arg, &o->rec);
-	case 'a':
-		o->rec.all = true;
-		return 0;
-	case 'F':
-		return parse_u32_arg("-F", arg, 1, 100000, &o->rec.freq);
-	case 'd':
-		o->delay = strtod(arg, &end);
-		if (*end || end == arg || !(o->delay >= 0.1 && o->delay <= 3600)) {
-			log_err("invalid delay '%s' (seconds, 0.1 to 3600)", arg);
-			return -EINVAL;
-		}
-		return 0;
-	case 's':
-		for (int s = 0; s < TOP_SORT_MAX; s++)
-			if (!strcmp(arg, top_sort_name(s))) {
-				o->sort = s;
-				return 0;
-			}
-		log_err("invalid sort '%s' (self, total or last)", arg);
-		return -EINVAL;
-	case 'b':
-		o->batch = true;
-		return 0;
-	case 'n':
-		return parse_u32_arg("-n", arg, 1, 1000000000, &o->iterations);
-	case 'g':
-		if (!strcmp(arg, "auto") || !strcmp(arg, "fp") || !strcmp(arg, "dwarf")) {
-			o->rec.callgraph = arg[0] == 'a' ? CG_AUTO : arg[0] == 'f' ? CG_FP : CG_DWARF;
-			return 0;
-		}
-		log_err("invalid call graph mode '%s' (auto, fp or dwarf)", arg);
-		return -EINVAL;
-	case 'K':
-		o->rec.no_kernel = true;
-		return 0;
-	case 'C':
-		o->rec.no_children = true;
-		return 0;
-	case 'Y':
-		o->rec.no_python = true;
-		return 0;
-	case 'G':
-		o->gpu = true;
-		o->rec.cuda = 1;
-		o->rec.cuda_stack_rate = 0; /* counts only: launches need no stack here */
-		return 0;
-	case 'v':
-		o->rec.verbose++;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-int parse_top_args(int argc, char **argv, struct top_cli *o)
-{
-	static const struct option longopts[] = {
-		{ "pid", required_argument, 0, 'p' },	    { "all-cpus", no_argument, 0, 'a' },
-		{ "freq", required_argument, 0, 'F' },	    { "delay", required_argument, 0, 'd' },
-		{ "sort", required_argument, 0, 's' },	    { "batch", no_argument, 0, 'b' },
-		{ "iterations", required_argument, 0, 'n' }, { "call-graph", required_argument, 0, 'g' },
-		{ "no-kernel", no_argument, 0, 'K' },	    { "verbose", no_argument, 0, 'v' },
-		{ "no-python", no_argument, 0, 'Y' },
-		{ "gpu", no_argument, 0, 'G' },	    { "no-children", no_argument, 0, 'C' },
-		{ "help", no_argument, 0, 'h' },	    { 0 }
-	};
-	int c;
-
-	memset(o, 0, sizeof(*o));
-	o->rec.freq = 99;
-	o->rec.snapshot_bytes = 32768;
-	o->rec.ringbuf_mb = 16;
-	o->rec.live = true;
-	o->delay = 1.0;
-	optind = 0;
-	while ((c = getopt_long(argc, argv, "p:aF:d:s:bn:g:vh", longopts, NULL)) != -1) {
-		if (c == 'h')
-			return 1;
-		if (c == '?' || top_opt(c, optarg, o))
-			return -EINVAL;
-	}
-	if (optind < argc) {
-		log_err("unexpected argument '%s' (eprof top watches -p PID or -a)", argv[optind]);
+	if (npos) {
+		log_err("unexpected argument '%s' (eprof top watches -p PID or -a)", pos[0]);
 		return -EINVAL;
 	}
 	if (o->rec.all && o->rec.npids) {
@@ -298,30 +203,24 @@ static int top_loop(struct top_run *r)
 	}
 }
 
-int cmd_top(int argc, char **argv)
+static int top_main(struct cmd_ctx *c)
 {
-	struct top_cli o;
-	struct top_run r = { .o = &o };
+	struct top_cli *o = c->opts;
+	struct top_run r = { .o = o };
 	struct live_stats st;
-	int err = parse_top_args(argc, argv, &o);
+	int err;
 
-	if (err == 1) {
-		top_usage(stdout);
-		return 0;
-	}
-	if (err)
-		return 2;
-	r.v.sort = o.sort;
+	r.v.sort = o->sort;
 	if (top_model__init(&r.m))
 		return 1;
 	if (top_gpu__init(&r.g)) {
 		top_model__free(&r.m);
 		return 1;
 	}
-	if (o.gpu)
+	if (o->gpu)
 		r.v.gpu = &r.g;
-	err = live_open(&o.rec, &r.s);
-	if (!err && !o.batch) {
+	err = live_open(&o->rec, &r.s);
+	if (!err && !o->batch) {
 		r.ui = top_ui__new(&r.v);
 		if (!r.ui) {
 			log_err("failed to start the full-screen view: %s (use --batch)",
@@ -345,4 +244,21 @@ int cmd_top(int argc, char **argv)
 	top_model__free(&r.m);
 	top_gpu__free(&r.g);
 	return err ? 1 : 0;
+}
+
+const struct command cmd_top = {
+	.name = "top",
+	.summary = "live view of the hottest functions of processes or the system",
+	.usage = "[-p PID[,PID..] | -a] [options]   (default -a: the whole system)",
+	.footer = "Keys: q quit, s sort, P pause, t threads, / filter, Enter callers/callees, "
+		  "h help.\n",
+	CMD_OPTIONS(top_opts, top_defaults),
+	.flags = CMD_NEEDS_ROOT,
+	.finish = top_finish,
+	.run = top_main,
+};
+
+int parse_top_args(int argc, char **argv, struct top_cli *o)
+{
+	return cmd_parse(&cmd_top, argc, argv, o);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The subcommand table and each subcommand's pure argument parser. */
+/* The commands (src/cmd_*.c), their options structs and their pure argument parsers. */
 #ifndef EPROF_CMDS_H
 #define EPROF_CMDS_H
 
@@ -7,29 +7,17 @@
 #include <stdio.h>
 
 #include "analysis/hot.h"
+#include "cli/command.h"
+#include "cli/filter.h"
 #include "output/report.h"
 #include "record/record.h"
 #include "tui/top_model.h"
 
-enum cmd_flags {
-	CMD_NEEDS_ROOT = 1 << 0, /* BPF and perf events: checked once in main() */
-};
+extern const struct command cmd_record, cmd_report, cmd_flamegraph, cmd_trace, cmd_export,
+	cmd_diff, cmd_top, cmd_critical_path;
 
-struct cmd {
-	const char *name;
-	int (*fn)(int argc, char **argv);
-	unsigned flags;
-	const char *summary;
-};
-
-int cmd_record(int argc, char **argv);
-int cmd_report(int argc, char **argv);
-int cmd_flamegraph(int argc, char **argv);
-int cmd_trace(int argc, char **argv);
-int cmd_export(int argc, char **argv);
-int cmd_diff(int argc, char **argv);
-int cmd_top(int argc, char **argv);
-int cmd_critical_path(int argc, char **argv);
+/* record's options that top shares, over a struct record_opts: targets, and sampling. */
+extern const struct opt record_target_opts[], record_sampling_opts[];
 
 struct report_cli {
 	struct report_opts r;
@@ -67,15 +55,6 @@ struct flamegraph_cli {
 	uint8_t gil;	    /* --gil=held|not-held: enum gil_filter (analysis/stacks.h) */
 };
 
-/* --time-range START:END in seconds from the start of the record; either side may be empty. */
-struct time_range {
-	bool has_from, has_to;
-	double from_s, to_s;
-};
-int parse_time_range(const char *arg, struct time_range *r);
-/* Sets f->t0/t1 (CLOCK_MONOTONIC ns) from r and the record's start. */
-void time_range_apply(const struct time_range *r, const struct profile *p, struct sample_filter *f);
-
 struct trace_cli {
 	const char *input, *output;
 	struct sample_filter filter;
@@ -111,7 +90,11 @@ struct diff_cli {
 	unsigned limit;
 };
 
-/* Return 0, 1 for --help, -EINVAL on a bad argument (message printed). */
+/*
+ * The commands' parsers, as cmd_main() runs them (cmd_parse), for the unit tests: 0, 1 for
+ * --help, -EINVAL on a bad argument (message printed).
+ */
+int parse_record_args(int argc, char **argv, struct record_opts *o);
 int parse_report_args(int argc, char **argv, struct report_cli *o);
 int parse_flamegraph_args(int argc, char **argv, struct flamegraph_cli *o);
 int parse_trace_args(int argc, char **argv, struct trace_cli *o);
@@ -138,17 +121,5 @@ struct critpath_cli {
 	long instance;	    /* --instance N (0 the first, -1 the last; default 0) */
 };
 int parse_critpath_args(int argc, char **argv, struct critpath_cli *o);
-/*
- * --region NAME: sets f->match to the inside of that region's instances (per
- * thread). *ranges is to be freed with region_ranges__free. 0, or -ENOENT
- * (logged) when the profile has no such region.
- */
-struct region_ranges;
-int region_filter_apply(const struct profile *p, const char *name, struct sample_filter *f,
-			struct region_ranges **ranges);
-
-/* Common option parsing helpers. */
-int parse_u32_arg(const char *opt, const char *arg, unsigned long min, unsigned long max,
-		  unsigned *out);
 
 #endif

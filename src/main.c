@@ -1,28 +1,21 @@
 // SPDX-License-Identifier: MIT
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cmds.h"
 #include "util/log.h"
 
-static const struct cmd commands[] = {
-	{ "record", cmd_record, CMD_NEEDS_ROOT, "sample CPU stacks of a command, processes or the system" },
-	{ "report", cmd_report, 0, "hot functions, threads and counters of a recording" },
-	{ "flamegraph", cmd_flamegraph, 0, "interactive SVG flamegraph or folded stacks" },
-	{ "trace", cmd_trace, 0, "timeline as Chrome/Perfetto trace JSON" },
-	{ "export", cmd_export, 0, "pprof, folded, JSON, CSV or a self-contained HTML report" },
-	{ "critical-path", cmd_critical_path, 0, "the chain of work and waits that decided the run's length" },
-	{ "diff", cmd_diff, 0, "compare two recordings; differential flamegraph; CI gate" },
-	{ "top", cmd_top, CMD_NEEDS_ROOT, "live view of the hottest functions of processes or the system" },
+static const struct command *const commands[] = {
+	&cmd_record, &cmd_report, &cmd_flamegraph, &cmd_trace,
+	&cmd_export, &cmd_critical_path, &cmd_diff, &cmd_top,
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: eprof <command> [options]   (eprof <command> --help for details)\n\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-12s %s\n", commands[i]->name, commands[i]->summary);
 	fprintf(f, "\neprof %s — files are read and written as eprof.data by default\n",
 		EPROF_VERSION);
 }
@@ -39,14 +32,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		const struct cmd *c = &commands[i];
+		const struct command *c = commands[i];
 
 		if (strcmp(argv[1], c->name))
 			continue;
 		/* Privileges are checked in one place; the kernel has the final word (caps). */
-		if ((c->flags & CMD_NEEDS_ROOT) && geteuid() != 0 && !getenv("EPROF_NO_ROOT_CHECK"))
+		if ((c->flags & CMD_NEEDS_ROOT) && geteuid() != 0)
 			log_info("not root: this needs CAP_BPF and CAP_PERFMON");
-		return c->fn(argc - 1, argv + 1);
+		return cmd_main(c, argc - 1, argv + 1);
 	}
 	log_err("unknown command '%s' (eprof --help lists them)", argv[1]);
 	return 2;

@@ -7,7 +7,8 @@
 
 #include <linux/types.h>
 
-#include "eprof_abi.h"
+#include "../model/event.h"
+#include "../model/offcpu_event.h"
 #include "critpath.h"
 #include "gpu.h"
 #include "stacks.h"
@@ -158,12 +159,13 @@ static int add_offcpu(const struct profile *p, struct cp_graph *g)
 		t = critpath_find_track(g, CP_TRACK_THREAD, e->pid, e->tid);
 		w.ready = offcpu_ready_ts(e);
 		w.kind = offcpu_classify(p, e);
-		from = e->a
-			   ? critpath_find_track(g, CP_TRACK_THREAD, (uint32_t)e->c, (uint32_t)e->a)
-			   : -1;
+		from = ev_off_waker_tid(e) ? critpath_find_track(g, CP_TRACK_THREAD,
+								  ev_off_waker_pid(e),
+								  ev_off_waker_tid(e))
+					   : -1;
 		if (from >= 0 && from != t) {
 			struct cp_edge ed = {(uint32_t)from, w.ready, (uint32_t)t, w.ready,
-					     (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
+					     (e->flags & OFFEV_STATE_MASK) == OFFEV_NEW
 						 ? CP_EDGE_CREATE
 						 : CP_EDGE_WAKEUP};
 

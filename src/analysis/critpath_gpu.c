@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model/event.h"
 #include "critpath.h"
 #include "gpu.h"
 #include "../util/vec.h"
@@ -61,15 +62,15 @@ static int add_streams(const struct profile *p, struct cp_graph *g, const uint32
 
 		if (!is_gpu_op(e->kind))
 			continue;
-		if (!hmap__get(idx, e->pid, e->a, &t)) {
+		if (!hmap__get(idx, e->pid, ev_gpu_dev_stream(e), &t)) {
 			int64_t n = critpath_add_track(g, CP_TRACK_GPU_STREAM, e->pid, next++);
 
-			if (n < 0 || hmap__put(idx, e->pid, e->a, (uint64_t)n)) {
+			if (n < 0 || hmap__put(idx, e->pid, ev_gpu_dev_stream(e), (uint64_t)n)) {
 				err = -ENOMEM;
 				break;
 			}
 			t = (uint64_t)n;
-			g->tracks[t].gpu_stream = e->a;
+			g->tracks[t].gpu_stream = ev_gpu_dev_stream(e);
 		}
 		err = add_op(&g->tracks[t], &op);
 	}
@@ -195,7 +196,8 @@ static int syncs_init(const struct profile *p, struct syncs *s)
 	if (!s->v)
 		return -ENOMEM;
 	for (size_t i = 0; i < p->events.n; i++)
-		if (p->events.v[i].kind == EVK_GPU_SYNC && p->events.v[i].b == CUPTI_SYNC_STREAM)
+		if (p->events.v[i].kind == EVK_GPU_SYNC &&
+		    ev_sync_type(&p->events.v[i]) == CUPTI_SYNC_STREAM)
 			s->v[s->n++] = (uint32_t)i;
 	g_sort_p = p;
 	if (s->n > 1)
@@ -223,7 +225,7 @@ static uint64_t synced_stream(const struct syncs *s, const struct event *call)
 	e = &s->p->events.v[s->v[lo]];
 	if (e->pid != call->pid || e->ts + e->dur > call->ts + call->dur)
 		return 0;
-	return 1ULL << 32 | (uint32_t)e->a; /* non-zero for stream 0 too */
+	return 1ULL << 32 | ev_gpu_stream(e); /* non-zero for stream 0 too */
 }
 
 static bool is_cpu_sync(const struct profile *p, const struct event *e)

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../output/report.h"
 #include "diff.h"
 #include "hot.h"
+#include "summary.h"
 #include "stacks.h"
 #include "../util/vec.h"
 
@@ -243,16 +243,16 @@ int diff_fg_stacks(const struct profile *base, const struct profile *new, struct
 		goto out;
 	for (size_t i = 0; i < cn.n; i++) {
 		size_t nf = collapsed_frames(&cn, new, cn.v[i].node, tmp, DIFF_DEPTH, NULL);
-		struct fg_stack *s = &out->st[i];
+		struct wstack *s = &out->st[i];
 		uint64_t k1, k2, b = 0;
 
 		s->frames = &out->frames[pos];
 		s->weight = cn.v[i].samples;
 		out->frames[pos++] =
-		    (struct fg_frame){comm_label(new, cn.v[i].comm), FRAME_SPECIAL};
+		    (struct wstack_frame){comm_label(new, cn.v[i].comm), FRAME_SPECIAL};
 		for (size_t k = 0; k < nf; k++)
 			out->frames[pos++] =
-			    (struct fg_frame){profile__str(new, tmp[k]->name), tmp[k]->kind};
+			    (struct wstack_frame){profile__str(new, tmp[k]->name), tmp[k]->kind};
 		s->n = (uint32_t)nf + 1;
 		stack_key(new, &cn, &cn.v[i], tmp, &k1, &k2);
 		hmap__get(idx, k1, k2, &b);

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../flamegraph/flamegraph.h"
+#include "wstack.h"
 #include "../model/profile.h"
 
 enum { DIFF_BASE = 0, DIFF_NEW = 1 };
@@ -74,9 +74,9 @@ void diff_result__free(struct diff_result *r);
  * NEW's total / BASE's total so that runs of different length compare by share.
  */
 struct diff_stacks {
-	struct fg_stack *st;
+	struct wstack *st;
 	size_t n;
-	struct fg_frame *frames;
+	struct wstack_frame *frames;
 	uint64_t base_total, new_total; /* samples */
 };
 int diff_fg_stacks(const struct profile *base, const struct profile *new, struct diff_stacks *out);

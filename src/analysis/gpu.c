@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model/event.h"
 #include "../util/hmap.h"
 #include "../util/vec.h"
 #include "gpu.h"
@@ -170,17 +171,18 @@ int gpu_join(const struct profile *p, uint32_t **launch)
 		uint32_t call;
 
 		/* runtime and driver callbacks of one call can share a correlation id */
-		if (hmap__get(by_corr, e->pid, e->c, &have))
+		if (hmap__get(by_corr, e->pid, ev_gpu_corr(e), &have))
 			continue;
 		call = find_call(p, idx, n, e, claimed);
-		if (call != GPU_NO_LAUNCH && hmap__put(by_corr, e->pid, e->c, call))
+		if (call != GPU_NO_LAUNCH && hmap__put(by_corr, e->pid, ev_gpu_corr(e), call))
 			goto out;
 	}
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 		uint64_t call;
 
-		if (is_gpu_kind(e->kind) && e->c && hmap__get(by_corr, e->pid, e->c, &call))
+		if (is_gpu_kind(e->kind) && ev_gpu_corr(e) &&
+		    hmap__get(by_corr, e->pid, ev_gpu_corr(e), &call))
 			out[i] = (uint32_t)call;
 	}
 	*launch = out;
@@ -256,9 +258,9 @@ static int add_api(const struct profile *p, struct gpu_summary *s, struct acc *a
 		st->max_ns = e->dur;
 	if (e->flags & CUDA_API_F_FAILED) {
 		st->errors++;
-		st->last_error = (int64_t)e->a;
+		st->last_error = ev_api_result(e);
 	}
-	st->bytes += e->b;
+	st->bytes += ev_api_bytes(e);
 	if (e->flags & CUDA_API_F_NESTED)
 		return 0; /* time and bytes already in the outer call */
 	s->api_calls++;
@@ -278,7 +280,7 @@ static int add_api(const struct profile *p, struct gpu_summary *s, struct acc *a
 		struct gpu_copy_stat *c = &s->copies[CUDA_API_DIR(e->flags) % GPU_COPY_DIR_MAX];
 
 		c->api_count++;
-		c->api_bytes += e->b;
+		c->api_bytes += ev_api_bytes(e);
 		c->api_ns += e->dur;
 	}
 	return 0;
@@ -292,23 +294,23 @@ static int track_mem(struct gpu_summary *s, struct acc *a, const struct profile 
 	const char *fn = profile__str(p, e->name);
 	uint64_t sz;
 
-	if ((e->flags & (CUDA_API_F_FAILED | CUDA_API_F_NESTED)) || !e->c)
+	if ((e->flags & (CUDA_API_F_FAILED | CUDA_API_F_NESTED)) || !ev_api_addr(e))
 		return 0;
 	if (!strcmp(fn, "cuMemMap") || !strcmp(fn, "cuMemUnmap") || strstr(fn, "Host"))
 		return 0; /* mapping moves no memory; pinned host memory is not GPU memory */
 	if (cat == CUDA_CAT_ALLOC) {
-		if (hmap__get(a->mem, e->pid, e->c, &sz) && sz)
+		if (hmap__get(a->mem, e->pid, ev_api_addr(e), &sz) && sz)
 			return 0; /* seen twice (a missed free): keep the first */
-		s->mem_live += e->b;
+		s->mem_live += ev_api_bytes(e);
 		s->mem_live_allocs++;
 		if (s->mem_live > s->mem_peak)
 			s->mem_peak = s->mem_live;
-		return hmap__put(a->mem, e->pid, e->c, e->b ? e->b : 1);
+		return hmap__put(a->mem, e->pid, ev_api_addr(e), ev_api_bytes(e) ? ev_api_bytes(e) : 1);
 	}
-	if (cat == CUDA_CAT_FREE && hmap__get(a->mem, e->pid, e->c, &sz) && sz) {
+	if (cat == CUDA_CAT_FREE && hmap__get(a->mem, e->pid, ev_api_addr(e), &sz) && sz) {
 		s->mem_live -= sz == 1 ? 0 : sz;
 		s->mem_live_allocs--;
-		return hmap__put(a->mem, e->pid, e->c, 0);
+		return hmap__put(a->mem, e->pid, ev_api_addr(e), 0);
 	}
 	return 0;
 }
@@ -320,8 +322,8 @@ static int track_mem(struct gpu_summary *s, struct acc *a, const struct profile 
  */
 static int add_config(struct gpu_summary *s, struct acc *a, const struct event *e)
 {
-	uint32_t dev = (uint32_t)(e->a >> 32), threads = (uint32_t)e->b, regs = e->flags;
-	uint32_t smem = e->tid;
+	uint32_t dev = ev_gpu_device(e), threads = ev_kernel_threads(e), regs = ev_kernel_regs(e);
+	uint32_t smem = ev_kernel_smem(e);
 	struct gpu_kernel_config *c;
 	uint64_t i;
 
@@ -671,17 +673,17 @@ static int analyze_events(const struct profile *p, struct gpu_summary *s, struct
 		} else if (is_gpu_kind(e->kind)) {
 			s->have_activity = true;
 			s->gpu_events++;
-			iv[*niv] = (struct ival){e->ts, e->ts + e->dur, e->pid,
-						 (uint32_t)(e->a >> 32), e->a};
+			iv[*niv] = (struct ival){e->ts, e->ts + e->dur, e->pid, ev_gpu_device(e),
+						 ev_gpu_dev_stream(e)};
 			(*niv)++;
 			if (e->kind == EVK_GPU_KERNEL) {
 				err = add_kernel(s, a, e);
 			} else if (e->kind == EVK_GPU_MEMCPY) {
 				struct gpu_copy_stat *c =
-				    &s->copies[(e->flags & 0xf) % GPU_COPY_DIR_MAX];
+				    &s->copies[(ev_copy_dir(e) & 0xf) % GPU_COPY_DIR_MAX];
 
 				c->count++;
-				c->bytes += e->b;
+				c->bytes += ev_copy_bytes(e);
 				c->total_ns += e->dur;
 				err = 0;
 			}
@@ -717,8 +719,10 @@ static void count_joined(const struct profile *p, struct gpu_summary *s, const u
 		const struct event *e = &p->events.v[i];
 		uint32_t kn;
 
-		if (launch[i] == GPU_NO_LAUNCH)
+		if (launch[i] == GPU_NO_LAUNCH) {
+			s->before_attach += e->kind == EVK_GPU_KERNEL && ev_kernel_before_attach(e);
 			continue;
+		}
 		s->joined++;
 		if (e->kind != EVK_GPU_KERNEL)
 			continue;
@@ -828,7 +832,7 @@ int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
 	uint32_t *launch = NULL;
 	struct sample *v;
 	size_t n = 0;
-	int64_t err = 0, none = 0;
+	int64_t err = 0, none = 0, before = 0;
 	char buf[64];
 
 	v = calloc(p->events.n + 1, sizeof(*v));
@@ -858,6 +862,15 @@ int64_t gpu_to_samples(struct profile *p, enum gpu_weight w)
 			api = &p->events.v[launch[i]];
 		if (api && api->stack) {
 			base = api->stack;
+		} else if (!api && e->kind == EVK_GPU_KERNEL && ev_kernel_before_attach(e)) {
+			/* record -p: launched before the collector attached (no API record) */
+			if (!before)
+				before = profile__special(p, "[launched before attach]");
+			if (before < 0) {
+				err = before;
+				break;
+			}
+			base = (uint32_t)profile__stack_child(p, 0, (uint32_t)before);
 		} else {
 			if (!none)
 				none = profile__special(p, "[no launch stack]");

@@ -99,6 +99,7 @@ struct gpu_summary {
 	uint64_t gpu_events, joined;  /* GPU activities, and those with a launch stack */
 	/* joined kernels whose launch named its kernel, and of those the ones that named another */
 	uint64_t joined_checked, joined_mismatch;
+	uint64_t before_attach; /* record -p: kernels launched before the collector attached */
 	uint64_t mem_peak, mem_live, mem_live_allocs; /* bytes from cudaMalloc & co */
 	bool have_activity;			       /* CUPTI records present */
 };

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model/event.h"
 #include "gpu_occ.h"
 #include "../util/hmap.h"
 #include "../util/vec.h"
@@ -128,9 +129,9 @@ int gpu_devices_load(const struct profile *p, struct gpu_device_props **v, size_
 
 		if (e->kind != EVK_GPU_DEVICE && e->kind != EVK_GPU_DEVATTR)
 			continue;
-		if (e->a > UINT32_MAX)
+		if (ev_device_id(e) > UINT32_MAX)
 			continue; /* not a device id: a malformed file */
-		d = get_dev(v, n, &cap, index, e->pid, (uint32_t)e->a);
+		d = get_dev(v, n, &cap, index, e->pid, (uint32_t)ev_device_id(e));
 		if (!d) {
 			free(*v);
 			*v = NULL;
@@ -141,7 +142,7 @@ int gpu_devices_load(const struct profile *p, struct gpu_device_props **v, size_
 		if (e->kind == EVK_GPU_DEVICE)
 			d->name = e->name;
 		else
-			set_attr(d, profile__str(p, e->name), e->b);
+			set_attr(d, profile__str(p, e->name), ev_devattr_value(e));
 	}
 	hmap__free(index);
 	return 0;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model/event.h"
 #include "memory.h"
 #include "../util/hmap.h"
 #include "../util/vec.h"
@@ -25,7 +26,7 @@ static bool is_heap_event(const struct event *e, uint32_t pid)
 
 static double calls_of(const struct event *e)
 {
-	return e->b ? (double)e->c / (double)e->b : 1.0;
+	return ev_alloc_size(e) ? (double)ev_alloc_weight(e) / (double)ev_alloc_size(e) : 1.0;
 }
 
 static void replay_free(struct replay *rp)
@@ -60,29 +61,29 @@ static int replay_build(const struct profile *p, const struct mem_opts *o, struc
 
 		rp->free_pos[k] = NO_FREE;
 		/* The value is position + 1 of the live allocation at (pid, addr); 0 = none. */
-		if (hmap__get(m, e->pid, e->a, &v) && v) {
+		if (hmap__get(m, e->pid, ev_heap_addr(e), &v) && v) {
 			const struct event *a = &p->events.v[rp->order[v - 1]];
 
 			/* A free, or an allocation at a live address (its free was lost). */
 			rp->free_pos[v - 1] = k;
-			live -= a->c;
+			live -= ev_alloc_weight(a);
 			if (r) {
 				r->free_count += calls_of(a);
 				if (e->kind == EVK_FREE && e->ts - a->ts <= o->temp_ns) {
-					r->temp_bytes += a->c;
+					r->temp_bytes += ev_alloc_weight(a);
 					r->temp_count += calls_of(a);
 				}
 			}
-			if (hmap__put(m, e->pid, e->a, 0))
+			if (hmap__put(m, e->pid, ev_heap_addr(e), 0))
 				goto nomem;
 		}
 		if (e->kind != EVK_ALLOC)
 			continue;
-		if (hmap__put(m, e->pid, e->a, k + 1))
+		if (hmap__put(m, e->pid, ev_alloc_addr(e), k + 1))
 			goto nomem;
-		live += e->c;
+		live += ev_alloc_weight(e);
 		if (r) {
-			r->allocated_bytes += e->c;
+			r->allocated_bytes += ev_alloc_weight(e);
 			r->alloc_count += calls_of(e);
 		}
 		if (live > peak) {
@@ -130,7 +131,7 @@ static void add_group(struct mem_group *g, const struct event *e, uint64_t start
 	if (!g->bytes && !g->count)
 		g->first_ts = e->ts;
 	g->stack = e->stack;
-	g->bytes += e->c;
+	g->bytes += ev_alloc_weight(e);
 	g->count += calls;
 	g->ts_sum += calls * (double)(e->ts > start ? e->ts - start : 0);
 	if (e->ts < g->first_ts)
@@ -359,7 +360,7 @@ static int mapping_replay(const struct profile *p, const struct mem_opts *o, str
 	qsort(ex, nex, sizeof(*ex), cmp_exit);
 	for (size_t k = 0; k < n; k++) {
 		const struct event *e = &p->events.v[idx[k]];
-		uint64_t end = map_end(e->a, e->b), was, g = 0;
+		uint64_t end = 0, was, g = 0;
 
 		for (; kx < nex && ex[kx].ts < e->ts; kx++)
 			mapping_exit(&rs, grow, ex[kx].pid, &mapped, &brk);
@@ -369,15 +370,17 @@ static int mapping_replay(const struct profile *p, const struct mem_opts *o, str
 			if ((e->flags & MEM_F_REMAP) && !moved)
 				break;
 			moved = 0;
+			end = map_end(ev_map_addr(e), ev_map_len(e));
 			if (!(e->flags & MEM_F_REMAP))
-				r->mmap_bytes += e->b;
-			mapped -= range_remove(&rs, e->pid, e->a, end); /* MAP_FIXED */
-			if (end == e->a || range_add(&rs, e->pid, e->a, end))
+				r->mmap_bytes += ev_map_len(e);
+			mapped -= range_remove(&rs, e->pid, ev_map_addr(e), end); /* MAP_FIXED */
+			if (end == ev_map_addr(e) || range_add(&rs, e->pid, ev_map_addr(e), end))
 				break;
-			mapped += end - e->a;
+			mapped += end - ev_map_addr(e);
 			break;
 		case EVK_MUNMAP:
-			was = range_remove(&rs, e->pid, e->a, end);
+			end = map_end(ev_map_addr(e), ev_map_len(e));
+			was = range_remove(&rs, e->pid, ev_map_addr(e), end);
 			mapped -= was;
 			if (e->flags & MEM_F_REMAP)
 				moved = was;
@@ -386,9 +389,9 @@ static int mapping_replay(const struct profile *p, const struct mem_opts *o, str
 			break;
 		case EVK_BRK:
 			hmap__get(grow, e->pid, 0, &g);
-			g = (uint64_t)((int64_t)g + (int64_t)(e->b - e->a));
+			g = (uint64_t)((int64_t)g + (int64_t)(ev_brk_after(e) - ev_brk_before(e)));
 			hmap__put(grow, e->pid, 0, g);
-			brk += (int64_t)(e->b - e->a);
+			brk += (int64_t)(ev_brk_after(e) - ev_brk_before(e));
 			break;
 		}
 		if (mapped > r->mapped_peak) {
@@ -428,8 +431,8 @@ static void other_events(const struct profile *p, const struct mem_opts *o, stru
 				}
 				rss = e->name;
 			}
-			if (e->b > r->rss_peak) {
-				r->rss_peak = e->b;
+			if (ev_counter_value(e) > r->rss_peak) {
+				r->rss_peak = ev_counter_value(e);
 				r->rss_peak_ts = e->ts;
 			}
 		}
@@ -558,7 +561,7 @@ static int timeline(const struct profile *p, uint32_t pid, bool by_pid, struct m
 		const struct event *e = &p->events.v[rp.order[k]];
 
 		if (e->kind == EVK_ALLOC && rp.free_pos[k] != NO_FREE)
-			ends[rp.free_pos[k]] += (int64_t)e->c;
+			ends[rp.free_pos[k]] += (int64_t)ev_alloc_weight(e);
 	}
 	for (size_t k = 0; k < rp.n; k++) {
 		const struct event *e = &p->events.v[rp.order[k]];
@@ -571,7 +574,7 @@ static int timeline(const struct profile *p, uint32_t pid, bool by_pid, struct m
 		}
 		live -= (uint64_t)ends[k];
 		if (e->kind == EVK_ALLOC)
-			live += e->c;
+			live += ev_alloc_weight(e);
 		if (by_pid && hmap__put(lives, e->pid, 0, live))
 			goto nomem;
 		pts[k] = (struct mem_point){ e->ts, live };
@@ -631,7 +634,7 @@ int memory_to_samples(struct profile *p, enum mem_view view)
 		       (view == MEM_VIEW_LEAKS && rp.free_pos[k] == NO_FREE);
 		if (keep)
 			v[n++] = (struct sample){ .ts = e->ts, .pid = e->pid, .tid = e->tid,
-						  .stack = e->stack, .weight = e->c };
+						  .stack = e->stack, .weight = ev_alloc_weight(e) };
 	}
 	replay_free(&rp);
 	if (!rp.n) {

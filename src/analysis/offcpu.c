@@ -7,7 +7,8 @@
 
 #include <linux/types.h>
 
-#include "eprof_abi.h"
+#include "../model/event.h"
+#include "../model/offcpu_event.h"
 #include "offcpu.h"
 #include "../util/vec.h"
 
@@ -49,15 +50,15 @@ static bool stack_is_lock(const struct profile *p, uint32_t node)
 
 enum wait_kind offcpu_classify(const struct profile *p, const struct event *e)
 {
-	switch (e->flags & OFFCPU_STATE_MASK) {
-	case OFFCPU_RUNNABLE:
-	case OFFCPU_NEW:
+	switch (e->flags & OFFEV_STATE_MASK) {
+	case OFFEV_RUNNABLE:
+	case OFFEV_NEW:
 		return WAIT_RUNNABLE;
-	case OFFCPU_DISK:
+	case OFFEV_DISK:
 		return stack_is_lock(p, e->stack) ? WAIT_LOCK : WAIT_IO;
-	case OFFCPU_SLEEP:
+	case OFFEV_SLEEP:
 		/* A futex wait is a lock even without a stack (the time sampling left it out). */
-		return (e->flags & OFFCPU_F_FUTEX) || stack_is_lock(p, e->stack) ? WAIT_LOCK
+		return (e->flags & OFFEV_F_FUTEX) || stack_is_lock(p, e->stack) ? WAIT_LOCK
 										  : WAIT_SLEEP;
 	default:
 		return WAIT_OTHER;
@@ -73,16 +74,16 @@ double offcpu_scale(double mean, const struct event *e)
 {
 	double pick;
 
-	if (mean <= 0 || (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW)
+	if (mean <= 0 || (e->flags & OFFEV_STATE_MASK) == OFFEV_NEW)
 		return 1;
-	if (e->flags & OFFCPU_F_UNSAMPLED)
+	if (e->flags & OFFEV_F_UNSAMPLED)
 		return 0;
 	/* The draw used the time blocked up to the wakeup when there was one, as BPF did. */
 	uint64_t d = e->dur;
 
-	if ((e->flags & OFFCPU_STATE_MASK) != OFFCPU_RUNNABLE && e->b >= e->ts &&
-	    e->b <= e->ts + e->dur)
-		d = e->b - e->ts;
+	if ((e->flags & OFFEV_STATE_MASK) != OFFEV_RUNNABLE && ev_off_wake_ts(e) >= e->ts &&
+	    ev_off_wake_ts(e) <= e->ts + e->dur)
+		d = ev_off_wake_ts(e) - e->ts;
 	pick = d ? -expm1(-(double)d / mean) : 1;
 	return pick > 0 ? 1 / pick : 1;
 }
@@ -91,11 +92,11 @@ uint64_t offcpu_ready_ts(const struct event *e)
 {
 	uint64_t end = e->ts + e->dur;
 
-	if ((e->flags & OFFCPU_STATE_MASK) == OFFCPU_RUNNABLE)
+	if ((e->flags & OFFEV_STATE_MASK) == OFFEV_RUNNABLE)
 		return e->ts;
-	if (!e->b || e->b > end)
+	if (!ev_off_wake_ts(e) || ev_off_wake_ts(e) > end)
 		return end;
-	return e->b < e->ts ? e->ts : e->b;
+	return ev_off_wake_ts(e) < e->ts ? e->ts : ev_off_wake_ts(e);
 }
 
 size_t offcpu_count(const struct profile *p)
@@ -151,9 +152,9 @@ static int waker_samples(struct profile *p, const struct sample_filter *f, struc
 			free(v);
 			return (int)node;
 		}
-		v[k++] = (struct sample){.ts = e.b,
-					 .pid = (uint32_t)e.c,
-					 .tid = (uint32_t)e.a,
+		v[k++] = (struct sample){.ts = ev_off_wake_ts(&e),
+					 .pid = ev_off_waker_pid(&e),
+					 .tid = ev_off_waker_tid(&e),
 					 .stack = (uint32_t)node,
 					 .weight = ns};
 	}
@@ -221,7 +222,7 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 			    p,
 			    e.stack && e.stack < p->stacks.n
 				? e.stack
-				: (e.flags & OFFCPU_F_NO_STACK ? (uint32_t)nostack : 0),
+				: (e.flags & OFFEV_F_NO_STACK ? (uint32_t)nostack : 0),
 			    (uint32_t)leaf[kind[j]]);
 			if (node < 0) {
 				free(v);
@@ -272,7 +273,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		/* The wait after the wakeup is CPU contention, whatever the thread waited for. */
 		s->by_kind[k] += offcpu_ready_ts(e) - e->ts;
 		s->by_kind[WAIT_RUNNABLE] += e->ts + e->dur - offcpu_ready_ts(e);
-		s->wakers_known += e->a != 0;
+		s->wakers_known += ev_off_waker_tid(e) != 0;
 		/* The stacks table: blocked time by stack, sampled intervals scaled (see above). */
 		scale = offcpu_scale(mean, e);
 		if (scale == 0)

@@ -23,12 +23,22 @@
  * that delivers (the kernel closes it at exit). A child forked without exec
  * drops what it inherited and records nothing.
  *
+ * Attach mode (`record -p`): eprof's injector (src/inject/inject.c) loads the library into a
+ * running process and calls eprof_cupti_attach() with a channel; a thread of the library
+ * does the setup (callbacks before activity, so that every kernel recorded after the
+ * attach has its API record; contexts that exist already found through their devices'
+ * primary contexts). At the end of the record eprof asks it to stop ('R' on the channel):
+ * activity off, contexts synchronized, a last flush, CUPTI finalized (at an API exit when the
+ * program makes one, as NVIDIA advises), then eprof_cupti_retract() joins the thread and
+ * closes the channel so that dlclose leaves nothing behind.
+ *
  * Built against the CUPTI headers found at configure time; the record
  * layouts (CUpti_ActivityKernel10 & co) hold for every libcupti of the same
  * major version.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -70,6 +80,8 @@ static struct {
 	typeof(&cuptiGetVersion) version;
 	typeof(&cuptiEnableCallback) enable_cb; /* optional */
 	typeof(&cuptiGetCallbackName) cb_name;	/* optional */
+	typeof(&cuptiFinalize) finalize;	/* optional: without it the library stays loaded */
+	typeof(&cuptiActivityEnableAndDump) enable_dump; /* optional: devices already known */
 } cupti;
 
 /* The driver calls that let work queued at exit complete before the last flush. */
@@ -77,6 +89,13 @@ static struct {
 	CUresult (*push)(CUcontext);
 	CUresult (*pop)(CUcontext *);
 	CUresult (*sync)(void);
+	/* attach mode: the contexts that exist already, through their devices' primary ones */
+	CUresult (*dev_count)(int *);
+	CUresult (*dev_get)(CUdevice *, int);
+	CUresult (*pctx_state)(CUdevice, unsigned *, int *);
+	CUresult (*pctx_retain)(CUcontext *, CUdevice);
+	CUresult (*pctx_release)(CUdevice);
+	void *handle;
 } cu;
 
 static int sock_fd = -1, wake_fd = -1;
@@ -90,6 +109,18 @@ static pthread_t flusher;
 static bool flusher_on;
 static uint64_t t_init; /* CLOCK_MONOTONIC ns when the library started */
 static char cupti_path[256];
+/* attach mode */
+static atomic_bool attach_mode, collector_done;
+static char cupti_hint[sizeof(((struct egpu_attach_arg *)0)->cupti_hint)];
+static void *cupti_handle;
+static bool cupti_fresh;     /* loaded by us, not already in the process: never unloaded */
+static bool cupti_hooked;    /* CUPTI holds our callbacks: finalize it before unloading */
+static CUpti_SubscriberHandle subscriber;
+static _Atomic uint32_t first_corr; /* the first API call's correlation id after the attach */
+static atomic_bool finalize_req, finalize_claimed;
+static pthread_mutex_t fin_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fin_cond = PTHREAD_COND_INITIALIZER;
+static uint32_t fin_how; /* 1: finalized from our thread, 2: at an API exit */
 static const CUpti_ActivityKind kinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET,		   CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
@@ -230,6 +261,32 @@ static void send_stats(void)
 	pthread_mutex_unlock(&out_lock);
 }
 
+/*
+ * A line for the user: on stderr in launch mode (the program is eprof's child); over the
+ * channel in attach mode, where the target's stderr is its own log.
+ */
+static void note(bool warn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(bool warn, const char *fmt, ...)
+{
+	struct egpu_note r = {.r = {EGPU_NOTE, 0, 0, mono_ns(), mono_ns()}, .warn = warn};
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (!atomic_load(&attach_mode)) {
+		if (warn || atomic_load(&verbose))
+			fprintf(stderr, "eprof: %s\n", buf);
+		return;
+	}
+	pthread_mutex_lock(&out_lock);
+	put_str_locked(&r, sizeof(r), &r.text_len, buf);
+	send_locked();
+	pthread_mutex_unlock(&out_lock);
+}
+
 static void send_info(uint32_t version, uint32_t status)
 {
 	struct egpu_info r = {.r = {EGPU_INFO, sizeof(r), 0, mono_ns(), mono_ns()}};
@@ -241,7 +298,7 @@ static void send_info(uint32_t version, uint32_t status)
 	put_str_locked(&r, sizeof(r), &r.path_len, cupti_path);
 	send_locked();
 	pthread_mutex_unlock(&out_lock);
-	if (atomic_load(&verbose))
+	if (atomic_load(&verbose) && !atomic_load(&attach_mode))
 		fprintf(stderr, "eprof-cupti: pid %d: libcupti API %u from %s (built with %u), %s\n",
 			(int)getpid(), version, cupti_path[0] ? cupti_path : "?", CUPTI_API_VERSION,
 			status == EGPU_ST_OK ? "recording" : "not recording");
@@ -373,6 +430,12 @@ static void put_kernel(const CUpti_ActivityKernel10 *k)
 	r.block[2] = k->blockZ;
 	r.regs = k->registersPerThread;
 	r.smem = k->staticSharedMemory + k->dynamicSharedMemory;
+	if (atomic_load(&attach_mode)) {
+		uint32_t first = atomic_load(&first_corr);
+
+		if (!first || k->correlationId < first)
+			r.flags |= EGPU_KF_BEFORE_ATTACH;
+	}
 	pthread_mutex_lock(&out_lock);
 	r.name_id = name_id_locked(k->name);
 	put_locked(&r, sizeof(r), NULL, 0);
@@ -584,6 +647,21 @@ static void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd)
 	}
 }
 
+/*
+ * NVIDIA's advice for detaching CUPTI: cuptiFinalize at the exit of an API call (the
+ * retraction asks for it, and waits a moment for the program to make one).
+ */
+static void finalize_here(void)
+{
+	if (atomic_exchange(&finalize_claimed, true))
+		return;
+	cupti.finalize();
+	pthread_mutex_lock(&fin_lock);
+	fin_how = 2;
+	pthread_cond_broadcast(&fin_cond);
+	pthread_mutex_unlock(&fin_lock);
+}
+
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
 				 CUpti_CallbackId cbid, const void *data)
 {
@@ -596,8 +674,16 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
 		on_resource(cbid, data);
 		return;
 	}
-	if (cb->callbackSite != CUPTI_API_ENTER)
+	if (cb->callbackSite != CUPTI_API_ENTER) {
+		if (atomic_load(&finalize_req))
+			finalize_here();
 		return;
+	}
+	if (atomic_load(&attach_mode) && !atomic_load(&first_corr)) {
+		uint32_t none = 0;
+
+		atomic_compare_exchange_strong(&first_corr, &none, cb->correlationId);
+	}
 	r.r.kind = EGPU_API;
 	r.r.size = sizeof(r);
 	r.r.corr = cb->correlationId;
@@ -613,15 +699,18 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
 
 /* --- the flush thread, exit, fork --------------------------------------------------------- */
 
+enum loop_end { END_EXIT, END_RETRACT, END_RECORDER_GONE };
+
 /*
  * Flushes every FLUSH_MS (EPROF_CUPTI_FLUSH_MS), and at once, forced, when the recorder asks
- * (a message on the socket: it is stopping while we still run). Ends when at_exit wakes it.
+ * (a message on the socket: it is stopping while we still run). Ends when at_exit wakes it,
+ * and in attach mode when the recorder asks for the retraction or goes away.
  */
-static void *flush_loop(void *arg)
+static enum loop_end run_flushes(void)
 {
 	const char *env = getenv("EPROF_CUPTI_FLUSH_MS");
 	int ms = env && atoi(env) > 0 ? atoi(env) : FLUSH_MS;
-	bool recorder_gone = false;
+	bool recorder_gone = false, attached = atomic_load(&attach_mode);
 
 	while (!atomic_load(&stopping)) {
 		struct pollfd pf[2] = {{.fd = wake_fd, .events = POLLIN},
@@ -633,14 +722,28 @@ static void *flush_loop(void *arg)
 			break;
 		if (r > 0 && (pf[1].revents & POLLIN)) {
 			char c[16];
+			ssize_t n = recv(sock_fd, c, sizeof(c), MSG_DONTWAIT);
 
-			asked = recv(sock_fd, c, sizeof(c), MSG_DONTWAIT) > 0;
+			if (n > 0 && attached && memchr(c, EGPU_REQ_RETRACT, (size_t)n))
+				return END_RETRACT;
+			asked = n > 0;
 		}
-		if (r > 0 && (pf[1].revents & (POLLHUP | POLLERR)))
-			recorder_gone = true; /* nothing more to send; keep CUPTI's buffers drained */
+		if (r > 0 && (pf[1].revents & (POLLHUP | POLLERR))) {
+			/* attach mode: nobody to record for, stop; launch mode: nothing more to
+			 * send, keep CUPTI's buffers drained */
+			if (attached)
+				return END_RECORDER_GONE;
+			recorder_gone = true;
+		}
 		cupti.flush_all(asked ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
 		send_stats();
 	}
+	return END_EXIT;
+}
+
+static void *flush_loop(void *arg)
+{
+	run_flushes();
 	return NULL;
 }
 
@@ -666,6 +769,8 @@ static void at_exit(void)
 	if (atomic_load(&disarmed))
 		return;
 	stop_flusher();
+	if (atomic_load(&disarmed)) /* the collector was stopping: it has finished */
+		return;
 	/* Work still queued (a program that exits without synchronizing) completes first: a forced
 	 * flush would return it unfinished, with zero times. */
 	pthread_mutex_lock(&ctx_lock);
@@ -675,7 +780,11 @@ static void at_exit(void)
 	for (size_t i = 0; i < n; i++)
 		ctx_sync(c[i]);
 	flush_forced();
-	if (atomic_load(&verbose))
+	if (atomic_load(&verbose) && atomic_load(&attach_mode))
+		note(false, "at exit: %llu records sent, %llu dropped",
+		     (unsigned long long)atomic_load(&n_sent),
+		     (unsigned long long)atomic_load(&n_dropped));
+	else if (atomic_load(&verbose))
 		fprintf(stderr,
 			"eprof-cupti: pid %d: %llu records sent, %llu dropped, %llu with a zero "
 			"timestamp, %llu with end < start, %llu on another clock, %llu buffer "
@@ -751,8 +860,11 @@ static void *open_cupti(void)
 
 	for (size_t i = 0; !h && i < sizeof(loaded) / sizeof(loaded[0]); i++)
 		h = dlopen(loaded[i], RTLD_NOW | RTLD_NOLOAD);
+	cupti_fresh = !h;
 	if (!h && env && *env)
 		h = dlopen(env, RTLD_NOW);
+	if (!h && cupti_hint[0]) /* attach mode: the one of the program's CUDA install */
+		h = dlopen(cupti_hint, RTLD_NOW);
 	for (size_t i = 0; !h && i < sizeof(names_) / sizeof(names_[0]); i++)
 		h = dlopen(names_[i], RTLD_NOW);
 	note_path(h, "cuptiGetVersion");
@@ -828,6 +940,8 @@ static bool load_cupti(void *h)
 	cupti.dropped = (typeof(cupti.dropped))dlsym(h, "cuptiActivityGetNumDroppedRecords");
 	cupti.enable_cb = (typeof(cupti.enable_cb))dlsym(h, "cuptiEnableCallback");
 	cupti.cb_name = (typeof(cupti.cb_name))dlsym(h, "cuptiGetCallbackName");
+	cupti.finalize = (typeof(cupti.finalize))dlsym(h, "cuptiFinalize");
+	cupti.enable_dump = (typeof(cupti.enable_dump))dlsym(h, "cuptiActivityEnableAndDump");
 	return true;
 }
 
@@ -837,9 +951,17 @@ static void load_driver(void)
 
 	if (!h)
 		return;
+	cu.handle = h;
 	cu.push = (typeof(cu.push))dlsym(h, "cuCtxPushCurrent_v2");
 	cu.pop = (typeof(cu.pop))dlsym(h, "cuCtxPopCurrent_v2");
 	cu.sync = (typeof(cu.sync))dlsym(h, "cuCtxSynchronize");
+	cu.dev_count = (typeof(cu.dev_count))dlsym(h, "cuDeviceGetCount");
+	cu.dev_get = (typeof(cu.dev_get))dlsym(h, "cuDeviceGet");
+	cu.pctx_state = (typeof(cu.pctx_state))dlsym(h, "cuDevicePrimaryCtxGetState");
+	cu.pctx_retain = (typeof(cu.pctx_retain))dlsym(h, "cuDevicePrimaryCtxRetain");
+	cu.pctx_release = (typeof(cu.pctx_release))dlsym(h, "cuDevicePrimaryCtxRelease_v2");
+	if (!cu.pctx_release)
+		cu.pctx_release = (typeof(cu.pctx_release))dlsym(h, "cuDevicePrimaryCtxRelease");
 }
 
 /* Everything enabled so far off again: a failed setup costs the program nothing. */
@@ -854,69 +976,92 @@ static void undo(CUpti_SubscriberHandle *sub)
 	cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
-static uint32_t setup(uint32_t *version)
+/* Activity kinds on; in attach mode device records of the devices known already too. */
+static bool enable_kinds(bool dump)
 {
-	CUpti_SubscriberHandle sub;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		bool dev = kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE;
+
+		kind_on[i] = (dev && dump && cupti.enable_dump ? cupti.enable_dump(kinds[i])
+							      : cupti.enable(kinds[i])) ==
+			     CUPTI_SUCCESS;
+		if (!kind_on[i] && dev)
+			note(true, "CUPTI gives no device records: no occupancy figures");
+		else if (!kind_on[i] && kinds[i] != CUPTI_ACTIVITY_KIND_MEMCPY2)
+			return false;
+	}
+	return true;
+}
+
+static bool enable_callbacks(void)
+{
+	if (enable_work_callbacks(subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+				  CUPTI_RUNTIME_TRACE_CBID_SIZE) != CUPTI_SUCCESS ||
+	    enable_work_callbacks(subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+				  CUPTI_DRIVER_TRACE_CBID_SIZE) != CUPTI_SUCCESS)
+		return false;
+	/* Contexts, to synchronize them before the last flush. Optional. */
+	if (cupti.enable_cb) {
+		cupti.enable_cb(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+				CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+		cupti.enable_cb(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+				CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+	}
+	return true;
+}
+
+/*
+ * Launch mode turns activity on before the callbacks (nothing runs yet); attach mode the
+ * callbacks first, so that no kernel recorded after the attach lacks its API record.
+ */
+static uint32_t setup(uint32_t *version, bool attach)
+{
 	CUptiResult r;
 	void *h = open_cupti();
 
 	if (!h) {
-		fprintf(stderr, "eprof: failed to load libcupti: %s\n", dlerror());
+		note(true, "failed to load libcupti: %s", dlerror());
 		return EGPU_ST_NO_CUPTI;
 	}
+	cupti_handle = h;
 	if (!load_cupti(h)) {
-		fprintf(stderr, "eprof: %s lacks a CUPTI function eprof needs\n", cupti_path);
+		note(true, "%s lacks a CUPTI function eprof needs", cupti_path);
 		return EGPU_ST_NO_CUPTI;
 	}
 	/* Records are read with this build's layouts, which hold within a major version: minor
 	 * and update releases only append fields (13.0 GA is 130000, 13.0 Update 1 130001). */
 	if (cupti.version(version) != CUPTI_SUCCESS ||
 	    *version / 10000 != CUPTI_API_VERSION / 10000) {
-		fprintf(stderr,
-			"eprof: libcupti API version %u does not match the %u eprof was built with: "
-			"GPU activity is not recorded\n",
-			*version, CUPTI_API_VERSION);
+		note(true,
+		     "libcupti API version %u does not match the %u eprof was built with: GPU "
+		     "activity is not recorded",
+		     *version, CUPTI_API_VERSION);
 		return EGPU_ST_VERSION;
 	}
 	/* Subscribe first: with another subscriber (torch.profiler, Nsight, DCGM) nothing else
 	 * is turned on. */
-	r = cupti.subscribe(&sub, on_callback, NULL);
+	r = cupti.subscribe(&subscriber, on_callback, NULL);
 	if (r != CUPTI_SUCCESS) {
-		fprintf(stderr,
-			"eprof: CUPTI %s: GPU activity is not recorded (CPU and CUDA API profiling "
-			"go on)\n",
-			r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-			    ? "already has a subscriber (torch.profiler, Nsight or DCGM profiling)"
-			    : "refused a subscriber");
+		note(true,
+		     "CUPTI %s: GPU activity is not recorded (CPU and CUDA API profiling go on)",
+		     r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+			 ? "already has a subscriber (torch.profiler, Nsight or DCGM profiling)"
+			 : "refused a subscriber");
 		return r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? EGPU_ST_SUBSCRIBED
 									 : EGPU_ST_SETUP;
 	}
 	/* The clock first: every record after this is in CLOCK_MONOTONIC ns. */
+	cupti_hooked = true;
 	if (cupti.reg_ts(cupti_timestamp) != CUPTI_SUCCESS ||
 	    cupti.reg_cb(buffer_requested, buffer_completed) != CUPTI_SUCCESS)
 		goto fail;
-	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-		kind_on[i] = cupti.enable(kinds[i]) == CUPTI_SUCCESS;
-		if (!kind_on[i] && kinds[i] == CUPTI_ACTIVITY_KIND_DEVICE)
-			fprintf(stderr, "eprof: CUPTI gives no device records: no occupancy figures\n");
-		else if (!kind_on[i] && kinds[i] != CUPTI_ACTIVITY_KIND_MEMCPY2)
-			goto fail;
-	}
-	if (enable_work_callbacks(sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-				  CUPTI_RUNTIME_TRACE_CBID_SIZE) != CUPTI_SUCCESS ||
-	    enable_work_callbacks(sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE) !=
-		CUPTI_SUCCESS)
+	if (attach ? !enable_callbacks() || !enable_kinds(true)
+		   : !enable_kinds(false) || !enable_callbacks())
 		goto fail;
-	/* Contexts, to synchronize them before the last flush. Optional. */
-	if (cupti.enable_cb) {
-		cupti.enable_cb(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
-		cupti.enable_cb(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
-				CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
-	}
 	return EGPU_ST_OK;
 fail:
-	fprintf(stderr, "eprof: CUPTI setup failed: GPU activity is not recorded\n");
-	undo(&sub);
+	note(true, "CUPTI setup failed: GPU activity is not recorded");
+	undo(&subscriber);
 	return EGPU_ST_SETUP;
 }
 
@@ -932,7 +1077,7 @@ EXPORT int InitializeInjection(void)
 	if (sock_fd < 0)
 		return 1; /* not under eprof: stay out of the way */
 	out_len = sizeof(struct egpu_msg);
-	status = setup(&version);
+	status = setup(&version, false);
 	send_info(version, status);
 	if (status != EGPU_ST_OK) {
 		send_stats();
@@ -946,4 +1091,222 @@ EXPORT int InitializeInjection(void)
 	flusher_on = !pthread_create(&flusher, NULL, flush_loop, NULL);
 	atexit(at_exit);
 	return 1;
+}
+
+/* --- attach mode (record -p): loaded by eprof's injector into a running process ------------- */
+
+/*
+ * The contexts the program made before the attach: no CONTEXT_CREATED callback came for
+ * them. The primary context of every device that has an active one (what the runtime API,
+ * and so PyTorch, uses); retained only to learn its handle, released at once so the program's
+ * own reference count is what it was. Contexts made with cuCtxCreate before the attach are
+ * not found: their work completes unsynchronized at the retraction (forced flush).
+ */
+static void find_contexts(void)
+{
+	int n = 0;
+
+	if (!cu.dev_count || !cu.dev_get || !cu.pctx_state || !cu.pctx_retain ||
+	    !cu.pctx_release || cu.dev_count(&n) != CUDA_SUCCESS)
+		return; /* CUDA not initialized yet: its contexts will be announced */
+	for (int i = 0; i < n; i++) {
+		CUdevice dev;
+		CUcontext ctx = NULL;
+		unsigned flags = 0;
+		int active = 0;
+
+		if (cu.dev_get(&dev, i) != CUDA_SUCCESS ||
+		    cu.pctx_state(dev, &flags, &active) != CUDA_SUCCESS || !active ||
+		    cu.pctx_retain(&ctx, dev) != CUDA_SUCCESS)
+			continue;
+		cu.pctx_release(dev);
+		ctx_add(ctx);
+	}
+}
+
+static void send_thread(void)
+{
+	struct egpu_thread r = {.r = {EGPU_THREAD, sizeof(r), 0, mono_ns(), mono_ns()}};
+
+	r.tid = (uint32_t)syscall(SYS_gettid);
+	put(&r, sizeof(r), NULL, 0);
+}
+
+/*
+ * Lets go of CUPTI so that it never calls into this library again: cuptiFinalize at the
+ * exit of an API call when the program makes one within 200 ms, else from here (activity
+ * is off, contexts synchronized and buffers flushed by then, as NVIDIA asks). 0: no
+ * cuptiFinalize in this libcupti (unsubscribed only: the library must stay loaded).
+ */
+static uint32_t finalize_cupti(void)
+{
+	struct timespec until;
+	uint32_t how;
+
+	if (!cupti.finalize) {
+		cupti.unsubscribe(subscriber);
+		return 0;
+	}
+	atomic_store(&finalize_req, true);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 200000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&fin_lock);
+	while (!fin_how && pthread_cond_timedwait(&fin_cond, &fin_lock, &until) == 0)
+		;
+	if (!fin_how && !atomic_exchange(&finalize_claimed, true)) {
+		pthread_mutex_unlock(&fin_lock);
+		cupti.finalize();
+		pthread_mutex_lock(&fin_lock);
+		fin_how = 1;
+	}
+	while (!fin_how) /* a callback is finalizing right now */
+		pthread_cond_wait(&fin_cond, &fin_lock);
+	how = fin_how;
+	pthread_mutex_unlock(&fin_lock);
+	return how;
+}
+
+/* The last record: the recorder may unload the library now (unless keep). */
+static void send_bye(uint32_t finalized, uint32_t keep, uint32_t contexts)
+{
+	struct egpu_bye r = {.r = {EGPU_BYE, sizeof(r), 0, mono_ns(), mono_ns()}};
+
+	r.finalized = finalized;
+	r.keep = keep;
+	r.contexts = contexts;
+	put(&r, sizeof(r), NULL, 0);
+	send_stats();
+}
+
+/* The retraction's work, on the collector's thread while the program runs on. */
+static void detach_cupti(void)
+{
+	uint32_t how;
+	CUcontext c[MAX_CTX];
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (kind_on[i])
+			cupti.disable(kinds[i]);
+	memset(kind_on, 0, sizeof(kind_on));
+	/* work queued before activity went off completes, and comes out whole */
+	pthread_mutex_lock(&ctx_lock);
+	n = nctx;
+	memcpy(c, ctxs, n * sizeof(c[0]));
+	pthread_mutex_unlock(&ctx_lock);
+	for (size_t i = 0; i < n; i++)
+		ctx_sync(c[i]);
+	flush_forced();
+	how = finalize_cupti();
+	send_bye(how, !how, (uint32_t)n);
+	atomic_store(&disarmed, true);
+}
+
+static void *collector_main(void *arg)
+{
+	uint32_t version = 0, status;
+	enum loop_end end;
+
+	pthread_setname_np(pthread_self(), "eprof-cupti");
+	send_thread();
+	status = setup(&version, true);
+	send_info(version, status);
+	if (status != EGPU_ST_OK) {
+		uint32_t how = 0;
+
+		/* CUPTI may hold our callbacks when the setup failed late */
+		if (cupti_hooked && cupti.finalize)
+			how = finalize_cupti();
+		send_bye(how, cupti_hooked && !how, 0);
+		atomic_store(&disarmed, true);
+		atomic_store(&collector_done, true);
+		return NULL;
+	}
+	load_driver();
+	find_contexts();
+	note(false, "recording GPU activity with %s (API %u)", cupti_path, version);
+	end = run_flushes();
+	if (end != END_EXIT) /* at_exit does the rest */
+		detach_cupti();
+	atomic_store(&collector_done, true);
+	return NULL;
+}
+
+/*
+ * Attach mode's entry, called by eprof's injector in a thread of the program it borrows for
+ * a moment: takes the channel and starts the collector's thread, which does the setup while
+ * the program runs on. 0, or a negative errno.
+ */
+EXPORT int eprof_cupti_attach(const void *arg)
+{
+	const struct egpu_attach_arg *a = arg;
+
+	if (!a || a->fd < 0)
+		return -EINVAL;
+	if (sock_fd >= 0 || flusher_on || atomic_load(&disarmed))
+		return -EALREADY; /* launched under eprof, or attached already */
+	atomic_store(&attach_mode, true);
+	atomic_store(&verbose, (a->flags & EGPU_ATTACH_VERBOSE) != 0);
+	memcpy(cupti_hint, a->cupti_hint, sizeof(cupti_hint));
+	cupti_hint[sizeof(cupti_hint) - 1] = '\0';
+	t_init = mono_ns();
+	sock_fd = a->fd;
+	out_len = sizeof(struct egpu_msg);
+	wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	flusher_on = !pthread_create(&flusher, NULL, collector_main, NULL);
+	if (!flusher_on) {
+		close(sock_fd);
+		sock_fd = -1;
+		if (wake_fd >= 0)
+			close(wake_fd);
+		wake_fd = -1;
+		return -EAGAIN;
+	}
+	/* registered with this library's handle: glibc drops them at dlclose */
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	atexit(at_exit);
+	return 0;
+}
+
+/*
+ * Attach mode's end, called through the injector after the collector answered the
+ * recorder's 'R' with EGPU_BYE: joins the thread and lets go of everything, so that dlclose
+ * unloads the library. 0, or EBUSY when the library must stay loaded (the collector has not
+ * stopped, or CUPTI still holds its callbacks).
+ */
+EXPORT int eprof_cupti_retract(uint64_t arg)
+{
+	if (!atomic_load(&attach_mode))
+		return 0;
+	if (!atomic_load(&collector_done))
+		return EBUSY;
+	if (flusher_on) {
+		pthread_join(flusher, NULL);
+		flusher_on = false;
+	}
+	atomic_store(&disarmed, true);
+	if (cupti_hooked && !fin_how)
+		return EBUSY;
+	pthread_mutex_lock(&out_lock);
+	if (sock_fd >= 0)
+		close(sock_fd);
+	sock_fd = -1;
+	pthread_mutex_unlock(&out_lock);
+	if (wake_fd >= 0)
+		close(wake_fd);
+	wake_fd = -1;
+	if (cupti_handle && !cupti_fresh)
+		dlclose(cupti_handle); /* a reference on the program's own copy */
+	cupti_handle = NULL;
+	if (cu.handle)
+		dlclose(cu.handle);
+	cu.handle = NULL;
+	free(names);
+	names = NULL;
+	names_cap = names_n = 0;
+	return 0;
 }

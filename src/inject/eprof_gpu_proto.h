@@ -10,6 +10,7 @@
 #ifndef EPROF_GPU_PROTO_H
 #define EPROF_GPU_PROTO_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define EGPU_MAGIC 0x55504745u /* "EGPU" */
@@ -45,6 +46,10 @@ enum egpu_kind {
 	EGPU_NAME = 8,	 /* a kernel name and the id later kernel records name it by */
 	EGPU_CBNAME = 9, /* the function name of an API callback id (domain, cbid) */
 	EGPU_INFO = 10,	 /* which libcupti the library runs on, and whether it records */
+	/* attach mode (eprof_cupti_attach): */
+	EGPU_THREAD = 11, /* a thread of the collector: its CUDA calls are not the program's */
+	EGPU_NOTE = 12,	  /* a line for the user (the target's stderr is not eprof's) */
+	EGPU_BYE = 13,	  /* the collector stopped, on the recorder's 'R' (retraction) */
 };
 
 /* EGPU_INFO status: why GPU activity is or is not recorded in that process. */
@@ -54,6 +59,13 @@ enum egpu_status {
 	EGPU_ST_VERSION = 2,	 /* libcupti of another major version than the build's */
 	EGPU_ST_SUBSCRIBED = 3,	 /* CUPTI has another subscriber (Kineto, Nsight, DCGM) */
 	EGPU_ST_SETUP = 4,	 /* another CUPTI call failed during setup */
+	/* set by the recorder, never sent: why the collector could not be injected (-p) */
+	EGPU_ST_PTRACE = 5,	  /* ptrace refused (Yama, no CAP_SYS_PTRACE, another tracer) */
+	EGPU_ST_SECCOMP = 6,	  /* a seccomp filter forbids a system call the injection needs */
+	EGPU_ST_NO_DLOPEN = 7,	  /* no dlopen in the process (static binary, not glibc) */
+	EGPU_ST_INJECT = 8,	  /* the injection failed otherwise */
+	EGPU_ST_NOT_INJECTED = 9, /* --no-inject */
+	EGPU_ST_MAX = 16
 };
 
 struct egpu_rec {
@@ -70,7 +82,14 @@ struct egpu_kernel {
 	uint32_t regs;	  /* registers per thread */
 	uint32_t smem;	  /* static + dynamic shared memory per block */
 	uint32_t name_id; /* an EGPU_NAME record's id; 0: no name */
+	/* added later (a recorder reads records of 72 bytes as flags 0, an older one skips it) */
+	uint32_t flags; /* EGPU_KF_* */
+	uint32_t pad;
 };
+
+/* The kernel's correlation id is older than the first API call the collector saw: launched
+ * before it attached (or while it was attaching), so no launch can be joined to it. */
+#define EGPU_KF_BEFORE_ATTACH 1
 
 /* corr = 0, start = end = when it was sent */
 struct egpu_name {
@@ -156,9 +175,54 @@ struct egpu_stats {
 	uint64_t buffer_errors; /* activity buffers whose reading stopped on an error */
 };
 
+/* EGPU_THREAD: start = end = when the thread started */
+struct egpu_thread {
+	struct egpu_rec r;
+	uint32_t tid; /* in the sender's pid namespace, as EGPU_API's */
+	uint32_t pad;
+};
+
+/* EGPU_NOTE */
+struct egpu_note {
+	struct egpu_rec r;
+	uint32_t warn;	   /* 1: a warning, 0: information (shown with -v) */
+	uint32_t text_len; /* bytes of text after this struct, NUL included */
+	/* char text[text_len], then padding to 8 */
+};
+
+/* EGPU_BYE: the last record before the collector's channel goes quiet */
+struct egpu_bye {
+	struct egpu_rec r;
+	uint32_t finalized; /* 0: CUPTI could not be finalized, 1: from eprof's thread, 2: at an
+			     * API exit, as NVIDIA advises */
+	uint32_t keep;	    /* 1: the library must stay loaded (CUPTI still holds its callbacks) */
+	uint32_t contexts;  /* contexts synchronized before the last flush */
+	uint32_t pad;
+};
+
+/*
+ * The argument of eprof_cupti_attach(), copied into the target by the injector (and freed
+ * with the injector's stub after the call: the collector keeps a copy).
+ */
+struct egpu_attach_arg {
+	int32_t fd;	       /* the target's end of the channel (SOCK_SEQPACKET) */
+	uint32_t flags;	       /* EGPU_ATTACH_* */
+	char cupti_hint[504];  /* a libcupti of the target's CUDA install, in its namespace; "" */
+};
+#define EGPU_ATTACH_VERBOSE 1
+
+/* Bytes the recorder sends on the channel: flush now; retract (stop, then wait for the call) */
+#define EGPU_REQ_FLUSH 'F'
+#define EGPU_REQ_RETRACT 'R'
+
 _Static_assert(sizeof(struct egpu_msg) == 16, "egpu_msg");
+_Static_assert(sizeof(struct egpu_thread) == 32, "egpu_thread");
+_Static_assert(sizeof(struct egpu_note) == 32, "egpu_note");
+_Static_assert(sizeof(struct egpu_bye) == 40, "egpu_bye");
+_Static_assert(sizeof(struct egpu_attach_arg) == 512, "egpu_attach_arg");
 _Static_assert(sizeof(struct egpu_rec) == 24, "egpu_rec");
-_Static_assert(sizeof(struct egpu_kernel) == 72, "egpu_kernel");
+_Static_assert(sizeof(struct egpu_kernel) == 80, "egpu_kernel");
+_Static_assert(offsetof(struct egpu_kernel, flags) == 72, "egpu_kernel flags");
 _Static_assert(sizeof(struct egpu_memcpy) == 56, "egpu_memcpy");
 _Static_assert(sizeof(struct egpu_name) == 32, "egpu_name");
 _Static_assert(sizeof(struct egpu_cbname) == 40, "egpu_cbname");

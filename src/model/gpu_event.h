@@ -39,6 +39,15 @@ enum gpu_copy_dir {
 #define CUDA_API_F_NODUR (1u << 12)  /* launch seen at entry only: dur and result unknown (0) */
 
 /*
+ * EVK_GPU_KERNEL flags: bits 0-14 the registers per thread of the launch (0: not recorded);
+ * bit 15: launched before the CUPTI collector attached (record -p), so no launch can be
+ * joined to it.
+ */
+#define GPU_KERNEL_REGS_MAX 0x7fffu
+#define GPU_KERNEL_REGS(flags) ((flags) & GPU_KERNEL_REGS_MAX)
+#define GPU_KERNEL_F_BEFORE_ATTACH (1u << 15)
+
+/*
  * EVK_GPU_DEVATTR names: the device limits CUPTI reports (CUpti_ActivityDevice5), one event
  * each. Readers ignore names they do not know, so limits can be added.
  */

@@ -180,8 +180,8 @@ static int section_flamegraph(struct sink *out, struct profile *p, const struct 
 {
 	const struct frame **tmp = malloc(FG_DEPTH * sizeof(*tmp));
 	struct collapsed_set cs = {0};
-	struct fg_stack *st = NULL;
-	struct fg_frame *frames = NULL;
+	struct wstack *st = NULL;
+	struct wstack_frame *frames = NULL;
 	struct sink *svg = NULL;
 	size_t total = 0, pos = 0, len;
 	const char *data;
@@ -208,10 +208,10 @@ static int section_flamegraph(struct sink *out, struct profile *p, const struct 
 		st[i].weight = cs.v[i].samples;
 		st[i].gil_held = cs.v[i].gil_samples[0];
 		st[i].gil_free = cs.v[i].gil_samples[1];
-		frames[pos++] = (struct fg_frame){*comm ? comm : "[unknown]", FRAME_SPECIAL};
+		frames[pos++] = (struct wstack_frame){*comm ? comm : "[unknown]", FRAME_SPECIAL};
 		for (size_t k = 0; k < nf; k++)
 			frames[pos++] =
-			    (struct fg_frame){profile__str(p, tmp[k]->name), tmp[k]->kind};
+			    (struct wstack_frame){profile__str(p, tmp[k]->name), tmp[k]->kind};
 		st[i].n = (uint32_t)nf + 1;
 	}
 	err = flamegraph_write_svg(svg, st, cs.n,

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../analysis/hot.h"
+#include "../analysis/summary.h"
 
 struct sink;
 
@@ -18,19 +19,6 @@ struct report_opts {
 	const char *path; /* shown in the header */
 };
 
-struct profile_summary {
-	const char *command;
-	double duration_s;
-	uint64_t samples, weight;
-	unsigned rate, ncpus;
-	double cores;	       /* CPU time / wall time */
-	uint64_t lost;	       /* samples lost in the ring buffer */
-	uint64_t truncated;    /* samples whose stack is marked [truncated] */
-	uint64_t unknown_samples; /* samples whose leaf frame is unnamed */
-};
-
-void profile_summarize(const struct profile *p, const struct sample_filter *f,
-		       struct profile_summary *s);
 int report_write(struct sink *out, struct profile *p, const struct report_opts *o);
 /* Off-CPU section (report_offcpu.c): nothing when the record has no off-CPU data. */
 int report_offcpu(struct sink *out, const struct profile *p, const struct report_opts *o);

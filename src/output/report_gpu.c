@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The GPU section of `eprof report` (text) and its "gpu" key (JSON). */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
@@ -83,6 +84,26 @@ static void text_devices(struct sink *out, const struct gpu_summary *s)
 			       "(copies hidden behind compute, concurrent kernels)\n");
 }
 
+/* record -p: the CUPTI collector injected and retracted (null when it was not). */
+static void json_attach(struct json *j, const struct profile *p)
+{
+	static const char *const keys[] = {"gpu_attach_injected", "gpu_attach_retracted",
+					   "gpu_attach_kept", "gpu_inject_stop_max_us",
+					   "gpu_retract_stop_max_us"};
+
+	if (!profile__meta(p, keys[0])) {
+		json_kv_null(j, "attach");
+		return;
+	}
+	json_obj_open(j, -1, "attach");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = profile__meta(p, keys[i]);
+
+		json_kv_i64(j, keys[i] + 4, v ? strtoll(v, NULL, 10) : 0LL);
+	}
+	json_obj_end(j);
+}
+
 /* What the GPU figures lack, and why: nothing left out silently. */
 static void text_quality(struct sink *out, const struct profile *p, const struct gpu_summary *s)
 {
@@ -109,6 +130,20 @@ static void text_quality(struct sink *out, const struct profile *p, const struct
 			    st[STAT_GPU_BAD_RECORDS], st[STAT_GPU_BUFFER_ERRORS]);
 	if (why)
 		sink_printf(out, "# GPU activity not recorded in %s\n", why);
+	if (profile__meta(p, "gpu_attach_injected"))
+		sink_printf(out,
+			    "# CUPTI collector injected into %s process(es) (a thread stopped %.2f ms "
+			    "at most), retracted from %s (%.2f ms at most), %s left loaded\n",
+			    profile__meta(p, "gpu_attach_injected"),
+			    atof(profile__meta(p, "gpu_inject_stop_max_us") ?: "0") / 1000,
+			    profile__meta(p, "gpu_attach_retracted") ?: "0",
+			    atof(profile__meta(p, "gpu_retract_stop_max_us") ?: "0") / 1000,
+			    profile__meta(p, "gpu_attach_kept") ?: "0");
+	if (s->before_attach)
+		sink_printf(out,
+			    "# %" PRIu64 " kernels were launched before the collector attached: no "
+			    "launch stack ([launched before attach])\n",
+			    s->before_attach);
 	if (ver)
 		sink_printf(out, "# libcupti %s%s%s\n", ver, path ? ": " : "", path ? path : "");
 	if (s->joined_mismatch)
@@ -408,6 +443,8 @@ static void json_totals(struct json *j, const struct profile *p, const struct gp
 	json_kv_u64(j, "mem_never_freed_allocs", s->mem_live_allocs);
 	json_kv_u64(j, "activities_launch_name_checked", s->joined_checked);
 	json_kv_u64(j, "activities_launch_name_mismatch", s->joined_mismatch);
+	json_kv_u64(j, "activities_before_attach", s->before_attach);
+	json_attach(j, p);
 	json_kv_str(j, "cupti_version", profile__meta(p, "cupti_version"));
 	json_kv_str(j, "cupti_path", profile__meta(p, "cupti_path"));
 	json_kv_str(j, "not_recorded", profile__meta(p, "gpu_not_recorded"));

@@ -12,7 +12,7 @@
 
 #include <linux/types.h>
 
-#include "eprof_abi.h"
+#include "../model/offcpu_event.h"
 #include "../analysis/critpath.h"
 #include "../analysis/gpu.h"
 #include "../util/hmap.h"
@@ -97,14 +97,14 @@ static void state_slices(struct trace_writer *w, const struct profile *p,
 				 wait_kind_name(offcpu_classify(p, e)));
 			trace_args(&a);
 			json_kv_u64(&a, "waker_tid", e->a);
-			json_kv_bool(&a, "irq_wakeup", e->flags & OFFCPU_F_IRQ_WAKE);
+			json_kv_bool(&a, "irq_wakeup", e->flags & OFFEV_F_IRQ_WAKE);
 			trace_args_text(&a);
-			if (ready > e->ts && (e->flags & OFFCPU_STATE_MASK) != OFFCPU_NEW)
+			if (ready > e->ts && (e->flags & OFFEV_STATE_MASK) != OFFEV_NEW)
 				trace_complete(w, e->pid, tid, e->ts, ready - e->ts, name, "state",
 					       json_text(&a));
 			if (end > ready)
 				trace_complete(w, e->pid, tid, ready, end - ready,
-					       (e->flags & OFFCPU_STATE_MASK) == OFFCPU_NEW
+					       (e->flags & OFFEV_STATE_MASK) == OFFEV_NEW
 						   ? "new thread"
 						   : "runnable",
 					       "state", json_text(&a));

@@ -3,7 +3,10 @@
  * The CUDA feature of record: uprobes on the CUDA runtime and driver in
  * every object a target maps that defines them (libcudart, libcuda, or a
  * cudart linked statically), and the server end of the CUPTI injection
- * library's socket (src/inject/eprof_cupti.c) in launch mode.
+ * library's socket (src/inject/eprof_cupti.c) in launch mode; in attach
+ * mode (-p, -a --cuda, top --gpu -p) the same library injected into every
+ * target that maps the CUDA driver (cuda_inject.h), talking over a socket
+ * pair, and retracted at the end.
  */
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -29,6 +32,7 @@
 
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "eprof_abi.h"
 #include "../inject/eprof_gpu_proto.h"
 #include "../model/gpu_event.h"
@@ -38,9 +42,10 @@
 #include "../util/log.h"
 #include "profile.skel.h"
 #include "cuda_funcs.h"
+#include "cuda_inject.h"
 #include "events.h"
 #include "feature.h"
-#include "gpu_conv.h"
+#include "../decode/gpu_conv.h"
 #include "proc.h"
 #include "record.h"
 
@@ -99,6 +104,18 @@ struct cuda_state {
 	int wake[2];
 	pthread_mutex_t qlock;
 	struct qmsg *qhead, **qtail;
+	/* attach mode: the collectors injected into the targets */
+	struct cuda_inject *inj;
+	bool inj_conn[MAX_CONNS]; /* the connection is an injected collector's channel */
+	int adopt_fd[64];	  /* channels to add to conns (under qlock) */
+	uint32_t adopt_pid[64];
+	size_t nadopt;
+	atomic_bool retract_req; /* send 'R' to every injected collector */
+	bool retracted;
+	bool no_inject;		 /* --no-inject: count the processes left without GPU timing */
+	struct hmap *noinj_seen;
+	struct profile *p_for_conv;
+	char why[EGPU_ST_MAX][200]; /* the first process's reason, by status */
 };
 
 struct qmsg {
@@ -379,10 +396,13 @@ static bool cuda_name(const char *path)
 	return !strncmp(b, "libcudart", 9) || !strncmp(b, "libcuda.so", 10) || strstr(b, "cuda");
 }
 
+static void attach_want(struct cuda_state *s, uint32_t pid);
+
 /* Checks every executable mapping of pid not seen before: CUDA libraries by name, the program. */
 static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
 {
 	char path[64], line[PATH_MAX + 128], exe[PATH_MAX];
+	bool driver = false;
 	ssize_t n;
 	FILE *fp;
 
@@ -406,6 +426,7 @@ static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
 		file[strcspn(file, "\n")] = '\0';
 		if (file[0] != '/')
 			continue;
+		driver |= !strncmp(strrchr(file, '/') + 1, "libcuda.so", 10);
 		id = profile__intern(f->p, file);
 		if (!id || hmap__get(s->seen_paths, id, 0, &seen))
 			continue;
@@ -419,6 +440,9 @@ static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
 		}
 	}
 	fclose(fp);
+	/* after its uprobes: every launch the collector records has its probed call */
+	if (driver)
+		attach_want(s, pid);
 }
 
 static void scan_targets(struct feature_ctx *f, struct cuda_state *s)
@@ -664,6 +688,8 @@ static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cud
 
 	if (e->func >= cuda_nfuncs)
 		return -EINVAL;
+	if (s->inj && gpu_conv_own_thread(&s->conv, e->h.pid, e->h.tid))
+		return 0; /* the injected collector's own calls (its final synchronize) */
 	fn = &cuda_funcs[e->func];
 	note_thread(c, e->h.pid, e->h.tid, e->h.ts);
 	if (!s->func_names[e->func])
@@ -673,8 +699,7 @@ static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cud
 	ev.pid = e->h.pid;
 	ev.tid = e->h.tid;
 	ev.name = s->func_names[e->func];
-	ev.a = (uint64_t)(int64_t)(int32_t)e->result; /* CUresult / cudaError_t */
-	ev.b = e->bytes;
+	ev_set_api(&ev, (int32_t)e->result /* CUresult / cudaError_t */, e->bytes, 0);
 	dir = fn->dir;
 	if (!dir && fn->cat == CUDA_CAT_MEMCPY && fn->kind >= 0)
 		dir = cuda_memcpy_kind_dir(e->kind);
@@ -684,9 +709,9 @@ static int on_api(struct event_ctx *c, struct cuda_state *s, const struct ev_cud
 		   ((int32_t)e->result ? CUDA_API_F_FAILED : 0) |
 		   (e->h.flags & CUDA_EVF_NORET ? CUDA_API_F_NODUR : 0);
 	if (fn->cat == CUDA_CAT_ALLOC)
-		ev.c = fn->out >= 0 ? e->out : e->ptr;
+		ev_set_api(&ev, (int32_t)e->result, e->bytes, fn->out >= 0 ? e->out : e->ptr);
 	else if (fn->cat == CUDA_CAT_FREE)
-		ev.c = e->ptr;
+		ev_set_api(&ev, (int32_t)e->result, e->bytes, e->ptr);
 	if (fn->cat == CUDA_CAT_LAUNCH)
 		ev.stack2 = launch_kernel(c, s, e, fn);
 	if (!(e->h.flags & CUDA_EVF_NOSTACK)) {
@@ -741,16 +766,36 @@ static bool cupti_lib(char *out, size_t len)
 }
 
 static void *cupti_thread(void *arg);
+static int attach_setup(struct feature_ctx *f, struct cuda_state *s, const char *lib);
+
+/* What reads the collectors' messages: the conversion and the reader thread. */
+static int cupti_reader_setup(struct cuda_state *s)
+{
+	s->buf = aligned_alloc(8, EGPU_MSG_MAX);
+	if (!s->buf || gpu_ns_tids_init(&s->ns_tids) || gpu_conv_init(&s->conv, s->p_for_conv))
+		return -ENOMEM;
+	s->conv_on = true;
+	if (pipe2(s->wake, O_CLOEXEC))
+		return -errno;
+	s->thread_on = !pthread_create(&s->thread, NULL, cupti_thread, s);
+	if (!s->thread_on)
+		log_warn("cuda: no CUPTI reader thread: reading every 50 ms");
+	return 0;
+}
 
 static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char lib[PATH_MAX];
+	int err;
 
-	if (!f->o->argv || !cupti_lib(lib, sizeof(lib))) {
+	s->p_for_conv = f->p;
+	if (!cupti_lib(lib, sizeof(lib))) {
 		log_info("cuda: no CUPTI injection library: GPU activity is not recorded");
 		return 0;
 	}
+	if (!f->o->argv)
+		return attach_setup(f, s, lib);
 	if (getenv("CUDA_INJECTION64_PATH")) {
 		log_warn("CUDA_INJECTION64_PATH is already set: GPU activity is not recorded");
 		return 0;
@@ -767,15 +812,9 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 		log_err("failed to create the CUPTI socket '%s': %s", s->sock, strerror(errno));
 		return -errno;
 	}
-	s->buf = aligned_alloc(8, EGPU_MSG_MAX);
-	if (!s->buf || gpu_ns_tids_init(&s->ns_tids) || gpu_conv_init(&s->conv, f->p))
-		return -ENOMEM;
-	s->conv_on = true;
-	if (pipe2(s->wake, O_CLOEXEC))
-		return -errno;
-	s->thread_on = !pthread_create(&s->thread, NULL, cupti_thread, s);
-	if (!s->thread_on)
-		log_warn("cuda: no CUPTI reader thread: reading every 50 ms");
+	err = cupti_reader_setup(s);
+	if (err)
+		return err;
 	/* The command is forked after configure: it inherits both. */
 	setenv("CUDA_INJECTION64_PATH", lib, 1);
 	setenv("EPROF_CUPTI_SOCK", s->sock, 1);
@@ -819,6 +858,24 @@ static void convert_queued(struct cuda_state *s)
 	}
 }
 
+/* Channels of collectors injected since the last read become connections (reader's side). */
+static void adopt_channels(struct cuda_state *s)
+{
+	pthread_mutex_lock(&s->qlock);
+	for (size_t i = 0; i < s->nadopt; i++) {
+		if (s->nconns == MAX_CONNS) {
+			close(s->adopt_fd[i]);
+			continue;
+		}
+		s->peers[s->nconns] = s->adopt_pid[i];
+		s->inj_conn[s->nconns] = true;
+		s->conns[s->nconns++] = s->adopt_fd[i];
+		atomic_store(&s->connected, true);
+	}
+	s->nadopt = 0;
+	pthread_mutex_unlock(&s->qlock);
+}
+
 /* Reads what is waiting on the socket: queued, or converted at once. Returns connections open. */
 static size_t cupti_read(struct cuda_state *s, bool queue)
 {
@@ -826,6 +883,7 @@ static size_t cupti_read(struct cuda_state *s, bool queue)
 
 	if (!s->conv_on)
 		return 0;
+	adopt_channels(s);
 	while (s->nconns < MAX_CONNS &&
 	       (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 		struct ucred cr = {0};
@@ -835,6 +893,7 @@ static size_t cupti_read(struct cuda_state *s, bool queue)
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.pid <= 0)
 			cr.pid = 0;
 		s->peers[s->nconns] = (uint32_t)cr.pid;
+		s->inj_conn[s->nconns] = false;
 		s->conns[s->nconns++] = fd;
 		atomic_store(&s->connected, true);
 	}
@@ -855,8 +914,11 @@ static size_t cupti_read(struct cuda_state *s, bool queue)
 			continue;
 		}
 		close(s->conns[i]); /* the process closed it (exit) */
+		if (s->inj_conn[i])
+			cuda_inject__gone(s->inj, s->peers[i]);
 		s->conns[i] = s->conns[--s->nconns];
 		s->peers[i] = s->peers[s->nconns];
+		s->inj_conn[i] = s->inj_conn[s->nconns];
 	}
 	return s->nconns;
 }
@@ -884,6 +946,11 @@ static void *cupti_thread(void *arg)
 		if (atomic_exchange(&s->flush_req, false))
 			for (size_t i = 0; i < s->nconns; i++)
 				send(s->conns[i], "F", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		adopt_channels(s);
+		if (atomic_exchange(&s->retract_req, false))
+			for (size_t i = 0; i < s->nconns; i++)
+				if (s->inj_conn[i])
+					send(s->conns[i], "R", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		cupti_read(s, true);
 	}
 	return NULL;
@@ -941,6 +1008,181 @@ static void cuda_detach(struct cuda_state *s)
 			o->mfd[j] = -1;
 		}
 	}
+}
+
+/* --- attach mode: the collector injected into running processes ---------------------------- */
+
+static int attach_setup(struct feature_ctx *f, struct cuda_state *s, const char *lib)
+{
+	struct cuda_inject_opts io = {.lib = lib, .verbose = log_get_level() >= LOG_INFO};
+	int err;
+
+	if (f->o->no_inject) {
+		s->no_inject = true;
+		s->noinj_seen = hmap__new(16);
+		if (!s->noinj_seen || gpu_conv_init(&s->conv, f->p))
+			return -ENOMEM;
+		s->conv_on = true; /* for the report's line on what is missing */
+		log_info("cuda: --no-inject: CUDA API calls only, no GPU activity");
+		return 0;
+	}
+	err = cupti_reader_setup(s);
+	if (err)
+		return err;
+	s->inj = cuda_inject__new(&io);
+	if (!s->inj)
+		return -ENOMEM;
+	log_info("cuda: CUPTI collector %s, injected into the targets that map the CUDA driver",
+		 lib);
+	return 0;
+}
+
+/* A target maps the CUDA driver. */
+static void attach_want(struct cuda_state *s, uint32_t pid)
+{
+	uint64_t v;
+
+	if (s->inj) {
+		cuda_inject__want(s->inj, pid);
+	} else if (s->no_inject && !hmap__get(s->noinj_seen, pid, 0, &v)) {
+		hmap__put(s->noinj_seen, pid, 0, 1);
+		if (s->conv_on)
+			s->conv.status_procs[EGPU_ST_NOT_INJECTED]++;
+	}
+}
+
+static void comm_of(uint32_t pid, char *out, size_t len)
+{
+	char path[64];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	out[0] = '\0';
+	fp = fopen(path, "re");
+	if (fp) {
+		if (fgets(out, (int)len, fp))
+			out[strcspn(out, "\n")] = '\0';
+		fclose(fp);
+	}
+}
+
+/* Injections that finished: their channels to the reader, their failures said once each. */
+static void attach_poll(struct cuda_state *s)
+{
+	struct cuda_inject_done d[16];
+	size_t n;
+
+	if (!s->inj)
+		return;
+	while ((n = cuda_inject__take(s->inj, d, 16)) > 0) {
+		for (size_t i = 0; i < n; i++) {
+			char comm[32];
+
+			comm_of(d[i].pid, comm, sizeof(comm));
+			if (d[i].status == EGPU_ST_OK) {
+				log_info("cuda: CUPTI collector injected into pid %u (%s): thread %u "
+					 "stopped %.2f ms",
+					 d[i].pid, comm, d[i].tid, d[i].stopped_ms);
+				pthread_mutex_lock(&s->qlock);
+				if (s->nadopt < sizeof(s->adopt_fd) / sizeof(s->adopt_fd[0])) {
+					s->adopt_fd[s->nadopt] = d[i].chan_fd;
+					s->adopt_pid[s->nadopt++] = d[i].pid;
+				} else {
+					close(d[i].chan_fd);
+				}
+				pthread_mutex_unlock(&s->qlock);
+				if (s->thread_on && write(s->wake[1], "x", 1) < 0)
+					log_debug("cuda: wake pipe: %s", strerror(errno));
+				continue;
+			}
+			log_warn("cuda: cannot inject the CUPTI collector into pid %u (%s): %s: no GPU "
+				 "kernel or copy timing there (CPU and CUDA API profiling go on)",
+				 d[i].pid, comm, d[i].msg);
+			if (d[i].status < EGPU_ST_MAX) {
+				s->conv.status_procs[d[i].status]++;
+				if (!s->why[d[i].status][0])
+					snprintf(s->why[d[i].status], sizeof(s->why[0]), "%s",
+						 d[i].msg);
+			}
+		}
+	}
+}
+
+static bool attach_keep(void *arg, uint32_t pid)
+{
+	struct cuda_state *s = arg;
+	uint64_t v = 0;
+
+	return hmap__get(s->conv.bye, pid, 0, &v) && (v & GPU_BYE_KEEP);
+}
+
+/*
+ * The end of the record: every injected collector is asked to stop ('R': activity off,
+ * contexts synchronized, last flush, CUPTI finalized) while the uprobes still see the
+ * program, and when it said goodbye (or 3 s passed) it is unloaded through the injector.
+ */
+static void attach_retract(struct cuda_state *s)
+{
+	struct timespec ts = {0, 10000000};
+	uint32_t pids[256];
+	size_t n;
+
+	if (!s->inj || s->retracted)
+		return;
+	s->retracted = true;
+	cuda_inject__settle(s->inj, 6000);
+	attach_poll(s);
+	n = cuda_inject__active(s->inj, pids, sizeof(pids) / sizeof(pids[0]));
+	if (n && s->thread_on) {
+		atomic_store(&s->retract_req, true);
+		if (write(s->wake[1], "x", 1) < 0)
+			log_debug("cuda: wake pipe: %s", strerror(errno));
+		for (int i = 0; i < 300; i++) {
+			size_t waiting = 0;
+			uint32_t act[256];
+			size_t na;
+
+			nanosleep(&ts, NULL);
+			convert_queued(s);
+			na = cuda_inject__active(s->inj, act, sizeof(act) / sizeof(act[0]));
+			for (size_t j = 0; j < na; j++) {
+				uint64_t v = 0;
+
+				waiting += !hmap__get(s->conv.bye, act[j], 0, &v);
+			}
+			if (!waiting)
+				break;
+		}
+	}
+	cuda_inject__retract_all(s->inj, attach_keep, s, 8000);
+	convert_queued(s);
+}
+
+/* The injections and retractions, in the file's metadata (report: GPU data quality). */
+static void attach_meta(struct feature_ctx *f, struct cuda_state *s)
+{
+	struct cuda_inject_summary m;
+	char buf[256];
+
+	if (!s->inj)
+		return;
+	cuda_inject__summary(s->inj, &m);
+	if (!m.injected && !m.failed)
+		return;
+	snprintf(buf, sizeof(buf), "%u", m.injected);
+	profile__set_meta(f->p, "gpu_attach_injected", buf);
+	snprintf(buf, sizeof(buf), "%u", m.retracted);
+	profile__set_meta(f->p, "gpu_attach_retracted", buf);
+	snprintf(buf, sizeof(buf), "%u", m.kept);
+	profile__set_meta(f->p, "gpu_attach_kept", buf);
+	snprintf(buf, sizeof(buf), "%.0f", m.inject_stop_max_ms * 1000);
+	profile__set_meta(f->p, "gpu_inject_stop_max_us", buf);
+	snprintf(buf, sizeof(buf), "%.0f", m.retract_stop_max_ms * 1000);
+	profile__set_meta(f->p, "gpu_retract_stop_max_us", buf);
+	log_info("cuda: CUPTI collector injected into %u process%s (thread stopped %.2f ms at "
+		 "most), retracted from %u (%.2f ms at most), %u left loaded, %u not injected",
+		 m.injected, m.injected == 1 ? "" : "es", m.inject_stop_max_ms, m.retracted,
+		 m.retract_stop_max_ms, m.kept, m.failed);
 }
 
 /* --- hooks --------------------------------------------------------------------------------- */
@@ -1021,6 +1263,7 @@ static int cuda_poll(struct feature_ctx *f, void *state, uint64_t now)
 	struct cuda_state *s = state;
 	uint64_t t0 = mono_ns(), t1;
 
+	attach_poll(s);
 	if (s->thread_on)
 		convert_queued(s);
 	else
@@ -1050,16 +1293,22 @@ static int cuda_poll(struct feature_ctx *f, void *state, uint64_t now)
  * Which libcupti ran, in the file's metadata; and why GPU activity is missing where it is, as
  * a warning now and a metadata line the report shows.
  */
-static void cupti_note_info(struct feature_ctx *f, const struct gpu_conv *c)
+static void cupti_note_info(struct feature_ctx *f, const struct cuda_state *s)
 {
-	static const char *const why[] = {
+	static const char *const why[EGPU_ST_MAX] = {
 	    [EGPU_ST_NO_CUPTI] = "no libcupti could be loaded",
 	    [EGPU_ST_VERSION] = "its libcupti is of another major version than eprof was built for",
 	    [EGPU_ST_SUBSCRIBED] = "CUPTI already had a subscriber (torch.profiler/Kineto, Nsight "
 				   "or DCGM profiling)",
 	    [EGPU_ST_SETUP] = "CUPTI refused its setup",
+	    [EGPU_ST_PTRACE] = "eprof could not ptrace it to inject the CUPTI collector",
+	    [EGPU_ST_SECCOMP] = "its seccomp filter forbids what injecting the collector needs",
+	    [EGPU_ST_NO_DLOPEN] = "it has no dlopen to load the collector with",
+	    [EGPU_ST_INJECT] = "injecting the CUPTI collector failed",
+	    [EGPU_ST_NOT_INJECTED] = "--no-inject (CUDA API calls only)",
 	};
-	char buf[512];
+	const struct gpu_conv *c = &s->conv;
+	char buf[1024];
 	size_t off = 0;
 
 	if (c->cupti_version) {
@@ -1071,15 +1320,19 @@ static void cupti_note_info(struct feature_ctx *f, const struct gpu_conv *c)
 			profile__set_meta(f->p, "cupti_path", c->cupti_path);
 	}
 	buf[0] = '\0';
-	for (unsigned st = 1; st < sizeof(why) / sizeof(why[0]) && off < sizeof(buf); st++) {
-		if (!c->status_procs[st])
+	for (unsigned st = 1; st < EGPU_ST_MAX && off < sizeof(buf); st++) {
+		char detail[240] = "";
+
+		if (!c->status_procs[st] || !why[st])
 			continue;
-		log_warn("cuda: GPU activity not recorded in %llu process%s: %s",
+		if (s->why[st][0])
+			snprintf(detail, sizeof(detail), " (%s)", s->why[st]);
+		log_warn("cuda: GPU activity not recorded in %llu process%s: %s%s",
 			 (unsigned long long)c->status_procs[st], c->status_procs[st] > 1 ? "es" : "",
-			 why[st]);
-		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%llu process%s: %s",
+			 why[st], detail);
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off, "%s%llu process%s: %s%s",
 					off ? "; " : "", (unsigned long long)c->status_procs[st],
-					c->status_procs[st] > 1 ? "es" : "", why[st]);
+					c->status_procs[st] > 1 ? "es" : "", why[st], detail);
 	}
 	if (buf[0])
 		profile__set_meta(f->p, "gpu_not_recorded", buf);
@@ -1090,6 +1343,7 @@ static int cuda_finish(struct feature_ctx *f, void *state)
 	struct cuda_state *s = state;
 	struct timespec ts = {0, 20000000};
 
+	attach_retract(s); /* while the uprobes still see the program */
 	cuda_detach(s);
 	f->consume(f);
 	/* A process that exits flushes its last records first: give it a moment. */
@@ -1113,7 +1367,8 @@ static int cuda_finish(struct feature_ctx *f, void *state)
 		f->p->stats[STAT_GPU_FOREIGN_CLOCK] = s->conv.count[GPU_CNT_FOREIGN];
 		f->p->stats[STAT_GPU_BUFFER_ERRORS] = s->conv.count[GPU_CNT_BUF_ERR];
 		f->p->stats[STAT_GPU_BAD_RECORDS] = s->conv.bad + atomic_load(&s->qlost);
-		cupti_note_info(f, &s->conv);
+		attach_meta(f, s);
+		cupti_note_info(f, s);
 		log_info("cuda: CUPTI records: %llu kernels, %llu copies, %llu sets, %llu API",
 			 (unsigned long long)s->conv.kernels, (unsigned long long)s->conv.memcpys,
 			 (unsigned long long)s->conv.memsets, (unsigned long long)s->conv.apis);
@@ -1130,6 +1385,8 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 
 	if (!s)
 		return;
+	attach_retract(s); /* top, or a record that failed: the targets get their state back */
+	cuda_inject__free(s->inj);
 	cupti_stop_thread(s);
 	convert_queued(s); /* frees what is left */
 	for (int i = 0; i < 2; i++)
@@ -1156,6 +1413,7 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 	hmap__free(s->stubs);
 	hmap__free(s->launch_nodes);
 	hmap__free(s->sys_seen);
+	hmap__free(s->noinj_seen);
 	free(s);
 }
 

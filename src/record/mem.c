@@ -22,6 +22,7 @@
 
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "eprof_abi.h"
 #include "../util/expq.h"
 #include "../util/hmap.h"
@@ -129,9 +130,7 @@ static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t s
 		ev.kind = EVK_ALLOC;
 		ev.stack = node;
 		ev.flags = e->func;
-		ev.a = e->addr;
-		ev.b = e->size;
-		ev.c = mem_sample_weight(e->size, st->mean);
+		ev_set_heap(&ev, e->addr, e->size, mem_sample_weight(e->size, st->mean));
 		break;
 	}
 	case EV_MEM_FREE: {
@@ -140,8 +139,7 @@ static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t s
 		if (size < sizeof(*e))
 			return -EINVAL;
 		ev.kind = EVK_FREE;
-		ev.a = e->addr;
-		ev.b = e->size;
+		ev_set_heap(&ev, e->addr, e->size, 0);
 		break;
 	}
 	case EV_MEM_MMAP:
@@ -151,8 +149,7 @@ static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t s
 		if (size < sizeof(*e))
 			return -EINVAL;
 		ev.kind = h->kind == EV_MEM_MMAP ? EVK_MMAP : EVK_MUNMAP;
-		ev.a = e->addr;
-		ev.b = e->len;
+		ev_set_map(&ev, e->addr, e->len);
 		break;
 	}
 	case EV_MEM_BRK: {
@@ -161,8 +158,7 @@ static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t s
 		if (size < sizeof(*e))
 			return -EINVAL;
 		ev.kind = EVK_BRK;
-		ev.a = e->addr;
-		ev.b = e->len;
+		ev_set_brk(&ev, e->addr, e->len); /* the break before and after */
 		break;
 	}
 	case EV_MEM_MREMAP: {
@@ -174,14 +170,12 @@ static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t s
 			return -EINVAL;
 		ev.kind = EVK_MUNMAP;
 		ev.flags = MEM_F_REMAP;
-		ev.a = e->old_addr;
-		ev.b = e->old_len;
+		ev_set_map(&ev, e->old_addr, e->old_len);
 		err = profile__add_event(c->p, &ev);
 		if (err)
 			return err;
 		ev.kind = EVK_MMAP;
-		ev.a = e->new_addr;
-		ev.b = e->new_len;
+		ev_set_map(&ev, e->new_addr, e->new_len);
 		break;
 	}
 	default:
@@ -644,7 +638,7 @@ static void read_rss(struct feature_ctx *f, struct mem_state *st, uint64_t now)
 		ev.kind = EVK_COUNTER;
 		ev.pid = st->targets[i].pid;
 		ev.name = st->rss_name;
-		ev.b = rss * page;
+		ev_set_counter(&ev, rss * page);
 		profile__add_event(f->p, &ev);
 	}
 }

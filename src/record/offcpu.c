@@ -14,7 +14,9 @@
 
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "eprof_abi.h"
+#include "../model/offcpu_event.h"
 #include "../util/expq.h"
 #include "../util/hmap.h"
 #include "../util/log.h"
@@ -45,6 +47,23 @@ struct offcpu_rec {
 static bool offcpu_enabled(const struct record_opts *o)
 {
 	return o->offcpu;
+}
+
+/* The BPF side's state and flags as the file stores them (model/offcpu_event.h). */
+static uint16_t offcpu_ev_flags(uint32_t state, uint32_t wflags)
+{
+	static const uint8_t st[] = {
+	    [OFFCPU_SLEEP] = OFFEV_SLEEP,
+	    [OFFCPU_DISK] = OFFEV_DISK,
+	    [OFFCPU_RUNNABLE] = OFFEV_RUNNABLE,
+	    [OFFCPU_NEW] = OFFEV_NEW,
+	};
+	unsigned s = state & OFFCPU_STATE_MASK;
+
+	return (s < sizeof(st) ? st[s] : 0) | (wflags & OFFCPU_F_IRQ_WAKE ? OFFEV_F_IRQ_WAKE : 0) |
+	       (wflags & OFFCPU_F_NO_STACK ? OFFEV_F_NO_STACK : 0) |
+	       (wflags & OFFCPU_F_UNSAMPLED ? OFFEV_F_UNSAMPLED : 0) |
+	       (wflags & OFFCPU_F_FUTEX ? OFFEV_F_FUTEX : 0);
 }
 
 static int note_waker(struct offcpu_rec *st, uint32_t tid, uint64_t off_ts, uint32_t node)
@@ -103,10 +122,8 @@ static int handle_offcpu(struct event_ctx *c, struct offcpu_rec *st, const void 
 	ev.dur = e->h.ts - e->off_ts;
 	ev.pid = e->h.pid;
 	ev.tid = e->h.tid;
-	ev.flags = (e->state & OFFCPU_STATE_MASK) | (e->wflags & ~OFFCPU_STATE_MASK);
-	ev.a = e->waker_tid;
-	ev.b = e->wake_ts;
-	ev.c = e->waker_pid;
+	ev.flags = offcpu_ev_flags(e->state, e->wflags);
+	ev_set_waker(&ev, e->waker_pid, e->waker_tid, e->wake_ts);
 	ev.stack = (uint32_t)node;
 	ev.stack2 = e->waker_tid ? take_waker(st, e->h.tid, e->off_ts) : 0;
 	st->waker_stacks += ev.stack2 != 0;

@@ -139,8 +139,6 @@ struct proc_tracker *proc_tracker__new(struct profile *p, const struct tracker_o
 	t->opts = *opts;
 	if (!t->opts.proc_root)
 		t->opts.proc_root = "/proc";
-	if (!t->opts.cfi_budget && getenv("EPROF_CFI_BUDGET_MB")) /* benchmarks of the budget */
-		t->opts.cfi_budget = (size_t)strtoul(getenv("EPROF_CFI_BUDGET_MB"), NULL, 10) << 20;
 	t->pid_index = hmap__new(64);
 	t->file_index = hmap__new(64);
 	if (!t->pid_index || !t->file_index) {

@@ -30,6 +30,7 @@ struct record_opts {
 	uint32_t cuda_stack_rate; /* launch stacks per second per thread */
 	bool no_python; /* no Python frames (src/record/python.c) */
 	bool no_children; /* only the listed PIDs / the command: no descendants, no forks followed */
+	bool no_inject;	  /* -p/-a: no CUPTI collector injected (CUDA API uprobes only) */
 	uint64_t mem_sample; /* --mem: mean bytes between sampled allocations (1 = all), 0 = off */
 	bool live; /* eprof top: no output file, fast symbolization (no lines, no debuginfod) */
 	bool offcpu;		 /* --offcpu: blocked intervals, wakeups */
@@ -43,10 +44,6 @@ struct record_opts {
 	size_t nusdts;
 	bool no_auto_regions; /* no EPROF_REGION_* / NVTX probes unless asked for */
 };
-
-/* Fills opts from argv (after "record"). Returns 0, 1 for --help, or -EINVAL (message printed). */
-int parse_record_args(int argc, char **argv, struct record_opts *opts);
-void record_usage(FILE *f);
 
 /* Runs a whole record; returns the process exit status for main(). */
 int record_run(const struct record_opts *opts);

@@ -29,6 +29,7 @@
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "eprof_abi.h"
 #include "profile.skel.h"
 #include "../util/elf_layout.h"
@@ -39,7 +40,7 @@
 #include "feature.h"
 #include "python.h"
 #include "record.h"
-#include "usdt.h"
+#include "../sym/usdt.h"
 
 #include "region_pair.h"
 
@@ -696,7 +697,7 @@ static int handle_region(struct event_ctx *c, void *arg, const void *data, size_
 	ev.dur = e->dur;
 	ev.pid = e->h.pid;
 	ev.tid = e->h.tid;
-	ev.a = e->depth;
+	ev_set_region_depth(&ev, e->depth);
 	ev.flags = e->h.flags & REGION_F_OPEN ? EVF_REGION_OPEN : 0;
 	if (e->h.flags & REGION_F_SAMPLED)
 		ev.flags |= EVF_REGION_SAMPLED;

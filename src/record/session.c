@@ -25,6 +25,7 @@
 
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "eprof_abi.h"
 #include "../format/format.h"
 #include "../sym/symbolizer.h"
@@ -33,7 +34,7 @@
 #include "feature.h"
 #include "proc.h"
 #include "record.h"
-#include "symbolize.h"
+#include "../sym/symbolize.h"
 
 #define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
 #define STACK_EPOCH_NODES (32u << 10) /* ~0.4 MB of nodes + ~2 MB of index */
@@ -613,8 +614,7 @@ static void note_losses(struct session *s)
 		e.kind = EVK_LOST;
 		e.ts = t;
 		e.dur = s->lost_noted_ts ? t - s->lost_noted_ts : t - s->start_ns;
-		e.b = lost - s->lost_noted;
-		e.c = evlost - s->evlost_noted;
+		ev_set_lost(&e, lost - s->lost_noted, evlost - s->evlost_noted);
 		profile__add_event(s->p, &e);
 	}
 	s->lost_noted = lost;

@@ -42,12 +42,21 @@ int top_gpu__update(struct top_gpu *g, struct profile *p, double dt)
 		g->rows.v[i].last = g->rows.v[i].last_ns = g->rows.v[i].last_err = 0;
 		g->rows.v[i].last_nodur = 0;
 	}
-	g->last_launches = g->last_sync_ns = 0;
+	g->last_launches = g->last_sync_ns = g->last_gpu_ns = 0;
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 		unsigned cat = CUDA_API_CAT(e->flags);
 		struct top_gpu_row *r;
 
+		if (e->kind == EVK_GPU_KERNEL) {
+			if (!(r = row(g, TOP_GPU_TIME, e->name)))
+				return -ENOMEM;
+			r->last++;
+			r->last_ns += e->dur;
+			g->last_gpu_ns += e->dur;
+			g->have_gpu = true;
+			continue;
+		}
 		if (e->kind != EVK_CUDA_API)
 			continue;
 		if (!(r = row(g, TOP_GPU_API, e->name)))
@@ -85,6 +94,8 @@ static int cmp_row(const void *a, const void *b)
 	const struct top_gpu_row *x = *(const struct top_gpu_row *const *)a,
 				 *y = *(const struct top_gpu_row *const *)b;
 
+	if (x->kind == TOP_GPU_TIME && x->last_ns != y->last_ns)
+		return x->last_ns < y->last_ns ? 1 : -1;
 	if (x->last != y->last)
 		return x->last < y->last ? 1 : -1;
 	if (x->rate != y->rate)
@@ -110,7 +121,10 @@ static int table(struct sink *out, const struct top_gpu *g, const struct profile
 		if (g->rows.v[i].kind == kind && (g->rows.v[i].last || g->rows.v[i].rate >= 0.05))
 			v[n++] = &g->rows.v[i];
 	qsort(v, n, sizeof(*v), cmp_row);
-	if (kind == TOP_GPU_KERNEL)
+	if (kind == TOP_GPU_TIME)
+		sink_printf(out, "%10s %10s %10s %10s  %s\n", "GPU%", "Mean us", "Last", "Total",
+			    "GPU kernel time (CUPTI)");
+	else if (kind == TOP_GPU_KERNEL)
 		sink_printf(out, "%10s %10s %10s %10s  %s\n", "Launch/s", "Last", "Avg/s", "Total",
 			    "Kernel");
 	else
@@ -120,7 +134,12 @@ static int table(struct sink *out, const struct top_gpu *g, const struct profile
 		const struct top_gpu_row *r = v[i];
 		const char *name = r->name ? profile__str(p, r->name) : "[unknown kernel]";
 
-		if (kind == TOP_GPU_KERNEL)
+		if (kind == TOP_GPU_TIME)
+			sink_printf(out, "%9.1f%% %10.1f %10llu %10llu  ",
+				    100.0 * r->last_ns / (dt * 1e9),
+				    r->last ? r->last_ns / 1e3 / r->last : 0.0,
+				    (unsigned long long)r->last, (unsigned long long)r->total);
+		else if (kind == TOP_GPU_KERNEL)
 			sink_printf(out, "%10.1f %10llu %10.1f %10llu  ", r->last / dt,
 				    (unsigned long long)r->last, r->rate,
 				    (unsigned long long)r->total);
@@ -135,6 +154,7 @@ static int table(struct sink *out, const struct top_gpu *g, const struct profile
 	}
 	if (!n)
 		sink_puts(out, kind == TOP_GPU_KERNEL ? "  (no launches yet)\n"
+			       : kind == TOP_GPU_TIME ? "  (no kernel ran in the interval)\n"
 						      : "  (no CUDA calls yet)\n");
 	free(v);
 	return 0;
@@ -144,13 +164,23 @@ int top_gpu__render(struct sink *out, const struct top_gpu *g, const struct prof
 		    int max_rows)
 {
 	double dt = g->last_dt > 0 ? g->last_dt : 1;
-	int half = max_rows > 8 ? (max_rows - 5) / 2 : 2, err;
+	int parts = g->have_gpu ? 3 : 2, half = max_rows > 8 ? (max_rows - 5) / parts : 2, err = 0;
 
 	sink_printf(out,
 		    "CUDA (uprobes): %.1f launches/s, %.1f%% of the interval in synchronization "
-		    "calls\n\n",
+		    "calls\n",
 		    g->last_launches / dt, 100.0 * g->last_sync_ns / (dt * 1e9));
-	err = table(out, g, p, TOP_GPU_KERNEL, width, half);
+	if (g->have_gpu) {
+		sink_printf(out, "GPU (CUPTI): kernels ran %.1f%% of the interval (summed over "
+				 "streams)\n\n",
+			    100.0 * g->last_gpu_ns / (dt * 1e9));
+		err = table(out, g, p, TOP_GPU_TIME, width, half);
+		sink_puts(out, "\n");
+	} else {
+		sink_puts(out, "\n");
+	}
+	if (!err)
+		err = table(out, g, p, TOP_GPU_KERNEL, width, half);
 	if (!err) {
 		sink_puts(out, "\n");
 		err = table(out, g, p, TOP_GPU_API, width, half);

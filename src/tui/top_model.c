@@ -203,7 +203,8 @@ int top_model__update(struct top_model *m, struct profile *p, double dt)
 	m->last_dt = dt;
 	m->intervals++;
 	p->samples.n = 0;
-	qsort(m->procs.v, m->procs.n, sizeof(*m->procs.v), cmp_proc);
+	if (m->procs.n) /* no sample yet: no array either (qsort's NULL is undefined) */
+		qsort(m->procs.v, m->procs.n, sizeof(*m->procs.v), cmp_proc);
 	/* Functions are recounted from the decayed stacks: callers/callees stay consistent. */
 	for (size_t n = 1; n < m->node_n; n++) {
 		if (m->node_w[n] > 0 && (err = count_node(m, p, n)))

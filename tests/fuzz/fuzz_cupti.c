@@ -11,7 +11,7 @@
 
 #include "fuzz_common.h"
 #include "model/profile.h"
-#include "record/gpu_conv.h"
+#include "decode/gpu_conv.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * `eprof flamegraph` (SVG) on untrusted files: the input builder of
- * src/cmd_flamegraph.c and the renderer. The SVG must be UTF-8 without
+ * `eprof flamegraph` (SVG) on untrusted files: the stacks builder of
+ * src/output/svg.c and the renderer. The SVG must be UTF-8 without
  * control characters and its embedded data block must be valid JSON.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "fuzz_common.h"
-
-/* Its static build_fg_input() and write_svg() are what we fuzz. */
-#include "cmd_flamegraph.c"
+#include "model/profile.h"
+#include "output/svg.h"
+#include "util/sink.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -41,7 +41,7 @@ static void check_svg(const char *out, size_t len)
 	FUZZ_CHECK(fuzz_json_valid(a, b - a), "SVG data block is not valid JSON");
 }
 
-static void one(const struct profile *p, const struct flamegraph_cli *o)
+static void one(const struct profile *p, const struct svg_opts *o)
 {
 	struct sink *s = sink_mem();
 	const char *out;
@@ -49,7 +49,7 @@ static void one(const struct profile *p, const struct flamegraph_cli *o)
 
 	if (!s)
 		return;
-	if (!write_svg(s, p, o)) {
+	if (!flamegraph_svg_write(s, p, o)) {
 		out = sink_mem_data(s, &len);
 		check_svg(out, len);
 	}
@@ -59,7 +59,7 @@ static void one(const struct profile *p, const struct flamegraph_cli *o)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct profile *p = fuzz_read_profile(data, size);
-	struct flamegraph_cli o;
+	struct svg_opts o;
 
 	if (!p)
 		return 0;
@@ -68,18 +68,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	memset(&o, 0, sizeof(o));
-	o.width = 1200;
+	o.fg.title = "CPU flamegraph";
+	o.fg.unit = "samples";
+	o.fg.width = 1200;
 	one(p, &o);
-	o.lines = true;
-	o.inverted = true;
-	o.weight_ns = true;
-	o.width = 200;
-	o.title = "fuzz <&> \"title\"";
+	o.stacks.lines = true;
+	o.fg.inverted = true;
+	o.stacks.weight_ns = true;
+	o.fg.unit = "ns";
+	o.fg.width = 200;
+	o.fg.title = "fuzz <&> \"title\"";
 	one(p, &o);
-	o.no_comm = true;
-	o.lines = false;
+	o.stacks.no_comm = true;
+	o.stacks.lines = false;
 	if (p->samples.n)
-		o.filter.pid = p->samples.v[0].pid;
+		o.stacks.filter.pid = p->samples.v[0].pid;
 	one(p, &o);
 	profile__free(p);
 	return 0;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "fuzz_common.h"
-#include "record/usdt.h"
+#include "sym/usdt.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -4,10 +4,10 @@
 
 #include <linux/types.h>
 
-#include "eprof_abi.h"
 #include "analysis/critpath.h"
 #include "analysis/offcpu.h"
 #include "model/gpu_event.h"
+#include "model/offcpu_event.h"
 #include "cmds.h"
 
 static void add_offcpu(struct profile *p, uint32_t tid, uint64_t ts, uint64_t end, uint16_t state,
@@ -43,9 +43,9 @@ static struct profile *two_threads(void)
 	profile__thread(p, 1, 1, true);
 	profile__thread(p, 1, 2, true);
 	profile__set_meta(p, "start_ns", "1000");
-	add_offcpu(p, 2, 1100, 1150, OFFCPU_NEW, 1, 1100);
-	add_offcpu(p, 1, 1200, 5000, OFFCPU_SLEEP, 2, 4900);
-	add_offcpu(p, 2, 2000, 2500, OFFCPU_RUNNABLE, 0, 0);
+	add_offcpu(p, 2, 1100, 1150, OFFEV_NEW, 1, 1100);
+	add_offcpu(p, 1, 1200, 5000, OFFEV_SLEEP, 2, 4900);
+	add_offcpu(p, 2, 2000, 2500, OFFEV_RUNNABLE, 0, 0);
 	return p;
 }
 
@@ -102,7 +102,7 @@ static void test_walk_unexplained_wait(void **state)
 	pr->start_ts = 1;
 	pr->exit_ts = 10000;
 	profile__set_meta(p, "start_ns", "1");
-	add_offcpu(p, 1, 1000, 9000, OFFCPU_DISK, 0, 8000);
+	add_offcpu(p, 1, 1000, 9000, OFFEV_DISK, 0, 8000);
 	assert_int_equal(critpath_build(p, &g), 0);
 	assert_int_equal(critpath_walk(&g, 0, 10000, 1, &path), 0);
 	assert_int_equal(path.by_kind[WAIT_IO], 7000);
@@ -121,8 +121,8 @@ static void test_walk_terminates_on_cycles(void **state)
 	struct cp_path path;
 
 	profile__set_meta(p, "start_ns", "100");
-	add_offcpu(p, 1, 200, 1000, OFFCPU_SLEEP, 2, 500);
-	add_offcpu(p, 2, 200, 1000, OFFCPU_SLEEP, 1, 500);
+	add_offcpu(p, 1, 200, 1000, OFFEV_SLEEP, 2, 500);
+	add_offcpu(p, 2, 200, 1000, OFFEV_SLEEP, 1, 500);
 	assert_int_equal(critpath_build(p, &g), 0);
 	assert_int_equal(critpath_walk(&g, 0, 1000, 0, &path), 0);
 	assert_true(path.total_ns <= 900);
@@ -267,7 +267,7 @@ static void test_gpu_launch_stream_order_sync(void **state)
 	add_op(p, EVK_GPU_KERNEL, "K1", 7, 2300, 5300, 1);
 	add_op(p, EVK_GPU_KERNEL, "K2", 7, 5300, 6300, 2);
 	add_op(p, EVK_GPU_MEMCPY, NULL, 0, 2900, 3400, 3);
-	add_offcpu(p, 1, 3100, 6450, OFFCPU_SLEEP, 0, 6440);
+	add_offcpu(p, 1, 3100, 6450, OFFEV_SLEEP, 0, 6440);
 	walk_default(p, &g, &path);
 	assert_int_equal(path.total_ns, 9000);
 	assert_int_equal(path.by_kind[WAIT_ONCPU], 1000 + 3500);

@@ -95,7 +95,7 @@ static void test_diff_flamegraph_scaled(void **state)
 	assert_int_equal(d.base_total, 200);
 	assert_int_equal(d.new_total, 400);
 	for (size_t i = 0; i < d.n; i++) {
-		const struct fg_stack *s = &d.st[i];
+		const struct wstack *s = &d.st[i];
 
 		assert_int_equal(s->n, 3);
 		assert_string_equal(s->frames[0].name, "app");

@@ -6,7 +6,7 @@
 #include "eprof_abi.h"
 #include "record/events.h"
 #include "record/proc.h"
-#include "record/symbolize.h"
+#include "sym/symbolize.h"
 #include "sym/symbolizer.h"
 
 static char proc_root[PATH_MAX];

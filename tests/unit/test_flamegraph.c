@@ -17,7 +17,7 @@ struct svg {
 	size_t len;
 };
 
-static void render(struct svg *out, const struct fg_stack *stacks, size_t n,
+static void render(struct svg *out, const struct wstack *stacks, size_t n,
 		   const struct fg_opts *opts)
 {
 	out->sink = sink_mem();
@@ -185,7 +185,7 @@ static void assert_valid_xml(const struct svg *s, const char *file)
 	unlink(path);
 }
 
-#define FR(n, k) ((struct fg_frame){ (n), (k) })
+#define FR(n, k) ((struct wstack_frame){ (n), (k) })
 
 /* --- tests ---------------------------------------------------------------------------- */
 
@@ -204,8 +204,8 @@ static void test_empty(void **state)
 	svg_free(&s);
 
 	/* stacks that weigh nothing are no samples either */
-	struct fg_frame f[] = { FR("main", 0) };
-	struct fg_stack st = { f, 1, 0, 0 };
+	struct wstack_frame f[] = { FR("main", 0) };
+	struct wstack st = { f, 1, 0, 0 };
 
 	render(&s, &st, 1, NULL);
 	assert_non_null(strstr(s.data, "no samples"));
@@ -215,10 +215,10 @@ static void test_empty(void **state)
 
 static void test_merge(void **state)
 {
-	struct fg_frame a[] = { FR("main", 0), FR("run", 0), FR("parse", 0) };
-	struct fg_frame b[] = { FR("main", 0), FR("run", 0), FR("eval", 0) };
-	struct fg_frame c[] = { FR("main", 0), FR("run", 1) }; /* same name, other kind */
-	struct fg_stack st[] = { { a, 3, 3, 0 }, { b, 3, 2, 0 }, { a, 3, 1, 0 }, { c, 2, 4, 0 } };
+	struct wstack_frame a[] = { FR("main", 0), FR("run", 0), FR("parse", 0) };
+	struct wstack_frame b[] = { FR("main", 0), FR("run", 0), FR("eval", 0) };
+	struct wstack_frame c[] = { FR("main", 0), FR("run", 1) }; /* same name, other kind */
+	struct wstack st[] = { { a, 3, 3, 0 }, { b, 3, 2, 0 }, { a, 3, 1, 0 }, { c, 2, 4, 0 } };
 	struct svg s;
 
 	render(&s, st, 4, NULL);
@@ -245,9 +245,9 @@ static void test_merge(void **state)
 
 static void test_layout(void **state)
 {
-	struct fg_frame a[] = { FR("a", 0), FR("b", 0) };
-	struct fg_frame c[] = { FR("c", 0) };
-	struct fg_stack st[] = { { a, 2, 50, 0 }, { c, 1, 50, 0 } };
+	struct wstack_frame a[] = { FR("a", 0), FR("b", 0) };
+	struct wstack_frame c[] = { FR("c", 0) };
+	struct wstack st[] = { { a, 2, 50, 0 }, { c, 1, 50, 0 } };
 	struct fg_opts o = { .width = 220, .inverted = true };
 	struct svg s;
 
@@ -272,12 +272,12 @@ static void test_layout(void **state)
 static void test_escaping(void **state)
 {
 	const char *tmpl = "std::map<std::string, std::vector<int>>::operator[](\"k\" & 'v')";
-	struct fg_frame f[] = { FR("main", 0), FR(tmpl, 0), FR("a<b>&c\"d'e", 1),
+	struct wstack_frame f[] = { FR("main", 0), FR(tmpl, 0), FR("a<b>&c\"d'e", 1),
 				FR("bad\xff\xfe utf8 \x01 ctl \xe2\x82", 2),
 				FR("caf\xc3\xa9 \xe2\x9c\x93", 0) };
 	struct fg_opts o = { .title = "<script>alert(1)</script> & \"co\"",
 			     .subtitle = "eprof record -- ./a.out 'x' < in > out" };
-	struct fg_stack st = { f, 5, 7, 0 };
+	struct wstack st = { f, 5, 7, 0 };
 	struct svg s;
 
 	render(&s, &st, 1, &o);
@@ -302,8 +302,8 @@ static void test_escaping(void **state)
 static void test_odd_names(void **state)
 {
 	char *huge = malloc(5001);
-	struct fg_frame f[] = { FR(NULL, 0), FR("", 0), FR("x]]>y", 77), FR(huge, 0) };
-	struct fg_stack st[] = { { f, 4, 5, 0 }, { f, 2, 5, 0 } };
+	struct wstack_frame f[] = { FR(NULL, 0), FR("", 0), FR("x]]>y", 77), FR(huge, 0) };
+	struct wstack st[] = { { f, 4, 5, 0 }, { f, 2, 5, 0 } };
 	struct svg s;
 	const char *p;
 
@@ -328,8 +328,8 @@ static void test_odd_names(void **state)
 
 static void test_units(void **state)
 {
-	struct fg_frame a[] = { FR("alloc", 0) }, b[] = { FR("spin", 1) };
-	struct fg_stack st[] = { { a, 1, 1500000, 0 }, { b, 1, 2500000, 0 } };
+	struct wstack_frame a[] = { FR("alloc", 0) }, b[] = { FR("spin", 1) };
+	struct wstack st[] = { { a, 1, 1500000, 0 }, { b, 1, 2500000, 0 } };
 	struct fg_opts o = { .unit = "ns" };
 	struct svg s;
 
@@ -374,10 +374,10 @@ static void test_units(void **state)
 
 static void test_colors(void **state)
 {
-	struct fg_frame a[] = { FR("main", 0),	      FR("work", 0),
+	struct wstack_frame a[] = { FR("main", 0),	      FR("work", 0),
 				FR("sys_read", 1),    FR("Interpreter::run", 2),
 				FR("[unknown]", 3), FR("[truncated]", 4) };
-	struct fg_stack st = { a, 6, 100, 0 };
+	struct wstack st = { a, 6, 100, 0 };
 	struct svg s1, s2;
 	const char *p1, *p2;
 
@@ -413,11 +413,11 @@ static void test_colors(void **state)
 
 static void test_differential(void **state)
 {
-	struct fg_frame grew[] = { FR("main", 0), FR("hot", 0) };
-	struct fg_frame shrank[] = { FR("main", 0), FR("cold", 0) };
-	struct fg_frame same[] = { FR("main", 0), FR("flat", 0) };
-	struct fg_frame gone[] = { FR("main", 0), FR("gone", 0) };
-	struct fg_stack st[] = { { grew, 2, 300, 100 }, { shrank, 2, 100, 300 },
+	struct wstack_frame grew[] = { FR("main", 0), FR("hot", 0) };
+	struct wstack_frame shrank[] = { FR("main", 0), FR("cold", 0) };
+	struct wstack_frame same[] = { FR("main", 0), FR("flat", 0) };
+	struct wstack_frame gone[] = { FR("main", 0), FR("gone", 0) };
+	struct wstack st[] = { { grew, 2, 300, 100 }, { shrank, 2, 100, 300 },
 				 { same, 2, 200, 200 }, { gone, 2, 0, 50 } };
 	struct fg_opts o = { .differential = true };
 	struct svg s;
@@ -471,8 +471,8 @@ static unsigned skewed(unsigned n)
 
 struct big_input {
 	char *names[N_NAMES];
-	struct fg_frame *frames;
-	struct fg_stack *stacks;
+	struct wstack_frame *frames;
+	struct wstack *stacks;
 	char (*leaf)[2][32];
 };
 
@@ -493,7 +493,7 @@ static void big_input_make(struct big_input *in)
 	assert_non_null(in->leaf);
 	for (unsigned i = 0; i < N_STACKS; i++) {
 		unsigned depth = 10 + rnd() % 31; /* 10..40, two of them the unique leaf pair */
-		struct fg_frame *f = &in->frames[k];
+		struct wstack_frame *f = &in->frames[k];
 
 		for (unsigned d = 0; d + 2 < depth; d++) {
 			unsigned id = (skewed(N_NAMES / 4) * 4 + d) % N_NAMES;
@@ -507,7 +507,7 @@ static void big_input_make(struct big_input *in)
 		snprintf(in->leaf[i][1], 32, "leaf_%u", i % 400);
 		f[depth - 2] = FR(in->leaf[i][0], 0);
 		f[depth - 1] = FR(in->leaf[i][1], 0);
-		in->stacks[i] = (struct fg_stack){ f, depth, 1 + skewed(1000), 0 };
+		in->stacks[i] = (struct wstack){ f, depth, 1 + skewed(1000), 0 };
 		k += depth;
 	}
 }
@@ -538,7 +538,7 @@ static void big_input_dense(struct big_input *in)
 	size_t k = 0;
 
 	for (unsigned i = 0; i < N_STACKS; i++) {
-		struct fg_frame *f = &in->frames[k];
+		struct wstack_frame *f = &in->frames[k];
 
 		snprintf(in->leaf[i][0], 32, "service_%u", i % 1000);
 		snprintf(in->leaf[i][1], 32, "leaf_%u", i / 1000);
@@ -546,7 +546,7 @@ static void big_input_dense(struct big_input *in)
 		for (unsigned d = 1; d < 39; d++)
 			f[d] = FR(in->names[d * 50 + i % 1000 % 7], d > 30);
 		f[39] = FR(in->leaf[i][1], 0);
-		in->stacks[i] = (struct fg_stack){ f, 40, 1, 0 };
+		in->stacks[i] = (struct wstack){ f, 40, 1, 0 };
 		k += 40;
 	}
 }
@@ -604,8 +604,8 @@ static void test_large(void **state)
 static void test_deep(void **state)
 {
 	enum { DEPTH = 3000, N = 2000 };
-	struct fg_frame *chain = calloc(DEPTH, sizeof(*chain));
-	struct fg_stack *st = calloc(N, sizeof(*st));
+	struct wstack_frame *chain = calloc(DEPTH, sizeof(*chain));
+	struct wstack *st = calloc(N, sizeof(*st));
 	char (*names)[16] = calloc(DEPTH, sizeof(*names));
 	struct svg s;
 
@@ -617,7 +617,7 @@ static void test_deep(void **state)
 		chain[i] = FR(names[i], 0);
 	}
 	for (unsigned i = 0; i < N; i++)
-		st[i] = (struct fg_stack){ chain, 1 + (i * 7919u) % DEPTH, 1, 0 };
+		st[i] = (struct wstack){ chain, 1 + (i * 7919u) % DEPTH, 1, 0 };
 	render(&s, st, N, NULL);
 	assert_valid_xml(&s, "deep.svg");
 	printf("deep chain: %zu rects, %zu bytes\n", count(s.data, "<rect"), s.len);
@@ -656,8 +656,8 @@ static void test_demo(void **state)
 		{ WORKER "U:compress_block;U:deflate_slow;U:longest_match", 330, 210 },
 		{ WORKER "U:compress_block;U:crc32_z", 140, 150 },
 	};
-	struct fg_frame frames[64 * 10];
-	struct fg_stack st[10];
+	struct wstack_frame frames[64 * 10];
+	struct wstack st[10];
 	char *bufs[10];
 	size_t k = 0;
 
@@ -666,7 +666,7 @@ static void test_demo(void **state)
 
 		bufs[i] = strdup(demo[i].frames);
 		assert_non_null(bufs[i]);
-		st[i] = (struct fg_stack){ &frames[k], 0, demo[i].w, demo[i].base };
+		st[i] = (struct wstack){ &frames[k], 0, demo[i].w, demo[i].base };
 		for (tok = strtok_r(bufs[i], ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
 			const char *kinds = "UKJXS";
 
@@ -748,20 +748,20 @@ static void test_tree_prune(void **state)
 {
 	static const char *const names[] = { "a", "b", "c", "d", "e", "f" };
 	enum { N = 3000, MAXD = 9 };
-	struct fg_frame *frames = calloc(N * MAXD, sizeof(*frames));
-	struct fg_stack *st = calloc(N, sizeof(*st));
+	struct wstack_frame *frames = calloc(N * MAXD, sizeof(*frames));
+	struct wstack *st = calloc(N, sizeof(*st));
 	static const size_t maxes[] = { 1, 7, 50, 400, 2000 };
 	struct fg_tree full, t;
 
 	assert_non_null(frames);
 	assert_non_null(st);
 	for (unsigned i = 0; i < N; i++) {
-		struct fg_frame *f = &frames[i * MAXD];
+		struct wstack_frame *f = &frames[i * MAXD];
 		unsigned n = 1 + rnd() % MAXD;
 
 		for (unsigned d = 0; d < n; d++)
 			f[d] = FR(names[skewed(6)], rnd() % 4 == 0);
-		st[i] = (struct fg_stack){ f, n, rnd() % 6, rnd() % 4 };
+		st[i] = (struct wstack){ f, n, rnd() % 6, rnd() % 4 };
 	}
 	assert_int_equal(fg_tree_build(&full, st, N, 0), 0);
 	assert_true(full.n_nodes > 2000);
@@ -798,7 +798,7 @@ static void test_assets(void **state)
 static void test_errors(void **state)
 {
 	struct sink *s = sink_mem();
-	struct fg_stack st = { NULL, 3, 1, 0 };
+	struct wstack st = { NULL, 3, 1, 0 };
 
 	assert_int_equal(flamegraph_write_svg(NULL, NULL, 0, NULL), -EINVAL);
 	assert_int_equal(flamegraph_write_svg(s, NULL, 1, NULL), -EINVAL);

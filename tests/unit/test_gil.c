@@ -142,9 +142,9 @@ static void test_top_skips_marks(void **state)
 /* The SVG: GIL weights per frame in the data, the static picture coloured by them on request. */
 static void test_svg_gil(void **state)
 {
-	struct fg_frame spin[] = { { "main", 0 }, { "spin", 5 } };
-	struct fg_frame io[] = { { "main", 0 }, { "io", 0 } };
-	struct fg_stack st[] = {
+	struct wstack_frame spin[] = { { "main", 0 }, { "spin", 5 } };
+	struct wstack_frame io[] = { { "main", 0 }, { "io", 0 } };
+	struct wstack st[] = {
 		{ .frames = spin, .n = 2, .weight = 8, .gil_held = 6, .gil_free = 2 },
 		{ .frames = io, .n = 2, .weight = 4 },
 	};

@@ -11,7 +11,8 @@
 #include "output/report_gpu.h"
 #include "output/trace.h"
 #include "record/cuda_funcs.h"
-#include "record/gpu_conv.h"
+#include "decode/gpu_conv.h"
+#include "util/hmap.h"
 #include "util/sink.h"
 
 /* --- a message builder, as the injection library lays records out ----------------------- */
@@ -519,6 +520,75 @@ static void test_gpu_samples(void **state)
 	profile__free(p);
 }
 
+/*
+ * Attach mode: a kernel record flagged "before attach" (and one of the 72 bytes older
+ * libraries send), the collector's thread, a note, its goodbye; the unjoined flagged kernel
+ * is [launched before attach] in the GPU flamegraph, counted apart in the summary.
+ */
+static void test_conv_attach_records(void **state)
+{
+	struct profile *p = profile__new();
+	struct gpu_conv c;
+	struct msg *m = malloc(sizeof(*m));
+	struct egpu_kernel k = {.r = {EGPU_KERNEL, 0, 3, 1000, 2000}, .flags = EGPU_KF_BEFORE_ATTACH};
+	struct egpu_thread t = {.r = {EGPU_THREAD, 0, 0, 5, 5}, .tid = 777};
+	struct egpu_bye b = {.r = {EGPU_BYE, 0, 0, 9, 9}, .finalized = 2, .keep = 0};
+	struct egpu_note n = {.r = {EGPU_NOTE, 0, 0, 6, 6}, .warn = 0, .text_len = 6};
+	const struct event *e;
+	struct gpu_summary sum;
+	uint64_t v = 0, before = 0, other = 0;
+
+	assert_non_null(p);
+	assert_non_null(m);
+	assert_int_equal(gpu_conv_init(&c, p), 0);
+	msg_init(m, 42);
+	k.name_id = put_name(m, "late_k");
+	k.regs = 40;
+	msg_put(m, &k, sizeof(k), NULL);
+	k.r.corr = 4;
+	k.r.start = 3000;
+	k.r.end = 4000;
+	msg_put(m, &k, offsetof(struct egpu_kernel, flags), NULL); /* an older library's */
+	msg_put(m, &t, sizeof(t), NULL);
+	msg_put(m, &n, sizeof(n), "hello");
+	msg_put(m, &b, sizeof(b), NULL);
+	assert_int_equal(gpu_conv_message(&c, m->buf, m->len, 0), 0);
+	assert_int_equal(c.bad, 0);
+	assert_int_equal(c.kernels, 2);
+	e = find_kind(p, EVK_GPU_KERNEL, 0);
+	assert_true(e->flags & GPU_KERNEL_F_BEFORE_ATTACH);
+	assert_int_equal(GPU_KERNEL_REGS(e->flags), 40);
+	e = find_kind(p, EVK_GPU_KERNEL, 1);
+	assert_false(e->flags & GPU_KERNEL_F_BEFORE_ATTACH);
+	assert_int_equal(GPU_KERNEL_REGS(e->flags), 40);
+	assert_true(gpu_conv_own_thread(&c, 42, 777));
+	assert_false(gpu_conv_own_thread(&c, 42, 778));
+	assert_true(hmap__get(c.bye, 42, 0, &v));
+	assert_int_equal(v, GPU_BYE_SEEN | 2);
+	assert_int_equal(gpu_analyze(p, &sum), 0);
+	assert_int_equal(sum.before_attach, 1);
+	assert_int_equal(sum.joined, 0);
+	assert_int_equal(sum.kernels[0].count, 2);
+	gpu_summary_free(&sum);
+	assert_int_equal(gpu_to_samples(p, GPU_WEIGHT_GPU_NS), 2);
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const struct stack_node *leaf = &p->stacks.v[p->samples.v[i].stack];
+		const struct stack_node *parent = &p->stacks.v[leaf->parent];
+		uint32_t nf;
+		const char *pn = profile__str(p, profile__loc_frames(p, parent->loc, &nf)[0].name);
+
+		if (!strcmp(pn, "[launched before attach]"))
+			before += p->samples.v[i].weight;
+		else if (!strcmp(pn, "[no launch stack]"))
+			other += p->samples.v[i].weight;
+	}
+	assert_int_equal(before, 1000);
+	assert_int_equal(other, 1000);
+	gpu_conv_free(&c);
+	free(m);
+	profile__free(p);
+}
+
 static void test_report_json(void **state)
 {
 	struct profile *p = gpu_profile();
@@ -896,6 +966,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_conv_records),
 	    cmocka_unit_test(test_conv_malformed),
+	    cmocka_unit_test(test_conv_attach_records),
 	    cmocka_unit_test(test_join),
 	    cmocka_unit_test(test_join_entry_only_launches),
 	    cmocka_unit_test(test_analyze),

@@ -6,6 +6,7 @@
 #include "analysis/memory.h"
 #include "output/report_mem.h"
 #include "record/mem_probe.h"
+#include "cmds.h"
 #include "record/record.h"
 #include "util/sink.h"
 

@@ -15,7 +15,7 @@
 #include "output/report.h"
 #include "cmds.h"
 #include "record/record.h"
-#include "record/usdt.h"
+#include "sym/usdt.h"
 #include "util/sink.h"
 
 static void add_region(struct profile *p, uint32_t pid, uint32_t tid, const char *name,

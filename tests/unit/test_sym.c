@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "record/symbolize.h"
+#include "sym/symbolize.h"
 #include "sym/symbolizer.h"
 
 static char tmp[PATH_MAX];

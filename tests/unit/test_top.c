@@ -110,6 +110,39 @@ static void test_gpu_tables(void **state)
 	profile__free(p);
 }
 
+/* top --gpu with CUPTI records (record -p injects the collector): GPU time per kernel. */
+static void test_gpu_time_table(void **state)
+{
+	struct profile *p = profile__new();
+	struct top_gpu g;
+	struct sink *out;
+	const char *text, *t;
+
+	assert_int_equal(top_gpu__init(&g), 0);
+	for (int i = 0; i < 40; i++) {
+		struct event e = {.kind = EVK_GPU_KERNEL, .pid = 7, .ts = 10 + i,
+				  .dur = i < 30 ? 20000 : 100000,
+				  .name = profile__intern(p, i < 30 ? "small_k" : "big_k")};
+
+		assert_int_equal(profile__add_event(p, &e), 0);
+	}
+	assert_int_equal(top_gpu__update(&g, p, 0.5), 0);
+	assert_true(g.have_gpu);
+	assert_int_equal(g.last_gpu_ns, 30 * 20000 + 10 * 100000);
+	out = sink_mem();
+	assert_int_equal(top_gpu__render(out, &g, p, 100, 30), 0);
+	text = sink_mem_data(out, NULL);
+	/* 1.6 ms of kernels in 0.5 s: 0.32%; big_k first (most GPU time), 100 us each */
+	assert_non_null(strstr(text, "kernels ran 0.3% of the interval"));
+	t = strstr(text, "GPU kernel time (CUPTI)\n");
+	assert_non_null(t);
+	assert_non_null(strstr(t, "      0.2%      100.0         10         10  big_k\n"
+				  "      0.1%       20.0         30         30  small_k\n"));
+	assert_int_equal(sink_close(out), 0);
+	top_gpu__free(&g);
+	profile__free(p);
+}
+
 /* A profile with stacks main->hot (leaf) and main->cold (leaf), symbolized. */
 struct fixture {
 	struct profile *p;
@@ -303,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_decay),
 		cmocka_unit_test(test_calls_and_render),
 		cmocka_unit_test(test_gpu_tables),
+		cmocka_unit_test(test_gpu_time_table),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,10 @@
  *                           cuex (cuLaunchKernelEx), graph (cudaGraphLaunch of 10-kernel
  *                           graphs), cublas (cublasSgemm): prints "launched KERNELS"
  *   gpu_work short SYNC     50 kernels, then exit with (SYNC=1) or without a final synchronize
+ *   gpu_work attach N       for record -p: CUDA up and warmed, prints "ready PID", then obeys
+ *                           stdin: "go" (N launches each of vadd and tmatmul timed as in
+ *                           timed, then "done"), "loop S" (vadd for S seconds, "looped K"),
+ *                           "again" (100 vadd and a synchronize: "again ok"), "quit"
  *
  * Every line it prints is "key value..." so tools/gpu-check can parse it. Exit status 0 on
  * success, 2 on a CUDA error (the error is printed).
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #ifndef NO_CUBLAS
 #include <cublas_v2.h>
 #endif
@@ -84,25 +89,20 @@ static float *dev_buf(size_t n)
 	return p;
 }
 
-/* Each kernel's batch between its own pair of events: the GPU time of N back-to-back runs. */
-static int timed(int n)
+struct bufs {
+	float *a, *b, *c, *ma, *mb, *mc;
+};
+
+static void timed_batches(const struct bufs *x, int n)
 {
-	float *a = dev_buf(VN), *b = dev_buf(VN), *c = dev_buf(VN);
-	float *ma = dev_buf(MN * MN), *mb = dev_buf(MN * MN), *mc = dev_buf(MN * MN);
 	cudaEvent_t e0, e1;
 	float ms;
 
 	CK(cudaEventCreate(&e0));
 	CK(cudaEventCreate(&e1));
-	/* warm-up, not counted by the program: eprof sees these too, so they are reported */
-	vadd<<<VN / 256, 256>>>(a, b, c, VN);
-	tmatmul<<<dim3(MN / TILE, MN / TILE), dim3(TILE, TILE)>>>(ma, mb, mc, MN);
-	CK(cudaDeviceSynchronize());
-	printf("warmup vadd 1\nwarmup tmatmul 1\n");
-
 	CK(cudaEventRecord(e0));
 	for (int i = 0; i < n; i++)
-		vadd<<<VN / 256, 256>>>(a, b, c, VN);
+		vadd<<<VN / 256, 256>>>(x->a, x->b, x->c, VN);
 	CK(cudaEventRecord(e1));
 	CK(cudaEventSynchronize(e1));
 	CK(cudaEventElapsedTime(&ms, e0, e1));
@@ -110,13 +110,71 @@ static int timed(int n)
 
 	CK(cudaEventRecord(e0));
 	for (int i = 0; i < n; i++)
-		tmatmul<<<dim3(MN / TILE, MN / TILE), dim3(TILE, TILE)>>>(ma, mb, mc, MN);
+		tmatmul<<<dim3(MN / TILE, MN / TILE), dim3(TILE, TILE)>>>(x->ma, x->mb, x->mc, MN);
 	CK(cudaEventRecord(e1));
 	CK(cudaEventSynchronize(e1));
 	CK(cudaEventElapsedTime(&ms, e0, e1));
 	printf("event tmatmul %d %.0f\n", n, ms * 1e6);
 	CK(cudaGetLastError());
 	CK(cudaDeviceSynchronize());
+	CK(cudaEventDestroy(e0));
+	CK(cudaEventDestroy(e1));
+}
+
+/* A running job for record -p: warmed up before eprof attaches, then driven by stdin. */
+static int attach_mode(int n)
+{
+	struct bufs x = {dev_buf(VN), dev_buf(VN), dev_buf(VN), dev_buf(MN * MN), dev_buf(MN * MN),
+			 dev_buf(MN * MN)};
+	char line[64];
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	vadd<<<VN / 256, 256>>>(x.a, x.b, x.c, VN);
+	tmatmul<<<dim3(MN / TILE, MN / TILE), dim3(TILE, TILE)>>>(x.ma, x.mb, x.mc, MN);
+	CK(cudaDeviceSynchronize());
+	printf("ready %d\n", (int)getpid());
+	while (fgets(line, sizeof(line), stdin)) {
+		double secs;
+
+		if (!strncmp(line, "go", 2)) {
+			timed_batches(&x, n);
+			printf("done\n");
+		} else if (sscanf(line, "loop %lf", &secs) == 1) {
+			double end = now_ns() + secs * 1e9;
+			long k = 0;
+
+			while (now_ns() < end) {
+				for (int i = 0; i < 10; i++, k++)
+					vadd<<<VN / 256, 256>>>(x.a, x.b, x.c, VN);
+				CK(cudaDeviceSynchronize());
+			}
+			printf("looped %ld\n", k);
+		} else if (!strncmp(line, "again", 5)) {
+			for (int i = 0; i < 100; i++)
+				vadd<<<VN / 256, 256>>>(x.a, x.b, x.c, VN);
+			CK(cudaGetLastError());
+			CK(cudaDeviceSynchronize());
+			printf("again ok\n");
+		} else if (!strncmp(line, "quit", 4)) {
+			break;
+		}
+	}
+	return 0;
+}
+
+/* Each kernel's batch between its own pair of events: the GPU time of N back-to-back runs. */
+static int timed(int n)
+{
+	struct bufs x = {dev_buf(VN), dev_buf(VN), dev_buf(VN), dev_buf(MN * MN), dev_buf(MN * MN),
+			 dev_buf(MN * MN)};
+	float *a = x.a, *b = x.b, *c = x.c, *ma = x.ma, *mb = x.mb, *mc = x.mc;
+
+	/* warm-up, not counted by the program: eprof sees these too, so they are reported */
+	vadd<<<VN / 256, 256>>>(a, b, c, VN);
+	tmatmul<<<dim3(MN / TILE, MN / TILE), dim3(TILE, TILE)>>>(ma, mb, mc, MN);
+	CK(cudaDeviceSynchronize());
+	printf("warmup vadd 1\nwarmup tmatmul 1\n");
+	timed_batches(&x, n);
 	return 0;
 }
 
@@ -232,6 +290,8 @@ int main(int argc, char **argv)
 		return path(argv[2], atoi(argv[3]));
 	if (argc >= 3 && !strcmp(argv[1], "short"))
 		return short_run(atoi(argv[2]));
-	fprintf(stderr, "usage: gpu_work timed N | launch N | path P N | short SYNC\n");
+	if (argc >= 3 && !strcmp(argv[1], "attach"))
+		return attach_mode(atoi(argv[2]));
+	fprintf(stderr, "usage: gpu_work timed N | launch N | path P N | short SYNC | attach N\n");
 	return 1;
 }

@@ -3,6 +3,7 @@
 #ifndef EPROF_GPU_CONV_H
 #define EPROF_GPU_CONV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,8 +32,14 @@ struct gpu_conv {
 	/* EGPU_INFO: the libcupti of the first process that reported one; processes by status */
 	uint32_t cupti_version, built_version;
 	char cupti_path[256];
-	uint64_t status_procs[8];
+	uint64_t status_procs[16]; /* by enum egpu_status (the recorder adds injection failures) */
+	/* attach mode */
+	struct hmap *own_tids; /* (pid, tid) of the collector's threads: their CUDA calls are eprof's */
+	struct hmap *bye;      /* pid -> GPU_BYE_* of the collector's EGPU_BYE */
 };
+
+#define GPU_BYE_SEEN (1u << 16)
+#define GPU_BYE_KEEP (1u << 8) /* low byte: how CUPTI was finalized (0: not) */
 
 /* Thread ids of processes in other pid namespaces, as this process sees them. */
 struct gpu_ns_tids {
@@ -41,6 +48,8 @@ struct gpu_ns_tids {
 };
 
 int gpu_conv_init(struct gpu_conv *c, struct profile *p);
+/* Whether a thread of pid is one of the collector's own (its CUDA calls are not the program's). */
+bool gpu_conv_own_thread(const struct gpu_conv *c, uint32_t pid, uint32_t tid);
 void gpu_conv_free(struct gpu_conv *c);
 /*
  * Converts one message. peer_pid is the sender's pid as this process sees it (SO_PEERCRED;

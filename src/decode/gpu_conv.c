@@ -6,10 +6,12 @@
 #include <string.h>
 
 #include "../inject/eprof_gpu_proto.h"
+#include "../model/event.h"
 #include "../model/gpu_event.h"
 #include "../model/profile.h"
 #include "../sym/symbolizer.h"
 #include "../util/hmap.h"
+#include "../util/log.h"
 #include "gpu_conv.h"
 
 int gpu_conv_init(struct gpu_conv *c, struct profile *p)
@@ -20,7 +22,10 @@ int gpu_conv_init(struct gpu_conv *c, struct profile *p)
 	c->name_ids = hmap__new(256);
 	c->cb_names = hmap__new(64);
 	c->stats_by_pid = hmap__new(16);
-	if (!c->names || !c->name_ids || !c->cb_names || !c->stats_by_pid) {
+	c->own_tids = hmap__new(16);
+	c->bye = hmap__new(16);
+	if (!c->names || !c->name_ids || !c->cb_names || !c->stats_by_pid || !c->own_tids ||
+	    !c->bye) {
 		gpu_conv_free(c);
 		return -ENOMEM;
 	}
@@ -33,7 +38,16 @@ void gpu_conv_free(struct gpu_conv *c)
 	hmap__free(c->name_ids);
 	hmap__free(c->cb_names);
 	hmap__free(c->stats_by_pid);
-	c->names = c->name_ids = c->cb_names = c->stats_by_pid = NULL;
+	hmap__free(c->own_tids);
+	hmap__free(c->bye);
+	c->names = c->name_ids = c->cb_names = c->stats_by_pid = c->own_tids = c->bye = NULL;
+}
+
+bool gpu_conv_own_thread(const struct gpu_conv *c, uint32_t pid, uint32_t tid)
+{
+	uint64_t v;
+
+	return c->own_tids && hmap__count(c->own_tids) && hmap__get(c->own_tids, pid, tid, &v);
 }
 
 /* CUpti_ActivityMemcpyKind -> enum gpu_copy_dir */
@@ -77,11 +91,6 @@ static uint32_t kernel_name(struct gpu_conv *c, const char *raw)
 	return (uint32_t)v;
 }
 
-static uint64_t dev_stream(uint32_t dev, uint32_t stream)
-{
-	return (uint64_t)dev << 32 | stream;
-}
-
 /* The string after a record's fixed part: n bytes, NUL included; NULL when malformed. */
 static const char *rec_str(const void *r, size_t fixed, size_t size, uint32_t n)
 {
@@ -120,7 +129,7 @@ static int conv_info(struct gpu_conv *c, const struct egpu_info *r, size_t size)
 
 	if (!path)
 		return -EINVAL;
-	c->status_procs[r->status < 8 ? r->status : 7]++;
+	c->status_procs[r->status < EGPU_ST_MAX ? r->status : EGPU_ST_SETUP]++;
 	if (!c->cupti_version && r->cupti_version) {
 		c->cupti_version = r->cupti_version;
 		c->built_version = r->built_version;
@@ -134,21 +143,20 @@ static int conv_kernel(struct gpu_conv *c, uint32_t pid, const struct egpu_kerne
 	struct event e = {.kind = EVK_GPU_KERNEL, .pid = pid};
 	uint64_t name = 0;
 
-	if (size < sizeof(*k))
+	if (size < offsetof(struct egpu_kernel, flags)) /* 72 bytes before the flags came */
 		return -EINVAL;
+	if (size >= sizeof(*k) && (k->flags & EGPU_KF_BEFORE_ATTACH))
+		ev_set_kernel_before_attach(&e);
 	if (k->name_id && !hmap__get(c->name_ids, pid, k->name_id, &name))
 		c->bad++; /* its EGPU_NAME never came: the kernel is kept, unnamed */
 	e.ts = k->r.start;
 	e.dur = k->r.end > k->r.start ? k->r.end - k->r.start : 0;
 	e.name = name ? (uint32_t)name : kernel_name(c, "[unnamed kernel]");
-	e.a = dev_stream(k->device, k->stream);
-	/* launch configuration: blocks << 32 | threads per block */
-	e.b = (uint64_t)k->grid[0] * k->grid[1] * k->grid[2] << 32 |
-	      (uint32_t)((uint64_t)k->block[0] * k->block[1] * k->block[2]);
-	e.c = k->r.corr;
-	/* what the occupancy needs besides the block size (flags 0: not recorded) */
-	e.flags = k->regs > 0xffff ? 0xffff : (uint16_t)k->regs;
-	e.tid = k->smem;
+	ev_set_gpu_place(&e, k->device, k->stream, k->r.corr);
+	/* the launch configuration, and what the occupancy needs besides the block size */
+	ev_set_kernel_config(&e, (uint64_t)k->grid[0] * k->grid[1] * k->grid[2],
+			     (uint32_t)((uint64_t)k->block[0] * k->block[1] * k->block[2]), k->regs,
+			     k->smem);
 	c->kernels++;
 	return profile__add_event(c->p, &e);
 }
@@ -229,19 +237,20 @@ static uint32_t map_tid(struct gpu_ns_tids *c, uint32_t pid, uint32_t nstid)
 /* One EVK_GPU_DEVICE naming the device, then an EVK_GPU_DEVATTR per limit CUPTI reported. */
 static int conv_device(struct gpu_conv *c, uint32_t pid, const struct egpu_device *d, size_t size)
 {
-	struct event e = {.kind = EVK_GPU_DEVICE, .pid = pid, .ts = d->r.start, .a = d->device};
+	struct event e = {.kind = EVK_GPU_DEVICE, .pid = pid, .ts = d->r.start};
 	const char *name = rec_str(d, sizeof(*d), size, size >= sizeof(*d) ? d->name_len : 0);
 	int err;
 
 	if (!name)
 		return -EINVAL;
+	ev_set_device(&e, d->device, 0);
 	e.name = profile__intern(c->p, name[0] ? name : "[unnamed device]");
 	err = profile__add_event(c->p, &e);
 	e.kind = EVK_GPU_DEVATTR;
 #define X(field, key)                                                                              \
 	if (!err && d->field) {                                                                    \
 		e.name = profile__intern(c->p, key);                                               \
-		e.b = d->field;                                                                    \
+		ev_set_device(&e, d->device, d->field);                                            \
 		err = e.name ? profile__add_event(c->p, &e) : -ENOMEM;                             \
 	}
 	GPU_ATTR_LIST(X)
@@ -252,7 +261,7 @@ static int conv_device(struct gpu_conv *c, uint32_t pid, const struct egpu_devic
 
 static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, size_t size)
 {
-	struct event e = {.pid = pid, .ts = r->start, .c = r->corr};
+	struct event e = {.pid = pid, .ts = r->start};
 
 	e.dur = r->end > r->start ? r->end - r->start : 0;
 	switch (r->kind) {
@@ -264,9 +273,8 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		if (size < sizeof(*m))
 			return -EINVAL;
 		e.kind = EVK_GPU_MEMCPY;
-		e.a = dev_stream(m->device, m->stream);
-		e.b = m->bytes;
-		e.flags = copy_dir(m->copy_kind);
+		ev_set_gpu_place(&e, m->device, m->stream, r->corr);
+		ev_set_copy(&e, m->bytes, copy_dir(m->copy_kind));
 		c->memcpys++;
 		break;
 	}
@@ -276,8 +284,8 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		if (size < sizeof(*m))
 			return -EINVAL;
 		e.kind = EVK_GPU_MEMSET;
-		e.a = dev_stream(m->device, m->stream);
-		e.b = m->bytes;
+		ev_set_gpu_place(&e, m->device, m->stream, r->corr);
+		ev_set_copy(&e, m->bytes, 0);
 		c->memsets++;
 		break;
 	}
@@ -290,8 +298,7 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		e.kind = EVK_CUDA_CORR;
 		e.tid = a->tid;
 		e.dur = 0;
-		e.a = a->cbid;
-		e.b = a->domain;
+		ev_set_corr(&e, r->corr, a->cbid, a->domain);
 		/* the function the callback was for: the join checks it against the probed call */
 		if (hmap__get(c->cb_names, pid, (uint64_t)a->domain << 32 | a->cbid, &name))
 			e.name = (uint32_t)name;
@@ -304,8 +311,8 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		if (size < sizeof(*s))
 			return -EINVAL;
 		e.kind = EVK_GPU_SYNC;
-		e.a = dev_stream(s->context, s->stream);
-		e.b = s->type;
+		ev_set_gpu_place(&e, s->context, s->stream, r->corr); /* CUPTI gives no device */
+		ev_set_sync_type(&e, s->type);
 		c->syncs++;
 		break;
 	}
@@ -319,6 +326,28 @@ static int conv_one(struct gpu_conv *c, uint32_t pid, const struct egpu_rec *r, 
 		return conv_cbname(c, pid, (const void *)r, size);
 	case EGPU_INFO:
 		return conv_info(c, (const void *)r, size);
+	case EGPU_THREAD: {
+		const struct egpu_thread *t = (const void *)r;
+
+		return size < sizeof(*t) ? -EINVAL : hmap__put(c->own_tids, pid, t->tid, 1);
+	}
+	case EGPU_NOTE: {
+		const struct egpu_note *n = (const void *)r;
+		const char *text = rec_str(n, sizeof(*n), size, size >= sizeof(*n) ? n->text_len : 0);
+
+		if (!text)
+			return -EINVAL;
+		log_msg(n->warn ? LOG_WARN : LOG_INFO, "cuda: pid %u: %s", pid, text);
+		return 0;
+	}
+	case EGPU_BYE: {
+		const struct egpu_bye *b = (const void *)r;
+
+		if (size < sizeof(*b))
+			return -EINVAL;
+		return hmap__put(c->bye, pid, 0,
+				 GPU_BYE_SEEN | (b->keep ? GPU_BYE_KEEP : 0) | (b->finalized & 0xff));
+	}
 	default:
 		return 0; /* a newer library's record: skip it */
 	}
@@ -388,6 +417,13 @@ void gpu_ns_map_tids(struct gpu_ns_tids *t, void *buf, size_t len, uint32_t peer
 		memcpy(&r, (char *)buf + off, sizeof(r));
 		if (r.size < sizeof(r) || r.size > len - off || r.size % 8)
 			return; /* malformed: the conversion counts it */
+		if (r.kind == EGPU_THREAD && r.size >= sizeof(struct egpu_thread)) {
+			struct egpu_thread th;
+
+			memcpy(&th, (char *)buf + off, sizeof(th));
+			th.tid = map_tid(t, peer_pid, th.tid);
+			memcpy((char *)buf + off, &th, sizeof(th));
+		}
 		if (r.kind == EGPU_API && r.size >= sizeof(struct egpu_api)) {
 			struct egpu_api a;
 

@@ -3,10 +3,10 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "../record/symbolize.h"
+#include "../format/format.h"
+#include "../sym/symbolize.h"
 #include "../sym/symbolizer.h"
 #include "../util/log.h"
-#include "format.h"
 #include "open.h"
 
 int profile_open(const char *path, struct profile **out)

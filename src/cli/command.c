@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/profile.h"
+#include "../util/log.h"
+#include "../util/sink.h"
+#include "command.h"
+#include "open.h"
+
+static const char **path_field(void *opts, size_t off)
+{
+	return (const char **)((char *)opts + off);
+}
+
+int cmd_parse(const struct command *cmd, int argc, char **argv, void *opts)
+{
+	unsigned flags = cmd->flags & CMD_IN_ORDER ? OPT_IN_ORDER : 0;
+	int first, npos, err;
+	char **pos;
+
+	memcpy(opts, cmd->defaults, cmd->opts_size);
+	err = opt_parse(cmd->opts, flags, cmd->name, argc, argv, opts, &first);
+	if (err)
+		return err;
+	pos = argv + first;
+	npos = argc - first;
+	if (cmd->ninputs == 2 && npos != 2) {
+		log_err("%s: expected two recordings: eprof %s %s", cmd->name, cmd->name,
+			cmd->usage);
+		return -EINVAL;
+	}
+	if (cmd->ninputs && npos > cmd->ninputs) {
+		log_err("%s: unexpected argument '%s'", cmd->name, pos[cmd->ninputs]);
+		return -EINVAL;
+	}
+	for (int i = 0; i < cmd->ninputs && npos; i++, npos--)
+		*path_field(opts, cmd->input[i]) = *pos++;
+	if (cmd->finish)
+		return cmd->finish(opts, npos, pos);
+	if (npos) {
+		log_err("%s: unexpected argument '%s'", cmd->name, pos[0]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cmd_help(const struct command *cmd, struct sink *out)
+{
+	sink_printf(out, "usage: eprof %s %s\n", cmd->name, cmd->usage);
+	if (cmd->about)
+		sink_puts(out, cmd->about);
+	opt_help(cmd->opts, out);
+	if (cmd->footer)
+		sink_puts(out, cmd->footer);
+	return out->err;
+}
+
+struct sink *cmd_output(struct cmd_ctx *c)
+{
+	if (c->out)
+		return c->out;
+	c->out = sink_open(c->out_path, 0644);
+	if (!c->out)
+		log_err("failed to open '%s': %s", c->out_path, strerror(errno));
+	return c->out;
+}
+
+/* A write error, or one run returned (-errno), is said here: exit status 1. */
+static int close_output(struct cmd_ctx *c, int rc)
+{
+	int err = c->out ? sink_close(c->out) : 0;
+
+	c->out = NULL;
+	if (rc < 0)
+		err = rc;
+	if (!err)
+		return rc;
+	if (!c->out_path)
+		log_err("%s: %s", c->cmd->name, strerror(-err));
+	else if (!strcmp(c->out_path, "-"))
+		log_err("failed to write to stdout: %s", strerror(-err));
+	else
+		log_err("failed to write '%s': %s", c->out_path, strerror(-err));
+	return rc > 0 ? rc : 1;
+}
+
+static int print_help(const struct command *cmd)
+{
+	struct sink *out = sink_file(stdout, 0);
+	int err;
+
+	if (!out)
+		return 1;
+	cmd_help(cmd, out);
+	err = sink_close(out);
+	if (err)
+		log_err("failed to write the help: %s", strerror(-err));
+	return err ? 1 : 0;
+}
+
+int cmd_main(const struct command *cmd, int argc, char **argv)
+{
+	struct cmd_ctx c = { .cmd = cmd };
+	int rc;
+
+	c.opts = malloc(cmd->opts_size);
+	if (!c.opts) {
+		log_err("out of memory");
+		return 1;
+	}
+	rc = cmd_parse(cmd, argc, argv, c.opts);
+	if (rc == 1) {
+		rc = print_help(cmd);
+		goto out;
+	}
+	if (rc) {
+		rc = rc == -EINVAL ? 2 : 1;
+		goto out;
+	}
+	for (int i = 0; i < cmd->ninputs; i++) {
+		if (profile_open(*path_field(c.opts, cmd->input[i]), &c.in[i])) {
+			rc = 1;
+			goto out;
+		}
+	}
+	if (cmd->flags & CMD_OUTPUT)
+		c.out_path = *path_field(c.opts, cmd->output);
+	rc = close_output(&c, cmd->run(&c));
+	if (!rc && cmd->after)
+		rc = close_output(&c, cmd->after(&c));
+out:
+	if (c.state_free)
+		c.state_free(c.state);
+	for (int i = 0; i < cmd->ninputs; i++)
+		profile__free(c.in[i]);
+	free(c.opts);
+	return rc;
+}

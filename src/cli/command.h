@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A command: its options table and hooks. cmd_main() does what every command does around
+ * its own work, in one place: parse, --help, open the input profiles, run, close the output
+ * (a write error is an error), free, and the exit status (0 ok, 1 failed, 2 usage error).
+ */
+#ifndef EPROF_CLI_COMMAND_H
+#define EPROF_CLI_COMMAND_H
+
+#include <stddef.h>
+
+#include "options.h"
+
+struct profile;
+struct sink;
+
+#define CMD_MAX_INPUTS 2
+
+enum cmd_flags {
+	CMD_NEEDS_ROOT = 1 << 0, /* BPF and perf events: checked once in main() */
+	CMD_IN_ORDER = 1 << 1,	 /* options stop at the first non-option (record -- CMD -x) */
+	CMD_OUTPUT = 1 << 2,	 /* .output is the field with the output path ("-": stdout) */
+};
+
+struct cmd_ctx {
+	const struct command *cmd;
+	void *opts;			      /* the command's options struct, parsed */
+	struct profile *in[CMD_MAX_INPUTS];   /* the inputs, opened */
+	const char *out_path;		      /* CMD_OUTPUT */
+	struct sink *out;		      /* once cmd_output() opened it */
+	void *state;			      /* the command's, from run to after */
+	void (*state_free)(void *state);
+};
+
+struct command {
+	const char *name;
+	const char *summary; /* its line in eprof --help */
+	const char *usage;   /* what follows "usage: eprof NAME " */
+	const char *about;   /* text between the usage line and the options, or NULL */
+	const char *footer;  /* text after the options, or NULL */
+	const struct opt *opts;
+	const void *defaults; /* the options struct before parsing */
+	size_t opts_size;
+	unsigned flags;
+	/* Profiles to open: 1 (optional argument, the default from .defaults) or exactly 2. */
+	int ninputs;
+	size_t input[CMD_MAX_INPUTS]; /* offsets of their paths (const char *) */
+	size_t output;		      /* with CMD_OUTPUT: the offset of the output path */
+	/*
+	 * After the options and inputs: the other positional arguments (pos[0..npos), none
+	 * allowed unless finish takes them), defaults that depend on other options, and
+	 * combinations. Pure, like the parsing. 0 or -EINVAL (logged).
+	 */
+	int (*finish)(void *opts, int npos, char **pos);
+	/*
+	 * The work. Returns 0, an exit status above 0 (its messages logged), or -errno when
+	 * writing the output failed (cmd_main says so).
+	 */
+	int (*run)(struct cmd_ctx *c);
+	/* After the output closed cleanly: what is said about it; returns as run does. */
+	int (*after)(struct cmd_ctx *c);
+};
+
+/* The table and the defaults (a const object of the command's options struct). */
+#define CMD_OPTIONS(table, dflt) .opts = table, .defaults = &(dflt), .opts_size = sizeof(dflt)
+/* A reader command: one profile (FILE, the default from the defaults), -o in .output. */
+#define CMD_READER(st)                                                                             \
+	.flags = CMD_OUTPUT, .ninputs = 1, .input = { offsetof(st, input) },                       \
+	.output = offsetof(st, output)
+
+/* Fills opts (cmd->opts_size bytes) from argv[1..]: 0, 1 for --help, -EINVAL (logged). */
+int cmd_parse(const struct command *cmd, int argc, char **argv, void *opts);
+/* The usage line, the about text, one line per option, the footer. */
+int cmd_help(const struct command *cmd, struct sink *out);
+/* argv[0] is the command's name. Returns the process exit status. */
+int cmd_main(const struct command *cmd, int argc, char **argv);
+/*
+ * The output (-o, default stdout), opened at the first call: a command opens it once it is
+ * about to write, so a failure before leaves an existing file alone. NULL (logged) when it
+ * cannot be opened. cmd_main closes it.
+ */
+struct sink *cmd_output(struct cmd_ctx *c);
+
+#endif

@@ -1,0 +1,1349 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The injector (inject.h): one thread of the target, borrowed with ptrace.
+ *
+ * 1. Seize and interrupt a thread at a safe point: blocked in a system call that holds no
+ *    libc lock (read, futex, nanosleep, poll, epoll_wait, ioctl, ...) or running the
+ *    program's own code (not libc's, the loader's or an allocator's: our calls take their
+ *    locks). Else let it go and try another thread or a moment later.
+ * 2. Save its registers, FP state (XSAVE) and signal mask; write a signal frame holding them
+ *    below its red zone. Every later step that lets the thread run is arranged to end in
+ *    rt_sigreturn through that frame when eprof is not there to take it back (libc's
+ *    __restore_rt after a "syscall; ret", or the stub's own last instructions).
+ * 3. Block every signal in the thread, run system calls in it through libc's "syscall; ret"
+ *    with PTRACE_SYSCALL (stopping at their entry and exit): mmap of code + data + stack, the
+ *    code made read-only and executable, memfd_create and socketpair; eprof takes the memfd
+ *    and its end of the pair with pidfd_getfd and writes the library into the memfd.
+ * 4. Run the stub (inject_stub.c): dlopen("/proc/self/fd/N"), dlsym, the call; it marks its
+ *    data page done and waits in select(), where eprof interrupts it.
+ * 5. munmap the stub, put back registers, FP state and signal mask, detach: a system call
+ *    the thread was blocked in is restarted by the kernel exactly as after any stop.
+ *
+ * Before any of it, the target's seccomp filters are run here on the system calls the
+ * injection makes: a filter that would kill the process or fail a call is found first.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inject.h"
+#include "inject_internal.h"
+#include "inject_stub.h"
+
+const char *inject_err_name(enum inject_err e)
+{
+	static const char *const names[] = {
+	    [INJ_OK] = "ok",
+	    [INJ_ERR_PTRACE] = "ptrace refused",
+	    [INJ_ERR_SECCOMP] = "seccomp forbids it",
+	    [INJ_ERR_NO_DLOPEN] = "no dlopen",
+	    [INJ_ERR_NO_SAFE_POINT] = "no safe point",
+	    [INJ_ERR_GONE] = "process exited",
+	    [INJ_ERR_TIMEOUT] = "timed out",
+	    [INJ_ERR_LOAD] = "load failed",
+	    [INJ_ERR_SYSCALL] = "system call failed",
+	    [INJ_ERR_ARCH] = "unsupported architecture",
+	    [INJ_ERR_OTHER] = "failed",
+	};
+
+	return (unsigned)e < sizeof(names) / sizeof(names[0]) && names[e] ? names[e] : "failed";
+}
+
+bool inject_maps_contain(const char *proc_root, pid_t pid, const char *needle)
+{
+	struct rmaps m;
+	bool found = false;
+
+	if (rmaps_read(proc_root, pid, &m))
+		return false;
+	for (size_t i = 0; i < m.n && !found; i++)
+		found = strstr(m.v[i].path, needle) != NULL;
+	rmaps_free(&m);
+	return found;
+}
+
+#if !defined(__x86_64__)
+
+static int unsupported(struct inject_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->chan_fd = -1;
+	res->dlclose_ret = -1;
+	res->err = INJ_ERR_ARCH;
+	snprintf(res->msg, sizeof(res->msg), "injection is implemented for x86-64 only");
+	return -ENOTSUP;
+}
+
+int inject_load(pid_t pid, const struct inject_load_req *rq, struct inject_result *res)
+{
+	return unsupported(res);
+}
+
+int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_result *res)
+{
+	return unsupported(res);
+}
+
+#else
+
+#include <sys/user.h>
+
+#define STUB_STACK (256 << 10)	   /* the stub's own stack */
+#define STOP_WAIT_NS 500000000ULL  /* one stop */
+#define SAFE_POINT_NS 300000000ULL /* finding a thread at a safe point */
+#define STUB_WAIT_S 3 /* the stub's wait for eprof before it restores the thread alone */
+#define MAX_TRIES 24
+#define RED_ZONE 128
+#define FP_XSTATE_MAGIC1 0x46505853U
+#define FP_XSTATE_MAGIC2 0x46505845U
+#define UC_FP_XSTATE 0x1
+#define UC_SIGCONTEXT_SS 0x2
+#define UC_STRICT_RESTORE_SS 0x4
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x1U
+#endif
+#define MFD_EXEC_ 0x10U
+#ifndef NT_X86_XSTATE
+#define NT_X86_XSTATE 0x202
+#endif
+
+/* The kernel's 64-bit signal frame (arch/x86/include/uapi/asm/sigcontext.h, ucontext.h). */
+struct k_sigcontext {
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip,
+	    eflags;
+	uint16_t cs, gs, fs, ss;
+	uint64_t err, trapno, oldmask, cr2, fpstate, reserved1[8];
+};
+
+struct k_ucontext {
+	uint64_t uc_flags, uc_link;
+	uint64_t ss_sp;
+	int32_t ss_flags, pad;
+	uint64_t ss_size;
+	struct k_sigcontext mc;
+	uint64_t sigmask;
+};
+
+struct k_rt_sigframe {
+	uint64_t pretcode;
+	struct k_ucontext uc;
+	uint8_t info[128];
+};
+
+_Static_assert(sizeof(struct k_sigcontext) == 256, "sigcontext");
+_Static_assert(offsetof(struct k_ucontext, mc) == 40, "ucontext");
+_Static_assert(sizeof(struct k_ucontext) == 304, "ucontext size");
+
+#ifdef INJECT_TEST_HOOKS
+/* tests: die where told, as if eprof were SIGKILLed there */
+static void test_die(const char *phase)
+{
+	const char *at = getenv("INJECT_DIE_AT");
+
+	if (at && !strcmp(at, phase))
+		raise(SIGKILL);
+}
+#else
+#define test_die(phase) ((void)0)
+#endif
+
+struct inj {
+	pid_t pid, tid;
+	uint64_t t0, deadline, t_stop;
+	struct user_regs_struct regs;	/* as the thread stopped: put back at the end */
+	struct user_regs_struct resume; /* what the frame resumes the thread with */
+	unsigned char *xs;		/* FP state: XSAVE layout (or FXSAVE) */
+	size_t xs_len;
+	bool xsave;
+	uint64_t sigmask;
+	bool attached; /* seized and stopped */
+	bool
+	    at_interrupt; /* the stop is a PTRACE_INTERRUPT one (the kernel restarts calls after) */
+	bool modified;	  /* registers or mask changed: restore before detaching */
+	bool frame_ok;
+	uint64_t frame; /* the restore frame (pretcode) below the thread's stack pointer */
+	uint64_t map;	/* the stub's mapping, 0: none */
+	size_t map_len;
+	unsigned char *lib; /* the library's bytes (inject_load) */
+	size_t lib_len;
+	size_t chan_fd_off;
+	int tfd[2]; /* descriptors made in the target, closed on failure: -1 none */
+	struct rmaps maps;
+	struct rsyms syms;
+	bool seccomp;
+	struct inject_result *res;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int fail(struct inj *j, enum inject_err e, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(struct inj *j, enum inject_err e, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (j->res->err == INJ_OK) {
+		j->res->err = e;
+		va_start(ap, fmt);
+		vsnprintf(j->res->msg, sizeof(j->res->msg), fmt, ap);
+		va_end(ap);
+	}
+	return err < 0 ? err : -EIO;
+}
+
+/* A field of /proc/PID/task/TID/status as a number (base 10, or 16 for the signal sets). */
+static bool status_field(pid_t pid, pid_t tid, const char *key, int base, uint64_t *out)
+{
+	char path[96], line[256];
+	bool found = false;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	fp = fopen(path, "re");
+	while (fp && !found && fgets(line, sizeof(line), fp))
+		if (!strncmp(line, key, strlen(key))) {
+			*out = strtoull(line + strlen(key), NULL, base);
+			found = true;
+		}
+	if (fp)
+		fclose(fp);
+	return found;
+}
+
+static bool have_cap(int cap)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2] = {0};
+
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	return data[cap / 32].effective & (1u << (cap % 32));
+}
+
+/*
+ * A thread with shadow stacks (x86 CET, glibc 2.39+ on request): the frame's way back (a
+ * "ret" into __restore_rt, an rt_sigreturn without the shadow stack's token) would kill it.
+ */
+static bool shadow_stack(pid_t pid, pid_t tid)
+{
+	char path[96], line[256];
+	bool on = false;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	fp = fopen(path, "re");
+	while (fp && fgets(line, sizeof(line), fp))
+		if (!strncmp(line, "x86_Thread_features:", 20))
+			on = strstr(line, "shstk") != NULL;
+	if (fp)
+		fclose(fp);
+	return on;
+}
+
+static void comm_of(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	out[0] = '\0';
+	fp = fopen(path, "re");
+	if (fp) {
+		if (fgets(out, (int)len, fp))
+			out[strcspn(out, "\n")] = '\0';
+		fclose(fp);
+	}
+}
+
+/* Why PTRACE_SEIZE said EPERM, in words the user can act on. */
+static int ptrace_refused(struct inj *j, pid_t tid, int err)
+{
+	uint64_t tracer = 0;
+	int scope = -1;
+	char comm[32];
+	FILE *fp;
+
+	if (status_field(j->pid, tid, "TracerPid:", 10, &tracer) && tracer) {
+		comm_of((pid_t)tracer, comm, sizeof(comm));
+		return fail(
+		    j, INJ_ERR_PTRACE, err,
+		    "it is already traced by pid %llu (%s): a debugger or profiler holds it",
+		    (unsigned long long)tracer, comm[0] ? comm : "?");
+	}
+	fp = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	if (fp) {
+		if (fscanf(fp, "%d", &scope) != 1)
+			scope = -1;
+		fclose(fp);
+	}
+	if (scope == 3)
+		return fail(j, INJ_ERR_PTRACE, err, "kernel.yama.ptrace_scope = 3 forbids ptrace");
+	if (!have_cap(CAP_SYS_PTRACE)) {
+		if (scope == 2)
+			return fail(j, INJ_ERR_PTRACE, err,
+				    "kernel.yama.ptrace_scope = 2 allows ptrace only with "
+				    "CAP_SYS_PTRACE (run as root or grant it)");
+		if (scope == 1)
+			return fail(
+			    j, INJ_ERR_PTRACE, err,
+			    "kernel.yama.ptrace_scope = 1 allows ptrace of a process that is "
+			    "not a descendant only with CAP_SYS_PTRACE (run as root or grant "
+			    "it)");
+		return fail(j, INJ_ERR_PTRACE, err,
+			    "no CAP_SYS_PTRACE, and the process belongs to another user or is not "
+			    "dumpable (run as root or grant CAP_SYS_PTRACE)");
+	}
+	return fail(j, INJ_ERR_PTRACE, err, "ptrace: %s", strerror(-err));
+}
+
+/* --- stops ---------------------------------------------------------------------------------- */
+
+enum stop_kind { ST_INTERRUPT, ST_SYSCALL, ST_SIGNAL, ST_GROUP, ST_EXITED, ST_TIMEOUT };
+
+static enum stop_kind wait_stop(struct inj *j, int *sig)
+{
+	uint64_t until = now_ns() + STOP_WAIT_NS;
+	struct timespec ts = {0, 20000};
+
+	if (until > j->deadline)
+		until = j->deadline;
+	for (;;) {
+		int st;
+		pid_t r = waitpid(j->tid, &st, __WALL | WNOHANG);
+
+		if (r == j->tid) {
+			if (WIFEXITED(st) || WIFSIGNALED(st))
+				return ST_EXITED;
+			if (!WIFSTOPPED(st))
+				continue;
+			*sig = WSTOPSIG(st);
+			if (*sig == (SIGTRAP | 0x80))
+				return ST_SYSCALL;
+			if ((st >> 16) == PTRACE_EVENT_STOP)
+				return *sig == SIGTRAP ? ST_INTERRUPT : ST_GROUP;
+			return ST_SIGNAL;
+		}
+		if (r < 0 && errno != EINTR)
+			return ST_EXITED;
+		if (now_ns() >= until)
+			return ST_TIMEOUT;
+		nanosleep(&ts, NULL);
+		if (ts.tv_nsec < 500000)
+			ts.tv_nsec *= 2;
+	}
+}
+
+/* Seizes tid and stops it; a signal on its way is delivered first. 0, or -errno with res set. */
+static int seize_stop(struct inj *j, pid_t tid)
+{
+	int sig = 0;
+
+	j->tid = tid;
+	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD)) {
+		int err = -errno;
+
+		if (err == -ESRCH)
+			return err;
+		return err == -EPERM ? ptrace_refused(j, tid, err)
+				     : fail(j, INJ_ERR_PTRACE, err, "ptrace: %s", strerror(-err));
+	}
+	j->attached = true;
+	for (int tries = 0; tries < 8; tries++) {
+		if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL))
+			return -errno;
+		switch (wait_stop(j, &sig)) {
+		case ST_INTERRUPT:
+			j->t_stop = now_ns();
+			j->at_interrupt = true;
+			return 0;
+		case ST_SIGNAL: /* it was about to get a signal: let it have it, then stop it */
+			if (ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig))
+				return -errno;
+			continue;
+		case ST_GROUP:
+			j->at_interrupt = true; /* stopped: it can be let go as it is */
+			return fail(j, INJ_ERR_OTHER, -EAGAIN, "the process is stopped (SIGSTOP)");
+		case ST_EXITED:
+			j->attached = false;
+			return -ESRCH;
+		default:
+			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+				    "thread %d did not stop within %llu ms", (int)tid,
+				    STOP_WAIT_NS / 1000000);
+		}
+	}
+	return fail(j, INJ_ERR_OTHER, -EAGAIN, "thread %d kept receiving signals", (int)tid);
+}
+
+/* Lets the thread go; what was changed is put back first. */
+static void release(struct inj *j)
+{
+	struct iovec iov = {j->xs, j->xs_len};
+	int sig = 0;
+
+	if (!j->attached)
+		return;
+	if (!j->at_interrupt && !j->modified) {
+		/*
+		 * Seized, but its stop never came (uninterruptible sleep): the interrupt stays
+		 * pending, so wait for it a while longer rather than leave it to stop later with
+		 * nobody to let it go (an exiting eprof detaches it in any case).
+		 */
+		j->deadline = now_ns() + 4 * STOP_WAIT_NS;
+		if (wait_stop(j, &sig) == ST_EXITED) {
+			j->attached = false;
+			return;
+		}
+	}
+	/*
+	 * The registers go back at a PTRACE_INTERRUPT stop, inside the kernel's signal path: a
+	 * system call they say was interrupted is then restarted (or ended by a pending signal)
+	 * as after any stop. At a syscall-exit stop nothing would look at them again.
+	 */
+	if (j->modified && !j->at_interrupt) {
+		if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) ||
+		    ptrace(PTRACE_CONT, j->tid, NULL, NULL) || wait_stop(j, &sig) != ST_INTERRUPT)
+			j->modified = false; /* cannot: the frame restores it when it runs */
+	}
+	/* the mask first: a thread resumed from here on with our registers returns through
+	 * the frame anyway */
+	if (j->modified) {
+		ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(j->sigmask), &j->sigmask);
+		if (j->xs_len)
+			ptrace(PTRACE_SETREGSET, j->tid,
+			       (void *)(long)(j->xsave ? NT_X86_XSTATE : NT_PRFPREG), &iov);
+		ptrace(PTRACE_SETREGS, j->tid, NULL, &j->regs);
+	}
+	test_die("final");
+	ptrace(PTRACE_DETACH, j->tid, NULL, NULL);
+	j->attached = j->modified = j->at_interrupt = false;
+	j->res->stopped_ns += now_ns() - j->t_stop;
+}
+
+/* --- the thread: where it stopped, and whether calling into libc from there is safe --------- */
+
+static bool safe_syscall(long nr)
+{
+	static const long safe[] = {SYS_read,
+				    SYS_pread64,
+				    SYS_readv,
+				    SYS_poll,
+				    SYS_select,
+				    SYS_sched_yield,
+				    SYS_pause,
+				    SYS_nanosleep,
+				    SYS_accept,
+				    SYS_connect,
+				    SYS_recvfrom,
+				    SYS_recvmsg,
+				    SYS_sendto,
+				    SYS_sendmsg,
+				    SYS_wait4,
+				    SYS_semop,
+				    SYS_msgrcv,
+				    SYS_msgsnd,
+				    SYS_futex,
+				    SYS_epoll_wait,
+				    SYS_clock_nanosleep,
+				    SYS_waitid,
+				    SYS_pselect6,
+				    SYS_ppoll,
+				    SYS_epoll_pwait,
+				    SYS_accept4,
+				    SYS_recvmmsg,
+				    SYS_io_getevents,
+				    SYS_ioctl,
+				    SYS_rt_sigtimedwait,
+				    SYS_rt_sigsuspend,
+				    SYS_flock,
+				    SYS_io_uring_enter,
+				    SYS_restart_syscall,
+				    441 /* epoll_pwait2 */};
+
+	for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
+		if (nr == safe[i])
+			return true;
+	return false;
+}
+
+/* Code that may hold a lock dlopen, malloc or pthread_create takes. */
+static bool risky_code(const struct rmaps *m, uint64_t ip)
+{
+	static const char *const libs[] = {"libc.so",	  "libc-",    "ld-linux",    "ld-",
+					   "libpthread",  "libdl",    "libjemalloc", "libtcmalloc",
+					   "libmimalloc", "libstdc++"};
+	const struct rmap *r = rmaps_find(m, ip);
+	const char *b;
+
+	if (!r || r->path[0] != '/')
+		return false; /* anonymous (JIT), vdso */
+	b = strrchr(r->path, '/') + 1;
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
+		if (!strncmp(b, libs[i], strlen(libs[i])))
+			return true;
+	return false;
+}
+
+static bool is_epoll(long nr)
+{
+	return nr == SYS_epoll_wait || nr == SYS_epoll_pwait || nr == 441;
+}
+
+/* A signal the thread does not block is pending (it, not our stop, ended a wait). */
+static bool signal_pending(struct inj *j)
+{
+	uint64_t pnd = 0, shd = 0, blk = 0;
+
+	status_field(j->pid, j->tid, "SigPnd:", 16, &pnd);
+	status_field(j->pid, j->tid, "ShdPnd:", 16, &shd);
+	status_field(j->pid, j->tid, "SigBlk:", 16, &blk);
+	return ((pnd | shd) & ~blk) != 0;
+}
+
+/*
+ * The registers the thread resumes with when the frame restores it: a system call ended by
+ * the stop is issued again as the kernel would (rt_sigreturn disables the kernel's own
+ * restart, and turns a restart through the restart block into EINTR). epoll_wait, which the
+ * stop itself ends with EINTR, is issued again in both paths.
+ */
+static void plan_resume(struct inj *j)
+{
+	struct user_regs_struct *r = &j->resume;
+	long nr = (long)j->regs.orig_rax, rv = (long)j->regs.rax;
+
+	*r = j->regs;
+	if (nr < 0)
+		return;
+	switch (-rv) {
+	case 512: /* ERESTARTSYS */
+	case 513: /* ERESTARTNOINTR */
+	case 514: /* ERESTARTNOHAND */
+		r->rax = (uint64_t)nr;
+		r->rip -= 2;
+		break;
+	case 516: /* ERESTART_RESTARTBLOCK */
+		r->rax = (uint64_t)-EINTR;
+		break;
+	case EINTR:
+		if (is_epoll(nr) && !signal_pending(j)) {
+			r->rax = (uint64_t)nr;
+			r->rip -= 2;
+			j->regs.rax = r->rax; /* the normal path too */
+			j->regs.rip = r->rip;
+			j->regs.orig_rax = (uint64_t)-1;
+			j->modified = true;
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+static int read_state(struct inj *j)
+{
+	struct iovec iov;
+
+	if (ptrace(PTRACE_GETREGS, j->tid, NULL, &j->regs) ||
+	    ptrace(PTRACE_GETSIGMASK, j->tid, (void *)sizeof(j->sigmask), &j->sigmask))
+		return -errno;
+	if (!j->xs && !(j->xs = calloc(1, 65536)))
+		return -ENOMEM;
+	iov = (struct iovec){j->xs, 65536};
+	j->xsave = !ptrace(PTRACE_GETREGSET, j->tid, (void *)NT_X86_XSTATE, &iov);
+	if (!j->xsave) {
+		iov = (struct iovec){j->xs, 512};
+		if (ptrace(PTRACE_GETREGSET, j->tid, (void *)NT_PRFPREG, &iov))
+			return -errno;
+	}
+	j->xs_len = iov.iov_len;
+	return 0;
+}
+
+/* Where the thread stopped is safe to run dlopen from, and its stack has room for the frame. */
+static bool safe_point(struct inj *j)
+{
+	long nr = (long)j->regs.orig_rax;
+	const struct rmap *stack = rmaps_find(&j->maps, j->regs.rsp);
+
+	if (!stack || j->regs.rsp - stack->start < 16 * 1024 + j->xs_len)
+		return false; /* the frame must lie in the mapped part of the stack */
+	if (nr >= 0)
+		return safe_syscall(nr);
+	return !risky_code(&j->maps, j->regs.rip);
+}
+
+struct cand {
+	pid_t tid;
+	int rank; /* 0: blocked in a safe system call, main thread first; 2: anything else */
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	return x->rank != y->rank ? x->rank - y->rank : x->tid - y->tid;
+}
+
+/* The target's threads, those blocked in a safe system call first. */
+static size_t list_threads(pid_t pid, struct cand *out, size_t max)
+{
+	char path[96], buf[256];
+	struct dirent *de;
+	size_t n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && n < max && (de = readdir(d))) {
+		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+		ssize_t len;
+		int fd;
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = '\0';
+		if (strrchr(buf, ')') &&
+		    (strrchr(buf, ')')[2] == 'Z' || strrchr(buf, ')')[2] == 'X'))
+			continue; /* a thread that has exited */
+		out[n].tid = tid;
+		out[n].rank = 2;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (len > 0) {
+			buf[len] = '\0';
+			if (buf[0] >= '0' && buf[0] <= '9' && safe_syscall(strtol(buf, NULL, 10)))
+				out[n].rank = tid == pid ? 0 : 1;
+		}
+		n++;
+	}
+	if (d)
+		closedir(d);
+	qsort(out, n, sizeof(*out), cmp_cand);
+	return n;
+}
+
+/* Stops a thread at a safe point: threads blocked in a safe call first, then the others. */
+static int stop_thread(struct inj *j)
+{
+	uint64_t until = now_ns() + SAFE_POINT_NS;
+	struct cand c[256];
+	unsigned tries = 0;
+	bool any = false;
+
+	for (int pass = 0; tries < MAX_TRIES && now_ns() < until; pass++) {
+		size_t n = list_threads(j->pid, c, sizeof(c) / sizeof(c[0]));
+
+		if (!n)
+			return fail(j, INJ_ERR_GONE, -ESRCH, "the process has exited");
+		for (size_t i = 0; i < n && tries < MAX_TRIES; i++) {
+			int err;
+
+			if (pass == 0 && c[i].rank == 2 && c[0].rank < 2)
+				break; /* first, only the threads that are waiting */
+			err = seize_stop(j, c[i].tid);
+			if (err == -ESRCH) {
+				release(j);
+				continue;
+			}
+			if (err)
+				return err;
+			tries++;
+			any = true;
+			rmaps_free(&j->maps);
+			err = rmaps_read(NULL, j->pid, &j->maps);
+			if (!err)
+				err = read_state(j);
+			if (err) {
+				release(j);
+				return fail(j, INJ_ERR_OTHER, err, "reading thread %d: %s",
+					    (int)j->tid, strerror(-err));
+			}
+			j->res->attempts = tries;
+			if (safe_point(j))
+				return 0;
+			plan_resume(j); /* an epoll_wait the stop ended is issued again */
+			release(j);
+		}
+		usleep(2000);
+	}
+	return fail(j, INJ_ERR_NO_SAFE_POINT, -EAGAIN,
+		    any ? "no thread stopped at a point where calling dlopen is safe (%u tries)"
+			: "no thread could be stopped (%u tries)",
+		    tries);
+}
+
+/* --- the restore frame ---------------------------------------------------------------------- */
+
+/*
+ * Builds the rt_sigframe that restores the thread (j->resume, FP state, signal mask) and
+ * writes it below the red zone; pretcode is libc's __restore_rt, so a "syscall; ret" run
+ * with the stack pointer at the frame returns into rt_sigreturn.
+ */
+static int write_frame(struct inj *j)
+{
+	size_t xs = j->xsave ? j->xs_len + 4 : 512;
+	uint64_t top = j->regs.rsp - RED_ZONE, fp = (top - xs) & ~(uint64_t)63;
+	uint64_t frame = (fp - sizeof(struct k_rt_sigframe)) & ~(uint64_t)15;
+	size_t len = top - frame;
+	unsigned char *buf = calloc(1, len);
+	struct k_rt_sigframe *f = (void *)buf;
+	struct k_sigcontext *sc = &f->uc.mc;
+	const struct user_regs_struct *r = &j->resume;
+	uint32_t magic2 = FP_XSTATE_MAGIC2, magic1 = 0;
+	int err;
+
+	if (!buf)
+		return -ENOMEM;
+	f->pretcode = j->syms.sigreturn;
+	f->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
+	f->uc.ss_flags = 3; /* not a valid mode: rt_sigreturn leaves the altstack as it is */
+	f->uc.sigmask = j->sigmask;
+	*sc = (struct k_sigcontext){.r8 = r->r8,
+				    .r9 = r->r9,
+				    .r10 = r->r10,
+				    .r11 = r->r11,
+				    .r12 = r->r12,
+				    .r13 = r->r13,
+				    .r14 = r->r14,
+				    .r15 = r->r15,
+				    .rdi = r->rdi,
+				    .rsi = r->rsi,
+				    .rbp = r->rbp,
+				    .rbx = r->rbx,
+				    .rdx = r->rdx,
+				    .rax = r->rax,
+				    .rcx = r->rcx,
+				    .rsp = r->rsp,
+				    .rip = r->rip,
+				    .eflags = r->eflags,
+				    .cs = (uint16_t)r->cs,
+				    .ss = (uint16_t)r->ss,
+				    .fpstate = fp};
+	memcpy(buf + (fp - frame), j->xs, j->xsave ? j->xs_len : 512);
+	if (j->xsave)
+		memcpy(&magic1, j->xs + 464, sizeof(magic1));
+	if (j->xsave && magic1 == FP_XSTATE_MAGIC1) {
+		f->uc.uc_flags |= UC_FP_XSTATE;
+		memcpy(buf + (fp - frame) + j->xs_len, &magic2, sizeof(magic2));
+	} else {
+		memset(buf + (fp - frame) + 464, 0, 48); /* FXSAVE only */
+	}
+	err = rmem_write(j->pid, frame, buf, len);
+	free(buf);
+	if (err)
+		return err;
+	j->frame = frame;
+	j->frame_ok = j->syms.sigreturn != 0;
+	return 0;
+}
+
+/* --- system calls in the target --------------------------------------------------------------- */
+
+static int run_to_syscall_stop(struct inj *j)
+{
+	int sig = 0;
+
+	if (ptrace(PTRACE_SYSCALL, j->tid, NULL, NULL))
+		return -errno;
+	switch (wait_stop(j, &sig)) {
+	case ST_SYSCALL:
+		return 0;
+	case ST_EXITED:
+		j->attached = false;
+		return -ESRCH;
+	case ST_TIMEOUT:
+		return -ETIMEDOUT;
+	default:
+		return -EINTR;
+	}
+}
+
+/* One system call in the stopped thread, through libc's "syscall; ret". */
+static int rsys(struct inj *j, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+		uint64_t a4, uint64_t a5, int64_t *ret)
+{
+	struct user_regs_struct r = j->regs;
+	int err;
+
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.rdx = a2;
+	r.r10 = a3;
+	r.r8 = a4;
+	r.r9 = a5;
+	r.rip = j->syms.sys_ret;
+	r.rsp = j->frame; /* the "ret" after it pops pretcode: rt_sigreturn */
+	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r))
+		return -errno;
+	j->modified = true;
+	j->at_interrupt = false;
+	test_die("syscall-set");
+	err = run_to_syscall_stop(j); /* entry */
+	if (!err)
+		err = run_to_syscall_stop(j); /* exit */
+	if (!err && ptrace(PTRACE_GETREGS, j->tid, NULL, &r))
+		err = -errno;
+	if (err)
+		return err;
+	*ret = (int64_t)r.rax;
+	return 0;
+}
+
+/*
+ * The last system call: stops at its entry only, then at the PTRACE_INTERRUPT stop on its
+ * way back, where the thread's registers can go back (one stop less than rsys + release).
+ */
+static int rsys_last(struct inj *j, long nr, uint64_t a0, uint64_t a1)
+{
+	struct user_regs_struct r = j->regs;
+	int sig = 0, err;
+
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.rip = j->syms.sys_ret;
+	r.rsp = j->frame;
+	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r))
+		return -errno;
+	j->modified = true;
+	j->at_interrupt = false;
+	err = run_to_syscall_stop(j);
+	if (err)
+		return err;
+	if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) || ptrace(PTRACE_CONT, j->tid, NULL, NULL))
+		return -errno;
+	if (wait_stop(j, &sig) != ST_INTERRUPT)
+		return -EIO;
+	j->at_interrupt = true;
+	return 0;
+}
+
+static int rsys_checked(struct inj *j, const char *what, long nr, uint64_t a0, uint64_t a1,
+			uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5, int64_t *ret)
+{
+	int err = rsys(j, nr, a0, a1, a2, a3, a4, a5, ret);
+
+	if (err == -ESRCH)
+		return fail(j, INJ_ERR_GONE, err, "the process exited during the injection");
+	if (err)
+		return fail(j, INJ_ERR_OTHER, err, "running %s in the target: %s", what,
+			    strerror(-err));
+	if (*ret < 0 && *ret > -4096)
+		return fail(j, INJ_ERR_SYSCALL, (int)*ret, "%s in the target failed: %s", what,
+			    strerror((int)-*ret));
+	return 0;
+}
+
+/* --- seccomp -------------------------------------------------------------------------------- */
+
+struct planned {
+	const char *name;
+	long nr;
+	uint64_t a[6];
+	long alt; /* another call glibc falls back to when this one fails (clone3 -> clone) */
+};
+
+/*
+ * The system calls the injection makes, with the arguments filters look at: its own, and
+ * those dlopen and pthread_create make.
+ */
+static int check_seccomp(struct inj *j, bool load)
+{
+	const uint64_t rw = PROT_READ | PROT_WRITE, anon = MAP_PRIVATE | MAP_ANONYMOUS;
+	const struct planned calls[] = {
+	    {"mmap", SYS_mmap, {0, 2 * STUB_PAGE + STUB_STACK, rw, anon, (uint64_t)-1, 0}, -1},
+	    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_EXEC}, -1},
+	    {"munmap", SYS_munmap, {0, 2 * STUB_PAGE + STUB_STACK}, -1},
+	    {"write", SYS_write, {3}, -1},
+	    {"close", SYS_close, {3}, -1},
+	    {"select", SYS_select, {0}, -1},
+	    {"rt_sigreturn", SYS_rt_sigreturn, {0}, -1},
+	    {"memfd_create", SYS_memfd_create, {0, MFD_CLOEXEC | MFD_EXEC_}, -1},
+	    {"socketpair", SYS_socketpair, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, -1},
+	    {"openat", SYS_openat, {(uint64_t)AT_FDCWD, 0, O_RDONLY | O_CLOEXEC}, -1},
+	    {"read", SYS_read, {3}, -1},
+	    {"pread64", SYS_pread64, {3}, -1},
+	    {"newfstatat", SYS_newfstatat, {3, 0, 0, AT_EMPTY_PATH}, -1},
+	    {"mmap",
+	     SYS_mmap,
+	     {0, 1 << 20, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, 3, 0},
+	     -1},
+	    {"clone3", SYS_clone3, {0, 88}, SYS_clone},
+	    {"clone", SYS_clone, {0x3d0f00}, -1},
+	    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, -1},
+	    {"futex", SYS_futex, {0, 129 /* FUTEX_WAKE_PRIVATE */, 1}, -1},
+	};
+	struct rseccomp_data d = {.arch = AUDIT_ARCH_X86_64, .ip = j->syms.sys_ret};
+	uint64_t mode = 0;
+
+	status_field(j->pid, j->tid, "Seccomp:", 10, &mode);
+	j->seccomp = mode != 0;
+	if (!mode)
+		return 0;
+	if (mode == 1)
+		return fail(j, INJ_ERR_SECCOMP, -EPERM,
+			    "it runs in seccomp strict mode: only read, write and exit");
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		const struct planned *c = &calls[i];
+		uint32_t ret = 0;
+		int err;
+
+		if (!load && (c->nr == SYS_memfd_create || c->nr == SYS_socketpair))
+			continue;
+		d.nr = (int32_t)c->nr;
+		memcpy(d.args, c->a, sizeof(d.args));
+		err = seccomp_verdict(j->tid, &d, &ret);
+		if (err == -EPERM)
+			return fail(j, INJ_ERR_SECCOMP, err,
+				    "it runs under a seccomp filter eprof cannot read (needs "
+				    "CAP_SYS_ADMIN) to check the calls the injection makes");
+		if (err)
+			return fail(j, INJ_ERR_SECCOMP, err, "reading its seccomp filter: %s",
+				    strerror(-err));
+		if (seccomp_allows(ret))
+			continue;
+		if (c->alt >= 0 && (ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO)
+			continue; /* glibc falls back to the alternative, checked next */
+		if ((ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO)
+			return fail(j, INJ_ERR_SECCOMP, -EPERM,
+				    "its seccomp filter forbids %s (it would fail with %s)",
+				    c->name, strerror((int)(ret & SECCOMP_RET_DATA)));
+		return fail(j, INJ_ERR_SECCOMP, -EPERM, "its seccomp filter forbids %s (%s)",
+			    c->name,
+			    (ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_KILL_PROCESS ||
+				    (ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_KILL_THREAD
+				? "it would kill the process"
+				: "it would trap or notify");
+	}
+	return 0;
+}
+
+/* --- the stub --------------------------------------------------------------------------------- */
+
+/* Maps the stub (code read-only and executable, data, library bytes, its stack). */
+static int map_stub(struct inj *j)
+{
+	const size_t code = (size_t)(eprof_inj_stub_end - eprof_inj_stub);
+	int64_t ret;
+	int err;
+
+	j->map_len =
+	    2 * STUB_PAGE + ((j->lib_len + STUB_PAGE - 1) & ~(size_t)(STUB_PAGE - 1)) + STUB_STACK;
+	err = rsys_checked(j, "mmap", SYS_mmap, 0, j->map_len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, &ret);
+	if (err)
+		return err;
+	j->map = (uint64_t)ret;
+	test_die("mapped");
+	err = rmem_write(j->pid, j->map, eprof_inj_stub, code);
+	if (!err && j->lib_len)
+		err = rmem_write(j->pid, j->map + 2 * STUB_PAGE, j->lib, j->lib_len);
+	if (err)
+		return fail(j, INJ_ERR_OTHER, err, "writing the stub: %s", strerror(-err));
+	return rsys_checked(j, "mprotect", SYS_mprotect, j->map, STUB_PAGE, PROT_READ | PROT_EXEC,
+			    0, 0, 0, &ret);
+}
+
+static void fill_common(struct inj *j, struct stub_data *d)
+{
+	d->dlopen = j->syms.dlopen;
+	d->dlsym = j->syms.dlsym;
+	d->dlclose = j->syms.dlclose;
+	d->dlerror = j->syms.dlerror;
+	d->close_fd[0] = d->close_fd[1] = -1;
+	d->tv[0] = STUB_WAIT_S;
+#ifdef INJECT_TEST_HOOKS
+	if (getenv("INJECT_STUB_WAIT_MS")) {
+		long ms = atol(getenv("INJECT_STUB_WAIT_MS"));
+
+		d->tv[0] = ms / 1000;
+		d->tv[1] = ms % 1000 * 1000;
+	}
+#endif
+	d->frame = j->frame + 8; /* rt_sigreturn finds the frame 8 bytes below its stack pointer */
+	d->flags = RTLD_NOW;
+}
+
+/* The text of a dlerror() string in the target. */
+static void read_str(struct inj *j, uint64_t at, char *out, size_t len)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	while (at && n + 1 < len) {
+		char c;
+
+		if (rmem_read(j->pid, at + n, &c, 1) || !c)
+			break;
+		out[n++] = c;
+	}
+	out[n] = '\0';
+}
+
+static int pidfd_take(pid_t pid, int fd)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), out;
+
+	if (pfd < 0)
+		return -errno;
+	out = (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);
+	if (out < 0)
+		out = -errno;
+	close(pfd);
+	return out;
+}
+
+#define DATA(j, field) ((j)->map + STUB_PAGE + offsetof(struct stub_data, field))
+
+/*
+ * The stub made its memfd and socket pair (state 2): take eprof's end, give the entry the
+ * target's end and dlopen the memfd's path, or tell the stub to give up.
+ */
+static int hand_over(struct inj *j, struct stub_data *d)
+{
+	int64_t memfd = -1;
+	uint64_t go = 2;
+	int err;
+
+	err = rmem_read(j->pid, DATA(j, close_fd), &memfd, sizeof(memfd));
+	if (!err && d->channel)
+		err = rmem_read(j->pid, DATA(j, sv), d->sv, sizeof(d->sv));
+	if (err) {
+		fail(j, INJ_ERR_OTHER, err, "reading the stub's descriptors: %s", strerror(-err));
+		goto out;
+	}
+	if (d->channel) {
+		j->tfd[0] = d->sv[0];
+		j->tfd[1] = d->sv[1];
+		j->res->chan_fd = pidfd_take(j->pid, d->sv[1]);
+		if (j->res->chan_fd < 0) {
+			err = j->res->chan_fd;
+			fail(j, INJ_ERR_OTHER, err, "pidfd_getfd of the channel: %s",
+			     strerror(-err));
+			goto out;
+		}
+		memcpy(d->blob + j->chan_fd_off, &d->sv[0], sizeof(int));
+	}
+	snprintf(d->path, sizeof(d->path), "/proc/self/fd/%d", (int)memfd);
+	err = rmem_write(j->pid, DATA(j, path), d->path, sizeof(d->path));
+	if (!err)
+		err = rmem_write(j->pid, DATA(j, blob), d->blob, sizeof(d->blob));
+	if (err)
+		fail(j, INJ_ERR_OTHER, err, "writing the stub's data: %s", strerror(-err));
+	else
+		go = 1;
+out:
+	if (rmem_write(j->pid, DATA(j, go), &go, sizeof(go)) && !err)
+		err = fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
+	if (go == 1)
+		j->tfd[1] = -1; /* the stub closes it */
+	return err;
+}
+
+/* Stops the thread where it is and lets it go on: the stub finishes and restores it alone. */
+static void abandon(struct inj *j)
+{
+	int sig = 0;
+
+	j->deadline = now_ns() + 2 * STOP_WAIT_NS;
+	if (!ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) && wait_stop(j, &sig) == ST_INTERRUPT)
+		ptrace(PTRACE_DETACH, j->tid, NULL, NULL);
+	j->res->stopped_ns += now_ns() - j->t_stop;
+	j->attached = j->modified = false;
+	j->map = 0; /* the stub still runs in it */
+	j->tfd[0] = j->tfd[1] = -1;
+}
+
+/*
+ * Runs the stub with data d until it is done, then takes the thread back. d comes back with
+ * what the stub wrote.
+ */
+static int run_stub(struct inj *j, struct stub_data *d)
+{
+	struct user_regs_struct r = j->regs;
+	struct timespec ts = {0, 20000};
+	bool handed = false;
+	int sig = 0, err;
+
+	err = rmem_write(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
+	if (err)
+		return fail(j, INJ_ERR_OTHER, err, "writing the stub's data: %s", strerror(-err));
+	r.rip = j->map;
+	r.rsp = j->map + j->map_len;
+	r.orig_rax = (uint64_t)-1;
+	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r) || ptrace(PTRACE_CONT, j->tid, NULL, NULL))
+		return fail(j, INJ_ERR_OTHER, -errno, "starting the stub: %s", strerror(errno));
+	j->at_interrupt = false;
+	test_die("stub-running");
+	for (;;) {
+		uint64_t state = 0;
+		int st;
+		pid_t w = waitpid(j->tid, &st, __WALL | WNOHANG);
+
+		if (w == j->tid) {
+			j->attached = !(WIFEXITED(st) || WIFSIGNALED(st));
+			if (!j->attached)
+				return fail(j, INJ_ERR_GONE, -ESRCH,
+					    "the process exited during the call");
+			/* a fault in the called code: deliver it, as it would have been */
+			ptrace(PTRACE_CONT, j->tid, NULL, (void *)(long)WSTOPSIG(st));
+			continue;
+		}
+		if (rmem_read(j->pid, j->map + STUB_PAGE, &state, sizeof(state)))
+			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+		if (state == 2 && !handed) {
+			handed = true;
+			hand_over(j, d); /* an error leaves the stub to give up, and is reported */
+			test_die("handed-over");
+			continue;
+		}
+		if (state == 1)
+			break;
+		if (now_ns() >= j->deadline) {
+			abandon(j);
+			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+				    "the call did not return within the time limit (left to finish "
+				    "and restore the thread alone)");
+		}
+		nanosleep(&ts, NULL);
+		if (ts.tv_nsec < 1000000)
+			ts.tv_nsec += 20000;
+	}
+	test_die("stub-done");
+	if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) || wait_stop(j, &sig) != ST_INTERRUPT)
+		return fail(j, INJ_ERR_OTHER, -EIO, "the thread did not stop after the call");
+	j->at_interrupt = true;
+	/* stopped in the stub (its select, or just before it), or already back in its code */
+	if (ptrace(PTRACE_GETREGS, j->tid, NULL, &r) || r.rip < j->map ||
+	    r.rip > j->map + (uint64_t)(eprof_inj_stub_waited - eprof_inj_stub)) {
+		j->modified = false;
+		j->map = 0;
+		return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT, "the thread restored itself first");
+	}
+	err = rmem_read(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
+	if (err)
+		return fail(j, INJ_ERR_GONE, err, "the process exited during the call");
+	if (d->sys_err)
+		return fail(j, INJ_ERR_SYSCALL, (int)d->sys_err,
+			    "a system call of the stub failed in the target: %s",
+			    strerror((int)-d->sys_err));
+	return j->res->err ? -EIO : 0;
+}
+
+/* --- the whole operation -----------------------------------------------------------------------
+ */
+
+static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_result *res,
+		 bool load)
+{
+	char msg[200];
+	int err;
+
+	err = rmaps_read(NULL, pid, &j->maps);
+	if (err)
+		return fail(j, INJ_ERR_GONE, err, "cannot read its maps: %s", strerror(-err));
+	err = rsyms_find(pid, &j->maps, &j->syms, msg, sizeof(msg));
+	if (err == -ENOENT)
+		return fail(j, INJ_ERR_NO_DLOPEN, err, "%s", msg);
+	if (err)
+		return fail(j, INJ_ERR_OTHER, err, "reading its libc: %s", strerror(-err));
+	err = stop_thread(j);
+	if (err)
+		return err;
+	res->tid = j->tid;
+	if (shadow_stack(j->pid, j->tid))
+		return fail(
+		    j, INJ_ERR_OTHER, -ENOTSUP,
+		    "it runs with shadow stacks (CET), which the injection does not support");
+	err = check_seccomp(j, load);
+	if (err)
+		return err;
+	plan_resume(j);
+	err = write_frame(j);
+	if (err)
+		return fail(j, INJ_ERR_OTHER, err, "writing the restore frame: %s", strerror(-err));
+	test_die("frame");
+	/* no signal until the thread is back (they wait, pending) */
+	{
+		uint64_t all = ~0ULL;
+
+		if (ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(all), &all))
+			return fail(j, INJ_ERR_OTHER, -errno, "blocking signals: %s",
+				    strerror(errno));
+		j->modified = true;
+	}
+	return map_stub(j);
+}
+
+static void init(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->chan_fd = -1;
+	res->dlclose_ret = -1;
+	memset(j, 0, sizeof(*j));
+	j->pid = pid;
+	j->res = res;
+	j->tfd[0] = j->tfd[1] = -1;
+	j->t0 = now_ns();
+	j->deadline = j->t0 + (uint64_t)(timeout_ms ? timeout_ms : 5000) * 1000000ULL;
+}
+
+/* Puts everything back: descriptors made in the target, the stub's mapping, the thread. */
+static void end(struct inj *j)
+{
+	int64_t ret;
+
+	j->deadline = now_ns() + 2 * STOP_WAIT_NS; /* time to clean up, whatever went before */
+	for (int i = 0; i < 2 && j->attached; i++)
+		if (j->tfd[i] >= 0)
+			rsys(j, SYS_close, (uint64_t)j->tfd[i], 0, 0, 0, 0, 0, &ret);
+	if (j->map && j->attached)
+		rsys_last(j, SYS_munmap, j->map, j->map_len);
+	release(j);
+	rmaps_free(&j->maps);
+	free(j->xs);
+	free(j->lib);
+	j->res->total_ns = now_ns() - j->t0;
+}
+
+static int read_lib(struct inj *j, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t len;
+	int err = 0;
+
+	if (fd < 0)
+		return fail(j, INJ_ERR_OTHER, -errno, "cannot read %s: %s", path, strerror(errno));
+	len = lseek(fd, 0, SEEK_END);
+	if (len <= 0 || len > (64 << 20))
+		err = -EINVAL;
+	else if (!(j->lib = malloc((size_t)len)))
+		err = -ENOMEM;
+	else if (pread(fd, j->lib, (size_t)len, 0) != len)
+		err = -EIO;
+	close(fd);
+	if (err)
+		return fail(j, INJ_ERR_OTHER, err, "cannot read %s: %s", path, strerror(-err));
+	j->lib_len = (size_t)len;
+	return 0;
+}
+
+int inject_load(pid_t pid, const struct inject_load_req *rq, struct inject_result *res)
+{
+	struct stub_data d = {0};
+	char why[256];
+	struct inj j;
+	int err;
+
+	init(&j, pid, rq->timeout_ms, res);
+	if (rq->blob_len > sizeof(d.blob) ||
+	    (rq->channel && rq->chan_fd_off + sizeof(int) > rq->blob_len))
+		err = fail(&j, INJ_ERR_OTHER, -EINVAL, "bad argument for the call");
+	else
+		err = read_lib(&j, rq->lib_path);
+	j.chan_fd_off = rq->chan_fd_off;
+	if (!err)
+		err = begin(&j, pid, rq->timeout_ms, res, true);
+	if (!err) {
+		fill_common(&j, &d);
+		d.op = STUB_LOAD;
+		d.lib_addr = j.map + 2 * STUB_PAGE;
+		d.lib_len = j.lib_len;
+		d.memfd_flags = MFD_CLOEXEC | MFD_EXEC_;
+		d.channel = rq->channel;
+		snprintf(d.name, sizeof(d.name), "%s", rq->memfd_name ? rq->memfd_name : "eprof");
+		snprintf(d.sym, sizeof(d.sym), "%s", rq->entry);
+		memcpy(d.blob, rq->blob, rq->blob_len);
+		d.arg = rq->blob_len ? DATA(&j, blob) : 0;
+		err = run_stub(&j, &d);
+	}
+	if (!err) {
+		res->handle = d.handle;
+		res->ret = d.ret;
+		if (!d.handle || !d.fn) {
+			read_str(&j, d.err, why, sizeof(why));
+			err = fail(&j, INJ_ERR_LOAD, -ENOENT, "%s failed in the target: %s",
+				   d.handle ? "dlsym" : "dlopen", why[0] ? why : "no reason given");
+		} else {
+			j.tfd[0] = -1; /* the library's now */
+		}
+	}
+	end(&j);
+	if (err && res->chan_fd >= 0) {
+		close(res->chan_fd);
+		res->chan_fd = -1;
+	}
+	return err;
+}
+
+int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_result *res)
+{
+	struct stub_data d = {0};
+	char why[256];
+	struct inj j;
+	int err;
+
+	init(&j, pid, rq->timeout_ms, res);
+	err = begin(&j, pid, rq->timeout_ms, res, false);
+	if (!err) {
+		fill_common(&j, &d);
+		d.op = STUB_UNLOAD;
+		d.handle = rq->handle;
+		d.arg = rq->arg;
+		d.keep = rq->keep_loaded;
+		snprintf(d.sym, sizeof(d.sym), "%s", rq->retract);
+		err = run_stub(&j, &d);
+	}
+	if (!err) {
+		res->ret = d.ret;
+		res->dlclose_ret = d.step >= 5 ? (int)d.close_ret : -1;
+		if (!d.fn) {
+			read_str(&j, d.err, why, sizeof(why));
+			err = fail(&j, INJ_ERR_LOAD, -ENOENT, "dlsym failed in the target: %s",
+				   why[0] ? why : "no reason given");
+		}
+	}
+	end(&j);
+	return err;
+}
+
+#endif

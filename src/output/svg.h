@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* `eprof flamegraph`'s SVG: a profile's stacks through the renderer of flamegraph/. */
+#ifndef EPROF_SVG_H
+#define EPROF_SVG_H
+
+#include "../../flamegraph/flamegraph.h"
+#include "folded.h"
+
+struct svg_opts {
+	struct folded_opts stacks; /* which samples, how frames are labelled and weighed */
+	struct fg_opts fg;	   /* title, unit, width, orientation */
+};
+
+int flamegraph_svg_write(struct sink *out, const struct profile *p, const struct svg_opts *o);
+
+#endif

@@ -1,0 +1,565 @@
+# SPDX-License-Identifier: MIT
+"""GPU activity of a process that is already running: the CUPTI collector injected by
+`record -p` (and `top --gpu -p`), tested with the fake CUDA driver and CUPTI; and the injector
+itself (src/inject/inject.c) on targets that check their own state."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+FAKE = os.path.join(FIXTURES, "fakecuda")
+INJ = os.path.join(FIXTURES, "inject")
+X86 = os.uname().machine == "x86_64"
+
+pytestmark = [pytest.mark.skipif(not X86, reason="skipped: the injector is x86-64 only"),
+              pytest.mark.skipif(os.geteuid() != 0,
+                                 reason="skipped: not root (ptrace of siblings, seccomp "
+                                        "filters, BPF)")]
+
+
+def cc(*args):
+    subprocess.run(["cc", *args], check=True)
+
+
+@pytest.fixture(scope="module")
+def injbins(tmp_path_factory):
+    """The injector driven directly (no BPF), a library to inject, and the targets."""
+    d = tmp_path_factory.mktemp("inject")
+    src = [os.path.join(ROOT, "src", "inject", f) for f in
+           ("inject.c", "inject_elf.c", "inject_stub.c", "seccomp_eval.c")]
+    cc("-D_GNU_SOURCE", "-DINJECT_TEST_HOOKS", "-O1", "-g", f"-I{ROOT}/src/inject", "-o",
+       str(d / "inject_tool"), os.path.join(INJ, "inject_tool.c"), *src)
+    cc("-shared", "-fPIC", "-O1", "-g", "-o", str(d / "libinjtest.so"),
+       os.path.join(INJ, "injtest.c"), "-lpthread")
+    cc("-O1", "-g", "-o", str(d / "target"), os.path.join(INJ, "target.c"), "-lpthread")
+    b = {"tool": str(d / "inject_tool"), "lib": str(d / "libinjtest.so"),
+         "target": str(d / "target")}
+    r = subprocess.run(["cc", "-static", "-O1", "-o", str(d / "target_static"),
+                        os.path.join(INJ, "target.c"), "-lpthread"], capture_output=True)
+    if r.returncode == 0:
+        b["static"] = str(d / "target_static")
+    return b
+
+
+class Target:
+    """A target of target.c, started now; its result is read at the end."""
+
+    def __init__(self, exe, mode, secs, env=None):
+        self.p = subprocess.Popen([exe, mode, str(secs)], stdout=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, **(env or {})))
+        self.pid = int(self.p.stdout.readline().split()[1])
+        self.mode = mode
+
+    def fds(self):
+        return sorted(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def maps(self):
+        with open(f"/proc/{self.pid}/maps") as f:
+            return f.read()
+
+    def result(self):
+        out = self.p.stdout.read()
+        rc = self.p.wait(timeout=30)
+        return rc, out.strip()
+
+
+def tool(injbins, *args, env=None):
+    r = subprocess.run([injbins["tool"], *args], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, **(env or {})))
+    kv = {}
+    for line in r.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        kv[k] = v
+    return r, kv
+
+
+MODES = ("read", "sleep", "epoll", "futex", "threads", "alarm", "compute")
+
+
+def test_inject_keeps_target_state(injbins):
+    """Each target checks its own result: a 3 s read() on a pipe and a nanosleep return what
+    they should, when they should; epoll_wait gets its event, not EINTR; a condition wait,
+    16 computing threads, a 1 ms SIGALRM handler and a computation go on unharmed. After a
+    load and an unload nothing of the library is mapped and the descriptors are those of
+    before."""
+    targets = [Target(injbins["target"], m, 3) for m in MODES]
+    time.sleep(0.3)
+    stops = {}
+    for t in targets:
+        fds = t.fds()
+        r, kv = tool(injbins, "cycle", str(t.pid), injbins["lib"])
+        assert r.returncode == 0, (t.mode, r.stdout, r.stderr)
+        assert kv["load_ret"] == "42" and kv["greeting"] == f"hello world from {t.pid}", kv
+        assert kv["answer"] == f"pong {t.pid}", kv
+        assert kv["dlclose"] == "0" and kv["maps_clean"] == "1", kv
+        assert "injtest" not in t.maps() and "memfd:" not in t.maps()
+        assert t.fds() == fds, (t.mode, fds, t.fds())
+        stops[t.mode] = (float(kv["load_stopped_us"]), float(kv["unload_stopped_us"]))
+    for t in targets:
+        rc, out = t.result()
+        assert rc == 0 and out.startswith("ok "), (t.mode, out)
+    print("thread stopped (us) at load / unload:", stops)
+
+
+def test_inject_twice_and_blocked_threads_chosen(injbins):
+    """A second load after an unload works; the thread borrowed is the one blocked in a
+    system call (the main thread, in read), not the computing ones."""
+    t = Target(injbins["target"], "read", 3)
+    time.sleep(0.2)
+    for _ in range(2):
+        r, kv = tool(injbins, "cycle", str(t.pid), injbins["lib"])
+        assert r.returncode == 0 and kv["dlclose"] == "0", r.stdout
+        assert kv["load_tid"] == str(t.pid), kv
+    rc, out = t.result()
+    assert rc == 0 and out.startswith("ok read"), out
+
+
+@pytest.mark.parametrize("phase", ["frame", "syscall-set", "mapped", "stub-running",
+                                   "handed-over", "stub-done", "final"])
+def test_target_survives_eprof_killed(injbins, phase):
+    """The injector SIGKILLed at each phase: the thread gets back on its own (rt_sigreturn
+    through the frame written first) and the targets finish with correct results."""
+    ts = [Target(injbins["target"], m, 2.5) for m in ("read", "compute")]
+    time.sleep(0.2)
+    for t in ts:
+        r, _ = tool(injbins, "cycle", str(t.pid), injbins["lib"],
+                    env={"INJECT_DIE_AT": phase, "INJECT_STUB_WAIT_MS": "300"})
+        assert r.returncode == -signal.SIGKILL, (phase, r.returncode, r.stdout)
+    for t in ts:
+        rc, out = t.result()
+        assert rc == 0 and out.startswith("ok "), (phase, t.mode, out)
+
+
+def test_inject_refusals(injbins):
+    """Clear one-line refusals, the target untouched: another tracer (strace), a seccomp
+    filter that would kill the process or fail memfd_create, a static binary."""
+    if not shutil.which("strace"):
+        pytest.skip("skipped: no strace")
+    cases = [("traced", Target(injbins["target"], "compute", 2), "already traced by pid"),
+             ("seccomp-kill", Target(injbins["target"], "compute", 2,
+                                     {"TARGET_SECCOMP": "kill"}),
+              "seccomp filter forbids memfd_create (it would kill the process)"),
+             ("seccomp-errno", Target(injbins["target"], "compute", 2,
+                                      {"TARGET_SECCOMP": "errno"}),
+              "seccomp filter forbids memfd_create (it would fail with Operation not")]
+    if "static" in injbins:
+        cases.append(("static", Target(injbins["static"], "compute", 2),
+                      "a static binary has no dlopen"))
+    st = subprocess.Popen(["strace", "-p", str(cases[0][1].pid), "-o", "/dev/null"],
+                          stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        for name, t, want in cases:
+            r, kv = tool(injbins, "load", str(t.pid), injbins["lib"])
+            assert r.returncode == 1 and want in kv.get("load_error", ""), (name, r.stdout)
+            assert "injtest" not in t.maps()
+    finally:
+        st.terminate()
+        st.wait()
+    for name, t, _ in cases:
+        rc, out = t.result()
+        assert rc == 0 and out.startswith("ok compute"), (name, out)
+
+
+# --- record -p with the fake CUDA driver and CUPTI ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fakeattach(eprof, tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("skipped: not root (need CAP_BPF and CAP_PERFMON)")
+    if not os.path.exists(os.path.join(os.path.dirname(eprof), "libeprof_cupti.so")):
+        pytest.skip("skipped: eprof was built without CUPTI (no libeprof_cupti.so)")
+    if not os.path.exists(os.path.join(CUDA, "include", "cupti.h")):
+        pytest.skip(f"skipped: no CUPTI headers in {CUDA}")
+    d = tmp_path_factory.mktemp("fakeattach")
+    cc("-shared", "-fPIC", "-O1", "-g", f"-I{CUDA}/include", "-o", str(d / "libfakecupti.so"),
+       os.path.join(FAKE, "fake_cupti.c"), "-lpthread")
+    cc("-shared", "-fPIC", "-O1", "-g", "-Wl,-soname,libcuda.so.1", "-o", str(d / "libcuda.so.1"),
+       os.path.join(FAKE, "fake_cuda.c"), "-ldl")
+    cc("-O1", "-g", "-fno-omit-frame-pointer", "-o", str(d / "fake_attach"),
+       os.path.join(FAKE, "fake_attach.c"), f"-L{d}", "-l:libcuda.so.1", "-ldl", "-lpthread",
+       f"-Wl,-rpath,{d}")
+    return {"dir": str(d), "app": str(d / "fake_attach"), "cupti": str(d / "libfakecupti.so"),
+            "libcuda": str(d / "libcuda.so.1")}
+
+
+class App:
+    """fake_attach.c (or fake_attach.py), driven line by line."""
+
+    def __init__(self, fa, env=None, argv=None):
+        e = dict(os.environ, EPROF_LIBCUPTI=fa["cupti"], **(env or {}))
+        e.pop("CUDA_INJECTION64_PATH", None)
+        self.p = subprocess.Popen(argv or [fa["app"]], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env=e)
+        self.pid = int(self.p.stdout.readline().split()[1])
+
+    def cmd(self, c):
+        self.p.stdin.write(c + "\n")
+        self.p.stdin.flush()
+        return self.p.stdout.readline().strip()
+
+    def maps(self):
+        with open(f"/proc/{self.pid}/maps") as f:
+            return f.read()
+
+    def fds(self):
+        return sorted(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def quit(self):
+        try:
+            self.cmd("quit")
+        except BrokenPipeError:
+            pass
+        return self.p.wait(timeout=30)
+
+
+class Record:
+    """eprof record -v -p PID running; wait() until a line of its log shows up."""
+
+    def __init__(self, ep, pid, *extra, out="eprof.data"):
+        self.lines = []
+        self.p = subprocess.Popen([ep.bin, "record", "-v", "-p", str(pid), "-o", out, *extra],
+                                  cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stderr:
+            self.lines.append(line)
+
+    def wait(self, text, timeout=15):
+        end = time.time() + timeout
+        while time.time() < end:
+            if any(text in line for line in self.lines):
+                return
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"no '{text}' in eprof's log:\n" + "".join(self.lines))
+
+    def stop(self):
+        self.p.send_signal(signal.SIGINT)
+        rc = self.p.wait(timeout=60)
+        time.sleep(0.1)
+        return rc, "".join(self.lines)
+
+
+def gpu_report(ep, data="eprof.data"):
+    return ep.report_json(data)["gpu"]
+
+
+def test_attach_kernels_exact_and_target_restored(ep, fakeattach):
+    """A running program gets the collector: from the attach on, every kernel (2,000 at
+    10,000 launches/s) arrives with its name and duration, joined to its launch stack; the
+    target can subscribe to CUPTI itself only once eprof is gone; its computation, its
+    primary context's references, maps and descriptors are as before; a second attach
+    works the same."""
+    app = App(fakeattach)
+    try:
+        assert app.cmd("run 100").startswith("ran 100")  # before the attach
+        fds = app.fds()
+        for rnd, out in enumerate(("one.data", "two.data")):
+            rec = Record(ep, app.pid, "--cuda-stack-rate", "1000000", out=out)
+            rec.wait("recording GPU activity")
+            assert app.cmd("subscribe") != "subscribe 0"  # MULTIPLE_SUBSCRIBERS while attached
+            assert app.cmd("run 2000 10000").startswith("ran 2000")
+            assert app.cmd("sync") == "synced"
+            rc, log = rec.stop()
+            assert rc == 0, log
+            assert "CUPTI collector retracted from pid" in log, log
+            g = gpu_report(ep, out)
+            k = {x["name"]: x for x in g["kernels"]}
+            assert set(k) == {"attach_k_us20"}, k
+            assert k["attach_k_us20"]["count"] == 2000, k
+            assert k["attach_k_us20"]["total_ns"] == 2000 * 20_000, k
+            assert g["activities"] == g["activities_with_launch_stack"] == 2000, g
+            assert g["activities_before_attach"] == 0
+            assert g["attach"]["attach_injected"] == 1 and g["attach"]["attach_retracted"] == 1
+            assert g["attach"]["attach_kept"] == 0 and g["not_recorded"] is None, g
+            fg = ep.folded(out, "--gpu")
+            assert all(f[-1] == "[gpu] attach_k_us20" and "launch_step" in f and "main" in f
+                       for f, _ in fg), fg[:3]
+            assert sum(ns for _, ns in fg) == 2000 * 20_000, fg[:3]
+            # the collector's own final cuCtxSynchronize is not the program's
+            api = {a["name"]: a["count"] for a in g["api"]}
+            assert api.get("cuCtxSynchronize") == 1, api
+            assert "eprof" not in app.maps() and "memfd:" not in app.maps()
+            assert app.fds() == fds, (fds, app.fds())
+            assert app.cmd("refs") == "refs 1"
+            assert app.cmd("check").startswith("checksum OK")
+        assert app.cmd("subscribe") == "subscribe 0"  # the program can use CUPTI again
+    finally:
+        assert app.quit() == 0
+
+
+def test_attach_busy_job_every_kernel_joined(ep, fakeattach):
+    """The job launches 5,000 kernels/s while the collector comes and goes: every kernel it
+    records is joined to its launch (the uprobes are in before the collector), and the
+    counts of both sides agree."""
+    app = App(fakeattach)
+    try:
+        assert app.cmd("bg 5000") == "bg started"
+        time.sleep(0.3)
+        rec = Record(ep, app.pid)
+        rec.wait("recording GPU activity")
+        time.sleep(1.5)
+        rc, log = rec.stop()
+        assert rc == 0, log
+        app.cmd("stop")
+        g = gpu_report(ep)
+        assert g["activities"] > 3000, g
+        assert g["activities"] - g["activities_with_launch_stack"] == g["activities_before_attach"]
+        assert g["activities_before_attach"] <= 1, g
+        # the uprobes saw every launch the collector did, and those before it was ready
+        assert g["launches"] >= g["activities"], g
+        assert app.cmd("check").startswith("checksum OK")
+    finally:
+        assert app.quit() == 0
+
+
+def test_attach_worker_that_loads_cuda_later(ep, fakeattach):
+    """A child started during the record (a worker, as torchrun's) that loads the CUDA driver
+    a second later through ctypes: found, injected, its kernels recorded and joined; it exits
+    with the collector in it, which flushes at exit."""
+    app = App(fakeattach)
+    try:
+        rec = Record(ep, app.pid)
+        rec.wait("recording GPU activity")
+        child = int(app.cmd(f"spawn /usr/bin/python3 {FAKE}/fake_attach.py "
+                            f"{fakeattach['libcuda']} auto 200 1.0").split()[1])
+        rec.wait(f"CUPTI collector injected into pid {child}", timeout=20)
+        assert app.cmd("reap") == "reaped 0"
+        rc, log = rec.stop()
+        assert rc == 0, log
+        g = gpu_report(ep)
+        k = {x["name"]: x for x in g["kernels"]}
+        assert k["py_kernel_us50"]["count"] == 200, k
+        assert {c["pid"] for c in k["py_kernel_us50"]["configs"]} == {child}
+        assert g["activities"] == g["activities_with_launch_stack"] == 200, g
+        assert g["attach"]["attach_injected"] == 2, g["attach"]
+    finally:
+        assert app.quit() == 0
+
+
+def test_attach_python_ctypes(ep, fakeattach):
+    """A Python program driving the fake driver through ctypes: its kernels are charged to
+    the Python function that launched them."""
+    app = App(fakeattach, argv=["/usr/bin/python3", os.path.join(FAKE, "fake_attach.py"),
+                                fakeattach["libcuda"]])
+    try:
+        rec = Record(ep, app.pid, "--cuda-stack-rate", "1000000")
+        rec.wait("recording GPU activity")
+        assert app.cmd("run 300") == "ran 300"
+        time.sleep(0.3)
+        rc, log = rec.stop()
+        assert rc == 0, log
+        g = gpu_report(ep)
+        k = {x["name"]: x for x in g["kernels"]}
+        assert k["py_kernel_us50"]["count"] == 300 and k["py_kernel_us50"]["total_ns"] == 300 * 50_000
+        assert g["activities_with_launch_stack"] == 300, g
+        stacks = [f for f, _ in ep.folded("eprof.data", "--gpu")]
+        # through ctypes; with Python frames on CUDA API stacks, the Python function too
+        assert stacks and all("ffi_call" in f for f in stacks), stacks[:3]
+        for f in stacks:
+            py = [x for x in f if ".py:" in x]
+            assert not py or any(x.startswith("launch_step (fake_attach.py:") for x in py), f
+        assert "eprof" not in app.maps()
+    finally:
+        assert app.quit() == 0
+
+
+def test_attach_kernel_launched_before_attach(ep, fakeattach):
+    """A launch call in progress while the collector attaches (the fake's launch takes 20 ms):
+    its kernel is recorded, but its API call came before the callbacks: it shows as
+    [launched before attach], every later one is joined."""
+    app = App(fakeattach, env={"FAKE_CUDA_LAUNCH_US": "20000"})
+    try:
+        assert app.cmd("bg 1000") == "bg started"
+        time.sleep(0.2)
+        rec = Record(ep, app.pid, "--cuda-stack-rate", "1000000")
+        rec.wait("recording GPU activity")
+        time.sleep(0.5)
+        n = int(app.cmd("stop").split()[1])
+        assert app.cmd("sync") == "synced"
+        rc, log = rec.stop()
+        assert rc == 0, log
+        g = gpu_report(ep)
+        assert g["activities_before_attach"] == 1, g
+        assert g["activities"] == g["activities_with_launch_stack"] + 1 and n > g["activities"]
+        fg = {tuple(f[-2:]): ns for f, ns in ep.folded("eprof.data", "--gpu")}
+        assert fg[("[launched before attach]", "[gpu] attach_k_us20")] == 20_000, fg
+        assert "launched before the collector attached" in ep.run("report").stdout
+    finally:
+        assert app.quit() == 0
+
+
+def test_attach_another_subscriber(ep, fakeattach):
+    """CUPTI has a subscriber already (torch.profiler, Nsight): the report says so, the API
+    side goes on, and the collector, which never hooked CUPTI, is unloaded."""
+    app = App(fakeattach, env={"FAKE_CUPTI_SUBSCRIBED": "1"})
+    try:
+        rec = Record(ep, app.pid)
+        rec.wait("CUPTI collector injected into pid")
+        time.sleep(0.3)
+        assert app.cmd("run 50").startswith("ran 50")
+        rc, log = rec.stop()
+        assert rc == 0 and "already has a subscriber" in log, log
+        g = gpu_report(ep)
+        assert g["activities"] == 0
+        assert "1 process: CUPTI already had a subscriber" in g["not_recorded"], g
+        assert {a["name"]: a["count"] for a in g["api"]}["cuLaunchKernel"] == 50
+        assert g["attach"]["attach_retracted"] == 1 and "eprof" not in app.maps()
+    finally:
+        assert app.quit() == 0
+
+
+def test_attach_traced_target_and_no_inject(ep, fakeattach):
+    """A target under another tracer (strace) cannot be injected: one line says why, the
+    report says what is missing, CPU and API profiling go on. --no-inject leaves the target
+    alone and says so."""
+    if not shutil.which("strace"):
+        pytest.skip("skipped: no strace")
+    app = App(fakeattach)
+    st = subprocess.Popen(["strace", "-f", "-p", str(app.pid), "-o", "/dev/null"],
+                          stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        rec = Record(ep, app.pid)
+        rec.wait("cannot inject the CUPTI collector")
+        assert app.cmd("run 20").startswith("ran 20")
+        rc, log = rec.stop()
+        assert rc == 0, log
+        assert "already traced by pid" in log and "(strace)" in log, log
+        g = gpu_report(ep)
+        assert "could not ptrace it" in g["not_recorded"], g
+        assert "already traced by pid" in g["not_recorded"], g
+        assert {a["name"]: a["count"] for a in g["api"]}["cuLaunchKernel"] == 20
+        assert g["activities"] == 0
+    finally:
+        st.terminate()
+        st.wait()
+    try:
+        rec = Record(ep, app.pid, "--no-inject", out="noinj.data")
+        time.sleep(1.0)
+        assert "eprof" not in app.maps()
+        assert app.cmd("run 10").startswith("ran 10")
+        rc, log = rec.stop()
+        assert rc == 0, log
+        g = gpu_report(ep, "noinj.data")
+        assert g["not_recorded"] == "1 process: --no-inject (CUDA API calls only)", g
+        assert g["attach"] is None and g["activities"] == 0
+    finally:
+        assert app.quit() == 0
+
+
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+def nobody_copy(fakeattach):
+    """The fake CUDA files where user nobody can use them."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="attach-nobody-")
+    os.chmod(d, 0o777)
+    for f in ("fake_attach", "libfakecupti.so", "libcuda.so.1"):
+        shutil.copy(os.path.join(fakeattach["dir"], f), d)
+    return d
+
+
+def test_attach_non_root_own_process(ep, fakeattach):
+    """A user with CAP_BPF and CAP_PERFMON but not CAP_SYS_PTRACE records its own running
+    program (not its child): the collector is injected where the kernel allows ptrace, and
+    the kernels come."""
+    if not shutil.which("setpriv"):
+        pytest.skip("skipped: no setpriv")
+    scope = "/proc/sys/kernel/yama/ptrace_scope"
+    if os.path.exists(scope) and open(scope).read().strip() != "0":
+        pytest.skip("skipped: Yama allows ptrace of non-children only with CAP_SYS_PTRACE here")
+    d = nobody_copy(fakeattach)
+    app = App({"cupti": f"{d}/libfakecupti.so"}, env={"LD_LIBRARY_PATH": d},
+              argv=NOBODY + [f"{d}/fake_attach"])
+    try:
+        rec = subprocess.Popen(NOBODY + ["--inh-caps=+bpf,+perfmon",
+                                         "--ambient-caps=+bpf,+perfmon", ep.bin, "record", "-v",
+                                         "-p", str(app.pid), "-o", f"{d}/n.data"],
+                               stderr=subprocess.PIPE, text=True)
+        lines = []
+        threading.Thread(target=lambda: [lines.append(x) for x in rec.stderr],
+                         daemon=True).start()
+        end = time.time() + 15
+        while time.time() < end and not any("recording GPU activity" in x for x in lines):
+            if rec.poll() is not None:
+                break
+            time.sleep(0.05)
+        if rec.poll() is not None and "permission" in "".join(lines).lower():
+            pytest.skip("skipped: eprof cannot record as nobody here: " + "".join(lines[-2:]))
+        assert any("recording GPU activity" in x for x in lines), "".join(lines)
+        assert app.cmd("run 100").startswith("ran 100")
+        assert app.cmd("sync") == "synced"
+        rec.send_signal(signal.SIGINT)
+        assert rec.wait(timeout=60) == 0, "".join(lines)
+        g = gpu_report(ep, f"{d}/n.data")
+        assert {k["name"]: k["count"] for k in g["kernels"]} == {"attach_k_us20": 100}, g
+        assert "eprof" not in app.maps()
+    finally:
+        app.quit()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_attach_non_root_under_yama(ep, fakeattach):
+    """A user without CAP_SYS_PTRACE attaching to a process that is not its child, under
+    kernel.yama.ptrace_scope = 1."""
+    scope = "/proc/sys/kernel/yama/ptrace_scope"
+    if not os.path.exists(scope):
+        pytest.skip("skipped: no Yama LSM on this kernel (kernel.yama.ptrace_scope absent): "
+                    "the ptrace_scope 1 refusal cannot be produced here")
+    with open(scope) as f:
+        if f.read().strip() != "1":
+            pytest.skip("skipped: kernel.yama.ptrace_scope is not 1")
+    if not shutil.which("setpriv"):
+        pytest.skip("skipped: no setpriv")
+    d = nobody_copy(fakeattach)
+    app = App({"cupti": f"{d}/libfakecupti.so"}, env={"LD_LIBRARY_PATH": d},
+              argv=NOBODY + [f"{d}/fake_attach"])
+    try:
+        r = subprocess.run(NOBODY + ["--inh-caps=+bpf,+perfmon", "--ambient-caps=+bpf,+perfmon",
+                                     ep.bin, "record", "-p", str(app.pid), "-d", "1.5", "-o",
+                                     f"{d}/y.data"],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0 and "permission" in r.stderr.lower():
+            pytest.skip(f"skipped: eprof cannot record as nobody here: {r.stderr.strip()}")
+        assert r.returncode == 0, r.stderr
+        assert "kernel.yama.ptrace_scope = 1" in r.stderr, r.stderr
+        assert "could not ptrace it" in gpu_report(ep, f"{d}/y.data")["not_recorded"]
+    finally:
+        app.quit()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_top_gpu_shows_kernel_time(ep, fakeattach):
+    """top --gpu -p: GPU time per kernel (CUPTI) in the first refresh after the attach."""
+    app = App(fakeattach)
+    try:
+        assert app.cmd("bg 2000") == "bg started"
+        t0 = time.time()
+        r = ep.run("top", "--batch", "--gpu", "-n", "1", "-d", "1", "-p", str(app.pid),
+                   timeout=60)
+        took = time.time() - t0
+        snap = r.stdout
+        lines = snap.splitlines()
+        i = next(i for i, line in enumerate(lines) if "GPU kernel time (CUPTI)" in line)
+        row = lines[i + 1].split()
+        assert row[-1] == "attach_k_us20" and float(row[1]) == 20.0 and int(row[2]) > 0, snap
+        assert took < 10, took
+        app.cmd("stop")
+        assert "eprof" not in app.maps()
+        assert app.cmd("check").startswith("checksum OK")
+    finally:
+        assert app.quit() == 0
