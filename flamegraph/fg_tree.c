@@ -14,11 +14,12 @@
 #include <string.h>
 
 #include "fg_internal.h"
+#include "util/vec.h"
 
 struct interner {
 	struct fg_name *names;
 	uint64_t *hashes;
-	size_t n, cap;
+	size_t n, cap, cap_hashes;
 	uint32_t *slots; /* name index + 1; 0 is empty */
 	size_t mask;
 };
@@ -88,20 +89,9 @@ static int interner_grow_slots(struct interner *in)
 
 static int interner_push(struct interner *in, const char *s, size_t len, unsigned kind, uint64_t h)
 {
-	if (in->n == in->cap) {
-		size_t cap = in->cap ? in->cap * 2 : 256;
-		struct fg_name *names = realloc(in->names, cap * sizeof(*names));
-		uint64_t *hashes;
-
-		if (!names)
-			return -ENOMEM;
-		in->names = names;
-		hashes = realloc(in->hashes, cap * sizeof(*hashes));
-		if (!hashes)
-			return -ENOMEM;
-		in->hashes = hashes;
-		in->cap = cap;
-	}
+	if (arr_grow(in->names, in->cap, in->n + 1) ||
+	    arr_grow(in->hashes, in->cap_hashes, in->n + 1))
+		return -ENOMEM;
 	in->names[in->n] = (struct fg_name){ .s = s, .len = len, .kind = kind };
 	in->hashes[in->n] = h;
 	return in->n++;
@@ -266,16 +256,10 @@ static int open_child(struct builder *b, uint32_t name)
 	struct open_node *p = &b->path[b->depth];
 	struct fg_node *nd;
 
-	if (b->n == b->cap) {
-		size_t cap = b->cap * 2;
-		struct fg_node *nodes = realloc(b->nodes, cap * sizeof(*nodes));
-
-		if (!nodes)
-			return -ENOMEM;
-		b->nodes = nodes;
-		b->cap = cap;
-	}
+	if (arr_grow(b->nodes, b->cap, b->n + 1))
+		return -ENOMEM;
 	nd = &b->nodes[b->n];
+
 	*nd = (struct fg_node){
 		.x = b->nodes[p->node].x + p->child_w,
 		.name = name,

@@ -13,6 +13,7 @@
 #include "analysis/stacks.h"
 #include "cmds.h"
 #include "util/log.h"
+#include "util/json.h"
 #include "util/sink.h"
 
 #define TOP_FRAMES 256
@@ -255,79 +256,90 @@ static void write_text(struct sink *out, const struct critpath_cli *o, const str
 	}
 }
 
-static void json_str(struct sink *out, const char *key, const char *v)
-{
-	sink_printf(out, "\"%s\": \"", key);
-	sink_json_str(out, v ? v : "");
-	sink_puts(out, "\"");
-}
-
 /* GPU stream tracks: which device and stream (their tid is 0). */
-static void json_gpu_track(struct sink *out, const struct cp_track *t)
+static void json_track(struct json *j, const struct cp_track *t)
 {
-	if (t->kind == CP_TRACK_GPU_STREAM)
-		sink_printf(out, "\"gpu_device\": %u, \"gpu_stream\": %u, ",
-			    (uint32_t)(t->gpu_stream >> 32), (uint32_t)t->gpu_stream);
+	json_kv_u64(j, "pid", t->pid);
+	json_kv_u64(j, "tid", t->kind == CP_TRACK_GPU_STREAM ? 0 : t->tid);
 }
 
-static void write_json(struct sink *out, const struct critpath_cli *o, const struct cp_graph *g,
-		       const struct cp_path *path, const struct cp_func *f, size_t nf,
-		       const struct thread_share *ts, size_t nts, uint32_t end_track)
+static void json_gpu_track(struct json *j, const struct cp_track *t)
+{
+	if (t->kind != CP_TRACK_GPU_STREAM)
+		return;
+	json_kv_u64(j, "gpu_device", (uint32_t)(t->gpu_stream >> 32));
+	json_kv_u64(j, "gpu_stream", (uint32_t)t->gpu_stream);
+}
+
+static void json_segments(struct json *j, const struct cp_graph *g, const struct cp_path *path)
+{
+	json_arr_open(j, 2, "segments");
+	for (size_t i = 0; i < path->nsegs; i++) {
+		const struct cp_segment *s = &path->segs[i];
+		const struct cp_track *t = &g->tracks[s->track];
+
+		json_obj_open(j, 4, NULL);
+		json_track(j, t);
+		json_kv_u64(j, "start_ns", s->start);
+		json_kv_u64(j, "dur_ns", s->end - s->start);
+		json_kv_str(j, "kind", wait_kind_name(s->kind));
+		json_gpu_track(j, t);
+		json_kv_str(j, "frame", segment_top(g, s) ?: "");
+		json_obj_end(j);
+	}
+	json_arr_close(j, 2);
+}
+
+static int write_json(struct sink *out, const struct critpath_cli *o, const struct cp_graph *g,
+		      const struct cp_path *path, const struct cp_func *f, size_t nf,
+		      const struct thread_share *ts, size_t nts, uint32_t end_track)
 {
 	const struct profile *p = g->p;
 	uint64_t total = path->total_ns;
 	size_t lim = o->limit && o->limit < nf ? o->limit : nf;
+	struct json j;
 
-	sink_printf(out,
-		    "{\n  \"version\": 1, \"total_ns\": %" PRIu64 ", \"wall_ns\": %" PRIu64
-		    ", \"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
-		    ", \"end_pid\": %u, \"end_tid\": %u,\n  \"by_kind\": {",
-		    total, path->end - wall_origin(o, g, path), path->start, path->end,
-		    g->tracks[end_track].pid,
-		    g->tracks[end_track].tid);
+	json_init(&j, out, 0);
+	json_obj(&j);
+	json_break(&j, 2);
+	json_kv_u64(&j, "version", 1);
+	json_kv_u64(&j, "total_ns", total);
+	json_kv_u64(&j, "wall_ns", path->end - wall_origin(o, g, path));
+	json_kv_u64(&j, "start_ns", path->start);
+	json_kv_u64(&j, "end_ns", path->end);
+	json_kv_u64(&j, "end_pid", g->tracks[end_track].pid);
+	json_kv_u64(&j, "end_tid", g->tracks[end_track].tid);
+	json_obj_open(&j, 2, "by_kind");
 	for (int k = 0; k < WAIT_KIND_MAX; k++)
-		sink_printf(out, "%s\"%s\": %" PRIu64, k ? ", " : "", wait_kind_name(k),
-			    path->by_kind[k]);
-	sink_puts(out, "},\n  \"by_thread\": [");
+		json_kv_u64(&j, wait_kind_name(k), path->by_kind[k]);
+	json_obj_end(&j);
+	json_arr_open(&j, 2, "by_thread");
 	for (size_t i = 0; i < nts; i++) {
 		const struct cp_track *t = &g->tracks[ts[i].track];
 
-		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u, ", i ? ",\n    " : "\n    ", t->pid,
-			    t->kind == CP_TRACK_GPU_STREAM ? 0 : t->tid);
-		json_gpu_track(out, t);
-		json_str(out, "comm", track_comm(p, t));
-		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", ts[i].ns,
-			    pct(ts[i].ns, total));
+		json_obj_open(&j, 4, NULL);
+		json_track(&j, t);
+		json_gpu_track(&j, t);
+		json_kv_str(&j, "comm", track_comm(p, t));
+		json_kv_u64(&j, "ns", ts[i].ns);
+		json_kv_f(&j, "pct", pct(ts[i].ns, total), 4);
+		json_obj_end(&j);
 	}
-	sink_puts(out, "\n  ],\n  \"functions\": [");
+	json_arr_close(&j, 2);
+	json_arr_open(&j, 2, "functions");
 	for (size_t i = 0; i < lim; i++) {
-		sink_puts(out, i ? ",\n    {" : "\n    {");
-		json_str(out, "name", profile__str(p, f[i].name));
-		sink_puts(out, ", ");
-		json_str(out, "module", profile__str(p, f[i].module));
-		sink_printf(out, ", \"ns\": %" PRIu64 ", \"pct\": %.4f}", f[i].ns,
-			    pct(f[i].ns, total));
+		json_obj_open(&j, 4, NULL);
+		json_kv_str(&j, "name", profile__str(p, f[i].name));
+		json_kv_str(&j, "module", profile__str(p, f[i].module));
+		json_kv_u64(&j, "ns", f[i].ns);
+		json_kv_f(&j, "pct", pct(f[i].ns, total), 4);
+		json_obj_end(&j);
 	}
-	sink_puts(out, "\n  ]");
-	if (o->segments) {
-		sink_puts(out, ",\n  \"segments\": [");
-		for (size_t i = 0; i < path->nsegs; i++) {
-			const struct cp_segment *s = &path->segs[i];
-			const struct cp_track *t = &g->tracks[s->track];
-
-			sink_printf(out,
-				    "%s{\"pid\": %u, \"tid\": %u, \"start_ns\": %" PRIu64
-				    ", \"dur_ns\": %" PRIu64 ", \"kind\": \"%s\", ",
-				    i ? ",\n    " : "\n    ", t->pid,
-				    t->kind == CP_TRACK_GPU_STREAM ? 0 : t->tid, s->start,
-				    s->end - s->start, wait_kind_name(s->kind));
-			json_gpu_track(out, t);
-			json_str(out, "frame", segment_top(g, s));
-			sink_puts(out, "}");
-		}
-		sink_puts(out, "\n  ]");
-	}
-	sink_puts(out, "\n}\n");
+	json_arr_close(&j, 2);
+	if (o->segments)
+		json_segments(&j, g, path);
+	json_obj_close(&j, 0);
+	return json_flush(&j);
 }
 
 static int end_point(const struct critpath_cli *o, const struct cp_graph *g, uint32_t *track,
@@ -413,7 +425,7 @@ static int run(struct sink *out, const struct critpath_cli *o, struct profile *p
 	if (!err && !(ts = by_thread(&g, &path, &nts)))
 		err = -ENOMEM;
 	if (!err && o->json)
-		write_json(out, o, &g, &path, f, nf, ts, nts, track);
+		err = write_json(out, o, &g, &path, f, nf, ts, nts, track);
 	else if (!err)
 		write_text(out, o, &g, &path, f, nf, ts, nts, track);
 	free(ts);

@@ -10,6 +10,7 @@
 #include "analysis/diff.h"
 #include "analysis/findings.h"
 #include "cmds.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "util/sink.h"
 
@@ -108,73 +109,75 @@ static void write_text(struct sink *out, const struct diff_cli *o, const struct 
 		sink_printf(out, "... %zu more functions (--limit 0 shows all)\n", r->n - rows);
 }
 
-static void json_str(struct sink *out, const char *k, const char *v)
+static void json_side(struct json *j, const char *key, const struct diff_func *f, int s)
 {
-	sink_printf(out, "\"%s\": \"", k);
-	sink_json_str(out, v ? v : "");
-	sink_puts(out, "\"");
+	json_obj_open(j, -1, key);
+	json_kv_u64(j, "self", f->self[s]);
+	json_kv_u64(j, "total", f->total[s]);
+	json_kv_u64(j, "self_ns", f->self_ns[s]);
+	json_kv_u64(j, "total_ns", f->total_ns[s]);
+	json_kv_f(j, "self_pct", f->self_pct[s], 4);
+	json_kv_f(j, "total_pct", f->total_pct[s], 4);
+	json_kv_f(j, "self_ms_per_s", f->self_rate[s], 4);
+	json_kv_f(j, "total_ms_per_s", f->total_rate[s], 4);
+	json_obj_end(j);
 }
 
-static void json_side(struct sink *out, const struct diff_func *f, int s)
+static void json_run(struct json *j, const char *key, const char *file, const struct diff_run *x)
 {
-	sink_printf(out,
-		    "{\"self\": %" PRIu64 ", \"total\": %" PRIu64 ", \"self_ns\": %" PRIu64
-		    ", \"total_ns\": %" PRIu64 ", \"self_pct\": %.4f, \"total_pct\": %.4f"
-		    ", \"self_ms_per_s\": %.4f, \"total_ms_per_s\": %.4f}",
-		    f->self[s], f->total[s], f->self_ns[s], f->total_ns[s], f->self_pct[s],
-		    f->total_pct[s], f->self_rate[s], f->total_rate[s]);
+	json_obj_open(j, 2, key);
+	json_kv_str(j, "file", file);
+	json_kv_str(j, "command", x->command ? x->command : "");
+	json_kv_f(j, "duration_s", x->duration_s, 6);
+	json_kv_u64(j, "samples", x->samples);
+	json_kv_u64(j, "cpu_ns", x->cpu_ns);
+	json_kv_u64(j, "sample_rate", x->rate);
+	json_obj_end(j);
 }
 
-static void write_json(struct sink *out, const struct diff_cli *o, const struct diff_result *r)
+static void write_json(struct json *j, const struct diff_cli *o, const struct diff_result *r)
 {
 	size_t rows = o->limit && o->limit < r->n ? o->limit : r->n;
 
-	sink_puts(out, "{\n  \"version\": 1");
-	for (int s = 0; s < 2; s++) {
-		const struct diff_run *x = &r->run[s];
-
-		sink_printf(out, ",\n  \"%s\": {", s ? "new" : "base");
-		json_str(out, "file", s ? o->new : o->base);
-		sink_puts(out, ", ");
-		json_str(out, "command", x->command);
-		sink_printf(out,
-			    ", \"duration_s\": %.6f, \"samples\": %" PRIu64 ", \"cpu_ns\": %" PRIu64
-			    ", \"sample_rate\": %u}",
-			    x->duration_s, x->samples, x->cpu_ns, x->rate);
+	json_obj(j);
+	json_break(j, 2);
+	json_kv_u64(j, "version", 1);
+	json_run(j, "base", o->base, &r->run[DIFF_BASE]);
+	json_run(j, "new", o->new, &r->run[DIFF_NEW]);
+	json_obj_open(j, 2, "speedup");
+	json_kv_f(j, "wall", r->speedup_wall, 4);
+	json_kv_f(j, "cpu", r->speedup_cpu, 4);
+	json_obj_end(j);
+	json_kv_f(j, "wall_change_pct", r->wall_change_pct, 4);
+	json_kv_f(j, "cpu_change_pct", r->cpu_change_pct, 4);
+	if (o->has_fail) {
+		json_break(j, 2);
+		json_kv_f(j, "fail_above", o->fail_above, 4);
+		json_kv_f(j, "min_share", o->min_share, 4);
+		json_kv_bool(j, "total_regressed", r->total_regressed);
+		json_kv_u64(j, "regressed_functions", r->nregressed);
 	}
-	sink_printf(out,
-		    ",\n  \"speedup\": {\"wall\": %.4f, \"cpu\": %.4f}, \"wall_change_pct\": %.4f, "
-		    "\"cpu_change_pct\": %.4f",
-		    r->speedup_wall, r->speedup_cpu, r->wall_change_pct, r->cpu_change_pct);
-	if (o->has_fail)
-		sink_printf(
-		    out,
-		    ",\n  \"fail_above\": %.4f, \"min_share\": %.4f, \"total_regressed\": %s, "
-		    "\"regressed_functions\": %zu",
-		    o->fail_above, o->min_share, r->total_regressed ? "true" : "false",
-		    r->nregressed);
-	sink_puts(out, ",\n  \"functions\": [");
+	json_arr_open(j, 2, "functions");
 	for (size_t i = 0; i < rows; i++) {
 		const struct diff_func *f = &r->funcs[i];
 
-		sink_puts(out, i ? ",\n    {" : "\n    {");
-		json_str(out, "name", f->name);
-		sink_puts(out, ", ");
-		json_str(out, "module", f->module);
-		sink_puts(out, ", \"base\": ");
-		json_side(out, f, DIFF_BASE);
-		sink_puts(out, ", \"new\": ");
-		json_side(out, f, DIFF_NEW);
-		if (isinf(f->change_pct))
-			sink_puts(out, ", \"change_pct\": null, \"appeared\": true");
-		else
-			sink_printf(out, ", \"change_pct\": %.4f", f->change_pct);
-		sink_printf(out, ", \"z\": %.3f", f->z);
+		json_obj_open(j, 4, NULL);
+		json_kv_str(j, "name", f->name ? f->name : "");
+		json_kv_str(j, "module", f->module ? f->module : "");
+		json_side(j, "base", f, DIFF_BASE);
+		json_side(j, "new", f, DIFF_NEW);
+		if (isinf(f->change_pct)) {
+			json_kv_null(j, "change_pct");
+			json_kv_bool(j, "appeared", true);
+		} else {
+			json_kv_f(j, "change_pct", f->change_pct, 4);
+		}
+		json_kv_f(j, "z", f->z, 3);
 		if (o->has_fail)
-			sink_printf(out, ", \"regressed\": %s", f->regressed ? "true" : "false");
-		sink_puts(out, "}");
+			json_kv_bool(j, "regressed", f->regressed);
+		json_obj_end(j);
 	}
-	sink_puts(out, "\n  ]");
+	json_arr_close(j, 2);
 }
 
 static int write_flamegraph(const struct diff_cli *o, const struct profile *base,
@@ -206,8 +209,29 @@ static int write_flamegraph(const struct diff_cli *o, const struct profile *base
 	return err;
 }
 
-/* The findings of both runs side by side: appeared, still there, gone. */
-static int write_findings(struct sink *out, bool json, struct profile *base, struct profile *new)
+static void json_finding(struct json *j, const struct finding_change *ch, const char *status)
+{
+	const struct finding *f = ch->new ? ch->new : ch->base;
+
+	json_obj_open(j, 4, NULL);
+	json_kv_str(j, "id", f->id);
+	json_kv_str(j, "status", status);
+	json_kv_str(j, "severity", finding_severity_name(f->severity));
+	if (ch->base)
+		json_kv_f(j, "impact_base", ch->base->impact, 4);
+	else
+		json_kv_null(j, "impact_base");
+	if (ch->new)
+		json_kv_f(j, "impact_new", ch->new->impact, 4);
+	else
+		json_kv_null(j, "impact_new");
+	json_kv_str(j, "what", f->what);
+	json_obj_end(j);
+}
+
+/* The findings of both runs side by side: appeared, still there, gone. j: as JSON. */
+static int write_findings(struct sink *out, struct json *j, struct profile *base,
+			  struct profile *new)
 {
 	static const struct sample_filter all;
 	struct findings fb, fn = { 0 };
@@ -219,29 +243,17 @@ static int write_findings(struct sink *out, bool json, struct profile *base, str
 	err = err ?: findings_compare(&fb, &fn, &ch, &n);
 	if (err)
 		goto out;
-	if (json)
-		sink_puts(out, ",\n  \"findings\": [");
-	else
+	if (j) {
+		json_arr_open(j, 2, "findings");
+	} else {
 		sink_printf(out, "\nFindings (docs/findings.md)%s\n", n ? "" : ": none in either run");
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct finding *f = ch[i].new ? ch[i].new : ch[i].base;
 		const char *st = !ch[i].base ? "new" : !ch[i].new ? "gone" : "both";
 
-		if (json) {
-			sink_printf(out, "%s{\"id\": \"%s\", \"status\": \"%s\", \"severity\": \"%s\"",
-				    i ? ",\n    " : "\n    ", f->id, st,
-				    finding_severity_name(f->severity));
-			if (ch[i].base)
-				sink_printf(out, ", \"impact_base\": %.4f", ch[i].base->impact);
-			else
-				sink_puts(out, ", \"impact_base\": null");
-			if (ch[i].new)
-				sink_printf(out, ", \"impact_new\": %.4f", ch[i].new->impact);
-			else
-				sink_puts(out, ", \"impact_new\": null");
-			sink_puts(out, ", ");
-			json_str(out, "what", f->what);
-			sink_puts(out, "}");
+		if (j) {
+			json_finding(j, &ch[i], st);
 		} else {
 			sink_printf(out, "  %-5s %-6s  %-19s %s%s\n", st,
 				    finding_severity_name(f->severity), f->id, f->what,
@@ -251,13 +263,13 @@ static int write_findings(struct sink *out, bool json, struct profile *base, str
 					    100 * ch[i].base->impact, 100 * ch[i].new->impact);
 		}
 	}
-	if (json)
-		sink_puts(out, n ? "\n  ]" : "]");
+	if (j)
+		json_arr_close(j, n ? 2 : -1); /* [] when empty */
 out:
 	free(ch);
 	findings__free(&fb);
 	findings__free(&fn);
-	return err ? err : out->err;
+	return err;
 }
 
 static int report_gate(const struct diff_cli *o, const struct diff_result *r)
@@ -315,14 +327,17 @@ static int diff_run(struct cmd_ctx *c)
 	c->state_free = result_free;
 	if (!cmd_output(c))
 		return 1;
-	if (o->json)
-		write_json(c->out, o, r);
-	else
-		write_text(c->out, o, r);
-	err = write_findings(c->out, o->json, base, new);
-	if (o->json)
-		sink_puts(c->out, "\n}\n");
-	return err;
+	if (o->json) {
+		struct json j;
+
+		json_init(&j, c->out, 0);
+		write_json(&j, o, r);
+		err = write_findings(c->out, &j, base, new);
+		json_obj_close(&j, 0);
+		return json_flush(&j) ?: err;
+	}
+	write_text(c->out, o, r);
+	return write_findings(c->out, NULL, base, new);
 }
 
 /* Once the table is out: the differential flamegraph, then the CI gate's exit status. */

@@ -12,6 +12,7 @@
 #include "critpath.h"
 #include "gpu.h"
 #include "stacks.h"
+#include "../util/vec.h"
 
 #define CP_MAX_STEPS 50000000ULL
 #define CP_MAX_FRAMES 1024
@@ -34,46 +35,33 @@ int64_t critpath_add_track(struct cp_graph *g, uint8_t kind, uint32_t pid, uint3
 		return t;
 	if (!g->track_idx && !(g->track_idx = hmap__new(64)))
 		return -ENOMEM;
-	if (g->ntracks == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 16;
-		struct cp_track *n = realloc(g->tracks, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		g->tracks = n;
-		g->cap = cap;
-	}
-	tr = &g->tracks[g->ntracks];
-	memset(tr, 0, sizeof(*tr));
+	tr = arr_push(g->tracks, g->ntracks, g->cap);
+	if (!tr)
+		return -ENOMEM;
 	tr->kind = kind;
 	tr->pid = pid;
 	tr->tid = tid;
 	tr->t_first = UINT64_MAX;
-	if (hmap__put(g->track_idx, kind, (uint64_t)pid << 32 | tid, g->ntracks))
+	if (hmap__put(g->track_idx, kind, (uint64_t)pid << 32 | tid, g->ntracks - 1))
 		return -ENOMEM;
-	return (int64_t)g->ntracks++;
+	return (int64_t)g->ntracks - 1;
 }
 
 int64_t critpath_add_edge(struct cp_graph *g, const struct cp_edge *e)
 {
-	if (g->nedges == g->ecap) {
-		size_t cap = g->ecap ? g->ecap * 2 : 256;
-		struct cp_edge *n = realloc(g->edges, cap * sizeof(*n));
+	struct cp_edge *n = arr_push(g->edges, g->nedges, g->ecap);
 
-		if (!n)
-			return -ENOMEM;
-		g->edges = n;
-		g->ecap = cap;
-	}
-	g->edges[g->nedges] = *e;
-	return (int64_t)g->nedges++;
+	if (!n)
+		return -ENOMEM;
+	*n = *e;
+	return (int64_t)g->nedges - 1;
 }
 
 int critpath_add_wait(struct cp_graph *g, uint32_t track, const struct cp_wait *w)
 {
 	struct cp_track *t = &g->tracks[track];
 
-	struct cp_wait *n = vec_push_((void **)&t->waits, &t->nwaits, &t->cap, sizeof(*n));
+	struct cp_wait *n = arr_push(t->waits, t->nwaits, t->cap);
 
 	if (!n)
 		return -ENOMEM;
@@ -299,15 +287,8 @@ static int push_seg(struct cp_path *path, size_t *cap, uint32_t track, uint64_t 
 {
 	if (end <= start)
 		return 0;
-	if (path->nsegs == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 256;
-		struct cp_segment *n = realloc(path->segs, ncap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		path->segs = n;
-		*cap = ncap;
-	}
+	if (arr_grow(path->segs, *cap, path->nsegs + 1))
+		return -ENOMEM;
 	path->segs[path->nsegs++] = (struct cp_segment){track, start, end, kind, stack, gpu_event};
 	path->by_kind[kind] += end - start;
 	path->total_ns += end - start;
@@ -473,15 +454,9 @@ static int attribute(const struct cp_graph *g, struct cp_path *path)
 				    ? p->samples.v[t->samples[hi]].weight
 				    : 1;
 		need = wsum ? hi - lo : 1;
-		if (path->nattr + need > cap) {
-			size_t ncap = (path->nattr + need) * 2;
-			struct cp_attr *n = realloc(path->attr, ncap * sizeof(*n));
+		if (arr_grow(path->attr, cap, path->nattr + need))
+			return -ENOMEM;
 
-			if (!n)
-				return -ENOMEM;
-			path->attr = n;
-			cap = ncap;
-		}
 		if (!wsum) {
 			/* GPU work is the process's: its main thread names it in flamegraphs */
 			path->attr[path->nattr++] = (struct cp_attr){
@@ -618,7 +593,7 @@ int critpath_functions(struct profile *p, const struct cp_path *path, struct cp_
 	const struct frame **fr = malloc(CP_MAX_FRAMES * sizeof(*fr));
 	struct hmap *idx = hmap__new(1024);
 	struct cp_func *v = NULL;
-	size_t *seen = NULL, nv = 0, cap = 0;
+	size_t *seen = NULL, nv = 0, cap = 0, seen_cap = 0;
 	int err = -ENOMEM;
 
 	if (!fr || !idx)
@@ -636,20 +611,10 @@ int critpath_functions(struct profile *p, const struct cp_path *path, struct cp_
 			uint64_t j;
 
 			if (!hmap__get(idx, fr[k]->name, fr[k]->module, &j)) {
-				if (nv == cap) {
-					size_t ncap = cap ? cap * 2 : 256;
-					struct cp_func *nvv = realloc(v, ncap * sizeof(*nvv));
-					size_t *ns = realloc(seen, ncap * sizeof(*ns));
-
-					if (nvv)
-						v = nvv;
-					if (ns)
-						seen = ns;
-					if (!nvv || !ns)
-						goto out;
-					cap = ncap;
-				}
+				if (arr_grow(v, cap, nv + 1) || arr_grow(seen, seen_cap, nv + 1))
+					goto out;
 				j = nv++;
+
 				v[j] = (struct cp_func){fr[k]->name, fr[k]->module, 0};
 				seen[j] = SIZE_MAX;
 				if (hmap__put(idx, fr[k]->name, fr[k]->module, j))

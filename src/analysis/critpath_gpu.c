@@ -11,6 +11,7 @@
 #include "../model/event.h"
 #include "critpath.h"
 #include "gpu.h"
+#include "../util/vec.h"
 
 /* CUPTI's CUpti_ActivitySynchronizationType for cudaStreamSynchronize. */
 #define CUPTI_SYNC_STREAM 3
@@ -22,7 +23,8 @@ static bool is_gpu_op(uint16_t k)
 
 static int add_op(struct cp_track *t, const struct cp_gpu_op *op)
 {
-	struct cp_gpu_op *n = vec_push_((void **)&t->ops, &t->nops, &t->opcap, sizeof(*n));
+	struct cp_gpu_op *n = arr_push(t->ops, t->nops, t->opcap);
+
 
 	if (!n)
 		return -ENOMEM;

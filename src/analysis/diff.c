@@ -8,6 +8,7 @@
 #include "hot.h"
 #include "summary.h"
 #include "stacks.h"
+#include "../util/vec.h"
 
 #define DIFF_DEPTH 4096
 
@@ -46,16 +47,10 @@ static int add_side(struct diff_result *r, struct hmap *idx, size_t *cap, struct
 
 		str_key(name, module, &k1, &k2);
 		if (!hmap__get(idx, k1, k2, &at)) {
-			if (r->n == *cap) {
-				size_t nc = *cap ? *cap * 2 : 256;
-				struct diff_func *nf = realloc(r->funcs, nc * sizeof(*nf));
-
-				if (!nf)
-					return -ENOMEM;
-				r->funcs = nf;
-				*cap = nc;
-			}
-			memset(&r->funcs[r->n], 0, sizeof(r->funcs[0]));
+			if (arr_grow(r->funcs, *cap, r->n + 1))
+				return -ENOMEM;
+			memset
+(&r->funcs[r->n], 0, sizeof(r->funcs[0]));
 			r->funcs[r->n].name = name;
 			r->funcs[r->n].module = module;
 			r->funcs[r->n].kind = f->kind;

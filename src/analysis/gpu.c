@@ -6,6 +6,7 @@
 
 #include "../model/event.h"
 #include "../util/hmap.h"
+#include "../util/vec.h"
 #include "gpu.h"
 
 static bool is_gpu_kind(uint16_t k)
@@ -198,22 +199,6 @@ out:
 
 /* --- aggregation -------------------------------------------------------------------------- */
 
-#define GROW(arr, n, cap)                                                                          \
-	({                                                                                         \
-		int _e = 0;                                                                        \
-		if ((n) == (cap)) {                                                                \
-			size_t _c = (cap) ? 2 * (cap) : 16;                                        \
-			void *_v = realloc((arr), _c * sizeof(*(arr)));                            \
-			if (_v) {                                                                  \
-				(arr) = _v;                                                        \
-				(cap) = _c;                                                        \
-			} else {                                                                   \
-				_e = -ENOMEM;                                                      \
-			}                                                                          \
-		}                                                                                  \
-		_e;                                                                                \
-	})
-
 struct acc {
 	struct hmap *api, *kern, *stream, *dev, *mem, *launched, *cfg;
 	size_t capi, ckern, cstream, cdev, claunched, ccfg;
@@ -227,7 +212,7 @@ static int add_launched(struct gpu_summary *s, struct acc *a, uint32_t name, uin
 	uint64_t i;
 
 	if (!hmap__get(a->launched, name, 0, &i)) {
-		if (GROW(s->launched, s->nlaunched, a->claunched))
+		if (arr_grow(s->launched, a->claunched, s->nlaunched + 1))
 			return -ENOMEM;
 		i = s->nlaunched++;
 		memset(&s->launched[i], 0, sizeof(s->launched[i]));
@@ -257,7 +242,7 @@ static int add_api(const struct profile *p, struct gpu_summary *s, struct acc *a
 	uint64_t i;
 
 	if (!hmap__get(a->api, e->name, 0, &i)) {
-		if (GROW(s->api, s->napi, a->capi))
+		if (arr_grow(s->api, a->capi, s->napi + 1))
 			return -ENOMEM;
 		i = s->napi++;
 		memset(&s->api[i], 0, sizeof(s->api[i]));
@@ -348,7 +333,7 @@ static int add_config(struct gpu_summary *s, struct acc *a, const struct event *
 		       (uint64_t)dev << 56 | (uint64_t)smem << 32 | regs << 16 | threads, &i)) {
 		const struct gpu_device_props *d = a->last;
 
-		if (GROW(s->configs, s->nconfigs, a->ccfg))
+		if (arr_grow(s->configs, a->ccfg, s->nconfigs + 1))
 			return -ENOMEM;
 		i = s->nconfigs++;
 		c = &s->configs[i];
@@ -373,7 +358,7 @@ static int add_kernel(struct gpu_summary *s, struct acc *a, const struct event *
 	uint64_t i;
 
 	if (!hmap__get(a->kern, e->name, 0, &i)) {
-		if (GROW(s->kernels, s->nkernels, a->ckern))
+		if (arr_grow(s->kernels, a->ckern, s->nkernels + 1))
 			return -ENOMEM;
 		i = s->nkernels++;
 		memset(&s->kernels[i], 0, sizeof(s->kernels[i]));
@@ -591,7 +576,7 @@ static int busy_times(const struct profile *p, struct gpu_summary *s, struct iva
 		uint64_t end = 0;
 		size_t j;
 
-		if (GROW(s->streams, s->nstreams, a->cstream))
+		if (arr_grow(s->streams, a->cstream, s->nstreams + 1))
 			return -ENOMEM;
 		st = &s->streams[s->nstreams++];
 		memset(st, 0, sizeof(*st));
@@ -614,7 +599,7 @@ static int busy_times(const struct profile *p, struct gpu_summary *s, struct iva
 		uint64_t end = 0;
 		size_t j;
 
-		if (GROW(s->devices, s->ndevices, a->cdev))
+		if (arr_grow(s->devices, a->cdev, s->ndevices + 1))
 			return -ENOMEM;
 		d = &s->devices[s->ndevices++];
 		memset(d, 0, sizeof(*d));

@@ -6,6 +6,7 @@
 #include "../model/event.h"
 #include "gpu_occ.h"
 #include "../util/hmap.h"
+#include "../util/vec.h"
 
 const char *gpu_occ_limiter_name(enum gpu_occ_limiter l)
 {
@@ -101,16 +102,10 @@ static struct gpu_device_props *get_dev(struct gpu_device_props **v, size_t *n, 
 
 	if (hmap__get(index, pid, device, &at))
 		return &(*v)[at];
-	if (*n == *cap) {
-		size_t c = *cap ? 2 * *cap : 4;
-		void *nv = realloc(*v, c * sizeof(**v));
-
-		if (!nv)
-			return NULL;
-		*v = nv;
-		*cap = c;
-	}
-	if (hmap__put(index, pid, device, *n))
+	if (arr_grow(*v, *cap, *n + 1))
+		return NULL;
+	if (hmap__put
+(index, pid, device, *n))
 		return NULL;
 	d = &(*v)[(*n)++];
 	memset(d, 0, sizeof(*d));

@@ -6,6 +6,7 @@
 
 #include "hot.h"
 #include "pygil.h"
+#include "../util/vec.h"
 
 bool sample_filter__match(const struct sample_filter *f, const struct sample *s)
 {
@@ -52,6 +53,7 @@ struct hot_state {
 	struct func_stat *funcs;
 	size_t n, cap;
 	uint32_t *onpath; /* per function: how often it occurs on the path the walk is at */
+	size_t cap_onpath;
 	/*
 	 * A location's function indexes depend on the location alone (by_line keys every frame
 	 * by the location's innermost line), so they are looked up once per location:
@@ -77,19 +79,8 @@ static int64_t func_index(struct hot_state *h, const struct frame *f, const stru
 	}
 	if (hmap__get(h->index, name, f->module, &idx))
 		return idx;
-	if (h->n == h->cap) {
-		size_t ncap = h->cap ? h->cap * 2 : 256;
-		struct func_stat *nf = realloc(h->funcs, ncap * sizeof(*nf));
-		uint32_t *np = realloc(h->onpath, ncap * sizeof(*np));
-
-		if (nf)
-			h->funcs = nf;
-		if (np)
-			h->onpath = np;
-		if (!nf || !np)
-			return -ENOMEM;
-		h->cap = ncap;
-	}
+	if (arr_grow(h->funcs, h->cap, h->n + 1) || arr_grow(h->onpath, h->cap_onpath, h->n + 1))
+		return -ENOMEM;
 	memset(&h->funcs[h->n], 0, sizeof(h->funcs[0]));
 	h->funcs[h->n].name = name;
 	h->funcs[h->n].module = f->module;
@@ -110,18 +101,8 @@ static int loc_funcs(struct hot_state *h, uint32_t loc)
 		return 0;
 	if (h->nlf + nf >= UINT32_MAX)
 		return -ENOMEM;
-	if (h->nlf + nf > h->caplf) {
-		size_t ncap = h->caplf * 2;
-		int32_t *nv;
-
-		while (ncap < h->nlf + nf)
-			ncap *= 2;
-		nv = realloc(h->lf, ncap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		h->lf = nv;
-		h->caplf = ncap;
-	}
+	if (arr_grow(h->lf, h->caplf, h->nlf + nf))
+		return -ENOMEM;
 	for (uint32_t k = 0; k < nf; k++) {
 		int64_t idx = -1;
 
@@ -680,14 +661,10 @@ int thread_stats(const struct profile *p, const struct sample_filter *f, struct 
 		if (!hmap__get(idx, s->tid, 0, &k)) {
 			const struct thread *t = profile__thread((struct profile *)p, s->pid, s->tid, false);
 
-			if (cnt == cap) {
-				struct thread_stat *nv = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*nv));
-
-				if (!nv)
-					goto nomem;
-				v = nv;
-			}
+			if (arr_grow(v, cap, cnt + 1))
+				goto nomem;
 			memset(&v[cnt], 0, sizeof(v[0]));
+
 			v[cnt].pid = s->pid;
 			v[cnt].tid = s->tid;
 			v[cnt].comm = t ? t->comm : 0;

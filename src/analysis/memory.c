@@ -6,6 +6,7 @@
 #include "../model/event.h"
 #include "memory.h"
 #include "../util/hmap.h"
+#include "../util/vec.h"
 
 #define NO_FREE SIZE_MAX
 
@@ -172,7 +173,8 @@ struct rnode {
 
 struct range_set {
 	struct rnode *v;
-	uint32_t n, cap, root, free_list; /* free nodes chained through .l */
+	uint32_t n, root, free_list; /* free nodes chained through .l */
+	size_t cap;
 	uint64_t prng;
 };
 
@@ -225,19 +227,10 @@ static int range_add(struct range_set *rs, uint32_t pid, uint64_t s, uint64_t e)
 		x = rs->free_list;
 		rs->free_list = rs->v[x].l;
 	} else {
-		if (rs->n == rs->cap) {
-			uint32_t cap = rs->cap ? rs->cap * 2 : 64;
-			struct rnode *v;
-
-			if (cap <= rs->cap || cap >= RNIL)
-				return -ENOMEM;
-			v = realloc(rs->v, (size_t)cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			rs->v = v;
-			rs->cap = cap;
-		}
+		if (rs->n + 1 >= RNIL || arr_grow(rs->v, rs->cap, rs->n + 1))
+			return -ENOMEM;
 		x = rs->n++;
+
 	}
 	rs->prng = rs->prng * 6364136223846793005ULL + 1442695040888963407ULL;
 	rs->v[x] = (struct rnode){ .start = s, .end = e, .pid = pid,

@@ -10,6 +10,7 @@
 #include "../model/event.h"
 #include "../model/offcpu_event.h"
 #include "offcpu.h"
+#include "../util/vec.h"
 
 const char *wait_kind_name(enum wait_kind k)
 {
@@ -278,16 +279,10 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		if (scale == 0)
 			continue;
 		if (!hmap__get(idx, e->stack, k, &j)) {
-			if (s->nstacks == cap) {
-				struct offcpu_stack_stat *nv;
-
-				cap = cap ? cap * 2 : 64;
-				nv = realloc(s->stacks, cap * sizeof(*nv));
-				if (!nv)
-					goto nomem;
-				s->stacks = nv;
-			}
+			if (arr_grow(s->stacks, cap, s->nstacks + 1))
+				goto nomem;
 			j = s->nstacks++;
+
 			s->stacks[j] = (struct offcpu_stack_stat){.stack = e->stack, .kind = k};
 			if (hmap__put(idx, e->stack, k, j))
 				goto nomem;

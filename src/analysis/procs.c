@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../util/hmap.h"
+#include "../util/vec.h"
 #include "procs.h"
 
 static int cmp_proc(const void *a, const void *b)
@@ -21,16 +22,10 @@ static int add_proc(const struct profile *p, struct proc_stat **v, size_t *n, si
 {
 	const struct process *pr = profile__proc((struct profile *)p, pid, false);
 
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 16;
-		struct proc_stat *nv = realloc(*v, ncap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = ncap;
-	}
-	(*v)[*n] = (struct proc_stat){ .pid = pid };
+	if (arr_grow(*v, *cap, *n + 1))
+		return -ENOMEM;
+	(*v)[*n] = 
+(struct proc_stat){ .pid = pid };
 	if (pr) {
 		(*v)[*n].ppid = pr->ppid;
 		(*v)[*n].comm = pr->comm;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../util/hmap.h"
+#include "../util/vec.h"
 #include "pygil.h"
 
 /* 1 for [GIL], 2 for [no GIL], 0 for any other location; *any: whether there is one. */
@@ -114,17 +115,10 @@ int py_gil_stats(const struct profile *p, const struct sample_filter *f, struct 
 		if (!k)
 			continue;
 		if (!hmap__get(idx, s->pid, s->tid, &at)) {
-			if (nv == cap) {
-				struct py_gil_thread *nvv;
+			if (!arr_push(v, nv, cap))
+				goto out;
+			at = nv - 1;
 
-				cap = cap ? cap * 2 : 16;
-				nvv = realloc(v, cap * sizeof(*v));
-				if (!nvv)
-					goto out;
-				v = nvv;
-			}
-			at = nv++;
-			memset(&v[at], 0, sizeof(v[at]));
 			v[at].pid = s->pid;
 			v[at].tid = s->tid;
 			if (hmap__put(idx, s->pid, s->tid, at))

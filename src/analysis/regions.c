@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../util/hmap.h"
+#include "../util/vec.h"
 #include "regions.h"
 
 static bool inst_match(const struct sample_filter *f, const struct event *e)
@@ -157,16 +158,10 @@ static int node_get(struct region_set *s, struct hmap *idx, size_t *cap, int32_t
 		*out = v;
 		return 0;
 	}
-	if (s->nnodes == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		struct region_node *nn = realloc(s->nodes, nc * sizeof(*nn));
-
-		if (!nn)
-			return -ENOMEM;
-		s->nodes = nn;
-		*cap = nc;
-	}
+	if (arr_grow(s->nodes, *cap, s->nnodes + 1))
+		return -ENOMEM;
 	memset(&s->nodes[s->nnodes], 0, sizeof(s->nodes[0]));
+
 	s->nodes[s->nnodes].name = name;
 	s->nodes[s->nnodes].parent = parent;
 	s->nodes[s->nnodes].depth = parent >= 0 ? s->nodes[parent].depth + 1 : 0;

@@ -5,6 +5,7 @@
 
 #include "pygil.h"
 #include "stacks.h"
+#include "../util/vec.h"
 
 static int cmp_collapsed(const void *a, const void *b)
 {
@@ -40,15 +41,8 @@ static int64_t trie_child(struct trie_builder *b, uint32_t parent, uint32_t fram
 	}
 	if (hmap__get(b->idx, (uint64_t)parent << 32 | f->name, (uint64_t)f->module << 32 | fl, &id))
 		return id;
-	if (b->c->nnodes == b->cap) {
-		size_t ncap = b->cap * 2;
-		struct sym_node *nn = realloc(b->c->nodes, ncap * sizeof(*nn));
-
-		if (!nn)
-			return -ENOMEM;
-		b->c->nodes = nn;
-		b->cap = ncap;
-	}
+	if (arr_grow(b->c->nodes, b->cap, b->c->nnodes + 1))
+		return -ENOMEM;
 	id = b->c->nnodes++;
 	b->c->nodes[id] = (struct sym_node){ parent, frame, b->c->nodes[parent].depth + 1 };
 	if (hmap__put(b->idx, (uint64_t)parent << 32 | f->name, (uint64_t)f->module << 32 | fl, id))
@@ -149,14 +143,10 @@ int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, 
 			have_last = true;
 		}
 		if (!hmap__get(groups, comm, sn, &k)) {
-			if (out->n == cap) {
-				struct collapsed *nv = realloc(out->v, (cap = cap ? cap * 2 : 1024) * sizeof(*nv));
-
-				if (!nv)
-					goto out;
-				out->v = nv;
-			}
+			if (arr_grow(out->v, cap, out->n + 1))
+				goto out;
 			out->v[out->n] = (struct collapsed){ .comm = comm, .node = sn };
+
 			k = out->n++;
 			if (hmap__put(groups, comm, sn, k))
 				goto out;

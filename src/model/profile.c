@@ -46,40 +46,6 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_UNWIND_SCANNED] = "unwind_scanned",
 };
 
-void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem)
-{
-	char *p;
-
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		void *nv = realloc(*v, ncap * elem);
-
-		if (!nv) {
-			errno = ENOMEM;
-			return NULL;
-		}
-		*v = nv;
-		*cap = ncap;
-	}
-	p = (char *)*v + (*n)++ * elem;
-	memset(p, 0, elem);
-	return p;
-}
-
-int vec_reserve_(void **v, size_t *cap, size_t want, size_t elem)
-{
-	void *nv;
-
-	if (want <= *cap)
-		return 0;
-	nv = realloc(*v, want * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = want;
-	return 0;
-}
-
 struct profile *profile__new(void)
 {
 	struct profile *p = calloc(1, sizeof(*p));

@@ -26,6 +26,7 @@
 
 #include "../util/hmap.h"
 #include "../util/strtab.h"
+#include "../util/vec.h"
 
 enum object_kind {
 	OBJ_ELF = 0,	 /* a mapped ELF file */
@@ -224,12 +225,6 @@ struct meta_kv {
 	uint32_t key, value; /* string ids */
 };
 
-#define VEC(type)                                                                                  \
-	struct {                                                                                   \
-		type *v;                                                                           \
-		size_t n, cap;                                                                     \
-	}
-
 struct profile {
 	struct strtab *strs;
 	VEC(struct object) objects;
@@ -262,12 +257,6 @@ struct profile {
 
 struct profile *profile__new(void);
 void profile__free(struct profile *p);
-
-/* Grows a VEC by one zeroed element; returns a pointer to it or NULL (ENOMEM). */
-void *vec_push_(void **v, size_t *n, size_t *cap, size_t elem);
-#define vec_push(vec) ((__typeof__((vec).v))vec_push_((void **)&(vec).v, &(vec).n, &(vec).cap, sizeof(*(vec).v)))
-int vec_reserve_(void **v, size_t *cap, size_t want, size_t elem);
-#define vec_reserve(vec, want) vec_reserve_((void **)&(vec).v, &(vec).cap, (want), sizeof(*(vec).v))
 
 static inline const char *profile__str(const struct profile *p, uint32_t id)
 {

@@ -11,6 +11,7 @@
 #include "../util/buf.h"
 #include "../util/sink.h"
 #include "../util/utf8.h"
+#include "../util/vec.h"
 #include "pprof.h"
 
 #define ZCHUNK (64 * 1024)
@@ -175,15 +176,10 @@ static int group_samples(struct pp *c, const struct sample_filter *f)
 		if (!sample_filter__match(f, s))
 			continue;
 		if (!hmap__get(idx, node, (uint64_t)s->pid << 32 | s->tid, &k)) {
-			if (c->ngroups == cap) {
-				struct group *ng =
-				    realloc(c->groups, (cap = cap ? cap * 2 : 4096) * sizeof(*ng));
-
-				if (!ng)
-					goto nomem;
-				c->groups = ng;
-			}
-			c->groups[c->ngroups] =
+			if (arr_grow(c->groups, cap, c->ngroups + 1))
+				goto nomem;
+			c->groups
+[c->ngroups] =
 			    (struct group){.node = node, .pid = s->pid, .tid = s->tid};
 			k = c->ngroups++;
 			if (hmap__put(idx, node, (uint64_t)s->pid << 32 | s->tid, k))

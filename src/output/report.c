@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/json.h"
 #include "../util/sink.h"
 #include "report.h"
 #include "report_gpu.h"
@@ -144,13 +145,6 @@ static int text_processes(struct sink *out, const struct profile *p, const struc
 	return 0;
 }
 
-static void json_kv_str(struct sink *out, const char *k, const char *v, bool comma)
-{
-	sink_printf(out, "%s\"%s\": \"", comma ? ", " : "", k);
-	sink_json_str(out, v ? v : "");
-	sink_puts(out, "\"");
-}
-
 static const char *kind_name(uint8_t kind)
 {
 	static const char *const names[] = { "user", "kernel", "jit", "unknown", "special", "python" };
@@ -158,30 +152,31 @@ static const char *kind_name(uint8_t kind)
 	return kind < 6 ? names[kind] : "unknown";
 }
 
-static void json_functions(struct sink *out, const struct profile *p, const struct report_opts *o,
+static void json_functions(struct json *j, const struct profile *p, const struct report_opts *o,
 			   const struct hot_result *r)
 {
 	size_t n = o->limit && o->limit < r->n ? o->limit : r->n;
 
-	sink_puts(out, ",\n  \"functions\": [");
+	json_arr_open(j, 2, "functions");
 	for (size_t i = 0; i < n; i++) {
 		const struct func_stat *f = &r->funcs[i];
 
-		sink_puts(out, i ? ",\n    {" : "\n    {");
-		json_kv_str(out, "name", profile__str(p, f->name), false);
-		json_kv_str(out, "module", profile__str(p, f->module), true);
-		json_kv_str(out, "kind", kind_name(f->kind), true);
-		sink_printf(out,
-			    ", \"self\": %" PRIu64 ", \"total\": %" PRIu64
-			    ", \"self_pct\": %.4f, \"total_pct\": %.4f, \"self_ns\": %" PRIu64
-			    ", \"total_ns\": %" PRIu64 "}",
-			    f->self, f->total, pct(f->self, r->samples), pct(f->total, r->samples),
-			    f->self_ns, f->total_ns);
+		json_obj_open(j, 4, NULL);
+		json_kv_str(j, "name", profile__str(p, f->name));
+		json_kv_str(j, "module", profile__str(p, f->module));
+		json_kv_str(j, "kind", kind_name(f->kind));
+		json_kv_u64(j, "self", f->self);
+		json_kv_u64(j, "total", f->total);
+		json_kv_f(j, "self_pct", pct(f->self, r->samples), 4);
+		json_kv_f(j, "total_pct", pct(f->total, r->samples), 4);
+		json_kv_u64(j, "self_ns", f->self_ns);
+		json_kv_u64(j, "total_ns", f->total_ns);
+		json_obj_end(j);
 	}
-	sink_puts(out, "\n  ]");
+	json_arr_close(j, 2);
 }
 
-static int json_threads(struct sink *out, const struct profile *p, const struct report_opts *o)
+static int json_threads(struct json *j, const struct profile *p, const struct report_opts *o)
 {
 	struct thread_stat *t;
 	size_t n;
@@ -189,22 +184,23 @@ static int json_threads(struct sink *out, const struct profile *p, const struct 
 
 	if (err)
 		return err;
-	sink_puts(out, ",\n  \"threads\": [");
+	json_arr_open(j, 2, "threads");
 	for (size_t i = 0; i < n; i++) {
-		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u", i ? ",\n    " : "\n    ", t[i].pid,
-			    t[i].tid);
-		json_kv_str(out, "comm", profile__str(p, t[i].comm), true);
-		sink_printf(out, ", \"samples\": %" PRIu64 ", \"cpu_ns\": %" PRIu64, t[i].samples,
-			    t[i].weight);
-		json_kv_str(out, "top_function", profile__str(p, t[i].top_func), true);
-		sink_puts(out, "}");
+		json_obj_open(j, 4, NULL);
+		json_kv_u64(j, "pid", t[i].pid);
+		json_kv_u64(j, "tid", t[i].tid);
+		json_kv_str(j, "comm", profile__str(p, t[i].comm));
+		json_kv_u64(j, "samples", t[i].samples);
+		json_kv_u64(j, "cpu_ns", t[i].weight);
+		json_kv_str(j, "top_function", profile__str(p, t[i].top_func));
+		json_obj_end(j);
 	}
-	sink_puts(out, "\n  ]");
+	json_arr_close(j, 2);
 	free(t);
 	return 0;
 }
 
-static int json_processes(struct sink *out, const struct profile *p, const struct report_opts *o)
+static int json_processes(struct json *j, const struct profile *p, const struct report_opts *o)
 {
 	struct proc_stat *v;
 	size_t n;
@@ -213,39 +209,72 @@ static int json_processes(struct sink *out, const struct profile *p, const struc
 
 	if (err)
 		return err;
-	sink_puts(out, ",\n  \"processes\": [");
+	json_arr_open(j, 2, "processes");
 	for (size_t i = 0; i < n; i++) {
-		sink_printf(out, "%s{\"pid\": %u, \"ppid\": %u", i ? ",\n    " : "\n    ", v[i].pid,
-			    v[i].ppid);
-		json_kv_str(out, "comm", v[i].comm ? profile__str(p, v[i].comm) : "", true);
-		json_kv_str(out, "cmdline", v[i].cmdline ? profile__str(p, v[i].cmdline) : "", true);
-		json_kv_str(out, "command", proc_command(p, &v[i], buf, sizeof(buf)), true);
-		sink_printf(out,
-			    ", \"samples\": %" PRIu64 ", \"cpu_ns\": %" PRIu64 ", \"threads\": %u}",
-			    v[i].samples, v[i].weight, v[i].threads);
+		json_obj_open(j, 4, NULL);
+		json_kv_u64(j, "pid", v[i].pid);
+		json_kv_u64(j, "ppid", v[i].ppid);
+		json_kv_str(j, "comm", v[i].comm ? profile__str(p, v[i].comm) : "");
+		json_kv_str(j, "cmdline", v[i].cmdline ? profile__str(p, v[i].cmdline) : "");
+		json_kv_str(j, "command", proc_command(p, &v[i], buf, sizeof(buf)));
+		json_kv_u64(j, "samples", v[i].samples);
+		json_kv_u64(j, "cpu_ns", v[i].weight);
+		json_kv_u64(j, "threads", v[i].threads);
+		json_obj_end(j);
 	}
-	sink_puts(out, "\n  ]");
+	json_arr_close(j, 2);
 	free(v);
 	return 0;
 }
 
-static void json_summary(struct sink *out, const struct profile *p, const struct profile_summary *s)
+static void json_summary(struct json *j, const struct profile *p, const struct profile_summary *s)
 {
-	sink_puts(out, "{\n  \"version\": 1");
-	json_kv_str(out, "command", s->command, true);
-	json_kv_str(out, "hostname", profile__meta(p, "hostname"), true);
-	json_kv_str(out, "kernel", profile__meta(p, "kernel"), true);
-	sink_printf(out,
-		    ",\n  \"duration_s\": %.6f, \"samples\": %" PRIu64 ", \"sample_rate\": %u"
-		    ", \"cpu_ns\": %" PRIu64 ", \"cpu_cores\": %.4f, \"lost\": %" PRIu64
-		    ", \"truncated_samples\": %" PRIu64 ", \"unknown_leaf_samples\": %" PRIu64,
-		    s->duration_s, s->samples, s->rate, s->weight, s->cores, s->lost, s->truncated,
-		    s->unknown_samples);
-	sink_puts(out, ",\n  \"stats\": {");
+	const char *host = profile__meta(p, "hostname"), *kernel = profile__meta(p, "kernel");
+
+	json_break(j, 2);
+	json_kv_u64(j, "version", 1);
+	json_kv_str(j, "command", s->command);
+	json_kv_str(j, "hostname", host ? host : "");
+	json_kv_str(j, "kernel", kernel ? kernel : "");
+	json_break(j, 2);
+	json_kv_f(j, "duration_s", s->duration_s, 6);
+	json_kv_u64(j, "samples", s->samples);
+	json_kv_u64(j, "sample_rate", s->rate);
+	json_kv_u64(j, "cpu_ns", s->weight);
+	json_kv_f(j, "cpu_cores", s->cores, 4);
+	json_kv_u64(j, "lost", s->lost);
+	json_kv_u64(j, "truncated_samples", s->truncated);
+	json_kv_u64(j, "unknown_leaf_samples", s->unknown_samples);
+	json_obj_open(j, 2, "stats");
 	for (int i = 0; i < STAT_MAX; i++)
-		sink_printf(out, "%s\"%s\": %" PRIu64, i ? ", " : "", profile_stat_names[i],
-			    p->stats[i]);
-	sink_puts(out, "}");
+		json_kv_u64(j, profile_stat_names[i], p->stats[i]);
+	json_obj_end(j);
+}
+
+/* The report object; each section of it (off-CPU, GPU, ...) adds its members on out. */
+static int write_json(struct sink *out, struct profile *p, const struct report_opts *o,
+		      const struct profile_summary *s, const struct hot_result *r,
+		      const struct findings_pre *pre, const struct sample_filter *rf)
+{
+	struct json j;
+	int err;
+
+	json_init(&j, out, 0);
+	json_obj(&j);
+	json_summary(&j, p, s);
+	json_functions(&j, p, o, r);
+	err = json_processes(&j, p, o);
+	if (!err && o->threads)
+		err = json_threads(&j, p, o);
+	err = json_flush(&j) ?: err;
+	err = err ?: report_offcpu(out, p, o);
+	err = err ?: report_gpu_json(out, p);
+	err = err ?: report_regions_json(out, p, rf);
+	err = err ?: report_python_json(out, p, &o->hot.filter);
+	err = err ?: report_mem_json(out, p, pre->mem, o->limit);
+	err = err ?: report_findings(out, p, &o->hot.filter, pre, true);
+	json_obj_close(&j, 0);
+	return json_flush(&j) ?: err;
 }
 
 int report_write(struct sink *out, struct profile *p, const struct report_opts *o)
@@ -278,21 +307,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		pre.mem = &mem;
 	}
 	if (o->json) {
-		json_summary(out, p, &s);
-		json_functions(out, p, o, &r);
-		err = json_processes(out, p, o);
-		if (!err && o->threads)
-			err = json_threads(out, p, o);
-		err = err ? err : report_offcpu(out, p, o);
-		if (!err)
-			err = report_gpu_json(out, p);
-		if (!err)
-			err = report_regions_json(out, p, &rf);
-		if (!err)
-			err = report_python_json(out, p, &o->hot.filter);
-		err = err ?: report_mem_json(out, p, pre.mem, o->limit);
-		err = err ?: report_findings(out, p, &o->hot.filter, &pre, true);
-		sink_puts(out, "\n}\n");
+		err = write_json(out, p, o, &s, &r, &pre, &rf);
 	} else {
 		text_header(out, p, o, &s);
 		if (!s.samples)

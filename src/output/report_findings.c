@@ -4,13 +4,26 @@
 #include <string.h>
 
 #include "../analysis/findings.h"
+#include "../util/json.h"
 #include "../util/sink.h"
 
-static void json_str(struct sink *out, const char *key, const char *v)
+static int write_json(struct sink *out, const struct findings *fs)
 {
-	sink_printf(out, ", \"%s\": \"", key);
-	sink_json_str(out, v);
-	sink_puts(out, "\"");
+	struct json j;
+
+	json_init_members(&j, out, 0);
+	json_arr_open(&j, 2, "findings");
+	for (size_t i = 0; i < fs->n; i++) {
+		json_obj_open(&j, 4, NULL);
+		json_kv_str(&j, "id", fs->v[i].id);
+		json_kv_str(&j, "severity", finding_severity_name(fs->v[i].severity));
+		json_kv_f(&j, "impact", fs->v[i].impact, 4);
+		json_kv_str(&j, "what", fs->v[i].what);
+		json_kv_str(&j, "advice", fs->v[i].advice);
+		json_obj_end(&j);
+	}
+	json_arr_close(&j, fs->n ? 2 : -1); /* [] when empty */
+	return json_flush(&j);
 }
 
 int report_findings(struct sink *out, struct profile *p, const struct sample_filter *f,
@@ -22,16 +35,7 @@ int report_findings(struct sink *out, struct profile *p, const struct sample_fil
 	if (err)
 		return err;
 	if (json) {
-		sink_puts(out, ",\n  \"findings\": [");
-		for (size_t i = 0; i < fs.n; i++) {
-			sink_printf(out, "%s{\"id\": \"%s\", \"severity\": \"%s\", \"impact\": %.4f",
-				    i ? ",\n    " : "\n    ", fs.v[i].id,
-				    finding_severity_name(fs.v[i].severity), fs.v[i].impact);
-			json_str(out, "what", fs.v[i].what);
-			json_str(out, "advice", fs.v[i].advice);
-			sink_puts(out, "}");
-		}
-		sink_puts(out, fs.n ? "\n  ]" : "]");
+		err = write_json(out, &fs);
 	} else if (!fs.n) {
 		sink_puts(out, "\nFindings: none above the thresholds (docs/findings.md lists the "
 			       "rules)\n");
@@ -63,5 +67,5 @@ int report_findings(struct sink *out, struct profile *p, const struct sample_fil
 					    "...", seen[k].id, seen[k].n - FINDINGS_TEXT_PER_RULE);
 	}
 	findings__free(&fs);
-	return out->err;
+	return err ? err : out->err;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "../analysis/gpu.h"
+#include "../util/json.h"
 #include "../util/sink.h"
 #include "report_gpu.h"
 
@@ -84,24 +85,23 @@ static void text_devices(struct sink *out, const struct gpu_summary *s)
 }
 
 /* record -p: the CUPTI collector injected and retracted (null when it was not). */
-static void json_attach(struct sink *out, const struct profile *p)
+static void json_attach(struct json *j, const struct profile *p)
 {
 	static const char *const keys[] = {"gpu_attach_injected", "gpu_attach_retracted",
 					   "gpu_attach_kept", "gpu_inject_stop_max_us",
 					   "gpu_retract_stop_max_us"};
 
 	if (!profile__meta(p, keys[0])) {
-		sink_puts(out, ", \"attach\": null");
+		json_kv_null(j, "attach");
 		return;
 	}
-	sink_puts(out, ", \"attach\": {");
+	json_obj_open(j, -1, "attach");
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		const char *v = profile__meta(p, keys[i]);
 
-		sink_printf(out, "%s\"%s\": %lld", i ? ", " : "", keys[i] + 4,
-			    v ? strtoll(v, NULL, 10) : 0LL);
+		json_kv_i64(j, keys[i] + 4, v ? strtoll(v, NULL, 10) : 0LL);
 	}
-	sink_puts(out, "}");
+	json_obj_end(j);
 }
 
 /* What the GPU figures lack, and why: nothing left out silently. */
@@ -275,155 +275,185 @@ int report_gpu_text(struct sink *out, const struct profile *p, unsigned limit)
 	return out->err;
 }
 
-static void json_name(struct sink *out, const struct profile *p, uint32_t id, const char *dflt)
+static void json_occ(struct json *j, bool known, double occ, unsigned limiter)
 {
-	sink_puts(out, "\"name\": \"");
-	sink_json_str(out, str_or(p, id, dflt));
-	sink_puts(out, "\"");
-}
-
-static void json_occ(struct sink *out, bool known, double occ, unsigned limiter)
-{
-	if (known)
-		sink_printf(out, ", \"occupancy\": %.4f, \"occupancy_limiter\": \"%s\"", occ,
-			    gpu_occ_limiter_name(limiter));
-	else
-		sink_puts(out, ", \"occupancy\": null, \"occupancy_limiter\": null");
+	if (known) {
+		json_kv_f(j, "occupancy", occ, 4);
+		json_kv_str(j, "occupancy_limiter", gpu_occ_limiter_name(limiter));
+	} else {
+		json_kv_null(j, "occupancy");
+		json_kv_null(j, "occupancy_limiter");
+	}
 }
 
 /* The launch configurations of a GPU kernel, with their occupancy. */
-static void json_configs(struct sink *out, const struct gpu_summary *s,
+static void json_configs(struct json *j, const struct gpu_summary *s,
 			 const struct gpu_kernel_stat *k)
 {
-	sink_puts(out, ", \"configs\": [");
+	json_arr_open(j, -1, "configs");
 	for (size_t c = k->cfg_first; c < k->cfg_first + k->ncfg; c++) {
 		const struct gpu_kernel_config *cf = &s->configs[c];
 
-		sink_printf(out,
-			    "%s{\"pid\": %u, \"device\": %u, \"threads_per_block\": %u"
-			    ", \"registers_per_thread\": %u, \"shared_bytes_per_block\": %u"
-			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64,
-			    c > k->cfg_first ? ", " : "", cf->pid, cf->device, cf->threads, cf->regs,
-			    cf->smem, cf->count, cf->total_ns);
-		json_occ(out, cf->occ_known, cf->occ.occupancy, cf->occ.limiter);
-		if (cf->occ_known)
-			sink_printf(out, ", \"blocks_per_sm\": %u, \"warps_per_sm\": %u",
-				    cf->occ.blocks, cf->occ.warps);
-		sink_puts(out, "}");
+		json_obj(j);
+		json_kv_u64(j, "pid", cf->pid);
+		json_kv_u64(j, "device", cf->device);
+		json_kv_u64(j, "threads_per_block", cf->threads);
+		json_kv_u64(j, "registers_per_thread", cf->regs);
+		json_kv_u64(j, "shared_bytes_per_block", cf->smem);
+		json_kv_u64(j, "count", cf->count);
+		json_kv_u64(j, "total_ns", cf->total_ns);
+		json_occ(j, cf->occ_known, cf->occ.occupancy, cf->occ.limiter);
+		if (cf->occ_known) {
+			json_kv_u64(j, "blocks_per_sm", cf->occ.blocks);
+			json_kv_u64(j, "warps_per_sm", cf->occ.warps);
+		}
+		json_obj_end(j);
 	}
-	sink_puts(out, "]");
+	json_arr_end(j);
 }
 
 /* s: the GPU kernels get occupancy and configs; NULL for the launch side. */
-static void json_kernels(struct sink *out, const struct profile *p, const char *key,
+static void json_kernels(struct json *j, const struct profile *p, const char *key,
 			 const struct gpu_kernel_stat *k, size_t n, const char *dflt,
 			 uint64_t total, const struct gpu_summary *s)
 {
-	sink_printf(out, ",\n    \"%s\": [", key);
+	json_arr_open(j, 4, key);
 	for (size_t i = 0; i < n; i++) {
-		sink_puts(out, i ? ",\n      {" : "\n      {");
-		json_name(out, p, k[i].name, dflt);
-		sink_printf(out,
-			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
-			    ", \"mean_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
-			    ", \"max_ns\": %" PRIu64 ", \"share_pct\": %.2f",
-			    k[i].count, k[i].total_ns, k[i].timed ? k[i].total_ns / k[i].timed : 0,
-			    k[i].timed ? k[i].min_ns : 0, k[i].max_ns, pct(k[i].total_ns, total));
+		json_obj_open(j, 6, NULL);
+		json_kv_str(j, "name", str_or(p, k[i].name, dflt));
+		json_kv_u64(j, "count", k[i].count);
+		json_kv_u64(j, "total_ns", k[i].total_ns);
+		json_kv_u64(j, "mean_ns", k[i].timed ? k[i].total_ns / k[i].timed : 0);
+		json_kv_u64(j, "min_ns", k[i].timed ? k[i].min_ns : 0);
+		json_kv_u64(j, "max_ns", k[i].max_ns);
+		json_kv_f(j, "share_pct", pct(k[i].total_ns, total), 2);
 		if (s) {
-			json_occ(out, k[i].occ_known, k[i].occupancy, k[i].limiter);
-			json_configs(out, s, &k[i]);
+			json_occ(j, k[i].occ_known, k[i].occupancy, k[i].limiter);
+			json_configs(j, s, &k[i]);
 		}
-		sink_puts(out, "}");
+		json_obj_end(j);
 	}
-	sink_puts(out, "]");
+	json_arr_end(j);
 }
 
-static void json_devices(struct sink *out, const struct gpu_summary *s)
+static void json_devices(struct json *j, const struct gpu_summary *s)
 {
-	sink_puts(out, ",\n    \"devices\": [");
+	json_arr_open(j, 4, "devices");
 	for (size_t i = 0; i < s->ndevices; i++) {
 		const struct gpu_device_stat *d = &s->devices[i];
 
-		sink_printf(out,
-			    "%s{\"pid\": %u, \"device\": %u, \"busy_ns\": %" PRIu64
-			    ", \"window_ns\": %" PRIu64
-			    ", \"busy_pct\": %.2f, \"overlap_ns\": %" PRIu64
-			    ", \"idle_gaps_ns\": [",
-			    i ? ",\n      " : "\n      ", d->pid, d->device, d->busy_ns,
-			    d->window_ns, pct(d->busy_ns, d->window_ns), d->overlap_ns);
-		for (int j = 0; j < GPU_MAX_GAPS && d->gaps[j]; j++)
-			sink_printf(out, "%s%" PRIu64, j ? ", " : "", d->gaps[j]);
-		sink_puts(out, "]}");
+		json_obj_open(j, 6, NULL);
+		json_kv_u64(j, "pid", d->pid);
+		json_kv_u64(j, "device", d->device);
+		json_kv_u64(j, "busy_ns", d->busy_ns);
+		json_kv_u64(j, "window_ns", d->window_ns);
+		json_kv_f(j, "busy_pct", pct(d->busy_ns, d->window_ns), 2);
+		json_kv_u64(j, "overlap_ns", d->overlap_ns);
+		json_arr_open(j, -1, "idle_gaps_ns");
+		for (int g = 0; g < GPU_MAX_GAPS && d->gaps[g]; g++)
+			json_u64(j, d->gaps[g]);
+		json_arr_end(j);
+		json_obj_end(j);
 	}
-	sink_puts(out, "]");
-	sink_puts(out, ",\n    \"streams\": [");
+	json_arr_end(j);
+	json_arr_open(j, 4, "streams");
 	for (size_t i = 0; i < s->nstreams; i++) {
 		const struct gpu_stream_stat *st = &s->streams[i];
 
-		sink_printf(out,
-			    "%s{\"pid\": %u, \"device\": %u, \"stream\": %u, \"count\": %" PRIu64
-			    ", \"busy_ns\": %" PRIu64 ", \"overlap_ns\": %" PRIu64 "}",
-			    i ? ",\n      " : "\n      ", st->pid, (uint32_t)(st->dev_stream >> 32),
-			    (uint32_t)st->dev_stream, st->count, st->busy_ns, st->overlap_ns);
+		json_obj_open(j, 6, NULL);
+		json_kv_u64(j, "pid", st->pid);
+		json_kv_u64(j, "device", (uint32_t)(st->dev_stream >> 32));
+		json_kv_u64(j, "stream", (uint32_t)st->dev_stream);
+		json_kv_u64(j, "count", st->count);
+		json_kv_u64(j, "busy_ns", st->busy_ns);
+		json_kv_u64(j, "overlap_ns", st->overlap_ns);
+		json_obj_end(j);
 	}
-	sink_puts(out, "]");
+	json_arr_end(j);
 }
 
-static void json_device_props(struct sink *out, const struct profile *p,
+static void json_device_props(struct json *j, const struct profile *p,
 			      const struct gpu_summary *s)
 {
-	sink_puts(out, ",\n    \"device_props\": [");
+	json_arr_open(j, 4, "device_props");
 	for (size_t i = 0; i < s->nprops; i++) {
 		const struct gpu_device_props *d = &s->props[i];
 
-		sink_printf(out, "%s{\"pid\": %u, \"device\": %u, ", i ? ",\n      " : "\n      ",
-			    d->pid, d->device);
-		json_name(out, p, d->name, "");
-#define X(field, key) sink_printf(out, ", \"" key "\": %" PRIu64, d->field);
+		json_obj_open(j, 6, NULL);
+		json_kv_u64(j, "pid", d->pid);
+		json_kv_u64(j, "device", d->device);
+		json_kv_str(j, "name", str_or(p, d->name, ""));
+#define X(field, key) json_kv_u64(j, key, d->field);
 		GPU_ATTR_LIST(X)
 #undef X
-		sink_puts(out, "}");
+		json_obj_end(j);
 	}
-	sink_puts(out, "]");
+	json_arr_end(j);
 }
 
-static void json_copies_api(struct sink *out, const struct profile *p, const struct gpu_summary *s)
+static void json_copies_api(struct json *j, const struct profile *p, const struct gpu_summary *s)
 {
-	bool first = true;
-
-	sink_puts(out, ",\n    \"memcpy\": [");
+	json_arr_open(j, 4, "memcpy");
 	for (int d = 0; d < GPU_COPY_DIR_MAX; d++) {
 		const struct gpu_copy_stat *c = &s->copies[d];
 
 		if (!c->count && !c->api_count)
 			continue;
-		sink_printf(out,
-			    "%s{\"direction\": \"%s\", \"count\": %" PRIu64 ", \"bytes\": %" PRIu64
-			    ", \"total_ns\": %" PRIu64 ", \"api_count\": %" PRIu64
-			    ", \"api_bytes\": %" PRIu64 ", \"api_ns\": %" PRIu64 "}",
-			    first ? "\n      " : ",\n      ", gpu_copy_dir_name(d), c->count,
-			    c->bytes, c->total_ns, c->api_count, c->api_bytes, c->api_ns);
-		first = false;
+		json_obj_open(j, 6, NULL);
+		json_kv_str(j, "direction", gpu_copy_dir_name(d));
+		json_kv_u64(j, "count", c->count);
+		json_kv_u64(j, "bytes", c->bytes);
+		json_kv_u64(j, "total_ns", c->total_ns);
+		json_kv_u64(j, "api_count", c->api_count);
+		json_kv_u64(j, "api_bytes", c->api_bytes);
+		json_kv_u64(j, "api_ns", c->api_ns);
+		json_obj_end(j);
 	}
-	sink_puts(out, "]");
-	sink_puts(out, ",\n    \"api\": [");
+	json_arr_end(j);
+	json_arr_open(j, 4, "api");
 	for (size_t i = 0; i < s->napi; i++) {
 		const struct gpu_api_stat *a = &s->api[i];
 
-		sink_puts(out, i ? ",\n      {" : "\n      {");
-		json_name(out, p, a->name, "");
-		sink_printf(out,
-			    ", \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
-			    ", \"max_ns\": %" PRIu64 ", \"errors\": %" PRIu64
-			    ", \"last_error\": %" PRId64 ", \"bytes\": %" PRIu64 "}",
-			    a->count, a->total_ns, a->max_ns, a->errors, a->last_error, a->bytes);
+		json_obj_open(j, 6, NULL);
+		json_kv_str(j, "name", str_or(p, a->name, ""));
+		json_kv_u64(j, "count", a->count);
+		json_kv_u64(j, "total_ns", a->total_ns);
+		json_kv_u64(j, "max_ns", a->max_ns);
+		json_kv_u64(j, "errors", a->errors);
+		json_kv_i64(j, "last_error", a->last_error);
+		json_kv_u64(j, "bytes", a->bytes);
+		json_obj_end(j);
 	}
-	sink_puts(out, "]");
+	json_arr_end(j);
+}
+
+static void json_totals(struct json *j, const struct profile *p, const struct gpu_summary *s)
+{
+	json_kv_u64(j, "api_calls", s->api_calls);
+	json_kv_u64(j, "launches", s->launches);
+	json_kv_u64(j, "launch_ns", s->launch_ns);
+	json_kv_u64(j, "launches_timed", s->launches_timed);
+	json_kv_u64(j, "sync_calls", s->sync_calls);
+	json_kv_u64(j, "sync_ns", s->sync_ns);
+	json_kv_u64(j, "kernel_ns", s->kernel_ns);
+	json_kv_u64(j, "activities", s->gpu_events);
+	json_kv_u64(j, "activities_with_launch_stack", s->joined);
+	json_kv_u64(j, "mem_peak_bytes", s->mem_peak);
+	json_kv_u64(j, "mem_never_freed_bytes", s->mem_live);
+	json_kv_u64(j, "mem_never_freed_allocs", s->mem_live_allocs);
+	json_kv_u64(j, "activities_launch_name_checked", s->joined_checked);
+	json_kv_u64(j, "activities_launch_name_mismatch", s->joined_mismatch);
+	json_kv_u64(j, "activities_before_attach", s->before_attach);
+	json_attach(j, p);
+	json_kv_str(j, "cupti_version", profile__meta(p, "cupti_version"));
+	json_kv_str(j, "cupti_path", profile__meta(p, "cupti_path"));
+	json_kv_str(j, "not_recorded", profile__meta(p, "gpu_not_recorded"));
 }
 
 int report_gpu_json(struct sink *out, const struct profile *p)
 {
 	struct gpu_summary s;
+	struct json j;
 	int err;
 
 	if (!gpu_present(p))
@@ -431,48 +461,16 @@ int report_gpu_json(struct sink *out, const struct profile *p)
 	err = gpu_analyze(p, &s);
 	if (err)
 		return err;
-	sink_printf(out,
-		    ",\n  \"gpu\": {\"api_calls\": %" PRIu64 ", \"launches\": %" PRIu64
-		    ", \"launch_ns\": %" PRIu64 ", \"launches_timed\": %" PRIu64
-		    ", \"sync_calls\": %" PRIu64 ", \"sync_ns\": %" PRIu64
-		    ", \"kernel_ns\": %" PRIu64 ", \"activities\": %" PRIu64
-		    ", \"activities_with_launch_stack\": %" PRIu64 ", \"mem_peak_bytes\": %" PRIu64
-		    ", \"mem_never_freed_bytes\": %" PRIu64
-		    ", \"mem_never_freed_allocs\": %" PRIu64,
-		    s.api_calls, s.launches, s.launch_ns, s.launches_timed, s.sync_calls, s.sync_ns,
-		    s.kernel_ns, s.gpu_events, s.joined, s.mem_peak, s.mem_live, s.mem_live_allocs);
-	sink_printf(out,
-		    ", \"activities_launch_name_checked\": %" PRIu64
-		    ", \"activities_launch_name_mismatch\": %" PRIu64
-		    ", \"activities_before_attach\": %" PRIu64,
-		    s.joined_checked, s.joined_mismatch, s.before_attach);
-	json_attach(out, p);
-	{
-		static const char *const keys[] = {"cupti_version", "cupti_path",
-						   "gpu_not_recorded"};
-
-		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-			const char *v = profile__meta(p, keys[i]);
-
-			sink_printf(out, ", \"%s\": ", strcmp(keys[i], "gpu_not_recorded")
-							     ? keys[i]
-							     : "not_recorded");
-			if (v) {
-				sink_puts(out, "\"");
-				sink_json_str(out, v);
-				sink_puts(out, "\"");
-			} else {
-				sink_puts(out, "null");
-			}
-		}
-	}
-	json_kernels(out, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns, &s);
-	json_kernels(out, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]",
+	json_init_members(&j, out, 0);
+	json_obj_open(&j, 2, "gpu");
+	json_totals(&j, p, &s);
+	json_kernels(&j, p, "kernels", s.kernels, s.nkernels, "[unnamed]", s.kernel_ns, &s);
+	json_kernels(&j, p, "launched_kernels", s.launched, s.nlaunched, "[unknown kernel]",
 		     s.launch_ns, NULL);
-	json_device_props(out, p, &s);
-	json_devices(out, &s);
-	json_copies_api(out, p, &s);
-	sink_puts(out, "}");
+	json_device_props(&j, p, &s);
+	json_devices(&j, &s);
+	json_copies_api(&j, p, &s);
+	json_obj_end(&j);
 	gpu_summary_free(&s);
-	return out->err;
+	return json_flush(&j);
 }

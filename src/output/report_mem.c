@@ -7,6 +7,7 @@
 #include "report_mem.h"
 #include "../analysis/memory.h"
 #include "../analysis/stacks.h"
+#include "../util/json.h"
 #include "../util/sink.h"
 
 #define STACK_MAX 256
@@ -82,12 +83,17 @@ static void text_table(struct sink *out, const struct profile *p, const struct m
 		sink_printf(out, "... %zu more stacks (--limit 0 shows all)\n", n - limit);
 }
 
-/* The caller's analysis, or a fresh one (then *own is set: free it). */
+/*
+ * The caller's analysis, or a fresh one (then *own is set: free it); 1 when the record has
+ * no memory data (nothing to show).
+ */
 static int analysis(const struct profile *p, const struct mem_result *pre, struct mem_result *r,
 		    bool *own)
 {
 	struct mem_opts o = { .temp_ns = 1000000 };
 
+	if (!report_mem_present(p))
+		return 1;
 	*own = !pre;
 	if (pre) {
 		*r = *pre;
@@ -105,11 +111,9 @@ int report_mem_text(struct sink *out, const struct profile *p, const struct mem_
 	bool own;
 	int err;
 
-	if (!report_mem_present(p))
-		return 0;
 	err = analysis(p, pre, &r, &own);
 	if (err)
-		return err;
+		return err > 0 ? 0 : err;
 	t0 = r.start_ns;
 	fmt_bytes(a, sizeof(a), r.allocated_bytes);
 	fmt_bytes(pk, sizeof(pk), r.peak_bytes);
@@ -153,73 +157,81 @@ int report_mem_text(struct sink *out, const struct profile *p, const struct mem_
 	return out->err;
 }
 
-static void json_stack(struct sink *out, const struct profile *p, uint32_t stack)
+static void json_stack(struct json *j, const struct profile *p, uint32_t stack)
 {
 	const struct frame *fr[STACK_MAX];
 	size_t n = leaf_first(p, stack, fr, STACK_MAX);
 
-	sink_puts(out, "\"stack\": [");
-	for (size_t i = 0; i < n; i++) {
-		sink_puts(out, i ? ", \"" : "\"");
-		sink_json_str(out, profile__str(p, fr[i]->name));
-		sink_puts(out, "\"");
-	}
-	sink_puts(out, "]");
+	json_arr_open(j, -1, "stack");
+	for (size_t i = 0; i < n; i++)
+		json_str(j, profile__str(p, fr[i]->name));
+	json_arr_end(j);
 }
 
-static void json_groups(struct sink *out, const struct profile *p, const struct mem_result *r,
+static void json_groups(struct json *j, const struct profile *p, const struct mem_result *r,
 			const char *key, const struct mem_group *g, size_t n, unsigned limit,
 			bool age)
 {
-	sink_printf(out, ",\n    \"%s\": [", key);
+	json_arr_open(j, 4, key);
 	for (size_t i = 0; i < n && (!limit || i < limit); i++) {
-		sink_printf(out, "%s{\"bytes\": %" PRIu64 ", \"count\": %.0f, ", i ? ",\n      " :
-			    "\n      ", g[i].bytes, g[i].count);
-		if (age)
-			sink_printf(out, "\"age_s\": %.6f, \"oldest_s\": %.6f, ",
-				    mem_group_age_s(r, &g[i]),
-				    r->end_ns > g[i].first_ts ? (r->end_ns - g[i].first_ts) / 1e9
-							      : 0.0);
-		json_stack(out, p, g[i].stack);
-		sink_puts(out, "}");
+		json_obj_open(j, 6, NULL);
+		json_kv_u64(j, "bytes", g[i].bytes);
+		json_kv_f(j, "count", g[i].count, 0);
+		if (age) {
+			json_kv_f(j, "age_s", mem_group_age_s(r, &g[i]), 6);
+			json_kv_f(j, "oldest_s",
+				  r->end_ns > g[i].first_ts ? (r->end_ns - g[i].first_ts) / 1e9 : 0.0,
+				  6);
+		}
+		json_stack(j, p, g[i].stack);
+		json_obj_end(j);
 	}
-	sink_puts(out, "]");
+	json_arr_end(j);
+}
+
+static void json_totals(struct json *j, const struct profile *p, const struct mem_result *r)
+{
+	json_kv_u64(j, "sample_bytes", r->sample_bytes);
+	json_kv_u64(j, "allocated_bytes", r->allocated_bytes);
+	json_kv_f(j, "alloc_count", r->alloc_count, 0);
+	json_kv_f(j, "free_count", r->free_count, 0);
+	json_kv_u64(j, "peak_bytes", r->peak_bytes);
+	json_kv_f(j, "peak_time_s", r->peak_bytes ? (r->peak_ts - r->start_ns) / 1e9 : 0.0, 6);
+	json_kv_u64(j, "leaked_bytes", r->end_bytes);
+	json_kv_f(j, "leaked_count", r->leak_count, 0);
+	json_kv_u64(j, "temporary_bytes", r->temp_bytes);
+	json_kv_f(j, "temporary_count", r->temp_count, 0);
+	json_kv_u64(j, "rss_peak_bytes", r->rss_peak);
+	json_kv_u64(j, "mmap_bytes", r->mmap_bytes);
+	json_kv_u64(j, "mapped_peak_bytes", r->mapped_peak);
+	json_kv_u64(j, "mapped_end_bytes", r->mapped_end);
+	json_kv_u64(j, "brk_peak_bytes", r->brk_peak);
+	json_kv_u64(j, "brk_end_bytes", r->brk_end);
+	json_kv_u64(j, "calls_seen", p->stats[STAT_MEM_CALLS]);
+	json_kv_u64(j, "events_lost", p->stats[STAT_MEM_LOST]);
 }
 
 int report_mem_json(struct sink *out, const struct profile *p, const struct mem_result *pre,
 		    unsigned limit)
 {
 	struct mem_result r;
+	struct json j;
 	bool own;
 	int err;
 
-	if (!report_mem_present(p))
-		return 0;
 	err = analysis(p, pre, &r, &own);
 	if (err)
-		return err;
-	sink_printf(out,
-		    ",\n  \"memory\": {\"sample_bytes\": %" PRIu64 ", \"allocated_bytes\": %" PRIu64
-		    ", \"alloc_count\": %.0f, \"free_count\": %.0f"
-		    ", \"peak_bytes\": %" PRIu64 ", \"peak_time_s\": %.6f"
-		    ", \"leaked_bytes\": %" PRIu64 ", \"leaked_count\": %.0f"
-		    ", \"temporary_bytes\": %" PRIu64 ", \"temporary_count\": %.0f"
-		    ", \"rss_peak_bytes\": %" PRIu64 ", \"mmap_bytes\": %" PRIu64
-		    ", \"mapped_peak_bytes\": %" PRIu64 ", \"mapped_end_bytes\": %" PRIu64
-		    ", \"brk_peak_bytes\": %" PRIu64 ", \"brk_end_bytes\": %" PRIu64
-		    ", \"calls_seen\": %" PRIu64 ", \"events_lost\": %" PRIu64,
-		    r.sample_bytes, r.allocated_bytes, r.alloc_count, r.free_count, r.peak_bytes,
-		    r.peak_bytes ? (r.peak_ts - r.start_ns) / 1e9 : 0.0, r.end_bytes, r.leak_count,
-		    r.temp_bytes, r.temp_count, r.rss_peak, r.mmap_bytes, r.mapped_peak, r.mapped_end,
-		    r.brk_peak, r.brk_end, p->stats[STAT_MEM_CALLS],
-		    p->stats[STAT_MEM_LOST]);
-	json_groups(out, p, &r, "leaks", r.leaks, r.nleaks, limit, true);
-	json_groups(out, p, &r, "peak_stacks", r.at_peak, r.nat_peak, limit, false);
-	json_groups(out, p, &r, "allocated", r.allocated, r.nallocated, limit, false);
-	json_groups(out, p, &r, "churn", r.by_count, r.nallocated, limit, false);
-	json_groups(out, p, &r, "temporary", r.temps, r.ntemps, limit, false);
-	sink_puts(out, "\n  }");
+		return err > 0 ? 0 : err;
+	json_init_members(&j, out, 0);
+	json_obj_open(&j, 2, "memory");
+	json_totals(&j, p, &r);
+	json_groups(&j, p, &r, "leaks", r.leaks, r.nleaks, limit, true);
+	json_groups(&j, p, &r, "peak_stacks", r.at_peak, r.nat_peak, limit, false);
+	json_groups(&j, p, &r, "allocated", r.allocated, r.nallocated, limit, false);
+	json_groups(&j, p, &r, "churn", r.by_count, r.nallocated, limit, false);
+	json_groups(&j, p, &r, "temporary", r.temps, r.ntemps, limit, false);
+	json_obj_close(&j, 2);
 	if (own)
 		mem_result__free(&r);
-	return out->err;
+	return json_flush(&j);
 }

@@ -4,14 +4,26 @@
 
 #include "../analysis/offcpu.h"
 #include "../analysis/stacks.h"
+#include "../util/json.h"
 #include "../util/sink.h"
 #include "report.h"
 
 #define OFFCPU_TOP 10
 #define OFFCPU_FRAMES 256
 
-/* "user leaf <- caller <- ..." for a few frames, kernel frames left out unless all are kernel. */
-static void stack_line(struct sink *out, const struct profile *p, uint32_t node, bool json)
+static void part(struct sink *out, struct json *j, const char *s)
+{
+	if (j)
+		json_str_add(j, s);
+	else
+		sink_puts(out, s);
+}
+
+/*
+ * "user leaf <- caller <- ..." for a few frames, kernel frames left out unless all are kernel;
+ * a JSON string with j, else text on out.
+ */
+static void stack_line(struct sink *out, struct json *j, const struct profile *p, uint32_t node)
 {
 	const struct frame *fr[OFFCPU_FRAMES];
 	size_t n = stack_frames(p, node, fr, OFFCPU_FRAMES, NULL), shown = 0, k = n;
@@ -19,18 +31,46 @@ static void stack_line(struct sink *out, const struct profile *p, uint32_t node,
 
 	for (size_t i = 0; i < n; i++)
 		user |= fr[i]->kind == FRAME_USER;
+	if (j)
+		json_str_begin(j);
 	while (k-- > 0 && shown < 6) {
 		if (user && fr[k]->kind == FRAME_KERNEL)
 			continue;
 		if (shown++)
-			sink_puts(out, " <- ");
-		if (json)
-			sink_json_str(out, profile__str(p, fr[k]->name));
-		else
-			sink_puts(out, profile__str(p, fr[k]->name));
+			part(out, j, " <- ");
+		part(out, j, profile__str(p, fr[k]->name));
 	}
 	if (!shown)
-		sink_puts(out, "[no stack]");
+		part(out, j, "[no stack]");
+	if (j)
+		json_str_end(j);
+}
+
+static int write_json(struct sink *out, const struct profile *p, const struct offcpu_summary *s)
+{
+	struct json j;
+
+	json_init_members(&j, out, 0);
+	json_obj_open(&j, 2, "offcpu");
+	json_kv_u64(&j, "intervals", s->intervals);
+	json_kv_u64(&j, "total_ns", s->total_ns);
+	json_obj_open(&j, -1, "by_kind");
+	for (int k = WAIT_RUNNABLE; k < WAIT_OFFCPU_MAX; k++)
+		json_kv_u64(&j, wait_kind_name(k), s->by_kind[k]);
+	json_obj_end(&j);
+	json_arr_open(&j, -1, "stacks");
+	for (size_t i = 0; i < s->nstacks && i < OFFCPU_TOP; i++) {
+		json_obj(&j);
+		json_kv_str(&j, "kind", wait_kind_name(s->stacks[i].kind));
+		json_kv_u64(&j, "count", s->stacks[i].count);
+		json_kv_u64(&j, "ns", s->stacks[i].ns);
+		json_key(&j, "stack");
+		stack_line(out, &j, p, s->stacks[i].stack);
+		json_obj_end(&j);
+	}
+	json_arr_end(&j);
+	json_obj_end(&j);
+	return json_flush(&j);
 }
 
 int report_offcpu(struct sink *out, const struct profile *p, const struct report_opts *o)
@@ -45,24 +85,7 @@ int report_offcpu(struct sink *out, const struct profile *p, const struct report
 		return 0;
 	}
 	if (o->json) {
-		sink_printf(out,
-			    ",\n  \"offcpu\": {\"intervals\": %" PRIu64 ", \"total_ns\": %" PRIu64
-			    ", \"by_kind\": {",
-			    s.intervals, s.total_ns);
-		for (int k = WAIT_RUNNABLE; k < WAIT_OFFCPU_MAX; k++)
-			sink_printf(out, "%s\"%s\": %" PRIu64, k > WAIT_RUNNABLE ? ", " : "",
-				    wait_kind_name(k), s.by_kind[k]);
-		sink_puts(out, "}, \"stacks\": [");
-		for (size_t i = 0; i < s.nstacks && i < OFFCPU_TOP; i++) {
-			sink_printf(out,
-				    "%s{\"kind\": \"%s\", \"count\": %" PRIu64 ", \"ns\": %" PRIu64
-				    ", \"stack\": \"",
-				    i ? ", " : "", wait_kind_name(s.stacks[i].kind),
-				    s.stacks[i].count, s.stacks[i].ns);
-			stack_line(out, p, s.stacks[i].stack, true);
-			sink_puts(out, "\"}");
-		}
-		sink_puts(out, "]}");
+		err = write_json(out, p, &s);
 	} else {
 		sink_printf(out,
 			    "\nOff-CPU: %" PRIu64
@@ -78,10 +101,10 @@ int report_offcpu(struct sink *out, const struct profile *p, const struct report
 		for (size_t i = 0; i < s.nstacks && i < OFFCPU_TOP; i++) {
 			sink_printf(out, "%12.3f %8" PRIu64 "  %-9s ", s.stacks[i].ns / 1e6,
 				    s.stacks[i].count, wait_kind_name(s.stacks[i].kind));
-			stack_line(out, p, s.stacks[i].stack, false);
+			stack_line(out, NULL, p, s.stacks[i].stack);
 			sink_puts(out, "\n");
 		}
 	}
 	offcpu_summary__free(&s);
-	return out->err;
+	return err ? err : out->err;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../analysis/pygil.h"
+#include "../util/json.h"
 #include "../util/sink.h"
 #include "report_python.h"
 
@@ -42,22 +43,25 @@ int report_python_text(struct sink *out, const struct profile *p, const struct s
 int report_python_json(struct sink *out, const struct profile *p, const struct sample_filter *f)
 {
 	struct py_gil_thread *t;
+	struct json j;
 	size_t n;
 	int err = py_gil_stats(p, f, &t, &n);
 
 	if (err)
 		return err;
-	sink_puts(out, ",\n  \"python_gil\": [");
+	json_init_members(&j, out, 0);
+	json_arr_open(&j, 2, "python_gil");
 	for (size_t i = 0; i < n; i++) {
-		sink_printf(out, "%s{\"pid\": %u, \"tid\": %u, \"comm\": \"",
-			    i ? ",\n    " : "\n    ", t[i].pid, t[i].tid);
-		sink_json_str(out, thread_name(p, t[i].pid, t[i].tid));
-		sink_printf(out,
-			    "\", \"samples\": %" PRIu64 ", \"gil_held\": %" PRIu64
-			    ", \"gil_held_pct\": %.2f}",
-			    t[i].samples, t[i].held, share(t[i].held, t[i].samples));
+		json_obj_open(&j, 4, NULL);
+		json_kv_u64(&j, "pid", t[i].pid);
+		json_kv_u64(&j, "tid", t[i].tid);
+		json_kv_str(&j, "comm", thread_name(p, t[i].pid, t[i].tid));
+		json_kv_u64(&j, "samples", t[i].samples);
+		json_kv_u64(&j, "gil_held", t[i].held);
+		json_kv_f(&j, "gil_held_pct", share(t[i].held, t[i].samples), 2);
+		json_obj_end(&j);
 	}
-	sink_puts(out, n ? "\n  ]" : "]");
+	json_arr_close(&j, n ? 2 : -1); /* [] when empty */
 	free(t);
-	return 0;
+	return json_flush(&j);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../analysis/regions.h"
+#include "../util/json.h"
 #include "../util/sink.h"
 #include "report_regions.h"
 
@@ -105,35 +106,36 @@ int report_regions_text(struct sink *out, const struct profile *p, const struct 
 int report_regions_json(struct sink *out, const struct profile *p, const struct sample_filter *f)
 {
 	struct region_set rs;
+	struct json j;
 	int err = regions_build(p, f, &rs);
 
 	if (err)
 		return err;
-	sink_puts(out, ",\n  \"regions\": [");
+	json_init_members(&j, out, 0);
+	json_arr_open(&j, 2, "regions");
 	for (size_t i = 0; i < rs.nnodes; i++) {
 		const struct region_node *n = &rs.nodes[i];
 
-		sink_puts(out, i ? ",\n    {\"name\": \"" : "\n    {\"name\": \"");
-		sink_json_str(out, profile__str(p, n->name));
-		sink_puts(out, "\", \"parent\": ");
-		if (n->parent >= 0) {
-			sink_puts(out, "\"");
-			sink_json_str(out, profile__str(p, rs.nodes[n->parent].name));
-			sink_puts(out, "\"");
-		} else {
-			sink_puts(out, "null");
-		}
-		sink_printf(out,
-			    ", \"depth\": %u, \"count\": %" PRIu64 ", \"total_ns\": %" PRIu64
-			    ", \"self_ns\": %" PRIu64 ", \"mean_ns\": %.0f, \"std_ns\": %.0f"
-			    ", \"min_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64
-			    ", \"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64 ", \"p99_ns\": %" PRIu64
-			    ", \"open\": %" PRIu64 ", \"sampled\": %" PRIu64 "}",
-			    n->depth, n->count, n->total_ns, n->self_ns, n->mean_ns, n->std_ns,
-			    n->min_ns, n->max_ns, n->p50_ns, n->p90_ns, n->p99_ns, n->open,
-			    n->sampled);
+		json_obj_open(&j, 4, NULL);
+		json_kv_str(&j, "name", profile__str(p, n->name));
+		json_kv_str(&j, "parent",
+			    n->parent >= 0 ? profile__str(p, rs.nodes[n->parent].name) : NULL);
+		json_kv_u64(&j, "depth", n->depth);
+		json_kv_u64(&j, "count", n->count);
+		json_kv_u64(&j, "total_ns", n->total_ns);
+		json_kv_u64(&j, "self_ns", n->self_ns);
+		json_kv_f(&j, "mean_ns", n->mean_ns, 0);
+		json_kv_f(&j, "std_ns", n->std_ns, 0);
+		json_kv_u64(&j, "min_ns", n->min_ns);
+		json_kv_u64(&j, "max_ns", n->max_ns);
+		json_kv_u64(&j, "p50_ns", n->p50_ns);
+		json_kv_u64(&j, "p90_ns", n->p90_ns);
+		json_kv_u64(&j, "p99_ns", n->p99_ns);
+		json_kv_u64(&j, "open", n->open);
+		json_kv_u64(&j, "sampled", n->sampled);
+		json_obj_end(&j);
 	}
-	sink_puts(out, rs.nnodes ? "\n  ]" : "]");
+	json_arr_close(&j, rs.nnodes ? 2 : -1); /* [] when empty */
 	region_set__free(&rs);
-	return 0;
+	return json_flush(&j);
 }

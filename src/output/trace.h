@@ -4,9 +4,10 @@
  *
  * Two layers:
  *  - trace_writer: a streaming event writer (tracks, slices, counters, instants,
- *    flow arrows). Events go straight to the sink through a fixed buffer, so
- *    memory stays flat whatever the output size. Timestamps are CLOCK_MONOTONIC
- *    nanoseconds in, microseconds (3 decimals) out.
+ *    flow arrows) on the JSON writer, one event per line. Events go straight to
+ *    the sink through its fixed buffer, so memory stays flat whatever the output
+ *    size. Timestamps are CLOCK_MONOTONIC nanoseconds in, microseconds (3
+ *    decimals) out.
  *  - trace_write(): a profile's timeline. Each kind of data is one "source"
  *    (CPU slices, CPU utilisation counters, lost-sample markers; later memory,
  *    GPU and regions) that emits through the writer; see trace_sources in trace.c.
@@ -19,6 +20,7 @@
 #include <stdint.h>
 
 #include "../analysis/hot.h"
+#include "../util/json.h"
 
 struct sink;
 struct trace_writer;
@@ -26,12 +28,14 @@ struct trace_writer;
 /* Starts the JSON document; NULL with errno on ENOMEM. */
 struct trace_writer *trace_writer__new(struct sink *out);
 /*
- * Ends the document (otherData holds meta_json, a JSON object text, or NULL),
- * flushes and frees the writer. Returns the first error of the writer or sink.
+ * Ends the document (otherData holds meta: key, value, key, value, ..., NULL; or none when
+ * meta is NULL), flushes and frees the writer. Returns the first error of the writer or sink.
  */
-int trace_writer__finish(struct trace_writer *w, const char *meta_json);
+int trace_writer__finish(struct trace_writer *w, const char *const *meta);
 uint64_t trace_writer__events(const struct trace_writer *w);
 uint64_t trace_writer__bytes(const struct trace_writer *w);
+/* The first error of the writer or its sink, 0 while all is well. */
+int trace_writer__error(const struct trace_writer *w);
 
 /* Track metadata ("M" events). */
 void trace_process_name(struct trace_writer *w, uint32_t pid, const char *name);
@@ -39,6 +43,27 @@ void trace_process_labels(struct trace_writer *w, uint32_t pid, const char *labe
 void trace_process_sort_index(struct trace_writer *w, uint32_t pid, int index);
 void trace_thread_name(struct trace_writer *w, uint32_t pid, uint32_t tid, const char *name);
 void trace_thread_sort_index(struct trace_writer *w, uint32_t pid, uint32_t tid, int index);
+
+/*
+ * An event's arguments (args_json below), built with the JSON writer:
+ *
+ *	struct json a;
+ *
+ *	trace_args(&a);
+ *	json_kv_u64(&a, "bytes", n);
+ *	trace_complete(w, ..., trace_args_text(&a));
+ */
+static inline void trace_args(struct json *a)
+{
+	json_init(a, NULL, JSON_COMPACT);
+	json_obj(a);
+}
+
+static inline const char *trace_args_text(struct json *a)
+{
+	json_obj_end(a);
+	return json_text(a);
+}
 
 /*
  * Slices on a thread track. args_json is NULL or a JSON object text ("{...}").
@@ -66,8 +91,13 @@ void trace_instant(struct trace_writer *w, uint32_t pid, uint32_t tid, uint64_t 
 void trace_flow(struct trace_writer *w, char phase, uint64_t id, uint32_t pid, uint32_t tid,
 		uint64_t ts_ns, const char *name, const char *cat);
 
-/* Raw event for what the helpers above do not cover: fields_json without braces. */
-void trace_raw(struct trace_writer *w, const char *fields_json);
+/*
+ * An event the caller renders itself as JSON text, starting with its '{': written in pieces,
+ * trace_event_text() first, then trace_event_more() for each piece after it. For events
+ * made of parts rendered once and repeated (CPU slices).
+ */
+void trace_event_text(struct trace_writer *w, const void *text, size_t len);
+void trace_event_more(struct trace_writer *w, const void *text, size_t len);
 
 struct trace_opts {
 	struct sample_filter filter;
@@ -91,6 +121,9 @@ struct trace_source {
 		    struct trace_stats *st);
 };
 
+/* CPU slices and CPU utilisation counters (trace_cpu.c). */
+int trace_source_cpu(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		     struct trace_stats *st);
 /* Off-CPU state tracks, wakeup flows and the critical path (trace_offcpu.c). */
 int trace_source_offcpu(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
 			struct trace_stats *st);

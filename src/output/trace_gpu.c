@@ -77,35 +77,39 @@ static void name_tracks(struct trace_writer *w, const struct profile *p, const s
 static void api_slice(struct trace_writer *w, const struct profile *p, const struct event *e)
 {
 	uint32_t kn = gpu_launch_kernel_name(p, e);
-	char args[128], name[512];
+	char name[512];
+	struct json a;
 
-	snprintf(args, sizeof(args), "{\"result\":%" PRId64 ",\"bytes\":%" PRIu64 "}",
-		 (int64_t)e->a, e->b);
+	trace_args(&a);
+	json_kv_i64(&a, "result", (int64_t)e->a);
+	json_kv_u64(&a, "bytes", e->b);
 	/* a launch names its kernel: "cudaLaunchKernel: saxpy" */
 	snprintf(name, sizeof(name), "%s%s%s", profile__str(p, e->name), kn ? ": " : "",
 		 kn ? profile__str(p, kn) : "");
-	trace_complete(w, e->pid, e->tid | API_TID_BIT, e->ts, e->dur, name, "cuda", args);
+	trace_complete(w, e->pid, e->tid | API_TID_BIT, e->ts, e->dur, name, "cuda",
+		       trace_args_text(&a));
 }
 
 static void gpu_slice(struct trace_writer *w, const struct profile *p, const struct event *e)
 {
-	char name[64], args[192];
+	char name[64];
 	const char *n = name;
+	struct json a;
 
+	trace_args(&a);
+	json_kv_u64(&a, "correlation", e->c);
 	if (e->kind == EVK_GPU_KERNEL) {
 		n = profile__str(p, e->name);
-		snprintf(args, sizeof(args),
-			 "{\"correlation\":%" PRIu64 ",\"blocks\":%" PRIu64
-			 ",\"threads_per_block\":%" PRIu64 "}",
-			 e->c, e->b >> 32, e->b & 0xffffffff);
+		json_kv_u64(&a, "blocks", e->b >> 32);
+		json_kv_u64(&a, "threads_per_block", e->b & 0xffffffff);
 	} else {
 		snprintf(name, sizeof(name), "%s %s",
 			 e->kind == EVK_GPU_MEMSET ? "memset" : "memcpy",
 			 e->kind == EVK_GPU_MEMSET ? "" : gpu_copy_dir_name(e->flags & 0xf));
-		snprintf(args, sizeof(args), "{\"correlation\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
-			 e->c, e->b);
+		json_kv_u64(&a, "bytes", e->b);
 	}
-	trace_complete(w, e->pid | GPU_PID_BIT, gpu_tid(e->a), e->ts, e->dur, n, "gpu", args);
+	trace_complete(w, e->pid | GPU_PID_BIT, gpu_tid(e->a), e->ts, e->dur, n, "gpu",
+		       trace_args_text(&a));
 }
 
 /* GPU memory from cudaMalloc & co over time, per process. */

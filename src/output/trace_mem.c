@@ -7,6 +7,7 @@
 #include "trace.h"
 #include "../analysis/memory.h"
 #include "../util/hmap.h"
+#include "../util/vec.h"
 
 #define HEAP_BUCKET_NS 1000000ULL /* at most one point per ms: a 1M-allocation run stays small */
 
@@ -121,15 +122,11 @@ int trace_source_mem(struct trace_writer *w, const struct profile *p, const stru
 		if (e->kind != EVK_ALLOC || hmap__get(rank, e->pid, 0, &r))
 			continue;
 		/* processes in the order of their first allocation in the file */
-		if (np == cap) {
-			uint32_t *n = realloc(pids, (cap = cap ? cap * 2 : 16) * sizeof(*n));
-
-			if (!n) {
-				err = -ENOMEM;
-				break;
-			}
-			pids = n;
+		if (arr_grow(pids, cap, np + 1)) {
+			err = -ENOMEM;
+			break;
 		}
+
 		if (hmap__put(rank, e->pid, 0, np)) {
 			err = -ENOMEM;
 			break;

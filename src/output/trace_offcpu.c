@@ -71,7 +71,8 @@ static void state_slices(struct trace_writer *w, const struct profile *p,
 			 struct trace_stats *st)
 {
 	uint64_t prev_end = 0;
-	char args[96], name[64], buf[32];
+	char name[64], buf[32];
+	struct json a;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct event *e = &p->events.v[idx[i]];
@@ -94,18 +95,19 @@ static void state_slices(struct trace_writer *w, const struct profile *p,
 		if (in_range(o, e->ts, end)) {
 			snprintf(name, sizeof(name), "blocked: %s",
 				 wait_kind_name(offcpu_classify(p, e)));
-			snprintf(args, sizeof(args),
-				 "{\"waker_tid\":%" PRIu64 ",\"irq_wakeup\":%s}", e->a,
-				 e->flags & OFFEV_F_IRQ_WAKE ? "true" : "false");
+			trace_args(&a);
+			json_kv_u64(&a, "waker_tid", e->a);
+			json_kv_bool(&a, "irq_wakeup", e->flags & OFFEV_F_IRQ_WAKE);
+			trace_args_text(&a);
 			if (ready > e->ts && (e->flags & OFFEV_STATE_MASK) != OFFEV_NEW)
 				trace_complete(w, e->pid, tid, e->ts, ready - e->ts, name, "state",
-					       args);
+					       json_text(&a));
 			if (end > ready)
 				trace_complete(w, e->pid, tid, ready, end - ready,
 					       (e->flags & OFFEV_STATE_MASK) == OFFEV_NEW
 						   ? "new thread"
 						   : "runnable",
-					       "state", args);
+					       "state", json_text(&a));
 			st->slices += 2;
 		}
 		prev_end = end;
@@ -155,7 +157,7 @@ static int critical_path_track(struct trace_writer *w, const struct profile *p,
 	for (size_t i = 0; i < path.nsegs; i++) {
 		const struct cp_segment *s = &path.segs[i];
 		const struct cp_track *t = &g.tracks[s->track];
-		char args[64];
+		struct json a;
 
 		if (!in_range(o, s->start, s->end))
 			continue;
@@ -170,16 +172,19 @@ static int critical_path_track(struct trace_writer *w, const struct profile *p,
 			snprintf(name, sizeof(name), "GPU %u stream %u: %s%s%.40s",
 				 (uint32_t)(t->gpu_stream >> 32), (uint32_t)t->gpu_stream,
 				 wait_kind_name(s->kind), *what ? " " : "", what);
-			snprintf(args, sizeof(args), "{\"pid\":%u,\"gpu_stream\":%u}", t->pid,
-				 (uint32_t)t->gpu_stream);
+			trace_args(&a);
+			json_kv_u64(&a, "pid", t->pid);
+			json_kv_u64(&a, "gpu_stream", (uint32_t)t->gpu_stream);
 		} else {
 			snprintf(name, sizeof(name), "%s: %s",
 				 comm_of(p, t->pid, t->tid, buf, sizeof(buf)),
 				 wait_kind_name(s->kind));
-			snprintf(args, sizeof(args), "{\"pid\":%u,\"tid\":%u}", t->pid, t->tid);
+			trace_args(&a);
+			json_kv_u64(&a, "pid", t->pid);
+			json_kv_u64(&a, "tid", t->tid);
 		}
 		trace_complete(w, CP_PID, CP_PID, s->start, s->end - s->start, name,
-			       "critical_path", args);
+			       "critical_path", trace_args_text(&a));
 		st->slices++;
 	}
 	critpath_path_free(&path);

@@ -17,7 +17,8 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 {
 	struct sample_filter f = o->filter;
 	struct region_set rs;
-	char args[96], name[64];
+	char name[64];
+	struct json a;
 	uint32_t *depth;
 	int err;
 
@@ -44,11 +45,15 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 			trace_thread_name(w, r->pid, track, name);
 		}
 		depth[i] = r->parent >= 0 && (size_t)r->parent < i ? depth[r->parent] + 1 : 0;
-		snprintf(args, sizeof(args), "{\"depth\":%u,\"tid\":%u%s%s}", depth[i], r->tid,
-			 r->open ? ",\"open_at_end\":true" : "",
-			 r->sampled ? ",\"sampled\":true" : "");
+		trace_args(&a);
+		json_kv_u64(&a, "depth", depth[i]);
+		json_kv_u64(&a, "tid", r->tid);
+		if (r->open)
+			json_kv_bool(&a, "open_at_end", true);
+		if (r->sampled)
+			json_kv_bool(&a, "sampled", true);
 		trace_complete(w, r->pid, track, r->start, r->end - r->start,
-			       profile__str(p, r->name), "region", args);
+			       profile__str(p, r->name), "region", trace_args_text(&a));
 		st->slices++;
 	}
 	free(depth);

@@ -27,6 +27,7 @@
 #include "../util/expq.h"
 #include "../util/hmap.h"
 #include "../util/log.h"
+#include "../util/vec.h"
 #include "profile.skel.h"
 #include "events.h"
 #include "feature.h"
@@ -244,30 +245,16 @@ static int mem_configure(struct feature_ctx *f, void **state)
 
 static int push_fd(struct mem_links *ml, int fd)
 {
-	if (ml->nfds == ml->capfds) {
-		size_t cap = ml->capfds ? ml->capfds * 2 : 8;
-		int *n = realloc(ml->fds, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		ml->fds = n;
-		ml->capfds = cap;
-	}
+	if (arr_grow(ml->fds, ml->capfds, ml->nfds + 1))
+		return -ENOMEM;
 	ml->fds[ml->nfds++] = fd;
 	return 0;
 }
 
 static int push_link(struct mem_links *ml, struct bpf_link *l)
 {
-	if (ml->nlinks == ml->caplinks) {
-		size_t cap = ml->caplinks ? ml->caplinks * 2 : 16;
-		struct bpf_link **n = realloc(ml->links, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		ml->links = n;
-		ml->caplinks = cap;
-	}
+	if (arr_grow(ml->links, ml->caplinks, ml->nlinks + 1))
+		return -ENOMEM;
 	ml->links[ml->nlinks++] = l;
 	return 0;
 }
@@ -435,20 +422,11 @@ static int probe_object(struct feature_ctx *f, struct mem_state *st, struct mem_
 
 static bool target_seen(struct mem_target *t, const char *path)
 {
-	char **n;
-
 	for (size_t i = 0; i < t->nseen; i++)
 		if (!strcmp(t->seen[i], path))
 			return true;
-	if (t->nseen == t->capseen) {
-		size_t cap = t->capseen ? t->capseen * 2 : 32;
-
-		n = realloc(t->seen, cap * sizeof(*n));
-		if (!n)
-			return true;
-		t->seen = n;
-		t->capseen = cap;
-	}
+	if (arr_grow(t->seen, t->capseen, t->nseen + 1))
+		return true;
 	t->seen[t->nseen] = strdup(path);
 	if (t->seen[t->nseen])
 		t->nseen++;
@@ -523,20 +501,12 @@ static void probe_command(struct feature_ctx *f, struct mem_state *st, struct me
 
 static struct mem_target *add_target(struct mem_state *st, uint32_t pid)
 {
-	struct mem_target *n;
+	struct mem_target *n = arr_push(st->targets, st->ntargets, st->captargets);
 
-	if (st->ntargets == st->captargets) {
-		size_t cap = st->captargets ? st->captargets * 2 : 8;
-
-		n = realloc(st->targets, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		st->targets = n;
-		st->captargets = cap;
-	}
-	n = &st->targets[st->ntargets++];
-	memset(n, 0, sizeof(*n));
+	if (!n)
+		return NULL;
 	n->pid = pid;
+
 	return n;
 }
 

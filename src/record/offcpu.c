@@ -20,6 +20,7 @@
 #include "../util/expq.h"
 #include "../util/hmap.h"
 #include "../util/log.h"
+#include "../util/vec.h"
 #include "events.h"
 #include "feature.h"
 #include "profile.skel.h"
@@ -70,16 +71,10 @@ static int note_waker(struct offcpu_rec *st, uint32_t tid, uint64_t off_ts, uint
 	uint64_t idx;
 
 	if (!hmap__get(st->by_tid, tid, 0, &idx)) {
-		if (st->nslots == st->cap) {
-			size_t cap = st->cap ? st->cap * 2 : 256;
-			struct waker_slot *n = realloc(st->slots, cap * sizeof(*n));
-
-			if (!n)
-				return -ENOMEM;
-			st->slots = n;
-			st->cap = cap;
-		}
-		idx = st->nslots++;
+		if (arr_grow(st->slots, st->cap, st->nslots + 1))
+			return -ENOMEM;
+		idx
+ = st->nslots++;
 		if (hmap__put(st->by_tid, tid, 0, idx))
 			return -ENOMEM;
 	}

@@ -22,6 +22,7 @@
 #include "../util/elf_layout.h"
 #include "../util/hmap.h"
 #include "../util/log.h"
+#include "../util/vec.h"
 #include "proc.h"
 
 /* One mapped file, opened once for the whole record. */
@@ -179,15 +180,8 @@ static struct pstate *pstate_get(struct proc_tracker *t, uint32_t pid, bool crea
 		return &t->ps[idx];
 	if (!create)
 		return NULL;
-	if (t->nps == t->capps) {
-		size_t ncap = t->capps ? t->capps * 2 : 16;
-		struct pstate *np = realloc(t->ps, ncap * sizeof(*np));
-
-		if (!np)
-			return NULL;
-		t->ps = np;
-		t->capps = ncap;
-	}
+	if (arr_grow(t->ps, t->capps, t->nps + 1))
+		return NULL;
 	memset(&t->ps[t->nps], 0, sizeof(t->ps[0]));
 	t->ps[t->nps].pid = pid;
 	if (hmap__put(t->pid_index, pid, 0, t->nps))
@@ -239,15 +233,8 @@ static struct objinfo *objinfo_get(struct proc_tracker *t, uint32_t pid, uint64_
 	obj = profile__object(t->p, OBJ_ELF, path, build_id, 0);
 	if (obj < 0)
 		goto fail;
-	if (t->nobjs == t->capobjs) {
-		size_t ncap = t->capobjs ? t->capobjs * 2 : 32;
-		struct objinfo **no = realloc(t->objs, ncap * sizeof(*no));
-
-		if (!no)
-			goto fail;
-		t->objs = no;
-		t->capobjs = ncap;
-	}
+	if (arr_grow(t->objs, t->capobjs, t->nobjs + 1))
+		goto fail;
 	oi->obj = obj;
 	t->objs[t->nobjs] = oi;
 	if (hmap__put(t->file_index, dev, ino, t->nobjs) || by_obj_set(t, obj, oi))
@@ -275,15 +262,8 @@ static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, const char *
 	obj = profile__object(t->p, OBJ_PERFMAP, shown, "", pid);
 	if (obj < 0 || proc_tracker__object_path(t, obj))
 		return obj;
-	if (t->nobjs == t->capobjs) {
-		size_t ncap = t->capobjs ? t->capobjs * 2 : 32;
-		struct objinfo **no = realloc(t->objs, ncap * sizeof(*no));
-
-		if (!no)
-			return -ENOMEM;
-		t->objs = no;
-		t->capobjs = ncap;
-	}
+	if (arr_grow(t->objs, t->capobjs, t->nobjs + 1))
+		return -ENOMEM;
 	oi = calloc(1, sizeof(*oi));
 	if (!oi)
 		return -ENOMEM;
@@ -401,21 +381,12 @@ static int parse_maps(struct proc_tracker *t, uint32_t pid, FILE *f, struct psta
 				 t->opts.proc_root, pid, start, end);
 			continue;
 		}
-		if (ps->n == cap) {
-			size_t ncap = cap ? cap * 2 : 32;
-			struct pmap *nm = realloc(ps->maps, ncap * sizeof(*nm));
-
-			if (!nm)
-				return -ENOMEM;
-			ps->maps = nm;
-			cap = ncap;
-		}
+		if (arr_grow(ps->maps, cap, ps->n + 1))
+			return -ENOMEM;
 		m = &ps->maps[ps->n];
-		memset(m, 0, sizeof(*m));
-		m->start = start;
-		m->end = end;
-		m->pgoff = off;
-		err = classify(t, pid, m, (uint64_t)maj << 32 | min, ino, path);
+		*m = (struct pmap){ .start = start, .end = end, .pgoff = off };
+		err = classify(
+t, pid, m, (uint64_t)maj << 32 | min, ino, path);
 		if (err)
 			return err;
 		ps->n++;
@@ -1028,15 +999,10 @@ static int read_pairs(const char *proc_root, uint32_t skip, struct pid_pair **ou
 		ppid = stat_ppid(proc_root, (uint32_t)pid);
 		if (ppid < 0)
 			continue; /* gone since readdir */
-		if (n == cap) {
-			struct pid_pair *nv = realloc(v, (cap = cap ? cap * 2 : 256) * sizeof(*v));
-
-			if (!nv) {
-				free(v);
-				closedir(dir);
-				return -ENOMEM;
-			}
-			v = nv;
+		if (arr_grow(v, cap, n + 1)) {
+			free(v);
+			closedir(dir);
+			return -ENOMEM;
 		}
 		v[n++] = (struct pid_pair){ (uint32_t)ppid, (uint32_t)pid };
 	}
@@ -1094,16 +1060,12 @@ int proc_descendants(const char *proc_root, const uint32_t *roots, size_t nroots
 
 			if (hmap__get(seen, pid, 0, &v))
 				continue; /* a root, or (pid reuse) a loop */
-			if (nq == cap) {
-				uint32_t *nv = realloc(q, (cap *= 2) * sizeof(*q));
-
-				if (!nv) {
-					err = -ENOMEM;
-					break;
-				}
-				q = nv;
+			if (arr_grow(q, cap, nq + 1)) {
+				err = -ENOMEM;
+				break;
 			}
 			q[nq++] = pid;
+
 			err = hmap__put(seen, pid, 0, 1);
 		}
 	}

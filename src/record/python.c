@@ -31,6 +31,7 @@
 #include "profile.skel.h"
 #include "../util/hmap.h"
 #include "../util/log.h"
+#include "../util/vec.h"
 #include "events.h"
 #include "feature.h"
 #include "proc.h"
@@ -202,15 +203,8 @@ static struct py_target *target_add(struct py_state *s, uint32_t pid)
 
 	if (t)
 		return t;
-	if (s->nt == s->capt) {
-		size_t cap = s->capt ? s->capt * 2 : 16;
-		void *v = realloc(s->t, cap * sizeof(*s->t));
-
-		if (!v)
-			return NULL;
-		s->t = v;
-		s->capt = cap;
-	}
+	if (arr_grow(s->t, s->capt, s->nt + 1))
+		return NULL;
 	if (hmap__put(s->by_pid, pid, 0, s->nt + 1))
 		return NULL;
 	t = &s->t[s->nt++];
@@ -522,14 +516,9 @@ static int refresh_threads(struct py_state *s, struct py_target *t)
 			err = mem_u64(t->pid, ts + t->l.ts_native_tid, &tid);
 			if (err)
 				break;
-			if (n == cap) {
-				void *v = realloc(tids, (cap = cap ? cap * 2 : 16) * sizeof(*tids));
-
-				if (!v) {
-					err = -ENOMEM;
-					break;
-				}
-				tids = v;
+			if (arr_grow(tids, cap, n + 1)) {
+				err = -ENOMEM;
+				break;
 			}
 			tids[n++] = tid;
 			thread_key(s, t, tid, &ts);
@@ -567,15 +556,9 @@ static struct py_code *code_slot(struct py_state *s, uint32_t pid, uint64_t addr
 	*fresh = false;
 	if (hmap__get(s->code_index, pid, addr, &idx))
 		return &s->codes[idx];
-	if (s->ncodes == s->capcodes) {
-		size_t cap = s->capcodes ? s->capcodes * 2 : 256;
-		void *v = realloc(s->codes, cap * sizeof(*s->codes));
+	if (arr_grow(s->codes, s->capcodes, s->ncodes + 1))
+		return NULL;
 
-		if (!v)
-			return NULL;
-		s->codes = v;
-		s->capcodes = cap;
-	}
 	if (hmap__put(s->code_index, pid, addr, s->ncodes))
 		return NULL;
 	c = &s->codes[s->ncodes++];

@@ -35,6 +35,7 @@
 #include "../util/elf_layout.h"
 #include "../util/hmap.h"
 #include "../util/log.h"
+#include "../util/vec.h"
 #include "events.h"
 #include "feature.h"
 #include "python.h"
@@ -83,7 +84,7 @@ struct region_state {
 	size_t nspecs;
 	char **pairs; /* pair id -> name */
 	uint32_t *pair_str;
-	size_t npairs, pairs_cap;
+	size_t npairs, pairs_cap, pair_str_cap;
 	uint32_t nprobes;
 	struct bpf_link **links;
 	size_t nlinks, links_cap;
@@ -99,22 +100,6 @@ struct region_state {
 	struct py_rcand py_cands[PY_RCAND_MAX];
 	uint32_t npy_cands, npy_specs;
 };
-
-static int grow(void **v, size_t *cap, size_t n, size_t elem)
-{
-	void *nv;
-	size_t nc;
-
-	if (n < *cap)
-		return 0;
-	nc = *cap ? *cap * 2 : 16;
-	nv = realloc(*v, nc * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = nc;
-	return 0;
-}
 
 static bool regions_enabled(const struct record_opts *o)
 {
@@ -175,21 +160,12 @@ static int pair_new(struct region_state *st, const char *name)
 
 	if (!dup)
 		return -ENOMEM;
-	if (st->npairs == st->pairs_cap) {
-		size_t cap = st->pairs_cap ? st->pairs_cap * 2 : 16;
-		char **np = realloc(st->pairs, cap * sizeof(*np));
-		uint32_t *ns;
-
-		if (np)
-			st->pairs = np;
-		ns = np ? realloc(st->pair_str, cap * sizeof(*ns)) : NULL;
-		if (!ns) {
-			free(dup);
-			return -ENOMEM;
-		}
-		st->pair_str = ns;
-		st->pairs_cap = cap;
+	if (arr_grow(st->pairs, st->pairs_cap, st->npairs + 1) ||
+	    arr_grow(st->pair_str, st->pair_str_cap, st->npairs + 1)) {
+		free(dup);
+		return -ENOMEM;
 	}
+
 	st->pairs[st->npairs] = dup;
 	st->pair_str[st->npairs] = profile__intern(st->f->p, name);
 	return (int)st->npairs++;
@@ -236,8 +212,8 @@ static int attach_site(struct region_state *st, const char *path, uint64_t dev, 
 		if (st->sites[i].dev == dev && st->sites[i].ino == ino && st->sites[i].off == off &&
 		    st->sites[i].ret == ret)
 			return 0;
-	if (grow((void **)&st->sites, &st->sites_cap, st->nsites, sizeof(*st->sites)) ||
-	    grow((void **)&st->links, &st->links_cap, st->nlinks, sizeof(*st->links)))
+	if (arr_grow(st->sites, st->sites_cap, st->nsites + 1) ||
+	    arr_grow(st->links, st->links_cap, st->nlinks + 1))
 		return -ENOMEM;
 	/* pid -1: every process; region_probe keeps the targets' (children forked later too). */
 	prog = named && st->sleepable ? st->f->skel->progs.region_probe_s
@@ -433,7 +409,7 @@ static int seen_add(struct region_state *st, uint64_t dev, uint64_t ino)
 {
 	if (seen(st, dev, ino))
 		return 0;
-	if (grow((void **)&st->seen, &st->seen_cap, st->nseen, sizeof(*st->seen)))
+	if (arr_grow(st->seen, st->seen_cap, st->nseen + 1))
 		return -ENOMEM;
 	st->seen[st->nseen++] = (struct file_id){ dev, ino };
 	return 0;

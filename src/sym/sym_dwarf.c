@@ -15,6 +15,7 @@
 
 #include "sym/sym_internal.h"
 #include "util/log.h"
+#include "../util/vec.h"
 
 #define MAX_DIE_DEPTH 64 /* hostile DWARF must not recurse us off the stack */
 #define MAX_INLINE 64
@@ -58,23 +59,6 @@ struct dw_index {
 	bool budget_warned;
 };
 
-static int grow(void **buf, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	p = reallocarray(*buf, ncap, elem);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = ncap;
-	return 0;
-}
-
 /* Returns 0, -ENOMEM, or -E2BIG when the index's range budget is spent. */
 static int push_range(struct dw_index *x, struct dw_range **r, size_t *n, size_t *cap, uint64_t lo,
 		      uint64_t hi, size_t idx)
@@ -85,7 +69,7 @@ static int push_range(struct dw_index *x, struct dw_range **r, size_t *n, size_t
 	if (!x->range_budget)
 		return -E2BIG;
 	x->range_budget--;
-	if (grow((void **)r, cap, *n + 1, sizeof(**r)))
+	if (arr_grow(*r, *cap, *n + 1))
 		return -ENOMEM;
 	(*r)[*n].lo = lo;
 	(*r)[*n].hi = hi;
@@ -170,8 +154,7 @@ static int index_funcs(struct dw_index *x, struct dw_cu *cu, Dwarf_Die *parent, 
 	do {
 		tag = dwarf_tag(&child);
 		if (tag == DW_TAG_subprogram) {
-			if (grow((void **)&cu->funcs, &cu->cap_funcs, cu->nfuncs + 1,
-				 sizeof(*cu->funcs)))
+			if (arr_grow(cu->funcs, cu->cap_funcs, cu->nfuncs + 1))
 				return -ENOMEM;
 			cu->funcs[cu->nfuncs] = child;
 			n = add_die_ranges(x, &child, &cu->ranges, &cu->nranges, &cu->cap_ranges,
@@ -229,7 +212,7 @@ static int add_cu(struct dw_index *x, Dwarf_Die *cudie)
 	size_t idx = x->ncus;
 	int n;
 
-	if (grow((void **)&x->cus, &x->cap_cus, x->ncus + 1, sizeof(*x->cus)))
+	if (arr_grow(x->cus, x->cap_cus, x->ncus + 1))
 		return -ENOMEM;
 	cu = &x->cus[x->ncus++];
 	memset(cu, 0, sizeof(*cu));

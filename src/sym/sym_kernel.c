@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sym/sym_internal.h"
+#include "../util/vec.h"
 
 struct ksyms {
 	struct symtab syms;
@@ -27,22 +28,14 @@ void ksyms__free(struct ksyms *k)
 /* Index + 1 of a module name, added when new; 0 on ENOMEM. */
 static uint32_t module_id(struct ksyms *k, const char *name, size_t len)
 {
-	char **p;
-
 	/* Symbols of one module are listed together: the last one is the likely match. */
 	for (size_t i = k->nmods; i > 0; i--) {
 		if (!strncmp(k->mods[i - 1], name, len) && !k->mods[i - 1][len])
 			return (uint32_t)i;
 	}
-	if (k->nmods == k->cap_mods) {
-		size_t cap = k->cap_mods ? k->cap_mods * 2 : 64;
+	if (arr_grow(k->mods, k->cap_mods, k->nmods + 1))
+		return 0;
 
-		p = reallocarray(k->mods, cap, sizeof(*p));
-		if (!p)
-			return 0;
-		k->mods = p;
-		k->cap_mods = cap;
-	}
 	k->mods[k->nmods] = strndup(name, len);
 	if (!k->mods[k->nmods])
 		return 0;

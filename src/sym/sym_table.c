@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sym/sym_internal.h"
+#include "../util/vec.h"
 
 /* How far back a lookup looks for an earlier symbol that still covers the address. */
 #define SYMTAB_SCAN_BACK 8
@@ -26,26 +27,6 @@ void symtab__clear(struct symtab *t)
 	symtab__init(t);
 }
 
-static int grow(void **buf, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need) {
-		if (ncap > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		ncap *= 2;
-	}
-	p = realloc(*buf, ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = ncap;
-	return 0;
-}
-
 int symtab__add(struct symtab *t, uint64_t addr, uint64_t end, const char *name, size_t len,
 		uint8_t flags, uint8_t rank, uint32_t aux)
 {
@@ -55,9 +36,9 @@ int symtab__add(struct symtab *t, uint64_t addr, uint64_t end, const char *name,
 	/* Offsets are 32-bit: a string table past 4 GiB is not a real symbol table. */
 	if (t->strs_len + len + 1 > UINT32_MAX)
 		return -E2BIG;
-	err = grow((void **)&t->ents, &t->cap, t->n + 1, sizeof(*t->ents));
+	err = arr_grow(t->ents, t->cap, t->n + 1);
 	if (!err)
-		err = grow((void **)&t->strs, &t->strs_cap, t->strs_len + len + 1, 1);
+		err = arr_grow(t->strs, t->strs_cap, t->strs_len + len + 1);
 	if (err)
 		return err;
 	e = &t->ents[t->n++];

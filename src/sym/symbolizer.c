@@ -21,6 +21,7 @@
 #include "sym/sym_internal.h"
 #include "util/hmap.h"
 #include "util/log.h"
+#include "../util/vec.h"
 
 /* Results are cached per (object, offset) up to this many; past it lookups still work. */
 #define MAX_CACHED_RESULTS (1u << 20)
@@ -141,23 +142,6 @@ void symbolizer__free(struct symbolizer *s)
 	free(s);
 }
 
-static int grow(void **buf, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	p = reallocarray(*buf, ncap, elem);
-	if (!p)
-		return -ENOMEM;
-	*buf = p;
-	*cap = ncap;
-	return 0;
-}
-
 int symbolizer__debuginfod(struct symbolizer *s, const unsigned char *id, size_t len, char **path)
 {
 	const char *urls = getenv("DEBUGINFOD_URLS");
@@ -189,7 +173,7 @@ static int add_obj(struct symbolizer *s, const char *path, const char *bid, int 
 {
 	struct obj_slot *o;
 
-	if (grow((void **)&s->objs, &s->cap_objs, s->nobjs + 1, sizeof(*s->objs))) {
+	if (arr_grow(s->objs, s->cap_objs, s->nobjs + 1)) {
 		if (fd >= 0)
 			close(fd);
 		return -ENOMEM;
@@ -255,7 +239,7 @@ static int cache_result(struct symbolizer *s, size_t slot, uint64_t off, struct 
 	struct cached *c;
 
 	if (s->nresults >= MAX_CACHED_RESULTS ||
-	    grow((void **)&s->results, &s->cap_results, s->nresults + 1, sizeof(*s->results)) ||
+	    arr_grow(s->results, s->cap_results, s->nresults + 1) ||
 	    hmap__put(s->result_index, slot + 1, off, s->nresults)) {
 		*out = *r; /* not cached: the caller owns it */
 		return err;
@@ -488,7 +472,7 @@ static struct perfmap *find_map(struct symbolizer *s, const char *path, int *err
 		*err = -errno;
 		return NULL;
 	}
-	if (grow((void **)&s->maps, &s->cap_maps, s->nmaps + 1, sizeof(*s->maps)) ||
+	if (arr_grow(s->maps, s->cap_maps, s->nmaps + 1) ||
 	    (!taken && hmap__put(s->map_index, k1, 0, s->nmaps))) {
 		perfmap__free(m);
 		*err = -ENOMEM;

@@ -14,6 +14,7 @@
 #endif
 
 #include "../util/elf_layout.h"
+#include "../util/vec.h"
 #include "usdt.h"
 
 int elf_vaddr_to_off(int fd, uint64_t vaddr, uint64_t *off)
@@ -224,7 +225,8 @@ int usdt_notes_read(int fd, struct usdt_note **out)
 	struct usdt_note *v = NULL;
 	Elf_Scn *scn = NULL;
 	uint64_t base;
-	int n = 0, cap = 0;
+	size_t cap = 0;
+	int n = 0;
 	bool is64;
 
 	*out = NULL;
@@ -245,18 +247,12 @@ int usdt_notes_read(int fd, struct usdt_note **out)
 			if (nh.n_type != 3 || nh.n_namesz != 8 ||
 			    memcmp((char *)d->d_buf + name_off, "stapsdt", 8))
 				continue;
-			if (n == cap) {
-				struct usdt_note *nv;
-
-				cap = cap ? cap * 2 : 16;
-				nv = realloc(v, cap * sizeof(*v));
-				if (!nv) {
-					free(v);
-					elf_end(elf);
-					return -ENOMEM;
-				}
-				v = nv;
+			if (arr_grow(v, cap, (size_t)n + 1)) {
+				free(v);
+				elf_end(elf);
+				return -ENOMEM;
 			}
+
 			if (parse_note((uint8_t *)d->d_buf + desc_off, nh.n_descsz, is64, base,
 				       &v[n]))
 				continue;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../util/hmap.h"
+#include "../util/vec.h"
 #include "cfi.h"
 #include "dwarf_read.h"
 #include "unwind.h"
@@ -104,24 +105,6 @@ struct cfi_builder {
 	uint64_t text_lo, text_hi;
 	bool oom;
 };
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 256;
-	while (ncap < need)
-		ncap *= 2;
-	p = realloc(*arr, ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
 
 struct cfi_builder *cfi_builder__new(uint64_t text_lo, uint64_t text_hi)
 {
@@ -244,7 +227,7 @@ static int add_cie(struct cfi_section *s, uint64_t off, const uint8_t *p,
 {
 	struct cie *cie;
 
-	if (grow((void **)&s->cies, &s->cap, s->ncies + 1, sizeof(*s->cies)))
+	if (arr_grow(s->cies, s->cap, s->ncies + 1))
 		return -ENOMEM;
 	cie = &s->cies[s->ncies++];
 	memset(cie, 0, sizeof(*cie));
@@ -258,7 +241,7 @@ static int add_fde_ref(struct cfi_builder *b, unsigned int sec, uint64_t cie_off
 {
 	struct fde_ref *f;
 
-	if (grow((void **)&b->fdes, &b->fcap, b->nfdes + 1, sizeof(*b->fdes)))
+	if (arr_grow(b->fdes, b->fcap, b->nfdes + 1))
 		return -ENOMEM;
 	f = &b->fdes[b->nfdes++];
 	f->start = cie_off;
@@ -391,7 +374,7 @@ static void push_row(struct cfi_builder *b, uint64_t pc, struct cfi_rule r)
 		b->nrows--;
 	if (b->nrows && !memcmp(&b->rows[b->nrows - 1].r, &r, sizeof(r)))
 		return;
-	if (grow((void **)&b->rows, &b->rcap, b->nrows + 1, sizeof(*b->rows))) {
+	if (arr_grow(b->rows, b->rcap, b->nrows + 1)) {
 		b->oom = true;
 		return;
 	}
@@ -874,15 +857,10 @@ static int make_palette(struct cfi_table *t, struct cfi_builder *b)
 		if (!hmap__get(seen, k, 0, &id)) {
 			if (t->nrules == 65536)
 				break; /* too many: fall back below */
-			if (t->nrules == cap) {
-				struct cfi_rule *np = realloc(pal, cap * 2 * sizeof(*pal));
-
-				if (!np)
-					goto out;
-				pal = np;
-				cap *= 2;
-			}
+			if (arr_grow(pal, cap, (size_t)t->nrules + 1))
+				goto out;
 			id = t->nrules++;
+
 			pal[id] = b->rows[i].r;
 			if (hmap__put(seen, k, 0, id))
 				goto out;

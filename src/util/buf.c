@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "vec.h"
 
 void buf_free(struct buf *b)
 {
@@ -20,24 +21,14 @@ void buf_reset(struct buf *b)
 /* Room for n more bytes: false (b->err set) when it cannot grow. */
 static bool buf_room(struct buf *b, size_t n)
 {
-	size_t cap;
-	uint8_t *nd;
-
 	if (b->err)
 		return false;
-	if (b->len + n <= b->cap)
-		return true;
-	cap = b->cap ? b->cap : 4096;
-	while (cap < b->len + n)
-		cap *= 2;
-	nd = realloc(b->data, cap);
-	if (!nd) {
+	if (arr_grow(b->data, b->cap, b->len + n)) {
 		b->err = -ENOMEM;
 		return false;
 	}
-	b->data = nd;
-	b->cap = cap;
 	return true;
+
 }
 
 void buf_put(struct buf *b, const void *p, size_t n)

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "sink.h"
-#include "utf8.h"
+#include "vec.h"
 
 struct file_sink {
 	struct sink base;
@@ -100,18 +100,9 @@ static int mem_write(struct sink *s, const void *buf, size_t len)
 {
 	struct mem_sink *ms = (struct mem_sink *)s;
 
-	if (ms->len + len + 1 > ms->cap) {
-		size_t cap = ms->cap ? ms->cap : 4096;
-		char *nb;
+	if (arr_grow(ms->buf, ms->cap, ms->len + len + 1))
+		return -ENOMEM;
 
-		while (cap < ms->len + len + 1)
-			cap *= 2;
-		nb = realloc(ms->buf, cap);
-		if (!nb)
-			return -ENOMEM;
-		ms->buf = nb;
-		ms->cap = cap;
-	}
 	memcpy(ms->buf + ms->len, buf, len);
 	ms->len += len;
 	ms->buf[ms->len] = '\0';
@@ -188,45 +179,6 @@ int sink_printf(struct sink *s, const char *fmt, ...)
 	err = sink_write(s, big, n);
 	free(big);
 	return err;
-}
-
-int sink_json_str(struct sink *s, const char *str)
-{
-	const unsigned char *p = (const unsigned char *)str, *run = p;
-	char esc[8];
-
-	for (; *p; p++) {
-		const char *rep = NULL;
-
-		if (*p >= 0x80) {
-			int l = utf8_seq_len(p);
-
-			/* JSON is UTF-8: an invalid byte becomes U+FFFD. */
-			if (l) {
-				p += l - 1;
-				continue;
-			}
-			rep = "\\ufffd";
-		}
-		switch (*p) {
-		case '"': rep = "\\\""; break;
-		case '\\': rep = "\\\\"; break;
-		case '\n': rep = "\\n"; break;
-		case '\r': rep = "\\r"; break;
-		case '\t': rep = "\\t"; break;
-		default:
-			if (*p < 0x20) {
-				snprintf(esc, sizeof(esc), "\\u%04x", *p);
-				rep = esc;
-			}
-		}
-		if (!rep)
-			continue;
-		sink_write(s, run, p - run);
-		sink_puts(s, rep);
-		run = p + 1;
-	}
-	return sink_write(s, run, p - run);
 }
 
 int sink_xml_str(struct sink *s, const char *str)

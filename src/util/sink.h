@@ -27,8 +27,6 @@ const char *sink_mem_data(struct sink *s, size_t *len);
 int sink_write(struct sink *s, const void *buf, size_t len);
 int sink_puts(struct sink *s, const char *str);
 int sink_printf(struct sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Writes str with JSON string escaping (no surrounding quotes). */
-int sink_json_str(struct sink *s, const char *str);
 /* Writes str with XML/HTML escaping. */
 int sink_xml_str(struct sink *s, const char *str);
 /* Closes and frees; returns the first error seen during the sink's life, or 0. */

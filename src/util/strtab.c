@@ -5,6 +5,7 @@
 
 #include "hmap.h"
 #include "strtab.h"
+#include "vec.h"
 
 #define BLOCK_SIZE (256 * 1024)
 
@@ -16,7 +17,8 @@ struct block {
 
 struct strtab {
 	char **ptrs;
-	uint32_t n, cap;
+	uint32_t n;
+	size_t cap, cap_chain;
 	struct hmap *index; /* (hash, len) -> id; collisions checked by strcmp chain below */
 	uint32_t *chain;    /* next id with the same (hash, len) key, 0 = end */
 	struct block *blocks;
@@ -85,20 +87,11 @@ uint32_t strtab__intern_len(struct strtab *t, const char *s, size_t len)
 				break;
 		}
 	}
-	if (t->n == t->cap) {
-		uint32_t ncap = t->cap ? t->cap * 2 : 1024;
-		char **np = realloc(t->ptrs, ncap * sizeof(*np));
-		uint32_t *nc;
+	/* UINT32_MAX is the error return: ids stay below it. */
+	if (t->n >= UINT32_MAX - 1 || arr_grow(t->ptrs, t->cap, (size_t)t->n + 1) ||
+	    arr_grow(t->chain, t->cap_chain, (size_t)t->n + 1))
+		return UINT32_MAX;
 
-		if (!np)
-			return UINT32_MAX;
-		t->ptrs = np;
-		nc = realloc(t->chain, ncap * sizeof(*nc));
-		if (!nc)
-			return UINT32_MAX;
-		t->chain = nc;
-		t->cap = ncap;
-	}
 	copy = arena_alloc(t, len + 1);
 	if (!copy)
 		return UINT32_MAX;
