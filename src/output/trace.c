@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../model/event.h"
 #include "../util/json.h"
 #include "../util/sink.h"
 #include "trace.h"
@@ -33,8 +34,8 @@ static int source_lost(struct trace_writer *w, const struct profile *p, const st
 		if ((o->filter.t0 && e->ts < o->filter.t0) || (o->filter.t1 && e->ts - e->dur > o->filter.t1))
 			continue;
 		trace_args(&a);
-		json_kv_u64(&a, "samples_lost", e->b);
-		json_kv_u64(&a, "events_lost", e->c);
+		json_kv_u64(&a, "samples_lost", ev_lost_samples(e));
+		json_kv_u64(&a, "events_lost", ev_lost_events(e));
 		json_kv_f(&a, "interval_ms", e->dur / 1e6, 1);
 		json_kv_str(&a, "where", "ring buffer full in this interval");
 		trace_instant(w, 0, 0, e->ts, "samples lost (ring buffer full)", 'g',

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model/event.h"
 #include "../analysis/gpu.h"
 #include "../util/hmap.h"
 #include "trace.h"
@@ -67,11 +68,11 @@ static void name_tracks(struct trace_writer *w, const struct profile *p, const s
 		trace_process_name(w, e->pid | GPU_PID_BIT, buf);
 		trace_process_sort_index(w, e->pid | GPU_PID_BIT, 1000);
 	}
-	if (hmap__get(named, e->pid, e->a | 1ULL << 42, &one))
+	if (hmap__get(named, e->pid, ev_gpu_dev_stream(e) | 1ULL << 42, &one))
 		return;
-	hmap__put(named, e->pid, e->a | 1ULL << 42, 1);
-	snprintf(buf, sizeof(buf), "GPU %u stream %u", (uint32_t)(e->a >> 32), (uint32_t)e->a);
-	trace_thread_name(w, e->pid | GPU_PID_BIT, gpu_tid(e->a), buf);
+	hmap__put(named, e->pid, ev_gpu_dev_stream(e) | 1ULL << 42, 1);
+	snprintf(buf, sizeof(buf), "GPU %u stream %u", ev_gpu_device(e), ev_gpu_stream(e));
+	trace_thread_name(w, e->pid | GPU_PID_BIT, gpu_tid(ev_gpu_dev_stream(e)), buf);
 }
 
 static void api_slice(struct trace_writer *w, const struct profile *p, const struct event *e)
@@ -81,8 +82,8 @@ static void api_slice(struct trace_writer *w, const struct profile *p, const str
 	struct json a;
 
 	trace_args(&a);
-	json_kv_i64(&a, "result", (int64_t)e->a);
-	json_kv_u64(&a, "bytes", e->b);
+	json_kv_i64(&a, "result", ev_api_result(e));
+	json_kv_u64(&a, "bytes", ev_api_bytes(e));
 	/* a launch names its kernel: "cudaLaunchKernel: saxpy" */
 	snprintf(name, sizeof(name), "%s%s%s", profile__str(p, e->name), kn ? ": " : "",
 		 kn ? profile__str(p, kn) : "");
@@ -97,18 +98,18 @@ static void gpu_slice(struct trace_writer *w, const struct profile *p, const str
 	struct json a;
 
 	trace_args(&a);
-	json_kv_u64(&a, "correlation", e->c);
+	json_kv_u64(&a, "correlation", ev_gpu_corr(e));
 	if (e->kind == EVK_GPU_KERNEL) {
 		n = profile__str(p, e->name);
-		json_kv_u64(&a, "blocks", e->b >> 32);
-		json_kv_u64(&a, "threads_per_block", e->b & 0xffffffff);
+		json_kv_u64(&a, "blocks", ev_kernel_blocks(e));
+		json_kv_u64(&a, "threads_per_block", ev_kernel_threads(e));
 	} else {
 		snprintf(name, sizeof(name), "%s %s",
 			 e->kind == EVK_GPU_MEMSET ? "memset" : "memcpy",
 			 e->kind == EVK_GPU_MEMSET ? "" : gpu_copy_dir_name(e->flags & 0xf));
-		json_kv_u64(&a, "bytes", e->b);
+		json_kv_u64(&a, "bytes", ev_copy_bytes(e));
 	}
-	trace_complete(w, e->pid | GPU_PID_BIT, gpu_tid(e->a), e->ts, e->dur, n, "gpu",
+	trace_complete(w, e->pid | GPU_PID_BIT, gpu_tid(ev_gpu_dev_stream(e)), e->ts, e->dur, n, "gpu",
 		       trace_args_text(&a));
 }
 
@@ -127,7 +128,7 @@ static void memory_counter(struct trace_writer *w, const struct profile *p, cons
 		double v;
 
 		if (e->kind != EVK_CUDA_API ||
-		    (e->flags & (CUDA_API_F_FAILED | CUDA_API_F_NESTED)) || !e->c ||
+		    (e->flags & (CUDA_API_F_FAILED | CUDA_API_F_NESTED)) || !ev_api_addr(e) ||
 		    (cat != CUDA_CAT_ALLOC && cat != CUDA_CAT_FREE))
 			continue;
 		fn = profile__str(p, e->name);
@@ -135,10 +136,10 @@ static void memory_counter(struct trace_writer *w, const struct profile *p, cons
 			continue;
 		hmap__get(tot, e->pid, 0, &t);
 		if (cat == CUDA_CAT_ALLOC) {
-			hmap__put(live, e->pid, e->c, e->b);
-			t += e->b;
-		} else if (hmap__get(live, e->pid, e->c, &sz)) {
-			hmap__put(live, e->pid, e->c, 0);
+			hmap__put(live, e->pid, ev_api_addr(e), ev_api_bytes(e));
+			t += ev_api_bytes(e);
+		} else if (hmap__get(live, e->pid, ev_api_addr(e), &sz)) {
+			hmap__put(live, e->pid, ev_api_addr(e), 0);
 			t -= sz;
 		} else {
 			continue;
@@ -198,7 +199,7 @@ int trace_source_gpu(struct trace_writer *w, const struct profile *p, const stru
 		flow++;
 		trace_flow(w, 's', flow, api->pid, api->tid | API_TID_BIT, api->ts + api->dur / 2,
 			   "launch", "gpu");
-		trace_flow(w, 'f', flow, e->pid | GPU_PID_BIT, gpu_tid(e->a), e->ts + e->dur / 2,
+		trace_flow(w, 'f', flow, e->pid | GPU_PID_BIT, gpu_tid(ev_gpu_dev_stream(e)), e->ts + e->dur / 2,
 			   "launch", "gpu");
 	}
 	memory_counter(w, p, ord, n, live);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../model/event.h"
 #include "trace.h"
 #include "../analysis/memory.h"
 #include "../util/hmap.h"
@@ -114,7 +115,7 @@ int trace_source_mem(struct trace_writer *w, const struct profile *p, const stru
 				}
 				rss = e->name;
 			}
-			v = e->b;
+			v = ev_counter_value(e);
 			trace_counter(w, e->pid, "RSS", e->ts, series, &v, 1);
 			st->events++;
 			continue;

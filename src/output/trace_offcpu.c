@@ -12,6 +12,7 @@
 
 #include <linux/types.h>
 
+#include "../model/event.h"
 #include "../model/offcpu_event.h"
 #include "../analysis/critpath.h"
 #include "../analysis/gpu.h"
@@ -96,7 +97,7 @@ static void state_slices(struct trace_writer *w, const struct profile *p,
 			snprintf(name, sizeof(name), "blocked: %s",
 				 wait_kind_name(offcpu_classify(p, e)));
 			trace_args(&a);
-			json_kv_u64(&a, "waker_tid", e->a);
+			json_kv_u64(&a, "waker_tid", ev_off_waker_tid(e));
 			json_kv_bool(&a, "irq_wakeup", e->flags & OFFEV_F_IRQ_WAKE);
 			trace_args_text(&a);
 			if (ready > e->ts && (e->flags & OFFEV_STATE_MASK) != OFFEV_NEW)
@@ -125,13 +126,18 @@ static void wake_flows(struct trace_writer *w, const struct profile *p, const st
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 
-		if (e->kind != EVK_OFFCPU || !e->a || !e->b || !in_range(o, e->b, e->b))
+		uint64_t wake;
+
+		if (e->kind != EVK_OFFCPU)
 			continue;
-		if (!hmap__get(has_track, e->a, 0, &v))
+		wake = ev_off_wake_ts(e);
+		if (!ev_off_waker_tid(e) || !wake || !in_range(o, wake, wake))
 			continue;
-		trace_flow(w, 's', i + 1, (uint32_t)e->c, STATE_TID((uint32_t)e->a), e->b, "wakeup",
-			   "wakeup");
-		trace_flow(w, 'f', i + 1, e->pid, STATE_TID(e->tid), e->b, "wakeup", "wakeup");
+		if (!hmap__get(has_track, ev_off_waker_tid(e), 0, &v))
+			continue;
+		trace_flow(w, 's', i + 1, ev_off_waker_pid(e), STATE_TID(ev_off_waker_tid(e)), wake,
+			   "wakeup", "wakeup");
+		trace_flow(w, 'f', i + 1, e->pid, STATE_TID(e->tid), wake, "wakeup", "wakeup");
 	}
 }
 
