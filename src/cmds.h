@@ -21,6 +21,7 @@ extern const struct opt record_target_opts[], record_sampling_opts[];
 
 struct report_cli {
 	struct report_opts r;
+	struct job_inputs more; /* FILE... DIR GLOB: a job's recordings */
 	const char *input;
 	const char *output;
 	const char *region; /* --region NAME: samples inside that region only */

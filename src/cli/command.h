@@ -20,12 +20,23 @@ enum cmd_flags {
 	CMD_NEEDS_ROOT = 1 << 0, /* BPF and perf events: checked once in main() */
 	CMD_IN_ORDER = 1 << 1,	 /* options stop at the first non-option (record -- CMD -x) */
 	CMD_OUTPUT = 1 << 2,	 /* .output is the field with the output path ("-": stdout) */
+	CMD_JOB = 1 << 3,	 /* several recordings of one job: files, globs, directories */
+};
+
+/* The recordings of a job, for a CMD_JOB command given more than one (or a directory). */
+struct job_inputs {
+	char **pos; /* positional arguments after the first input */
+	int npos;
 };
 
 struct cmd_ctx {
 	const struct command *cmd;
 	void *opts;			      /* the command's options struct, parsed */
 	struct profile *in[CMD_MAX_INPUTS];   /* the inputs, opened */
+	/* CMD_JOB given several recordings: all of them (in[0] is then NULL), and their paths */
+	struct profile **job;
+	char **job_paths;
+	size_t njob;
 	const char *out_path;		      /* CMD_OUTPUT */
 	struct sink *out;		      /* once cmd_output() opened it */
 	void *state;			      /* the command's, from run to after */
@@ -46,6 +57,7 @@ struct command {
 	int ninputs;
 	size_t input[CMD_MAX_INPUTS]; /* offsets of their paths (const char *) */
 	size_t output;		      /* with CMD_OUTPUT: the offset of the output path */
+	size_t job_inputs;	      /* with CMD_JOB: the offset of a struct job_inputs */
 	/*
 	 * After the options and inputs: the other positional arguments (pos[0..npos), none
 	 * allowed unless finish takes them), defaults that depend on other options, and
@@ -68,6 +80,10 @@ struct command {
 	.flags = CMD_OUTPUT, .ninputs = 1, .input = { offsetof(st, input) },                       \
 	.output = offsetof(st, output)
 
+/* A reader command that also takes several recordings of a job (field: a struct job_inputs). */
+#define CMD_JOB_READER(st, field)                                                                  \
+	.flags = CMD_OUTPUT | CMD_JOB, .ninputs = 1, .input = { offsetof(st, input) },             \
+	.output = offsetof(st, output), .job_inputs = offsetof(st, field)
 /* Fills opts (cmd->opts_size bytes) from argv[1..]: 0, 1 for --help, -EINVAL (logged). */
 int cmd_parse(const struct command *cmd, int argc, char **argv, void *opts);
 /* The usage line, the about text, one line per option, the footer. */

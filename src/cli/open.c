@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../format/format.h"
 #include "../sym/symbolize.h"
@@ -45,4 +50,147 @@ int profile_open(const char *path, struct profile **out)
 		log_warn("%" PRIu64 " binaries of this record are gone or changed: their frames stay unnamed",
 			 st.objects_missing);
 	return 0;
+}
+
+struct path_list {
+	char **v;
+	size_t n, cap;
+};
+
+static int path_add(struct path_list *l, const char *path)
+{
+	char *dup;
+
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i], path))
+			return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		char **v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	dup = strdup(path);
+	if (!dup)
+		return -ENOMEM;
+	l->v[l->n++] = dup;
+	return 0;
+}
+
+/* A recording by its name: NAME.data, or NAME.data.PID (a second recorder's file). */
+static bool data_name(const char *name)
+{
+	const char *d = strstr(name, ".data");
+
+	for (; d; d = strstr(d + 1, ".data")) {
+		const char *t = d + 5;
+
+		if (!*t)
+			return true;
+		if (*t++ != '.' || !*t)
+			continue;
+		while (*t >= '0' && *t <= '9')
+			t++;
+		if (!*t)
+			return true;
+	}
+	return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_dir(struct path_list *l, const char *dir)
+{
+	size_t first = l->n;
+	struct dirent *de;
+	char path[4096];
+	DIR *d = opendir(dir);
+	int err = 0;
+
+	if (!d) {
+		err = -errno;
+		log_err("failed to read directory '%s': %s", dir, strerror(errno));
+		return err;
+	}
+	while (!err && (de = readdir(d))) {
+		struct stat sb;
+
+		if (!data_name(de->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (!stat(path, &sb) && S_ISREG(sb.st_mode))
+			err = path_add(l, path);
+	}
+	closedir(d);
+	if (!err && l->n == first) {
+		log_err("no recordings (*.data) in directory '%s'", dir);
+		return -ENOENT;
+	}
+	qsort(l->v + first, l->n - first, sizeof(*l->v), cmp_str);
+	return err;
+}
+
+static int add_arg(struct path_list *l, const char *arg)
+{
+	struct stat sb;
+	glob_t g;
+	int err = 0;
+
+	if (!stat(arg, &sb) && S_ISDIR(sb.st_mode))
+		return add_dir(l, arg);
+	if (!strpbrk(arg, "*?[") || !stat(arg, &sb))
+		return path_add(l, arg);
+	if (glob(arg, 0, NULL, &g)) {
+		log_err("no recordings match '%s'", arg);
+		return -ENOENT;
+	}
+	for (size_t i = 0; !err && i < g.gl_pathc; i++)
+		err = path_add(l, g.gl_pathv[i]);
+	globfree(&g);
+	return err;
+}
+
+int job_open(const char *first, char **pos, int npos, struct profile ***profs, char ***paths,
+	     size_t *n)
+{
+	struct path_list l = { 0 };
+	struct profile **p = NULL;
+	int err = add_arg(&l, first);
+
+	for (int i = 0; !err && i < npos; i++)
+		err = add_arg(&l, pos[i]);
+	if (!err) {
+		p = calloc(l.n ? l.n : 1, sizeof(*p));
+		err = p ? 0 : -ENOMEM;
+	}
+	for (size_t i = 0; !err && i < l.n; i++)
+		err = profile_open(l.v[i], &p[i]);
+	if (err) {
+		if (err == -ENOMEM)
+			log_err("out of memory");
+		job_free(p, l.v, l.n);
+		return err;
+	}
+	*profs = p;
+	*paths = l.v;
+	*n = l.n;
+	return 0;
+}
+
+void job_free(struct profile **profs, char **paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (profs)
+			profile__free(profs[i]);
+		if (paths)
+			free(paths[i]);
+	}
+	free(profs);
+	free(paths);
 }

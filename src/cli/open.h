@@ -11,4 +11,13 @@
  */
 int profile_open(const char *path, struct profile **out);
 
+/*
+ * The recordings of a job: first and pos[0..npos) are files, directories (their *.data files
+ * and FILE.data.PID files, by name) or glob patterns. Opens each (profile_open) into *profs,
+ * with its path in *paths; *n of them. Returns 0 or -errno (message logged; nothing open).
+ */
+int job_open(const char *first, char **pos, int npos, struct profile ***profs, char ***paths,
+	     size_t *n);
+void job_free(struct profile **profs, char **paths, size_t n);
+
 #endif

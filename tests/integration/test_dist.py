@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: MIT
 """Jobs of many ranks: output names from the launcher's environment, and no recorder
 destroying another's file."""
+import json
 import os
+import shutil
 import subprocess
 
 import pytest
 
 pytestmark = pytest.mark.usefixtures("need_bpf")
+
+from conftest import FIXTURES
 
 
 def rank_env(rank, **extra):
@@ -54,3 +58,113 @@ def test_output_name_errors(ep, pattern, needs):
     assert r.returncode != 0
     assert len(r.stderr.strip().splitlines()) == 1 and needs in r.stderr, r.stderr
     assert not [f for f in os.listdir(ep.dir) if f.endswith(".data")]
+
+
+# --- MPI under mpirun: collectives as regions, the job report, clocks across hosts ---------
+
+LIBMPI = "/usr/lib/x86_64-linux-gnu/libmpi.so.40"
+
+
+@pytest.fixture(scope="module")
+def mpi_app(tmp_path_factory):
+    if not os.path.exists(LIBMPI) or not shutil.which("mpirun"):
+        print("skipped: no Open MPI (openmpi-bin)", flush=True)
+        pytest.skip("skipped: no Open MPI (openmpi-bin)")
+    d = tmp_path_factory.mktemp("mpi")
+    exe = d / "mpi_straggler"
+    subprocess.run(["cc", "-O1", "-g", "-fno-omit-frame-pointer", "-o", str(exe),
+                    os.path.join(FIXTURES, "mpi_straggler.c"),
+                    f"-L{os.path.dirname(LIBMPI)}", "-l:libmpi.so.40"], check=True)
+    return str(exe)
+
+
+def mpirun(ep, nranks, per_rank, timeout=120):
+    """mpirun of a shell line per rank ($OMPI_COMM_WORLD_RANK set): stdout of all ranks."""
+    env = rank_env(None, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_rmaps_base_oversubscribe="1")
+    r = subprocess.run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(nranks),
+                        "sh", "-c", per_rank], cwd=ep.dir, env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def arrivals(stdout):
+    """rank -> the fixture's own MPI_Allreduce call times (CLOCK_MONOTONIC ns)."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("arrivals "):
+            head, _, rest = line.partition(":")
+            out[int(head.split()[1])] = [int(x) for x in rest.split()]
+    return out
+
+
+def test_mpi_collectives_and_straggler(ep, mpi_app):
+    iters = 12
+    out = mpirun(ep, 3, f'exec "{ep.bin}" record -q -F 499 -o "eprof.%r.data" -- '
+                        f'"{mpi_app}" {iters} 2 15')
+    arr = arrivals(out)
+    assert sorted(arr) == [0, 1, 2], out
+    # each rank's regions: exactly the calls it made, with their bytes
+    for rank in range(3):
+        rep = ep.report_json(f"eprof.{rank}.data")
+        regions = {r["name"]: r for r in rep["regions"]}
+        assert regions["MPI_Allreduce"]["count"] == iters, regions
+        assert regions["MPI_Barrier"]["count"] == 1, regions
+    job = json.loads(ep.run("report", "--json", ".").stdout)  # the directory of the job
+    assert job["recordings"] == 3 and job["world_size"] == 3 and job["missing_ranks"] == []
+    ops = {o["name"]: o for o in job["collectives"]}
+    assert ops["MPI_Allreduce"]["instances"] == iters
+    assert ops["MPI_Allreduce"]["bytes"] == 1024 * 8
+    st = job["straggler"]
+    assert st and st["rank"] == 2, job
+    assert st["arrived_last_share"] >= 0.9, st
+    assert st["function"] == "compute", st
+    # the waits against the arrivals the fixture took itself (one host: one clock)
+    want = {r: 0.0 for r in range(3)}
+    for k in range(iters):
+        last = max(arr[r][k] for r in range(3))
+        for r in range(3):
+            want[r] += (last - arr[r][k]) / 1e9
+    got = {r["rank"]: r["wait_s"] for r in job["ranks"]}
+    for r in (0, 1):  # MPI_Barrier's waits are on top of the fixture's allreduces
+        assert abs(got[r] - want[r]) <= 0.15 * want[r] + 0.002, (got, want)
+    assert got[2] < 0.2 * got[0], got
+    text = ep.run("report", "eprof.0.data", "eprof.1.data", "eprof.2.data").stdout
+    assert "straggler" in text and "rank 2" in text and "MPI_Allreduce" in text, text
+
+
+def test_mpi_two_hosts_clock_alignment(ep, mpi_app):
+    """Rank 1 on a host of its own whose realtime clock is 5 s off: the alignment by the ends
+    of matched collectives finds the 5 s and the straggler is still rank 2."""
+    skew = 5_000_000_000
+    line = (f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then '
+            f'exec unshare -u sh -c \'hostname hostb && EPROF_CLOCK_SKEW_NS={skew} '
+            f'exec "{ep.bin}" record -q -F 199 -o eprof.1.data -- "{mpi_app}" 10 2 15\'; '
+            f'else exec "{ep.bin}" record -q -F 199 -o "eprof.%r.data" -- '
+            f'"{mpi_app}" 10 2 15; fi')
+    mpirun(ep, 3, line)
+    job = json.loads(ep.run("report", "--json", "eprof.*.data").stdout)
+    ranks = {r["rank"]: r for r in job["ranks"]}
+    assert ranks[1]["host"] == "hostb" and ranks[0]["host"] != "hostb"
+    corr = ranks[1]["clock_correction_ns"]
+    assert abs(corr + skew) < 3_000_000, corr  # within 3 ms of the 5 s put in
+    assert ranks[0]["clock_correction_ns"] == 0 and ranks[2]["clock_correction_ns"] == 0
+    assert job["straggler"]["rank"] == 2, job["straggler"]
+    text = ep.run("report", "eprof.0.data", "eprof.1.data", "eprof.2.data").stdout
+    assert "corrected by -5000." in text, text
+
+
+def test_job_report_warnings(ep, bins):
+    """A rank missing from the world, and files of two different jobs, are said."""
+    for rank, job in ((0, "A"), (2, "B")):
+        ep.run("record", "-q", "-o", f"w.{rank}.data", "--", bins["hot3-fp"], "0.2",
+               env=rank_env(rank, WORLD_SIZE="3", SLURM_JOB_ID=job))
+    r = ep.run("report", "w.0.data", "w.2.data")
+    assert "1 rank of 3 missing (no file): 1" in r.stdout, r.stdout
+    assert "different jobs" in r.stdout, r.stdout
+    j = json.loads(ep.run("report", "--json", "w.*.data").stdout)
+    assert j["missing_ranks"] == [1] and j["mixed_jobs"] is True
+    assert j["straggler"] is None  # no collectives: no straggler made up
+    bad = ep.run("report", "nothing.*.data", check=False)
+    assert bad.returncode == 1 and "no recordings match" in bad.stderr
