@@ -97,7 +97,7 @@ const struct command cmd_report = {
 		 "per-rank table, the collectives matched across ranks, waits and the straggler\n"
 		 "(docs/distributed.md).\n",
 	CMD_OPTIONS(report_opts, report_defaults),
-	CMD_JOB_READER(struct report_cli, more),
+	CMD_JOB_READER(struct report_cli, more, 0),
 	.finish = report_finish,
 	.run = report_run,
 };

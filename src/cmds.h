@@ -46,6 +46,7 @@ static inline bool fg_is_mem(enum fg_weights w)
 }
 
 struct flamegraph_cli {
+	struct job_inputs more; /* FILE... DIR GLOB: a job's recordings, merged */
 	const char *input, *output, *title;
 	struct sample_filter filter;
 	bool folded, lines, inverted, weight_ns, no_comm;
@@ -57,6 +58,7 @@ struct flamegraph_cli {
 };
 
 struct trace_cli {
+	struct job_inputs more; /* FILE... DIR GLOB: a job's recordings on one timeline */
 	const char *input, *output;
 	struct sample_filter filter;
 	struct time_range range;

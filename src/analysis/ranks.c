@@ -187,13 +187,20 @@ static int cmp_interval(const void *a, const void *b)
 	return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
 }
 
-/* The innermost named user function of a stack (not a kernel or synthetic frame): its name's
- * string id, 0 none. */
+/*
+ * What a stack runs, as a user would name it: its innermost Python function when it has
+ * Python frames (the interpreter's and libraries' native leaves say little), else its
+ * innermost named user function (not a kernel or synthetic frame). Its name's string id, 0
+ * none.
+ */
 static uint32_t user_leaf(const struct profile *p, uint32_t node)
 {
 	const struct frame *fr[256];
 	size_t n = stack_frames(p, node, fr, 256, NULL);
 
+	for (size_t i = n; i-- > 0;)
+		if (fr[i]->kind == FRAME_PYTHON && fr[i]->name)
+			return fr[i]->name;
 	for (size_t i = n; i-- > 0;) {
 		const char *name = profile__str(p, fr[i]->name);
 

@@ -144,6 +144,11 @@ int cmd_main(const struct command *cmd, int argc, char **argv)
 			c.in[0] = c.job[0];
 			c.job[0] = NULL;
 			c.njob = 0;
+		} else if ((cmd->flags & CMD_JOB_MERGE) &&
+			   job_merge(c.job, c.job_paths, njob, ji->rank, ji->host,
+				     cmd->flags & CMD_JOB_RANK_ROOT, &c.in[0])) {
+			rc = 1;
+			goto out;
 		}
 	}
 	for (int i = 0; i < cmd->ninputs && !(cmd->flags & CMD_JOB); i++) {

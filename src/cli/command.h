@@ -21,13 +21,23 @@ enum cmd_flags {
 	CMD_IN_ORDER = 1 << 1,	 /* options stop at the first non-option (record -- CMD -x) */
 	CMD_OUTPUT = 1 << 2,	 /* .output is the field with the output path ("-": stdout) */
 	CMD_JOB = 1 << 3,	 /* several recordings of one job: files, globs, directories */
+	CMD_JOB_MERGE = 1 << 4,	 /* ... merged into in[0], on one clock, processes named by rank */
+	CMD_JOB_RANK_ROOT = 1 << 5, /* ... and every thread named "HOST/rank N" (a flamegraph root) */
 };
 
 /* The recordings of a job, for a CMD_JOB command given more than one (or a directory). */
 struct job_inputs {
 	char **pos; /* positional arguments after the first input */
 	int npos;
+	int rank;	  /* --rank N: only that rank's recording (-1: all) */
+	const char *host; /* --host H: only that host's */
 };
+
+/* --rank and --host of a CMD_JOB_MERGE command (st.field: its struct job_inputs). */
+#define OPT_JOB_SELECT(st, field)                                                                  \
+	OPT_INT("rank", 0, "N", st, field.rank, 0, 1 << 30,                                        \
+		"several recordings: only rank N's"),                                              \
+	    OPT_STRING("host", 0, "HOST", st, field.host, "several recordings: only HOST's")
 
 struct cmd_ctx {
 	const struct command *cmd;
@@ -36,7 +46,7 @@ struct cmd_ctx {
 	/* CMD_JOB given several recordings: all of them (in[0] is then NULL), and their paths */
 	struct profile **job;
 	char **job_paths;
-	size_t njob;
+	size_t njob; /* with CMD_JOB_MERGE, in[0] is their merge */
 	const char *out_path;		      /* CMD_OUTPUT */
 	struct sink *out;		      /* once cmd_output() opened it */
 	void *state;			      /* the command's, from run to after */
@@ -81,8 +91,8 @@ struct command {
 	.output = offsetof(st, output)
 
 /* A reader command that also takes several recordings of a job (field: a struct job_inputs). */
-#define CMD_JOB_READER(st, field)                                                                  \
-	.flags = CMD_OUTPUT | CMD_JOB, .ninputs = 1, .input = { offsetof(st, input) },             \
+#define CMD_JOB_READER(st, field, more_flags)                                                      \
+	.flags = CMD_OUTPUT | CMD_JOB | (more_flags), .ninputs = 1, .input = { offsetof(st, input) },             \
 	.output = offsetof(st, output), .job_inputs = offsetof(st, field)
 /* Fills opts (cmd->opts_size bytes) from argv[1..]: 0, 1 for --help, -EINVAL (logged). */
 int cmd_parse(const struct command *cmd, int argc, char **argv, void *opts);

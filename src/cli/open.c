@@ -8,7 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../analysis/ranks.h"
 #include "../format/format.h"
+#include "../model/merge.h"
 #include "../sym/symbolize.h"
 #include "../sym/symbolizer.h"
 #include "../util/log.h"
@@ -193,4 +195,84 @@ void job_free(struct profile **profs, char **paths, size_t n)
 	}
 	free(profs);
 	free(paths);
+}
+
+/* Metadata of the merge: each recording's keys where the first did not set them. */
+static int merge_meta(struct profile *d, const struct profile *s)
+{
+	for (size_t i = 0; i < s->meta.n; i++) {
+		const char *k = profile__str(s, s->meta.v[i].key);
+
+		if (!profile__meta(d, k) && profile__set_meta(d, k, profile__str(s, s->meta.v[i].value)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int job_merge(struct profile *const *profs, char *const *paths, size_t n, int rank,
+	      const char *host, bool rank_root, struct profile **out)
+{
+	struct profile *d = profile__new();
+	struct job_summary js;
+	uint64_t t0 = UINT64_MAX, t1 = 0;
+	uint32_t next = 0;
+	size_t used = 0;
+	char buf[64];
+	int err;
+
+	if (!d) {
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	err = job_analyze(profs, paths, n, &js);
+	for (size_t i = 0; !err && i < js.n; i++) {
+		const struct rank_info *r = &js.ranks[i];
+		char prefix[320], root[320];
+		struct merge_opts mo = { .id_base = next };
+		const char *v;
+
+		if ((rank >= 0 && r->rank != rank) || (host && strcmp(host, r->host)))
+			continue;
+		if (r->rank >= 0)
+			snprintf(prefix, sizeof(prefix), "rank %d (%s) ", r->rank, r->host);
+		else
+			snprintf(prefix, sizeof(prefix), "(%s) ", r->host);
+		if (r->rank >= 0)
+			snprintf(root, sizeof(root), "%s/rank %d", r->host, r->rank);
+		else
+			snprintf(root, sizeof(root), "%s/%s", r->host, r->path);
+		/* onto the clock of the first recording merged */
+		mo.ts_shift = r->offset_ns - js.ranks[0].offset_ns;
+		mo.proc_prefix = prefix;
+		mo.thread_name = rank_root ? root : NULL;
+		err = profile_merge(d, r->p, &mo, &next) ?: merge_meta(d, r->p);
+		v = profile__meta(r->p, "start_ns");
+		if (v && strtoull(v, NULL, 10) + mo.ts_shift < t0)
+			t0 = strtoull(v, NULL, 10) + mo.ts_shift;
+		v = profile__meta(r->p, "end_ns");
+		if (v && strtoull(v, NULL, 10) + mo.ts_shift > t1)
+			t1 = strtoull(v, NULL, 10) + mo.ts_shift;
+		used++;
+	}
+	if (!err && !used) {
+		log_err("no recording of the job matches --rank/--host");
+		err = -ENOENT;
+	}
+	if (!err && t0 != UINT64_MAX) {
+		snprintf(buf, sizeof(buf), "%" PRIu64, t0);
+		err = profile__set_meta(d, "start_ns", buf);
+		snprintf(buf, sizeof(buf), "%" PRIu64, t1);
+		err = err ?: profile__set_meta(d, "end_ns", buf);
+		snprintf(buf, sizeof(buf), "%zu", used);
+		err = err ?: profile__set_meta(d, "job_recordings", buf);
+	}
+	job_summary_free(&js);
+	if (err) {
+		if (err == -ENOMEM)
+			log_err("out of memory merging the job's recordings");
+		profile__free(d);
+		return err;
+	}
+	*out = d;
+	return 0;
 }

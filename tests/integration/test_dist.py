@@ -3,7 +3,9 @@
 destroying another's file."""
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -132,11 +134,33 @@ def test_mpi_collectives_and_straggler(ep, mpi_app):
     assert got[2] < 0.2 * got[0], got
     text = ep.run("report", "eprof.0.data", "eprof.1.data", "eprof.2.data").stdout
     assert "straggler" in text and "rank 2" in text and "MPI_Allreduce" in text, text
+    # one flamegraph with a HOST/rank root per rank, and --rank to pick one
+    host = os.uname().nodename
+    roots = {st[0] for st, _ in ep.folded(".")}
+    assert roots == {f"{host}/rank {r}" for r in range(3)}, roots
+    assert {st[0] for st, _ in ep.folded(".", "--rank", "2")} == {f"{host}/rank 2"}
+    # one timeline: a process per rank, the collectives numbered alike on every rank
+    ep.run("trace", ".", "-o", "job.json")
+    with open(os.path.join(ep.dir, "job.json")) as f:
+        tr = json.load(f)
+    ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+    procs = {e["pid"]: e["args"]["name"] for e in ev
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert sorted(n.split(")")[0] + ")" for n in procs.values()
+                  if "mpi_straggler" in n) == [f"rank {r} ({host})" for r in range(3)], procs
+    seqs = {}
+    for e in ev:
+        if e.get("name") == "MPI_Allreduce" and e.get("cat") == "region":
+            assert e["args"]["bytes"] == 8192 and e["args"]["collective"] is True
+            seqs.setdefault(procs[e["pid"]], []).append(e["args"]["seq"])
+    assert len(seqs) == 3 and all(sorted(v) == list(range(1, iters + 1))
+                                  for v in seqs.values()), seqs
 
 
 def test_mpi_two_hosts_clock_alignment(ep, mpi_app):
-    """Rank 1 on a host of its own whose realtime clock is 5 s off: the alignment by the ends
-    of matched collectives finds the 5 s and the straggler is still rank 2."""
+    """Rank 1 on a host of its own (a UTS namespace) whose realtime clock is 5 s off: the
+    alignment by the ends of matched collectives finds the 5 s and the straggler is still
+    rank 2."""
     skew = 5_000_000_000
     line = (f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then '
             f'exec unshare -u sh -c \'hostname hostb && EPROF_CLOCK_SKEW_NS={skew} '
@@ -148,11 +172,26 @@ def test_mpi_two_hosts_clock_alignment(ep, mpi_app):
     ranks = {r["rank"]: r for r in job["ranks"]}
     assert ranks[1]["host"] == "hostb" and ranks[0]["host"] != "hostb"
     corr = ranks[1]["clock_correction_ns"]
-    assert abs(corr + skew) < 3_000_000, corr  # within 3 ms of the 5 s put in
+    # within 10 ms of the 5 s put in (3 spinning ranks on 2 cores leave an allreduce a few
+    # ms apart)
+    assert abs(corr + skew) < 10_000_000, corr
     assert ranks[0]["clock_correction_ns"] == 0 and ranks[2]["clock_correction_ns"] == 0
     assert job["straggler"]["rank"] == 2, job["straggler"]
     text = ep.run("report", "eprof.0.data", "eprof.1.data", "eprof.2.data").stdout
-    assert "corrected by -5000." in text, text
+    m = re.search(r"rank 1 \(hostb\) corrected by ([-+][0-9.]+) ms", text)
+    assert m and abs(float(m.group(1)) + skew / 1e6) < 10, text
+    # on the merged timeline the ranks leave each allreduce together again
+    ep.run("trace", "eprof.0.data", "eprof.1.data", "eprof.2.data", "-o", "job.json")
+    with open(os.path.join(ep.dir, "job.json")) as f:
+        tr = json.load(f)
+    ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+    ends = {}
+    for e in ev:
+        if e.get("name") == "MPI_Allreduce" and e.get("cat") == "region":
+            ends.setdefault(e["args"]["seq"], []).append(e["ts"] + e["dur"])
+    assert len(ends) == 10 and all(len(v) == 3 for v in ends.values()), ends
+    spread_us = sorted(max(v) - min(v) for v in ends.values())
+    assert spread_us[len(spread_us) // 2] < 20000, spread_us  # median within 20 ms, not 5 s
 
 
 def test_job_report_warnings(ep, bins):
@@ -168,3 +207,45 @@ def test_job_report_warnings(ep, bins):
     assert j["straggler"] is None  # no collectives: no straggler made up
     bad = ep.run("report", "nothing.*.data", check=False)
     assert bad.returncode == 1 and "no recordings match" in bad.stderr
+
+
+def have_torch():
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed as d; "
+                           "assert d.is_available()"], capture_output=True).returncode == 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torch_gloo_straggler(ep):
+    """torch.distributed with gloo (Debian's python3-torch), ranks started as torchrun would
+    start them: gloo's collectives are regions without any option, rank 2 is named as the
+    straggler with its Python function, and the others' waits match the imbalance the
+    fixture measured itself."""
+    if not have_torch():
+        print("skipped: no python3-torch with torch.distributed", flush=True)
+        pytest.skip("skipped: no python3-torch with torch.distributed")
+    iters, port = 8, free_port()
+    script = os.path.join(FIXTURES, "python", "dist_straggler.py")
+    procs = [subprocess.Popen([ep.bin, "record", "-q", "-F", "199", "-o", "t.%r.data", "--",
+                               "/usr/bin/python3", script, str(iters), "2", "30"], cwd=ep.dir,
+                              env=rank_env(r, WORLD_SIZE="3", LOCAL_RANK=str(r),
+                                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    arr = arrivals("".join(o[0] for o in outs))
+    job = json.loads(ep.run("report", "--json", "t.0.data", "t.1.data", "t.2.data").stdout)
+    ops = {o["name"]: o for o in job["collectives"]}
+    assert ops["gloo::allreduce"]["instances"] == iters, ops
+    st = job["straggler"]
+    assert st and st["rank"] == 2 and st["function"] == "augment", st
+    want = {r: sum((max(arr[x][k] for x in range(3)) - arr[r][k]) / 1e9 for k in range(iters))
+            for r in range(3)}
+    got = {r["rank"]: r["wait_s"] for r in job["ranks"]}
+    for r in (0, 1):
+        assert abs(got[r] - want[r]) <= 0.15 * want[r] + 0.005, (got, want)
