@@ -92,7 +92,7 @@ static void rank_read(struct rank_info *r, const struct profile *p, const char *
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 
-		if (e->kind != EVK_REGION || !ev_region_comm(e))
+		if (e->kind != EVK_REGION || !(e->flags & EVF_REGION_COMM))
 			continue;
 		r->comm_s += e->dur / 1e9;
 		r->colls += (e->flags & EVF_REGION_COLL) != 0;

@@ -90,7 +90,7 @@ static int number_calls(struct region_set *s)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < s->n; i++)
-		if (s->inst[i].comm)
+		if (s->inst[i].comm_call)
 			ord[n++] = (uint32_t)i;
 	seq_set = s;
 	qsort(ord, n, sizeof(*ord), cmp_start);
@@ -134,6 +134,7 @@ static int collect(const struct profile *p, const struct sample_filter *f, struc
 		r->open = e->flags & EVF_REGION_OPEN;
 		r->sampled = e->flags & EVF_REGION_SAMPLED;
 		r->collective = e->flags & EVF_REGION_COLL;
+		r->comm_call = e->flags & EVF_REGION_COMM;
 		r->comm = ev_region_comm(e);
 		r->bytes = ev_region_bytes(e);
 	}

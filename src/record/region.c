@@ -511,8 +511,7 @@ static void coll_note(struct region_state *st, const struct ev_region *e, struct
 	const struct coll_pair *cp = &st->coll[e->pair];
 	uint64_t bytes = 0, comm = 0, id = 0, count = 0;
 
-	if (cp->fn->collective)
-		ev->flags |= EVF_REGION_COLL;
+	ev->flags |= EVF_REGION_COMM | (cp->fn->collective ? EVF_REGION_COLL : 0);
 	if (e->h.flags & REGION_F_ARGS) {
 		if (cp->fn->count && cp->fn->type)
 			bytes = e->args[0] * coll_type_size(st, e->h.pid, cp, e->args[1]);
@@ -520,8 +519,14 @@ static void coll_note(struct region_state *st, const struct ev_region *e, struct
 		log_debug("region %s: count %" PRIu64 " type %#" PRIx64 " comm %#" PRIx64
 			  " bytes %" PRIu64, cp->fn->name, (uint64_t)e->args[0], (uint64_t)e->args[1], (uint64_t)e->args[2], bytes);
 	}
-	/* number communicators in the order the process first used them (handles differ) */
-	if (!hmap__get(st->comm_ids, e->h.pid, comm, &id)) {
+	/*
+	 * Number communicators in the order the process first used them (handles differ from
+	 * process to process). gloo's calls have one implicit communicator; calls that take none
+	 * (waits, group brackets) get none.
+	 */
+	if (!cp->fn->comm && !(cp->fam == COLL_GLOO && cp->fn->collective))
+		id = 0;
+	else if (!hmap__get(st->comm_ids, e->h.pid, comm, &id)) {
 		hmap__get(st->comm_count, e->h.pid, 0, &count);
 		id = ++count;
 		hmap__put(st->comm_count, e->h.pid, 0, count);

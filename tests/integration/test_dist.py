@@ -249,3 +249,37 @@ def test_torch_gloo_straggler(ep):
     got = {r["rank"]: r["wait_s"] for r in job["ranks"]}
     for r in (0, 1):
         assert abs(got[r] - want[r]) <= 0.15 * want[r] + 0.005, (got, want)
+
+
+def test_nccl_calls_fake_library(ep, tmp_path):
+    """A fake libnccl.so.2 with NCCL's signatures: calls timed, bytes from NCCL's datatype
+    enum, communicators told apart (ncclReduce's is its 7th argument: on the stack), group
+    brackets without a communicator."""
+    d = os.path.join(FIXTURES, "fakenccl")
+    lib, app = tmp_path / "libnccl.so.2", tmp_path / "nccl_app"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-g", "-Wl,-soname,libnccl.so.2", "-o",
+                    str(lib), os.path.join(d, "fake_nccl.c")], check=True)
+    subprocess.run(["cc", "-O1", "-g", "-o", str(app), os.path.join(d, "nccl_app.c"),
+                    f"-L{tmp_path}", "-l:libnccl.so.2", f"-Wl,-rpath,{tmp_path}"], check=True)
+    ep.run("record", "-q", "--", str(app), "7")
+    rep = ep.report_json()
+    counts = {r["name"]: r["count"] for r in rep["regions"]}
+    assert counts == {"ncclAllReduce": 7, "ncclReduce": 7, "ncclAllGather": 7,
+                      "ncclGroupStart": 7, "ncclGroupEnd": 7}, counts
+    ep.run("trace", "-o", "t.json")
+    with open(os.path.join(ep.dir, "t.json")) as f:
+        tr = json.load(f)
+    ev = tr["traceEvents"] if isinstance(tr, dict) else tr
+    args = {}
+    for e in ev:
+        if e.get("cat") == "region":
+            args.setdefault(e["name"], []).append(e["args"])
+    assert {a["bytes"] for a in args["ncclAllReduce"]} == {4000}   # 1000 x float32
+    assert {a["bytes"] for a in args["ncclReduce"]} == {4000}      # 500 x float64
+    assert {a["bytes"] for a in args["ncclAllGather"]} == {128}    # 64 x bfloat16
+    assert {a["communicator"] for a in args["ncclAllReduce"]} == \
+        {a["communicator"] for a in args["ncclAllGather"]}
+    assert {a["communicator"] for a in args["ncclReduce"]}.isdisjoint(
+        {a["communicator"] for a in args["ncclAllReduce"]} | {0})
+    assert {a["communicator"] for a in args["ncclGroupStart"]} == {0}
+    assert sorted(a["seq"] for a in args["ncclAllReduce"]) == list(range(1, 8))

@@ -70,7 +70,7 @@ static struct profile *rank_file(int rank, const char *host, int64_t real_minus_
 		struct event e = { .kind = EVK_REGION, .pid = 100, .tid = 100,
 				   .ts = arrive[k], .dur = leave[k] - arrive[k],
 				   .name = profile__intern(p, "MPI_Allreduce"),
-				   .flags = EVF_REGION_COLL };
+				   .flags = EVF_REGION_COLL | EVF_REGION_COMM };
 		struct sample s = { .ts = arrive[k] - 1000, .pid = 100, .tid = 100,
 				    .stack = (uint32_t)node, .weight = 1000000 };
 
