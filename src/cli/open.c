@@ -209,7 +209,7 @@ static int merge_meta(struct profile *d, const struct profile *s)
 	return 0;
 }
 
-int job_merge(struct profile *const *profs, char *const *paths, size_t n, int rank,
+int job_merge(struct profile **profs, char *const *paths, size_t n, int rank,
 	      const char *host, bool rank_root, struct profile **out)
 {
 	struct profile *d = profile__new();
@@ -226,7 +226,7 @@ int job_merge(struct profile *const *profs, char *const *paths, size_t n, int ra
 	}
 	err = job_analyze(profs, paths, n, &js);
 	for (size_t i = 0; !err && i < js.n; i++) {
-		const struct rank_info *r = &js.ranks[i];
+		struct rank_info *r = &js.ranks[i];
 		char prefix[320], root[320];
 		struct merge_opts mo = { .id_base = next };
 		const char *v;
@@ -253,6 +253,13 @@ int job_merge(struct profile *const *profs, char *const *paths, size_t n, int ra
 		if (v && strtoull(v, NULL, 10) + mo.ts_shift > t1)
 			t1 = strtoull(v, NULL, 10) + mo.ts_shift;
 		used++;
+		/* merged: the recording's own copy goes (the peak is the merge, not both) */
+		for (size_t k = 0; k < n; k++)
+			if (profs[k] == r->p) {
+				profile__free(profs[k]);
+				profs[k] = NULL;
+			}
+		r->p = NULL;
 	}
 	if (!err && !used) {
 		log_err("no recording of the job matches --rank/--host");

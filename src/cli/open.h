@@ -22,9 +22,10 @@ void job_free(struct profile **profs, char **paths, size_t n);
 /*
  * One profile of a job's recordings (analysis/ranks.h puts them on one clock), rank (-1 all)
  * and host (NULL all) selecting which: processes named "rank N (HOST) COMM" and, with
- * rank_root, every thread "HOST/rank N". Returns 0 or -errno (logged).
+ * rank_root, every thread "HOST/rank N". Each recording merged is freed (profs[i] NULL).
+ * Returns 0 or -errno (logged).
  */
-int job_merge(struct profile *const *profs, char *const *paths, size_t n, int rank,
+int job_merge(struct profile **profs, char *const *paths, size_t n, int rank,
 	      const char *host, bool rank_root, struct profile **out);
 
 #endif

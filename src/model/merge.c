@@ -12,7 +12,7 @@ struct merge {
 	const struct profile *src;
 	const struct merge_opts *o;
 	struct hmap *ids; /* src pid/tid -> new id */
-	uint32_t next;
+	uint32_t next, last_src, last_dst;
 	uint32_t *objs, *locs, *stacks;
 	int err;
 };
@@ -36,8 +36,13 @@ static uint32_t id_of(struct merge *m, uint32_t id)
 
 	if (!id)
 		return 0;
-	if (hmap__get(m->ids, id, 0, &v))
+	if (id == m->last_src) /* samples come in runs of one thread */
+		return m->last_dst;
+	if (hmap__get(m->ids, id, 0, &v)) {
+		m->last_src = id;
+		m->last_dst = (uint32_t)v;
 		return (uint32_t)v;
+	}
 	v = m->o->id_base + ++m->next;
 	if (hmap__put(m->ids, id, 0, v))
 		m->err = -ENOMEM;
