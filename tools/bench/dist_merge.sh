@@ -39,7 +39,7 @@ if [[ ! -f $dir/done || $gen -nt $dir/done ]]; then
 	done
 	touch "$dir/done"
 fi
-du -sh "$dir" | awk '{print "files: " $1 " in '"$ranks"' recordings"}'
+du -ch "$dir"/*.data | tail -1 | awk '{print "files: " $1 " in '"$ranks"' recordings"}'
 fail=0
 run() { # name target_s target_mb cmd...
 	local name=$1 ts=$2 tmb=$3; shift 3
