@@ -115,6 +115,7 @@ struct top_cli {
 int parse_top_args(int argc, char **argv, struct top_cli *o);
 
 struct critpath_cli {
+	struct job_inputs more; /* FILE... DIR GLOB: the path across a job's ranks */
 	const char *input, *output;
 	bool json, segments;
 	unsigned limit;	  /* rows of functions, 0 = all */

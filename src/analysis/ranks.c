@@ -326,6 +326,12 @@ nomem:
 	return -ENOMEM;
 }
 
+struct job_priv {
+	struct rank_work *w; /* per rank (sorted as job_summary.ranks) */
+	struct match *m;
+	size_t nm;
+};
+
 static void free_matches(struct match *m, size_t nm)
 {
 	for (size_t i = 0; i < nm; i++)
@@ -465,6 +471,7 @@ int job_analyze(struct profile *const *profs, char *const *paths, size_t n,
 {
 	struct rank_work *w;
 	struct match *m = NULL;
+	struct job_priv *pv;
 	size_t nm = 0;
 	int err = 0;
 
@@ -489,15 +496,31 @@ int job_analyze(struct profile *const *profs, char *const *paths, size_t n,
 		err = correct_clocks(out, w, m, nm);
 	if (!err)
 		err = waits(out, w, m, nm);
+	pv = calloc(1, sizeof(*pv));
+	if (!err && pv) {
+		*pv = (struct job_priv){ w, m, nm };
+		out->priv = pv;
+		return 0;
+	}
+	free(pv);
 	free_matches(m, nm);
 	for (size_t i = 0; i < n; i++)
 		free(w[i].v);
 	free(w);
-	return err;
+	return err ? err : -ENOMEM;
 }
 
 void job_summary_free(struct job_summary *s)
 {
+	struct job_priv *pv = s->priv;
+
+	if (pv) {
+		free_matches(pv->m, pv->nm);
+		for (size_t i = 0; i < s->n; i++)
+			free(pv->w[i].v);
+		free(pv->w);
+		free(pv);
+	}
 	free(s->ranks);
 	free(s->missing);
 	free(s->ops);
@@ -510,4 +533,171 @@ void rank_label(const struct rank_info *r, char *buf, size_t len)
 		snprintf(buf, len, "rank %d (%s)", r->rank, r->host);
 	else
 		snprintf(buf, len, "%s (%s)", r->path, r->host);
+}
+
+/* --- the critical path across ranks --- */
+
+static const struct inst *inst_of(const struct job_priv *pv, size_t i, size_t r)
+{
+	return &pv->w[r].v[pv->m[i].first[r] + pv->m[i].k];
+}
+
+static const struct job_priv *path_priv;
+static size_t path_rank;
+
+static int cmp_end_on_rank(const void *a, const void *b)
+{
+	uint64_t x = inst_of(path_priv, *(const uint32_t *)a, path_rank)->end;
+	uint64_t y = inst_of(path_priv, *(const uint32_t *)b, path_rank)->end;
+
+	return x < y ? -1 : x > y;
+}
+
+static int seg_add(struct job_path *p, size_t *cap, struct job_seg sg)
+{
+	if (sg.t1 <= sg.t0)
+		return 0;
+	if (p->nsegs == *cap) {
+		struct job_seg *v = realloc(p->segs, (*cap = *cap ? 2 * *cap : 64) * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		p->segs = v;
+	}
+	p->segs[p->nsegs++] = sg;
+	return 0;
+}
+
+static int64_t meta_time(const struct rank_info *r, const char *key)
+{
+	return (int64_t)meta_u64(r->p, key) + r->offset_ns;
+}
+
+/* Each rank's hottest function over its compute stretches of the path. */
+static int path_funcs(const struct job_summary *s, struct job_path *p)
+{
+	struct interval *iv = malloc((p->nsegs + 1) * sizeof(*iv));
+	int err = 0;
+
+	if (!iv)
+		return -ENOMEM;
+	for (size_t r = 0; !err && r < s->n; r++) {
+		struct job_summary one = { .ranks = s->ranks, .n = s->n, .straggler = (int)r };
+		size_t niv = 0;
+
+		for (size_t i = 0; i < p->nsegs; i++)
+			if (p->segs[i].rank == r && !p->segs[i].coll)
+				iv[niv++] = (struct interval){
+					(uint64_t)(p->segs[i].t0 - s->ranks[r].offset_ns),
+					(uint64_t)(p->segs[i].t1 - s->ranks[r].offset_ns) };
+		if (!niv)
+			continue;
+		err = straggler_func(&one, iv, niv);
+		memcpy(p->ranks[r].func, one.straggler_func, sizeof(p->ranks[r].func));
+		p->ranks[r].func_share = one.straggler_func_share;
+	}
+	free(iv);
+	return err;
+}
+
+int job_path(const struct job_summary *s, struct job_path *out)
+{
+	const struct job_priv *pv = s->priv;
+	uint32_t **by_end = NULL;
+	size_t cap = 0, cur = 0, steps = 0;
+	int64_t t;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!pv || !s->n)
+		return -EINVAL;
+	out->ranks = calloc(s->n, sizeof(*out->ranks));
+	by_end = calloc(s->n, sizeof(*by_end));
+	if (!out->ranks || !by_end) {
+		err = -ENOMEM;
+		goto out;
+	}
+	/* each rank's matched instances by their end on it */
+	for (size_t r = 0; r < s->n; r++) {
+		by_end[r] = malloc((pv->nm + 1) * sizeof(**by_end));
+		if (!by_end[r]) {
+			err = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < pv->nm; i++)
+			by_end[r][i] = (uint32_t)i;
+		path_priv = pv;
+		path_rank = r;
+		qsort(by_end[r], pv->nm, sizeof(**by_end), cmp_end_on_rank);
+	}
+	/* from the rank that ends last */
+	for (size_t r = 1; r < s->n; r++)
+		if (meta_time(&s->ranks[r], "end_ns") > meta_time(&s->ranks[cur], "end_ns"))
+			cur = r;
+	t = out->t1 = meta_time(&s->ranks[cur], "end_ns");
+	while (!err && steps++ <= pv->nm) {
+		const struct rank_info *ri = &s->ranks[cur];
+		size_t lo = 0, hi = pv->nm, last = 0;
+		int64_t end, arrive = INT64_MIN;
+		const struct inst *x;
+		uint32_t i;
+
+		/* the latest instance that ended on this rank by t */
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+
+			if ((int64_t)inst_of(pv, by_end[cur][mid], cur)->end + ri->offset_ns <= t)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (!lo)
+			break;
+		i = by_end[cur][lo - 1];
+		x = inst_of(pv, i, cur);
+		end = (int64_t)x->end + ri->offset_ns;
+		for (size_t r = 0; r < s->n; r++) {
+			int64_t a = (int64_t)inst_of(pv, i, r)->start + s->ranks[r].offset_ns;
+
+			if (a > arrive) {
+				arrive = a;
+				last = r;
+			}
+		}
+		if (arrive >= t)
+			break; /* clocks that disagree: no progress */
+		err = seg_add(out, &cap, (struct job_seg){ cur, end, t, NULL, 0 });
+		err = err ?: seg_add(out, &cap, (struct job_seg){ cur, arrive, end, x->name,
+								  pv->m[i].k + 1 });
+		t = arrive;
+		cur = last;
+	}
+	out->t0 = meta_time(&s->ranks[cur], "start_ns");
+	if (!err && out->t0 < t)
+		err = seg_add(out, &cap, (struct job_seg){ cur, out->t0, t, NULL, 0 });
+	for (size_t i = 0; !err && i < out->nsegs; i++) {
+		const struct job_seg *g = &out->segs[i];
+		double d = (g->t1 - g->t0) / 1e9;
+
+		if (g->coll)
+			out->ranks[g->rank].comm_s += d;
+		else
+			out->ranks[g->rank].compute_s += d;
+	}
+	if (!err)
+		err = path_funcs(s, out);
+out:
+	for (size_t r = 0; by_end && r < s->n; r++)
+		free(by_end[r]);
+	free(by_end);
+	if (err)
+		job_path_free(out);
+	return err;
+}
+
+void job_path_free(struct job_path *p)
+{
+	free(p->segs);
+	free(p->ranks);
+	memset(p, 0, sizeof(*p));
 }

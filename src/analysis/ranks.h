@@ -66,7 +66,38 @@ struct job_summary {
 	char straggler_func[256]; /* its hottest function while the others waited ("" none) */
 	double straggler_func_share; /* of its samples in those intervals */
 	uint64_t straggler_samples;
+	void *priv; /* the matched instances, for job_path */
 };
+
+/* A stretch of the job's critical path: a rank computing, or in a collective. */
+struct job_seg {
+	size_t rank;	/* index into job_summary.ranks */
+	int64_t t0, t1; /* ns on the job's clock (the first rank's monotonic) */
+	const char *coll; /* in this collective (name), or NULL: computing */
+	uint64_t seq;	  /* its instance number (1, 2...) */
+};
+
+struct job_rank_path {
+	double compute_s, comm_s; /* on the path */
+	char func[256];		  /* its hottest function in its compute stretches ("" none) */
+	double func_share;	  /* of its samples in them */
+};
+
+/*
+ * The job's critical path across ranks: from the rank that ends last back to its start, the
+ * rank computes until its previous collective; a collective is on the path from its last
+ * arrival, and before that the path is the last-arriving rank's work (its arrival is when
+ * the others could go on).
+ */
+struct job_path {
+	struct job_seg *segs; /* latest first */
+	size_t nsegs;
+	int64_t t0, t1;	      /* the path's start and end */
+	struct job_rank_path *ranks; /* per job_summary.ranks */
+};
+
+int job_path(const struct job_summary *s, struct job_path *out);
+void job_path_free(struct job_path *p);
 
 /* ranks: n profiles (paths for messages). Returns 0 or -ENOMEM. */
 int job_analyze(struct profile *const *profs, char *const *paths, size_t n,

@@ -241,3 +241,102 @@ int report_job_write(struct sink *out, const struct job_summary *s, bool json)
 {
 	return json ? write_json(out, s) : write_text(out, s);
 }
+
+static void path_text(struct sink *out, const struct job_summary *s, const struct job_path *p,
+		      bool segments)
+{
+	double total = (p->t1 - p->t0) / 1e9;
+	char lab[300];
+
+	sink_printf(out, "Critical path of the job across %zu recordings: %.3f s\n", s->n, total);
+	sink_printf(out, "\n%-26s %10s %10s %14s  %s\n", "Rank", "On path", "Computing",
+		    "In collectives", "Its top function on the path");
+	for (size_t r = 0; r < s->n; r++) {
+		const struct job_rank_path *rp = &p->ranks[r];
+		char on[32], cp[32], cm[32];
+
+		if (rp->compute_s + rp->comm_s <= 0)
+			continue;
+		rank_label(&s->ranks[r], lab, sizeof(lab));
+		fmt_ns(on, sizeof(on), ns(rp->compute_s + rp->comm_s));
+		fmt_ns(cp, sizeof(cp), ns(rp->compute_s));
+		fmt_ns(cm, sizeof(cm), ns(rp->comm_s));
+		sink_printf(out, "%-26.26s %10s %10s %14s  ", lab, on, cp, cm);
+		if (rp->func[0])
+			sink_printf(out, "%s (%.0f%%)\n", rp->func, 100 * rp->func_share);
+		else
+			sink_puts(out, "-\n");
+	}
+	sink_puts(out, "# The path: a rank computing until its previous collective; the collective "
+		       "from its last arrival;\n# before that, the work of the rank that arrived "
+		       "last. Runs from the rank that ends last back to a start.\n");
+	if (!segments)
+		return;
+	sink_printf(out, "\n%10s %12s  %-26s %s\n", "Start (s)", "Length", "Rank", "What");
+	for (size_t i = p->nsegs; i-- > 0;) {
+		const struct job_seg *g = &p->segs[i];
+		char len[32];
+
+		rank_label(&s->ranks[g->rank], lab, sizeof(lab));
+		fmt_ns(len, sizeof(len), (uint64_t)(g->t1 - g->t0));
+		if (g->coll)
+			sink_printf(out, "%10.6f %12s  %-26.26s %s #%" PRIu64 "\n",
+				    (g->t0 - p->t0) / 1e9, len, lab, g->coll, g->seq);
+		else
+			sink_printf(out, "%10.6f %12s  %-26.26s computing\n", (g->t0 - p->t0) / 1e9,
+				    len, lab);
+	}
+}
+
+static int path_json(struct sink *out, const struct job_summary *s, const struct job_path *p)
+{
+	struct json j;
+
+	json_init(&j, out, 0);
+	json_obj(&j);
+	json_break(&j, 2);
+	json_kv_u64(&j, "version", 1);
+	json_kv_f(&j, "length_s", (p->t1 - p->t0) / 1e9, 6);
+	json_arr_open(&j, 2, "ranks");
+	for (size_t r = 0; r < s->n; r++) {
+		const struct job_rank_path *rp = &p->ranks[r];
+
+		json_obj_open(&j, 4, NULL);
+		if (s->ranks[r].rank >= 0)
+			json_kv_i64(&j, "rank", s->ranks[r].rank);
+		else
+			json_kv_null(&j, "rank");
+		json_kv_str(&j, "host", s->ranks[r].host);
+		json_kv_f(&j, "compute_s", rp->compute_s, 6);
+		json_kv_f(&j, "collective_s", rp->comm_s, 6);
+		json_kv_str(&j, "function", rp->func[0] ? rp->func : NULL);
+		json_kv_f(&j, "function_share", rp->func_share, 4);
+		json_obj_end(&j);
+	}
+	json_arr_close(&j, 2);
+	json_arr_open(&j, 2, "segments");
+	for (size_t i = p->nsegs; i-- > 0;) {
+		const struct job_seg *g = &p->segs[i];
+
+		json_obj_open(&j, 4, NULL);
+		json_kv_i64(&j, "rank", s->ranks[g->rank].rank);
+		json_kv_f(&j, "start_s", (g->t0 - p->t0) / 1e9, 6);
+		json_kv_f(&j, "length_s", (g->t1 - g->t0) / 1e9, 6);
+		json_kv_str(&j, "collective", g->coll);
+		if (g->coll)
+			json_kv_u64(&j, "seq", g->seq);
+		json_obj_end(&j);
+	}
+	json_arr_close(&j, p->nsegs ? 2 : -1);
+	json_obj_close(&j, 0);
+	return json_flush(&j);
+}
+
+int report_job_path(struct sink *out, const struct job_summary *s, const struct job_path *p,
+		    bool json, bool segments)
+{
+	if (json)
+		return path_json(out, s, p);
+	path_text(out, s, p, segments);
+	return out->err;
+}

@@ -134,6 +134,16 @@ def test_mpi_collectives_and_straggler(ep, mpi_app):
     assert got[2] < 0.2 * got[0], got
     text = ep.run("report", "eprof.0.data", "eprof.1.data", "eprof.2.data").stdout
     assert "straggler" in text and "rank 2" in text and "MPI_Allreduce" in text, text
+    # the critical path across ranks: the straggler's work
+    cp = json.loads(ep.run("critical-path", "--json", ".").stdout)
+    on = {r["rank"]: r for r in cp["ranks"]}
+    assert on[2]["compute_s"] >= 0.8 * iters * 0.030, cp["ranks"]  # its 2 x 15 ms each time
+    assert on[2]["function"] == "compute", on[2]
+    segs = sorted(cp["segments"], key=lambda sg: sg["start_s"])
+    first = next(i for i, sg in enumerate(segs) if sg["collective"] == "MPI_Allreduce")
+    between = [sg for sg in segs[first:-1] if not sg["collective"]]  # from the 1st to the end
+    assert sum(sg["length_s"] for sg in between if sg["rank"] == 2) >= \
+        0.9 * sum(sg["length_s"] for sg in between), segs
     # one flamegraph with a HOST/rank root per rank, and --rank to pick one
     host = os.uname().nodename
     roots = {st[0] for st, _ in ep.folded(".")}

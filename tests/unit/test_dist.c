@@ -122,6 +122,24 @@ static void test_waits_straggler_clocks(void **state)
 	assert_int_equal(s.nops, 1);
 	assert_int_equal(s.ops[0].instances, 4);
 	assert_int_equal(s.ops[0].bytes, 4096);
+	/* the path: from rank 0's end (9 s) back to its last allreduce's end, that allreduce
+	 * from rank 2's arrival, rank 2's work between allreduces, rank 2 back to its start */
+	{
+		struct job_path jp;
+
+		assert_int_equal(job_path(&s, &jp), 0);
+		assert_true(fabs(jp.ranks[0].compute_s - (9.0 - 2.312)) < 1e-9);
+		assert_true(fabs(jp.ranks[2].compute_s - (3 * 0.098 + 1.010)) < 1e-9);
+		/* each allreduce from its last arrival to its end, on the rank the path is on */
+		assert_true(fabs(jp.ranks[2].comm_s - 3 * 0.002) < 1e-9);
+		assert_true(fabs(jp.ranks[0].comm_s - 0.002) < 1e-9);
+		assert_true(jp.ranks[1].compute_s == 0 && jp.ranks[1].comm_s == 0);
+		assert_int_equal(jp.t1 - jp.t0, 8000 * (int64_t)ms);
+		assert_string_equal(jp.ranks[2].func, "compute");
+		assert_string_equal(jp.segs[1].coll, "MPI_Allreduce");
+		assert_int_equal(jp.segs[1].seq, 4);
+		job_path_free(&jp);
+	}
 	job_summary_free(&s);
 	for (int i = 0; i < 3; i++)
 		profile__free(p[i]);
