@@ -104,7 +104,7 @@ def arrivals(stdout):
 def test_mpi_collectives_and_straggler(ep, mpi_app):
     iters = 12
     out = mpirun(ep, 3, f'exec "{ep.bin}" record -q -F 499 -o "eprof.%r.data" -- '
-                        f'"{mpi_app}" {iters} 2 15')
+                        f'"{mpi_app}" {iters} 2 25')
     arr = arrivals(out)
     assert sorted(arr) == [0, 1, 2], out
     # each rank's regions: exactly the calls it made, with their bytes
@@ -137,7 +137,7 @@ def test_mpi_collectives_and_straggler(ep, mpi_app):
     # the critical path across ranks: the straggler's work
     cp = json.loads(ep.run("critical-path", "--json", ".").stdout)
     on = {r["rank"]: r for r in cp["ranks"]}
-    assert on[2]["compute_s"] >= 0.8 * iters * 0.030, cp["ranks"]  # its 2 x 15 ms each time
+    assert on[2]["compute_s"] >= 0.8 * iters * 0.050, cp["ranks"]  # its 2 x 25 ms each time
     assert on[2]["function"] == "compute", on[2]
     segs = sorted(cp["segments"], key=lambda sg: sg["start_s"])
     first = next(i for i, sg in enumerate(segs) if sg["collective"] == "MPI_Allreduce")
@@ -174,9 +174,9 @@ def test_mpi_two_hosts_clock_alignment(ep, mpi_app):
     skew = 5_000_000_000
     line = (f'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then '
             f'exec unshare -u sh -c \'hostname hostb && EPROF_CLOCK_SKEW_NS={skew} '
-            f'exec "{ep.bin}" record -q -F 199 -o eprof.1.data -- "{mpi_app}" 10 2 15\'; '
+            f'exec "{ep.bin}" record -q -F 199 -o eprof.1.data -- "{mpi_app}" 10 2 25\'; '
             f'else exec "{ep.bin}" record -q -F 199 -o "eprof.%r.data" -- '
-            f'"{mpi_app}" 10 2 15; fi')
+            f'"{mpi_app}" 10 2 25; fi')
     mpirun(ep, 3, line)
     job = json.loads(ep.run("report", "--json", "eprof.*.data").stdout)
     ranks = {r["rank"]: r for r in job["ranks"]}
