@@ -109,7 +109,10 @@ enum event_kind {
 	/* wall-clock (--offcpu) */
 	EVK_OFFCPU = 32,   /* ts..ts+dur blocked; flags = state; a = waker tid; b = wakeup ts;
 			      c = waker pid; stack = blocking stack; stack2 = waker stack */
-	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost) */
+	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost);
+			      communication calls (EVF_REGION_COMM): b = bytes (0 unknown),
+			      c = communicator (1, 2... in the order the process first used
+			      them; 0 none) */
 	/* GPU (CUDA API and CUPTI) */
 	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = address (alloc/free) */
 	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; b = blocks<<32|threads per
@@ -137,6 +140,10 @@ enum event_kind {
 /* flags of EVK_REGION */
 #define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
 #define EVF_REGION_SAMPLED 2 /* seen by sampling (--region py:): times within a period */
+/* a collective (MPI, NCCL, gloo) every rank of a communicator enters: matched across ranks */
+#define EVF_REGION_COLL 4
+/* a communication call (MPI, NCCL, gloo): b = bytes, c = communicator */
+#define EVF_REGION_COMM 8
 
 /* EVK_MMAP / EVK_MUNMAP flags: the pair written for one mremap (unmap first). */
 #define MEM_F_REMAP 0x1

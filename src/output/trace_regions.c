@@ -52,6 +52,12 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 			json_kv_bool(&a, "open_at_end", true);
 		if (r->sampled)
 			json_kv_bool(&a, "sampled", true);
+		if (r->comm_call) {
+			json_kv_u64(&a, "communicator", r->comm);
+			json_kv_u64(&a, "seq", r->seq);
+			json_kv_u64(&a, "bytes", r->bytes);
+			json_kv_bool(&a, "collective", r->collective);
+		}
 		trace_complete(w, r->pid, track, r->start, r->end - r->start,
 			       profile__str(p, r->name), "region", trace_args_text(&a));
 		st->slices++;
