@@ -190,7 +190,7 @@ struct ev_mem_alloc {
 	__u64 addr;
 	__u64 size;
 	__u32 func; /* enum mem_func */
-	__u32 pad;
+	__u32 pad;  /* MEM_HOW_INTERPOSED: from libeprof_mem.so's marker (stack starts there) */
 	struct ev_stack st;
 };
 
@@ -214,6 +214,11 @@ struct ev_mem_remap {
 	__u64 old_addr, old_len;
 	__u64 new_addr, new_len;
 };
+
+#define MEM_HOW_INTERPOSED 1
+/* Cookies of the uprobes on libeprof_mem.so's markers (src/inject/eprof_mem_proto.h). */
+#define MEM_HIT_ALLOC 0
+#define MEM_HIT_FREE 1
 
 /* The allocator entry points, as the uprobe cookie. */
 enum mem_func {

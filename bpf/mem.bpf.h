@@ -207,7 +207,7 @@ static __always_inline __u64 mem_entry(struct pt_regs *ctx, __u64 id, __u32 func
 
 /* Return of a sampled call: remember the block and send it with the caller's stack. */
 static __always_inline void mem_record(struct pt_regs *ctx, __u64 id, __u64 addr, __u64 size,
-				       __u32 func)
+				       __u32 func, __u32 how)
 {
 	struct mem_key k = { .addr = addr, .pid = id >> 32 };
 	struct mem_val v = { .size = size, .tid = (__u32)id };
@@ -242,7 +242,7 @@ send:
 	e->addr = addr;
 	e->size = size;
 	e->func = func;
-	e->pad = 0;
+	e->pad = how;
 	/* Python frames: walked before the stack capture, appended after (bpf/python.bpf.h). */
 	pyf = py_event_walk(id, SLOT_UPROBE, &ubytes);
 	n = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, ubytes);
@@ -296,7 +296,7 @@ int mem_alloc(struct pt_regs *ctx)
 			pd = *pp;
 			bpf_map_delete_elem(&mem_pend, &tid);
 		}
-		mem_record(ctx, id, mem_result(ctx, func, pd.memptr), size, func);
+		mem_record(ctx, id, mem_result(ctx, func, pd.memptr), size, func, 0);
 		return 0;
 	}
 	if (!is_target(id >> 32))
@@ -379,7 +379,34 @@ int mem_alloc_ret(struct pt_regs *ctx)
 		return 0;
 	pd = *pp;
 	bpf_map_delete_elem(&mem_pend, &tid);
-	mem_record(ctx, id, mem_result(ctx, pd.func, pd.memptr), pd.size, pd.func);
+	mem_record(ctx, id, mem_result(ctx, pd.func, pd.memptr), pd.size, pd.func, 0);
+	return 0;
+}
+
+/*
+ * The markers of libeprof_mem.so (src/inject/eprof_mem.c), cookie MEM_HIT_ALLOC or
+ * MEM_HIT_FREE: the process sampled the call itself, so every hit is recorded.
+ *   eprof_mem_hit_alloc(ptr, size, func, calls)   after the allocator returned ptr
+ *   eprof_mem_hit_free(ptr)                       before a sampled block is freed
+ */
+SEC("?uprobe")
+int mem_hit(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), addr = PT_REGS_PARM1(ctx);
+
+	if (!is_target(id >> 32))
+		return 0;
+	if (bpf_get_attach_cookie(ctx) == MEM_HIT_FREE) {
+		if (addr)
+			mem_release(id, addr);
+		return 0;
+	}
+	stat_add(BSTAT_MEM_CALLS, PT_REGS_PARM4(ctx));
+	if (!addr)
+		return 0; /* a thread's last count */
+	stat_inc(BSTAT_MEM_SAMPLED);
+	mem_record(ctx, id, addr, PT_REGS_PARM2(ctx), (__u32)PT_REGS_PARM3(ctx) % MEM_NFUNCS,
+		   MEM_HOW_INTERPOSED);
 	return 0;
 }
 

@@ -324,6 +324,27 @@ static int name_jit(struct profile *p, const uint32_t *locs, int n)
 	return 0;
 }
 
+/*
+ * How many innermost frames lie in the object of the first one (a probe on a marker
+ * function of an interposer: its own frames, whatever was inlined or unwound).
+ */
+static int own_object_frames(struct event_ctx *c, const struct ev_hdr *h, const uint64_t *uips,
+			     int nu)
+{
+	uint32_t loc, obj;
+	int i;
+
+	if (proc_tracker__location(c->tracker, h->pid, uips[0], false, &loc, h->ts))
+		return 1;
+	obj = c->p->locations.v[loc].object;
+	for (i = 1; i < nu - 1; i++) {
+		if (proc_tracker__location(c->tracker, h->pid, uips[i], true, &loc, h->ts) ||
+		    c->p->locations.v[loc].object != obj)
+			break;
+	}
+	return i;
+}
+
 static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
 			  size_t avail, int skip_user, const struct py_part *py)
 {
@@ -339,6 +360,8 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 	    st->kstack_n > EPROF_MAX_STACK || st->ustack_n > EPROF_MAX_STACK)
 		return -EINVAL;
 	nu = user_ips(c, h, st, ips, uips, MAX_FRAMES, &truncated);
+	if (skip_user == EVENTS_SKIP_OWN_OBJECT && nu > 1)
+		skip_user = own_object_frames(c, h, uips, nu);
 	if (skip_user > 0) {
 		/* Drop the innermost frames (a probe's own trampoline, say). */
 		if (skip_user > nu)

@@ -75,6 +75,8 @@ int events_add_handler(struct event_ctx *c, uint16_t first, uint16_t last, event
  * user frames. Returns the node (0 for an empty stack) or -errno (-EINVAL:
  * malformed).
  */
+/* skip_user: drop the innermost frames that lie in the object of the first one. */
+#define EVENTS_SKIP_OWN_OBJECT (-1)
 int64_t events_stack(struct event_ctx *c, const struct ev_hdr *h, const struct ev_stack *st,
 		     size_t avail, int skip_user);
 /* Makes sure the thread (and its process, read from /proc) is known; comm16 may be NULL. */

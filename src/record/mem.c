@@ -22,6 +22,7 @@
 
 #include <linux/types.h>
 
+#include "../inject/eprof_mem_proto.h"
 #include "../model/event.h"
 #include "eprof_abi.h"
 #include "../util/expq.h"
@@ -55,6 +56,8 @@ struct mem_links {
 
 struct mem_target {
 	uint32_t pid;
+	bool interp;	/* libeprof_mem.so samples in this process: its markers are probed */
+	bool hit_linked;
 	char **seen; /* mapped paths already looked at */
 	size_t nseen, capseen;
 	struct mem_links l;
@@ -62,6 +65,8 @@ struct mem_target {
 
 struct mem_state {
 	bool session;	  /* uprobe sessions; else uprobe + uretprobe on every call */
+	bool interpose;	  /* launched command: libeprof_mem.so preloaded (docs/memory.md) */
+	char lib[PATH_MAX]; /* its path */
 	uint64_t mean;	  /* mean bytes between samples, 1 = all */
 	struct mem_obj *objs;
 	size_t nobjs;
@@ -122,12 +127,14 @@ static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t s
 
 		if (size < sizeof(*e))
 			return -EINVAL;
-		node = events_stack(c, h, &e->st, size - sizeof(*e), 0);
+		/* From the interposer's marker: its own frames are not the program's. */
+		node = events_stack(c, h, &e->st, size - sizeof(*e),
+				    e->pad & MEM_HOW_INTERPOSED ? EVENTS_SKIP_OWN_OBJECT : 0);
 		if (node < 0)
 			return (int)node;
 		ev.kind = EVK_ALLOC;
 		ev.stack = node;
-		ev.flags = e->func;
+		ev.flags = e->func % MEM_NFUNCS;
 		ev_set_heap(&ev, e->addr, e->size, mem_sample_weight(e->size, st->mean));
 		break;
 	}
@@ -183,12 +190,69 @@ static int handle_mem(struct event_ctx *c, void *arg, const void *data, size_t s
 	return profile__add_event(c->p, &ev);
 }
 
+/* libeprof_mem.so: EPROF_MEM_LIB, next to the eprof binary, or in ../lib/eprof/. */
+static bool interposer_lib(char *out, size_t len)
+{
+	const char *env = getenv("EPROF_MEM_LIB");
+	char self[PATH_MAX - 64];
+	ssize_t n;
+
+	if (env && *env)
+		return realpath(env, out) != NULL;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return false;
+	self[n] = '\0';
+	*(strrchr(self, '/') ? strrchr(self, '/') : self) = '\0';
+	snprintf(out, len, "%s/libeprof_mem.so", self);
+	if (!access(out, R_OK))
+		return realpath(out, self) && snprintf(out, len, "%s", self) > 0;
+	snprintf(out, len, "%s/../lib/eprof/libeprof_mem.so", self);
+	return access(out, R_OK) == 0 && realpath(out, self) && snprintf(out, len, "%s", self) > 0;
+}
+
+/*
+ * A launched command samples in its own process (libeprof_mem.so through LD_PRELOAD) when
+ * --mem samples; --mem=1 keeps the uprobes (measured: docs/memory.md).
+ * EPROF_MEM_INTERPOSE=0 never preloads, =1 also for --mem=1.
+ */
+static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
+{
+	const char *env = getenv("EPROF_MEM_INTERPOSE"), *old = getenv("LD_PRELOAD");
+	const struct record_opts *o = f->o;
+	char buf[PATH_MAX + 4096], mean[32];
+
+	if (!o->argv || !o->argv[0] || o->npids || o->all)
+		return 0; /* attach: the uprobes (injection is not done yet) */
+	if (env && !strcmp(env, "0"))
+		return 0;
+	if (st->mean <= 1 && !(env && !strcmp(env, "1")))
+		return 0;
+	if (!interposer_lib(st->lib, sizeof(st->lib))) {
+		log_info("mem: no libeprof_mem.so next to eprof: allocator uprobes instead");
+		return 0;
+	}
+	if (old && *old && strlen(old) < 4096)
+		snprintf(buf, sizeof(buf), "%s:%s", st->lib, old);
+	else
+		snprintf(buf, sizeof(buf), "%s", st->lib);
+	snprintf(mean, sizeof(mean), "%" PRIu64, st->mean);
+	/* The command is forked after configure: it inherits both, and so do its children. */
+	if (setenv("LD_PRELOAD", buf, 1) || setenv(EMEM_ENV_SAMPLE, mean, 1))
+		return -errno;
+	st->interpose = true;
+	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
+	profile__set_meta(f->p, "mem_interposer", st->lib);
+	return 0;
+}
+
 static int mem_configure(struct feature_ctx *f, void **state)
 {
 	struct profile_bpf *skel = f->skel;
 	struct mem_state *st = calloc(1, sizeof(*st));
 	uint32_t stack;
 	char buf[32];
+	int err;
 
 	if (!st)
 		return -ENOMEM;
@@ -238,6 +302,9 @@ static int mem_configure(struct feature_ctx *f, void **state)
 	profile__set_meta(f->p, "mem_sample_bytes", buf);
 	profile__set_meta(f->p, "mem_probes", st->session ? "session" : "uretprobe");
 	st->rss_name = profile__intern(f->p, "rss_bytes");
+	err = setup_interposer(f, st);
+	if (err)
+		return err;
 	return events_add_handler(f->ev, EV_MEM_FIRST, EV_MEM_LAST, handle_mem, st);
 }
 
@@ -440,9 +507,96 @@ static int scan_maps(struct feature_ctx *f, struct mem_state *st, uint32_t maps_
 	return err;
 }
 
+_Static_assert((int)EMEM_MALLOC == (int)MEM_MALLOC && (int)EMEM_CALLOC == (int)MEM_CALLOC &&
+		       (int)EMEM_REALLOC == (int)MEM_REALLOC && (int)EMEM_REALLOCARRAY == (int)MEM_REALLOCARRAY &&
+		       (int)EMEM_POSIX_MEMALIGN == (int)MEM_POSIX_MEMALIGN &&
+		       (int)EMEM_ALIGNED_ALLOC == (int)MEM_ALIGNED_ALLOC && (int)EMEM_MEMALIGN == (int)MEM_MEMALIGN &&
+		       (int)EMEM_VALLOC == (int)MEM_VALLOC && (int)EMEM_PVALLOC == (int)MEM_PVALLOC,
+	       "libeprof_mem.so's function ids are enum mem_func");
+
+/* The uprobes on libeprof_mem.so's two markers, for t's process. */
+static int link_hits(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
+{
+	static const char *const names[2] = { [MEM_HIT_ALLOC] = EMEM_HIT_ALLOC,
+					      [MEM_HIT_FREE] = EMEM_HIT_FREE };
+
+	if (t->hit_linked)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = names[i], .bpf_cookie = i);
+		struct bpf_link *l;
+		int err;
+
+		l = bpf_program__attach_uprobe_opts(f->skel->progs.mem_hit, (int)t->pid, st->lib,
+						    0, &uo);
+		if (!l)
+			return -errno;
+		err = push_link(&t->l, l);
+		if (err) {
+			bpf_link__destroy(l);
+			return err;
+		}
+	}
+	t->hit_linked = true;
+	st->probes += 2;
+	st->objects++;
+	return 0;
+}
+
+/*
+ * Whether pid runs with libeprof_mem.so: 1 when mapped, 0 when libc is mapped without it
+ * (exec'd with LD_PRELOAD cleared: the uprobes then), -EAGAIN when neither (ld.so not
+ * there yet, or a static binary), or -errno.
+ */
+static int interposer_mapped(const struct mem_state *st, uint32_t pid)
+{
+	char path[64], line[4096 + 128];
+	bool libc = false;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	fp = fopen(path, "re");
+	if (!fp)
+		return -errno;
+	while (fgets(line, sizeof(line), fp)) {
+		char *file = strchr(line, '/'), *base;
+
+		if (!file)
+			continue;
+		file[strcspn(file, "\n")] = 0;
+		if (!strcmp(file, st->lib)) {
+			fclose(fp);
+			return 1;
+		}
+		base = strrchr(file, '/') + 1;
+		libc |= !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5);
+	}
+	fclose(fp);
+	return libc ? 0 : -EAGAIN;
+}
+
 static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t,
 		       struct mem_links *ml, uint32_t filter_pid)
 {
+	int k;
+
+	if (st->interpose) {
+		k = interposer_mapped(st, t->pid);
+		if (k == -ENOENT || k == -ESRCH)
+			return k;
+		if (k == 1 || (k == -EAGAIN && t->interp)) {
+			if (!t->interp)
+				log_debug("mem: process %u samples with libeprof_mem.so", t->pid);
+			t->interp = true;
+			/* Its allocators are reached through the interposer: no uprobes on them. */
+			return link_hits(f, st, t);
+		}
+		if (k == 0 && t->interp) {
+			log_info("mem: process %u runs without libeprof_mem.so (LD_PRELOAD "
+				 "cleared?): allocator uprobes instead", t->pid);
+			t->interp = false;
+		}
+	}
 	return scan_maps(f, st, t->pid, t, ml, filter_pid);
 }
 
@@ -533,12 +687,29 @@ static int mem_attach(struct feature_ctx *f, void *state)
 	for (size_t i = 0; i < st->ntargets; i++) {
 		struct mem_target *t = &st->targets[i];
 
+		if (st->interpose && t->pid == (uint32_t)f->child) {
+			/* Not exec'd yet: the markers' probes wait for the library to be mapped. */
+			t->interp = true;
+			err = link_hits(f, st, t);
+			if (err) {
+				log_err("failed to attach uprobes to '%s': %s", st->lib,
+					strerror(-err));
+				return err;
+			}
+			continue;
+		}
 		err = scan_target(f, st, t, &t->l, t->pid);
 		if (err && err != -ENOENT && err != -ESRCH)
 			return err;
 	}
-	if (f->child && o->argv && o->argv[0])
+	if (f->child && o->argv && o->argv[0]) {
+		uint32_t before = st->objects;
+
 		probe_command(f, st, &st->targets[st->ntargets - 1]);
+		if (st->interpose && st->objects > before)
+			log_info("mem: '%s' has its own malloc and free (a static binary?): "
+				 "uprobes on them, as LD_PRELOAD cannot reach it", o->argv[0]);
+	}
 	if (o->all) {
 		/* System-wide: eprof's own libc, then every allocator any process maps. */
 		st->sys_seen = hmap__new(1024);
@@ -553,8 +724,12 @@ static int mem_attach(struct feature_ctx *f, void *state)
 		log_err("failed to find an allocator (malloc and free) in the target's objects");
 		return -ENOENT;
 	}
-	log_info("mem: %u allocator probes in %u objects (%s)", st->probes, st->objects,
-		 st->session ? "uprobe sessions" : "uprobe + uretprobe");
+	if (st->interpose)
+		log_info("mem: %u allocator probes in %u objects (sampled in the process by %s, "
+			 "mean %" PRIu64 " bytes)", st->probes, st->objects, st->lib, st->mean);
+	else
+		log_info("mem: %u allocator probes in %u objects (%s)", st->probes, st->objects,
+			 st->session ? "uprobe sessions" : "uprobe + uretprobe");
 	return 0;
 }
 

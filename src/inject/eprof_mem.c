@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libeprof_mem.so: heap sampling inside the process. `eprof record --mem -- CMD` preloads it
+ * (LD_PRELOAD); its malloc & co forward to the next definition (dlsym RTLD_NEXT: libc, or
+ * an allocator the program links such as jemalloc) and decide in the process which calls
+ * are sampled, so an unsampled call costs a few nanoseconds instead of a uprobe trap.
+ *
+ * Sampling: each thread counts down the bytes it allocates; the gaps are drawn from an
+ * exponential distribution of mean EPROF_MEM_SAMPLE (a Poisson process over the bytes, as
+ * the BPF sampler of bpf/mem.bpf.h does, so the recorder's weights are the same). A sampled
+ * allocation calls eprof_mem_hit_alloc(), an empty function the recorder puts a uprobe on:
+ * the BPF side takes the stack (native and Python) as for any allocation. The sampled
+ * pointer goes into a small hash set; free() looks at a counting filter first (one load for
+ * an unsampled block) and calls eprof_mem_hit_free() only for a sampled block.
+ * EPROF_MEM_SAMPLE=1 calls the markers on every allocation and every free (no set).
+ *
+ * Without EPROF_MEM_SAMPLE the library forwards every call and records nothing (a process
+ * that inherited LD_PRELOAD without being profiled pays one branch per call).
+ *
+ * C++ operator new/delete are not defined here: libstdc++'s operator new calls malloc
+ * through its PLT and its delete calls free, so they are seen once, with operator new in the
+ * stack, as with the uprobes.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eprof_mem_proto.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/*
+ * The markers: a 5-byte nop then ret, with CFI of a function entry. A uprobe on the nop
+ * is emulated, and kernels >= 6.18 can turn it into a call to the uprobe trampoline.
+ */
+__asm__(".text\n"
+	".globl " EMEM_HIT_ALLOC "\n"
+	".type " EMEM_HIT_ALLOC ", @function\n"
+	".p2align 4\n" EMEM_HIT_ALLOC ":\n"
+	".cfi_startproc\n"
+	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size " EMEM_HIT_ALLOC ", .-" EMEM_HIT_ALLOC "\n"
+	".globl " EMEM_HIT_FREE "\n"
+	".type " EMEM_HIT_FREE ", @function\n"
+	".p2align 4\n" EMEM_HIT_FREE ":\n"
+	".cfi_startproc\n"
+	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size " EMEM_HIT_FREE ", .-" EMEM_HIT_FREE "\n");
+
+EXPORT void eprof_mem_hit_alloc(void *ptr, size_t size, unsigned func, unsigned long calls);
+EXPORT void eprof_mem_hit_free(void *ptr);
+
+static struct {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+} real;
+
+enum { ST_NONE, ST_INIT, ST_READY };
+static _Atomic int state;
+static uint64_t mean; /* 0: inert, 1: every call */
+
+/* --- the bootstrap arena: dlsym's own allocations, before real.* are known ---------------- */
+
+#define BOOT_BYTES (64 << 10)
+static _Alignas(64) char boot[BOOT_BYTES];
+static atomic_size_t boot_used;
+
+static void *boot_alloc(size_t n, size_t align)
+{
+	size_t cur = atomic_load(&boot_used), at, end;
+
+	if (align < 16)
+		align = 16;
+	do {
+		at = (cur + 16 + align - 1) & ~(align - 1); /* room for the size before it */
+		end = at + n;
+		if (end > BOOT_BYTES || end < at)
+			return NULL;
+	} while (!atomic_compare_exchange_weak(&boot_used, &cur, end));
+	((size_t *)(boot + at))[-1] = n;
+	return boot + at;
+}
+
+static bool in_boot(const void *p)
+{
+	return (const char *)p >= boot && (const char *)p < boot + BOOT_BYTES;
+}
+
+/* --- the set of sampled blocks ------------------------------------------------------------ */
+
+/*
+ * Open addressing with tombstones, under a spin lock: only sampled blocks go in (a few per
+ * MiB allocated), so the lock is taken rarely. filt counts the members by hash so that a
+ * free of an unsampled block is one load. Memory from mmap: never our own malloc.
+ */
+#define FILT_BITS 16
+#define TOMB ((uintptr_t)1)
+
+struct slot {
+	uintptr_t ptr;
+};
+
+static _Atomic uint16_t filt[1 << FILT_BITS];
+static atomic_flag set_lock = ATOMIC_FLAG_INIT;
+static struct slot *tab;
+static size_t tab_cap, tab_used; /* used: members and tombstones */
+
+static inline uint64_t hash_ptr(uintptr_t p)
+{
+	return (p >> 4) * 0x9e3779b97f4a7c15ULL;
+}
+
+static inline _Atomic uint16_t *filt_of(uintptr_t p)
+{
+	return &filt[hash_ptr(p) >> (64 - FILT_BITS)];
+}
+
+static void lock(void)
+{
+	while (atomic_flag_test_and_set_explicit(&set_lock, memory_order_acquire))
+		sched_yield();
+}
+
+static void unlock(void)
+{
+	atomic_flag_clear_explicit(&set_lock, memory_order_release);
+}
+
+static bool grow(void)
+{
+	size_t cap = tab_cap ? tab_cap * 2 : 4096;
+	struct slot *n = mmap(NULL, cap * sizeof(*n), PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t used = 0;
+
+	if (n == MAP_FAILED)
+		return false;
+	for (size_t i = 0; i < tab_cap; i++) {
+		uintptr_t p = tab[i].ptr;
+		size_t j;
+
+		if (p <= TOMB)
+			continue;
+		for (j = hash_ptr(p) & (cap - 1); n[j].ptr; j = (j + 1) & (cap - 1))
+			;
+		n[j].ptr = p;
+		used++;
+	}
+	if (tab)
+		munmap(tab, tab_cap * sizeof(*tab));
+	tab = n;
+	tab_cap = cap;
+	tab_used = used;
+	return true;
+}
+
+/* False when the set cannot grow: the block is then not reported. */
+static bool set_add(uintptr_t p)
+{
+	size_t j;
+
+	lock();
+	if ((tab_used + 1) * 2 > tab_cap && !grow()) {
+		unlock();
+		return false;
+	}
+	for (j = hash_ptr(p) & (tab_cap - 1); tab[j].ptr > TOMB; j = (j + 1) & (tab_cap - 1))
+		if (tab[j].ptr == p)
+			goto out; /* already in (a free we did not see) */
+	if (!tab[j].ptr)
+		tab_used++;
+	tab[j].ptr = p;
+	atomic_fetch_add_explicit(filt_of(p), 1, memory_order_relaxed);
+out:
+	unlock();
+	return true;
+}
+
+static bool set_remove(uintptr_t p)
+{
+	bool found = false;
+
+	if (!atomic_load_explicit(filt_of(p), memory_order_relaxed))
+		return false;
+	lock();
+	if (tab_cap)
+		for (size_t j = hash_ptr(p) & (tab_cap - 1); tab[j].ptr;
+		     j = (j + 1) & (tab_cap - 1))
+			if (tab[j].ptr == p) {
+				tab[j].ptr = TOMB;
+				atomic_fetch_sub_explicit(filt_of(p), 1, memory_order_relaxed);
+				found = true;
+				break;
+			}
+	unlock();
+	return found;
+}
+
+/* fork: the child gets the set as it was, with the lock free. */
+static void fork_prepare(void)
+{
+	lock();
+}
+
+static void fork_after(void)
+{
+	unlock();
+}
+
+/* --- per-thread sampling ------------------------------------------------------------------ */
+
+static TLS int64_t left;	 /* bytes until the next sample */
+static TLS bool drawn;		 /* left holds a draw */
+static TLS uint64_t rng;	 /* xorshift state */
+static TLS unsigned long calls;	 /* allocator calls since this thread's last hit */
+static TLS bool keyed;		 /* the exit flush is registered */
+static pthread_key_t flush_key;
+static bool have_key;
+
+/* ln(u) for u in (0, 1]: no libm in a preloaded library. */
+static double ln(double u)
+{
+	union {
+		double d;
+		uint64_t u;
+	} v = { .d = u };
+	int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+	double m, s, s2, sum = 0, term;
+
+	v.u = (v.u & ~(0x7ffULL << 52)) | (1023ULL << 52); /* mantissa in [1, 2) */
+	m = v.d;
+	s = (m - 1) / (m + 1); /* ln m = 2 atanh s, s <= 1/3 */
+	s2 = s * s;
+	term = s;
+	for (int k = 1; k < 40; k += 2) {
+		sum += term / k;
+		term *= s2;
+	}
+	return e * 0.6931471805599453 + 2 * sum;
+}
+
+static int64_t draw(void)
+{
+	uint64_t x;
+	double u, g;
+
+	if (!rng) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		rng = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)gettid() << 32 ^
+		      (uintptr_t)&left;
+		rng |= 1;
+	}
+	x = rng;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rng = x;
+	u = ((x >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+	g = -ln(u) * (double)mean;
+	if (g < 1)
+		g = 1;
+	if (g > 9e18)
+		g = 9e18;
+	return (int64_t)g;
+}
+
+static void flush_calls(void *arg)
+{
+	(void)arg;
+	if (calls)
+		eprof_mem_hit_alloc(NULL, 0, 0, calls);
+	calls = 0;
+}
+
+static __attribute__((noinline)) void sampled(void *p, size_t n, unsigned func)
+{
+	if (!keyed) {
+		keyed = true; /* first: pthread_setspecific may allocate */
+		if (have_key)
+			pthread_setspecific(flush_key, (void *)1);
+	}
+	left = draw(); /* memoryless: the next gap starts at the end of this block */
+	if (mean > 1 && !set_add((uintptr_t)p))
+		return;
+	eprof_mem_hit_alloc(p, n, func, calls);
+	calls = 0;
+}
+
+static inline void note(void *p, size_t n, unsigned func)
+{
+	int64_t l;
+
+	if (!mean || !p)
+		return;
+	calls++;
+	if (mean == 1) {
+		eprof_mem_hit_alloc(p, n, func, calls);
+		calls = 0;
+		return;
+	}
+	l = left - (int64_t)n;
+	if (likely(l > 0)) {
+		left = l;
+		return;
+	}
+	if (!drawn) {
+		drawn = true;
+		left = draw();
+		l = left - (int64_t)n;
+		if (l > 0) {
+			left = l;
+			return;
+		}
+	}
+	sampled(p, n, func);
+}
+
+/* A block about to be freed or moved: its free marker if it was sampled. */
+static inline void release(void *p)
+{
+	if (!mean || !p)
+		return;
+	if (mean == 1 || set_remove((uintptr_t)p))
+		eprof_mem_hit_free(p);
+}
+
+/* --- setup -------------------------------------------------------------------------------- */
+
+static void init(void)
+{
+	int expect = ST_NONE;
+	const char *env;
+
+	if (!atomic_compare_exchange_strong(&state, &expect, ST_INIT)) {
+		while (atomic_load(&state) != ST_READY) /* another thread is at it */
+			sched_yield();
+		return;
+	}
+	real.malloc = dlsym(RTLD_NEXT, "malloc");
+	real.free = dlsym(RTLD_NEXT, "free");
+	real.calloc = dlsym(RTLD_NEXT, "calloc");
+	real.realloc = dlsym(RTLD_NEXT, "realloc");
+	real.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
+	real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+	real.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+	real.memalign = dlsym(RTLD_NEXT, "memalign");
+	real.valloc = dlsym(RTLD_NEXT, "valloc");
+	real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+	if (!real.malloc || !real.free || !real.calloc || !real.realloc)
+		abort(); /* no allocator after us: nothing can run */
+	env = getenv(EMEM_ENV_SAMPLE);
+	mean = env ? strtoull(env, NULL, 10) : 0;
+	atomic_store(&state, ST_READY);
+	if (mean) {
+		pthread_atfork(fork_prepare, fork_after, fork_after);
+		have_key = !pthread_key_create(&flush_key, flush_calls);
+	}
+}
+
+__attribute__((constructor)) static void emem_ctor(void)
+{
+	if (atomic_load(&state) != ST_READY)
+		init();
+}
+
+/* The main thread's count (other threads flush theirs at exit through flush_key). */
+__attribute__((destructor)) static void emem_dtor(void)
+{
+	if (mean)
+		flush_calls(NULL);
+}
+
+#define READY()                                                                                    \
+	do {                                                                                       \
+		if (unlikely(atomic_load_explicit(&state, memory_order_acquire) != ST_READY))      \
+			init();                                                                    \
+	} while (0)
+
+/* During init (dlsym allocates): the arena. */
+static inline bool booting(void)
+{
+	return unlikely(atomic_load_explicit(&state, memory_order_relaxed) == ST_INIT);
+}
+
+/* --- the interposed functions ------------------------------------------------------------- */
+
+EXPORT void *malloc(size_t n)
+{
+	void *p;
+
+	if (booting())
+		return boot_alloc(n, 16);
+	READY();
+	p = real.malloc(n);
+	note(p, n, EMEM_MALLOC);
+	return p;
+}
+
+EXPORT void free(void *p)
+{
+	if (!p || unlikely(in_boot(p)))
+		return;
+	READY();
+	release(p);
+	real.free(p);
+}
+
+EXPORT void *calloc(size_t n, size_t m)
+{
+	size_t bytes;
+	void *p;
+
+	if (booting())
+		return __builtin_mul_overflow(n, m, &bytes) ? NULL : boot_alloc(bytes, 16);
+	READY();
+	p = real.calloc(n, m);
+	if (p)
+		note(p, n * m, EMEM_CALLOC);
+	return p;
+}
+
+/* realloc of a bootstrap block: a real one, with the contents. */
+static void *boot_move(void *old, size_t n)
+{
+	size_t was = ((size_t *)old)[-1];
+	void *p = real.malloc(n);
+
+	if (p) {
+		memcpy(p, old, was < n ? was : n);
+		note(p, n, EMEM_REALLOC);
+	}
+	return p;
+}
+
+EXPORT void *realloc(void *old, size_t n)
+{
+	void *p;
+
+	if (booting()) {
+		p = boot_alloc(n, 16);
+		if (p && old)
+			memcpy(p, old, ((size_t *)old)[-1] < n ? ((size_t *)old)[-1] : n);
+		return p;
+	}
+	READY();
+	if (old && in_boot(old))
+		return boot_move(old, n);
+	/* The old block's free first: a failed realloc is recorded as a free of it (as before). */
+	release(old);
+	p = real.realloc(old, n);
+	note(p, n, EMEM_REALLOC);
+	return p;
+}
+
+EXPORT void *reallocarray(void *old, size_t n, size_t m)
+{
+	size_t bytes;
+	void *p;
+
+	READY();
+	if (__builtin_mul_overflow(n, m, &bytes)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (old && in_boot(old))
+		return boot_move(old, bytes);
+	if (!real.reallocarray)
+		return realloc(old, bytes);
+	release(old);
+	p = real.reallocarray(old, n, m);
+	note(p, bytes, EMEM_REALLOCARRAY);
+	return p;
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+	int err;
+
+	if (booting()) {
+		*out = boot_alloc(n, align);
+		return *out ? 0 : ENOMEM;
+	}
+	READY();
+	err = real.posix_memalign(out, align, n);
+	if (!err)
+		note(*out, n, EMEM_POSIX_MEMALIGN);
+	return err;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	void *p;
+
+	if (booting())
+		return boot_alloc(n, align);
+	READY();
+	p = real.aligned_alloc(align, n);
+	note(p, n, EMEM_ALIGNED_ALLOC);
+	return p;
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	void *p;
+
+	if (booting())
+		return boot_alloc(n, align);
+	READY();
+	p = real.memalign(align, n);
+	note(p, n, EMEM_MEMALIGN);
+	return p;
+}
+
+EXPORT void *valloc(size_t n)
+{
+	void *p;
+
+	if (booting())
+		return boot_alloc(n, 4096);
+	READY();
+	p = real.valloc(n);
+	note(p, n, EMEM_VALLOC);
+	return p;
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+	void *p;
+
+	if (booting())
+		return boot_alloc(n, 4096);
+	READY();
+	p = real.pvalloc(n);
+	note(p, n, EMEM_PVALLOC);
+	return p;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What libeprof_mem.so (src/inject/eprof_mem.c) and the recorder (src/record/mem.c) agree
+ * on: the environment that configures the interposer, and its two marker functions, on
+ * which the recorder puts uprobes. docs/memory.md.
+ */
+#ifndef EPROF_MEM_PROTO_H
+#define EPROF_MEM_PROTO_H
+
+/* Mean bytes between samples (decimal); 1: every allocation. Absent or 0: inert. */
+#define EMEM_ENV_SAMPLE "EPROF_MEM_SAMPLE"
+
+/*
+ * void eprof_mem_hit_alloc(void *ptr, size_t size, unsigned func, unsigned long calls):
+ * a sampled allocation (ptr NULL: only a count), called after the allocator returned.
+ * func is enum mem_func of bpf/eprof_abi.h (same values below); calls is the number of
+ * allocator calls this thread made since its last hit (the recorder's "calls seen").
+ */
+#define EMEM_HIT_ALLOC "eprof_mem_hit_alloc"
+/* void eprof_mem_hit_free(void *ptr): a sampled block being freed, called before the free. */
+#define EMEM_HIT_FREE "eprof_mem_hit_free"
+
+enum emem_func {
+	EMEM_MALLOC = 0,
+	EMEM_CALLOC,
+	EMEM_REALLOC,
+	EMEM_REALLOCARRAY,
+	EMEM_POSIX_MEMALIGN,
+	EMEM_ALIGNED_ALLOC,
+	EMEM_MEMALIGN,
+	EMEM_VALLOC,
+	EMEM_PVALLOC,
+};
+
+#endif
