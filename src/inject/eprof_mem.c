@@ -22,6 +22,8 @@
  * stack, as with the uprobes.
  */
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,6 +38,7 @@
 #include "eprof_mem_proto.h"
 
 #define EXPORT __attribute__((visibility("default")))
+#define HIDDEN __attribute__((visibility("hidden")))
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -116,24 +119,25 @@ static bool in_boot(const void *p)
  * MiB allocated), so the lock is taken rarely. filt counts the members by hash so that a
  * free of an unsampled block is one load. Memory from mmap: never our own malloc.
  */
-#define FILT_BITS 16
+#define FILT_BITS 15 /* 32 KiB of counters: mostly in L1 on the free path */
+#define FILT_MAX 255
 #define TOMB ((uintptr_t)1)
 
 struct slot {
 	uintptr_t ptr;
 };
 
-static _Atomic uint16_t filt[1 << FILT_BITS];
+static _Atomic uint8_t filt[1 << FILT_BITS]; /* saturated counters stay set */
 static atomic_flag set_lock = ATOMIC_FLAG_INIT;
 static struct slot *tab;
-static size_t tab_cap, tab_used; /* used: members and tombstones */
+static size_t tab_cap, tab_used, tab_live; /* used: members and tombstones */
 
 static inline uint64_t hash_ptr(uintptr_t p)
 {
 	return (p >> 4) * 0x9e3779b97f4a7c15ULL;
 }
 
-static inline _Atomic uint16_t *filt_of(uintptr_t p)
+static inline _Atomic uint8_t *filt_of(uintptr_t p)
 {
 	return &filt[hash_ptr(p) >> (64 - FILT_BITS)];
 }
@@ -149,9 +153,10 @@ static void unlock(void)
 	atomic_flag_clear_explicit(&set_lock, memory_order_release);
 }
 
+/* Rehashes without the tombstones, twice as large when more than a quarter is live. */
 static bool grow(void)
 {
-	size_t cap = tab_cap ? tab_cap * 2 : 4096;
+	size_t cap = !tab_cap ? 4096 : tab_live * 4 > tab_cap ? tab_cap * 2 : tab_cap;
 	struct slot *n = mmap(NULL, cap * sizeof(*n), PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	size_t used = 0;
@@ -192,8 +197,10 @@ static bool set_add(uintptr_t p)
 			goto out; /* already in (a free we did not see) */
 	if (!tab[j].ptr)
 		tab_used++;
+	tab_live++;
 	tab[j].ptr = p;
-	atomic_fetch_add_explicit(filt_of(p), 1, memory_order_relaxed);
+	if (atomic_load_explicit(filt_of(p), memory_order_relaxed) < FILT_MAX)
+		atomic_fetch_add_explicit(filt_of(p), 1, memory_order_relaxed);
 out:
 	unlock();
 	return true;
@@ -211,7 +218,10 @@ static bool set_remove(uintptr_t p)
 		     j = (j + 1) & (tab_cap - 1))
 			if (tab[j].ptr == p) {
 				tab[j].ptr = TOMB;
-				atomic_fetch_sub_explicit(filt_of(p), 1, memory_order_relaxed);
+				tab_live--;
+				if (atomic_load_explicit(filt_of(p), memory_order_relaxed) < FILT_MAX)
+					atomic_fetch_sub_explicit(filt_of(p), 1,
+								  memory_order_relaxed);
 				found = true;
 				break;
 			}
@@ -297,8 +307,11 @@ static void flush_calls(void *arg)
 	calls = 0;
 }
 
+static void patch_new_objects(void);
+
 static __attribute__((noinline)) void sampled(void *p, size_t n, unsigned func)
 {
+	patch_new_objects();
 	if (!keyed) {
 		keyed = true; /* first: pthread_setspecific may allocate */
 		if (have_key)
@@ -351,6 +364,29 @@ static inline void release(void *p)
 
 /* --- setup -------------------------------------------------------------------------------- */
 
+HIDDEN void *emem_malloc(size_t n);
+
+/* The allocator calls are forwarded to: the next definitions (preloaded) or the program's. */
+static bool resolve(void *where)
+{
+	void *m = dlsym(where, "malloc");
+
+	if (!m || m == (void *)emem_malloc)
+		return false;
+	real.malloc = m;
+	real.free = dlsym(where, "free");
+	real.calloc = dlsym(where, "calloc");
+	real.realloc = dlsym(where, "realloc");
+	real.reallocarray = dlsym(where, "reallocarray");
+	real.posix_memalign = dlsym(where, "posix_memalign");
+	real.aligned_alloc = dlsym(where, "aligned_alloc");
+	real.memalign = dlsym(where, "memalign");
+	real.valloc = dlsym(where, "valloc");
+	real.pvalloc = dlsym(where, "pvalloc");
+	return real.free && real.calloc && real.realloc && real.posix_memalign &&
+	       real.aligned_alloc && real.memalign && real.valloc && real.pvalloc;
+}
+
 static void init(void)
 {
 	int expect = ST_NONE;
@@ -361,17 +397,8 @@ static void init(void)
 			sched_yield();
 		return;
 	}
-	real.malloc = dlsym(RTLD_NEXT, "malloc");
-	real.free = dlsym(RTLD_NEXT, "free");
-	real.calloc = dlsym(RTLD_NEXT, "calloc");
-	real.realloc = dlsym(RTLD_NEXT, "realloc");
-	real.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
-	real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
-	real.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
-	real.memalign = dlsym(RTLD_NEXT, "memalign");
-	real.valloc = dlsym(RTLD_NEXT, "valloc");
-	real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
-	if (!real.malloc || !real.free || !real.calloc || !real.realloc)
+	/* Preloaded: the next definitions. dlopen()ed by eprof's injector: the program's. */
+	if (!resolve(RTLD_NEXT) && !resolve(RTLD_DEFAULT))
 		abort(); /* no allocator after us: nothing can run */
 	env = getenv(EMEM_ENV_SAMPLE);
 	mean = env ? strtoull(env, NULL, 10) : 0;
@@ -409,7 +436,7 @@ static inline bool booting(void)
 
 /* --- the interposed functions ------------------------------------------------------------- */
 
-EXPORT void *malloc(size_t n)
+HIDDEN void *emem_malloc(size_t n)
 {
 	void *p;
 
@@ -421,7 +448,7 @@ EXPORT void *malloc(size_t n)
 	return p;
 }
 
-EXPORT void free(void *p)
+HIDDEN void emem_free(void *p)
 {
 	if (!p || unlikely(in_boot(p)))
 		return;
@@ -430,7 +457,7 @@ EXPORT void free(void *p)
 	real.free(p);
 }
 
-EXPORT void *calloc(size_t n, size_t m)
+HIDDEN void *emem_calloc(size_t n, size_t m)
 {
 	size_t bytes;
 	void *p;
@@ -457,7 +484,7 @@ static void *boot_move(void *old, size_t n)
 	return p;
 }
 
-EXPORT void *realloc(void *old, size_t n)
+HIDDEN void *emem_realloc(void *old, size_t n)
 {
 	void *p;
 
@@ -477,7 +504,7 @@ EXPORT void *realloc(void *old, size_t n)
 	return p;
 }
 
-EXPORT void *reallocarray(void *old, size_t n, size_t m)
+HIDDEN void *emem_reallocarray(void *old, size_t n, size_t m)
 {
 	size_t bytes;
 	void *p;
@@ -490,14 +517,14 @@ EXPORT void *reallocarray(void *old, size_t n, size_t m)
 	if (old && in_boot(old))
 		return boot_move(old, bytes);
 	if (!real.reallocarray)
-		return realloc(old, bytes);
+		return emem_realloc(old, bytes);
 	release(old);
 	p = real.reallocarray(old, n, m);
 	note(p, bytes, EMEM_REALLOCARRAY);
 	return p;
 }
 
-EXPORT int posix_memalign(void **out, size_t align, size_t n)
+HIDDEN int emem_posix_memalign(void **out, size_t align, size_t n)
 {
 	int err;
 
@@ -512,7 +539,7 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 	return err;
 }
 
-EXPORT void *aligned_alloc(size_t align, size_t n)
+HIDDEN void *emem_aligned_alloc(size_t align, size_t n)
 {
 	void *p;
 
@@ -524,7 +551,7 @@ EXPORT void *aligned_alloc(size_t align, size_t n)
 	return p;
 }
 
-EXPORT void *memalign(size_t align, size_t n)
+HIDDEN void *emem_memalign(size_t align, size_t n)
 {
 	void *p;
 
@@ -536,7 +563,7 @@ EXPORT void *memalign(size_t align, size_t n)
 	return p;
 }
 
-EXPORT void *valloc(size_t n)
+HIDDEN void *emem_valloc(size_t n)
 {
 	void *p;
 
@@ -548,7 +575,7 @@ EXPORT void *valloc(size_t n)
 	return p;
 }
 
-EXPORT void *pvalloc(size_t n)
+HIDDEN void *emem_pvalloc(size_t n)
 {
 	void *p;
 
@@ -558,4 +585,261 @@ EXPORT void *pvalloc(size_t n)
 	p = real.pvalloc(n);
 	note(p, n, EMEM_PVALLOC);
 	return p;
+}
+
+/* The exported names (LD_PRELOAD); attach mode patches GOT entries with the emem_ addresses. */
+EXPORT extern __typeof(emem_malloc) malloc __attribute__((alias("emem_malloc")));
+EXPORT extern __typeof(emem_free) free __attribute__((alias("emem_free")));
+EXPORT extern __typeof(emem_calloc) calloc __attribute__((alias("emem_calloc")));
+EXPORT extern __typeof(emem_realloc) realloc __attribute__((alias("emem_realloc")));
+EXPORT extern __typeof(emem_reallocarray) reallocarray __attribute__((alias("emem_reallocarray")));
+EXPORT extern __typeof(emem_posix_memalign) posix_memalign __attribute__((alias("emem_posix_memalign")));
+EXPORT extern __typeof(emem_aligned_alloc) aligned_alloc __attribute__((alias("emem_aligned_alloc")));
+EXPORT extern __typeof(emem_memalign) memalign __attribute__((alias("emem_memalign")));
+EXPORT extern __typeof(emem_valloc) valloc __attribute__((alias("emem_valloc")));
+EXPORT extern __typeof(emem_pvalloc) pvalloc __attribute__((alias("emem_pvalloc")));
+
+/* --- attach mode: GOT entries of every loaded object ------------------------------------- */
+
+/*
+ * `record --mem -p PID`: eprof's injector (src/inject/inject.c) dlopens this library in the
+ * running process and calls eprof_mem_attach(); the library was not preloaded, so nothing
+ * calls its malloc. It redirects the GOT entries (PLT slots and GLOB_DAT) of the allocator
+ * functions in every loaded object to its own, forwarding to the program's allocator
+ * (RTLD_DEFAULT: glibc's, or jemalloc's when the program links it), so a block allocated
+ * before the attach and freed after reaches the allocator that made it (it is not in the
+ * sampled set: no free marker). Objects loaded later are patched at the next sample of any
+ * thread (dl_iterate_phdr counts loads).
+ *
+ * eprof_mem_retract() writes every entry back and leaves the library inert (forwarding
+ * only): threads may be inside a wrapper, and function pointers taken meanwhile may hold
+ * a wrapper's address, so it stays loaded (eprof does not dlclose it).
+ */
+struct patch {
+	uintptr_t *slot;
+	uintptr_t old;
+	bool relro;
+};
+
+static const struct {
+	const char *name;
+	void *fn;
+} hooks[] = {
+	{ "malloc", (void *)emem_malloc },
+	{ "free", (void *)emem_free },
+	{ "calloc", (void *)emem_calloc },
+	{ "realloc", (void *)emem_realloc },
+	{ "reallocarray", (void *)emem_reallocarray },
+	{ "posix_memalign", (void *)emem_posix_memalign },
+	{ "aligned_alloc", (void *)emem_aligned_alloc },
+	{ "memalign", (void *)emem_memalign },
+	{ "valloc", (void *)emem_valloc },
+	{ "pvalloc", (void *)emem_pvalloc },
+};
+
+static struct patch *patches;
+static size_t npatches, cappatches;
+static atomic_bool attached;
+static unsigned long long seen_adds; /* dl_iterate_phdr's load count at the last patch */
+static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool push_patch(uintptr_t *slot, uintptr_t old, bool relro)
+{
+	if (npatches == cappatches) {
+		size_t cap = cappatches ? cappatches * 2 : 256;
+		struct patch *n = mmap(NULL, cap * sizeof(*n), PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (n == MAP_FAILED)
+			return false;
+		if (patches) {
+			memcpy(n, patches, npatches * sizeof(*n));
+			munmap(patches, cappatches * sizeof(*n));
+		}
+		patches = n;
+		cappatches = cap;
+	}
+	patches[npatches++] = (struct patch){ slot, old, relro };
+	return true;
+}
+
+/* Writes a GOT entry; RELRO pages (read-only after relocation) are opened for the write. */
+static bool write_slot(uintptr_t *slot, uintptr_t v, bool relro)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	void *page = (void *)((uintptr_t)slot & ~(uintptr_t)(pg - 1));
+
+	if (relro && mprotect(page, pg, PROT_READ | PROT_WRITE))
+		return false;
+	__atomic_store_n(slot, v, __ATOMIC_RELEASE);
+	if (relro)
+		mprotect(page, pg, PROT_READ);
+	return true;
+}
+
+static int hook_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++)
+		if (!strcmp(name, hooks[i].name))
+			return (int)i;
+	return -1;
+}
+
+static void patch_relocs(uintptr_t base, const ElfW(Rela) *r, size_t bytes, const ElfW(Sym) *sym,
+			 const char *str, uintptr_t rlo, uintptr_t rhi)
+{
+	for (size_t i = 0; i < bytes / sizeof(*r); i++) {
+		unsigned type = ELF64_R_TYPE(r[i].r_info);
+		uintptr_t *slot;
+		int h;
+
+		if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+			continue;
+		h = hook_of(str + sym[ELF64_R_SYM(r[i].r_info)].st_name);
+		if (h < 0)
+			continue;
+		slot = (uintptr_t *)(base + r[i].r_offset);
+		if (*slot == (uintptr_t)hooks[h].fn)
+			continue; /* done already */
+		if (!push_patch(slot, *slot, (uintptr_t)slot >= rlo && (uintptr_t)slot < rhi))
+			return;
+		if (!write_slot(slot, (uintptr_t)hooks[h].fn, patches[npatches - 1].relro))
+			npatches--;
+	}
+}
+
+/* glibc relocates the d_ptr values of _DYNAMIC in place; other loaders may not. */
+static uintptr_t dptr(uintptr_t base, uintptr_t v)
+{
+	return v < base ? v + base : v;
+}
+
+static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uintptr_t base = info->dlpi_addr, rlo = 0, rhi = 0, self = (uintptr_t)arg;
+	const ElfW(Rela) *jmprel = NULL, *rela = NULL;
+	size_t pltsz = 0, relasz = 0;
+	const ElfW(Sym) *sym = NULL;
+	const ElfW(Dyn) *dyn = NULL;
+	const char *str = NULL;
+
+	(void)size;
+	seen_adds = info->dlpi_adds;
+	if (base == self || strstr(info->dlpi_name, "linux-vdso") ||
+	    strstr(info->dlpi_name, "/ld-linux"))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+		else if (ph->p_type == PT_GNU_RELRO) {
+			rlo = base + ph->p_vaddr;
+			rhi = rlo + ph->p_memsz;
+		}
+	}
+	for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+		switch (dyn->d_tag) {
+		case DT_SYMTAB:
+			sym = (const ElfW(Sym) *)dptr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			str = (const char *)dptr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_JMPREL:
+			jmprel = (const ElfW(Rela) *)dptr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_PLTRELSZ:
+			pltsz = dyn->d_un.d_val;
+			break;
+		case DT_RELA:
+			rela = (const ElfW(Rela) *)dptr(base, dyn->d_un.d_ptr);
+			break;
+		case DT_RELASZ:
+			relasz = dyn->d_un.d_val;
+			break;
+		}
+	}
+	if (!sym || !str)
+		return 0;
+	if (jmprel)
+		patch_relocs(base, jmprel, pltsz, sym, str, rlo, rhi);
+	if (rela)
+		patch_relocs(base, rela, relasz, sym, str, rlo, rhi);
+	return 0;
+}
+
+static uintptr_t self_base(void)
+{
+	Dl_info di;
+
+	return dladdr((void *)emem_malloc, &di) ? (uintptr_t)di.dli_fbase : 0;
+}
+
+static void patch_all(void)
+{
+	dl_iterate_phdr(patch_object, (void *)self_base());
+}
+
+static int count_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;
+}
+
+/* From a sampled call: objects dlopen()ed since the last look get their entries patched. */
+static void patch_new_objects(void)
+{
+	unsigned long long adds = 0;
+
+	if (!atomic_load(&attached) || pthread_mutex_trylock(&patch_lock))
+		return;
+	dl_iterate_phdr(count_adds, &adds);
+	if (adds != seen_adds && atomic_load(&attached))
+		patch_all();
+	pthread_mutex_unlock(&patch_lock);
+}
+
+EXPORT int eprof_mem_attach(void *blob)
+{
+	const struct emem_attach_arg *a = blob;
+
+	_Static_assert(sizeof(*a) == 8, "emem_attach_arg");
+
+	if (atomic_load(&attached) || (mean && !patches))
+		return -EALREADY; /* attached, or preloaded and sampling */
+	if (!a || a->mean < 1)
+		return -EINVAL;
+	if (!resolve(RTLD_DEFAULT))
+		return -ENOENT;
+	if (!have_key) {
+		pthread_atfork(fork_prepare, fork_after, fork_after);
+		have_key = !pthread_key_create(&flush_key, flush_calls);
+	}
+	atomic_store(&state, ST_READY);
+	mean = a->mean;
+	pthread_mutex_lock(&patch_lock);
+	atomic_store(&attached, true);
+	patch_all();
+	pthread_mutex_unlock(&patch_lock);
+	return npatches ? 0 : -ENOENT;
+}
+
+/* Restores every entry; the library stays loaded and inert. Returns the entries restored. */
+EXPORT int eprof_mem_retract(uint64_t arg)
+{
+	int n = 0;
+
+	(void)arg;
+	pthread_mutex_lock(&patch_lock);
+	atomic_store(&attached, false);
+	for (size_t i = 0; i < npatches; i++)
+		if (write_slot(patches[i].slot, patches[i].old, patches[i].relro))
+			n++;
+	npatches = 0;
+	mean = 0; /* wrappers still running, or reached through a saved pointer: forward only */
+	pthread_mutex_unlock(&patch_lock);
+	flush_calls(NULL);
+	return n;
 }

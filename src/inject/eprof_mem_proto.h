@@ -20,6 +20,20 @@
 /* void eprof_mem_hit_free(void *ptr): a sampled block being freed, called before the free. */
 #define EMEM_HIT_FREE "eprof_mem_hit_free"
 
+/*
+ * Attach mode: eprof's injector loads the library from a memfd of this name and calls
+ * int eprof_mem_attach(struct emem_attach_arg *) (0, or -errno); at the end
+ * int eprof_mem_retract(uint64_t) restores what it patched (returns how many entries) and
+ * leaves the library loaded, inert.
+ */
+#define EMEM_MEMFD "eprof-mem"
+#define EMEM_ATTACH "eprof_mem_attach"
+#define EMEM_RETRACT "eprof_mem_retract"
+
+struct emem_attach_arg {
+	unsigned long long mean; /* bytes between samples; 1: every allocation */
+};
+
 enum emem_func {
 	EMEM_MALLOC = 0,
 	EMEM_CALLOC,

@@ -23,6 +23,7 @@
 #include <linux/types.h>
 
 #include "../inject/eprof_mem_proto.h"
+#include "../inject/inject.h"
 #include "../model/event.h"
 #include "eprof_abi.h"
 #include "../util/expq.h"
@@ -58,6 +59,7 @@ struct mem_target {
 	uint32_t pid;
 	bool interp;	/* libeprof_mem.so samples in this process: its markers are probed */
 	bool hit_linked;
+	uint64_t handle; /* attach mode: dlopen's handle of the injected library */
 	char **seen; /* mapped paths already looked at */
 	size_t nseen, capseen;
 	struct mem_links l;
@@ -65,7 +67,8 @@ struct mem_target {
 
 struct mem_state {
 	bool session;	  /* uprobe sessions; else uprobe + uretprobe on every call */
-	bool interpose;	  /* launched command: libeprof_mem.so preloaded (docs/memory.md) */
+	bool interpose;	  /* libeprof_mem.so samples in the targets (docs/memory.md) */
+	bool inject;	  /* -p: injected into each named target (else preloaded) */
 	char lib[PATH_MAX]; /* its path */
 	uint64_t mean;	  /* mean bytes between samples, 1 = all */
 	struct mem_obj *objs;
@@ -222,14 +225,21 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 	const struct record_opts *o = f->o;
 	char buf[PATH_MAX + 4096], mean[32];
 
-	if (!o->argv || !o->argv[0] || o->npids || o->all)
-		return 0; /* attach: the uprobes (injection is not done yet) */
+	if (o->all || (!o->npids && (!o->argv || !o->argv[0])))
+		return 0; /* -a: the uprobes */
 	if (env && !strcmp(env, "0"))
 		return 0;
 	if (st->mean <= 1 && !(env && !strcmp(env, "1")))
 		return 0;
 	if (!interposer_lib(st->lib, sizeof(st->lib))) {
 		log_info("mem: no libeprof_mem.so next to eprof: allocator uprobes instead");
+		return 0;
+	}
+	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
+	profile__set_meta(f->p, "mem_interposer", st->lib);
+	st->interpose = true;
+	if (o->npids) {
+		st->inject = true; /* at attach, into each target */
 		return 0;
 	}
 	if (old && *old && strlen(old) < 4096)
@@ -240,9 +250,6 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 	/* The command is forked after configure: it inherits both, and so do its children. */
 	if (setenv("LD_PRELOAD", buf, 1) || setenv(EMEM_ENV_SAMPLE, mean, 1))
 		return -errno;
-	st->interpose = true;
-	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
-	profile__set_meta(f->p, "mem_interposer", st->lib);
 	return 0;
 }
 
@@ -514,21 +521,64 @@ _Static_assert((int)EMEM_MALLOC == (int)MEM_MALLOC && (int)EMEM_CALLOC == (int)M
 		       (int)EMEM_VALLOC == (int)MEM_VALLOC && (int)EMEM_PVALLOC == (int)MEM_PVALLOC,
 	       "libeprof_mem.so's function ids are enum mem_func");
 
+/*
+ * The file of pid's copy of libeprof_mem.so, for a uprobe: its path when preloaded (or not
+ * mapped yet: a launched command before exec), /proc/PID/map_files/... for the memfd an
+ * injection loads it from. 1 when mapped, 0 when not, -errno.
+ */
+static int interposer_file(const struct mem_state *st, uint32_t pid, char *out, size_t len)
+{
+	char path[64], line[4096 + 128];
+	unsigned long lo, hi;
+	FILE *fp;
+
+	snprintf(out, len, "%s", st->lib);
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	fp = fopen(path, "re");
+	if (!fp)
+		return -errno;
+	while (fgets(line, sizeof(line), fp)) {
+		char *file = strchr(line, '/');
+
+		if (!file)
+			continue;
+		file[strcspn(file, "\n")] = 0;
+		if (!strcmp(file, st->lib)) {
+			fclose(fp);
+			return 1;
+		}
+		if (!strncmp(file, "/memfd:" EMEM_MEMFD " ", 8 + strlen(EMEM_MEMFD)) &&
+		    sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+			snprintf(out, len, "/proc/%u/map_files/%lx-%lx", pid, lo, hi);
+			fclose(fp);
+			return 1;
+		}
+	}
+	fclose(fp);
+	return 0;
+}
+
 /* The uprobes on libeprof_mem.so's two markers, for t's process. */
 static int link_hits(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
 {
+	char file[PATH_MAX];
+	int err;
+
 	static const char *const names[2] = { [MEM_HIT_ALLOC] = EMEM_HIT_ALLOC,
 					      [MEM_HIT_FREE] = EMEM_HIT_FREE };
 
 	if (t->hit_linked)
 		return 0;
+	err = interposer_file(st, t->pid, file, sizeof(file));
+	if (err < 0)
+		return err;
 	for (int i = 0; i < 2; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = names[i], .bpf_cookie = i);
 		struct bpf_link *l;
 		int err;
 
-		l = bpf_program__attach_uprobe_opts(f->skel->progs.mem_hit, (int)t->pid, st->lib,
-						    0, &uo);
+		l = bpf_program__attach_uprobe_opts(f->skel->progs.mem_hit, (int)t->pid, file, 0,
+						    &uo);
 		if (!l)
 			return -errno;
 		err = push_link(&t->l, l);
@@ -564,7 +614,8 @@ static int interposer_mapped(const struct mem_state *st, uint32_t pid)
 		if (!file)
 			continue;
 		file[strcspn(file, "\n")] = 0;
-		if (!strcmp(file, st->lib)) {
+		if (!strcmp(file, st->lib) ||
+		    !strncmp(file, "/memfd:" EMEM_MEMFD " ", 8 + strlen(EMEM_MEMFD))) {
 			fclose(fp);
 			return 1;
 		}
@@ -573,6 +624,66 @@ static int interposer_mapped(const struct mem_state *st, uint32_t pid)
 	}
 	fclose(fp);
 	return libc ? 0 : -EAGAIN;
+}
+
+/*
+ * -p: loads libeprof_mem.so into t's process with the injector (as the CUPTI collector is)
+ * and lets it redirect the allocator entries of every loaded object; its markers are then
+ * probed. False when it could not: the uprobes then, as without it.
+ */
+static bool inject_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
+{
+	struct emem_attach_arg a = { .mean = st->mean };
+	struct inject_load_req rq = { .lib_path = st->lib,
+				      .memfd_name = EMEM_MEMFD,
+				      .entry = EMEM_ATTACH,
+				      .blob = &a,
+				      .blob_len = sizeof(a) };
+	struct inject_result r;
+	int err;
+
+	err = inject_load((pid_t)t->pid, &rq, &r);
+	if (!err && r.ret) {
+		log_warn("mem: libeprof_mem.so refused to start in %u: %s: allocator uprobes "
+			 "instead", t->pid, r.ret == -EALREADY ? "it samples there already"
+								: strerror((int)-r.ret));
+		return false; /* loaded, inert */
+	}
+	if (err) {
+		log_warn("mem: cannot load libeprof_mem.so into %u (%s): allocator uprobes instead",
+			 t->pid, r.msg);
+		return false;
+	}
+	t->handle = r.handle;
+	t->interp = true;
+	log_info("mem: libeprof_mem.so loaded into %u (its thread %d stopped %.1f ms)", t->pid,
+		 (int)r.tid, r.stopped_ns / 1e6);
+	err = link_hits(f, st, t);
+	if (err)
+		log_warn("mem: failed to attach uprobes to libeprof_mem.so in %u: %s", t->pid,
+			 strerror(-err));
+	return true;
+}
+
+/* The end of an attach: the entries are written back; the library stays, inert. */
+static void retract_target(struct mem_target *t)
+{
+	struct inject_unload_req u = { .handle = t->handle, .retract = EMEM_RETRACT,
+				       .keep_loaded = true };
+	struct inject_result r;
+	int err;
+
+	if (!t->handle)
+		return;
+	err = inject_unload((pid_t)t->pid, &u, &r);
+	t->handle = 0;
+	if (err == -ESRCH || r.err == INJ_ERR_GONE)
+		return;
+	if (err)
+		log_warn("mem: cannot retract libeprof_mem.so from %u: %s (it keeps sampling "
+			 "until the process ends; nothing records it)", t->pid, r.msg);
+	else
+		log_debug("mem: %lld allocator entries restored in %u", (long long)r.ret, t->pid);
 }
 
 static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t,
@@ -687,6 +798,8 @@ static int mem_attach(struct feature_ctx *f, void *state)
 	for (size_t i = 0; i < st->ntargets; i++) {
 		struct mem_target *t = &st->targets[i];
 
+		if (st->inject && inject_target(f, st, t))
+			continue;
 		if (st->interpose && t->pid == (uint32_t)f->child) {
 			/* Not exec'd yet: the markers' probes wait for the library to be mapped. */
 			t->interp = true;
@@ -842,6 +955,8 @@ static int mem_finish(struct feature_ctx *f, void *state)
 {
 	struct mem_state *st = state;
 
+	for (size_t i = 0; i < st->ntargets; i++)
+		retract_target(&st->targets[i]);
 	detach_all(st);
 	f->consume(f);
 	read_rss(f, st, st->last_rss + MEM_RSS_NS);

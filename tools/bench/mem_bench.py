@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Cost of eprof record --mem on malloc-heavy programs, attached by PID.
+"""Cost of eprof record --mem on malloc-heavy programs, attached by PID (or launched).
 
 Each workload waits for a go-file, so the profiler attaches first, then times
 its own work (the wall time of the part the profiler slows down; start-up of
@@ -16,9 +16,17 @@ and the ratio to the bare run of the same round is reported (median of --reps).
              eprof --mem=1 without user stack copies (EPROF_MEM_STACK=0: frame pointers only),
              eprof --mem=1 copying 2 KiB of stack per allocation (EPROF_MEM_STACK=2048),
              eprof --mem=1 matching frees in BPF as --mem=N does (EPROF_MEM_MATCH=bpf),
-             bpftrace counting uprobes on malloc and free (reference)
+             bpftrace counting uprobes on malloc and free (reference),
+             heaptrack (reference, --launch only)
+  --launch:  eprof runs the workload (record -- CMD): sampled --mem then samples inside the
+             process (libeprof_mem.so); extra modes: uprobes (--mem with
+             EPROF_MEM_INTERPOSE=0, the uprobes as on attach), interp1 (--mem=1 through the
+             interposer, EPROF_MEM_INTERPOSE=1), interp-null (the interposer preloaded with
+             nothing recorded: EPROF_MEM_SAMPLE unset), interp-all (the interposer's
+             markers hit on every call but nothing probed: the unprobed call cost)
 
 Usage: tools/bench/mem_bench.py [--reps N] [--eprof PATH] [--modes a,b] [--workloads a,b]
+                                [--launch]
 """
 import argparse
 import os
@@ -61,10 +69,16 @@ MODES = {
     "uretprobe": ["--mem"],
     "entry0": ["--mem"],
     "bpftrace": None,
+    "heaptrack": None,
+    "uprobes": ["--mem"],
+    "interp1": ["--mem=1"],
+    "interp-null": None,
+    "interp-all": None,
 }
 MODE_ENV = {"uretprobe": {"EPROF_MEM_PROBES": "uretprobe"}, "entry0": {"EPROF_MEM_ENTRY": "start"},
             "null": {"EPROF_MEM_NULL": "1"}, "mem1-nostack": {"EPROF_MEM_STACK": "0"},
-            "mem1-2k": {"EPROF_MEM_STACK": "2048"}, "mem1-bpfmatch": {"EPROF_MEM_MATCH": "bpf"}}
+            "mem1-2k": {"EPROF_MEM_STACK": "2048"}, "mem1-bpfmatch": {"EPROF_MEM_MATCH": "bpf"},
+            "uprobes": {"EPROF_MEM_INTERPOSE": "0"}, "interp1": {"EPROF_MEM_INTERPOSE": "1"}}
 
 
 def workload_cmd(name, go, tmp):
@@ -90,6 +104,45 @@ def parse(out):
             except ValueError:
                 pass
     return vals
+
+
+def interposer(eprof):
+    return os.path.join(os.path.dirname(os.path.realpath(eprof)), "libeprof_mem.so")
+
+
+def run_launched(eprof, workload, mode, tmp):
+    """eprof (or heaptrack) starts the workload; it times its own work after the go-file."""
+    go = os.path.join(tmp, "go")
+    if os.path.exists(go):
+        os.unlink(go)
+    cmd = workload_cmd(workload, go, tmp)
+    env = dict(os.environ, **MODE_ENV.get(mode, {}))
+    out = os.path.join(tmp, f"{mode}.data")
+    if mode in ("interp-null", "interp-all"):
+        env["LD_PRELOAD"] = interposer(eprof)
+        if mode == "interp-all":
+            env["EPROF_MEM_SAMPLE"] = "1"
+    elif mode == "heaptrack":
+        cmd = ["heaptrack", "-o", os.path.join(tmp, "ht"), *cmd]
+    elif MODES[mode] is not None:
+        cmd = [eprof, "record", "-q", *MODES[mode], "-o", out, "--", *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=env)
+    time.sleep(1.5)
+    open(go, "w").close()
+    stdout, _ = proc.communicate(timeout=600)
+    stats = {}
+    if MODES[mode] is not None and mode != "heaptrack":
+        rep = subprocess.run([eprof, "report", out, "--json", "--limit", "1"],
+                             capture_output=True, text=True)
+        if rep.returncode == 0:
+            import json
+            mem = json.loads(rep.stdout).get("memory", {})
+            stats = {"calls": mem.get("calls_seen", 0), "lost": mem.get("events_lost", 0)}
+    for f in os.listdir(tmp):
+        if f.startswith("ht"):
+            os.unlink(os.path.join(tmp, f))
+    return parse(stdout), stats
 
 
 def run_once(eprof, workload, mode, tmp):
@@ -133,20 +186,25 @@ def main():
     ap.add_argument("--eprof")
     ap.add_argument("--modes", default="bare,null,default,mem1,uretprobe,entry0,bpftrace")
     ap.add_argument("--workloads", default="micro,python,perl")
+    ap.add_argument("--launch", action="store_true",
+                    help="eprof launches the workload (the in-process sampler) instead of -p")
     a = ap.parse_args()
     if os.geteuid() != 0:
         benchlib.die("run as root (BPF)")
     eprof = benchlib.find_eprof(a.eprof)
     modes = a.modes.split(",")
-    if "bpftrace" in modes and not shutil.which("bpftrace"):
+    if "bpftrace" in modes and (a.launch or not shutil.which("bpftrace")):
         modes.remove("bpftrace")
+    if "heaptrack" in modes and (not a.launch or not shutil.which("heaptrack")):
+        modes.remove("heaptrack")
+    run = run_launched if a.launch else run_once
     tmp = tempfile.mkdtemp(prefix="eprof-mem-bench-")
     for wl in a.workloads.split(","):
         res = {m: [] for m in modes}
         extra = {m: {} for m in modes}
         for _ in range(a.reps):
             for m in modes:
-                vals, st = run_once(eprof, wl, m, tmp)
+                vals, st = run(eprof, wl, m, tmp)
                 res[m].append(vals)
                 extra[m] = st
         print(f"\n== {wl} (median of {a.reps}, interleaved; ratio to bare of the same round)")

@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: MIT
+"""record --mem -- CMD: heap sampling inside the process (libeprof_mem.so through LD_PRELOAD,
+its markers probed), against the fixtures' known answers. docs/memory.md."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+from test_mem import LEAKS, LEAKED, build_fixture, by_site, check_exact, fork_leaks, memory
+
+pytestmark = pytest.mark.usefixtures("need_bpf")
+
+INTERPOSED = "sampled in the process by"
+# --mem=1 through the interposer (every call hits its markers) instead of the uprobes
+EVERY_CALL = dict(os.environ, EPROF_MEM_INTERPOSE="1")
+
+
+@pytest.fixture(scope="module")
+def memfix(tmp_path_factory):
+    return build_fixture(tmp_path_factory, "memfix")
+
+
+@pytest.fixture(scope="module")
+def memstorm(tmp_path_factory):
+    out = tmp_path_factory.mktemp("memstorm") / "memstorm"
+    subprocess.run(["cc", "-O2", "-g", "-pthread", "-fno-omit-frame-pointer",
+                    "-fno-optimize-sibling-calls", "-o", str(out),
+                    os.path.join(FIXTURES, "memstorm.c")], check=True)
+    return str(out)
+
+
+def no_interposer_frames(groups):
+    for g in groups:
+        for f in g["stack"][:3]:
+            assert not f.startswith("eprof_mem_hit") and f not in ("note", "sampled"), g
+
+
+def test_sampled_launch_is_interposed(ep, memfix):
+    """The default --mem of a launched command samples in the process: estimates as with the
+    uprobes, stacks that start at the allocating function, every call counted."""
+    blocks, size, churn = 2000, 100000, 200000
+    r = ep.run("record", "-v", "--mem", "--", memfix, str(churn), "-", str(blocks), str(size))
+    assert INTERPOSED in r.stderr, r.stderr
+    mem = memory(ep)
+    assert mem["sample_bytes"] == 524288 and mem["events_lost"] == 0
+    peak = blocks * size + LEAKED
+    assert abs(mem["peak_bytes"] - peak) <= 0.2 * peak, (mem["peak_bytes"], peak)
+    assert mem["peak_stacks"][0]["stack"][0] == "peak_phase", mem["peak_stacks"][0]
+    no_interposer_frames(mem["allocated"])
+    # calls counted in the process (flushed at each sample and at exit): all of them
+    calls = blocks + churn + churn // 10 + sum(n for _, n in LEAKS.values())
+    assert calls <= mem["calls_seen"] <= calls + 2000, (mem["calls_seen"], calls)
+
+
+def test_every_call_through_the_interposer_is_exact(ep, memfix):
+    r = ep.run("record", "-v", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "20000",
+               env=EVERY_CALL)
+    assert INTERPOSED in r.stderr, r.stderr
+    mem = memory(ep)
+    check_exact(mem, 20000)
+    no_interposer_frames(mem["leaks"])
+
+
+def test_thread_storm(ep, memstorm):
+    """32 threads allocating, reallocating and freeing at once: the program's data stays
+    right (it checks every block), the leaks of each thread are estimated and named."""
+    threads, iters = 32, 5000
+    r = ep.run("record", "-v", "--mem=65536", "--", memstorm, str(threads), str(iters))
+    assert INTERPOSED in r.stderr, r.stderr
+    assert f"storm ok {threads * (iters + 10)}" in r.stdout, r.stdout + r.stderr
+    mem = memory(ep)
+    assert mem["events_lost"] == 0
+    leaked = sum(g["bytes"] for g in mem["leaks"] if "storm_leak" in g["stack"])
+    want = threads * 10 * 50000
+    assert abs(leaked - want) <= 0.25 * want, (leaked, want)
+    # every thread's calls reach the recorder, the last ones at its exit
+    assert mem["calls_seen"] >= threads * (iters + 10), mem["calls_seen"]
+
+
+def test_fork_child_is_interposed_too(ep, tmp_path):
+    """A child forked without exec keeps the interposer (and its state, consistent: the lock
+    is free in the child); the recorder probes its markers for the child's pid."""
+    exe = build_fixture_at(tmp_path, "memfork")
+    r = ep.run("record", "-v", "--mem=1", "--", exe, env=EVERY_CALL)
+    assert INTERPOSED in r.stderr
+    leaks = fork_leaks(memory(ep))
+    assert leaks.get("parent_leak") == (30000, 10), leaks
+    assert leaks.get("child_leak") == (50000, 25), leaks
+
+
+def test_exec_keeps_the_interposer(ep, memfix):
+    """LD_PRELOAD stays in the environment: a program the command execs samples in the
+    process too (here sh execs the fixture: the same pid, nothing missed)."""
+    r = ep.run("record", "-v", "--mem=1", "--ringbuf-mb", "64", "--", "/bin/sh", "-c",
+               f"exec {memfix} 20000", env=EVERY_CALL)
+    assert INTERPOSED in r.stderr
+    check_exact(memory(ep), 20000)
+
+
+def test_dlopen_library_that_allocates(ep, tmp_path):
+    lib = str(tmp_path / "libmemlib.so")
+    exe = str(tmp_path / "memdl")
+    subprocess.run(["cc", "-O2", "-g", "-shared", "-fPIC", "-o", lib,
+                    os.path.join(FIXTURES, "memlib.c")], check=True)
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", exe,
+                    os.path.join(FIXTURES, "memdl.c"), "-ldl"], check=True)
+    r = ep.run("record", "-v", "--mem=1", "--", exe, lib, "800", env=EVERY_CALL)
+    assert INTERPOSED in r.stderr
+    mem = memory(ep)
+    got = [g for g in mem["leaks"] if "use_lib" in g["stack"]]
+    assert sum(g["bytes"] for g in got) == 15000, mem["leaks"]
+    assert sum(g["count"] for g in got) == 5
+
+
+JEMALLOC = [p for p in ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+                        "/usr/lib/x86_64-linux-gnu/libjemalloc.so") if os.path.exists(p)]
+
+
+@pytest.mark.skipif(not JEMALLOC, reason="skipped: libjemalloc2 is not installed")
+def test_jemalloc_program(ep, tmp_path):
+    """A program linked with jemalloc: the interposer forwards to jemalloc's malloc (the next
+    definition after it), leaks exact with --mem=1."""
+    exe = str(tmp_path / "memfix-je")
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
+                    "-o", exe, os.path.join(FIXTURES, "memfix.c"), JEMALLOC[0]], check=True)
+    r = ep.run("record", "-v", "--mem=1", "--ringbuf-mb", "64", "--", exe, "20000",
+               env=EVERY_CALL)
+    assert INTERPOSED in r.stderr
+    leaks = by_site(memory(ep)["leaks"])
+    for name, want in LEAKS.items():
+        assert leaks.get(name) == want, (name, leaks)
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/lib/x86_64-linux-gnu/libc.a"),
+                    reason="skipped: no static libc (libc6-dev)")
+def test_static_binary_falls_back_to_uprobes(ep, tmp_path):
+    exe = str(tmp_path / "memfix-static")
+    subprocess.run(["cc", "-O2", "-g", "-static", "-fno-omit-frame-pointer",
+                    "-fno-optimize-sibling-calls", "-o", exe, os.path.join(FIXTURES, "memfix.c")],
+                   check=True)
+    r = ep.run("record", "-v", "--mem", "--", exe, "200000", "-", "2000", "100000")
+    assert "has its own malloc and free" in r.stderr, r.stderr
+    mem = memory(ep)
+    peak = 2000 * 100000 + LEAKED
+    assert abs(mem["peak_bytes"] - peak) <= 0.2 * peak, (mem["peak_bytes"], peak)
+
+
+def test_interposer_can_be_turned_off(ep, memfix):
+    r = ep.run("record", "-v", "--mem", "--", memfix, "2000",
+               env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
+    assert INTERPOSED not in r.stderr and "uprobe sessions" in r.stderr, r.stderr
+
+
+def build_fixture_at(tmp_path, name):
+    out = str(tmp_path / name)
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
+                    "-o", out, os.path.join(FIXTURES, name + ".c")], check=True)
+    return out
