@@ -208,9 +208,18 @@ static __always_inline void fix_uretprobe_slots(struct task_struct *task, struct
  * event size (hdr_size + ips + copy), also stored in h->size; 0 on a bound
  * failure. ctx is the program's context (bpf_get_stack needs it).
  */
-static __always_inline __u64 capture_stack(void *ctx, struct scratch_buf *b, __u32 hdr_size,
-					   struct ev_hdr *h, struct ev_stack *st, bool kstack,
-					   __u32 user_bytes)
+/*
+ * The user registers to unwind from, when not those of the trap: an interposer's marker
+ * passes those of its caller's caller (src/inject/eprof_mem.c), so that nothing of the
+ * interposer is unwound (it may be loaded from a memfd, of no file to read CFI from).
+ */
+struct user_regs_at {
+	__u64 ip, sp, bp;
+};
+
+static __always_inline __u64 capture_stack_at(void *ctx, struct scratch_buf *b, __u32 hdr_size,
+					      struct ev_hdr *h, struct ev_stack *st, bool kstack,
+					      __u32 user_bytes, const struct user_regs_at *at)
 {
 	__u32 kbytes = 0, ubytes = 0, ulen = 0;
 	struct task_struct *task;
@@ -240,6 +249,11 @@ static __always_inline __u64 capture_stack(void *ctx, struct scratch_buf *b, __u
 		st->user_ip = BPF_CORE_READ(uregs, ip);
 		st->user_sp = BPF_CORE_READ(uregs, sp);
 		st->user_bp = BPF_CORE_READ(uregs, bp);
+		if (at && user_bytes) {
+			st->user_ip = at->ip;
+			st->user_sp = at->sp;
+			st->user_bp = at->bp;
+		}
 		h->flags |= SAMPLE_F_USER_REGS;
 		if (user_bytes) {
 			ulen = copy_user_stack(b, hdr_size + kbytes, st->user_sp, user_bytes, h);
@@ -270,6 +284,13 @@ static __always_inline __u64 capture_stack(void *ctx, struct scratch_buf *b, __u
 	size = hdr_size + kbytes + ubytes + ulen;
 	h->size = size;
 	return size;
+}
+
+static __always_inline __u64 capture_stack(void *ctx, struct scratch_buf *b, __u32 hdr_size,
+					   struct ev_hdr *h, struct ev_stack *st, bool kstack,
+					   __u32 user_bytes)
+{
+	return capture_stack_at(ctx, b, hdr_size, h, st, kstack, user_bytes, NULL);
 }
 
 /*

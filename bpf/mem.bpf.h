@@ -207,7 +207,7 @@ static __always_inline __u64 mem_entry(struct pt_regs *ctx, __u64 id, __u32 func
 
 /* Return of a sampled call: remember the block and send it with the caller's stack. */
 static __always_inline void mem_record(struct pt_regs *ctx, __u64 id, __u64 addr, __u64 size,
-				       __u32 func, __u32 how)
+				       __u32 func, __u32 how, const struct user_regs_at *at)
 {
 	struct mem_key k = { .addr = addr, .pid = id >> 32 };
 	struct mem_val v = { .size = size, .tid = (__u32)id };
@@ -245,7 +245,10 @@ send:
 	e->pad = how;
 	/* Python frames: walked before the stack capture, appended after (bpf/python.bpf.h). */
 	pyf = py_event_walk(id, SLOT_UPROBE, &ubytes);
-	n = capture_stack(ctx, b, sizeof(*e), &e->h, &e->st, false, ubytes);
+	n = capture_stack_at(ctx, b, sizeof(*e), &e->h, &e->st, false, ubytes, at);
+	/* Unwound from the interposer's caller: nothing of the interposer to drop. */
+	if (n && at && e->st.stack_len)
+		e->pad = 0;
 	if (n && pyf)
 		n = py_append(b, n, &e->h, pyf);
 	if (n && !send_scratch(b, n, BSTAT_MEM_RB_FULL))
@@ -296,7 +299,7 @@ int mem_alloc(struct pt_regs *ctx)
 			pd = *pp;
 			bpf_map_delete_elem(&mem_pend, &tid);
 		}
-		mem_record(ctx, id, mem_result(ctx, func, pd.memptr), size, func, 0);
+		mem_record(ctx, id, mem_result(ctx, func, pd.memptr), size, func, 0, NULL);
 		return 0;
 	}
 	if (!is_target(id >> 32))
@@ -379,20 +382,24 @@ int mem_alloc_ret(struct pt_regs *ctx)
 		return 0;
 	pd = *pp;
 	bpf_map_delete_elem(&mem_pend, &tid);
-	mem_record(ctx, id, mem_result(ctx, pd.func, pd.memptr), pd.size, pd.func, 0);
+	mem_record(ctx, id, mem_result(ctx, pd.func, pd.memptr), pd.size, pd.func, 0, NULL);
 	return 0;
 }
 
 /*
  * The markers of libeprof_mem.so (src/inject/eprof_mem.c), cookie MEM_HIT_ALLOC or
  * MEM_HIT_FREE: the process sampled the call itself, so every hit is recorded.
- *   eprof_mem_hit_alloc(ptr, size, func, calls)   after the allocator returned ptr
- *   eprof_mem_hit_free(ptr)                       before a sampled block is freed
+ *   eprof_mem_hit_alloc(ptr, size, func, calls, ret, frame)  after the allocator returned
+ *       ptr; ret and frame: the return address of its malloc and that malloc's frame
+ *       pointer, from which the caller's registers are rebuilt (sp = frame + 16, bp = the
+ *       saved one at frame) and the stack unwound from there
+ *   eprof_mem_hit_free(ptr)                                  before a sampled block is freed
  */
 SEC("?uprobe")
 int mem_hit(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid(), addr = PT_REGS_PARM1(ctx);
+	__u64 id = bpf_get_current_pid_tgid(), addr = PT_REGS_PARM1(ctx), frame;
+	struct user_regs_at at = {}, *pat = NULL;
 
 	if (!is_target(id >> 32))
 		return 0;
@@ -405,8 +412,14 @@ int mem_hit(struct pt_regs *ctx)
 	if (!addr)
 		return 0; /* a thread's last count */
 	stat_inc(BSTAT_MEM_SAMPLED);
+	at.ip = PT_REGS_PARM5(ctx);
+	frame = ctx->r9;
+	if (at.ip && frame && !bpf_probe_read_user(&at.bp, sizeof(at.bp), (void *)frame)) {
+		at.sp = frame + 16;
+		pat = &at;
+	}
 	mem_record(ctx, id, addr, PT_REGS_PARM2(ctx), (__u32)PT_REGS_PARM3(ctx) % MEM_NFUNCS,
-		   MEM_HOW_INTERPOSED);
+		   MEM_HOW_INTERPOSED, pat);
 	return 0;
 }
 

@@ -65,7 +65,8 @@ __asm__(".text\n"
 	".cfi_endproc\n"
 	".size " EMEM_HIT_FREE ", .-" EMEM_HIT_FREE "\n");
 
-EXPORT void eprof_mem_hit_alloc(void *ptr, size_t size, unsigned func, unsigned long calls);
+EXPORT void eprof_mem_hit_alloc(void *ptr, size_t size, unsigned func, unsigned long calls,
+				void *ret, void *frame);
 EXPORT void eprof_mem_hit_free(void *ptr);
 
 static struct {
@@ -303,13 +304,14 @@ static void flush_calls(void *arg)
 {
 	(void)arg;
 	if (calls)
-		eprof_mem_hit_alloc(NULL, 0, 0, calls);
+		eprof_mem_hit_alloc(NULL, 0, 0, calls, NULL, NULL);
 	calls = 0;
 }
 
 static void patch_new_objects(void);
 
-static __attribute__((noinline)) void sampled(void *p, size_t n, unsigned func)
+static __attribute__((noinline)) void sampled(void *p, size_t n, unsigned func, void *ret,
+					      void *frame)
 {
 	patch_new_objects();
 	if (!keyed) {
@@ -320,11 +322,18 @@ static __attribute__((noinline)) void sampled(void *p, size_t n, unsigned func)
 	left = draw(); /* memoryless: the next gap starts at the end of this block */
 	if (mean > 1 && !set_add((uintptr_t)p))
 		return;
-	eprof_mem_hit_alloc(p, n, func, calls);
+	eprof_mem_hit_alloc(p, n, func, calls, ret, frame);
 	calls = 0;
 }
 
-static inline void note(void *p, size_t n, unsigned func)
+/*
+ * Inlined into each wrapper: ret and frame are the wrapper's return address and frame
+ * pointer (the library is built with frame pointers), from which the BPF side unwinds.
+ */
+#define CALLER __builtin_return_address(0), __builtin_frame_address(0)
+
+static inline __attribute__((always_inline)) void note(void *p, size_t n, unsigned func,
+						       void *ret, void *frame)
 {
 	int64_t l;
 
@@ -332,7 +341,9 @@ static inline void note(void *p, size_t n, unsigned func)
 		return;
 	calls++;
 	if (mean == 1) {
-		eprof_mem_hit_alloc(p, n, func, calls);
+		if (unlikely(!(calls & 4095)))
+			patch_new_objects(); /* attach mode: objects dlopen()ed since */
+		eprof_mem_hit_alloc(p, n, func, calls, ret, frame);
 		calls = 0;
 		return;
 	}
@@ -350,7 +361,7 @@ static inline void note(void *p, size_t n, unsigned func)
 			return;
 		}
 	}
-	sampled(p, n, func);
+	sampled(p, n, func, ret, frame);
 }
 
 /* A block about to be freed or moved: its free marker if it was sampled. */
@@ -444,7 +455,7 @@ HIDDEN void *emem_malloc(size_t n)
 		return boot_alloc(n, 16);
 	READY();
 	p = real.malloc(n);
-	note(p, n, EMEM_MALLOC);
+	note(p, n, EMEM_MALLOC, CALLER);
 	return p;
 }
 
@@ -467,7 +478,7 @@ HIDDEN void *emem_calloc(size_t n, size_t m)
 	READY();
 	p = real.calloc(n, m);
 	if (p)
-		note(p, n * m, EMEM_CALLOC);
+		note(p, n * m, EMEM_CALLOC, CALLER);
 	return p;
 }
 
@@ -479,7 +490,7 @@ static void *boot_move(void *old, size_t n)
 
 	if (p) {
 		memcpy(p, old, was < n ? was : n);
-		note(p, n, EMEM_REALLOC);
+		note(p, n, EMEM_REALLOC, NULL, NULL);
 	}
 	return p;
 }
@@ -500,7 +511,7 @@ HIDDEN void *emem_realloc(void *old, size_t n)
 	/* The old block's free first: a failed realloc is recorded as a free of it (as before). */
 	release(old);
 	p = real.realloc(old, n);
-	note(p, n, EMEM_REALLOC);
+	note(p, n, EMEM_REALLOC, CALLER);
 	return p;
 }
 
@@ -520,7 +531,7 @@ HIDDEN void *emem_reallocarray(void *old, size_t n, size_t m)
 		return emem_realloc(old, bytes);
 	release(old);
 	p = real.reallocarray(old, n, m);
-	note(p, bytes, EMEM_REALLOCARRAY);
+	note(p, bytes, EMEM_REALLOCARRAY, CALLER);
 	return p;
 }
 
@@ -535,7 +546,7 @@ HIDDEN int emem_posix_memalign(void **out, size_t align, size_t n)
 	READY();
 	err = real.posix_memalign(out, align, n);
 	if (!err)
-		note(*out, n, EMEM_POSIX_MEMALIGN);
+		note(*out, n, EMEM_POSIX_MEMALIGN, CALLER);
 	return err;
 }
 
@@ -547,7 +558,7 @@ HIDDEN void *emem_aligned_alloc(size_t align, size_t n)
 		return boot_alloc(n, align);
 	READY();
 	p = real.aligned_alloc(align, n);
-	note(p, n, EMEM_ALIGNED_ALLOC);
+	note(p, n, EMEM_ALIGNED_ALLOC, CALLER);
 	return p;
 }
 
@@ -559,7 +570,7 @@ HIDDEN void *emem_memalign(size_t align, size_t n)
 		return boot_alloc(n, align);
 	READY();
 	p = real.memalign(align, n);
-	note(p, n, EMEM_MEMALIGN);
+	note(p, n, EMEM_MEMALIGN, CALLER);
 	return p;
 }
 
@@ -571,7 +582,7 @@ HIDDEN void *emem_valloc(size_t n)
 		return boot_alloc(n, 4096);
 	READY();
 	p = real.valloc(n);
-	note(p, n, EMEM_VALLOC);
+	note(p, n, EMEM_VALLOC, CALLER);
 	return p;
 }
 
@@ -583,7 +594,7 @@ HIDDEN void *emem_pvalloc(size_t n)
 		return boot_alloc(n, 4096);
 	READY();
 	p = real.pvalloc(n);
-	note(p, n, EMEM_PVALLOC);
+	note(p, n, EMEM_PVALLOC, CALLER);
 	return p;
 }
 

@@ -88,13 +88,14 @@ def test_mem_every_allocation_exact(ep, memfix, probes):
     assert "peak live heap" in text and "leak_calloc <- main" in text
 
 
-def record_attached(ep, argv, *rec_args):
+def record_attached(ep, argv, *rec_args, env=None):
     """Runs argv + [GOFILE] under `record -p` with rec_args: the target starts its work when
-    the allocator probes are in (the recorder says so on stderr), then both must end well."""
+    the allocator probes are in (the recorder says so on stderr), then both must end well.
+    Returns the recorder's stderr."""
     go = os.path.join(ep.dir, "go")
     target = subprocess.Popen([*argv, go], stdout=subprocess.DEVNULL)
     rec = subprocess.Popen([ep.bin, "record", "-v", *rec_args, "-p", str(target.pid)],
-                           cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+                           cwd=ep.dir, stderr=subprocess.PIPE, text=True, env=env)
     lines = []
     for line in rec.stderr:
         lines.append(line)
@@ -104,6 +105,7 @@ def record_attached(ep, argv, *rec_args):
     assert target.wait(timeout=60) == 0
     rest = rec.stderr.read()
     assert rec.wait(timeout=60) == 0, "".join(lines) + rest
+    return "".join(lines) + rest
 
 
 def test_mem_attach_by_pid_exact(ep, memfix, tmp_path):
@@ -187,8 +189,10 @@ def test_mem_detach_restores_code(ep, memfix, tmp_path):
     target = subprocess.Popen([memfix, "10", str(tmp_path / "never")])
     try:
         time.sleep(0.2)
+        # the uprobes (attached, --mem samples in the process: test_mem_interpose.py)
         rec = subprocess.Popen([ep.bin, "record", "-q", "--mem", "-p", str(target.pid), "-d",
-                                "3"], cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+                                "3"], cwd=ep.dir, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
         time.sleep(1.5)
         path, off, during = libc_text(target.pid)
         clean = file_bytes(path, off, len(during))
@@ -313,7 +317,8 @@ def test_mem_mappings_and_brk(ep, tmp_path):
     exe = str(tmp_path / "memmap")
     subprocess.run(["cc", "-O2", "-g", "-o", exe, os.path.join(FIXTURES, "memmap.c")],
                    check=True)
-    record_attached(ep, [exe], "--mem")
+    # the uprobes: an injected libeprof_mem.so maps ~430 KiB of its own (docs/memory.md)
+    record_attached(ep, [exe], "--mem", env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
     mem = memory(ep)
     mib = 1024 * 1024
     assert mem["mmap_bytes"] == 8 * mib  # the file mapping and the remap are not new memory
