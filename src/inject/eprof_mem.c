@@ -377,6 +377,16 @@ static inline void release(void *p)
 
 HIDDEN void *emem_malloc(size_t n);
 
+/* A canonical PLT entry (jmp *GOT, after endbr64 or bnd): not a definition. */
+static bool is_plt_stub(const unsigned char *c)
+{
+	if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa)
+		c += 4;
+	if (c[0] == 0xf2)
+		c++;
+	return c[0] == 0xff && c[1] == 0x25;
+}
+
 /* The allocator calls are forwarded to: the next definitions (preloaded) or the program's. */
 static bool resolve(void *where)
 {
@@ -394,8 +404,17 @@ static bool resolve(void *where)
 	real.memalign = dlsym(where, "memalign");
 	real.valloc = dlsym(where, "valloc");
 	real.pvalloc = dlsym(where, "pvalloc");
-	return real.free && real.calloc && real.realloc && real.posix_memalign &&
-	       real.aligned_alloc && real.memalign && real.valloc && real.pvalloc;
+	if (!real.free || !real.calloc || !real.realloc || !real.posix_memalign ||
+	    !real.aligned_alloc || !real.memalign || !real.valloc || !real.pvalloc)
+		return false;
+	/* an executable's canonical PLT entries lead back to its GOT, which we may patch */
+	for (size_t i = 0; i < sizeof(real) / sizeof(void *); i++) {
+		void *f = ((void **)&real)[i];
+
+		if (f && is_plt_stub(f))
+			return false;
+	}
+	return true;
 }
 
 static void init(void)
@@ -745,8 +764,11 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 		if (ph->p_type == PT_DYNAMIC)
 			dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
 		else if (ph->p_type == PT_GNU_RELRO) {
-			rlo = base + ph->p_vaddr;
-			rhi = rlo + ph->p_memsz;
+			/* ld.so protects its whole pages; a last partial one stays writable */
+			uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+			rlo = (base + ph->p_vaddr) & ~(pg - 1);
+			rhi = (base + ph->p_vaddr + ph->p_memsz) & ~(pg - 1);
 		}
 	}
 	for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
@@ -778,6 +800,50 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 	if (rela)
 		patch_relocs(base, rela, relasz, sym, str, rlo, rhi);
 	return 0;
+}
+
+struct alloc_obj {
+	uintptr_t self;
+	void *handle;
+};
+
+/* The first library, in load order, that defines malloc itself. */
+static int find_allocator(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct alloc_obj *a = arg;
+	Dl_info di;
+	void *h, *m;
+
+	(void)size;
+	if (!info->dlpi_name[0] || info->dlpi_addr == a->self ||
+	    strstr(info->dlpi_name, "linux-vdso"))
+		return 0;
+	h = dlopen(info->dlpi_name, RTLD_NOLOAD | RTLD_LAZY);
+	if (!h)
+		return 0;
+	m = dlsym(h, "malloc");
+	if (m && dladdr(m, &di) && di.dli_fname && !strcmp(di.dli_fname, info->dlpi_name)) {
+		a->handle = h;
+		return 1;
+	}
+	dlclose(h);
+	return 0;
+}
+
+/*
+ * Attach mode: the allocator the program uses. dlsym(RTLD_DEFAULT) answers the executable's
+ * canonical PLT entry when it takes malloc's address (a non-PIE python3 does), whose GOT
+ * slot is about to lead to us: the first library that defines malloc is asked instead,
+ * unless the executable defines it itself.
+ */
+static bool resolve_program(uintptr_t self)
+{
+	struct alloc_obj a = { .self = self };
+
+	if (resolve(RTLD_DEFAULT))
+		return true;
+	dl_iterate_phdr(find_allocator, &a);
+	return a.handle && resolve(a.handle);
 }
 
 static uintptr_t self_base(void)
@@ -822,7 +888,7 @@ EXPORT int eprof_mem_attach(void *blob)
 		return -EALREADY; /* attached, or preloaded and sampling */
 	if (!a || a->mean < 1)
 		return -EINVAL;
-	if (!resolve(RTLD_DEFAULT))
+	if (!resolve_program(self_base()))
 		return -ENOENT;
 	if (!have_key) {
 		pthread_atfork(fork_prepare, fork_after, fork_after);

@@ -70,6 +70,8 @@ struct mem_state {
 	bool interpose;	  /* libeprof_mem.so samples in the targets (docs/memory.md) */
 	bool inject;	  /* -p: injected into each named target (else preloaded) */
 	char lib[PATH_MAX]; /* its path */
+	char *old_preload; /* eprof's own LD_PRELOAD, put back once the command is forked */
+	bool had_preload;
 	uint64_t mean;	  /* mean bytes between samples, 1 = all */
 	struct mem_obj *objs;
 	size_t nobjs;
@@ -248,6 +250,8 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 		snprintf(buf, sizeof(buf), "%s", st->lib);
 	snprintf(mean, sizeof(mean), "%" PRIu64, st->mean);
 	/* The command is forked after configure: it inherits both, and so do its children. */
+	st->had_preload = old != NULL;
+	st->old_preload = old ? strdup(old) : NULL;
 	if (setenv("LD_PRELOAD", buf, 1) || setenv(EMEM_ENV_SAMPLE, mean, 1))
 		return -errno;
 	return 0;
@@ -789,6 +793,14 @@ static int mem_attach(struct feature_ctx *f, void *state)
 	const struct record_opts *o = f->o;
 	int err;
 
+	if (st->interpose && !st->inject) {
+		/* The command has its environment: programs eprof runs later need none of it. */
+		unsetenv(EMEM_ENV_SAMPLE);
+		if (st->had_preload && st->old_preload)
+			setenv("LD_PRELOAD", st->old_preload, 1);
+		else
+			unsetenv("LD_PRELOAD");
+	}
 	for (size_t i = 0; i < o->npids; i++)
 		if (!add_target(st, o->pids[i]))
 			return -ENOMEM;
@@ -975,6 +987,7 @@ static void mem_destroy(struct feature_ctx *f, void *state)
 	if (!st)
 		return;
 	links_free(&st->all);
+	free(st->old_preload);
 	target_free(&st->sys);
 	hmap__free(st->sys_seen);
 	for (size_t i = 0; i < st->nobjs; i++)
