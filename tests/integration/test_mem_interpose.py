@@ -240,3 +240,25 @@ def test_attach_detach_mid_storm(ep, memstorm, tmp_path):
             target.wait()
     mem = memory(ep)
     assert mem["events_lost"] == 0 and mem["calls_seen"] > 0 and mem["allocated_bytes"] > 0
+
+
+PY_ALLOC = ("import os, sys, time\n"
+            "go = sys.argv[1]\n"
+            "while not os.path.exists(go): time.sleep(0.005)\n"
+            "def build():\n"
+            "    return [('%d-' % i) * 120 for i in range(200000)]\n"
+            "keep = build()\n"
+            "time.sleep(0.3)\n")
+
+
+def test_attach_python(ep):
+    """Debian's python3 is a non-PIE executable that takes malloc's address: its malloc
+    symbol is a PLT entry leading to its own GOT. The interposer must forward to libc's
+    malloc, not to that entry (which it patched: an endless recursion before)."""
+    err = record_attached(ep, ["/usr/bin/python3", "-c", PY_ALLOC], "--mem")
+    assert "libeprof_mem.so loaded into" in err, err
+    mem = memory(ep)
+    # 200,000 strings of 600-740 bytes (and the list) live at the peak, made in build()
+    live = sum(g["bytes"] for g in mem["peak_stacks"] if "build" in g["stack"])
+    want = sum(49 + len(str(i)) * 120 + 120 for i in range(200000))
+    assert 0.7 * want < live < 1.3 * want, (live, want, mem["peak_stacks"][:3])
