@@ -618,16 +618,17 @@ HIDDEN void *emem_pvalloc(size_t n)
 }
 
 /* The exported names (LD_PRELOAD); attach mode patches GOT entries with the emem_ addresses. */
-EXPORT extern __typeof(emem_malloc) malloc __attribute__((alias("emem_malloc")));
-EXPORT extern __typeof(emem_free) free __attribute__((alias("emem_free")));
-EXPORT extern __typeof(emem_calloc) calloc __attribute__((alias("emem_calloc")));
-EXPORT extern __typeof(emem_realloc) realloc __attribute__((alias("emem_realloc")));
-EXPORT extern __typeof(emem_reallocarray) reallocarray __attribute__((alias("emem_reallocarray")));
-EXPORT extern __typeof(emem_posix_memalign) posix_memalign __attribute__((alias("emem_posix_memalign")));
-EXPORT extern __typeof(emem_aligned_alloc) aligned_alloc __attribute__((alias("emem_aligned_alloc")));
-EXPORT extern __typeof(emem_memalign) memalign __attribute__((alias("emem_memalign")));
-EXPORT extern __typeof(emem_valloc) valloc __attribute__((alias("emem_valloc")));
-EXPORT extern __typeof(emem_pvalloc) pvalloc __attribute__((alias("emem_pvalloc")));
+#define ALIAS(name) EXPORT extern __typeof(emem_##name) name __attribute__((alias("emem_" #name)))
+ALIAS(malloc);
+ALIAS(free);
+ALIAS(calloc);
+ALIAS(realloc);
+ALIAS(reallocarray);
+ALIAS(posix_memalign);
+ALIAS(aligned_alloc);
+ALIAS(memalign);
+ALIAS(valloc);
+ALIAS(pvalloc);
 
 /* --- attach mode: GOT entries of every loaded object ------------------------------------- */
 

@@ -518,11 +518,10 @@ static int scan_maps(struct feature_ctx *f, struct mem_state *st, uint32_t maps_
 	return err;
 }
 
-_Static_assert((int)EMEM_MALLOC == (int)MEM_MALLOC && (int)EMEM_CALLOC == (int)MEM_CALLOC &&
-		       (int)EMEM_REALLOC == (int)MEM_REALLOC && (int)EMEM_REALLOCARRAY == (int)MEM_REALLOCARRAY &&
-		       (int)EMEM_POSIX_MEMALIGN == (int)MEM_POSIX_MEMALIGN &&
-		       (int)EMEM_ALIGNED_ALLOC == (int)MEM_ALIGNED_ALLOC && (int)EMEM_MEMALIGN == (int)MEM_MEMALIGN &&
-		       (int)EMEM_VALLOC == (int)MEM_VALLOC && (int)EMEM_PVALLOC == (int)MEM_PVALLOC,
+#define SAME_ID(x) ((int)EMEM_##x == (int)MEM_##x)
+_Static_assert(SAME_ID(MALLOC) && SAME_ID(CALLOC) && SAME_ID(REALLOC) && SAME_ID(REALLOCARRAY) &&
+		       SAME_ID(POSIX_MEMALIGN) && SAME_ID(ALIGNED_ALLOC) && SAME_ID(MEMALIGN) &&
+		       SAME_ID(VALLOC) && SAME_ID(PVALLOC),
 	       "libeprof_mem.so's function ids are enum mem_func");
 
 /*
