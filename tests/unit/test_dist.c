@@ -61,7 +61,7 @@ static struct profile *rank_file(int rank, const char *host, int64_t real_minus_
 	profile__set_meta(p, "world_size", "3");
 	profile__set_meta(p, "hostname", host);
 	profile__set_meta(p, "clock_monotonic_ns", "1000000000");
-	snprintf(buf, sizeof(buf), "%" PRId64, 1000000000 + real_minus_mono);
+	snprintf(buf, sizeof(buf), "%" PRId64, 1700000000000000000 + 1000000000 + real_minus_mono);
 	profile__set_meta(p, "clock_realtime_ns", buf);
 	profile__set_meta(p, "start_ns", "1000000000");
 	profile__set_meta(p, "end_ns", "9000000000");
