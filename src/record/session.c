@@ -588,10 +588,18 @@ static void show_status(struct session *s, uint64_t t)
 
 static bool check_child(struct session *s)
 {
+	siginfo_t si = { 0 };
+	const struct feature *f;
 	int status;
 
 	if (!s->child || s->child_done)
 		return false;
+	/* Exited but not reaped: the features read its final figures from /proc first. */
+	if (waitid(P_PID, s->child, &si, WEXITED | WNOHANG | WNOWAIT) || si.si_pid != s->child)
+		return false;
+	FOR_EACH_FEATURE(s, i, f)
+		if (f->child_exit)
+			f->child_exit(&s->fctx, s->fstate[i], s->child, now_ns());
 	if (waitpid(s->child, &status, WNOHANG) != s->child)
 		return false;
 	s->child_done = true;
