@@ -70,8 +70,10 @@ static const char *energy_reason(const struct metrics_result *r)
 	if (!r->energy_source)
 		return "the record has no energy figures";
 	if (!strcmp(r->energy_source, "none"))
-		return "no RAPL energy counter on this machine (no readable powercap zone)";
-	return "the RAPL counters did not advance (a VM that passes none through)";
+		return "no RAPL energy counter on this machine: no readable powercap zone or perf "
+		       "power event";
+	return "the RAPL counters read 0 over the whole record: the machine (a VM?) passes no "
+	       "energy counter through";
 }
 
 static bool energy_available(const struct metrics_result *r)
@@ -96,7 +98,7 @@ static void text_energy(struct sink *out, const struct metrics_result *r, double
 				    r->zones[i].joules);
 		sink_puts(out, ")   ");
 	} else {
-		sink_printf(out, "CPU not available (%s)   ", energy_reason(r));
+		sink_printf(out, "CPU not available: %s\n#            ", energy_reason(r));
 	}
 	if (r->ngpus)
 		sink_printf(out, "GPU %.1f J   ", r->gpu_joules);
@@ -292,8 +294,11 @@ static void json_gpus(struct json *j, const struct metrics_result *r)
 		json_kv_u64(j, "temp_max_c", g->m[MET_GPU_TEMP_C].max);
 		json_kv_u64(j, "sm_clock_max_mhz", g->m[MET_GPU_SM_CLOCK].max);
 		json_kv_u64(j, "mem_clock_max_mhz", g->m[MET_GPU_MEM_CLOCK].max);
-		json_kv_f(j, "pcie_tx_mean_kbps", mean_of(&g->m[MET_GPU_PCIE_TX]), 1);
-		json_kv_f(j, "pcie_rx_mean_kbps", mean_of(&g->m[MET_GPU_PCIE_RX]), 1);
+		/* boards without PCIe counters have none: no figure rather than a 0 */
+		if (g->m[MET_GPU_PCIE_TX].n)
+			json_kv_f(j, "pcie_tx_mean_kbps", mean_of(&g->m[MET_GPU_PCIE_TX]), 1);
+		if (g->m[MET_GPU_PCIE_RX].n)
+			json_kv_f(j, "pcie_rx_mean_kbps", mean_of(&g->m[MET_GPU_PCIE_RX]), 1);
 		json_kv_u64(j, "throttle_reasons_mask", g->throttle_any);
 		json_kv_str(j, "throttle_reasons", metrics_throttle_names(g->throttle_any, thr,
 									    sizeof(thr)));

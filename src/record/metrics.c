@@ -25,7 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/perf_event.h>
 #include <linux/types.h>
+#include <sys/syscall.h>
 
 #include "../model/event.h"
 #include "../model/metrics.h"
@@ -60,6 +62,7 @@ struct mproc {
 
 struct rapl_zone {
 	int fd;
+	double scale; /* perf power events: Joules per count; 0: a powercap energy_uj file */
 	uint64_t last, range, total; /* total: uJ since the start, wraps undone */
 	uint64_t written;
 };
@@ -173,6 +176,106 @@ static int read_fd_u64(int fd, uint64_t *v)
 	return 0;
 }
 
+static int read_zone(struct rapl_zone *z, uint64_t *v)
+{
+	uint64_t count;
+
+	if (!z->scale)
+		return read_fd_u64(z->fd, v);
+	if (read(z->fd, &count, sizeof(count)) != sizeof(count))
+		return -EIO;
+	*v = (uint64_t)((double)count * z->scale * 1e6);
+	return 0;
+}
+
+/*
+ * The RAPL counters as perf events of the "power" PMU (energy-pkg, energy-ram, energy-psys
+ * ...), one per package on the CPUs of its cpumask: where powercap is not there (or not
+ * readable). Some VMs expose the PMU and count nothing; the report then says so.
+ */
+static bool perf_power_open(struct feature_ctx *f, struct metrics_state *st)
+{
+	const char *dir = "/sys/bus/event_source/devices/power";
+	char path[512], buf[256];
+	uint64_t type;
+	struct dirent *de;
+	int cpus[8], ncpus = 0;
+	DIR *d;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/type", dir);
+	fp = fopen(path, "re");
+	if (!fp || fscanf(fp, "%" SCNu64, &type) != 1) {
+		if (fp)
+			fclose(fp);
+		return false;
+	}
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/cpumask", dir);
+	fp = fopen(path, "re");
+	if (fp && fgets(buf, sizeof(buf), fp)) {
+		for (char *tok = strtok(buf, ",\n"); tok && ncpus < 8; tok = strtok(NULL, ",\n"))
+			cpus[ncpus++] = atoi(tok);
+	}
+	if (fp)
+		fclose(fp);
+	snprintf(path, sizeof(path), "%s/events", dir);
+	d = opendir(path);
+	while (d && (de = readdir(d)) && ncpus) {
+		struct perf_event_attr attr = {.size = sizeof(attr)};
+		unsigned config;
+		double scale = 0;
+
+		if (strncmp(de->d_name, "energy-", 7) || strchr(de->d_name, '.'))
+			continue;
+		snprintf(path, sizeof(path), "%s/events/%s", dir, de->d_name);
+		fp = fopen(path, "re");
+		if (!fp || fscanf(fp, "event=%x", &config) != 1) {
+			if (fp)
+				fclose(fp);
+			continue;
+		}
+		fclose(fp);
+		snprintf(path, sizeof(path), "%s/events/%s.scale", dir, de->d_name);
+		fp = fopen(path, "re");
+		if (!fp || fscanf(fp, "%lf", &scale) != 1 || scale <= 0) {
+			if (fp)
+				fclose(fp);
+			continue;
+		}
+		fclose(fp);
+		attr.type = (uint32_t)type;
+		attr.config = config;
+		for (int c = 0; c < ncpus && st->nrapl < RAPL_MAX_ZONES; c++) {
+			struct rapl_zone *z = &st->rapl[st->nrapl];
+			char key[32];
+
+			z->fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpus[c], -1,
+					     PERF_FLAG_FD_CLOEXEC);
+			z->scale = scale;
+			if (z->fd < 0 || read_zone(z, &z->last)) {
+				log_debug("metrics: perf power event %s not readable", de->d_name);
+				if (z->fd >= 0)
+					close(z->fd);
+				continue;
+			}
+			snprintf(key, sizeof(key), "energy_zone_%zu", st->nrapl);
+			snprintf(path, sizeof(path), "%s perf:power/%s/ cpu%d", de->d_name + 7,
+				 de->d_name, cpus[c]);
+			profile__set_meta(f->p, key, path);
+			z->written = UINT64_MAX;
+			st->nrapl++;
+		}
+	}
+	if (d)
+		closedir(d);
+	if (!st->nrapl)
+		return false;
+	profile__set_meta(f->p, "energy_source", "rapl-perf");
+	log_info("metrics: %zu RAPL energy counters (perf power events)", st->nrapl);
+	return true;
+}
+
 static int zone_cmp(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -191,6 +294,8 @@ static void rapl_open(struct feature_ctx *f, struct metrics_state *st)
 	DIR *d = opendir(root);
 
 	if (!d) {
+		if (!getenv("EPROF_POWERCAP_DIR") && perf_power_open(f, st))
+			return;
 		profile__set_meta(f->p, "energy_source", "none");
 		return;
 	}
@@ -238,9 +343,12 @@ static void rapl_open(struct feature_ctx *f, struct metrics_state *st)
 	}
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
-	profile__set_meta(f->p, "energy_source", st->nrapl ? "rapl-powercap" : "none");
-	if (st->nrapl)
+	if (st->nrapl) {
+		profile__set_meta(f->p, "energy_source", "rapl-powercap");
 		log_info("metrics: %zu RAPL energy zones", st->nrapl);
+	} else if (getenv("EPROF_POWERCAP_DIR") || !perf_power_open(f, st)) {
+		profile__set_meta(f->p, "energy_source", "none");
+	}
 }
 
 static void emit(struct feature_ctx *f, struct metrics_state *st, uint64_t now, uint32_t pid,
@@ -262,7 +370,7 @@ static void rapl_read(struct feature_ctx *f, struct metrics_state *st, uint64_t 
 		struct rapl_zone *z = &st->rapl[i];
 		uint64_t v;
 
-		if (read_fd_u64(z->fd, &v))
+		if (read_zone(z, &v))
 			continue;
 		/* the counter wraps at max_energy_range_uj */
 		z->total += v >= z->last ? v - z->last : z->range ? z->range - z->last + v : 0;
@@ -631,7 +739,8 @@ static int metrics_poll(struct feature_ctx *f, void *state, uint64_t now)
 static void metrics_child_exit(struct feature_ctx *f, void *state, uint32_t pid, uint64_t now)
 {
 	struct metrics_state *st = state;
-	struct mproc *mp = find_proc(f, st, pid, false);
+	/* a command shorter than the interval is seen here for the first time */
+	struct mproc *mp = f->o->all ? NULL : find_proc(f, st, pid, true);
 
 	if (!mp)
 		return;
