@@ -35,6 +35,7 @@ struct profile;
 struct profile_bpf;
 struct event_ctx;
 struct proc_tracker;
+struct rusage;
 
 struct feature_ctx {
 	const struct record_opts *o;
@@ -58,8 +59,12 @@ struct feature {
 	int (*configure)(struct feature_ctx *f, void **state);
 	int (*attach)(struct feature_ctx *f, void *state);
 	int (*poll)(struct feature_ctx *f, void *state, uint64_t now);
-	/* The launched command exited and is a zombie still: /proc has its final figures. */
-	void (*child_exit)(struct feature_ctx *f, void *state, uint32_t pid, uint64_t now);
+	/*
+	 * The launched command exited and is a zombie still: /proc has its final figures; ru
+	 * is what the kernel gives a waiter (getrusage RUSAGE_BOTH: ru_maxrss its peak RSS).
+	 */
+	void (*child_exit)(struct feature_ctx *f, void *state, uint32_t pid, uint64_t now,
+			   const struct rusage *ru);
 	int (*finish)(struct feature_ctx *f, void *state);
 	void (*destroy)(struct feature_ctx *f, void *state);
 };

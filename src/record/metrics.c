@@ -27,6 +27,7 @@
 
 #include <linux/perf_event.h>
 #include <linux/types.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 #include "../model/event.h"
@@ -48,7 +49,7 @@ struct mproc {
 	bool written;		    /* something written for it */
 	uint64_t v[MET_PROC_COUNT]; /* the last reading */
 	uint64_t w[MET_PROC_COUNT]; /* the last value written */
-	uint32_t have;		    /* bit per source read: 1 stat, 2 status, 4 io, 8 bpf */
+	uint32_t have;		    /* bit per source read: 1 stat, 2 status, 4 io, 8 bpf, 16 rusage */
 	uint64_t born;		    /* started during the record: when (CLOCK_MONOTONIC), else 0 */
 	uint32_t ppid;
 	bool gone;
@@ -556,7 +557,9 @@ static bool metric_read(const struct mproc *mp, int m)
 	switch (m) {
 	case MET_CPU_USER: case MET_CPU_SYS: case MET_MINFLT: case MET_MAJFLT: case MET_THREADS:
 		return mp->have & 1;
-	case MET_RSS_ANON: case MET_RSS_FILE: case MET_RSS_SHMEM: case MET_RSS_PEAK:
+	case MET_RSS_PEAK:
+		return mp->have & (2 | 16);
+	case MET_RSS_ANON: case MET_RSS_FILE: case MET_RSS_SHMEM:
 		return mp->have & 2;
 	case MET_IO_RCHAR: case MET_IO_WCHAR: case MET_IO_READ_BYTES: case MET_IO_WRITE_BYTES:
 		return mp->have & 4;
@@ -736,7 +739,8 @@ static int metrics_poll(struct feature_ctx *f, void *state, uint64_t now)
 }
 
 /* The launched command exited and is not reaped yet: its last figures, whole. */
-static void metrics_child_exit(struct feature_ctx *f, void *state, uint32_t pid, uint64_t now)
+static void metrics_child_exit(struct feature_ctx *f, void *state, uint32_t pid, uint64_t now,
+			       const struct rusage *ru)
 {
 	struct metrics_state *st = state;
 	/* a command shorter than the interval is seen here for the first time */
@@ -744,8 +748,14 @@ static void metrics_child_exit(struct feature_ctx *f, void *state, uint32_t pid,
 
 	if (!mp)
 		return;
-	if (read_proc(st, mp))
+	if (read_proc(st, mp)) {
+		/* its peak, from the kernel: a command shorter than the interval has no reading */
+		if ((uint64_t)ru->ru_maxrss * 1024 > mp->v[MET_RSS_PEAK]) {
+			mp->v[MET_RSS_PEAK] = (uint64_t)ru->ru_maxrss * 1024;
+			mp->have |= 16;
+		}
 		write_proc(f, st, mp, now, true);
+	}
 	gone(f, st, mp, now);
 	close_proc(st, mp);
 	*mp = st->procs[--st->nprocs];
