@@ -722,6 +722,9 @@ static int metrics_attach(struct feature_ctx *f, void *state)
 	}
 	rapl_open(f, st);
 	gpu_open(f, st);
+	/* the machine's counters start at attach: energy from then on, not from the first poll */
+	rapl_read(f, st, clock_ns(CLOCK_MONOTONIC), false);
+	gpu_read(f, st, clock_ns(CLOCK_MONOTONIC), false);
 	return 0;
 }
 
