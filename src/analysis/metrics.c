@@ -288,31 +288,106 @@ static double value_at(const struct metric_point *pts, size_t n, uint64_t t)
 				   (double)(pts[hi].ts - pts[lo].ts);
 }
 
+/* Every energy series (RAPL zones in uJ, GPU counters in mJ) as points, with its unit. */
+struct energy_series {
+	struct metric_point *pts;
+	size_t n;
+	double per_joule;
+};
+
+static int energy_series(const struct profile *p, struct energy_series **out, size_t *nout)
+{
+	static const struct {
+		int m;
+		double per_joule;
+	} kinds[] = {{MET_ENERGY_UJ, 1e6}, {MET_GPU_ENERGY_MJ, 1e3}};
+	struct energy_series *v = NULL;
+	size_t n = 0, cap = 0;
+
+	for (size_t k = 0; k < 2; k++) {
+		for (uint32_t i = 0; i < 256; i++) {
+			struct metric_point *pts;
+			size_t np;
+
+			if (metrics_series(p, kinds[k].m, 0, i, &pts, &np))
+				goto nomem;
+			if (!np) {
+				free(pts);
+				break;
+			}
+			if (arr_grow(v, cap, n + 1)) {
+				free(pts);
+				goto nomem;
+			}
+			v[n++] = (struct energy_series){pts, np, kinds[k].per_joule};
+		}
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+nomem:
+	for (size_t i = 0; i < n; i++)
+		free(v[i].pts);
+	free(v);
+	return -ENOMEM;
+}
+
+static double series_between(const struct energy_series *v, size_t n, uint64_t t0, uint64_t t1)
+{
+	double j = 0;
+
+	for (size_t i = 0; i < n; i++)
+		j += (value_at(v[i].pts, v[i].n, t1) - value_at(v[i].pts, v[i].n, t0)) / v[i].per_joule;
+	return j;
+}
+
 double metrics_energy_between(const struct profile *p, uint64_t t0, uint64_t t1)
 {
-	double j = -1;
+	struct energy_series *v;
+	size_t n;
+	double j;
 
-	for (uint32_t z = 0; z < 64; z++) {
-		struct metric_point *pts;
-		size_t n;
-
-		if (metrics_series(p, MET_ENERGY_UJ, 0, z, &pts, &n) || !n) {
-			free(pts);
-			break;
-		}
-		j = (j < 0 ? 0 : j) + (value_at(pts, n, t1) - value_at(pts, n, t0)) / 1e6;
-		free(pts);
-	}
-	for (uint32_t d = 0; d < 64; d++) {
-		struct metric_point *pts;
-		size_t n;
-
-		if (metrics_series(p, MET_GPU_ENERGY_MJ, 0, d, &pts, &n) || !n) {
-			free(pts);
-			break;
-		}
-		j = (j < 0 ? 0 : j) + (value_at(pts, n, t1) - value_at(pts, n, t0)) / 1e3;
-		free(pts);
-	}
+	if (energy_series(p, &v, &n) || !n)
+		return -1;
+	j = series_between(v, n, t0, t1);
+	for (size_t i = 0; i < n; i++)
+		free(v[i].pts);
+	free(v);
 	return j;
+}
+
+int metrics_energy_by_region(const struct profile *p, struct metrics_region_energy **out,
+			     size_t *nout)
+{
+	struct metrics_region_energy *r = NULL;
+	struct energy_series *v;
+	size_t n, nr = 0, cap = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (energy_series(p, &v, &n))
+		return -ENOMEM;
+	for (size_t i = 0; n && i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+		size_t k;
+
+		if (e->kind != EVK_REGION)
+			continue;
+		for (k = 0; k < nr && r[k].name != e->name; k++)
+			;
+		if (k == nr) {
+			if (arr_grow(r, cap, nr + 1))
+				break;
+			r[nr++] = (struct metrics_region_energy){e->name, 0, 0, 0};
+		}
+		r[k].calls++;
+		r[k].ns += e->dur;
+		r[k].joules += series_between(v, n, e->ts, e->ts + e->dur);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i].pts);
+	free(v);
+	*out = r;
+	*nout = nr;
+	return 0;
 }

@@ -82,6 +82,19 @@ static inline uint64_t metric_delta(const struct metric_stat *s)
 /* Joules of the energy counters within [t0, t1] (interpolated); -1 when there are none. */
 double metrics_energy_between(const struct profile *p, uint64_t t0, uint64_t t1);
 
+/*
+ * The machine's energy (RAPL zones and GPUs) while each region ran, per region name, summed
+ * over its calls: calls that overlap (on several threads) each count the whole machine's.
+ * None (n 0) without energy counters. Returns 0 or -ENOMEM.
+ */
+struct metrics_region_energy {
+	uint32_t name; /* string id */
+	uint64_t calls, ns;
+	double joules;
+};
+int metrics_energy_by_region(const struct profile *p, struct metrics_region_energy **out,
+			     size_t *n);
+
 /* A counter's readings in time order: for the trace and the charts. */
 struct metric_point {
 	uint64_t ts, v;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report_metrics.h"
@@ -109,6 +110,40 @@ static void text_energy(struct sink *out, const struct metrics_result *r, double
 		    carbon > 0 ? ", --carbon-intensity" : ", world average; --carbon-intensity");
 }
 
+static int cmp_joules(const void *a, const void *b)
+{
+	const struct metrics_region_energy *x = a, *y = b;
+
+	return x->joules < y->joules ? 1 : x->joules > y->joules ? -1 : 0;
+}
+
+/* Regions by energy, largest first; n 0 when there are none or no energy. */
+static struct metrics_region_energy *region_energy(const struct profile *p,
+						   const struct metrics_result *r, size_t *n)
+{
+	struct metrics_region_energy *v = NULL;
+
+	*n = 0;
+	if (!energy_available(r) || metrics_energy_by_region(p, &v, n))
+		return NULL;
+	qsort(v, *n, sizeof(*v), cmp_joules);
+	return v;
+}
+
+static void text_region_energy(struct sink *out, const struct profile *p,
+			       const struct metrics_result *r, unsigned limit)
+{
+	size_t n;
+	struct metrics_region_energy *v = region_energy(p, r, &n);
+
+	for (size_t i = 0; i < n && (!limit || i < limit); i++)
+		sink_printf(out, "%s%s %.1f J (%" PRIu64 " calls, %.2f s)", i ? ", " : "# energy by region: ",
+			    profile__str(p, v[i].name), v[i].joules, v[i].calls, v[i].ns / 1e9);
+	if (n)
+		sink_puts(out, "\n");
+	free(v);
+}
+
 static void text_gpus(struct sink *out, const struct metrics_result *r)
 {
 	char used[32], tot[32], thr[256];
@@ -208,6 +243,7 @@ void report_metrics_text(struct sink *out, const struct profile *p, const struct
 			    a, b, c, d, g);
 	}
 	text_energy(out, r, carbon);
+	text_region_energy(out, p, r, limit ? 5 : 0);
 	text_gpus(out, r);
 	if (r->nprocs > 1)
 		text_procs(out, p, r, limit);
@@ -245,8 +281,12 @@ static void json_procs(struct json *j, const struct profile *p, const struct met
 	json_arr_close(j, 4);
 }
 
-static void json_energy(struct json *j, const struct metrics_result *r, double carbon)
+static void json_energy(struct json *j, const struct profile *p, const struct metrics_result *r,
+			double carbon)
 {
+	struct metrics_region_energy *v;
+	size_t n;
+
 	double total = r->cpu_joules + r->gpu_joules;
 
 	json_obj_open(j, 4, "energy");
@@ -270,6 +310,18 @@ static void json_energy(struct json *j, const struct metrics_result *r, double c
 	json_arr_close(j, 6);
 	json_kv_f(j, "carbon_g_estimate", total / 3.6e6 * carbon_of(carbon), 4);
 	json_kv_f(j, "carbon_intensity_g_per_kwh", carbon_of(carbon), 1);
+	v = region_energy(p, r, &n);
+	json_arr_open(j, 6, "regions");
+	for (size_t i = 0; i < n; i++) {
+		json_obj_open(j, 8, NULL);
+		json_kv_str(j, "name", profile__str(p, v[i].name));
+		json_kv_u64(j, "calls", v[i].calls);
+		json_kv_u64(j, "ns", v[i].ns);
+		json_kv_f(j, "joules", v[i].joules, 3);
+		json_obj_end(j);
+	}
+	json_arr_close(j, 6);
+	free(v);
 	json_obj_end(j);
 }
 
@@ -327,7 +379,7 @@ int report_metrics_json(struct sink *out, const struct profile *p, const struct 
 	json_kv_u64(&j, "rss_peak_process_bytes", r->rss_peak);
 	json_kv_u64(&j, "rss_final_bytes", r->rss_final);
 	json_procs(&j, p, r);
-	json_energy(&j, r, carbon);
+	json_energy(&j, p, r, carbon);
 	json_gpus(&j, r);
 	json_obj_close(&j, 2);
 	return json_flush(&j);

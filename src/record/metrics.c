@@ -82,6 +82,11 @@ struct metrics_state {
 	uint64_t page;
 	struct rapl_zone rapl[RAPL_MAX_ZONES];
 	size_t nrapl;
+	/*
+	 * The launched command's VmHWM before its exec: eprof's own footprint, copied by the
+	 * fork, which the kernel keeps in the peak it reports at exit (ru_maxrss).
+	 */
+	uint64_t child_pre_hwm;
 	struct nvml *nvml;
 	uint64_t *gpu_written; /* per device x MET_COUNT */
 	unsigned ngpus;
@@ -714,6 +719,15 @@ static int metrics_attach(struct feature_ctx *f, void *state)
 	struct metrics_state *st = state;
 
 	st->ncpus = f->ncpus;
+	if (f->child) {
+		char buf[4096];
+		int fd = open_proc((uint32_t)f->child, "status");
+
+		if (read_fd(fd, buf, sizeof(buf)) > 0)
+			st->child_pre_hwm = field_kb(buf, "VmHWM:");
+		if (fd >= 0)
+			close(fd);
+	}
 	if (st->bpf) {
 		st->map_fd = bpf_map__fd(f->skel->maps.metrics_procs);
 		st->percpu = calloc(st->ncpus, sizeof(*st->percpu));
@@ -752,9 +766,16 @@ static void metrics_child_exit(struct feature_ctx *f, void *state, uint32_t pid,
 	if (!mp)
 		return;
 	if (read_proc(st, mp)) {
-		/* its peak, from the kernel: a command shorter than the interval has no reading */
-		if ((uint64_t)ru->ru_maxrss * 1024 > mp->v[MET_RSS_PEAK]) {
-			mp->v[MET_RSS_PEAK] = (uint64_t)ru->ru_maxrss * 1024;
+		/*
+		 * Its peak from the kernel (a command shorter than the interval has no reading),
+		 * unless that is the pre-exec copy of eprof's (which may still grow by a few pages
+		 * before the exec): then the readings are all there is.
+		 */
+		uint64_t peak = (uint64_t)ru->ru_maxrss * 1024;
+
+		log_debug("metrics: command peak %" PRIu64 ", before exec %" PRIu64, peak, st->child_pre_hwm);
+		if (peak > mp->v[MET_RSS_PEAK] && peak > st->child_pre_hwm + (1 << 20)) {
+			mp->v[MET_RSS_PEAK] = peak;
 			mp->have |= 16;
 		}
 		write_proc(f, st, mp, now, true);

@@ -115,7 +115,7 @@ def test_user_sys_split_within_five_points(ep_module, fix):
 
 def test_fake_nvml_flows_to_report_trace_json(ep_module, fix, fakenvml):
     env = dict(os.environ, EPROF_NVML_LIB=fakenvml, EPROF_POWERCAP_DIR="/nonexistent")
-    record(ep_module, "gpu.data", fix, "split", "0.3", env=env)
+    record(ep_module, "gpu.data", fix, "split", "0.3", env=env, extra=("--region", f"{fix}:split"))
     m = metrics(ep_module, "gpu.data")
     g0, g1 = m["gpus"]
     assert (g0["name"], g1["name"]) == ("Fake GPU 0", "Fake GPU 1")
@@ -129,6 +129,10 @@ def test_fake_nvml_flows_to_report_trace_json(ep_module, fix, fakenvml):
     assert abs(g0["energy_joules"] / g1["energy_joules"] - 2.5) < 0.05
     e = m["energy"]
     assert e["available"] and e["cpu_joules"] == 0 and e["gpu_joules"] > 0
+    # the energy while the region ran: 350 W (both fake GPUs) over its duration
+    (reg,) = e["regions"]
+    assert reg["name"] == "split" and reg["calls"] == 1
+    assert abs(reg["joules"] / (350 * reg["ns"] / 1e9) - 1) < 0.1
     text = ep_module.run("report", "gpu.data").stdout
     assert "# GPU 0:    Fake GPU 0   SM 63% mean" in text
     assert "clocks held back by: power cap" in text
