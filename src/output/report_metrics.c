@@ -212,6 +212,14 @@ void report_metrics_text(struct sink *out, const struct profile *p, const struct
 
 	if (!r->present)
 		return;
+	if (r->scope && !strcmp(r->scope, "system")) {
+		sink_printf(out, "# metrics:  wall %.2f s   (a system-wide record: no per-process "
+				 "figures; energy and GPUs every %" PRIu64 " ms)\n",
+			    r->wall_s, r->interval_ms);
+		text_energy(out, r, carbon);
+		text_gpus(out, r);
+		return;
+	}
 	/* one process: the kernel's high-water mark, exact; several: their sum at its largest */
 	metrics_fmt_bytes(a, sizeof(a), (double)(r->nprocs == 1 ? r->rss_peak : r->rss_peak_all));
 	metrics_fmt_bytes(b, sizeof(b), (double)r->rss_final);

@@ -211,3 +211,18 @@ def test_attached_process_counts_from_attach(ep_module, fix):
     assert m["minflt"] < 1000  # the 40,000 faults came before
     assert m["cpu_user_ns"] < 0.2e9
     assert proc["rss_peak_bytes"] >= 40000 * 4096  # levels are levels
+
+
+def test_top_header_shows_resources(ep_module, fix):
+    p = subprocess.Popen([fix, "split", "3"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.2)
+        r = ep_module.run("top", "-p", str(p.pid), "-b", "-n", "2", "-d", "0.6")
+    finally:
+        p.kill()
+        p.wait()
+    res = [line for line in r.stdout.splitlines() if line.startswith("Res: ")]
+    assert len(res) == 2
+    words = res[1].split()  # Res: user U sys S cores ...
+    assert float(words[2]) + float(words[4]) > 0.5  # a busy loop: about one core
+    assert "RSS" in res[1] and "net" in res[1]
