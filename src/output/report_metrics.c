@@ -381,6 +381,8 @@ int report_metrics_json(struct sink *out, const struct profile *p, const struct 
 	json_kv_u64(&j, "interval_ms", r->interval_ms);
 	json_kv_str(&j, "scope", r->scope ? r->scope : "process");
 	json_kv_f(&j, "wall_s", r->wall_s, 6);
+	/* what the readings cost the recorder (its thread's CPU time in them) */
+	json_kv_u64(&j, "collection_cpu_ns", profile__meta_u64(p, "metrics_cpu_ns", 0));
 	json_break(&j, 4);
 	json_totals(&j, r->total);
 	json_kv_u64(&j, "rss_peak_bytes", r->nprocs == 1 ? r->rss_peak : r->rss_peak_all);

@@ -88,6 +88,7 @@ struct metrics_state {
 	 */
 	uint64_t child_pre_hwm;
 	struct nvml *nvml;
+	uint64_t cpu_ns; /* the recorder thread's CPU time in the readings (meta metrics_cpu_ns) */
 	uint64_t *gpu_written; /* per device x MET_COUNT */
 	unsigned ngpus;
 };
@@ -687,7 +688,18 @@ static void find_targets(struct feature_ctx *f, struct metrics_state *st)
 	}
 }
 
+static void sample_all_(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last);
+
+/* One reading of everything, its cost counted (tools/bench/metrics_cost.py reads it). */
 static void sample_all(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last)
+{
+	uint64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+
+	sample_all_(f, st, now, last);
+	st->cpu_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+}
+
+static void sample_all_(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last)
 {
 	if (!f->o->all) {
 		find_targets(f, st);
@@ -789,10 +801,12 @@ static int metrics_finish(struct feature_ctx *f, void *state)
 {
 	struct metrics_state *st = state;
 	uint64_t full = st->bpf ? f->bpf_stat(f, BSTAT_METRICS_FULL) : 0;
-	sample_all(f, st, clock_ns(CLOCK_MONOTONIC), true);
-	if (full) {
-		char buf[32];
+	char buf[32];
 
+	sample_all(f, st, clock_ns(CLOCK_MONOTONIC), true);
+	snprintf(buf, sizeof(buf), "%" PRIu64, st->cpu_ns);
+	profile__set_meta(f->p, "metrics_cpu_ns", buf);
+	if (full) {
 		snprintf(buf, sizeof(buf), "%" PRIu64, full);
 		profile__set_meta(f->p, "metrics_untracked", buf);
 	}
