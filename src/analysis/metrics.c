@@ -391,3 +391,74 @@ int metrics_energy_by_region(const struct profile *p, struct metrics_region_ener
 	*nout = nr;
 	return 0;
 }
+
+struct grid_proc {
+	uint32_t pid;
+	uint64_t v;
+};
+
+int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, uint64_t t0,
+		 uint64_t dt, size_t nbins, double *out)
+{
+	bool machine = metric_defs[m].scope != MSCOPE_PROCESS;
+	struct grid_proc *procs = NULL;
+	size_t np = 0, cap = 0, n = 0, k = 0;
+	uint32_t name = 0, *idx;
+	double level = 0;
+
+	for (size_t b = 0; b < nbins; b++)
+		out[b] = 0;
+	for (size_t i = 0; i < p->events.n && !name; i++) {
+		const struct event *e = &p->events.v[i];
+
+		if (e->kind == EVK_COUNTER && !strcmp(profile__str(p, e->name), metric_defs[m].name))
+			name = e->name;
+	}
+	if (!name || !dt || !nbins)
+		return 0;
+	idx = malloc(p->events.n * sizeof(*idx));
+	if (!idx)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->events.n; i++) {
+		const struct event *e = &p->events.v[i];
+
+		if (e->kind != EVK_COUNTER || e->name != name)
+			continue;
+		if (machine ? e->pid || ev_counter_index(e) != index : !e->pid || (pid && e->pid != pid))
+			continue;
+		idx[n++] = (uint32_t)i;
+	}
+	profile__sort_events(p, idx, n);
+	for (size_t b = 0; b < nbins; b++) {
+		uint64_t end = t0 + (b + 1) * dt;
+
+		for (; k < n && p->events.v[idx[k]].ts < end; k++) {
+			const struct event *e = &p->events.v[idx[k]];
+			uint64_t v = ev_counter_value(e);
+			size_t j;
+
+			for (j = 0; j < np && procs[j].pid != e->pid; j++)
+				;
+			if (j == np) {
+				if (arr_grow(procs, cap, np + 1)) {
+					free(idx);
+					free(procs);
+					return -ENOMEM;
+				}
+				procs[np++] = (struct grid_proc){e->pid, metric_defs[m].cumulative ? v : 0};
+			}
+			if (metric_defs[m].cumulative) {
+				if (e->ts >= t0 && v >= procs[j].v)
+					out[b] += (double)(v - procs[j].v);
+			} else {
+				level += (double)v - (double)procs[j].v;
+			}
+			procs[j].v = v;
+		}
+		if (!metric_defs[m].cumulative)
+			out[b] = level;
+	}
+	free(idx);
+	free(procs);
+	return 0;
+}

@@ -103,6 +103,16 @@ struct metric_point {
 int metrics_series(const struct profile *p, int m, uint32_t pid, uint32_t index,
 		   struct metric_point **out, size_t *n);
 
+/*
+ * Metric m on a time grid: out[k] for the bin [t0 + k*dt, t0 + (k+1)*dt). A level: its value
+ * at the bin's end, summed over the processes (pid 0: all; machine-wide metrics: the zone or
+ * device index). A running total: what it grew by within the bin, summed (a process's first
+ * reading counts from itself, so a process attached mid-way adds no spike). Returns 0 or
+ * -ENOMEM.
+ */
+int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, uint64_t t0,
+		 uint64_t dt, size_t nbins, double *out);
+
 /* gCO2 per kWh used when --carbon-intensity is not given (docs/metrics.md says where from). */
 #define METRICS_DEFAULT_CARBON_G_PER_KWH 475.0
 

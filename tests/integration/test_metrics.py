@@ -89,6 +89,15 @@ def test_tcp_loopback_bytes_exact(ep_module, fix):
     assert pts and max(v for _, v in pts) > 0
     area = sum((pts[i + 1][0] - pts[i][0]) / 1e6 * pts[i][1] for i in range(len(pts) - 1))
     assert abs(area * MIB - 10_000_000) < 0.01 * 10_000_000
+    # the HTML export's charts: inline SVG, a network chart among them
+    ep_module.run("export", "tcp.data", "--format", "html", "-o", "tcp.html")
+    with open(os.path.join(ep_module.dir, "tcp.html")) as f:
+        html = f.read()
+    res = html.split('<section id="resources">')[1].split("</section>")[0]
+    assert "network sent 9.5 MiB, received 9.5 MiB" in res
+    assert '<figure class="chart"><figcaption>Network' in res
+    assert res.count("<polyline") >= 5 and "http://" not in res.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
 
 
 def test_page_faults_within_one_percent(ep_module, fix, baseline):
