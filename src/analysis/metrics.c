@@ -79,8 +79,8 @@ static struct metrics_zone *zone_slot(const struct profile *p, struct metrics_re
 	return &r->zones[r->nzones++];
 }
 
-static struct metrics_gpu *gpu_slot(const struct profile *p, struct metrics_result *r,
-				    size_t *cap, uint32_t idx)
+static struct metrics_gpu *gpu_slot(const struct profile *p, struct metrics_result *r, size_t *cap,
+				    uint32_t idx)
 {
 	char key[32];
 
@@ -184,7 +184,8 @@ int metrics_analyze(const struct profile *p, uint32_t pid, struct metrics_result
 				if (sum)
 					ps->rss_final = sum;
 				ps->rss_peak_sum = sum > ps->rss_peak_sum ? sum : ps->rss_peak_sum;
-				r->rss_peak_all = all_rss > r->rss_peak_all ? all_rss : r->rss_peak_all;
+				r->rss_peak_all =
+				    all_rss > r->rss_peak_all ? all_rss : r->rss_peak_all;
 			}
 		} else if (metric_defs[m].scope == MSCOPE_ENERGY) {
 			struct metrics_zone *z = zone_slot(p, r, &zcap, ev_counter_index(e));
@@ -234,7 +235,8 @@ int metrics_series(const struct profile *p, int m, uint32_t pid, uint32_t index,
 	for (size_t i = 0; i < p->events.n && !name; i++) {
 		const struct event *e = &p->events.v[i];
 
-		if (e->kind == EVK_COUNTER && !strcmp(profile__str(p, e->name), metric_defs[m].name))
+		if (e->kind == EVK_COUNTER &&
+		    !strcmp(profile__str(p, e->name), metric_defs[m].name))
 			name = e->name;
 	}
 	if (!name)
@@ -285,7 +287,7 @@ static double value_at(const struct metric_point *pts, size_t n, uint64_t t)
 	if (hi >= n || pts[hi].ts == pts[lo].ts)
 		return (double)pts[lo].v;
 	return pts[lo].v + (double)(pts[hi].v - pts[lo].v) * (double)(t - pts[lo].ts) /
-				   (double)(pts[hi].ts - pts[lo].ts);
+			       (double)(pts[hi].ts - pts[lo].ts);
 }
 
 /* Every energy series (RAPL zones in uJ, GPU counters in mJ) as points, with its unit. */
@@ -337,7 +339,8 @@ static double series_between(const struct energy_series *v, size_t n, uint64_t t
 	double j = 0;
 
 	for (size_t i = 0; i < n; i++)
-		j += (value_at(v[i].pts, v[i].n, t1) - value_at(v[i].pts, v[i].n, t0)) / v[i].per_joule;
+		j += (value_at(v[i].pts, v[i].n, t1) - value_at(v[i].pts, v[i].n, t0)) /
+		     v[i].per_joule;
 	return j;
 }
 
@@ -411,7 +414,8 @@ int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, u
 	for (size_t i = 0; i < p->events.n && !name; i++) {
 		const struct event *e = &p->events.v[i];
 
-		if (e->kind == EVK_COUNTER && !strcmp(profile__str(p, e->name), metric_defs[m].name))
+		if (e->kind == EVK_COUNTER &&
+		    !strcmp(profile__str(p, e->name), metric_defs[m].name))
 			name = e->name;
 	}
 	if (!name || !dt || !nbins)
@@ -424,7 +428,8 @@ int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, u
 
 		if (e->kind != EVK_COUNTER || e->name != name)
 			continue;
-		if (machine ? e->pid || ev_counter_index(e) != index : !e->pid || (pid && e->pid != pid))
+		if (machine ? e->pid || ev_counter_index(e) != index
+			    : !e->pid || (pid && e->pid != pid))
 			continue;
 		idx[n++] = (uint32_t)i;
 	}
@@ -445,7 +450,8 @@ int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, u
 					free(procs);
 					return -ENOMEM;
 				}
-				procs[np++] = (struct grid_proc){e->pid, metric_defs[m].cumulative ? v : 0};
+				procs[np++] =
+				    (struct grid_proc){e->pid, metric_defs[m].cumulative ? v : 0};
 			}
 			if (metric_defs[m].cumulative) {
 				if (e->ts >= t0 && v >= procs[j].v)

@@ -44,12 +44,12 @@ struct metrics_gpu {
 	uint32_t index;
 	const char *name;
 	struct metric_stat m[MET_COUNT]; /* MET_GPU_* used */
-	uint64_t throttle_any; /* OR of every throttle reading */
-	double joules;	       /* energy counter delta, else the mean power x time */
+	uint64_t throttle_any;		 /* OR of every throttle reading */
+	double joules;			 /* energy counter delta, else the mean power x time */
 };
 
 struct metrics_result {
-	bool present;	   /* the record has resource metrics */
+	bool present; /* the record has resource metrics */
 	uint64_t interval_ms;
 	const char *scope; /* "process" or "system" */
 	double wall_s;

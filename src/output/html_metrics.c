@@ -42,25 +42,31 @@ static void chart_svg(struct sink *out, const struct chart *c, size_t nbins, dou
 	sink_puts(out, "<figure class=\"chart\"><figcaption>");
 	sink_xml_str(out, c->title);
 	for (size_t s = 0; s < c->nseries; s++)
-		sink_printf(out, " <span style=\"color:%s\">&#9632; %s</span>", colours[s], c->label[s]);
-	sink_printf(out, "</figcaption>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-			 "height=\"%d\" role=\"img\" aria-label=\"",
+		sink_printf(out, " <span style=\"color:%s\">&#9632; %s</span>", colours[s],
+			    c->label[s]);
+	sink_printf(out,
+		    "</figcaption>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+		    "height=\"%d\" role=\"img\" aria-label=\"",
 		    CHART_W, CHART_H);
 	sink_xml_str(out, c->title);
 	sink_puts(out, "\">\n");
-	sink_printf(out, "<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
-			 "stroke=\"#ccc\"/>\n",
+	sink_printf(out,
+		    "<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
+		    "stroke=\"#ccc\"/>\n",
 		    PAD_L, pw, ph);
-	sink_printf(out, "<text x=\"%d\" y=\"20\" text-anchor=\"end\" font-size=\"11\">%.3g %s</text>\n",
+	sink_printf(out,
+		    "<text x=\"%d\" y=\"20\" text-anchor=\"end\" font-size=\"11\">%.3g %s</text>\n",
 		    PAD_L - 4, max, c->unit);
 	sink_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" font-size=\"11\">0</text>\n",
 		    PAD_L - 4, 10 + ph);
 	sink_printf(out, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0 s</text>\n", PAD_L,
 		    CHART_H - 4);
-	sink_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" font-size=\"11\">%.1f s</text>\n",
+	sink_printf(out,
+		    "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" font-size=\"11\">%.1f s</text>\n",
 		    PAD_L + pw, CHART_H - 4, secs);
 	for (size_t s = 0; s < c->nseries; s++) {
-		sink_printf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+		sink_printf(out,
+			    "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
 			    colours[s]);
 		for (size_t b = 0; b < nbins; b++) {
 			double x = PAD_L + (nbins > 1 ? (double)pw * b / (nbins - 1) : 0);
@@ -81,8 +87,8 @@ struct grid {
 };
 
 /* Sum of metrics ms[0..n) (all processes) per bin, scaled: rates per second when per_s. */
-static int series(struct grid *g, const int *ms, size_t n, uint32_t index, double scale,
-		  bool per_s, double *out)
+static int series(struct grid *g, const int *ms, size_t n, uint32_t index, double scale, bool per_s,
+		  double *out)
 {
 	for (size_t b = 0; b < g->nbins; b++)
 		out[b] = 0;
@@ -120,23 +126,54 @@ struct chart_def {
 };
 
 static const struct chart_def charts[] = {
-	{"CPU", "cores", 1e9, true, false,
-	 {{"user", {MET_CPU_USER}, 1}, {"system", {MET_CPU_SYS}, 1}}, 2},
-	{"RSS", "MiB", 1048576, false, false,
-	 {{"anonymous", {MET_RSS_ANON}, 1}, {"file", {MET_RSS_FILE}, 1},
-	  {"shmem", {MET_RSS_SHMEM}, 1}}, 3},
-	{"I/O", "MiB/s", 1048576, true, false,
-	 {{"read (syscalls)", {MET_IO_RCHAR}, 1}, {"written (syscalls)", {MET_IO_WCHAR}, 1},
-	  {"disk read", {MET_IO_READ_BYTES}, 1}, {"disk written", {MET_IO_WRITE_BYTES}, 1}}, 4},
-	{"Network", "MiB/s", 1048576, true, false,
-	 {{"sent", {MET_NET_TCP_TX, MET_NET_UDP_TX, MET_NET_UNIX_TX}, 3},
-	  {"received", {MET_NET_TCP_RX, MET_NET_UDP_RX, MET_NET_UNIX_RX}, 3}}, 2},
-	{"Page faults", "/s", 1, true, false,
-	 {{"minor", {MET_MINFLT}, 1}, {"major", {MET_MAJFLT}, 1}}, 2},
-	{"utilisation", "%", 1, false, true,
-	 {{"SM", {MET_GPU_UTIL}, 1}, {"memory", {MET_GPU_MEM_UTIL}, 1}}, 2},
-	{"power", "W", 1000, false, true, {{"power", {MET_GPU_POWER_MW}, 1}}, 1},
-	{"memory used", "MiB", 1048576, false, true, {{"used", {MET_GPU_MEM_USED}, 1}}, 1},
+    {"CPU",
+     "cores",
+     1e9,
+     true,
+     false,
+     {{"user", {MET_CPU_USER}, 1}, {"system", {MET_CPU_SYS}, 1}},
+     2},
+    {"RSS",
+     "MiB",
+     1048576,
+     false,
+     false,
+     {{"anonymous", {MET_RSS_ANON}, 1}, {"file", {MET_RSS_FILE}, 1}, {"shmem", {MET_RSS_SHMEM}, 1}},
+     3},
+    {"I/O",
+     "MiB/s",
+     1048576,
+     true,
+     false,
+     {{"read (syscalls)", {MET_IO_RCHAR}, 1},
+      {"written (syscalls)", {MET_IO_WCHAR}, 1},
+      {"disk read", {MET_IO_READ_BYTES}, 1},
+      {"disk written", {MET_IO_WRITE_BYTES}, 1}},
+     4},
+    {"Network",
+     "MiB/s",
+     1048576,
+     true,
+     false,
+     {{"sent", {MET_NET_TCP_TX, MET_NET_UDP_TX, MET_NET_UNIX_TX}, 3},
+      {"received", {MET_NET_TCP_RX, MET_NET_UDP_RX, MET_NET_UNIX_RX}, 3}},
+     2},
+    {"Page faults",
+     "/s",
+     1,
+     true,
+     false,
+     {{"minor", {MET_MINFLT}, 1}, {"major", {MET_MAJFLT}, 1}},
+     2},
+    {"utilisation",
+     "%",
+     1,
+     false,
+     true,
+     {{"SM", {MET_GPU_UTIL}, 1}, {"memory", {MET_GPU_MEM_UTIL}, 1}},
+     2},
+    {"power", "W", 1000, false, true, {{"power", {MET_GPU_POWER_MW}, 1}}, 1},
+    {"memory used", "MiB", 1048576, false, true, {{"used", {MET_GPU_MEM_USED}, 1}}, 1},
 };
 
 static int one_chart(struct sink *out, struct grid *g, const struct chart_def *d, uint32_t index,
@@ -166,7 +203,8 @@ int html_metrics_section(struct sink *out, const struct profile *p)
 {
 	struct metrics_result r;
 	struct grid g = {.p = p};
-	uint64_t start = profile__meta_u64(p, "start_ns", 0), end = profile__meta_u64(p, "end_ns", 0);
+	uint64_t start = profile__meta_u64(p, "start_ns", 0),
+		 end = profile__meta_u64(p, "end_ns", 0);
 	uint64_t interval;
 	struct sink *txt;
 	const char *data;

@@ -10,8 +10,9 @@
 
 /* NVML's clock event (throttle) reason bits, in bit order. */
 static const char *const throttle_names[] = {
-	"idle", "application clocks", "power cap", "hardware slowdown", "sync boost",
-	"software thermal", "hardware thermal", "power brake", "display clock",
+    "idle",	     "application clocks", "power cap",	       "hardware slowdown",
+    "sync boost",    "software thermal",   "hardware thermal", "power brake",
+    "display clock",
 };
 #define NTHROTTLE (sizeof(throttle_names) / sizeof(throttle_names[0]))
 
@@ -58,7 +59,8 @@ static void fmt_count(char *buf, size_t len, uint64_t v)
 
 static double mean_of(const struct metric_stat *s)
 {
-	return s->t_last > s->t_first ? s->area / (double)(s->t_last - s->t_first) : (double)s->last;
+	return s->t_last > s->t_first ? s->area / (double)(s->t_last - s->t_first)
+				      : (double)s->last;
 }
 
 static double carbon_of(double carbon)
@@ -103,8 +105,8 @@ static void text_energy(struct sink *out, const struct metrics_result *r, double
 	}
 	if (r->ngpus)
 		sink_printf(out, "GPU %.1f J   ", r->gpu_joules);
-	sink_printf(out, "total %.1f J%s = %.4f kWh\n", total, r->cpu_joules > 0 ? "" : " (GPUs only)",
-		    total / 3.6e6);
+	sink_printf(out, "total %.1f J%s = %.4f kWh\n", total,
+		    r->cpu_joules > 0 ? "" : " (GPUs only)", total / 3.6e6);
 	sink_printf(out, "# carbon:   ~%.2f g CO2e (an estimate: %.4f kWh x %.0f g/kWh%s)\n",
 		    total / 3.6e6 * carbon_of(carbon), total / 3.6e6, carbon_of(carbon),
 		    carbon > 0 ? ", --carbon-intensity" : ", world average; --carbon-intensity");
@@ -137,8 +139,9 @@ static void text_region_energy(struct sink *out, const struct profile *p,
 	struct metrics_region_energy *v = region_energy(p, r, &n);
 
 	for (size_t i = 0; i < n && (!limit || i < limit); i++)
-		sink_printf(out, "%s%s %.1f J (%" PRIu64 " calls, %.2f s)", i ? ", " : "# energy by region: ",
-			    profile__str(p, v[i].name), v[i].joules, v[i].calls, v[i].ns / 1e9);
+		sink_printf(out, "%s%s %.1f J (%" PRIu64 " calls, %.2f s)",
+			    i ? ", " : "# energy by region: ", profile__str(p, v[i].name),
+			    v[i].joules, v[i].calls, v[i].ns / 1e9);
 	if (n)
 		sink_puts(out, "\n");
 	free(v);
@@ -153,17 +156,20 @@ static void text_gpus(struct sink *out, const struct metrics_result *r)
 
 		metrics_fmt_bytes(used, sizeof(used), (double)g->m[MET_GPU_MEM_USED].max);
 		metrics_fmt_bytes(tot, sizeof(tot), (double)g->m[MET_GPU_MEM_TOTAL].last);
-		sink_printf(out, "# GPU %u:    %s   SM %.0f%% mean (%" PRIu64 "%% peak)   memory %.0f%% "
-				 "busy, %s of %s peak   power %.0f W mean (%.0f W peak)   %" PRIu64
-				 " C peak   SM clock %" PRIu64 " MHz peak\n",
+		sink_printf(out,
+			    "# GPU %u:    %s   SM %.0f%% mean (%" PRIu64 "%% peak)   memory %.0f%% "
+			    "busy, %s of %s peak   power %.0f W mean (%.0f W peak)   %" PRIu64
+			    " C peak   SM clock %" PRIu64 " MHz peak\n",
 			    g->index, g->name, mean_of(&g->m[MET_GPU_UTIL]), g->m[MET_GPU_UTIL].max,
 			    mean_of(&g->m[MET_GPU_MEM_UTIL]), used, tot,
-			    mean_of(&g->m[MET_GPU_POWER_MW]) / 1e3, g->m[MET_GPU_POWER_MW].max / 1e3,
-			    g->m[MET_GPU_TEMP_C].max, g->m[MET_GPU_SM_CLOCK].max);
+			    mean_of(&g->m[MET_GPU_POWER_MW]) / 1e3,
+			    g->m[MET_GPU_POWER_MW].max / 1e3, g->m[MET_GPU_TEMP_C].max,
+			    g->m[MET_GPU_SM_CLOCK].max);
 		/* idle alone is no slowdown worth a line */
 		if (g->throttle_any & ~1ULL)
-			sink_printf(out, "#            clocks held back by: %s\n",
-				    metrics_throttle_names(g->throttle_any & ~1ULL, thr, sizeof(thr)));
+			sink_printf(
+			    out, "#            clocks held back by: %s\n",
+			    metrics_throttle_names(g->throttle_any & ~1ULL, thr, sizeof(thr)));
 	}
 }
 
@@ -200,7 +206,8 @@ static void text_procs(struct sink *out, const struct profile *p, const struct m
 			    t[MET_CPU_SYS] / 1e9, peak, rd, wr, tx, rx);
 	}
 	if (limit && r->nprocs > limit)
-		sink_printf(out, "... %zu more processes (--limit 0 shows all)\n", r->nprocs - limit);
+		sink_printf(out, "... %zu more processes (--limit 0 shows all)\n",
+			    r->nprocs - limit);
 }
 
 void report_metrics_text(struct sink *out, const struct profile *p, const struct metrics_result *r,
@@ -213,8 +220,9 @@ void report_metrics_text(struct sink *out, const struct profile *p, const struct
 	if (!r->present)
 		return;
 	if (r->scope && !strcmp(r->scope, "system")) {
-		sink_printf(out, "# metrics:  wall %.2f s   (a system-wide record: no per-process "
-				 "figures; energy and GPUs every %" PRIu64 " ms)\n",
+		sink_printf(out,
+			    "# metrics:  wall %.2f s   (a system-wide record: no per-process "
+			    "figures; energy and GPUs every %" PRIu64 " ms)\n",
 			    r->wall_s, r->interval_ms);
 		text_energy(out, r, carbon);
 		text_gpus(out, r);
@@ -238,16 +246,18 @@ void report_metrics_text(struct sink *out, const struct profile *p, const struct
 		metrics_fmt_bytes(d, sizeof(d), (double)t[MET_IO_WCHAR]);
 		metrics_fmt_bytes(e, sizeof(e), (double)net_tx(t));
 		metrics_fmt_bytes(f, sizeof(f), (double)net_rx(t));
-		sink_printf(out, "# I/O:      disk read %s, written %s   syscalls read %s, written %s"
-				 "   network sent %s, received %s\n",
+		sink_printf(out,
+			    "# I/O:      disk read %s, written %s   syscalls read %s, written %s"
+			    "   network sent %s, received %s\n",
 			    a, c, b, d, e, f);
 		fmt_count(a, sizeof(a), t[MET_MINFLT]);
 		fmt_count(b, sizeof(b), t[MET_MAJFLT]);
 		fmt_count(c, sizeof(c), t[MET_NVCSW]);
 		fmt_count(d, sizeof(d), t[MET_NIVCSW]);
 		fmt_count(g, sizeof(g), t[MET_THREADS]);
-		sink_printf(out, "# faults:   minor %s   major %s   context switches: voluntary %s, "
-				 "involuntary %s   threads (peak) %s\n",
+		sink_printf(out,
+			    "# faults:   minor %s   major %s   context switches: voluntary %s, "
+			    "involuntary %s   threads (peak) %s\n",
 			    a, b, c, d, g);
 	}
 	text_energy(out, r, carbon);
@@ -361,8 +371,8 @@ static void json_gpus(struct json *j, const struct metrics_result *r)
 		if (g->m[MET_GPU_PCIE_RX].n)
 			json_kv_f(j, "pcie_rx_mean_kbps", mean_of(&g->m[MET_GPU_PCIE_RX]), 1);
 		json_kv_u64(j, "throttle_reasons_mask", g->throttle_any);
-		json_kv_str(j, "throttle_reasons", metrics_throttle_names(g->throttle_any, thr,
-									    sizeof(thr)));
+		json_kv_str(j, "throttle_reasons",
+			    metrics_throttle_names(g->throttle_any, thr, sizeof(thr)));
 		json_kv_u64(j, "readings", g->m[MET_GPU_UTIL].n);
 		json_obj_end(j);
 	}

@@ -25,8 +25,8 @@ static bool in_window(const struct trace_opts *o, uint64_t ts)
 	return (!o->filter.t0 || ts >= o->filter.t0) && (!o->filter.t1 || ts <= o->filter.t1);
 }
 
-static void put(struct trace_writer *w, const struct trace_opts *o, uint32_t pid,
-		const char *track, uint64_t ts, double v, struct trace_stats *st)
+static void put(struct trace_writer *w, const struct trace_opts *o, uint32_t pid, const char *track,
+		uint64_t ts, double v, struct trace_stats *st)
 {
 	static const char *const series[] = {"value"};
 
@@ -95,37 +95,37 @@ struct track_def {
 };
 
 static const struct track_def proc_tracks[] = {
-	{MET_CPU_USER, "CPU user (cores)", 1, true, false},
-	{MET_CPU_SYS, "CPU system (cores)", 1, true, false},
-	{MET_RSS_ANON, "RSS anonymous (MiB)", 1048576, false, false},
-	{MET_RSS_FILE, "RSS file (MiB)", 1048576, false, false},
-	{MET_RSS_SHMEM, "RSS shmem (MiB)", 1048576, false, true},
-	{MET_MINFLT, "Minor faults/s", 1, true, true},
-	{MET_MAJFLT, "Major faults/s", 1, true, true},
-	{MET_NVCSW, "Voluntary switches/s", 1, true, true},
-	{MET_NIVCSW, "Involuntary switches/s", 1, true, true},
-	{MET_IO_RCHAR, "Read MiB/s (syscalls)", 1048576, true, true},
-	{MET_IO_WCHAR, "Written MiB/s (syscalls)", 1048576, true, true},
-	{MET_IO_READ_BYTES, "Disk read MiB/s", 1048576, true, true},
-	{MET_IO_WRITE_BYTES, "Disk written MiB/s", 1048576, true, true},
-	{MET_NET_TCP_TX, "TCP sent MiB/s", 1048576, true, true},
-	{MET_NET_TCP_RX, "TCP received MiB/s", 1048576, true, true},
-	{MET_NET_UDP_TX, "UDP sent MiB/s", 1048576, true, true},
-	{MET_NET_UDP_RX, "UDP received MiB/s", 1048576, true, true},
-	{MET_NET_UNIX_TX, "Unix socket sent MiB/s", 1048576, true, true},
-	{MET_NET_UNIX_RX, "Unix socket received MiB/s", 1048576, true, true},
+    {MET_CPU_USER, "CPU user (cores)", 1, true, false},
+    {MET_CPU_SYS, "CPU system (cores)", 1, true, false},
+    {MET_RSS_ANON, "RSS anonymous (MiB)", 1048576, false, false},
+    {MET_RSS_FILE, "RSS file (MiB)", 1048576, false, false},
+    {MET_RSS_SHMEM, "RSS shmem (MiB)", 1048576, false, true},
+    {MET_MINFLT, "Minor faults/s", 1, true, true},
+    {MET_MAJFLT, "Major faults/s", 1, true, true},
+    {MET_NVCSW, "Voluntary switches/s", 1, true, true},
+    {MET_NIVCSW, "Involuntary switches/s", 1, true, true},
+    {MET_IO_RCHAR, "Read MiB/s (syscalls)", 1048576, true, true},
+    {MET_IO_WCHAR, "Written MiB/s (syscalls)", 1048576, true, true},
+    {MET_IO_READ_BYTES, "Disk read MiB/s", 1048576, true, true},
+    {MET_IO_WRITE_BYTES, "Disk written MiB/s", 1048576, true, true},
+    {MET_NET_TCP_TX, "TCP sent MiB/s", 1048576, true, true},
+    {MET_NET_TCP_RX, "TCP received MiB/s", 1048576, true, true},
+    {MET_NET_UDP_TX, "UDP sent MiB/s", 1048576, true, true},
+    {MET_NET_UDP_RX, "UDP received MiB/s", 1048576, true, true},
+    {MET_NET_UNIX_TX, "Unix socket sent MiB/s", 1048576, true, true},
+    {MET_NET_UNIX_RX, "Unix socket received MiB/s", 1048576, true, true},
 };
 
 static const struct track_def gpu_tracks[] = {
-	{MET_GPU_UTIL, "SM utilisation (%)", 1, false, false},
-	{MET_GPU_MEM_UTIL, "Memory utilisation (%)", 1, false, false},
-	{MET_GPU_MEM_USED, "Memory used (MiB)", 1048576, false, false},
-	{MET_GPU_POWER_MW, "Power (W)", 1000, false, false},
-	{MET_GPU_TEMP_C, "Temperature (C)", 1, false, false},
-	{MET_GPU_SM_CLOCK, "SM clock (MHz)", 1, false, false},
-	{MET_GPU_MEM_CLOCK, "Memory clock (MHz)", 1, false, false},
-	{MET_GPU_PCIE_TX, "PCIe TX (KB/s)", 1, false, true},
-	{MET_GPU_PCIE_RX, "PCIe RX (KB/s)", 1, false, true},
+    {MET_GPU_UTIL, "SM utilisation (%)", 1, false, false},
+    {MET_GPU_MEM_UTIL, "Memory utilisation (%)", 1, false, false},
+    {MET_GPU_MEM_USED, "Memory used (MiB)", 1048576, false, false},
+    {MET_GPU_POWER_MW, "Power (W)", 1000, false, false},
+    {MET_GPU_TEMP_C, "Temperature (C)", 1, false, false},
+    {MET_GPU_SM_CLOCK, "SM clock (MHz)", 1, false, false},
+    {MET_GPU_MEM_CLOCK, "Memory clock (MHz)", 1, false, false},
+    {MET_GPU_PCIE_TX, "PCIe TX (KB/s)", 1, false, true},
+    {MET_GPU_PCIE_RX, "PCIe RX (KB/s)", 1, false, true},
 };
 
 static int emit_tracks(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
@@ -135,8 +135,8 @@ static int emit_tracks(struct trace_writer *w, const struct profile *p, const st
 	int err = 0;
 
 	for (size_t k = 0; k < nt && !err; k++)
-		err = t[k].rate ? rate_track(w, p, o, t[k].m, pid, index, tpid, t[k].name, t[k].scale,
-					     interval, t[k].skip_zero, st)
+		err = t[k].rate ? rate_track(w, p, o, t[k].m, pid, index, tpid, t[k].name,
+					     t[k].scale, interval, t[k].skip_zero, st)
 				: level_track(w, p, o, t[k].m, pid, index, tpid, t[k].name,
 					      t[k].scale, t[k].skip_zero, st);
 	return err;
@@ -154,16 +154,17 @@ int trace_source_metrics(struct trace_writer *w, const struct profile *p,
 		return err;
 	interval = r.interval_ms * 1000000ULL;
 	for (size_t i = 0; i < r.nprocs && !err; i++)
-		err = emit_tracks(w, p, o, proc_tracks, sizeof(proc_tracks) / sizeof(proc_tracks[0]),
-				  r.procs[i].pid, 0, r.procs[i].pid, interval, st);
+		err =
+		    emit_tracks(w, p, o, proc_tracks, sizeof(proc_tracks) / sizeof(proc_tracks[0]),
+				r.procs[i].pid, 0, r.procs[i].pid, interval, st);
 	for (size_t i = 0; i < r.ngpus && !err && !o->filter.pid; i++) {
 		uint32_t tpid = GPU_METRICS_PID + r.gpus[i].index;
 
 		snprintf(name, sizeof(name), "GPU %u: %s (NVML)", r.gpus[i].index, r.gpus[i].name);
 		trace_process_name(w, tpid, name);
 		trace_process_sort_index(w, tpid, 2000 + (int)r.gpus[i].index);
-		err = emit_tracks(w, p, o, gpu_tracks, sizeof(gpu_tracks) / sizeof(gpu_tracks[0]), 0,
-				  r.gpus[i].index, tpid, interval, st);
+		err = emit_tracks(w, p, o, gpu_tracks, sizeof(gpu_tracks) / sizeof(gpu_tracks[0]),
+				  0, r.gpus[i].index, tpid, interval, st);
 	}
 	if (!err && r.cpu_joules > 0 && !o->filter.pid) {
 		trace_process_name(w, ENERGY_PID, "Energy (RAPL)");
@@ -171,8 +172,8 @@ int trace_source_metrics(struct trace_writer *w, const struct profile *p,
 		for (size_t i = 0; i < r.nzones && !err; i++) {
 			snprintf(name, sizeof(name), "%s power (W)", r.zones[i].name);
 			/* uJ per second / 1e6 = W */
-			err = rate_track(w, p, o, MET_ENERGY_UJ, 0, r.zones[i].index, ENERGY_PID, name,
-					 1e6, interval, false, st);
+			err = rate_track(w, p, o, MET_ENERGY_UJ, 0, r.zones[i].index, ENERGY_PID,
+					 name, 1e6, interval, false, st);
 		}
 	}
 	metrics_result__free(&r);

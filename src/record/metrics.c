@@ -49,8 +49,8 @@ struct mproc {
 	bool written;		    /* something written for it */
 	uint64_t v[MET_PROC_COUNT]; /* the last reading */
 	uint64_t w[MET_PROC_COUNT]; /* the last value written */
-	uint32_t have;		    /* bit per source read: 1 stat, 2 status, 4 io, 8 bpf, 16 rusage */
-	uint64_t born;		    /* started during the record: when (CLOCK_MONOTONIC), else 0 */
+	uint32_t have; /* bit per source read: 1 stat, 2 status, 4 io, 8 bpf, 16 rusage */
+	uint64_t born; /* started during the record: when (CLOCK_MONOTONIC), else 0 */
 	uint32_t ppid;
 	bool gone;
 	/*
@@ -110,9 +110,10 @@ static bool metrics_enabled(const struct record_opts *o)
 static void configure_bpf(struct feature_ctx *f, struct metrics_state *st)
 {
 	struct btf *btf = btf__load_vmlinux_btf();
-	bool net = btf && btf__find_by_name_kind(btf, "btf_trace_sock_send_length",
-						 BTF_KIND_TYPEDEF) > 0 &&
-		   btf__find_by_name_kind(btf, "btf_trace_sock_recv_length", BTF_KIND_TYPEDEF) > 0;
+	bool net =
+	    btf &&
+	    btf__find_by_name_kind(btf, "btf_trace_sock_send_length", BTF_KIND_TYPEDEF) > 0 &&
+	    btf__find_by_name_kind(btf, "btf_trace_sock_recv_length", BTF_KIND_TYPEDEF) > 0;
 
 	btf__free(btf);
 	bpf_program__set_autoload(f->skel->progs.metrics_switch, true);
@@ -133,8 +134,8 @@ static int metrics_configure(struct feature_ctx *f, void **state)
 		return -ENOMEM;
 	*state = st;
 	st->interval_ns =
-		(uint64_t)(f->o->metrics_interval_ms ? f->o->metrics_interval_ms : METRICS_DEFAULT_MS) *
-		1000000ULL;
+	    (uint64_t)(f->o->metrics_interval_ms ? f->o->metrics_interval_ms : METRICS_DEFAULT_MS) *
+	    1000000ULL;
 	st->map_fd = -1;
 	st->ns_per_tick = 1e9 / (double)sysconf(_SC_CLK_TCK);
 	st->page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -408,7 +409,8 @@ static void gpu_open(struct feature_ctx *f, struct metrics_state *st)
 	}
 	st->gpu_written = malloc((st->ngpus ? st->ngpus : 1) * MET_COUNT * sizeof(uint64_t));
 	if (st->gpu_written)
-		memset(st->gpu_written, 0xff, (st->ngpus ? st->ngpus : 1) * MET_COUNT * sizeof(uint64_t));
+		memset(st->gpu_written, 0xff,
+		       (st->ngpus ? st->ngpus : 1) * MET_COUNT * sizeof(uint64_t));
 	log_info("metrics: %u NVIDIA GPUs through NVML", st->ngpus);
 }
 
@@ -454,8 +456,11 @@ static uint64_t start_time(struct metrics_state *st, const char *buf)
 	const char *p = strrchr(buf, ')');
 	unsigned long long ticks;
 
-	if (!p || sscanf(p + 2, "%*c" "%*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-			 "%*d %*d %*d %llu", &ticks) != 1)
+	if (!p || sscanf(p + 2,
+			 "%*c"
+			 "%*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu",
+			 &ticks) != 1)
 		return 0;
 	return (uint64_t)((double)ticks * st->ns_per_tick - (double)st->boot_off);
 }
@@ -561,13 +566,22 @@ static bool read_proc(struct metrics_state *st, struct mproc *mp)
 static bool metric_read(const struct mproc *mp, int m)
 {
 	switch (m) {
-	case MET_CPU_USER: case MET_CPU_SYS: case MET_MINFLT: case MET_MAJFLT: case MET_THREADS:
+	case MET_CPU_USER:
+	case MET_CPU_SYS:
+	case MET_MINFLT:
+	case MET_MAJFLT:
+	case MET_THREADS:
 		return mp->have & 1;
 	case MET_RSS_PEAK:
 		return mp->have & (2 | 16);
-	case MET_RSS_ANON: case MET_RSS_FILE: case MET_RSS_SHMEM:
+	case MET_RSS_ANON:
+	case MET_RSS_FILE:
+	case MET_RSS_SHMEM:
 		return mp->have & 2;
-	case MET_IO_RCHAR: case MET_IO_WCHAR: case MET_IO_READ_BYTES: case MET_IO_WRITE_BYTES:
+	case MET_IO_RCHAR:
+	case MET_IO_WCHAR:
+	case MET_IO_READ_BYTES:
+	case MET_IO_WRITE_BYTES:
 		return mp->have & 4;
 	default:
 		return mp->have & 8;
@@ -579,7 +593,7 @@ static void write_proc(struct feature_ctx *f, struct metrics_state *st, struct m
 {
 	for (int k = 0; k < 4; k++)
 		mp->v[MET_IO_RCHAR + k] =
-			mp->raw_io[k] >= mp->sub_io[k] ? mp->raw_io[k] - mp->sub_io[k] : 0;
+		    mp->raw_io[k] >= mp->sub_io[k] ? mp->raw_io[k] - mp->sub_io[k] : 0;
 	/*
 	 * A process started during the record (the command, a forked child) had all its
 	 * running totals at 0 when it started: that reading opens its series, so a reader
@@ -763,8 +777,8 @@ static int metrics_poll(struct feature_ctx *f, void *state, uint64_t now)
 	if (now - st->last < st->interval_ns)
 		return 0;
 	/* the first reading at the first poll, then on the interval's grid */
-	st->last = st->last ? st->last + st->interval_ns * ((now - st->last) / st->interval_ns)
-			    : now;
+	st->last =
+	    st->last ? st->last + st->interval_ns * ((now - st->last) / st->interval_ns) : now;
 	sample_all(f, st, now, false);
 	return 0;
 }
@@ -787,7 +801,8 @@ static void metrics_child_exit(struct feature_ctx *f, void *state, uint32_t pid,
 		 */
 		uint64_t peak = (uint64_t)ru->ru_maxrss * 1024;
 
-		log_debug("metrics: command peak %" PRIu64 ", before exec %" PRIu64, peak, st->child_pre_hwm);
+		log_debug("metrics: command peak %" PRIu64 ", before exec %" PRIu64, peak,
+			  st->child_pre_hwm);
 		if (peak > mp->v[MET_RSS_PEAK] && peak > st->child_pre_hwm + (1 << 20)) {
 			mp->v[MET_RSS_PEAK] = peak;
 			mp->have |= 16;
@@ -834,12 +849,12 @@ static void metrics_destroy(struct feature_ctx *f, void *state)
 }
 
 const struct feature feature_metrics = {
-	.name = "metrics",
-	.enabled = metrics_enabled,
-	.configure = metrics_configure,
-	.attach = metrics_attach,
-	.poll = metrics_poll,
-	.child_exit = metrics_child_exit,
-	.finish = metrics_finish,
-	.destroy = metrics_destroy,
+    .name = "metrics",
+    .enabled = metrics_enabled,
+    .configure = metrics_configure,
+    .attach = metrics_attach,
+    .poll = metrics_poll,
+    .child_exit = metrics_child_exit,
+    .finish = metrics_finish,
+    .destroy = metrics_destroy,
 };

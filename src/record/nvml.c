@@ -29,12 +29,12 @@ struct nvml {
 	int (*shutdown)(void);
 	int (*utilization)(nvml_dev, struct nvml_util *);
 	int (*memory)(nvml_dev, struct nvml_mem *);
-	int (*power)(nvml_dev, unsigned *);		   /* mW */
-	int (*energy)(nvml_dev, unsigned long long *);	   /* mJ since the driver loaded */
-	int (*temperature)(nvml_dev, int, unsigned *);	   /* sensor 0: the GPU die, C */
-	int (*clock)(nvml_dev, int, unsigned *);	   /* 1 SM, 2 memory; MHz */
-	int (*throttle)(nvml_dev, unsigned long long *);   /* reason bits */
-	int (*pcie)(nvml_dev, int, unsigned *);		   /* 0 TX, 1 RX; KB/s */
+	int (*power)(nvml_dev, unsigned *);		 /* mW */
+	int (*energy)(nvml_dev, unsigned long long *);	 /* mJ since the driver loaded */
+	int (*temperature)(nvml_dev, int, unsigned *);	 /* sensor 0: the GPU die, C */
+	int (*clock)(nvml_dev, int, unsigned *);	 /* 1 SM, 2 memory; MHz */
+	int (*throttle)(nvml_dev, unsigned long long *); /* reason bits */
+	int (*pcie)(nvml_dev, int, unsigned *);		 /* 0 TX, 1 RX; KB/s */
 	unsigned n;
 	nvml_dev dev[NVML_MAX_DEVICES];
 	char name[NVML_MAX_DEVICES][NVML_NAME_LEN];

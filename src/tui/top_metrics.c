@@ -54,9 +54,10 @@ int top_metrics__update(struct top_metrics *t, const struct profile *p, double d
 		for (int m = 0; m < MET_PROC_COUNT; m++)
 			sum[m] += t->procs.v[i].v[m];
 	for (int m = 0; m < MET_PROC_COUNT; m++) {
-		t->rate[m] = t->have_prev && dt > 0 && metric_defs[m].cumulative && sum[m] >= t->prev[m]
-				     ? (sum[m] - t->prev[m]) / dt
-				     : 0;
+		t->rate[m] =
+		    t->have_prev && dt > 0 && metric_defs[m].cumulative && sum[m] >= t->prev[m]
+			? (sum[m] - t->prev[m]) / dt
+			: 0;
 		t->prev[m] = sum[m];
 	}
 	t->rss = sum[MET_RSS_ANON] + sum[MET_RSS_FILE] + sum[MET_RSS_SHMEM];
@@ -93,8 +94,9 @@ void top_metrics__render(struct sink *out, const struct top_metrics *t)
 	fmt_rate(wr, sizeof(wr), r[MET_IO_WCHAR]);
 	fmt_rate(tx, sizeof(tx), r[MET_NET_TCP_TX] + r[MET_NET_UDP_TX] + r[MET_NET_UNIX_TX]);
 	fmt_rate(rx, sizeof(rx), r[MET_NET_TCP_RX] + r[MET_NET_UDP_RX] + r[MET_NET_UNIX_RX]);
-	sink_printf(out, "Res: user %.2f sys %.2f cores  RSS %s  read %s/s  written %s/s  net %s/s "
-			 "out, %s/s in  faults %.0f/s\n",
+	sink_printf(out,
+		    "Res: user %.2f sys %.2f cores  RSS %s  read %s/s  written %s/s  net %s/s "
+		    "out, %s/s in  faults %.0f/s\n",
 		    r[MET_CPU_USER] / 1e9, r[MET_CPU_SYS] / 1e9, rss, rd, wr, tx, rx,
 		    r[MET_MINFLT] + r[MET_MAJFLT]);
 }
