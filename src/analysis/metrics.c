@@ -437,7 +437,8 @@ int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, u
 	for (size_t b = 0; b < nbins; b++) {
 		uint64_t end = t0 + (b + 1) * dt;
 
-		for (; k < n && p->events.v[idx[k]].ts < end; k++) {
+		/* a reading closes its interval: what it shows happened up to it */
+		for (; k < n && p->events.v[idx[k]].ts <= end; k++) {
 			const struct event *e = &p->events.v[idx[k]];
 			uint64_t v = ev_counter_value(e);
 			size_t j;

@@ -104,7 +104,7 @@ int metrics_series(const struct profile *p, int m, uint32_t pid, uint32_t index,
 		   struct metric_point **out, size_t *n);
 
 /*
- * Metric m on a time grid: out[k] for the bin [t0 + k*dt, t0 + (k+1)*dt). A level: its value
+ * Metric m on a time grid: out[k] for the bin (t0 + k*dt, t0 + (k+1)*dt]. A level: its value
  * at the bin's end, summed over the processes (pid 0: all; machine-wide metrics: the zone or
  * device index). A running total: what it grew by within the bin, summed (a process's first
  * reading counts from itself, so a process attached mid-way adds no spike). Returns 0 or
