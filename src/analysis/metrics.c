@@ -132,7 +132,8 @@ static void finish_totals(const struct profile *p, struct metrics_result *r)
 			g->joules = pw->area / 1e3 / 1e9;
 		r->gpu_joules += g->joules;
 	}
-	qsort(r->procs, r->nprocs, sizeof(r->procs[0]), cmp_proc);
+	if (r->nprocs)
+		qsort(r->procs, r->nprocs, sizeof(r->procs[0]), cmp_proc);
 }
 
 int metrics_analyze(const struct profile *p, uint32_t pid, struct metrics_result *r)

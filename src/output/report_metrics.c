@@ -128,7 +128,8 @@ static struct metrics_region_energy *region_energy(const struct profile *p,
 	*n = 0;
 	if (!energy_available(r) || metrics_energy_by_region(p, &v, n))
 		return NULL;
-	qsort(v, *n, sizeof(*v), cmp_joules);
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_joules);
 	return v;
 }
 
