@@ -34,4 +34,7 @@ void html_cell_text(struct sink *out, const char *text);
 void html_cell_num(struct sink *out, double sort_value, const char *shown);
 void html_table_end(struct sink *out);
 
+/* The resource metrics section (html_metrics.c): -ENODATA when the record has none. */
+int html_metrics_section(struct sink *out, const struct profile *p);
+
 #endif

@@ -8,6 +8,7 @@
 #include "../analysis/procs.h"
 #include "../analysis/pygil.h"
 #include "top_gpu.h"
+#include "top_metrics.h"
 #include "top_model.h"
 
 #define MAX_DEPTH 512
@@ -137,6 +138,8 @@ static int render_header(struct sink *out, const struct top_model *m, const stru
 		    top_sort_name(v->sort), v->filter && *v->filter ? "  filter: " : "",
 		    v->filter ? v->filter : "", v->threads ? "  [threads]" : "");
 	header_cpu(out, m, p, h);
+	if (h->res)
+		top_metrics__render(out, h->res);
 	return sink_puts(out, "\n");
 }
 
@@ -251,7 +254,8 @@ int top_render(struct sink *out, const struct top_model *m, const struct profile
 		err = render_threads(out, m, p, h, width, max_rows);
 	else
 		err = render_funcs(out, m, p, v, width, max_rows);
-	return err ? err : 4; /* header lines before the table's title */
+	/* header lines before the table's title */
+	return err ? err : 4 + (h->res && h->res->seen);
 }
 
 static void render_edges(struct sink *out, const struct profile *p, const struct top_edge *e,
