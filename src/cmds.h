@@ -79,6 +79,7 @@ struct export_cli {
 	bool lines;
 };
 
+#define DIFF_MAX_GATES 64
 struct diff_cli {
 	const char *base, *new;
 	const char *output;	    /* table or JSON, default stdout */
@@ -88,6 +89,11 @@ struct diff_cli {
 	double fail_above;	    /* percent */
 	double min_share;	    /* percent of samples below which functions are not gated */
 	unsigned limit;
+	unsigned paths;		    /* rows of the call-path table */
+	int sort;		    /* enum diff_sort */
+	const char *per;	    /* --per REGION */
+	const char *gates[DIFF_MAX_GATES]; /* --gate EXPR (diff_gate.h) */
+	size_t ngates;
 };
 
 /*

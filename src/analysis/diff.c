@@ -6,6 +6,7 @@
 
 #include "diff.h"
 #include "hot.h"
+#include "regions.h"
 #include "summary.h"
 #include "stacks.h"
 #include "../util/vec.h"
@@ -90,10 +91,27 @@ static double share_z(const struct diff_func *f, uint64_t nb, uint64_t nn)
 	return se > 0 ? (pn - pb) / se : 0;
 }
 
+double diff_func_s(const struct diff_result *r, const struct diff_func *f, int s, bool total)
+{
+	return (total ? f->total_ns[s] : f->self_ns[s]) * r->run[s].scale / 1e9;
+}
+
+/* qsort has no argument: the run being sorted (one sort at a time, in one thread) */
+static const struct diff_result *sort_r;
+static enum diff_sort sort_by;
+
+static double sort_key(const struct diff_func *f)
+{
+	if (sort_by == DIFF_SORT_SHARE)
+		return abs_delta(f);
+	return fabs(diff_func_s(sort_r, f, DIFF_NEW, sort_by == DIFF_SORT_TOTAL) -
+		    diff_func_s(sort_r, f, DIFF_BASE, sort_by == DIFF_SORT_TOTAL));
+}
+
 static int cmp_delta(const void *a, const void *b)
 {
 	const struct diff_func *x = a, *y = b;
-	double dx = abs_delta(x), dy = abs_delta(y);
+	double dx = sort_key(x), dy = sort_key(y);
 
 	if (dx != dy)
 		return dx < dy ? 1 : -1;
@@ -136,6 +154,7 @@ int diff_profiles(struct profile *base, struct profile *new, const struct diff_o
 	struct hmap *idx = hmap__new(1024);
 	struct diff_run *b = &out->run[DIFF_BASE], *n = &out->run[DIFF_NEW];
 	size_t cap = 0;
+	double bw, nw, bc, nc;
 	int err = -ENOMEM;
 
 	memset(out, 0, sizeof(*out));
@@ -143,6 +162,17 @@ int diff_profiles(struct profile *base, struct profile *new, const struct diff_o
 		return -ENOMEM;
 	fill_run(base, b);
 	fill_run(new, n);
+	b->scale = n->scale = 1;
+	if (o->per) {
+		b->per_count = regions_count(base, o->per);
+		n->per_count = regions_count(new, o->per);
+		if (!b->per_count || !n->per_count) {
+			err = -ENOENT;
+			goto out;
+		}
+		b->scale = 1.0 / b->per_count;
+		n->scale = 1.0 / n->per_count;
+	}
 	err = hot_functions(base, &ho, &h[0]);
 	if (!err)
 		err = hot_functions(new, &ho, &h[1]);
@@ -153,13 +183,19 @@ int diff_profiles(struct profile *base, struct profile *new, const struct diff_o
 	if (err)
 		goto out;
 	judge(out, o);
+	sort_r = out;
+	sort_by = o->sort;
 	if (out->n)
 		qsort(out->funcs, out->n, sizeof(*out->funcs), cmp_delta);
-	out->speedup_wall = n->duration_s > 0 ? b->duration_s / n->duration_s : 0;
-	out->speedup_cpu = n->cpu_ns ? (double)b->cpu_ns / n->cpu_ns : 0;
-	out->wall_change_pct =
-	    b->duration_s > 0 ? 100.0 * (n->duration_s - b->duration_s) / b->duration_s : 0;
-	out->cpu_change_pct = b->cpu_ns ? 100.0 * ((double)n->cpu_ns - b->cpu_ns) / b->cpu_ns : 0;
+	/* per unit of work with --per: wall and CPU time per region instance */
+	bw = b->duration_s * b->scale;
+	nw = n->duration_s * n->scale;
+	bc = b->cpu_ns * b->scale;
+	nc = n->cpu_ns * n->scale;
+	out->speedup_wall = nw > 0 ? bw / nw : 0;
+	out->speedup_cpu = nc > 0 ? bc / nc : 0;
+	out->wall_change_pct = bw > 0 ? 100.0 * (nw - bw) / bw : 0;
+	out->cpu_change_pct = bc > 0 ? 100.0 * (nc - bc) / bc : 0;
 	out->total_regressed =
 	    out->wall_change_pct > o->fail_above || out->cpu_change_pct > o->fail_above;
 out:

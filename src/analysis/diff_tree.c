@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+/* The merged call tree of two runs and the attribution of growth to call paths (diff.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diff.h"
+#include "stacks.h"
+#include "../util/hmap.h"
+#include "../util/vec.h"
+
+struct mnode {
+	uint32_t parent; /* 0: the virtual root */
+	uint32_t child, next; /* first child, next sibling (0: none) */
+	const char *name, *module;
+	double self[2], incl[2]; /* CPU seconds, normalised */
+};
+
+struct mtree {
+	struct mnode *v; /* v[0] is the virtual root */
+	size_t n, cap;
+	struct hmap *idx;
+};
+
+static double grow(const struct mnode *m)
+{
+	return m->incl[DIFF_NEW] - m->incl[DIFF_BASE];
+}
+
+static int64_t mtree_node(struct mtree *t, uint32_t parent, const char *name, const char *module)
+{
+	uint64_t k1 = hash_mix64(hash_bytes(name, strlen(name)) ^ parent);
+	uint64_t k2 = hash_mix64(hash_bytes(module, strlen(module)) + k1 * 0x9e3779b97f4a7c15ull);
+	uint64_t at;
+
+	if (hmap__get(t->idx, k1, k2, &at))
+		return (int64_t)at;
+	if (arr_grow(t->v, t->cap, t->n + 1))
+		return -ENOMEM;
+	t->v[t->n] = (struct mnode){ .parent = parent, .name = name, .module = module };
+	if (hmap__put(t->idx, k1, k2, t->n))
+		return -ENOMEM;
+	return (int64_t)t->n++;
+}
+
+/* Adds one run's CPU time, self at each path, into the tree. */
+static int mtree_add(struct mtree *t, const struct profile *p, double scale, int side)
+{
+	struct collapsed_set cs = { 0 };
+	uint32_t *map = NULL;
+	int err = collapse_stacks(p, NULL, false, &cs);
+
+	if (err)
+		return err;
+	map = calloc(cs.nnodes ? cs.nnodes : 1, sizeof(*map));
+	err = map ? 0 : -ENOMEM;
+	/* a trie node comes after its parent (it is made when its parent exists) */
+	for (size_t i = 1; !err && i < cs.nnodes; i++) {
+		const struct sym_node *sn = &cs.nodes[i];
+		const struct frame *f = &p->frames.v[sn->frame];
+		uint32_t parent = sn->parent && sn->parent < i ? map[sn->parent] : 0;
+		int64_t id = mtree_node(t, parent, profile__str(p, f->name),
+					profile__str(p, f->module));
+
+		if (id < 0)
+			err = (int)id;
+		else
+			map[i] = (uint32_t)id;
+	}
+	for (size_t i = 0; !err && i < cs.n; i++)
+		if (cs.v[i].node && cs.v[i].node < cs.nnodes)
+			t->v[map[cs.v[i].node]].self[side] += cs.v[i].weight * scale / 1e9;
+	free(map);
+	collapsed_set__free(&cs);
+	return err;
+}
+
+/* Inclusive time and child lists; children always come after their parent. */
+static void mtree_finish(struct mtree *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		for (int s = 0; s < 2; s++)
+			t->v[i].incl[s] = t->v[i].self[s];
+	for (size_t i = t->n; i-- > 1;) {
+		struct mnode *m = &t->v[i], *up = &t->v[m->parent];
+
+		for (int s = 0; s < 2; s++)
+			up->incl[s] += m->incl[s];
+		m->next = up->child;
+		up->child = (uint32_t)i;
+	}
+}
+
+static int path_of(const struct mtree *t, uint32_t id, struct diff_path *out)
+{
+	const struct mnode *m = &t->v[id];
+	size_t len = 0, pos;
+
+	for (uint32_t i = id; i; i = t->v[i].parent)
+		len += strlen(t->v[i].name) + 1;
+	out->path = malloc(len ? len : 1);
+	if (!out->path)
+		return -ENOMEM;
+	pos = len ? len - 1 : 0;
+	out->path[pos] = 0;
+	for (uint32_t i = id; i; i = t->v[i].parent) {
+		size_t l = strlen(t->v[i].name);
+
+		pos -= l;
+		memcpy(out->path + pos, t->v[i].name, l);
+		if (pos)
+			out->path[--pos] = ';';
+	}
+	out->leaf = m->name;
+	out->before_s = m->incl[DIFF_BASE];
+	out->after_s = m->incl[DIFF_NEW];
+	out->self_before_s = m->self[DIFF_BASE];
+	out->self_after_s = m->self[DIFF_NEW];
+	out->delta_s = grow(m);
+	return 0;
+}
+
+/* qsort over node ids by a value of the tree: no argument, so a file-level pointer */
+static const struct mtree *sort_t;
+
+static int cmp_growth(const void *a, const void *b)
+{
+	double x = grow(&sort_t->v[*(const uint32_t *)a]), y = grow(&sort_t->v[*(const uint32_t *)b]);
+
+	return x != y ? (x < y ? 1 : -1) : (int)(*(const uint32_t *)a - *(const uint32_t *)b);
+}
+
+static double self_change(const struct mnode *m)
+{
+	return fabs(m->self[DIFF_NEW] - m->self[DIFF_BASE]);
+}
+
+static int cmp_self_change(const void *a, const void *b)
+{
+	double x = self_change(&sort_t->v[*(const uint32_t *)a]);
+	double y = self_change(&sort_t->v[*(const uint32_t *)b]);
+
+	return x != y ? (x < y ? 1 : -1) : (int)(*(const uint32_t *)a - *(const uint32_t *)b);
+}
+
+/*
+ * The parts of node v's growth, largest first, into parts[]: its children that grew, and
+ * itself (id v) for its self time that grew. Returns how many.
+ */
+static size_t growth_parts(const struct mtree *t, uint32_t v, uint32_t *parts)
+{
+	const struct mnode *m = &t->v[v];
+	size_t n = 0;
+
+	for (uint32_t c = m->child; c; c = t->v[c].next)
+		if (grow(&t->v[c]) > 0)
+			parts[n++] = c;
+	sort_t = t;
+	qsort(parts, n, sizeof(*parts), cmp_growth);
+	/* the self part, in its place by size */
+	if (v && m->self[DIFF_NEW] - m->self[DIFF_BASE] > 0) {
+		double sg = m->self[DIFF_NEW] - m->self[DIFF_BASE];
+		size_t k = 0;
+
+		while (k < n && grow(&t->v[parts[k]]) >= sg)
+			k++;
+		memmove(parts + k + 1, parts + k, (n - k) * sizeof(*parts));
+		parts[k] = v;
+		n++;
+	}
+	return n;
+}
+
+static double part_growth(const struct mtree *t, uint32_t v, uint32_t part)
+{
+	const struct mnode *m = &t->v[part];
+
+	return part == v ? m->self[DIFF_NEW] - m->self[DIFF_BASE] : grow(m);
+}
+
+/* The refinement described in diff.h: chosen node ids into sel (at most max). */
+static int attribute(const struct mtree *t, unsigned max, double cover, double total,
+		     uint32_t *sel, size_t *nsel)
+{
+	uint32_t *parts = malloc((t->n + 1) * sizeof(*parts));
+	bool *final = calloc(t->n, sizeof(*final));
+	double covered = total; /* the virtual root stands for all of it */
+	size_t n = 1;
+	int err = parts && final ? 0 : -ENOMEM;
+
+	sel[0] = 0;
+	while (!err) {
+		size_t best = n, np, take = 0;
+		double need, sum = 0, g;
+
+		for (size_t i = 0; i < n; i++)
+			if (!final[sel[i]] &&
+			    (best == n || (sel[i] ? grow(&t->v[sel[i]]) : total) >
+						  (sel[best] ? grow(&t->v[sel[best]]) : total)))
+				best = i;
+		if (best == n)
+			break;
+		g = sel[best] ? grow(&t->v[sel[best]]) : total;
+		np = growth_parts(t, sel[best], parts);
+		need = cover * total - (covered - g);
+		while (take < np && (take == 0 || sum < need))
+			sum += part_growth(t, sel[best], parts[take++]);
+		if (sel[best] && (!np || n - 1 + take > max || sum < need)) {
+			final[sel[best]] = true;
+			continue;
+		}
+		if (!sel[best] && n - 1 + take > max) { /* the top: at most max of its parts */
+			take = max - (n - 1);
+			sum = 0;
+			for (size_t k = 0; k < take; k++)
+				sum += part_growth(t, 0, parts[k]);
+		}
+		for (size_t k = 0; k < take && sel[best]; k++)
+			if (parts[k] == sel[best]) { /* its own time: the node is the answer */
+				take = 0;
+				break;
+			}
+		if (!take) {
+			final[sel[best]] = true;
+			continue;
+		}
+		covered += sum - g;
+		sel[best] = parts[0];
+		for (size_t k = 1; k < take; k++)
+			sel[n++] = parts[k];
+	}
+	*nsel = err ? 0 : n;
+	free(parts);
+	free(final);
+	return err;
+}
+
+static int top_paths(const struct mtree *t, size_t ntop, struct diff_attr *out)
+{
+	uint32_t *ids = malloc(t->n * sizeof(*ids));
+	size_t n = 0;
+
+	if (!ids)
+		return -ENOMEM;
+	for (uint32_t i = 1; i < t->n; i++)
+		if (self_change(&t->v[i]) > 0)
+			ids[n++] = i;
+	sort_t = t;
+	qsort(ids, n, sizeof(*ids), cmp_self_change);
+	n = n < ntop ? n : ntop;
+	out->top = calloc(n ? n : 1, sizeof(*out->top));
+	if (!out->top) {
+		free(ids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (path_of(t, ids[i], &out->top[i])) {
+			free(ids);
+			return -ENOMEM;
+		}
+		out->ntop++;
+	}
+	free(ids);
+	return 0;
+}
+
+int diff_attribute(const struct profile *base, const struct profile *new, const double scale[2],
+		   unsigned max_paths, double cover, size_t ntop, struct diff_attr *out)
+{
+	struct mtree t = { 0 };
+	uint32_t *sel = NULL;
+	size_t nsel = 0;
+	double total = 0;
+	int err = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	t.idx = hmap__new(4096);
+	if (!t.idx || mtree_node(&t, 0, "", "") != 0)
+		goto out;
+	err = mtree_add(&t, base, scale[DIFF_BASE], DIFF_BASE);
+	err = err ?: mtree_add(&t, new, scale[DIFF_NEW], DIFF_NEW);
+	if (err)
+		goto out;
+	mtree_finish(&t);
+	err = top_paths(&t, ntop, out);
+	if (err)
+		goto out;
+	for (uint32_t c = t.v[0].child; c; c = t.v[c].next)
+		total += grow(&t.v[c]) > 0 ? grow(&t.v[c]) : 0;
+	out->growth_s = total;
+	if (total <= 0 || !max_paths)
+		goto out;
+	err = -ENOMEM;
+	sel = malloc((max_paths + 1) * sizeof(*sel));
+	if (!sel)
+		goto out;
+	err = attribute(&t, max_paths, cover, total, sel, &nsel);
+	if (err || (nsel == 1 && !sel[0]))
+		goto out;
+	sort_t = &t;
+	qsort(sel, nsel, sizeof(*sel), cmp_growth);
+	out->paths = calloc(nsel, sizeof(*out->paths));
+	if (!out->paths) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nsel && !err; i++) {
+		err = path_of(&t, sel[i], &out->paths[i]);
+		if (err)
+			break;
+		out->paths[i].share = out->paths[i].delta_s / total;
+		out->explained += out->paths[i].share;
+		out->n++;
+	}
+out:
+	free(sel);
+	free(t.v);
+	hmap__free(t.idx);
+	if (err)
+		diff_attr__free(out);
+	return err;
+}
+
+void diff_attr__free(struct diff_attr *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->paths[i].path);
+	for (size_t i = 0; i < a->ntop; i++)
+		free(a->top[i].path);
+	free(a->paths);
+	free(a->top);
+	memset(a, 0, sizeof(*a));
+}
