@@ -104,8 +104,11 @@ static double sort_key(const struct diff_func *f)
 {
 	if (sort_by == DIFF_SORT_SHARE)
 		return abs_delta(f);
-	return fabs(diff_func_s(sort_r, f, DIFF_NEW, sort_by == DIFF_SORT_TOTAL) -
-		    diff_func_s(sort_r, f, DIFF_BASE, sort_by == DIFF_SORT_TOTAL));
+	/* in ns: exact for integral weights, so equal changes tie and sort by name */
+	bool t = sort_by == DIFF_SORT_TOTAL;
+
+	return fabs((double)(t ? f->total_ns[1] : f->self_ns[1]) * sort_r->run[1].scale -
+		    (double)(t ? f->total_ns[0] : f->self_ns[0]) * sort_r->run[0].scale);
 }
 
 static int cmp_delta(const void *a, const void *b)

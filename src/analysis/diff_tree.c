@@ -179,15 +179,34 @@ static double part_growth(const struct mtree *t, uint32_t v, uint32_t part)
 	return part == v ? m->self[DIFF_NEW] - m->self[DIFF_BASE] : grow(m);
 }
 
+/*
+ * After the cover is reached with fewer than ATTR_MIN paths: the largest parts left out on
+ * the way (disjoint from the chosen ones) that carry at least ATTR_MIN_SHARE of the growth.
+ */
+#define ATTR_MIN 3
+#define ATTR_MIN_SHARE 0.05
+
+static void add_dropped(const struct mtree *t, uint32_t *dropped, size_t nd, unsigned max,
+			double total, uint32_t *sel, size_t *n)
+{
+	sort_t = t;
+	qsort(dropped, nd, sizeof(*dropped), cmp_growth);
+	for (size_t i = 0; i < nd && *n < ATTR_MIN && *n < max; i++)
+		if (grow(&t->v[dropped[i]]) >= ATTR_MIN_SHARE * total)
+			sel[(*n)++] = dropped[i];
+}
+
 /* The refinement described in diff.h: chosen node ids into sel (at most max). */
 static int attribute(const struct mtree *t, unsigned max, double cover, double total,
 		     uint32_t *sel, size_t *nsel)
 {
 	uint32_t *parts = malloc((t->n + 1) * sizeof(*parts));
+	uint32_t *dropped = malloc((t->n + 1) * sizeof(*dropped));
+	size_t nd = 0;
 	bool *final = calloc(t->n, sizeof(*final));
 	double covered = total; /* the virtual root stands for all of it */
 	size_t n = 1;
-	int err = parts && final ? 0 : -ENOMEM;
+	int err = parts && final && dropped ? 0 : -ENOMEM;
 
 	sel[0] = 0;
 	while (!err) {
@@ -225,12 +244,18 @@ static int attribute(const struct mtree *t, unsigned max, double cover, double t
 			final[sel[best]] = true;
 			continue;
 		}
+		for (size_t k = take; k < np; k++)
+			if (parts[k] != sel[best])
+				dropped[nd++] = parts[k];
 		covered += sum - g;
 		sel[best] = parts[0];
 		for (size_t k = 1; k < take; k++)
 			sel[n++] = parts[k];
 	}
+	if (!err && !(n == 1 && !sel[0]))
+		add_dropped(t, dropped, nd, max, total, sel, &n);
 	*nsel = err ? 0 : n;
+	free(dropped);
 	free(parts);
 	free(final);
 	return err;
