@@ -284,7 +284,7 @@ static bool eval_memory(struct diff_gate *g, const struct diff_kinds *k)
 
 		*(s ? &g->after : &g->before) = v;
 	}
-	return k->mem[0] || k->mem[1] || !strcmp(g->field, "rss");
+	return k->mem[0] && k->mem[1];
 }
 
 static bool eval_offcpu(struct diff_gate *g, const struct diff_kinds *k)
@@ -297,7 +297,7 @@ static bool eval_offcpu(struct diff_gate *g, const struct diff_kinds *k)
 				v = k->off_kind_ns[w][s];
 		*(s ? &g->after : &g->before) = v;
 	}
-	return k->off[0] || k->off[1];
+	return k->off[0] && k->off[1];
 }
 
 static bool eval_gpu(struct diff_gate *g, const struct diff_kinds *k)
@@ -315,8 +315,8 @@ static bool eval_gpu(struct diff_gate *g, const struct diff_kinds *k)
 		*(s ? &g->after : &g->before) = v;
 	}
 	if (!strcmp(f, "idle") || !strcmp(f, "kernel"))
-		return k->gpu_activity[0] || k->gpu_activity[1];
-	return k->gpu[0] || k->gpu[1];
+		return k->gpu_activity[0] && k->gpu_activity[1];
+	return k->gpu[0] && k->gpu[1];
 }
 
 static bool eval_row(struct diff_gate *g, const struct diff_table *t, const struct diff_result *r)
@@ -367,8 +367,10 @@ int diff_gate_eval(struct diff_gate *g, const struct diff_result *r, const struc
 		g->known = eval_region(g, k);
 		what = "region";
 	} else if (!strcmp(g->key, "kernel")) {
-		g->known = eval_row(g, &k->kernels, r);
-		what = "GPU kernel";
+		if (k->gpu_activity[0] && k->gpu_activity[1]) {
+			g->known = eval_row(g, &k->kernels, r);
+			what = "GPU kernel";
+		}
 	} else if (!strcmp(g->key, "memory")) {
 		g->known = eval_memory(g, k);
 	} else if (!strcmp(g->key, "offcpu")) {
@@ -381,7 +383,7 @@ int diff_gate_eval(struct diff_gate *g, const struct diff_result *r, const struc
 			snprintf(err, errlen, "gate '%s': no %s '%s' in either run", g->expr, what,
 				 g->name);
 		else
-			snprintf(err, errlen, "gate '%s': neither run recorded %s data%s", g->expr,
+			snprintf(err, errlen, "gate '%s': %s data is not in both runs%s", g->expr,
 				 g->key,
 				 !strcmp(g->key, "memory")   ? " (record --mem)"
 				 : !strcmp(g->key, "offcpu") ? " (record --offcpu)"

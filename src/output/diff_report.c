@@ -2,6 +2,7 @@
 /* eprof diff's sections beyond the function table, as text and JSON (diff_report.h). */
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -170,11 +171,21 @@ static void text_table(struct sink *out, const struct diff_report *d, const stru
 		sink_printf(out, "  ... %zu more\n", t->n - rows_of(d, t->n, STACK_ROWS));
 }
 
+/* A kind recorded in one run only is not compared: says so, returns true. */
+static bool one_side(struct sink *out, const char *what, const bool have[2], const char *how)
+{
+	if (have[0] == have[1])
+		return !have[0];
+	sink_printf(out, "\n%s: recorded in %s only, not compared (record both runs with %s)\n",
+		    what, have[0] ? "base" : "new", how);
+	return true;
+}
+
 static void text_memory(struct sink *out, const struct diff_report *d)
 {
 	const struct diff_kinds *k = d->k;
 
-	if (!k->mem[0] && !k->mem[1])
+	if (one_side(out, "Memory", k->mem, "--mem"))
 		return;
 	sink_printf(out, "\nMemory (heap; allocated%s)\n",
 		    d->per ? " per region instance" : " over the run");
@@ -182,7 +193,7 @@ static void text_memory(struct sink *out, const struct diff_report *d)
 	text_bytes_line(out, "peak heap", k->mem_peak[0], k->mem_peak[1]);
 	text_bytes_line(out, "leaked (live at end)", k->mem_leaked[0], k->mem_leaked[1]);
 	text_bytes_line(out, "allocated", k->mem_allocated[0], k->mem_allocated[1]);
-	text_num_line(out, "allocations", k->mem_allocs[0], k->mem_allocs[1], 1, "%.0f", "%+.0f");
+	text_num_line(out, "allocations", k->mem_allocs[0], k->mem_allocs[1], 1, "%.6g", "%+.6g");
 	if (k->rss_peak[0] || k->rss_peak[1])
 		text_bytes_line(out, "peak RSS", k->rss_peak[0], k->rss_peak[1]);
 	if (k->mem_stacks.n) {
@@ -195,7 +206,7 @@ static void text_offcpu(struct sink *out, const struct diff_report *d)
 {
 	const struct diff_kinds *k = d->k;
 
-	if (!k->off[0] && !k->off[1])
+	if (one_side(out, "Off-CPU", k->off, "--offcpu"))
 		return;
 	sink_printf(out, "\nOff-CPU (blocked wall seconds%s)\n", d->per ? " per region instance" : "");
 	text_line(out, "", "base", "new", "delta", "");
@@ -218,7 +229,7 @@ static void text_gpu(struct sink *out, const struct diff_report *d)
 	const struct diff_kinds *k = d->k;
 	char name[48];
 
-	if (!k->gpu[0] && !k->gpu[1])
+	if (one_side(out, "GPU", k->gpu, "CUDA tracing on"))
 		return;
 	sink_printf(out, "\nGPU\n");
 	text_line(out, "", "base", "new", "delta", "");
@@ -392,7 +403,7 @@ static void json_memory(struct json *j, const struct diff_report *d)
 {
 	const struct diff_kinds *k = d->k;
 
-	if (!k->mem[0] && !k->mem[1]) {
+	if (!k->mem[0] || !k->mem[1]) { /* compared only when both runs have it */
 		json_kv_null(j, "memory");
 		return;
 	}
@@ -411,7 +422,7 @@ static void json_offcpu(struct json *j, const struct diff_report *d)
 {
 	const struct diff_kinds *k = d->k;
 
-	if (!k->off[0] && !k->off[1]) {
+	if (!k->off[0] || !k->off[1]) {
 		json_kv_null(j, "offcpu");
 		return;
 	}
@@ -431,7 +442,7 @@ static void json_gpu(struct json *j, const struct diff_report *d)
 							   "dtod",    "htoh", "ptop" };
 	const struct diff_kinds *k = d->k;
 
-	if (!k->gpu[0] && !k->gpu[1]) {
+	if (!k->gpu[0] || !k->gpu[1]) {
 		json_kv_null(j, "gpu");
 		return;
 	}
