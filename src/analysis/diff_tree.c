@@ -6,21 +6,26 @@
 #include <string.h>
 
 #include "diff.h"
-#include "stacks.h"
+#include "hot.h"
+#include "pygil.h"
 #include "../util/hmap.h"
 #include "../util/vec.h"
 
 struct mnode {
 	uint32_t parent; /* 0: the virtual root */
 	uint32_t child, next; /* first child, next sibling (0: none) */
-	const char *name, *module;
+	uint32_t name, module; /* ids into mtree.str */
 	double self[2], incl[2]; /* CPU seconds, normalised */
 };
 
 struct mtree {
 	struct mnode *v; /* v[0] is the virtual root */
 	size_t n, cap;
-	struct hmap *idx;
+	struct hmap *idx; /* (parent, name, module) -> node */
+	/* the names of both runs, each text once: one id for the same text in either file */
+	const char **str;
+	size_t nstr, strcap;
+	struct hmap *stridx;
 };
 
 static double grow(const struct mnode *m)
@@ -28,51 +33,122 @@ static double grow(const struct mnode *m)
 	return m->incl[DIFF_NEW] - m->incl[DIFF_BASE];
 }
 
-static int64_t mtree_node(struct mtree *t, uint32_t parent, const char *name, const char *module)
+/* The id of a text in the tree's names; -ENOMEM. */
+static int64_t mtree_str(struct mtree *t, const char *s)
 {
-	uint64_t k1 = hash_mix64(hash_bytes(name, strlen(name)) ^ parent);
-	uint64_t k2 = hash_mix64(hash_bytes(module, strlen(module)) + k1 * 0x9e3779b97f4a7c15ull);
-	uint64_t at;
+	uint64_t h = hash_bytes(s, strlen(s)), at;
 
-	if (hmap__get(t->idx, k1, k2, &at))
+	if (hmap__get(t->stridx, h, strlen(s), &at))
+		return (int64_t)at;
+	if (arr_grow(t->str, t->strcap, t->nstr + 1) || hmap__put(t->stridx, h, strlen(s), t->nstr))
+		return -ENOMEM;
+	t->str[t->nstr] = s;
+	return (int64_t)t->nstr++;
+}
+
+static int64_t mtree_node(struct mtree *t, uint32_t parent, uint32_t name, uint32_t module)
+{
+	uint64_t k1 = (uint64_t)parent << 32 | name, at;
+
+	if (hmap__get(t->idx, k1, module, &at))
 		return (int64_t)at;
 	if (arr_grow(t->v, t->cap, t->n + 1))
 		return -ENOMEM;
 	t->v[t->n] = (struct mnode){ .parent = parent, .name = name, .module = module };
-	if (hmap__put(t->idx, k1, k2, t->n))
+	if (hmap__put(t->idx, k1, module, t->n))
 		return -ENOMEM;
 	return (int64_t)t->n++;
+}
+
+/* The tree's (name, module) ids of each frame of p, as the frames are met: [2 * frame]. */
+static int frame_ids(struct mtree *t, const struct profile *p, uint32_t frame, uint32_t *ids)
+{
+	const struct frame *f = &p->frames.v[frame];
+	int64_t n, m;
+
+	if (ids[2 * frame] != UINT32_MAX)
+		return 0;
+	n = mtree_str(t, profile__str(p, f->name));
+	m = n < 0 ? n : mtree_str(t, profile__str(p, f->module));
+	if (m < 0)
+		return (int)m;
+	ids[2 * frame] = (uint32_t)n;
+	ids[2 * frame + 1] = (uint32_t)m;
+	return 0;
+}
+
+#define UNMAPPED UINT32_MAX
+
+/*
+ * The tree node of address stack node `node` of p (map[]: those done so far): the frames of
+ * its locations root first, inline frames expanded (outer before inner), unsymbolized
+ * locations and a root [GIL] / [no GIL] mark skipped, as the flamegraph shows stacks.
+ */
+static int64_t map_stack(struct mtree *t, const struct profile *p, uint32_t node, uint32_t *map,
+			 uint32_t *ids, uint32_t **chain, size_t *cap)
+{
+	size_t n = 0;
+	int64_t cur = 0;
+	uint32_t s;
+
+	for (s = node; s && map[s] == UNMAPPED; s = p->stacks.v[s].parent) {
+		if (arr_grow(*chain, *cap, n + 1))
+			return -ENOMEM;
+		(*chain)[n++] = s;
+	}
+	if (s)
+		cur = map[s];
+	while (n--) {
+		uint32_t c = (*chain)[n], loc = p->stacks.v[c].loc, nf;
+		const struct frame *f = profile__loc_frames(p, loc, &nf);
+
+		if (!p->stacks.v[c].parent && py_gil_marker(p, loc))
+			nf = 0;
+		for (uint32_t k = nf; k-- > 0;) {
+			uint32_t fi = (uint32_t)(f - p->frames.v) + k;
+			int err = frame_ids(t, p, fi, ids);
+
+			cur = err ? err : mtree_node(t, (uint32_t)cur, ids[2 * fi], ids[2 * fi + 1]);
+			if (cur < 0)
+				return cur;
+		}
+		map[c] = (uint32_t)cur;
+	}
+	return cur;
 }
 
 /* Adds one run's CPU time, self at each path, into the tree. */
 static int mtree_add(struct mtree *t, const struct profile *p, double scale, int side)
 {
-	struct collapsed_set cs = { 0 };
-	uint32_t *map = NULL;
-	int err = collapse_stacks(p, NULL, false, &cs);
+	struct stack_counts sc = { 0 };
+	size_t nframes = p->frames.n ? p->frames.n : 1, ccap = 0;
+	uint32_t *map = NULL, *ids = NULL, *chain = NULL;
+	int err = stack_counts(p, NULL, &sc);
 
 	if (err)
 		return err;
-	map = calloc(cs.nnodes ? cs.nnodes : 1, sizeof(*map));
-	err = map ? 0 : -ENOMEM;
-	/* a trie node comes after its parent (it is made when its parent exists) */
-	for (size_t i = 1; !err && i < cs.nnodes; i++) {
-		const struct sym_node *sn = &cs.nodes[i];
-		const struct frame *f = &p->frames.v[sn->frame];
-		uint32_t parent = sn->parent && sn->parent < i ? map[sn->parent] : 0;
-		int64_t id = mtree_node(t, parent, profile__str(p, f->name),
-					profile__str(p, f->module));
-
-		if (id < 0)
-			err = (int)id;
-		else
-			map[i] = (uint32_t)id;
+	map = malloc((sc.n ? sc.n : 1) * sizeof(*map));
+	ids = malloc(nframes * 2 * sizeof(*ids));
+	err = map && ids ? 0 : -ENOMEM;
+	if (!err) {
+		memset(map, 0xff, (sc.n ? sc.n : 1) * sizeof(*map));
+		memset(ids, 0xff, nframes * 2 * sizeof(*ids));
 	}
-	for (size_t i = 0; !err && i < cs.n; i++)
-		if (cs.v[i].node && cs.v[i].node < cs.nnodes)
-			t->v[map[cs.v[i].node]].self[side] += cs.v[i].weight * scale / 1e9;
+	for (size_t i = 1; !err && i < sc.n; i++) {
+		int64_t m;
+
+		if (!sc.weight[i])
+			continue;
+		m = map_stack(t, p, (uint32_t)i, map, ids, &chain, &ccap);
+		if (m < 0)
+			err = (int)m;
+		else
+			t->v[m].self[side] += sc.weight[i] * scale / 1e9;
+	}
+	free(chain);
+	free(ids);
 	free(map);
-	collapsed_set__free(&cs);
+	stack_counts__free(&sc);
 	return err;
 }
 
@@ -98,21 +174,21 @@ static int path_of(const struct mtree *t, uint32_t id, struct diff_path *out)
 	size_t len = 0, pos;
 
 	for (uint32_t i = id; i; i = t->v[i].parent)
-		len += strlen(t->v[i].name) + 1;
+		len += strlen(t->str[t->v[i].name]) + 1;
 	out->path = malloc(len ? len : 1);
 	if (!out->path)
 		return -ENOMEM;
 	pos = len ? len - 1 : 0;
 	out->path[pos] = 0;
 	for (uint32_t i = id; i; i = t->v[i].parent) {
-		size_t l = strlen(t->v[i].name);
+		size_t l = strlen(t->str[t->v[i].name]);
 
 		pos -= l;
-		memcpy(out->path + pos, t->v[i].name, l);
+		memcpy(out->path + pos, t->str[t->v[i].name], l);
 		if (pos)
 			out->path[--pos] = ';';
 	}
-	out->leaf = m->name;
+	out->leaf = t->str[m->name];
 	out->before_s = m->incl[DIFF_BASE];
 	out->after_s = m->incl[DIFF_NEW];
 	out->self_before_s = m->self[DIFF_BASE];
@@ -300,8 +376,10 @@ int diff_attribute(const struct profile *base, const struct profile *new, const 
 	int err = -ENOMEM;
 
 	memset(out, 0, sizeof(*out));
-	t.idx = hmap__new(4096);
-	if (!t.idx || mtree_node(&t, 0, "", "") != 0)
+	/* sized for every stack node of both: growing a map of millions costs more than this */
+	t.idx = hmap__new(base->stacks.n + new->stacks.n + 1);
+	t.stridx = hmap__new(4096);
+	if (!t.idx || !t.stridx || mtree_str(&t, "") != 0 || mtree_node(&t, 0, 0, 0) != 0)
 		goto out;
 	err = mtree_add(&t, base, scale[DIFF_BASE], DIFF_BASE);
 	err = err ?: mtree_add(&t, new, scale[DIFF_NEW], DIFF_NEW);
@@ -341,7 +419,9 @@ int diff_attribute(const struct profile *base, const struct profile *new, const 
 out:
 	free(sel);
 	free(t.v);
+	free(t.str);
 	hmap__free(t.idx);
+	hmap__free(t.stridx);
 	if (err)
 		diff_attr__free(out);
 	return err;
