@@ -324,15 +324,18 @@ static void json_finding(struct json *j, const struct finding_change *ch, const 
 
 /* The findings of both runs side by side: appeared, still there, gone. j: as JSON. */
 static int write_findings(struct sink *out, struct json *j, struct profile *base,
-			  struct profile *new)
+			  struct profile *new, const struct diff_cli *o, const struct diff_result *r)
 {
 	static const struct sample_filter all;
 	struct findings fb, fn = { 0 };
 	struct finding_change *ch = NULL;
+	/* the function tables diff made already, unless --inline split them differently */
+	struct findings_pre pb = { .hot = o->inlined ? NULL : &r->hot[0] };
+	struct findings_pre pn = { .hot = o->inlined ? NULL : &r->hot[1] };
 	size_t n = 0;
-	int err = findings_analyze(base, &all, NULL, &fb);
+	int err = findings_analyze(base, &all, &pb, &fb);
 
-	err = err ?: findings_analyze(new, &all, NULL, &fn);
+	err = err ?: findings_analyze(new, &all, &pn, &fn);
 	err = err ?: findings_compare(&fb, &fn, &ch, &n);
 	if (err)
 		goto out;
@@ -500,7 +503,7 @@ static int diff_run(struct cmd_ctx *c)
 
 		json_init(&j, c->out, 0);
 		write_json(&j, o, &d);
-		err = write_findings(c->out, &j, c->in[0], c->in[1]);
+		err = write_findings(c->out, &j, c->in[0], c->in[1], o, &st->r);
 		json_obj_close(&j, 0);
 		return json_flush(&j) ?: err;
 	}
@@ -515,7 +518,7 @@ static int diff_run(struct cmd_ctx *c)
 			    st->r.n - o->limit);
 	diff_text_paths(c->out, &d);
 	diff_text_kinds(c->out, &d);
-	err = write_findings(c->out, NULL, c->in[0], c->in[1]);
+	err = write_findings(c->out, NULL, c->in[0], c->in[1], o, &st->r);
 	diff_text_gates(c->out, &d);
 	return err;
 }

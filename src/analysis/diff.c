@@ -153,7 +153,7 @@ int diff_profiles(struct profile *base, struct profile *new, const struct diff_o
 		  struct diff_result *out)
 {
 	struct hot_opts ho = {.inlined = o->inlined};
-	struct hot_result h[2] = {0};
+	struct hot_result *h = out->hot;
 	struct hmap *idx = hmap__new(1024);
 	struct diff_run *b = &out->run[DIFF_BASE], *n = &out->run[DIFF_NEW];
 	size_t cap = 0;
@@ -202,8 +202,6 @@ int diff_profiles(struct profile *base, struct profile *new, const struct diff_o
 	out->total_regressed =
 	    out->wall_change_pct > o->fail_above || out->cpu_change_pct > o->fail_above;
 out:
-	hot_result__free(&h[0]);
-	hot_result__free(&h[1]);
 	hmap__free(idx);
 	if (err)
 		diff_result__free(out);
@@ -212,6 +210,8 @@ out:
 
 void diff_result__free(struct diff_result *r)
 {
+	hot_result__free(&r->hot[0]);
+	hot_result__free(&r->hot[1]);
 	free(r->funcs);
 	r->funcs = NULL;
 	r->n = 0;

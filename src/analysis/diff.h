@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hot.h"
 #include "wstack.h"
 #include "../model/profile.h"
 
@@ -74,6 +75,8 @@ struct diff_result {
 	double wall_change_pct, cpu_change_pct; /* NEW against BASE, % */
 	bool total_regressed;			/* wall or CPU time grew more than fail_above */
 	size_t nregressed;			/* functions that regressed */
+	/* hot_functions() of each run, kept for findings_pre (without opts.inlined) */
+	struct hot_result hot[2];
 };
 
 /* Returns 0, -ENOMEM, or -ENOENT when opts.per names a region absent from a run. */

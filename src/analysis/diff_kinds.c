@@ -291,17 +291,53 @@ static int gpu_side(struct diff_kinds *k, const struct profile *p, int side, dou
 
 /* --- threads, processes ------------------------------------------------------------------- */
 
-static int tasks_side(struct diff_kinds *k, const struct profile *p, int side, double scale)
+struct tid_sum {
+	uint32_t pid, tid;
+	uint64_t samples, weight;
+};
+
+/* CPU time per thread in one pass over the samples (thread_stats also finds each thread's
+ * hottest function, which costs a walk of every stack). */
+static int thread_sums(const struct profile *p, struct tid_sum **out, size_t *n)
 {
-	struct thread_stat *ts = NULL;
+	struct hmap *idx = hmap__new(64);
+	size_t cap = 0;
+	int err = idx ? 0 : -ENOMEM;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; !err && i < p->samples.n; i++) {
+		const struct sample *s = &p->samples.v[i];
+		uint64_t at;
+
+		if (!hmap__get(idx, s->pid, s->tid, &at)) {
+			if (arr_grow(*out, cap, *n + 1) || hmap__put(idx, s->pid, s->tid, *n)) {
+				err = -ENOMEM;
+				break;
+			}
+			at = (*n)++;
+			(*out)[at] = (struct tid_sum){ .pid = s->pid, .tid = s->tid };
+		}
+		(*out)[at].samples++;
+		(*out)[at].weight += s->weight;
+	}
+	hmap__free(idx);
+	return err;
+}
+
+static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double scale)
+{
+	struct tid_sum *ts = NULL;
 	struct proc_stat *ps = NULL;
 	size_t nt = 0, np = 0;
 	char buf[64];
-	int err = thread_stats(p, NULL, &ts, &nt);
+	int err = thread_sums(p, &ts, &nt);
 
 	err = err ?: process_stats(p, NULL, &ps, &np);
+	/* by thread name: tids differ between runs (threads of one name merge) */
 	for (size_t i = 0; !err && i < nt; i++) {
-		const char *c = profile__str(p, ts[i].comm);
+		const struct thread *t = profile__thread(p, ts[i].pid, ts[i].tid, false);
+		const char *c = t ? profile__str(p, t->comm) : "";
 
 		err = table_add(&k->threads, strdup(*c ? c : "[unknown]"), 0, side,
 				ts[i].weight * scale, ts[i].samples * scale);

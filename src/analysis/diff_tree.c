@@ -21,7 +21,11 @@ struct mnode {
 struct mtree {
 	struct mnode *v; /* v[0] is the virtual root */
 	size_t n, cap;
-	struct hmap *idx; /* (parent, name, module) -> node */
+	/* (parent, name, module) -> node: open addressing over node ids (0 = empty), the key
+	 * read back from v: 4 bytes a slot for the millions of paths of big files */
+	uint32_t *slot;
+	size_t nslot; /* a power of two, at least twice n */
+	uint64_t seed;
 	/* the names of both runs, each text once: one id for the same text in either file */
 	const char **str;
 	size_t nstr, strcap;
@@ -46,17 +50,52 @@ static int64_t mtree_str(struct mtree *t, const char *s)
 	return (int64_t)t->nstr++;
 }
 
+static size_t node_slot(const struct mtree *t, uint32_t parent, uint32_t name, uint32_t module)
+{
+	uint64_t h = hash_mix64(((uint64_t)parent << 32 | name) ^ t->seed);
+
+	return hash_mix64(h ^ ((uint64_t)module * 0x9e3779b97f4a7c15ull)) & (t->nslot - 1);
+}
+
+static int slots_resize(struct mtree *t, size_t want)
+{
+	size_t n = 1024;
+
+	while (n < 2 * want)
+		n <<= 1;
+	if (n <= t->nslot)
+		return 0;
+	free(t->slot);
+	t->slot = calloc(n, sizeof(*t->slot));
+	if (!t->slot)
+		return -ENOMEM;
+	t->nslot = n;
+	for (uint32_t i = 1; i < t->n; i++) {
+		size_t k = node_slot(t, t->v[i].parent, t->v[i].name, t->v[i].module);
+
+		while (t->slot[k])
+			k = (k + 1) & (t->nslot - 1);
+		t->slot[k] = i;
+	}
+	return 0;
+}
+
 static int64_t mtree_node(struct mtree *t, uint32_t parent, uint32_t name, uint32_t module)
 {
-	uint64_t k1 = (uint64_t)parent << 32 | name, at;
+	size_t k;
 
-	if (hmap__get(t->idx, k1, module, &at))
-		return (int64_t)at;
-	if (arr_grow(t->v, t->cap, t->n + 1))
+	if (2 * (t->n + 1) > t->nslot && slots_resize(t, 2 * t->n + 2))
+		return -ENOMEM;
+	for (k = node_slot(t, parent, name, module); t->slot[k]; k = (k + 1) & (t->nslot - 1)) {
+		const struct mnode *m = &t->v[t->slot[k]];
+
+		if (m->parent == parent && m->name == name && m->module == module)
+			return t->slot[k];
+	}
+	if (t->n >= UINT32_MAX || arr_grow(t->v, t->cap, t->n + 1))
 		return -ENOMEM;
 	t->v[t->n] = (struct mnode){ .parent = parent, .name = name, .module = module };
-	if (hmap__put(t->idx, k1, module, t->n))
-		return -ENOMEM;
+	t->slot[k] = (uint32_t)t->n;
 	return (int64_t)t->n++;
 }
 
@@ -376,10 +415,14 @@ int diff_attribute(const struct profile *base, const struct profile *new, const 
 	int err = -ENOMEM;
 
 	memset(out, 0, sizeof(*out));
-	/* sized for every stack node of both: growing a map of millions costs more than this */
-	t.idx = hmap__new(base->stacks.n + new->stacks.n + 1);
+	/* sized for the larger file's stack nodes: paths at most, each growth a rehash */
+	t.seed = hmap__seed();
 	t.stridx = hmap__new(4096);
-	if (!t.idx || !t.stridx || mtree_str(&t, "") != 0 || mtree_node(&t, 0, 0, 0) != 0)
+	if (!t.stridx || mtree_str(&t, "") != 0 ||
+	    arr_grow(t.v, t.cap, (base->stacks.n > new->stacks.n ? base->stacks.n : new->stacks.n) + 1))
+		goto out;
+	t.v[t.n++] = (struct mnode){ 0 }; /* the virtual root */
+	if (slots_resize(&t, t.cap / 2))
 		goto out;
 	err = mtree_add(&t, base, scale[DIFF_BASE], DIFF_BASE);
 	err = err ?: mtree_add(&t, new, scale[DIFF_NEW], DIFF_NEW);
@@ -420,7 +463,7 @@ out:
 	free(sel);
 	free(t.v);
 	free(t.str);
-	hmap__free(t.idx);
+	free(t.slot);
 	hmap__free(t.stridx);
 	if (err)
 		diff_attr__free(out);
