@@ -77,6 +77,7 @@ struct export_cli {
 	struct sample_filter filter;
 	struct time_range range;
 	bool lines;
+	const char *diff_base; /* --diff BASE: the HTML page of eprof diff BASE FILE */
 };
 
 #define DIFF_MAX_GATES 64

@@ -115,3 +115,37 @@ def test_bad_gate_is_one_clear_line(runs, expr, say):
     r = runs.run("diff", "base.data", "new.data", "--gate", "function:caler_a.total>+1%",
                  check=False)
     assert r.returncode == 2 and "no function 'caler_a' in either run" in r.stderr, r.stderr
+
+
+def test_html_diff_page(runs):
+    import re
+    import shutil
+    import tempfile
+    r = runs.run("export", "--format", "html", "--diff", "base.data", "new.data", "-o", "d.html")
+    assert "html written to d.html" in r.stderr
+    with open(os.path.join(runs.dir, "d.html")) as f:
+        html = f.read()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "fetches nothing"
+    sections = re.findall(r'<section id="([a-z]+)"', html)
+    assert sections[:3] == ["summary", "explained", "flamegraph"], sections
+    table = html[html.index('id="attribution"'):]
+    first = re.search(r"<tbody>\s*<tr>(.*?)</tr>", table, re.S).group(1)
+    assert "caller_a;leaf</td>" in first, first
+    bad = runs.run("export", "--diff", "base.data", "new.data", "-o", "x.json", check=False)
+    assert bad.returncode == 2 and "--format html" in bad.stderr, bad.stderr
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        pytest.skip("skipped: no chromium to load the page in")
+    profile = tempfile.mkdtemp(prefix="eprof-chromium-")
+    try:
+        c = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                            f"--user-data-dir={profile}", "--virtual-time-budget=8000",
+                            "--enable-logging=stderr", "--v=0", "--dump-dom",
+                            "file://" + os.path.join(runs.dir, "d.html")],
+                           capture_output=True, text=True, timeout=180)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    console = [l for l in c.stderr.splitlines() if "CONSOLE" in l]
+    assert c.returncode == 0 and not console, (c.returncode, console)
+    assert 'data-ready="1"' in c.stdout and re.search(r'<div id="js-errors">\s*</div>', c.stdout)
+    assert "caller_a" in c.stdout[c.stdout.index('id="fg-frames"'):][:200000]
