@@ -48,6 +48,12 @@ static const struct opt diff_opts[] = {
 		 "blue shrank, by share of samples) to -o (default diff.svg)"),
 	OPT_STRING("output", 'o', "FILE", struct diff_cli, output,
 		   "the SVG with --flamegraph, else the table (default stdout)"),
+	OPT_LIST("gate", 0, "EXPR", struct diff_cli, gates, ngates,
+		 "exit 3 when EXPR holds, e.g. 'wall>+5%',\n"
+		 "'function:parse.total>+20%', 'region:step.p99>+10%',\n"
+		 "'memory.peak>+64MiB', 'gpu.idle>+5pt' (docs/diff.md);\n"
+		 "sample-based keys must also beat noise (z > 3); repeatable",
+		 .check = check_gate),
 	OPT_DOUBLE("fail-above", 0, "PCT", struct diff_cli, fail_above, 0, DBL_MAX,
 		   "exit 3 when a function's share of the samples (self), or\n"
 		   "the run's wall or CPU time, grew by more than PCT%\n"
@@ -59,12 +65,6 @@ static const struct opt diff_opts[] = {
 		   "gate only functions with at least PCT% of the samples in\n"
 		   "either run (default 1; smaller ones are noise)",
 		   .suffix = "%", .expect = "a percentage, e.g. 5 or 2.5"),
-	OPT_LIST("gate", 0, "EXPR", struct diff_cli, gates, ngates,
-		 "exit 3 when EXPR holds, e.g. 'wall>+5%',\n"
-		 "'function:parse.total>+20%', 'region:step.p99>+10%',\n"
-		 "'memory.peak>+64MiB', 'gpu.idle>+5pt' (docs/diff.md);\n"
-		 "sample-based keys must also beat noise (z > 3); repeatable",
-		 .check = check_gate),
 	OPT_STRING("per", 0, "REGION", struct diff_cli, per,
 		   "normalise CPU, wall, off-CPU, GPU and allocated volume by\n"
 		   "the instances of REGION in each run (per step, per request)"),

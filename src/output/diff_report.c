@@ -94,8 +94,8 @@ static void text_regions(struct sink *out, const struct diff_report *d)
 
 	if (!k->nregions)
 		return;
-	sink_printf(out, "\nRegions (wall ms per instance; count and total%s)\n",
-		    d->per ? " not normalised" : "");
+	sink_printf(out, "\nRegions (wall ms per instance%s)\n",
+		    d->per ? "; counts not normalised" : "");
 	sink_printf(out, "%9s %9s %10s %10s %10s %10s %10s %10s %10s %10s %8s  %s\n", "count b",
 		    "count n", "mean b", "mean n", "p50 b", "p50 n", "p99 b", "p99 n", "max b",
 		    "max n", "p99", "Region");
@@ -380,15 +380,15 @@ static void json_regions(struct json *j, const struct diff_report *d)
 }
 
 static void json_rows(struct json *j, const char *key, const struct diff_table *t, const char *v,
-		      const char *n, bool kinds, size_t max)
+		      const char *n, bool kinds, size_t max, int indent)
 {
 	size_t rows = max && max < t->n ? max : t->n;
 
-	json_arr_open(j, 4, key);
+	json_arr_open(j, indent, key);
 	for (size_t i = 0; i < rows; i++) {
 		const struct diff_row *r = &t->v[i];
 
-		json_obj_open(j, 6, NULL);
+		json_obj_open(j, indent + 2, NULL);
 		json_kv_str(j, "key", r->key);
 		if (kinds)
 			json_kv_str(j, "kind", wait_kind_name(r->kind));
@@ -396,7 +396,7 @@ static void json_rows(struct json *j, const char *key, const struct diff_table *
 		json_pair(j, n, r->n[0], r->n[1], 3);
 		json_obj_end(j);
 	}
-	json_arr_close(j, rows ? 4 : -1);
+	json_arr_close(j, rows ? indent : -1);
 }
 
 static void json_memory(struct json *j, const struct diff_report *d)
@@ -414,7 +414,7 @@ static void json_memory(struct json *j, const struct diff_report *d)
 	json_pair(j, "allocated_bytes", k->mem_allocated[0], k->mem_allocated[1], 0);
 	json_pair(j, "allocations", k->mem_allocs[0], k->mem_allocs[1], 1);
 	json_pair(j, "rss_peak_bytes", (double)k->rss_peak[0], (double)k->rss_peak[1], 0);
-	json_rows(j, "by_stack", &k->mem_stacks, "bytes", "calls", false, d->limit);
+	json_rows(j, "by_stack", &k->mem_stacks, "bytes", "calls", false, d->limit, 4);
 	json_obj_end(j);
 }
 
@@ -432,7 +432,7 @@ static void json_offcpu(struct json *j, const struct diff_report *d)
 	for (int w = WAIT_RUNNABLE; w < WAIT_OFFCPU_MAX; w++)
 		json_pair(j, wait_kind_name(w), k->off_kind_ns[w][0], k->off_kind_ns[w][1], 0);
 	json_obj_end(j);
-	json_rows(j, "by_stack", &k->off_stacks, "ns", "intervals", true, d->limit);
+	json_rows(j, "by_stack", &k->off_stacks, "ns", "intervals", true, d->limit, 4);
 	json_obj_end(j);
 }
 
@@ -464,7 +464,7 @@ static void json_gpu(struct json *j, const struct diff_report *d)
 		json_obj_end(j);
 	}
 	json_obj_end(j);
-	json_rows(j, "kernels", &k->kernels, "ns", "count", false, 0);
+	json_rows(j, "kernels", &k->kernels, "ns", "count", false, 0, 4);
 	json_obj_end(j);
 }
 
@@ -474,10 +474,8 @@ void diff_json_kinds(struct json *j, const struct diff_report *d)
 	json_memory(j, d);
 	json_offcpu(j, d);
 	json_gpu(j, d);
-	json_break(j, 2);
-	json_rows(j, "threads", &d->k->threads, "cpu_ns", "samples", false, d->limit);
-	json_break(j, 2);
-	json_rows(j, "processes", &d->k->procs, "cpu_ns", "samples", false, d->limit);
+	json_rows(j, "threads", &d->k->threads, "cpu_ns", "samples", false, d->limit, 2);
+	json_rows(j, "processes", &d->k->procs, "cpu_ns", "samples", false, d->limit, 2);
 }
 
 void diff_json_gates(struct json *j, const struct diff_report *d)
