@@ -77,7 +77,29 @@ struct diff_result {
 	size_t nregressed;			/* functions that regressed */
 	/* hot_functions() of each run, kept for findings_pre (without opts.inlined) */
 	struct hot_result hot[2];
+	char prog[2][64]; /* diff_program() of each run */
 };
+
+/*
+ * The file name of the run's program: the recorded command's first word without its
+ * directory ("wl_gcc" of "./wl_gcc 2"), at most len - 1 bytes; "" when unknown.
+ *
+ * Two builds of one program often differ in the binary's name (app-gcc12, app-gcc13): when
+ * the two runs' programs differ, BASE's program name is read as NEW's wherever it names the
+ * program's module (functions, call paths) or its main thread (threads, processes), so the
+ * same code matches.
+ */
+void diff_program(const struct profile *p, char *buf, size_t len);
+/* s as NEW knows it: prog_new when s is prog_base (or its 15-byte thread-name cut) and the
+ * programs differ, else s. */
+const char *diff_rename(const char *prog_base, const char *prog_new, const char *s);
+
+/*
+ * How much of a function's name the runs are matched by: without the suffixes GCC gives the
+ * clones it makes (".constprop.0", ".isra.0", ".part.0", ".cold", ".lto_priv.0"), which come
+ * and go with compiler versions and flags for the same source function.
+ */
+size_t diff_name_len(const char *name);
 
 /* Returns 0, -ENOMEM, or -ENOENT when opts.per names a region absent from a run. */
 int diff_profiles(struct profile *base, struct profile *new, const struct diff_opts *o,

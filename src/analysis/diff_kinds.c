@@ -325,7 +325,8 @@ static int thread_sums(const struct profile *p, struct tid_sum **out, size_t *n)
 	return err;
 }
 
-static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double scale)
+static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double scale,
+		      const char (*prog)[64])
 {
 	struct tid_sum *ts = NULL;
 	struct proc_stat *ps = NULL;
@@ -339,6 +340,8 @@ static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double 
 		const struct thread *t = profile__thread(p, ts[i].pid, ts[i].tid, false);
 		const char *c = t ? profile__str(p, t->comm) : "";
 
+		if (side == DIFF_BASE)
+			c = diff_rename(prog[0], prog[1], c);
 		err = table_add(&k->threads, strdup(*c ? c : "[unknown]"), 0, side,
 				ts[i].weight * scale, ts[i].samples * scale);
 	}
@@ -346,6 +349,8 @@ static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double 
 	for (size_t i = 0; !err && i < np; i++) {
 		const char *c = ps[i].comm ? profile__str(p, ps[i].comm) : "";
 
+		if (side == DIFF_BASE)
+			c = diff_rename(prog[0], prog[1], c);
 		err = table_add(&k->procs,
 				strdup(*c ? c : proc_command(p, &ps[i], buf, sizeof(buf))), 0,
 				side, ps[i].weight * scale, ps[i].samples * scale);
@@ -372,7 +377,7 @@ int diff_kinds(struct profile *base, struct profile *new, const struct diff_resu
 		err = err ?: memory_side(out, p[s], s, scale, tmp);
 		err = err ?: offcpu_side(out, p[s], s, scale, tmp);
 		err = err ?: gpu_side(out, p[s], s, scale);
-		err = err ?: tasks_side(out, p[s], s, scale);
+		err = err ?: tasks_side(out, p[s], s, scale, r->prog);
 	}
 	table_sort(&out->mem_stacks);
 	table_sort(&out->off_stacks);

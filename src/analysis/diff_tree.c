@@ -28,8 +28,12 @@ struct mtree {
 	uint64_t seed;
 	/* the names of both runs, each text once: one id for the same text in either file */
 	const char **str;
-	size_t nstr, strcap;
+	bool *str_new; /* str[i] is NEW's text */
+	size_t nstr, strcap, strnewcap;
 	struct hmap *stridx;
+	/* diff_program() of BASE and NEW, while BASE is added; then NEW's twice (no rename) */
+	char prog[2][64];
+	int side; /* the run being added */
 };
 
 static double grow(const struct mnode *m)
@@ -37,15 +41,27 @@ static double grow(const struct mnode *m)
 	return m->incl[DIFF_NEW] - m->incl[DIFF_BASE];
 }
 
-/* The id of a text in the tree's names; -ENOMEM. */
-static int64_t mtree_str(struct mtree *t, const char *s)
+/*
+ * The id of a name (len bytes of s matter: diff_name_len()) in the tree's names; NEW's text
+ * is the one shown when both runs have it. -ENOMEM.
+ */
+static int64_t mtree_str(struct mtree *t, const char *s, size_t len, bool shown)
 {
-	uint64_t h = hash_bytes(s, strlen(s)), at;
+	uint64_t h = hash_bytes(s, len), at;
 
-	if (hmap__get(t->stridx, h, strlen(s), &at))
+	if (hmap__get(t->stridx, h, len, &at)) {
+		/* NEW's, and of its names the shortest ("f" rather than "f.part.0") */
+		if (shown && (!t->str_new[at] || strlen(s) < strlen(t->str[at]))) {
+			t->str[at] = s;
+			t->str_new[at] = true;
+		}
 		return (int64_t)at;
-	if (arr_grow(t->str, t->strcap, t->nstr + 1) || hmap__put(t->stridx, h, strlen(s), t->nstr))
+	}
+	if (arr_grow(t->str, t->strcap, t->nstr + 1) ||
+	    arr_grow(t->str_new, t->strnewcap, t->nstr + 1) ||
+	    hmap__put(t->stridx, h, len, t->nstr))
 		return -ENOMEM;
+	t->str_new[t->nstr] = shown;
 	t->str[t->nstr] = s;
 	return (int64_t)t->nstr++;
 }
@@ -107,8 +123,11 @@ static int frame_ids(struct mtree *t, const struct profile *p, uint32_t frame, u
 
 	if (ids[2 * frame] != UINT32_MAX)
 		return 0;
-	n = mtree_str(t, profile__str(p, f->name));
-	m = n < 0 ? n : mtree_str(t, profile__str(p, f->module));
+	const char *name = profile__str(p, f->name);
+	const char *mod = diff_rename(t->prog[0], t->prog[1], profile__str(p, f->module));
+
+	n = mtree_str(t, name, diff_name_len(name), t->side == DIFF_NEW);
+	m = n < 0 ? n : mtree_str(t, mod, strlen(mod), t->side == DIFF_NEW);
 	if (m < 0)
 		return (int)m;
 	ids[2 * frame] = (uint32_t)n;
@@ -418,13 +437,18 @@ int diff_attribute(const struct profile *base, const struct profile *new, const 
 	/* sized for the larger file's stack nodes: paths at most, each growth a rehash */
 	t.seed = hmap__seed();
 	t.stridx = hmap__new(4096);
-	if (!t.stridx || mtree_str(&t, "") != 0 ||
+	if (!t.stridx || mtree_str(&t, "", 0, false) != 0 ||
 	    arr_grow(t.v, t.cap, (base->stacks.n > new->stacks.n ? base->stacks.n : new->stacks.n) + 1))
 		goto out;
 	t.v[t.n++] = (struct mnode){ 0 }; /* the virtual root */
 	if (slots_resize(&t, t.cap / 2))
 		goto out;
+	diff_program(base, t.prog[0], sizeof(t.prog[0]));
+	diff_program(new, t.prog[1], sizeof(t.prog[1]));
+	t.side = DIFF_BASE;
 	err = mtree_add(&t, base, scale[DIFF_BASE], DIFF_BASE);
+	memcpy(t.prog[0], t.prog[1], sizeof(t.prog[0]));
+	t.side = DIFF_NEW;
 	err = err ?: mtree_add(&t, new, scale[DIFF_NEW], DIFF_NEW);
 	if (err)
 		goto out;
@@ -463,6 +487,7 @@ out:
 	free(sel);
 	free(t.v);
 	free(t.str);
+	free(t.str_new);
 	free(t.slot);
 	hmap__free(t.stridx);
 	if (err)

@@ -445,6 +445,74 @@ static void test_gpu_kernel_twice_slower(void **state)
 	profile__free(n);
 }
 
+/* One program built by two compilers: its binary's name and GCC's clone suffixes differ. */
+static struct profile *build_of(const char *exe, const char *work_fn, int n, bool split)
+{
+	struct profile *p = new_run(1);
+	char path[64], cmd[64];
+	uint32_t m, w, part;
+
+	snprintf(path, sizeof(path), "/tmp/%s", exe);
+	snprintf(cmd, sizeof(cmd), "./%s 3", exe);
+	profile__set_meta(p, "command", cmd);
+	m = test_loc(p, path, "main", NULL, 1);
+	w = test_loc(p, path, work_fn, NULL, 2);
+	test_samples(p, 1, 1, exe, n, (uint32_t[]){ m, w }, 2);
+	if (split) { /* f and f.part.0 in one run: two functions */
+		part = test_loc(p, path, "work.part.0", NULL, 3);
+		test_samples(p, 1, 1, exe, 10, (uint32_t[]){ m, w, part }, 3);
+	}
+	return p;
+}
+
+static void test_two_builds_match(void **state)
+{
+	struct profile *b = build_of("app-gcc12", "work.constprop.0", 100, false);
+	struct profile *n = build_of("app-gcc13", "work", 300, true);
+	struct diff_result r;
+	struct diff_kinds k;
+	struct diff_attr a;
+	char prog[64];
+	bool seen_work = false, seen_part = false;
+
+	diff_program(b, prog, sizeof(prog));
+	assert_string_equal(prog, "app-gcc12");
+	assert_int_equal(diff_name_len("work.constprop.0"), 4);
+	assert_int_equal(diff_name_len("work.part.0"), 4);
+	assert_int_equal(diff_name_len(".part.0"), 7);
+	assert_int_equal(diff_name_len("work"), 4);
+	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){ .fail_above = INFINITY }, &r), 0);
+	for (size_t i = 0; i < r.n; i++) {
+		const struct diff_func *f = &r.funcs[i];
+
+		/* main is one row: BASE's module app-gcc12 is read as app-gcc13 */
+		if (!strcmp(f->name, "main"))
+			assert_true(f->total[0] == 100 && f->total[1] == 310 &&
+				    !strcmp(f->module, "app-gcc13"));
+		if (!strcmp(f->name, "work")) { /* work.constprop.0 in BASE */
+			assert_true(f->self[0] == 100 && f->self[1] == 300);
+			seen_work = true;
+		}
+		if (!strcmp(f->name, "work.part.0")) { /* NEW only: not merged into work */
+			assert_true(f->total[0] == 0 && f->total[1] == 10);
+			seen_part = true;
+		}
+		assert_string_not_equal(f->name, "work.constprop.0");
+	}
+	assert_true(seen_work && seen_part);
+	assert_int_equal(diff_kinds(b, n, &r, &k), 0);
+	assert_int_equal(k.threads.n, 1); /* the main threads app-gcc12 and app-gcc13 */
+	diff_kinds__free(&k);
+	diff_result__free(&r);
+	attribute(b, n, &a);
+	assert_int_equal(a.n, 1);
+	assert_string_equal(a.paths[0].path, "main;work");
+	assert_true(fabs(a.paths[0].before_s - 0.1) < 1e-9 && fabs(a.paths[0].after_s - 0.31) < 1e-9);
+	diff_attr__free(&a);
+	profile__free(b);
+	profile__free(n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -457,6 +525,7 @@ int main(void)
 		cmocka_unit_test(test_region_p99_regresses_mean_does_not),
 		cmocka_unit_test(test_memory_peak_grows_known_amount),
 		cmocka_unit_test(test_gpu_kernel_twice_slower),
+		cmocka_unit_test(test_two_builds_match),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
