@@ -239,8 +239,9 @@ static int memory_side(struct diff_kinds *k, const struct profile *p, int side, 
 static int offcpu_side(struct diff_kinds *k, const struct profile *p, int side, double scale,
 		       const struct frame **tmp)
 {
+	static const struct sample_filter all;
 	struct offcpu_summary s = { 0 };
-	int err = offcpu_summarize(p, NULL, &s);
+	int err = offcpu_summarize(p, &all, &s);
 
 	if (err)
 		return err;
@@ -334,7 +335,7 @@ static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double 
 	char buf[64];
 	int err = thread_sums(p, &ts, &nt);
 
-	err = err ?: process_stats(p, NULL, &ps, &np);
+	err = err ?: process_stats(p, &(struct sample_filter){ 0 }, &ps, &np);
 	/* by thread name: tids differ between runs (threads of one name merge) */
 	for (size_t i = 0; !err && i < nt; i++) {
 		const struct thread *t = profile__thread(p, ts[i].pid, ts[i].tid, false);

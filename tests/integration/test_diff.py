@@ -149,3 +149,16 @@ def test_html_diff_page(runs):
     assert c.returncode == 0 and not console, (c.returncode, console)
     assert 'data-ready="1"' in c.stdout and re.search(r'<div id="js-errors">\s*</div>', c.stdout)
     assert "caller_a" in c.stdout[c.stdout.index('id="fg-frames"'):][:200000]
+
+
+def test_offcpu_sleep_grows(runs):
+    runs.run("record", "-q", "--offcpu", "-o", "off_base.data", "--", "sleep", "0.1")
+    runs.run("record", "-q", "--offcpu", "-o", "off_new.data", "--", "sleep", "0.3")
+    js = json.loads(runs.run("diff", "off_base.data", "off_new.data", "--json").stdout)
+    sleep = js["offcpu"]["by_kind_ns"]["sleep"]
+    assert sleep["new"] - sleep["base"] == pytest.approx(0.2e9, abs=0.05e9), sleep
+    top = js["offcpu"]["by_stack"][0]
+    assert top["kind"] == "sleep" and top["ns"]["new"] > top["ns"]["base"], top
+    r = runs.run("diff", "off_base.data", "off_new.data", "--gate", "offcpu.sleep>+100ms",
+                 "--gate", "offcpu.sleep>+1s", check=False)
+    assert r.returncode == 3 and "1 of 2 gates failed" in r.stderr, r.stderr
