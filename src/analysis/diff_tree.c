@@ -315,19 +315,35 @@ static double part_growth(const struct mtree *t, uint32_t v, uint32_t part)
 
 /*
  * After the cover is reached with fewer than ATTR_MIN paths: the largest parts left out on
- * the way (disjoint from the chosen ones) that carry at least ATTR_MIN_SHARE of the growth.
+ * the way (disjoint from the chosen ones) that carry at least ATTR_MIN_SHARE of the growth,
+ * each followed down while a single callee carries `cover` of its growth.
  */
 #define ATTR_MIN 3
 #define ATTR_MIN_SHARE 0.05
 
 static void add_dropped(const struct mtree *t, uint32_t *dropped, size_t nd, unsigned max,
-			double total, uint32_t *sel, size_t *n)
+			double cover, double total, uint32_t *sel, size_t *n)
 {
 	sort_t = t;
 	qsort(dropped, nd, sizeof(*dropped), cmp_growth);
-	for (size_t i = 0; i < nd && *n < ATTR_MIN && *n < max; i++)
-		if (grow(&t->v[dropped[i]]) >= ATTR_MIN_SHARE * total)
-			sel[(*n)++] = dropped[i];
+	for (size_t i = 0; i < nd && *n < ATTR_MIN && *n < max; i++) {
+		uint32_t v = dropped[i];
+
+		if (grow(&t->v[v]) < ATTR_MIN_SHARE * total)
+			continue;
+		/* down while one callee carries the cover of its growth */
+		for (;;) {
+			uint32_t best = 0;
+
+			for (uint32_t c = t->v[v].child; c; c = t->v[c].next)
+				if (!best || grow(&t->v[c]) > grow(&t->v[best]))
+					best = c;
+			if (!best || grow(&t->v[best]) < cover * grow(&t->v[v]))
+				break;
+			v = best;
+		}
+		sel[(*n)++] = v;
+	}
 }
 
 /* The refinement described in diff.h: chosen node ids into sel (at most max). */
@@ -387,7 +403,7 @@ static int attribute(const struct mtree *t, unsigned max, double cover, double t
 			sel[n++] = parts[k];
 	}
 	if (!err && !(n == 1 && !sel[0]))
-		add_dropped(t, dropped, nd, max, total, sel, &n);
+		add_dropped(t, dropped, nd, max, cover, total, sel, &n);
 	*nsel = err ? 0 : n;
 	free(dropped);
 	free(parts);
