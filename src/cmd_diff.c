@@ -148,8 +148,8 @@ static void write_abs_table(struct sink *out, const struct diff_cli *o, const st
 		double tb = diff_func_s(r, f, 0, true), tn = diff_func_s(r, f, 1, true);
 
 		diff_fmt_pct(ch, sizeof(ch), tb, tn);
-		sink_printf(out, "%9.3f %9.3f %+10.3f %9.3f %9.3f %+10.3f %8s  %-40s %s%s\n", sb, sn,
-			    sn - sb, tb, tn, tn - tb, ch, f->name, f->module,
+		sink_printf(out, "%9.3f %9.3f %+10.3f %9.3f %9.3f %+10.3f %8s  %-40s %s%s\n",
+			    sb, sn, sn - sb, tb, tn, tn - tb, ch, f->name, f->module,
 			    o->has_fail && f->regressed ? "   << regressed" : "");
 	}
 }
@@ -253,9 +253,11 @@ static void write_json(struct json *j, const struct diff_cli *o, const struct di
 		json_side(j, "base", r, f, DIFF_BASE);
 		json_side(j, "new", r, f, DIFF_NEW);
 		json_kv_f(j, "self_delta_s",
-			  diff_func_s(r, f, DIFF_NEW, false) - diff_func_s(r, f, DIFF_BASE, false), 6);
+			  diff_func_s(r, f, DIFF_NEW, false) - diff_func_s(r, f, DIFF_BASE, false),
+			  6);
 		json_kv_f(j, "total_delta_s",
-			  diff_func_s(r, f, DIFF_NEW, true) - diff_func_s(r, f, DIFF_BASE, true), 6);
+			  diff_func_s(r, f, DIFF_NEW, true) - diff_func_s(r, f, DIFF_BASE, true),
+			  6);
 		if (isinf(f->change_pct)) {
 			json_kv_null(j, "change_pct");
 			json_kv_bool(j, "appeared", true);
@@ -324,7 +326,8 @@ static void json_finding(struct json *j, const struct finding_change *ch, const 
 
 /* The findings of both runs side by side: appeared, still there, gone. j: as JSON. */
 static int write_findings(struct sink *out, struct json *j, struct profile *base,
-			  struct profile *new, const struct diff_cli *o, const struct diff_result *r)
+			  struct profile *new, const struct diff_cli *o,
+			  const struct diff_result *r)
 {
 	static const struct sample_filter all;
 	struct findings fb, fn = { 0 };
@@ -451,8 +454,8 @@ static int analyze(struct cmd_ctx *c, struct diff_state *st)
 						.per = o->per},
 			    &st->r);
 	if (err == -ENOENT) {
-		log_err("--per '%s': no instance of that region in %s (%" PRIu64 " in base, %" PRIu64
-			" in new); record it with --region or EPROF_REGION_*",
+		log_err("--per '%s': no instance of that region in %s (%" PRIu64
+			" in base, %" PRIu64 " in new); record it with --region or EPROF_REGION_*",
 			o->per, !st->r.run[0].per_count ? o->base : o->new, st->r.run[0].per_count,
 			st->r.run[1].per_count);
 		return DIFF_EXIT_USAGE;

@@ -16,7 +16,7 @@
 
 size_t diff_name_len(const char *name)
 {
-	static const char *const sfx[] = { ".constprop.", ".isra.", ".part.", ".cold", ".lto_priv." };
+	static const char *const sfx[] = {".constprop.", ".isra.", ".part.", ".cold", ".lto_priv."};
 	size_t len = strlen(name);
 
 	for (size_t i = 0; i < sizeof(sfx) / sizeof(sfx[0]); i++) {
@@ -71,8 +71,7 @@ static double rate_ms(uint64_t ns, double duration_s)
 	return duration_s > 0 ? ns / 1e6 / duration_s : 0;
 }
 
-static void func_key(const char *name, size_t nlen, const char *module, uint64_t *k1,
-		     uint64_t *k2)
+static void func_key(const char *name, size_t nlen, const char *module, uint64_t *k1, uint64_t *k2)
 {
 	*k1 = hash_mix64(hash_bytes(name, nlen) + nlen);
 	*k2 = hash_mix64(hash_bytes(module, strlen(module)) ^ *k1 * 0x9e3779b97f4a7c15ull);
@@ -133,13 +132,14 @@ static int add_funcs(struct diff_result *r, struct profile *base, struct profile
 		for (size_t i = 0; !err && i < hb->n; i++) {
 			const struct func_stat *f = &hb->funcs[i];
 			const char *name = profile__str(base, f->name);
-			const char *mod = diff_rename(r->prog[0], r->prog[1],
-						      profile__str(base, f->module));
+			const char *mod =
+			    diff_rename(r->prog[0], r->prog[1], profile__str(base, f->module));
 			bool found;
 
 			if (done[i])
 				continue;
-			func_key(name, pass == 1 ? diff_name_len(name) : strlen(name), mod, &k1, &k2);
+			func_key(name, pass == 1 ? diff_name_len(name) : strlen(name), mod, &k1,
+				 &k2);
 			found = pass < 2 && hmap__get(pass ? clone : exact, k1, k2, &v) &&
 				!r->funcs[v].total[DIFF_BASE] && !r->funcs[v].self[DIFF_BASE];
 			if (pass < 2 && !found)

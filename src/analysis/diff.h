@@ -64,7 +64,7 @@ struct diff_opts {
 	double min_share;  /* %, default 1 when 0 */
 	double fail_above; /* %, regressions above this count */
 	enum diff_sort sort;
-	const char *per;   /* region name: normalise by its instance count, or NULL */
+	const char *per; /* region name: normalise by its instance count, or NULL */
 };
 
 struct diff_result {
@@ -124,8 +124,8 @@ struct diff_path {
 	const char *leaf;	  /* its last function */
 	double before_s, after_s; /* inclusive CPU seconds, normalised */
 	double self_before_s, self_after_s;
-	double delta_s;		  /* after - before */
-	double share;		  /* of the total growth, 0..1 */
+	double delta_s; /* after - before */
+	double share;	/* of the total growth, 0..1 */
 };
 
 struct diff_attr {

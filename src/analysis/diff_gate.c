@@ -18,21 +18,21 @@ const char diff_gate_keys[] =
 
 struct gate_key {
 	const char *key;
-	bool named;	     /* KEY:NAME.FIELD */
-	const char *fields;  /* accepted fields, space separated, each followed by its unit */
+	bool named;	    /* KEY:NAME.FIELD */
+	const char *fields; /* accepted fields, space separated, each followed by its unit */
 };
 
 /* Fields and their units: t time, b bytes, c count, p percent; * sample-based. */
 static const struct gate_key gate_keys[] = {
-	{ "wall", false, "" },
-	{ "cpu", false, "" },
-	{ "function", true, "self:t* total:t*" },
-	{ "thread", true, "cpu:t*" },
-	{ "region", true, "count:c mean:t p50:t p99:t max:t total:t" },
-	{ "memory", false, "peak:b leaked:b allocated:b rss:b" },
-	{ "offcpu", false, "total:t runnable:t io:t sleep:t lock:t other:t" },
-	{ "gpu", false, "idle:p kernel:t launches:c htod:b dtoh:b dtod:b" },
-	{ "kernel", true, "total:t count:c mean:t" },
+    {"wall", false, ""},
+    {"cpu", false, ""},
+    {"function", true, "self:t* total:t*"},
+    {"thread", true, "cpu:t*"},
+    {"region", true, "count:c mean:t p50:t p99:t max:t total:t"},
+    {"memory", false, "peak:b leaked:b allocated:b rss:b"},
+    {"offcpu", false, "total:t runnable:t io:t sleep:t lock:t other:t"},
+    {"gpu", false, "idle:p kernel:t launches:c htod:b dtoh:b dtod:b"},
+    {"kernel", true, "total:t count:c mean:t"},
 };
 
 static int fail(char *err, size_t len, const char *expr, const char *why)
@@ -64,12 +64,12 @@ struct suffix {
 };
 
 static const struct suffix suffixes[] = {
-	{ "ns", GATE_UNIT_TIME, 1 },	   { "us", GATE_UNIT_TIME, 1e3 },
-	{ "ms", GATE_UNIT_TIME, 1e6 },	   { "s", GATE_UNIT_TIME, 1e9 },
-	{ "B", GATE_UNIT_BYTES, 1 },	   { "KiB", GATE_UNIT_BYTES, 1024.0 },
-	{ "MiB", GATE_UNIT_BYTES, 1048576.0 }, { "GiB", GATE_UNIT_BYTES, 1073741824.0 },
-	{ "kB", GATE_UNIT_BYTES, 1e3 },	   { "KB", GATE_UNIT_BYTES, 1e3 },
-	{ "MB", GATE_UNIT_BYTES, 1e6 },	   { "GB", GATE_UNIT_BYTES, 1e9 },
+    {"ns", GATE_UNIT_TIME, 1},		 {"us", GATE_UNIT_TIME, 1e3},
+    {"ms", GATE_UNIT_TIME, 1e6},	 {"s", GATE_UNIT_TIME, 1e9},
+    {"B", GATE_UNIT_BYTES, 1},		 {"KiB", GATE_UNIT_BYTES, 1024.0},
+    {"MiB", GATE_UNIT_BYTES, 1048576.0}, {"GiB", GATE_UNIT_BYTES, 1073741824.0},
+    {"kB", GATE_UNIT_BYTES, 1e3},	 {"KB", GATE_UNIT_BYTES, 1e3},
+    {"MB", GATE_UNIT_BYTES, 1e6},	 {"GB", GATE_UNIT_BYTES, 1e9},
 };
 
 /* The threshold after the operator: 0, or -EINVAL with the reason. */
@@ -114,17 +114,21 @@ static int parse_threshold(const char *s, struct diff_gate *g, const char **why)
 	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
 		if (!strcmp(end, suffixes[i].s)) {
 			if (suffixes[i].unit != g->unit) {
-				*why = g->unit == GATE_UNIT_TIME    ? "this key is a time: ns, us, ms, s or %"
-				       : g->unit == GATE_UNIT_BYTES ? "this key is bytes: B, KiB, MiB, GiB, "
-								      "kB, MB, GB or %"
-				       : g->unit == GATE_UNIT_PCT ? "this key is a percentage: pt or %"
-								  : "this key is a count: a number or %";
+				*why = g->unit == GATE_UNIT_TIME
+					   ? "this key is a time: ns, us, ms, s or %"
+				       : g->unit == GATE_UNIT_BYTES
+					   ? "this key is bytes: B, KiB, MiB, GiB, "
+					     "kB, MB, GB or %"
+				       : g->unit == GATE_UNIT_PCT
+					   ? "this key is a percentage: pt or %"
+					   : "this key is a count: a number or %";
 				return -EINVAL;
 			}
 			g->threshold = v * suffixes[i].mult;
 			return 0;
 		}
-	*why = "unknown unit after the threshold (%, pt, ns, us, ms, s, B, KiB, MiB, GiB, kB, MB, GB)";
+	*why =
+	    "unknown unit after the threshold (%, pt, ns, us, ms, s, B, KiB, MiB, GiB, kB, MB, GB)";
 	return -EINVAL;
 }
 
@@ -162,7 +166,8 @@ static int parse_key(const char *s, size_t len, struct diff_gate *g, const char 
 		return 0;
 	}
 	if (k->named != !!colon) {
-		*why = k->named ? "this key needs a name: KEY:NAME.FIELD" : "this key takes no name";
+		*why =
+		    k->named ? "this key needs a name: KEY:NAME.FIELD" : "this key takes no name";
 		return -EINVAL;
 	}
 	if (!dot || (colon && dot == colon + 1)) {
@@ -190,8 +195,10 @@ static int parse_key(const char *s, size_t len, struct diff_gate *g, const char 
 		*why = "unknown field";
 		return -EINVAL;
 	}
-	g->unit = *f == 't' ? GATE_UNIT_TIME : *f == 'b' ? GATE_UNIT_BYTES
-		  : *f == 'c' ? GATE_UNIT_COUNT : GATE_UNIT_PCT;
+	g->unit = *f == 't'   ? GATE_UNIT_TIME
+		  : *f == 'b' ? GATE_UNIT_BYTES
+		  : *f == 'c' ? GATE_UNIT_COUNT
+			      : GATE_UNIT_PCT;
 	g->sampled = f[1] == '*';
 	return 0;
 }
@@ -208,10 +215,10 @@ int diff_gate_parse(const char *expr, struct diff_gate *g, char *err, size_t err
 		    (s[1] == '+' || s[1] == '-' || s[1] == '.' || (s[1] >= '0' && s[1] <= '9')))
 			op = s;
 	if (!op || op == expr)
-		return fail(err, errlen, expr, "expected KEY>THRESHOLD or KEY<THRESHOLD, e.g. wall>+5%");
+		return fail(err, errlen, expr,
+			    "expected KEY>THRESHOLD or KEY<THRESHOLD, e.g. wall>+5%");
 	g->op = *op;
-	if (parse_key(expr, (size_t)(op - expr), g, &why) ||
-	    parse_threshold(op + 1, g, &why))
+	if (parse_key(expr, (size_t)(op - expr), g, &why) || parse_threshold(op + 1, g, &why))
 		return fail(err, errlen, expr, why);
 	return 0;
 }
@@ -261,7 +268,7 @@ static bool eval_region(struct diff_gate *g, const struct diff_kinds *k)
 	if (!d)
 		return false;
 	for (int s = 0; s < 2; s++) {
-		double v = !strcmp(f, "count") ? (double)d->count[s]
+		double v = !strcmp(f, "count")	? (double)d->count[s]
 			   : !strcmp(f, "mean") ? d->mean_ns[s]
 			   : !strcmp(f, "p50")	? d->p50_ns[s]
 			   : !strcmp(f, "p99")	? d->p99_ns[s]
@@ -277,8 +284,8 @@ static bool eval_memory(struct diff_gate *g, const struct diff_kinds *k)
 {
 	for (int s = 0; s < 2; s++) {
 		const char *f = g->field;
-		double v = !strcmp(f, "peak")	   ? (double)k->mem_peak[s]
-			   : !strcmp(f, "leaked")  ? (double)k->mem_leaked[s]
+		double v = !strcmp(f, "peak")	     ? (double)k->mem_peak[s]
+			   : !strcmp(f, "leaked")    ? (double)k->mem_leaked[s]
 			   : !strcmp(f, "allocated") ? k->mem_allocated[s]
 						     : (double)k->rss_peak[s];
 
@@ -305,7 +312,7 @@ static bool eval_gpu(struct diff_gate *g, const struct diff_kinds *k)
 	const char *f = g->field;
 
 	for (int s = 0; s < 2; s++) {
-		double v = !strcmp(f, "idle")	   ? k->idle_pct[s]
+		double v = !strcmp(f, "idle")	    ? k->idle_pct[s]
 			   : !strcmp(f, "kernel")   ? k->kernel_ns[s]
 			   : !strcmp(f, "launches") ? k->launches[s]
 			   : !strcmp(f, "htod")	    ? k->copy_bytes[GPU_COPY_HTOD][s]
@@ -391,7 +398,7 @@ int diff_gate_eval(struct diff_gate *g, const struct diff_result *r, const struc
 		return -ENOENT;
 	}
 	if (g->thr == GATE_REL)
-		g->change = g->before > 0	? 100.0 * (g->after - g->before) / g->before
+		g->change = g->before > 0	   ? 100.0 * (g->after - g->before) / g->before
 			    : g->after > g->before ? INFINITY
 						   : 0;
 	else

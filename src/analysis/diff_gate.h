@@ -22,21 +22,21 @@ enum gate_unit { GATE_UNIT_TIME = 0, GATE_UNIT_BYTES, GATE_UNIT_COUNT, GATE_UNIT
 enum gate_thr { GATE_REL = 0, GATE_PT, GATE_ABS };
 
 struct diff_gate {
-	const char *expr;	/* as given */
-	char key[24];		/* "region", "memory", "wall", ... */
-	char name[256];		/* NAME of function:NAME, region:NAME, kernel:NAME, thread:NAME */
-	char field[16];		/* "p99", "peak", "total", ... ("" for wall, cpu) */
-	enum gate_unit unit;	/* of the value */
-	bool sampled;		/* tested for noise */
-	char op;		/* '>' or '<' */
+	const char *expr;    /* as given */
+	char key[24];	     /* "region", "memory", "wall", ... */
+	char name[256];	     /* NAME of function:, region:, kernel:, thread: */
+	char field[16];	     /* "p99", "peak", "total", ... ("" for wall, cpu) */
+	enum gate_unit unit; /* of the value */
+	bool sampled;	     /* tested for noise */
+	char op;	     /* '>' or '<' */
 	enum gate_thr thr;
-	double threshold;	/* %, points, or the unit's base (ns, bytes, count) */
+	double threshold; /* %, points, or the unit's base (ns, bytes, count) */
 
 	/* evaluation */
-	bool known;		/* the value exists in at least one run */
-	double before, after;	/* ns, bytes, count or % */
-	double change;		/* as the threshold counts it */
-	double z;		/* sampled keys */
+	bool known;	      /* the value exists in at least one run */
+	double before, after; /* ns, bytes, count or % */
+	double change;	      /* as the threshold counts it */
+	double z;	      /* sampled keys */
 	bool failed;
 };
 

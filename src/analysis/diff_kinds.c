@@ -39,7 +39,7 @@ static struct diff_row *table_row(struct diff_table *t, char *key, uint8_t kind)
 	}
 	if (arr_grow(t->v, t->cap, t->n + 1) || hmap__put(t->idx, k1, k2, t->n))
 		goto fail;
-	t->v[t->n] = (struct diff_row){ .key = key, .label = key, .kind = kind };
+	t->v[t->n] = (struct diff_row){.key = key, .label = key, .kind = kind};
 	return &t->v[t->n++];
 fail:
 	free(key);
@@ -157,7 +157,7 @@ static char *region_path(const struct profile *p, const struct region_set *rs, i
 static int regions_side(struct diff_kinds *k, struct hmap *idx, size_t *cap,
 			const struct profile *p, int side)
 {
-	struct region_set rs = { 0 };
+	struct region_set rs = {0};
 	int err = regions_build(p, NULL, &rs);
 
 	for (size_t i = 0; !err && i < rs.nnodes; i++) {
@@ -181,7 +181,7 @@ static int regions_side(struct diff_kinds *k, struct hmap *idx, size_t *cap,
 				break;
 			}
 			at = k->nregions++;
-			k->regions[at] = (struct diff_region){ .path = path, .depth = n->depth };
+			k->regions[at] = (struct diff_region){.path = path, .depth = n->depth};
 			k->regions[at].name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 		}
 		d = &k->regions[at];
@@ -217,8 +217,8 @@ const struct diff_region *diff_kinds_region(const struct diff_kinds *k, const ch
 static int memory_side(struct diff_kinds *k, const struct profile *p, int side, double scale,
 		       const struct frame **tmp)
 {
-	struct mem_result m = { 0 };
-	int err = memory_analyze(p, &(struct mem_opts){ 0 }, &m);
+	struct mem_result m = {0};
+	int err = memory_analyze(p, &(struct mem_opts){0}, &m);
 
 	if (err)
 		return err;
@@ -240,7 +240,7 @@ static int offcpu_side(struct diff_kinds *k, const struct profile *p, int side, 
 		       const struct frame **tmp)
 {
 	static const struct sample_filter all;
-	struct offcpu_summary s = { 0 };
+	struct offcpu_summary s = {0};
 	int err = offcpu_summarize(p, &all, &s);
 
 	if (err)
@@ -260,7 +260,7 @@ static int offcpu_side(struct diff_kinds *k, const struct profile *p, int side, 
 
 static int gpu_side(struct diff_kinds *k, const struct profile *p, int side, double scale)
 {
-	struct gpu_summary g = { 0 };
+	struct gpu_summary g = {0};
 	uint64_t busy = 0, window = 0;
 	int err;
 
@@ -317,7 +317,7 @@ static int thread_sums(const struct profile *p, struct tid_sum **out, size_t *n)
 				break;
 			}
 			at = (*n)++;
-			(*out)[at] = (struct tid_sum){ .pid = s->pid, .tid = s->tid };
+			(*out)[at] = (struct tid_sum){.pid = s->pid, .tid = s->tid};
 		}
 		(*out)[at].samples++;
 		(*out)[at].weight += s->weight;
@@ -335,7 +335,7 @@ static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double 
 	char buf[64];
 	int err = thread_sums(p, &ts, &nt);
 
-	err = err ?: process_stats(p, &(struct sample_filter){ 0 }, &ps, &np);
+	err = err ?: process_stats(p, &(struct sample_filter){0}, &ps, &np);
 	/* by thread name: tids differ between runs (threads of one name merge) */
 	for (size_t i = 0; !err && i < nt; i++) {
 		const struct thread *t = profile__thread(p, ts[i].pid, ts[i].tid, false);
@@ -352,9 +352,9 @@ static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double 
 
 		if (side == DIFF_BASE)
 			c = diff_rename(prog[0], prog[1], c);
-		err = table_add(&k->procs,
-				strdup(*c ? c : proc_command(p, &ps[i], buf, sizeof(buf))), 0,
-				side, ps[i].weight * scale, ps[i].samples * scale);
+		err =
+		    table_add(&k->procs, strdup(*c ? c : proc_command(p, &ps[i], buf, sizeof(buf))),
+			      0, side, ps[i].weight * scale, ps[i].samples * scale);
 	}
 	free(ts);
 	free(ps);
@@ -364,7 +364,7 @@ static int tasks_side(struct diff_kinds *k, struct profile *p, int side, double 
 int diff_kinds(struct profile *base, struct profile *new, const struct diff_result *r,
 	       struct diff_kinds *out)
 {
-	struct profile *p[2] = { base, new };
+	struct profile *p[2] = {base, new};
 	const struct frame **tmp = malloc(STACK_MAX_FRAMES * sizeof(*tmp));
 	struct hmap *ridx = hmap__new(64);
 	size_t rcap = 0;

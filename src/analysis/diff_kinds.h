@@ -20,9 +20,9 @@
 
 /* One matched row: v is the main value (ns or bytes), n a count, in BASE [0] and NEW [1]. */
 struct diff_row {
-	char *key;	 /* the text rows are matched by */
+	char *key;	   /* the text rows are matched by */
 	const char *label; /* what the table shows: the key, or its leaf side */
-	uint8_t kind;	 /* off-CPU stacks: enum wait_kind */
+	uint8_t kind;	   /* off-CPU stacks: enum wait_kind */
 	bool present[2];
 	double v[2], n[2];
 };
@@ -56,7 +56,7 @@ struct diff_kinds {
 	double off_ns[2], off_kind_ns[WAIT_OFFCPU_MAX][2];
 	struct diff_table off_stacks; /* blocked ns (v), intervals (n) by stack and kind */
 
-	bool gpu[2]; /* CUDA or GPU events */
+	bool gpu[2];	      /* CUDA or GPU events */
 	bool gpu_activity[2]; /* CUPTI records (kernel times, idle) */
 	double kernel_ns[2], launches[2];
 	double idle_pct[2]; /* 100 - busy / window over the devices */

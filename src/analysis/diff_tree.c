@@ -12,9 +12,9 @@
 #include "../util/vec.h"
 
 struct mnode {
-	uint32_t parent; /* 0: the virtual root */
-	uint32_t child, next; /* first child, next sibling (0: none) */
-	uint32_t name, module; /* ids into mtree.str */
+	uint32_t parent;	 /* 0: the virtual root */
+	uint32_t child, next;	 /* first child, next sibling (0: none) */
+	uint32_t name, module;	 /* ids into mtree.str */
 	double self[2], incl[2]; /* CPU seconds, normalised */
 };
 
@@ -110,7 +110,7 @@ static int64_t mtree_node(struct mtree *t, uint32_t parent, uint32_t name, uint3
 	}
 	if (t->n >= UINT32_MAX || arr_grow(t->v, t->cap, t->n + 1))
 		return -ENOMEM;
-	t->v[t->n] = (struct mnode){ .parent = parent, .name = name, .module = module };
+	t->v[t->n] = (struct mnode){.parent = parent, .name = name, .module = module};
 	t->slot[k] = (uint32_t)t->n;
 	return (int64_t)t->n++;
 }
@@ -166,7 +166,8 @@ static int64_t map_stack(struct mtree *t, const struct profile *p, uint32_t node
 			uint32_t fi = (uint32_t)(f - p->frames.v) + k;
 			int err = frame_ids(t, p, fi, ids);
 
-			cur = err ? err : mtree_node(t, (uint32_t)cur, ids[2 * fi], ids[2 * fi + 1]);
+			cur =
+			    err ? err : mtree_node(t, (uint32_t)cur, ids[2 * fi], ids[2 * fi + 1]);
 			if (cur < 0)
 				return cur;
 		}
@@ -178,7 +179,7 @@ static int64_t map_stack(struct mtree *t, const struct profile *p, uint32_t node
 /* Adds one run's CPU time, self at each path, into the tree. */
 static int mtree_add(struct mtree *t, const struct profile *p, double scale, int side)
 {
-	struct stack_counts sc = { 0 };
+	struct stack_counts sc = {0};
 	size_t nframes = p->frames.n ? p->frames.n : 1, ccap = 0;
 	uint32_t *map = NULL, *ids = NULL, *chain = NULL;
 	int err = stack_counts(p, NULL, &sc);
@@ -260,7 +261,8 @@ static const struct mtree *sort_t;
 
 static int cmp_growth(const void *a, const void *b)
 {
-	double x = grow(&sort_t->v[*(const uint32_t *)a]), y = grow(&sort_t->v[*(const uint32_t *)b]);
+	double x = grow(&sort_t->v[*(const uint32_t *)a]),
+	       y = grow(&sort_t->v[*(const uint32_t *)b]);
 
 	return x != y ? (x < y ? 1 : -1) : (int)(*(const uint32_t *)a - *(const uint32_t *)b);
 }
@@ -347,8 +349,8 @@ static void add_dropped(const struct mtree *t, uint32_t *dropped, size_t nd, uns
 }
 
 /* The refinement described in diff.h: chosen node ids into sel (at most max). */
-static int attribute(const struct mtree *t, unsigned max, double cover, double total,
-		     uint32_t *sel, size_t *nsel)
+static int attribute(const struct mtree *t, unsigned max, double cover, double total, uint32_t *sel,
+		     size_t *nsel)
 {
 	uint32_t *parts = malloc((t->n + 1) * sizeof(*parts));
 	uint32_t *dropped = malloc((t->n + 1) * sizeof(*dropped));
@@ -366,7 +368,7 @@ static int attribute(const struct mtree *t, unsigned max, double cover, double t
 		for (size_t i = 0; i < n; i++)
 			if (!final[sel[i]] &&
 			    (best == n || (sel[i] ? grow(&t->v[sel[i]]) : total) >
-						  (sel[best] ? grow(&t->v[sel[best]]) : total)))
+					      (sel[best] ? grow(&t->v[sel[best]]) : total)))
 				best = i;
 		if (best == n)
 			break;
@@ -443,7 +445,7 @@ static int top_paths(const struct mtree *t, size_t ntop, struct diff_attr *out)
 int diff_attribute(const struct profile *base, const struct profile *new, const double scale[2],
 		   unsigned max_paths, double cover, size_t ntop, struct diff_attr *out)
 {
-	struct mtree t = { 0 };
+	struct mtree t = {0};
 	uint32_t *sel = NULL;
 	size_t nsel = 0;
 	double total = 0;
@@ -454,9 +456,10 @@ int diff_attribute(const struct profile *base, const struct profile *new, const 
 	t.seed = hmap__seed();
 	t.stridx = hmap__new(4096);
 	if (!t.stridx || mtree_str(&t, "", 0, false) != 0 ||
-	    arr_grow(t.v, t.cap, (base->stacks.n > new->stacks.n ? base->stacks.n : new->stacks.n) + 1))
+	    arr_grow(t.v, t.cap,
+		     (base->stacks.n > new->stacks.n ? base->stacks.n : new->stacks.n) + 1))
 		goto out;
-	t.v[t.n++] = (struct mnode){ 0 }; /* the virtual root */
+	t.v[t.n++] = (struct mnode){0}; /* the virtual root */
 	if (slots_resize(&t, t.cap / 2))
 		goto out;
 	diff_program(base, t.prog[0], sizeof(t.prog[0]));

@@ -50,7 +50,8 @@ void diff_text_attribution(struct sink *out, const struct diff_report *d)
 	const struct diff_attr *a = d->a;
 
 	if (a->growth_s <= 0 || !a->n) {
-		sink_printf(out, "\nRegression explained by: nothing grew (CPU time by call path)\n");
+		sink_printf(out,
+			    "\nRegression explained by: nothing grew (CPU time by call path)\n");
 		return;
 	}
 	sink_printf(out,
@@ -208,7 +209,8 @@ static void text_offcpu(struct sink *out, const struct diff_report *d)
 
 	if (one_side(out, "Off-CPU", k->off, "--offcpu"))
 		return;
-	sink_printf(out, "\nOff-CPU (blocked wall seconds%s)\n", d->per ? " per region instance" : "");
+	sink_printf(out, "\nOff-CPU (blocked wall seconds%s)\n",
+		    d->per ? " per region instance" : "");
 	text_line(out, "", "base", "new", "delta", "");
 	text_num_line(out, "blocked, all kinds", k->off_ns[0], k->off_ns[1], 1e9, "%.3f", "%+.3f");
 	for (int w = WAIT_RUNNABLE; w < WAIT_OFFCPU_MAX; w++)
@@ -223,9 +225,8 @@ static void text_offcpu(struct sink *out, const struct diff_report *d)
 
 static void text_gpu(struct sink *out, const struct diff_report *d)
 {
-	static const char *const dir[GPU_COPY_DIR_MAX] = { "copies ?", "copies HtoD", "copies DtoH",
-							   "copies DtoD", "copies HtoH",
-							   "copies PtoP" };
+	static const char *const dir[GPU_COPY_DIR_MAX] = {
+	    "copies ?", "copies HtoD", "copies DtoH", "copies DtoD", "copies HtoH", "copies PtoP"};
 	const struct diff_kinds *k = d->k;
 	char name[48];
 
@@ -236,28 +237,29 @@ static void text_gpu(struct sink *out, const struct diff_report *d)
 	if (k->gpu_activity[0] || k->gpu_activity[1]) {
 		text_num_line(out, "kernel time (s)", k->kernel_ns[0], k->kernel_ns[1], 1e9, "%.6f",
 			      "%+.6f");
-		text_num_line(out, "idle (% of the window)", k->idle_pct[0], k->idle_pct[1], 1, "%.2f",
-			      "%+.2f pt");
+		text_num_line(out, "idle (% of the window)", k->idle_pct[0], k->idle_pct[1], 1,
+			      "%.2f", "%+.2f pt");
 	}
 	text_num_line(out, "launches", k->launches[0], k->launches[1], 1, "%.0f", "%+.0f");
 	for (int c = 0; c < GPU_COPY_DIR_MAX; c++) {
 		if (!k->copy_count[c][0] && !k->copy_count[c][1])
 			continue;
 		snprintf(name, sizeof(name), "%s (count)", dir[c]);
-		text_num_line(out, name, k->copy_count[c][0], k->copy_count[c][1], 1, "%.0f", "%+.0f");
+		text_num_line(out, name, k->copy_count[c][0], k->copy_count[c][1], 1, "%.0f",
+			      "%+.0f");
 		snprintf(name, sizeof(name), "%s (bytes)", dir[c]);
 		text_bytes_line(out, name, k->copy_bytes[c][0], k->copy_bytes[c][1]);
 	}
 	if (k->kernels.n) {
-		sink_printf(out, "\n  %10s %10s %12s %12s %9s  %s\n", "runs b", "runs n", "mean ms b",
-			    "mean ms n", "time", "Kernel");
+		sink_printf(out, "\n  %10s %10s %12s %12s %9s  %s\n", "runs b", "runs n",
+			    "mean ms b", "mean ms n", "time", "Kernel");
 		for (size_t i = 0; i < rows_of(d, k->kernels.n, STACK_ROWS); i++) {
 			const struct diff_row *r = &k->kernels.v[i];
 			char p[24];
 
 			diff_fmt_pct(p, sizeof(p), r->v[0], r->v[1]);
-			sink_printf(out, "  %10.0f %10.0f %12.4f %12.4f %9s  %s\n", r->n[0], r->n[1],
-				    r->n[0] > 0 ? r->v[0] / r->n[0] / 1e6 : 0,
+			sink_printf(out, "  %10.0f %10.0f %12.4f %12.4f %9s  %s\n", r->n[0],
+				    r->n[1], r->n[0] > 0 ? r->v[0] / r->n[0] / 1e6 : 0,
 				    r->n[1] > 0 ? r->v[1] / r->n[1] / 1e6 : 0, p, r->key);
 		}
 	}
@@ -295,8 +297,8 @@ void diff_text_gates(struct sink *out, const struct diff_report *d)
 		diff_gate_fmt(g, g->before, b, sizeof(b));
 		diff_gate_fmt(g, g->after, n, sizeof(n));
 		diff_gate_fmt_change(g, ch, sizeof(ch));
-		sink_printf(out, "  %-4s  %-40s %s -> %s (%s)", g->failed ? "FAIL" : "ok", g->expr, b,
-			    n, ch);
+		sink_printf(out, "  %-4s  %-40s %s -> %s (%s)", g->failed ? "FAIL" : "ok", g->expr,
+			    b, n, ch);
 		if (g->sampled)
 			sink_printf(out, ", z = %.1f", g->z);
 		sink_printf(out, "\n");
@@ -438,8 +440,8 @@ static void json_offcpu(struct json *j, const struct diff_report *d)
 
 static void json_gpu(struct json *j, const struct diff_report *d)
 {
-	static const char *const dir[GPU_COPY_DIR_MAX] = { "unknown", "htod", "dtoh",
-							   "dtod",    "htoh", "ptop" };
+	static const char *const dir[GPU_COPY_DIR_MAX] = {"unknown", "htod", "dtoh",
+							  "dtod",    "htoh", "ptop"};
 	const struct diff_kinds *k = d->k;
 
 	if (!k->gpu[0] || !k->gpu[1]) {
@@ -480,8 +482,8 @@ void diff_json_kinds(struct json *j, const struct diff_report *d)
 
 void diff_json_gates(struct json *j, const struct diff_report *d)
 {
-	static const char *const units[] = { "ns", "bytes", "count", "pct" };
-	static const char *const thr[] = { "pct", "pt", "abs" };
+	static const char *const units[] = {"ns", "bytes", "count", "pct"};
+	static const char *const thr[] = {"pct", "pt", "abs"};
 
 	json_arr_open(j, 2, "gates");
 	for (size_t i = 0; i < d->ngates; i++) {

@@ -48,7 +48,7 @@ static void section(struct sink *out, const char *id, const char *title)
 
 static void summary(struct sink *out, const struct html_diff_opts *o, const struct page *pg)
 {
-	static const char *const h[] = { "run", "file", "duration s", "samples", "CPU s", "command" };
+	static const char *const h[] = {"run", "file", "duration s", "samples", "CPU s", "command"};
 	const struct diff_result *r = &pg->r;
 
 	section(out, "summary", "Runs");
@@ -75,10 +75,11 @@ static void summary(struct sink *out, const struct html_diff_opts *o, const stru
 static void path_rows(struct sink *out, const char *id, const struct diff_path *p, size_t n,
 		      bool share)
 {
-	static const char *const h[] = { "base s", "new s", "delta s", "share of growth",
-					 "call path (root;...;leaf)" };
-	static const char *const ht[] = { "self base s", "self new s", "self delta s",
-					  "total base s", "total new s", "call path (root;...;leaf)" };
+	static const char *const h[] = {"base s", "new s", "delta s", "share of growth",
+					"call path (root;...;leaf)"};
+	static const char *const ht[] = {"self base s",	 "self new s",
+					 "self delta s", "total base s",
+					 "total new s",	 "call path (root;...;leaf)"};
 
 	if (share)
 		html_table_begin(out, id, h, "nnnns", 5);
@@ -136,14 +137,15 @@ static int flamegraph(struct sink *out, const struct html_diff_opts *o, struct p
 			sink_close(svg);
 		return err;
 	}
-	snprintf(sub, sizeof(sub), "%s vs %s: widths are NEW's samples, colours the change in share",
-		 o->new_path, o->base_path);
+	snprintf(sub, sizeof(sub),
+		 "%s vs %s: widths are NEW's samples, colours the change in share", o->new_path,
+		 o->base_path);
 	err = flamegraph_write_svg(svg, d.st, d.n,
-				   &(struct fg_opts){ .title = "Differential CPU flamegraph",
-						      .subtitle = sub,
-						      .unit = "samples",
-						      .width = 1200,
-						      .differential = true });
+				   &(struct fg_opts){.title = "Differential CPU flamegraph",
+						     .subtitle = sub,
+						     .unit = "samples",
+						     .width = 1200,
+						     .differential = true});
 	if (!err) {
 		data = sink_mem_data(svg, &len);
 		if (!strncmp(data, "<?xml", 5) && strchr(data, '\n'))
@@ -161,8 +163,9 @@ static int flamegraph(struct sink *out, const struct html_diff_opts *o, struct p
 
 static void functions(struct sink *out, const struct html_diff_opts *o, const struct page *pg)
 {
-	static const char *const h[] = { "self base s", "self new s", "self delta s", "total base s",
-					 "total new s", "total delta s", "function", "module" };
+	static const char *const h[] = {"self base s",	"self new s",  "self delta s",
+					"total base s", "total new s", "total delta s",
+					"function",	"module"};
 	const struct diff_result *r = &pg->r;
 	size_t rows = o->limit ? o->limit : HTML_DIFF_ROWS;
 
@@ -187,7 +190,8 @@ static void functions(struct sink *out, const struct html_diff_opts *o, const st
 	}
 	html_table_end(out);
 	if (rows < r->n)
-		sink_printf(out, "<p class=\"note\">%zu more functions (eprof diff --limit 0).</p>\n",
+		sink_printf(out,
+			    "<p class=\"note\">%zu more functions (eprof diff --limit 0).</p>\n",
 			    r->n - rows);
 	sink_puts(out, "</section>\n");
 }
@@ -195,7 +199,7 @@ static void functions(struct sink *out, const struct html_diff_opts *o, const st
 /* Regions, memory, off-CPU, GPU, threads: the text of eprof diff, preformatted. */
 static int kinds(struct sink *out, const struct page *pg)
 {
-	struct diff_report d = { .r = &pg->r, .a = &pg->a, .k = &pg->k, .limit = 30 };
+	struct diff_report d = {.r = &pg->r, .a = &pg->a, .k = &pg->k, .limit = 30};
 	struct sink *txt = sink_mem();
 	const char *data;
 	size_t len;
@@ -220,25 +224,24 @@ static int kinds(struct sink *out, const struct page *pg)
 static void page_begin(struct sink *out, const struct html_diff_opts *o)
 {
 	static const char *const nav[][2] = {
-		{ "summary", "Runs" },		     { "explained", "Explained by" },
-		{ "flamegraph", "Flamegraph" },	     { "functions", "Functions" },
-		{ "paths", "Call paths" },	     { "kinds", "Other data" },
+	    {"summary", "Runs"},	{"explained", "Explained by"}, {"flamegraph", "Flamegraph"},
+	    {"functions", "Functions"}, {"paths", "Call paths"},       {"kinds", "Other data"},
 	};
 
-	sink_puts(out,
-		  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-		  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-		  "<meta name=\"generator\" content=\"eprof " EPROF_VERSION "\">\n"
-		  "<title>eprof diff: ");
+	sink_puts(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+		       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+		       "<meta name=\"generator\" content=\"eprof " EPROF_VERSION "\">\n"
+		       "<title>eprof diff: ");
 	esc(out, o->base_path);
 	sink_puts(out, " &#8594; ");
 	esc(out, o->new_path);
 	sink_puts(out, "</title>\n<style>\n");
 	sink_puts(out, html_style());
-	sink_puts(out, "pre{font:12px/1.35 ui-monospace,monospace;overflow:auto}\n</style>\n"
-		       "<script>window.addEventListener('error',function(e){var d="
-		       "document.getElementById('js-errors');if(d)d.textContent+=e.message+'\\n';});"
-		       "</script>\n</head>\n<body>\n<header><h1>eprof diff</h1><p class=\"cmd\">");
+	sink_puts(out,
+		  "pre{font:12px/1.35 ui-monospace,monospace;overflow:auto}\n</style>\n"
+		  "<script>window.addEventListener('error',function(e){var d="
+		  "document.getElementById('js-errors');if(d)d.textContent+=e.message+'\\n';});"
+		  "</script>\n</head>\n<body>\n<header><h1>eprof diff</h1><p class=\"cmd\">");
 	esc(out, o->base_path);
 	sink_puts(out, " &#8594; ");
 	esc(out, o->new_path);
@@ -256,8 +259,9 @@ int html_diff_write(struct sink *out, struct profile *base, struct profile *new,
 
 	if (!pg)
 		return -ENOMEM;
-	err = diff_profiles(base, new, &(struct diff_opts){ .fail_above = INFINITY }, &pg->r);
-	err = err ?: diff_attribute(base, new, (double[]){ 1, 1 }, ATTR_MAX_PATHS, ATTR_COVER,
+	err = diff_profiles(base, new, &(struct diff_opts){.fail_above = INFINITY}, &pg->r);
+	err = err
+		  ?: diff_attribute(base, new, (double[]){1, 1}, ATTR_MAX_PATHS, ATTR_COVER,
 				    TOP_PATHS, &pg->a);
 	err = err ?: diff_kinds(base, new, &pg->r, &pg->k);
 	if (err)

@@ -17,9 +17,12 @@ struct fn {
 
 static struct fn fns(struct profile *p)
 {
-	struct fn f = { test_loc(p, "/bin/app", "main", NULL, 1), test_loc(p, "/bin/app", "caller_a", NULL, 2),
-			test_loc(p, "/bin/app", "caller_b", NULL, 3), test_loc(p, "/bin/app", "caller_c", NULL, 4),
-			test_loc(p, "/bin/app", "leaf", NULL, 5), test_loc(p, "/bin/app", "other", NULL, 6) };
+	struct fn f = {test_loc(p, "/bin/app", "main", NULL, 1),
+		       test_loc(p, "/bin/app", "caller_a", NULL, 2),
+		       test_loc(p, "/bin/app", "caller_b", NULL, 3),
+		       test_loc(p, "/bin/app", "caller_c", NULL, 4),
+		       test_loc(p, "/bin/app", "leaf", NULL, 5),
+		       test_loc(p, "/bin/app", "other", NULL, 6)};
 	char name[16];
 
 	for (int i = 0; i < 8; i++) {
@@ -51,17 +54,17 @@ static struct profile *callers(int a_ms, int other_extra, int c_extra)
 	struct profile *p = new_run(4);
 	struct fn f = fns(p);
 
-	test_samples(p, 1, 1, "app", a_ms, (uint32_t[]){ f.main_, f.a, f.leaf }, 3);
-	test_samples(p, 1, 1, "app", 1200, (uint32_t[]){ f.main_, f.b, f.leaf }, 3);
-	test_samples(p, 1, 1, "app", 600 + other_extra, (uint32_t[]){ f.main_, f.other }, 2);
+	test_samples(p, 1, 1, "app", a_ms, (uint32_t[]){f.main_, f.a, f.leaf}, 3);
+	test_samples(p, 1, 1, "app", 1200, (uint32_t[]){f.main_, f.b, f.leaf}, 3);
+	test_samples(p, 1, 1, "app", 600 + other_extra, (uint32_t[]){f.main_, f.other}, 2);
 	for (int i = 0; i < 8; i++)
-		test_samples(p, 1, 1, "app", 100 + c_extra, (uint32_t[]){ f.main_, f.c, f.l[i] }, 3);
+		test_samples(p, 1, 1, "app", 100 + c_extra, (uint32_t[]){f.main_, f.c, f.l[i]}, 3);
 	return p;
 }
 
 static void attribute(struct profile *b, struct profile *n, struct diff_attr *a)
 {
-	assert_int_equal(diff_attribute(b, n, (double[]){ 1, 1 }, 5, 0.8, 10, a), 0);
+	assert_int_equal(diff_attribute(b, n, (double[]){1, 1}, 5, 0.8, 10, a), 0);
 }
 
 static void test_attr_caller_doubles(void **state)
@@ -122,7 +125,7 @@ static void test_diff_absolute_sort_and_per(void **state)
 {
 	struct profile *b = callers(1200, 0, 0), *n = callers(2400, 0, 0);
 	struct diff_result r;
-	struct event e = { .kind = EVK_REGION, .pid = 1, .tid = 1, .dur = 1000 };
+	struct event e = {.kind = EVK_REGION, .pid = 1, .tid = 1, .dur = 1000};
 
 	/* 2 steps in BASE, 4 in NEW: per step, caller_a's time stays 0.6 s */
 	e.name = profile__intern(b, "step");
@@ -132,7 +135,7 @@ static void test_diff_absolute_sort_and_per(void **state)
 	for (int i = 0; i < 4; i++, e.ts += 2000)
 		assert_int_equal(profile__add_event(n, &e), 0);
 
-	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){ .fail_above = INFINITY }, &r), 0);
+	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){.fail_above = INFINITY}, &r), 0);
 	/* by the change of inclusive seconds: main and caller_a (+1.2 s), then leaf */
 	assert_string_equal(r.funcs[0].name, "caller_a");
 	assert_string_equal(r.funcs[1].name, "leaf");
@@ -142,11 +145,12 @@ static void test_diff_absolute_sort_and_per(void **state)
 	assert_true(fabs(diff_func_s(&r, &r.funcs[0], DIFF_NEW, false)) < 1e-9);
 	diff_result__free(&r);
 
-	assert_int_equal(diff_profiles(b, n,
-				       &(struct diff_opts){ .fail_above = INFINITY,
-							    .sort = DIFF_SORT_SELF, .per = "step" },
-				       &r),
-			 0);
+	assert_int_equal(
+	    diff_profiles(
+		b, n,
+		&(struct diff_opts){.fail_above = INFINITY, .sort = DIFF_SORT_SELF, .per = "step"},
+		&r),
+	    0);
 	assert_int_equal(r.run[0].per_count, 2);
 	assert_int_equal(r.run[1].per_count, 4);
 	/* leaf: 2.4 s / 2 -> 3.6 s / 4 per step */
@@ -154,10 +158,9 @@ static void test_diff_absolute_sort_and_per(void **state)
 	assert_true(fabs(diff_func_s(&r, &r.funcs[0], DIFF_BASE, false) - 1.2) < 1e-9);
 	assert_true(fabs(diff_func_s(&r, &r.funcs[0], DIFF_NEW, false) - 0.9) < 1e-9);
 	diff_result__free(&r);
-	assert_int_equal(diff_profiles(b, n,
-				       &(struct diff_opts){ .fail_above = INFINITY, .per = "nope" },
-				       &r),
-			 -ENOENT);
+	assert_int_equal(
+	    diff_profiles(b, n, &(struct diff_opts){.fail_above = INFINITY, .per = "nope"}, &r),
+	    -ENOENT);
 	profile__free(b);
 	profile__free(n);
 }
@@ -175,18 +178,19 @@ static void test_gate_parse(void **state)
 	assert_string_equal(g.field, "p99");
 	assert_true(g.op == '>' && g.thr == GATE_REL && g.threshold == 10 && !g.sampled);
 	assert_int_equal(diff_gate_parse("memory.peak>+64MiB", &g, err, sizeof(err)), 0);
-	assert_true(g.thr == GATE_ABS && g.threshold == 64.0 * 1048576 && g.unit == GATE_UNIT_BYTES);
+	assert_true(g.thr == GATE_ABS && g.threshold == 64.0 * 1048576 &&
+		    g.unit == GATE_UNIT_BYTES);
 	assert_int_equal(diff_gate_parse("gpu.idle>+5pt", &g, err, sizeof(err)), 0);
 	assert_true(g.thr == GATE_PT && g.threshold == 5);
-	assert_int_equal(diff_gate_parse("function:parse_line.total>+20%", &g, err, sizeof(err)), 0);
+	assert_int_equal(diff_gate_parse("function:parse_line.total>+20%", &g, err, sizeof(err)),
+			 0);
 	assert_true(g.sampled && !strcmp(g.name, "parse_line") && !strcmp(g.field, "total"));
 	assert_int_equal(diff_gate_parse("wall>+5%", &g, err, sizeof(err)), 0);
 	assert_int_equal(diff_gate_parse("cpu<-250ms", &g, err, sizeof(err)), 0);
 	assert_true(g.op == '<' && g.threshold == -250e6 && g.sampled);
 	/* names with dots and angle brackets: the last dot, the last operator */
-	assert_int_equal(diff_gate_parse("function:std::vector<int>::at.self>+1%", &g, err,
-					 sizeof(err)),
-			 0);
+	assert_int_equal(
+	    diff_gate_parse("function:std::vector<int>::at.self>+1%", &g, err, sizeof(err)), 0);
 	assert_string_equal(g.name, "std::vector<int>::at");
 	assert_int_equal(diff_gate_parse("kernel:Trainer.step.mean>+1ms", &g, err, sizeof(err)), 0);
 	assert_string_equal(g.name, "Trainer.step");
@@ -218,7 +222,7 @@ static int gate(struct profile *b, struct profile *n, const char *expr, struct d
 	char err[512];
 	int rc;
 
-	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){ .fail_above = INFINITY }, &r), 0);
+	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){.fail_above = INFINITY}, &r), 0);
 	assert_int_equal(diff_kinds(b, n, &r, &k), 0);
 	assert_int_equal(diff_gate_parse(expr, g, err, sizeof(err)), 0);
 	rc = diff_gate_eval(g, &r, &k, err, sizeof(err));
@@ -240,24 +244,29 @@ static struct profile *draw(int n)
 {
 	struct profile *p = new_run(2);
 	struct fn f = fns(p);
-	int k[3] = { 0 };
+	int k[3] = {0};
 
 	for (int i = 0; i < n; i++) {
 		double u = rnd01();
 
 		k[u < 0.5 ? 0 : u < 0.8 ? 1 : 2]++;
 	}
-	test_samples(p, 1, 1, "app", k[0], (uint32_t[]){ f.main_, f.a, f.leaf }, 3);
-	test_samples(p, 1, 1, "app", k[1], (uint32_t[]){ f.main_, f.b, f.leaf }, 3);
-	test_samples(p, 1, 1, "app", k[2], (uint32_t[]){ f.main_, f.other }, 2);
+	test_samples(p, 1, 1, "app", k[0], (uint32_t[]){f.main_, f.a, f.leaf}, 3);
+	test_samples(p, 1, 1, "app", k[1], (uint32_t[]){f.main_, f.b, f.leaf}, 3);
+	test_samples(p, 1, 1, "app", k[2], (uint32_t[]){f.main_, f.other}, 2);
 	return p;
 }
 
 static void test_gate_identical_runs_never_fire(void **state)
 {
 	static const char *const gates[] = {
-		"function:caller_a.total>+2%", "function:caller_b.self>+0%", "function:other.total>+1%",
-		"function:leaf.self>+1%", "cpu>+1%", "wall>+1%", "thread:app.cpu>+1%",
+	    "function:caller_a.total>+2%",
+	    "function:caller_b.self>+0%",
+	    "function:other.total>+1%",
+	    "function:leaf.self>+1%",
+	    "cpu>+1%",
+	    "wall>+1%",
+	    "thread:app.cpu>+1%",
 	};
 	struct diff_gate g;
 	int moved = 0;
@@ -301,7 +310,7 @@ static void test_gate_function_regression_fires(void **state)
 
 static void add_steps(struct profile *p, int n, double ms, uint64_t *ts)
 {
-	struct event e = { .kind = EVK_REGION, .pid = 1, .tid = 1, .dur = (uint64_t)(ms * MS) };
+	struct event e = {.kind = EVK_REGION, .pid = 1, .tid = 1, .dur = (uint64_t)(ms * MS)};
 
 	e.name = profile__intern(p, "train_step");
 	for (int i = 0; i < n; i++) {
@@ -339,8 +348,14 @@ static void test_region_p99_regresses_mean_does_not(void **state)
 static void mem_ev(struct profile *p, uint16_t kind, uint64_t ts, uint64_t addr, uint64_t size,
 		   uint32_t stack)
 {
-	struct event e = { .ts = ts, .pid = 1, .tid = 1, .kind = kind, .a = addr, .b = size,
-			   .c = kind == EVK_ALLOC ? size : 0, .stack = stack };
+	struct event e = {.ts = ts,
+			  .pid = 1,
+			  .tid = 1,
+			  .kind = kind,
+			  .a = addr,
+			  .b = size,
+			  .c = kind == EVK_ALLOC ? size : 0,
+			  .stack = stack};
 
 	assert_int_equal(profile__add_event(p, &e), 0);
 }
@@ -350,8 +365,8 @@ static struct profile *mem_run(uint64_t extra)
 {
 	struct profile *p = callers(1200, 0, 0);
 	struct fn f = fns(p);
-	uint32_t s1 = profile__stack(p, (uint32_t[]){ f.main_, f.a }, 2);
-	uint32_t s2 = profile__stack(p, (uint32_t[]){ f.main_, f.other }, 2);
+	uint32_t s1 = profile__stack(p, (uint32_t[]){f.main_, f.a}, 2);
+	uint32_t s2 = profile__stack(p, (uint32_t[]){f.main_, f.other}, 2);
 
 	profile__set_meta(p, "mem_sample_bytes", "1");
 	for (int i = 0; i < 10; i++) {
@@ -373,7 +388,7 @@ static void test_memory_peak_grows_known_amount(void **state)
 	struct diff_gate g;
 	const struct diff_row *row;
 
-	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){ .fail_above = INFINITY }, &r), 0);
+	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){.fail_above = INFINITY}, &r), 0);
 	assert_int_equal(diff_kinds(b, n, &r, &k), 0);
 	assert_true(k.mem[0] && k.mem[1]);
 	assert_int_equal(k.mem_peak[0], 1 << 20);
@@ -398,8 +413,12 @@ static void test_memory_peak_grows_known_amount(void **state)
 
 static void add_kernel(struct profile *p, const char *name, uint64_t ts, uint64_t dur)
 {
-	struct event e = { .kind = EVK_GPU_KERNEL, .ts = ts, .dur = dur, .pid = 1,
-			   .name = profile__intern(p, name), .a = 1 };
+	struct event e = {.kind = EVK_GPU_KERNEL,
+			  .ts = ts,
+			  .dur = dur,
+			  .pid = 1,
+			  .name = profile__intern(p, name),
+			  .a = 1};
 
 	assert_int_equal(profile__add_event(p, &e), 0);
 }
@@ -423,7 +442,7 @@ static void test_gpu_kernel_twice_slower(void **state)
 	struct diff_kinds k;
 	struct diff_gate g;
 
-	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){ .fail_above = INFINITY }, &r), 0);
+	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){.fail_above = INFINITY}, &r), 0);
 	assert_int_equal(diff_kinds(b, n, &r, &k), 0);
 	assert_true(k.gpu_activity[0] && k.gpu_activity[1]);
 	assert_string_equal(k.kernels.v[0].key, "gemm");
@@ -457,10 +476,10 @@ static struct profile *build_of(const char *exe, const char *work_fn, int n, boo
 	profile__set_meta(p, "command", cmd);
 	m = test_loc(p, path, "main", NULL, 1);
 	w = test_loc(p, path, work_fn, NULL, 2);
-	test_samples(p, 1, 1, exe, n, (uint32_t[]){ m, w }, 2);
+	test_samples(p, 1, 1, exe, n, (uint32_t[]){m, w}, 2);
 	if (split) { /* f and f.part.0 in one run: two functions */
 		part = test_loc(p, path, "work.part.0", NULL, 3);
-		test_samples(p, 1, 1, exe, 10, (uint32_t[]){ m, w, part }, 3);
+		test_samples(p, 1, 1, exe, 10, (uint32_t[]){m, w, part}, 3);
 	}
 	return p;
 }
@@ -481,7 +500,7 @@ static void test_two_builds_match(void **state)
 	assert_int_equal(diff_name_len("work.part.0"), 4);
 	assert_int_equal(diff_name_len(".part.0"), 7);
 	assert_int_equal(diff_name_len("work"), 4);
-	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){ .fail_above = INFINITY }, &r), 0);
+	assert_int_equal(diff_profiles(b, n, &(struct diff_opts){.fail_above = INFINITY}, &r), 0);
 	for (size_t i = 0; i < r.n; i++) {
 		const struct diff_func *f = &r.funcs[i];
 
@@ -507,7 +526,8 @@ static void test_two_builds_match(void **state)
 	attribute(b, n, &a);
 	assert_int_equal(a.n, 1);
 	assert_string_equal(a.paths[0].path, "main;work");
-	assert_true(fabs(a.paths[0].before_s - 0.1) < 1e-9 && fabs(a.paths[0].after_s - 0.31) < 1e-9);
+	assert_true(fabs(a.paths[0].before_s - 0.1) < 1e-9 &&
+		    fabs(a.paths[0].after_s - 0.31) < 1e-9);
 	diff_attr__free(&a);
 	profile__free(b);
 	profile__free(n);
@@ -516,16 +536,16 @@ static void test_two_builds_match(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_attr_caller_doubles),
-		cmocka_unit_test(test_attr_two_causes_and_spread_growth),
-		cmocka_unit_test(test_diff_absolute_sort_and_per),
-		cmocka_unit_test(test_gate_parse),
-		cmocka_unit_test(test_gate_identical_runs_never_fire),
-		cmocka_unit_test(test_gate_function_regression_fires),
-		cmocka_unit_test(test_region_p99_regresses_mean_does_not),
-		cmocka_unit_test(test_memory_peak_grows_known_amount),
-		cmocka_unit_test(test_gpu_kernel_twice_slower),
-		cmocka_unit_test(test_two_builds_match),
+	    cmocka_unit_test(test_attr_caller_doubles),
+	    cmocka_unit_test(test_attr_two_causes_and_spread_growth),
+	    cmocka_unit_test(test_diff_absolute_sort_and_per),
+	    cmocka_unit_test(test_gate_parse),
+	    cmocka_unit_test(test_gate_identical_runs_never_fire),
+	    cmocka_unit_test(test_gate_function_regression_fires),
+	    cmocka_unit_test(test_region_p99_regresses_mean_does_not),
+	    cmocka_unit_test(test_memory_peak_grows_known_amount),
+	    cmocka_unit_test(test_gpu_kernel_twice_slower),
+	    cmocka_unit_test(test_two_builds_match),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
