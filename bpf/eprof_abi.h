@@ -291,6 +291,7 @@ enum region_arg_kind {
 	REGION_ARG_NONE = 0,  /* no name argument */
 	REGION_ARG_REG = 1,   /* the name pointer is in a register */
 	REGION_ARG_DEREF = 2, /* ... at register + offset in memory */
+	REGION_ARG_INTS = 3,  /* integer arguments kept (a collective's count, type, comm) */
 };
 
 struct region_probe {
@@ -298,13 +299,17 @@ struct region_probe {
 	__u8 op;	   /* enum region_op */
 	__u8 arg_kind;	   /* enum region_arg_kind: where a BEGIN finds its name string */
 	__u16 arg_reg_off; /* offset of the register in struct pt_regs */
-	__s64 arg_off;	   /* REGION_ARG_DEREF: offset added to the register */
+	__s64 arg_off;	   /* REGION_ARG_DEREF: offset added to the register; REGION_ARG_INTS:
+			      byte i = the position (1-8, 0 none) of the argument kept as args[i] */
 };
+
+#define REGION_NARGS 3 /* integer arguments a REGION_ARG_INTS begin keeps */
 
 /* Flags of an ev_region (bits 8-15 of ev_hdr.flags). */
 enum ev_region_flags {
 	REGION_F_OPEN = 1 << 8, /* still open when the record stopped: dur runs to then */
 	REGION_F_SAMPLED = 1 << 9, /* a Python region seen by sampling (--region py:FUNC) */
+	REGION_F_ARGS = 1 << 10,   /* args[] holds a REGION_ARG_INTS begin's arguments, not a name */
 };
 
 struct ev_region {
@@ -314,7 +319,10 @@ struct ev_region {
 	__u16 depth;	 /* regions open on the thread around this one (0 = outermost) */
 	__u16 label_len; /* bytes of label used */
 	__u64 label_addr; /* where the name string is in the target, 0 = none */
-	char label[EPROF_REGION_LABEL];
+	union {
+		char label[EPROF_REGION_LABEL];
+		__u64 args[REGION_NARGS]; /* REGION_F_ARGS */
+	};
 };
 
 /*

@@ -58,6 +58,33 @@ static __always_inline struct region_tstate *region_state(__u32 tid, bool create
 	return bpf_map_lookup_elem(&region_threads, &tid);
 }
 
+/*
+ * Integer argument pos (1-8) at a function's entry. x86-64 passes six in registers and the
+ * rest on the stack above the return address; arm64 passes eight in x0-x7.
+ */
+static __always_inline __u64 region_int_arg(struct pt_regs *ctx, unsigned pos)
+{
+	__u64 v = 0;
+
+	switch (pos) {
+	case 1: return PT_REGS_PARM1(ctx);
+	case 2: return PT_REGS_PARM2(ctx);
+	case 3: return PT_REGS_PARM3(ctx);
+	case 4: return PT_REGS_PARM4(ctx);
+	case 5: return PT_REGS_PARM5(ctx);
+	case 6: return PT_REGS_PARM6(ctx);
+	case 7:
+	case 8:
+#if defined(__TARGET_ARCH_x86)
+		bpf_probe_read_user(&v, sizeof(v), (void *)(PT_REGS_SP(ctx) + 8 * (pos - 6)));
+#elif defined(__TARGET_ARCH_arm64)
+		v = ((struct user_pt_regs *)ctx)->regs[pos - 1];
+#endif
+		return v;
+	}
+	return 0;
+}
+
 static __always_inline void region_read_label(struct pt_regs *ctx, const struct region_probe *pr,
 					      struct region_slot *s, bool sleepable)
 {
@@ -66,6 +93,12 @@ static __always_inline void region_read_label(struct pt_regs *ctx, const struct 
 
 	if (pr->arg_kind == REGION_ARG_NONE)
 		return;
+	if (pr->arg_kind == REGION_ARG_INTS) {
+		for (int i = 0; i < REGION_NARGS; i++)
+			s->args[i] = region_int_arg(ctx, ((__u64)pr->arg_off >> (8 * i)) & 0xff);
+		s->has_args = 1;
+		return;
+	}
 	/* The register's offset comes from userspace: read it as libbpf's usdt.bpf.h does. */
 	if (bpf_probe_read_kernel(&ptr, sizeof(ptr), (void *)ctx + (pr->arg_reg_off & 0xff)))
 		return;
@@ -123,7 +156,12 @@ static __always_inline void region_send(struct region_tstate *t, int depth, __u6
 	e->depth = depth;
 	e->label_len = s->label_len;
 	e->label_addr = s->label_addr;
-	if (s->label_len)
+	if (s->has_args) {
+		e->h.flags |= REGION_F_ARGS;
+		e->label_len = 0;
+		for (int i = 0; i < REGION_NARGS; i++)
+			e->args[i] = s->args[i];
+	} else if (s->label_len)
 		__builtin_memcpy(e->label, s->label, sizeof(e->label));
 	else
 		e->label[0] = 0;
@@ -172,6 +210,13 @@ static __always_inline int region_handle(struct pt_regs *ctx, bool sleepable)
 
 SEC("?uprobe")
 int region_probe(struct pt_regs *ctx)
+{
+	return region_handle(ctx, false);
+}
+
+/* The same through uprobe_multi links (communication calls: one link per library). */
+SEC("?uprobe")
+int region_probe_m(struct pt_regs *ctx)
 {
 	return region_handle(ctx, false);
 }

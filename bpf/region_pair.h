@@ -23,7 +23,11 @@ struct region_slot {
 	__u16 label_len;
 	__u16 pad;
 	__u64 label_addr; /* the name's address in the target, 0 = none */
-	char label[EPROF_REGION_LABEL];
+	__u16 has_args;	  /* args[] kept (REGION_ARG_INTS) */
+	union {
+		char label[EPROF_REGION_LABEL];
+		__u64 args[REGION_NARGS];
+	};
 };
 
 struct region_tstate {
@@ -48,6 +52,7 @@ static __always_inline struct region_slot *region_push(struct region_tstate *t, 
 	s->pair = pair;
 	s->label_len = 0;
 	s->label_addr = 0;
+	s->has_args = 0;
 	t->depth = d + 1;
 	return s;
 }

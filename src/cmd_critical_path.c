@@ -9,9 +9,11 @@
 
 #include "analysis/critpath.h"
 #include "analysis/gpu.h"
+#include "analysis/ranks.h"
 #include "analysis/regions.h"
 #include "analysis/stacks.h"
 #include "cmds.h"
+#include "output/report_job.h"
 #include "util/log.h"
 #include "util/json.h"
 #include "util/sink.h"
@@ -47,8 +49,8 @@ static const struct critpath_cli critpath_defaults = {
 static const char *track_comm(const struct profile *p, const struct cp_track *t)
 {
 	static char gpu[48];
-	const struct thread *th = profile__thread((struct profile *)p, t->pid, t->tid, false);
-	const struct process *pr = profile__proc((struct profile *)p, t->pid, false);
+	const struct thread *th = profile__find_thread(p, t->pid, t->tid);
+	const struct process *pr = profile__find_proc(p, t->pid);
 	const char *c = th && th->comm ? profile__str(p, th->comm) : "";
 
 	if (t->kind == CP_TRACK_GPU_STREAM) {
@@ -435,10 +437,44 @@ static int run(struct sink *out, const struct critpath_cli *o, struct profile *p
 	return err;
 }
 
+/* Several recordings of a job: the path across ranks through their collectives. */
+static int job_run(struct cmd_ctx *c)
+{
+	const struct critpath_cli *o = c->opts;
+	struct job_summary s;
+	struct job_path p;
+	int err;
+
+	if (o->tid || o->pid || o->region || o->end_s > 0) {
+		log_err("critical-path: --tid, --pid, --end and --region take one recording");
+		return 2;
+	}
+	err = job_analyze(c->job, c->job_paths, c->njob, &s);
+	if (!err) {
+		err = job_path(&s, &p);
+		if (err)
+			job_summary_free(&s);
+	}
+	if (err) {
+		log_err("failed to analyse the job's recordings: %s", strerror(-err));
+		return 1;
+	}
+	if (!s.matched)
+		log_warn("no collective matched across the recordings: the path stays on the rank "
+			 "that ends last");
+	err = cmd_output(c) ? report_job_path(c->out, &s, &p, o->json, o->segments) : 1;
+	job_path_free(&p);
+	job_summary_free(&s);
+	return err;
+}
+
 static int critpath_run(struct cmd_ctx *c)
 {
 	const struct critpath_cli *o = c->opts;
 	int err;
+
+	if (c->njob)
+		return job_run(c);
 
 	if (!offcpu_count(c->in[0]) && !gpu_present(c->in[0]))
 		log_warn(
@@ -453,7 +489,8 @@ static int critpath_run(struct cmd_ctx *c)
 const struct command cmd_critical_path = {
 	.name = "critical-path",
 	.summary = "the chain of work and waits that decided the run's length",
-	.usage = "[FILE] [options]   (FILE defaults to eprof.data; record with --offcpu)",
+	.usage = "[FILE...|DIR|GLOB] [options]   (FILE defaults to eprof.data; record with "
+		 "--offcpu)",
 	.about = "From the run's end (the launched command's exit, or the last event) back to its "
 		 "start:\n"
 		 "while a thread runs it is on the path; while it waited, the path goes to the "
@@ -461,9 +498,11 @@ const struct command cmd_critical_path = {
 		 "woke it. Waits nobody explains (timers, I/O) and waits for a CPU stay on the "
 		 "path.\n"
 		 "With CUDA data, a synchronization call goes to the GPU work that ended it,\n"
-		 "GPU work to its launch (or to the work before it on its stream).\n",
+		 "GPU work to its launch (or to the work before it on its stream).\n"
+		 "Several recordings of a job's ranks: the path across ranks through their "
+		 "collectives.\n",
 	CMD_OPTIONS(critpath_opts, critpath_defaults),
-	CMD_READER(struct critpath_cli),
+	CMD_JOB_READER(struct critpath_cli, more, 0),
 	.run = critpath_run,
 };
 

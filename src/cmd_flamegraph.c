@@ -77,10 +77,13 @@ static const struct opt fg_opts[] = {
 	OPT_FLAG("inverted", 0, struct flamegraph_cli, inverted,
 		 "root at the top, callees below (icicle); the default\n"
 		 "opens scrolled to the root at the bottom (a toggle in the viewer)"),
+	OPT_JOB_SELECT(struct flamegraph_cli, more),
 	OPT_END,
 };
 
-static const struct flamegraph_cli fg_defaults = { .input = "eprof.data", .width = 1200 };
+static const struct flamegraph_cli fg_defaults = {
+	.input = "eprof.data", .width = 1200, .more.rank = -1
+};
 
 static int fg_finish(void *opts, int npos, char **pos)
 {
@@ -262,9 +265,11 @@ static int fg_after(struct cmd_ctx *c)
 const struct command cmd_flamegraph = {
 	.name = "flamegraph",
 	.summary = "interactive SVG flamegraph or folded stacks",
-	.usage = "[FILE] [options]   (FILE defaults to eprof.data)",
+	.usage = "[FILE...|DIR|GLOB] [options]   (FILE defaults to eprof.data)",
+	.about = "Several recordings of a job's ranks: one flamegraph, a HOST/rank N root frame "
+		 "per rank.\n",
 	CMD_OPTIONS(fg_opts, fg_defaults),
-	CMD_READER(struct flamegraph_cli),
+	CMD_JOB_READER(struct flamegraph_cli, more, CMD_JOB_MERGE | CMD_JOB_RANK_ROOT),
 	.finish = fg_finish,
 	.run = fg_run,
 	.after = fg_after,

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "analysis/ranks.h"
 #include "analysis/regions.h"
 #include "cmds.h"
+#include "output/report_job.h"
+#include "util/log.h"
 #include "util/sink.h"
 
 static const struct opt_choice sorts[] = {
@@ -42,12 +46,36 @@ static int report_finish(void *opts, int npos, char **pos)
 	return 0;
 }
 
+/* Several recordings of one job: ranks, collectives, waits, the straggler. */
+static int report_job(struct cmd_ctx *c)
+{
+	struct report_cli *o = c->opts;
+	struct job_summary s;
+	int err;
+
+	if (o->region) {
+		log_err("report: --region takes one recording, not %zu", c->njob);
+		return 2;
+	}
+	err = job_analyze(c->job, c->job_paths, c->njob, &s);
+	if (err) {
+		log_err("failed to analyse the job's recordings: %s", strerror(-err));
+		return 1;
+	}
+	err = cmd_output(c) ? report_job_write(c->out, &s, o->r.json) : 1;
+	job_summary_free(&s);
+	return err;
+}
+
 static int report_run(struct cmd_ctx *c)
 {
 	struct report_cli *o = c->opts;
 	struct region_ranges *ranges = NULL;
 	char title[512];
 	int err;
+
+	if (c->njob)
+		return report_job(c);
 
 	if (o->region && region_filter_apply(c->in[0], o->region, &o->r.hot.filter, &ranges))
 		return 1;
@@ -64,9 +92,12 @@ static int report_run(struct cmd_ctx *c)
 const struct command cmd_report = {
 	.name = "report",
 	.summary = "hot functions, threads and counters of a recording",
-	.usage = "[FILE] [options]     (FILE defaults to eprof.data)",
+	.usage = "[FILE...|DIR|GLOB] [options]     (FILE defaults to eprof.data)",
+	.about = "Several recordings (files, a directory of them, a glob) of one job's ranks: a\n"
+		 "per-rank table, the collectives matched across ranks, waits and the straggler\n"
+		 "(docs/distributed.md).\n",
 	CMD_OPTIONS(report_opts, report_defaults),
-	CMD_READER(struct report_cli),
+	CMD_JOB_READER(struct report_cli, more, 0),
 	.finish = report_finish,
 	.run = report_run,
 };

@@ -17,10 +17,13 @@ static const struct opt trace_opts[] = {
 	OPT_GROUP(struct trace_cli, filter, cli_filter_opts),
 	OPT_FLAG("no-counters", 0, struct trace_cli, no_counters,
 		 "leave out the CPU utilization tracks"),
+	OPT_JOB_SELECT(struct trace_cli, more),
 	OPT_END,
 };
 
-static const struct trace_cli trace_defaults = { .input = "eprof.data", .output = "trace.json" };
+static const struct trace_cli trace_defaults = {
+	.input = "eprof.data", .output = "trace.json", .more.rank = -1
+};
 
 static int trace_run(struct cmd_ctx *c)
 {
@@ -61,11 +64,12 @@ static int trace_after(struct cmd_ctx *c)
 const struct command cmd_trace = {
 	.name = "trace",
 	.summary = "timeline as Chrome/Perfetto trace JSON",
-	.usage = "[FILE] [options]     (FILE defaults to eprof.data)",
+	.usage = "[FILE...|DIR|GLOB] [options]     (FILE defaults to eprof.data)",
 	.about = "Chrome Trace Event JSON: open it in ui.perfetto.dev, chrome://tracing or "
-		 "speedscope.\n",
+		 "speedscope.\nSeveral recordings of a job's ranks: one timeline, clocks aligned, "
+		 "a process group per rank.\n",
 	CMD_OPTIONS(trace_opts, trace_defaults),
-	CMD_READER(struct trace_cli),
+	CMD_JOB_READER(struct trace_cli, more, CMD_JOB_MERGE),
 	.run = trace_run,
 	.after = trace_after,
 };

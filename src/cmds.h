@@ -21,6 +21,7 @@ extern const struct opt record_target_opts[], record_sampling_opts[];
 
 struct report_cli {
 	struct report_opts r;
+	struct job_inputs more; /* FILE... DIR GLOB: a job's recordings */
 	const char *input;
 	const char *output;
 	const char *region; /* --region NAME: samples inside that region only */
@@ -45,6 +46,7 @@ static inline bool fg_is_mem(enum fg_weights w)
 }
 
 struct flamegraph_cli {
+	struct job_inputs more; /* FILE... DIR GLOB: a job's recordings, merged */
 	const char *input, *output, *title;
 	struct sample_filter filter;
 	bool folded, lines, inverted, weight_ns, no_comm;
@@ -56,6 +58,7 @@ struct flamegraph_cli {
 };
 
 struct trace_cli {
+	struct job_inputs more; /* FILE... DIR GLOB: a job's recordings on one timeline */
 	const char *input, *output;
 	struct sample_filter filter;
 	struct time_range range;
@@ -119,6 +122,7 @@ struct top_cli {
 int parse_top_args(int argc, char **argv, struct top_cli *o);
 
 struct critpath_cli {
+	struct job_inputs more; /* FILE... DIR GLOB: the path across a job's ranks */
 	const char *input, *output;
 	bool json, segments;
 	unsigned limit;	  /* rows of functions, 0 = all */

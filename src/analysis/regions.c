@@ -6,6 +6,7 @@
 
 #include "../util/hmap.h"
 #include "../util/vec.h"
+#include "../model/event.h"
 #include "regions.h"
 
 static bool inst_match(const struct sample_filter *f, const struct event *e)
@@ -66,6 +67,49 @@ void region_stats(uint64_t *d, size_t n, struct region_node *o)
 	o->p99_ns = nearest_rank(d, n, 99);
 }
 
+static const struct region_set *seq_set;
+
+static int cmp_start(const void *a, const void *b)
+{
+	const struct region_inst *x = &seq_set->inst[*(const uint32_t *)a];
+	const struct region_inst *y = &seq_set->inst[*(const uint32_t *)b];
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Communication calls numbered 1, 2... per process, name and communicator, by start. */
+static int number_calls(struct region_set *s)
+{
+	uint32_t *ord = malloc((s->n + 1) * sizeof(*ord));
+	struct hmap *next = hmap__new(16);
+	size_t n = 0;
+
+	if (!ord || !next) {
+		free(ord);
+		hmap__free(next);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		if (s->inst[i].comm_call)
+			ord[n++] = (uint32_t)i;
+	seq_set = s;
+	qsort(ord, n, sizeof(*ord), cmp_start);
+	for (size_t i = 0; i < n; i++) {
+		struct region_inst *r = &s->inst[ord[i]];
+		uint64_t k1 = (uint64_t)r->pid << 32 | r->name, seq = 0;
+
+		hmap__get(next, k1, r->comm, &seq);
+		r->seq = ++seq;
+		if (hmap__put(next, k1, r->comm, seq)) {
+			n = 0;
+			break;
+		}
+	}
+	free(ord);
+	hmap__free(next);
+	return 0;
+}
+
 static int collect(const struct profile *p, const struct sample_filter *f, struct region_set *s)
 {
 	size_t n = 0;
@@ -89,9 +133,13 @@ static int collect(const struct profile *p, const struct sample_filter *f, struc
 		r->name = e->name;
 		r->open = e->flags & EVF_REGION_OPEN;
 		r->sampled = e->flags & EVF_REGION_SAMPLED;
+		r->collective = e->flags & EVF_REGION_COLL;
+		r->comm_call = e->flags & EVF_REGION_COMM;
+		r->comm = ev_region_comm(e);
+		r->bytes = ev_region_bytes(e);
 	}
 	qsort(s->inst, s->n, sizeof(*s->inst), cmp_inst);
-	return 0;
+	return number_calls(s);
 }
 
 /*

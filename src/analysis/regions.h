@@ -24,6 +24,12 @@ struct region_inst {
 	bool open;	   /* still open when the record stopped */
 	bool sampled;	   /* seen by sampling (--region py:): times within a period */
 	bool recursive;	   /* an enclosing instance has the same name */
+	bool collective;   /* a collective matched across ranks (MPI, NCCL, gloo) */
+	bool comm_call;	   /* a communication call (MPI, NCCL, gloo) */
+	uint32_t comm;	   /* ... its communicator number, 0: none */
+	uint64_t bytes;	   /* ... and its bytes (0 unknown) */
+	uint64_t seq;	   /* ... its number among its process's calls of that name and
+			      communicator (1, 2...): call k of every rank is one instance */
 };
 
 struct region_node {

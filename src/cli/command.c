@@ -32,12 +32,20 @@ int cmd_parse(const struct command *cmd, int argc, char **argv, void *opts)
 			cmd->usage);
 		return -EINVAL;
 	}
-	if (cmd->ninputs && npos > cmd->ninputs) {
+	if (cmd->ninputs && npos > cmd->ninputs && !(cmd->flags & CMD_JOB)) {
 		log_err("%s: unexpected argument '%s'", cmd->name, pos[cmd->ninputs]);
 		return -EINVAL;
 	}
 	for (int i = 0; i < cmd->ninputs && npos; i++, npos--)
 		*path_field(opts, cmd->input[i]) = *pos++;
+	if (cmd->flags & CMD_JOB) {
+		struct job_inputs *ji = (struct job_inputs *)((char *)opts + cmd->job_inputs);
+
+		ji->pos = pos;
+		ji->npos = npos;
+		pos += npos;
+		npos = 0;
+	}
 	if (cmd->finish)
 		return cmd->finish(opts, npos, pos);
 	if (npos) {
@@ -104,6 +112,7 @@ static int print_help(const struct command *cmd)
 int cmd_main(const struct command *cmd, int argc, char **argv)
 {
 	struct cmd_ctx c = { .cmd = cmd };
+	size_t njob = 0;
 	int rc;
 
 	c.opts = malloc(cmd->opts_size);
@@ -120,7 +129,29 @@ int cmd_main(const struct command *cmd, int argc, char **argv)
 		rc = rc == -EINVAL ? 2 : 1;
 		goto out;
 	}
-	for (int i = 0; i < cmd->ninputs; i++) {
+	if (cmd->flags & CMD_JOB) {
+		const struct job_inputs *ji =
+		    (const struct job_inputs *)((char *)c.opts + cmd->job_inputs);
+
+		rc = job_open(*path_field(c.opts, cmd->input[0]), ji->pos, ji->npos, &c.job,
+			      &c.job_paths, &njob);
+		if (rc) {
+			rc = 1;
+			goto out;
+		}
+		c.njob = njob;
+		if (njob == 1) { /* one recording: the command as usual */
+			c.in[0] = c.job[0];
+			c.job[0] = NULL;
+			c.njob = 0;
+		} else if ((cmd->flags & CMD_JOB_MERGE) &&
+			   job_merge(c.job, c.job_paths, njob, ji->rank, ji->host,
+				     cmd->flags & CMD_JOB_RANK_ROOT, &c.in[0])) {
+			rc = 1;
+			goto out;
+		}
+	}
+	for (int i = 0; i < cmd->ninputs && !(cmd->flags & CMD_JOB); i++) {
 		if (profile_open(*path_field(c.opts, cmd->input[i]), &c.in[i])) {
 			rc = 1;
 			goto out;
@@ -136,6 +167,7 @@ out:
 		c.state_free(c.state);
 	for (int i = 0; i < cmd->ninputs; i++)
 		profile__free(c.in[i]);
+	job_free(c.job, c.job_paths, njob);
 	free(c.opts);
 	return rc;
 }

@@ -20,12 +20,33 @@ enum cmd_flags {
 	CMD_NEEDS_ROOT = 1 << 0, /* BPF and perf events: checked once in main() */
 	CMD_IN_ORDER = 1 << 1,	 /* options stop at the first non-option (record -- CMD -x) */
 	CMD_OUTPUT = 1 << 2,	 /* .output is the field with the output path ("-": stdout) */
+	CMD_JOB = 1 << 3,	 /* several recordings of one job: files, globs, directories */
+	CMD_JOB_MERGE = 1 << 4,	 /* ... merged into in[0], on one clock, processes named by rank */
+	CMD_JOB_RANK_ROOT = 1 << 5, /* ... and every thread named "HOST/rank N" (a flamegraph root) */
 };
+
+/* The recordings of a job, for a CMD_JOB command given more than one (or a directory). */
+struct job_inputs {
+	char **pos; /* positional arguments after the first input */
+	int npos;
+	int rank;	  /* --rank N: only that rank's recording (-1: all) */
+	const char *host; /* --host H: only that host's */
+};
+
+/* --rank and --host of a CMD_JOB_MERGE command (st.field: its struct job_inputs). */
+#define OPT_JOB_SELECT(st, field)                                                                  \
+	OPT_INT("rank", 0, "N", st, field.rank, 0, 1 << 30,                                        \
+		"several recordings: only rank N's"),                                              \
+	    OPT_STRING("host", 0, "HOST", st, field.host, "several recordings: only HOST's")
 
 struct cmd_ctx {
 	const struct command *cmd;
 	void *opts;			      /* the command's options struct, parsed */
 	struct profile *in[CMD_MAX_INPUTS];   /* the inputs, opened */
+	/* CMD_JOB given several recordings: all of them (in[0] is then NULL), and their paths */
+	struct profile **job;
+	char **job_paths;
+	size_t njob; /* with CMD_JOB_MERGE, in[0] is their merge */
 	const char *out_path;		      /* CMD_OUTPUT */
 	struct sink *out;		      /* once cmd_output() opened it */
 	void *state;			      /* the command's, from run to after */
@@ -46,6 +67,7 @@ struct command {
 	int ninputs;
 	size_t input[CMD_MAX_INPUTS]; /* offsets of their paths (const char *) */
 	size_t output;		      /* with CMD_OUTPUT: the offset of the output path */
+	size_t job_inputs;	      /* with CMD_JOB: the offset of a struct job_inputs */
 	/*
 	 * After the options and inputs: the other positional arguments (pos[0..npos), none
 	 * allowed unless finish takes them), defaults that depend on other options, and
@@ -68,6 +90,10 @@ struct command {
 	.flags = CMD_OUTPUT, .ninputs = 1, .input = { offsetof(st, input) },                       \
 	.output = offsetof(st, output)
 
+/* A reader command that also takes several recordings of a job (field: a struct job_inputs). */
+#define CMD_JOB_READER(st, field, more_flags)                                                      \
+	.flags = CMD_OUTPUT | CMD_JOB | (more_flags), .ninputs = 1, .input = { offsetof(st, input) },             \
+	.output = offsetof(st, output), .job_inputs = offsetof(st, field)
 /* Fills opts (cmd->opts_size bytes) from argv[1..]: 0, 1 for --help, -EINVAL (logged). */
 int cmd_parse(const struct command *cmd, int argc, char **argv, void *opts);
 /* The usage line, the about text, one line per option, the footer. */

@@ -58,6 +58,7 @@ struct eprof_writer;
  * Creates path with mode 0600, never through a symlink, and refuses a
  * regular file owned by another user. Returns NULL with errno set.
  */
+/* NULL with errno EBUSY when another writer holds path (each holds it until it closes). */
 struct eprof_writer *eprof_writer__open(const char *path);
 /* Writes everything added to p since the last flush as one chunk. */
 int eprof_writer__flush(struct eprof_writer *w, struct profile *p);

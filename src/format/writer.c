@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +64,16 @@ struct eprof_writer *eprof_writer__open(const char *path)
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
 		close(fd);
 		errno = EPERM;
+		return NULL;
+	}
+	/*
+	 * One recorder per file: ranks started with the same -o would write into one file and
+	 * lose both recordings. The lock is held until the file is finished (closed).
+	 */
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		err = errno == EWOULDBLOCK ? EBUSY : errno;
+		close(fd);
+		errno = err;
 		return NULL;
 	}
 	if (ftruncate(fd, 0) || fchmod(fd, 0600)) {

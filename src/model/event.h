@@ -128,6 +128,20 @@ static inline uint32_t ev_region_depth(const struct event *e)
 	return (uint32_t)e->a;
 }
 
+/* A communication call's bytes (count x datatype size; 0 unknown). */
+static inline uint64_t ev_region_bytes(const struct event *e)
+{
+	EV_IS(e, EVK_REGION);
+	return e->b;
+}
+
+/* A communication call's communicator: 1, 2... in the order its process first used them. */
+static inline uint32_t ev_region_comm(const struct event *e)
+{
+	EV_IS(e, EVK_REGION);
+	return (uint32_t)e->c;
+}
+
 /* --- CUDA API calls (uprobes) --- */
 
 static inline int64_t ev_api_result(const struct event *e)
@@ -316,6 +330,13 @@ static inline void ev_set_region_depth(struct event *e, uint32_t depth)
 {
 	EV_IS(e, EVK_REGION);
 	e->a = depth;
+}
+
+static inline void ev_set_region_comm(struct event *e, uint64_t bytes, uint32_t comm)
+{
+	EV_IS(e, EVK_REGION);
+	e->b = bytes;
+	e->c = comm;
 }
 
 static inline void ev_set_api(struct event *e, int64_t result, uint64_t bytes, uint64_t addr)

@@ -109,7 +109,10 @@ enum event_kind {
 	/* wall-clock (--offcpu) */
 	EVK_OFFCPU = 32,   /* ts..ts+dur blocked; flags = state; a = waker tid; b = wakeup ts;
 			      c = waker pid; stack = blocking stack; stack2 = waker stack */
-	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost) */
+	EVK_REGION = 33,   /* ts..ts+dur; name = region; a = nesting depth (0 = outermost);
+			      communication calls (EVF_REGION_COMM): b = bytes (0 unknown),
+			      c = communicator (1, 2... in the order the process first used
+			      them; 0 none) */
 	/* GPU (CUDA API and CUPTI) */
 	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = address (alloc/free) */
 	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; b = blocks<<32|threads per
@@ -137,6 +140,10 @@ enum event_kind {
 /* flags of EVK_REGION */
 #define EVF_REGION_OPEN 1 /* still open when the record stopped: dur runs to the stop */
 #define EVF_REGION_SAMPLED 2 /* seen by sampling (--region py:): times within a period */
+/* a collective (MPI, NCCL, gloo) every rank of a communicator enters: matched across ranks */
+#define EVF_REGION_COLL 4
+/* a communication call (MPI, NCCL, gloo): b = bytes, c = communicator */
+#define EVF_REGION_COMM 8
 
 /* EVK_MMAP / EVK_MUNMAP flags: the pair written for one mremap (unmap first). */
 #define MEM_F_REMAP 0x1
@@ -288,6 +295,17 @@ int64_t profile__special(struct profile *p, const char *name);
 
 struct process *profile__proc(struct profile *p, uint32_t pid, bool create);
 struct thread *profile__thread(struct profile *p, uint32_t pid, uint32_t tid, bool create);
+/* Lookups of readers (NULL when absent): they never create, so a const profile will do. */
+static inline const struct process *profile__find_proc(const struct profile *p, uint32_t pid)
+{
+	return profile__proc((struct profile *)p, pid, false);
+}
+
+static inline const struct thread *profile__find_thread(const struct profile *p, uint32_t pid,
+							uint32_t tid)
+{
+	return profile__thread((struct profile *)p, pid, tid, false);
+}
 int profile__add_sample(struct profile *p, const struct sample *s);
 int profile__add_event(struct profile *p, const struct event *e);
 int profile__add_mapping(struct profile *p, const struct mapping *m);

@@ -46,6 +46,19 @@ static void text_header(struct sink *out, const struct profile *p, const struct 
 	fmt_count(lost, sizeof(lost), s->lost);
 	sink_printf(out, "# eprof report: %s\n", o->path ? o->path : "");
 	sink_printf(out, "# command:  %s\n", s->command);
+	if (profile__meta(p, "rank")) {
+		const char *ws = profile__meta(p, "world_size"), *lr = profile__meta(p, "local_rank");
+		const char *job = profile__meta(p, "job_id"), *host = profile__meta(p, "hostname");
+
+		sink_printf(out, "# rank:     %s%s%s", profile__meta(p, "rank"), ws ? " of " : "",
+			    ws ? ws : "");
+		if (lr)
+			sink_printf(out, " (local rank %s)", lr);
+		sink_printf(out, " on %s", host ? host : "?");
+		if (job)
+			sink_printf(out, ", job %s", job);
+		sink_puts(out, "   (the job's files together: eprof report FILE... or DIR)\n");
+	}
 	sink_printf(out, "# duration: %.2f s   samples: %s at %u Hz   CPU: %.2f cores", s->duration_s,
 		    smp, s->rate, s->cores);
 	if (s->ncpus)
@@ -227,6 +240,29 @@ static int json_processes(struct json *j, const struct profile *p, const struct 
 	return 0;
 }
 
+/* One rank of a job (record under a launcher): its place, or null. */
+static void json_job(struct json *j, const struct profile *p)
+{
+	static const char *const keys[] = { "rank", "local_rank", "world_size" };
+	const char *job = profile__meta(p, "job_id");
+
+	if (!profile__meta(p, "rank")) {
+		json_kv_null(j, "job");
+		return;
+	}
+	json_obj_open(j, -1, "job");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = profile__meta(p, keys[i]);
+
+		if (v)
+			json_kv_i64(j, keys[i], strtoll(v, NULL, 10));
+		else
+			json_kv_null(j, keys[i]);
+	}
+	json_kv_str(j, "job_id", job);
+	json_obj_end(j);
+}
+
 static void json_summary(struct json *j, const struct profile *p, const struct profile_summary *s)
 {
 	const char *host = profile__meta(p, "hostname"), *kernel = profile__meta(p, "kernel");
@@ -236,6 +272,7 @@ static void json_summary(struct json *j, const struct profile *p, const struct p
 	json_kv_str(j, "command", s->command);
 	json_kv_str(j, "hostname", host ? host : "");
 	json_kv_str(j, "kernel", kernel ? kernel : "");
+	json_job(j, p);
 	json_break(j, 2);
 	json_kv_f(j, "duration_s", s->duration_s, 6);
 	json_kv_u64(j, "samples", s->samples);

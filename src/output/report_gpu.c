@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "../analysis/gpu.h"
+#include "units.h"
 #include "../util/json.h"
 #include "../util/sink.h"
 #include "report_gpu.h"
@@ -18,18 +19,6 @@ static double pct(uint64_t part, uint64_t whole)
 static const char *str_or(const struct profile *p, uint32_t id, const char *dflt)
 {
 	return id ? profile__str(p, id) : dflt;
-}
-
-static void fmt_ns(char *buf, size_t len, uint64_t ns)
-{
-	if (ns >= 1000000000ULL)
-		snprintf(buf, len, "%.2f s", ns / 1e9);
-	else if (ns >= 1000000)
-		snprintf(buf, len, "%.2f ms", ns / 1e6);
-	else if (ns >= 1000)
-		snprintf(buf, len, "%.1f us", ns / 1e3);
-	else
-		snprintf(buf, len, "%" PRIu64 " ns", ns);
 }
 
 static void text_device_props(struct sink *out, const struct profile *p,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "report_mem.h"
+#include "units.h"
 #include "../analysis/memory.h"
 #include "../analysis/stacks.h"
 #include "../util/json.h"
@@ -16,18 +17,6 @@
 bool report_mem_present(const struct profile *p)
 {
 	return profile__meta(p, "mem_sample_bytes") != NULL;
-}
-
-static void fmt_bytes(char *buf, size_t len, double v)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int u = 0;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", v, units[u]);
 }
 
 /* Frames of a stack, leaf first; returns how many (at most max). */

@@ -38,7 +38,7 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 
 		if (!i || rs.inst[i - 1].tid != r->tid) {
 			const struct thread *t =
-				profile__thread((struct profile *)p, r->pid, r->tid, false);
+				profile__find_thread(p, r->pid, r->tid);
 
 			snprintf(name, sizeof(name), "%s %u regions",
 				 t ? profile__str(p, t->comm) : "thread", r->tid);
@@ -52,6 +52,12 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 			json_kv_bool(&a, "open_at_end", true);
 		if (r->sampled)
 			json_kv_bool(&a, "sampled", true);
+		if (r->comm_call) {
+			json_kv_u64(&a, "communicator", r->comm);
+			json_kv_u64(&a, "seq", r->seq);
+			json_kv_u64(&a, "bytes", r->bytes);
+			json_kv_bool(&a, "collective", r->collective);
+		}
 		trace_complete(w, r->pid, track, r->start, r->end - r->start,
 			       profile__str(p, r->name), "region", trace_args_text(&a));
 		st->slices++;

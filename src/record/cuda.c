@@ -48,6 +48,7 @@
 #include "../decode/gpu_conv.h"
 #include "proc.h"
 #include "record.h"
+#include "uprobe_multi.h"
 
 _Static_assert(sizeof(struct ev_cuda_api) == 24 + 48 + 40, "ev_cuda_api layout");
 _Static_assert(sizeof(struct ev_cuda_handle) == 24 + 32 + EPROF_CUDA_NAME_LEN, "ev_cuda_handle");
@@ -188,47 +189,6 @@ static int scan_symbols(const char *path, uint64_t *offs, unsigned *found)
 	return err;
 }
 
-#ifndef BPF_TRACE_UPROBE_MULTI_
-#define BPF_TRACE_UPROBE_MULTI_ 48
-#endif
-#define BPF_TRACE_UPROBE_SESSION_ 57
-
-/*
- * One uprobe_multi link for all probes of an object (libbpf 1.1 has no API
- * for it). Detaching per-probe links costs a grace period each (~60 ms, 7 s
- * for libcudart); a multi link detaches all at once.
- */
-static int attach_multi(int prog_fd, const char *path, const uint64_t *offs,
-			const uint64_t *cookies, uint32_t cnt, bool ret, bool session)
-{
-	struct {
-		uint32_t prog_fd, target_fd, attach_type, flags;
-		uint64_t path, offsets, ref_ctr_offsets, cookies;
-		uint32_t cnt, flags2, pid, pad;
-	} attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = prog_fd;
-	attr.attach_type = session ? BPF_TRACE_UPROBE_SESSION_ : BPF_TRACE_UPROBE_MULTI_;
-	attr.path = (uint64_t)(uintptr_t)path;
-	attr.offsets = (uint64_t)(uintptr_t)offs;
-	attr.cookies = (uint64_t)(uintptr_t)cookies;
-	attr.cnt = cnt;
-	attr.flags2 = ret ? 1 : 0; /* BPF_F_UPROBE_MULTI_RETURN */
-	return (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-}
-
-/* Whether the running kernel is at least maj.min. */
-static bool kernel_at_least(int want_maj, int want_min)
-{
-	struct utsname u;
-	int maj = 0, min = 0;
-
-	if (uname(&u) || sscanf(u.release, "%d.%d", &maj, &min) != 2)
-		return false;
-	return maj > want_maj || (maj == want_maj && min >= want_min);
-}
-
 static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, struct cuda_obj *o,
 			       const char *path, const uint64_t *offs)
 {
@@ -242,8 +202,8 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, stru
 		ck[n++] = cuda_func_cookie(i);
 	}
 	if (s->session) {
-		o->mfd[0] = attach_multi(bpf_program__fd(f->skel->progs.cuda_session), path, so, ck,
-					 n, false, true);
+		o->mfd[0] = uprobe_multi_link(bpf_program__fd(f->skel->progs.cuda_session),
+					      UPROBE_MULTI_SESSION, path, so, ck, n, 0);
 		if (o->mfd[0] >= 0)
 			return 0;
 		/* the entry and return programs are loaded too: go on with them */
@@ -252,11 +212,13 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, stru
 		s->session = false;
 	}
 	o->mfd[0] =
-	    attach_multi(bpf_program__fd(f->skel->progs.cuda_enter), path, so, ck, n, false, false);
+	    uprobe_multi_link(bpf_program__fd(f->skel->progs.cuda_enter), UPROBE_MULTI_ENTRY, path,
+			      so, ck, n, 0);
 	if (o->mfd[0] < 0)
 		return -errno;
 	o->mfd[1] =
-	    attach_multi(bpf_program__fd(f->skel->progs.cuda_exit), path, so, ck, n, true, false);
+	    uprobe_multi_link(bpf_program__fd(f->skel->progs.cuda_exit), UPROBE_MULTI_RETURN, path,
+			      so, ck, n, 0);
 	if (o->mfd[1] < 0)
 		return -errno;
 	return 0;
@@ -1209,15 +1171,15 @@ static int cuda_configure(struct feature_ctx *f, void **state)
 	if (s->session) {
 		bpf_program__set_autoload(f->skel->progs.cuda_session, true);
 		bpf_program__set_expected_attach_type(f->skel->progs.cuda_session,
-						      BPF_TRACE_UPROBE_SESSION_);
+						      UPROBE_SESSION_ATTACH);
 	}
 	bpf_program__set_autoload(f->skel->progs.cuda_enter, true);
 	bpf_program__set_autoload(f->skel->progs.cuda_exit, true);
 	if (s->multi) {
 		bpf_program__set_expected_attach_type(f->skel->progs.cuda_enter,
-						      BPF_TRACE_UPROBE_MULTI_);
+						      UPROBE_MULTI_ATTACH);
 		bpf_program__set_expected_attach_type(f->skel->progs.cuda_exit,
-						      BPF_TRACE_UPROBE_MULTI_);
+						      UPROBE_MULTI_ATTACH);
 	}
 	f->skel->rodata->cuda_stack_rate = f->o->cuda_stack_rate;
 	return cupti_setup(f, s);

@@ -34,10 +34,8 @@
 #include "mem_probe.h"
 #include "proc.h"
 #include "record.h"
+#include "uprobe_multi.h"
 
-/* Not in Debian 12's UAPI headers (6.1): values from the kernel's enum bpf_attach_type. */
-#define MEM_BPF_TRACE_UPROBE_MULTI 48
-#define MEM_BPF_TRACE_UPROBE_SESSION 57
 #define MEM_RESCAN_NS 200000000ULL
 #define MEM_RSS_NS 100000000ULL
 #define MEM_SYS_SCAN_NS 1000000000ULL /* -a: new processes' allocators */
@@ -201,9 +199,9 @@ static int mem_configure(struct feature_ctx *f, void **state)
 		bpf_program__set_autoload(skel->progs.mem_alloc, true);
 		bpf_program__set_autoload(skel->progs.mem_free, true);
 		bpf_program__set_expected_attach_type(skel->progs.mem_alloc,
-						      MEM_BPF_TRACE_UPROBE_SESSION);
+						      UPROBE_SESSION_ATTACH);
 		bpf_program__set_expected_attach_type(skel->progs.mem_free,
-						      MEM_BPF_TRACE_UPROBE_MULTI);
+						      UPROBE_MULTI_ATTACH);
 	} else {
 		bpf_program__set_autoload(skel->progs.mem_alloc_entry, true);
 		bpf_program__set_autoload(skel->progs.mem_alloc_ret, true);
@@ -277,30 +275,6 @@ static void links_free(struct mem_links *ml)
 	memset(ml, 0, sizeof(*ml));
 }
 
-/* BPF_LINK_CREATE for uprobe_multi / uprobe session: libbpf 1.1 has no wrapper for it. */
-static int link_uprobe_multi(int prog_fd, uint32_t type, const char *path, const uint64_t *offs,
-			     const uint64_t *cookies, uint32_t cnt, uint32_t pid)
-{
-	union {
-		uint64_t raw[16];
-		struct {
-			uint32_t prog_fd, target_fd, attach_type, flags;
-			uint64_t path, offsets, ref_ctr_offsets, cookies;
-			uint32_t cnt, flags2, pid;
-		} lc;
-	} attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.lc.prog_fd = prog_fd;
-	attr.lc.attach_type = type;
-	attr.lc.path = (uintptr_t)path;
-	attr.lc.offsets = (uintptr_t)offs;
-	attr.lc.cookies = (uintptr_t)cookies;
-	attr.lc.cnt = cnt;
-	attr.lc.pid = pid;
-	return syscall(__NR_bpf, 28 /* BPF_LINK_CREATE */, &attr, sizeof(attr));
-}
-
 static int attach_multi(struct mem_state *st, struct mem_links *ml, struct profile_bpf *skel,
 			const struct mem_obj *o, uint32_t pid)
 {
@@ -314,8 +288,8 @@ static int attach_multi(struct mem_state *st, struct mem_links *ml, struct profi
 		offs[n] = o->set.offsets[i];
 		cookies[n++] = o->set.cookies[i];
 	}
-	fd = link_uprobe_multi(bpf_program__fd(skel->progs.mem_alloc),
-			       MEM_BPF_TRACE_UPROBE_SESSION, o->path, offs, cookies, n, pid);
+	fd = uprobe_multi_link(bpf_program__fd(skel->progs.mem_alloc), UPROBE_MULTI_SESSION,
+			       o->path, offs, cookies, n, pid);
 	if (fd < 0)
 		return -errno;
 	err = push_fd(ml, fd);
@@ -323,7 +297,7 @@ static int attach_multi(struct mem_state *st, struct mem_links *ml, struct profi
 		close(fd);
 		return err;
 	}
-	fd = link_uprobe_multi(bpf_program__fd(skel->progs.mem_free), MEM_BPF_TRACE_UPROBE_MULTI,
+	fd = uprobe_multi_link(bpf_program__fd(skel->progs.mem_free), UPROBE_MULTI_ENTRY,
 			       o->path, &o->set.offsets[o->set.free_idx],
 			       &o->set.cookies[o->set.free_idx], 1, pid);
 	if (fd < 0)

@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <gelf.h>
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/types.h>
@@ -41,6 +43,8 @@
 #include "python.h"
 #include "record.h"
 #include "../sym/usdt.h"
+#include "collective.h"
+#include "uprobe_multi.h"
 
 #include "region_pair.h"
 
@@ -78,6 +82,12 @@ struct file_id {
 	uint64_t dev, ino;
 };
 
+/* What a region pair is when it times a communication call. */
+struct coll_pair {
+	const struct coll_fn *fn; /* NULL: not one */
+	enum coll_family fam;
+};
+
 struct region_state {
 	struct feature_ctx *f;
 	struct region_spec *specs;
@@ -97,6 +107,14 @@ struct region_state {
 	bool sleepable; /* the kernel runs sleepable uprobes (6.0+) */
 	bool warned_full;
 	struct hmap *labels; /* (pid, address) -> string id of names read from /proc/PID/mem */
+	struct coll_pair *coll; /* by pair id (up to ncoll) */
+	size_t ncoll, coll_cap;
+	struct hmap *type_size;	 /* (pid, Open MPI datatype address) -> its size + 1 */
+	struct hmap *comm_ids;	 /* (pid, communicator handle) -> its number */
+	struct hmap *comm_count; /* (pid, 0) -> communicators numbered */
+	bool multi;		 /* communication calls through uprobe_multi links */
+	int *mfds;		 /* their link fds */
+	size_t nmfds, mfds_cap;
 	struct py_rcand py_cands[PY_RCAND_MAX];
 	uint32_t npy_cands, npy_specs;
 };
@@ -339,6 +357,184 @@ static int attach_usdt(struct region_state *st, const char *path, int fd, uint64
 	return err ? err : attached;
 }
 
+/* An MPI, NCCL or gloo library: its communication calls as regions (collective.h). */
+static int attach_coll(struct region_state *st, enum coll_family fam, const char *path, int fd,
+		       uint64_t dev, uint64_t ino)
+{
+	size_t n;
+	const struct coll_fn *fns = coll_fns(fam, &n);
+	uint64_t offs[64], begins[64], ends[64];
+	uint32_t nm = 0;
+	int attached = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct coll_fn *fn = &fns[i];
+		struct region_probe pr = { .op = REGION_OP_BEGIN };
+		uint64_t vaddr, off;
+		uint32_t key;
+		int pair, e;
+
+		if (nm >= 64 || elf_func_lookup(fd, fn->sym, &vaddr, &off))
+			continue;
+		pair = pair_new(st, fn->name);
+		if (pair < 0)
+			return pair;
+		if (arr_grow(st->coll, st->coll_cap, (size_t)pair + 1))
+			return -ENOMEM;
+		while (st->ncoll <= (size_t)pair)
+			st->coll[st->ncoll++] = (struct coll_pair){ 0 };
+		st->coll[pair] = (struct coll_pair){ fn, fam };
+		/* the begin keeps the count, datatype and communicator arguments */
+		key = st->nprobes;
+		if (key >= REGION_MAX_PROBES)
+			return -ENOSPC;
+		pr.pair = pair;
+		if (fn->count || fn->type || fn->comm) {
+			pr.arg_kind = REGION_ARG_INTS;
+			pr.arg_off = fn->count | fn->type << 8 | fn->comm << 16;
+		}
+		if (bpf_map__update_elem(st->f->skel->maps.region_probes, &key, sizeof(key), &pr,
+					 sizeof(pr), BPF_ANY))
+			return -errno;
+		st->nprobes++;
+		e = probe_new(st, pair, REGION_OP_END, NULL);
+		if (e < 0)
+			return e;
+		offs[nm] = off;
+		begins[nm] = key;
+		ends[nm++] = (uint64_t)e;
+		if (!st->multi && !attach_site(st, path, dev, ino, off, false, (int)key, 0, false) &&
+		    !attach_site(st, path, dev, ino, off, true, e, 0, false))
+			attached++;
+	}
+	if (st->multi && nm) {
+		int prog = bpf_program__fd(st->f->skel->progs.region_probe_m), fb, fe;
+
+		if (arr_grow(st->mfds, st->mfds_cap, st->nmfds + 2))
+			return -ENOMEM;
+		fb = uprobe_multi_link(prog, UPROBE_MULTI_ENTRY, path, offs, begins, nm, 0);
+		fe = fb < 0 ? -1 : uprobe_multi_link(prog, UPROBE_MULTI_RETURN, path, offs, ends, nm, 0);
+		if (fb < 0 || fe < 0) {
+			log_warn("failed to attach communication calls in '%s': %s", path,
+				 strerror(errno));
+			if (fb >= 0)
+				close(fb);
+			return 0;
+		}
+		st->mfds[st->nmfds++] = fb;
+		st->mfds[st->nmfds++] = fe;
+		attached = (int)nm;
+	}
+	if (attached)
+		log_info("%d communication calls traced in %s", attached, path);
+	return attached;
+}
+
+/*
+ * Open MPI's datatypes of process pid by address: a handle is the address of a predefined
+ * object in libmpi or, through a copy relocation, in the program that names it. Both objects'
+ * symbols are read while the process lives (its maps are gone by the time late events are
+ * decoded) into type_size.
+ */
+static void ompi_register(struct region_state *st, uint32_t pid)
+{
+	char line[PATH_MAX + 128], exe[PATH_MAX], file[PATH_MAX + 64];
+	uint64_t one;
+	ssize_t n;
+	FILE *fp;
+
+	if (hmap__get(st->type_size, pid, 0, &one))
+		return;
+	hmap__put(st->type_size, pid, 0, 1);
+	snprintf(line, sizeof(line), "/proc/%u/exe", pid);
+	n = readlink(line, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	snprintf(line, sizeof(line), "/proc/%u/maps", pid);
+	fp = fopen(line, "re");
+	while (fp && fgets(line, sizeof(line), fp)) {
+		unsigned long long start, pgoff;
+		const char *path;
+		GElf_Ehdr eh;
+		Elf *elf;
+		bool exec;
+		int k = 0, fd;
+
+		if (sscanf(line, "%llx-%*x %*s %llx %*s %*u %n", &start, &pgoff, &k) != 2 || !k ||
+		    line[k] != '/' || pgoff)
+			continue;
+		path = line + k;
+		line[k + strcspn(path, "\n")] = '\0';
+		if (strcmp(path, exe) && coll_family_of(path) != COLL_MPI)
+			continue;
+		snprintf(file, sizeof(file), "/proc/%u/root%s", pid, path);
+		fd = open_regular(file);
+		if (fd < 0)
+			continue;
+		elf = elf_begin(fd, ELF_C_READ, NULL);
+		exec = elf && gelf_getehdr(elf, &eh) && eh.e_type == ET_EXEC;
+		if (elf)
+			elf_end(elf);
+		for (size_t i = 0; i < coll_ompi_ntypes(); i++) {
+			unsigned sz;
+			const char *sym = coll_ompi_type_sym(i, &sz);
+			uint64_t vaddr;
+
+			if (!elf_object_lookup(fd, sym, &vaddr))
+				hmap__put(st->type_size, pid, exec ? vaddr : start + vaddr,
+					  (uint64_t)sz + 1);
+		}
+		close(fd);
+	}
+	if (fp)
+		fclose(fp);
+}
+
+/* Bytes of one element of datatype type (MPICH handle, Open MPI object, NCCL enum). */
+static uint64_t coll_type_size(struct region_state *st, uint32_t pid, const struct coll_pair *cp,
+			       uint64_t type)
+{
+	uint64_t v;
+	unsigned sz;
+
+	if (cp->fam == COLL_NCCL)
+		return coll_nccl_type_size(type);
+	sz = coll_mpich_type_size(type);
+	if (sz || !type)
+		return sz;
+	ompi_register(st, pid); /* once per process: normally done by scan_pid already */
+	return hmap__get(st->type_size, pid, type, &v) ? v - 1 : 0;
+}
+
+/* A communication call's bytes, communicator number and flags onto its region event. */
+static void coll_note(struct region_state *st, const struct ev_region *e, struct event *ev)
+{
+	const struct coll_pair *cp = &st->coll[e->pair];
+	uint64_t bytes = 0, comm = 0, id = 0, count = 0;
+
+	ev->flags |= EVF_REGION_COMM | (cp->fn->collective ? EVF_REGION_COLL : 0);
+	if (e->h.flags & REGION_F_ARGS) {
+		if (cp->fn->count && cp->fn->type)
+			bytes = e->args[0] * coll_type_size(st, e->h.pid, cp, e->args[1]);
+		comm = cp->fn->comm ? e->args[2] : 0;
+		log_debug("region %s: count %" PRIu64 " type %#" PRIx64 " comm %#" PRIx64
+			  " bytes %" PRIu64, cp->fn->name, (uint64_t)e->args[0], (uint64_t)e->args[1], (uint64_t)e->args[2], bytes);
+	}
+	/*
+	 * Number communicators in the order the process first used them (handles differ from
+	 * process to process). gloo's calls have one implicit communicator; calls that take none
+	 * (waits, group brackets) get none.
+	 */
+	if (!cp->fn->comm && !(cp->fam == COLL_GLOO && cp->fn->collective))
+		id = 0;
+	else if (!hmap__get(st->comm_ids, e->h.pid, comm, &id)) {
+		hmap__get(st->comm_count, e->h.pid, 0, &count);
+		id = ++count;
+		hmap__put(st->comm_count, e->h.pid, 0, count);
+		hmap__put(st->comm_ids, e->h.pid, comm, id);
+	}
+	ev_set_region_comm(ev, bytes, (uint32_t)id);
+}
+
 /* NVTX v2 entry points (libnvToolsExt.so.1, libnvtx*): push/pop and start/end ranges. */
 static int attach_nvtx(struct region_state *st, const char *path, int fd, uint64_t dev,
 		       uint64_t ino)
@@ -448,6 +644,8 @@ static int scan_file(struct region_state *st, const char *path, uint64_t dev, ui
 			log_info("EPROF_REGION probes traced in %s", path);
 		if (!strncmp(bn, "libnvToolsExt", 13) || !strncmp(bn, "libnvtx", 7))
 			err = attach_nvtx(st, path, fd, dev, ino);
+		else if (coll_family_of(path) != COLL_NONE)
+			err = attach_coll(st, coll_family_of(path), path, fd, dev, ino);
 		if (err == -ENOMEM)
 			goto out;
 		err = 0;
@@ -482,6 +680,8 @@ static int scan_pid(struct region_state *st, uint32_t pid)
 		/* " (deleted)" files cannot be probed by path. */
 		if (strstr(line + n, " (deleted)"))
 			continue;
+		if (coll_family_of(line + n) == COLL_MPI)
+			ompi_register(st, pid);
 		if (seen(st, makedev(maj, min), ino))
 			continue;
 		/*
@@ -608,7 +808,10 @@ static int region_configure(struct feature_ctx *f, void **state)
 	*state = st;
 	st->f = f;
 	st->labels = hmap__new(64);
-	if (!st->labels)
+	st->type_size = hmap__new(16);
+	st->comm_ids = hmap__new(16);
+	st->comm_count = hmap__new(16);
+	if (!st->labels || !st->type_size || !st->comm_ids || !st->comm_count)
 		return -ENOMEM;
 	st->auto_on = !o->no_auto_regions && !o->all;
 	st->specs = calloc(o->nregions + o->nusdts + 1, sizeof(*st->specs));
@@ -644,6 +847,12 @@ static int region_configure(struct feature_ctx *f, void **state)
 		bpf_program__set_autoload(f->skel->progs.py_region_switch, true);
 	}
 	bpf_program__set_autoload(f->skel->progs.region_probe, true);
+	st->multi = st->auto_on && kernel_at_least(6, 6) && !getenv("EPROF_NO_UPROBE_MULTI");
+	if (st->multi) {
+		bpf_program__set_autoload(f->skel->progs.region_probe_m, true);
+		bpf_program__set_expected_attach_type(f->skel->progs.region_probe_m,
+						      UPROBE_MULTI_ATTACH);
+	}
 	/* Sleepable uprobes came with Linux 6.0; before, unread names are read later. */
 	if (uname(&u) == 0 && atoi(u.release) >= 6)
 		st->sleepable = true;
@@ -701,7 +910,9 @@ static int handle_region(struct event_ctx *c, void *arg, const void *data, size_
 	ev.flags = e->h.flags & REGION_F_OPEN ? EVF_REGION_OPEN : 0;
 	if (e->h.flags & REGION_F_SAMPLED)
 		ev.flags |= EVF_REGION_SAMPLED;
-	if (e->label_len) {
+	if (e->pair < st->ncoll && st->coll[e->pair].fn) {
+		coll_note(st, e, &ev);
+	} else if (e->label_len) {
 		memcpy(label, e->label, e->label_len);
 		label[e->label_len] = '\0';
 		ev.name = profile__intern(c->p, label);
@@ -882,6 +1093,9 @@ static void detach_all(struct region_state *st)
 	for (size_t i = 0; i < st->nlinks; i++)
 		bpf_link__destroy(st->links[i]);
 	st->nlinks = 0;
+	for (size_t i = 0; i < st->nmfds; i++)
+		close(st->mfds[i]);
+	st->nmfds = 0;
 }
 
 static int region_finish(struct feature_ctx *f, void *state)
@@ -928,6 +1142,11 @@ static void region_destroy(struct feature_ctx *f, void *state)
 	free(st->seen);
 	free(st->specs);
 	hmap__free(st->labels);
+	hmap__free(st->type_size);
+	hmap__free(st->comm_ids);
+	hmap__free(st->comm_count);
+	free(st->coll);
+	free(st->mfds);
 	free(st);
 }
 

@@ -7,6 +7,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/capability.h>
@@ -32,6 +33,7 @@
 #include "../util/log.h"
 #include "profile.skel.h"
 #include "feature.h"
+#include "job.h"
 #include "proc.h"
 #include "record.h"
 #include "../sym/symbolize.h"
@@ -44,6 +46,9 @@ static volatile sig_atomic_t stop_signal;
 
 struct session {
 	const struct record_opts *o;
+	struct job_info job;	   /* rank and host: output names, metadata */
+	struct clock_pair clock;   /* realtime <-> monotonic at the start */
+	char out_path[PATH_MAX];   /* -o expanded (%r, %h...), or where a busy one went */
 	struct profile *p;
 	struct eprof_writer *w;
 	struct proc_tracker *tracker;
@@ -549,6 +554,7 @@ static void set_start_meta(struct session *s, int argc_total, char **eprof_argv)
 	profile__set_meta(s->p, "start_ns", buf);
 	snprintf(buf, sizeof(buf), "%lld", (long long)time(NULL));
 	profile__set_meta(s->p, "start_time", buf);
+	job_meta(s->p, &s->job, &s->clock);
 	(void)argc_total;
 	(void)eprof_argv;
 }
@@ -632,7 +638,7 @@ static int flush(struct session *s)
 	if (err) {
 		/* One line per failure, however many flushes meet it (disk full). */
 		if (!s->write_err)
-			log_err("failed to write '%s': %s", s->o->output, strerror(-err));
+			log_err("failed to write '%s': %s", s->out_path, strerror(-err));
 		s->write_err = err;
 		return err;
 	}
@@ -810,7 +816,7 @@ static int finish(struct session *s)
 	err = eprof_writer__finish(s->w, s->p);
 	s->w = NULL;
 	if (err && !s->write_err)
-		log_err("failed to finish '%s': %s", s->o->output, strerror(-err));
+		log_err("failed to finish '%s': %s", s->out_path, strerror(-err));
 	return err;
 }
 
@@ -835,6 +841,8 @@ static void session_free(struct session *s)
 		eprof_writer__abort(s->w);
 	profile__free(s->p);
 }
+
+static int open_output(struct session *s);
 
 static int setup(struct session *s)
 {
@@ -864,14 +872,47 @@ static int setup(struct session *s)
 	s->ev.on_exit = on_target_exit;
 	s->ev.arg = s;
 	/* The output first: an unwritable path fails before anything is attached. */
-	s->w = s->o->output ? eprof_writer__open(s->o->output) : NULL;
-	if (s->o->output && !s->w) {
-		err = -errno;
-		log_err("failed to create output '%s': %s", s->o->output, strerror(errno));
+	err = open_output(s);
+	if (err)
 		return err;
-	}
 	libbpf_set_print(libbpf_print);
 	return load_bpf(s);
+}
+
+/*
+ * The output file: -o with %r, %h... expanded. A file another recorder is writing (ranks
+ * launched with one literal -o) is left to it: this record goes to FILE.PID instead.
+ */
+static int open_output(struct session *s)
+{
+	int err;
+
+	job_info_read(&s->job);
+	job_clock_pair(&s->clock);
+	if (!s->o->output)
+		return 0;
+	err = job_output_path(s->o->output, &s->job, s->out_path, sizeof(s->out_path));
+	if (err)
+		return err;
+	s->w = eprof_writer__open(s->out_path);
+	if (!s->w && errno == EBUSY) {
+		char busy[PATH_MAX];
+
+		snprintf(busy, sizeof(busy), "%s", s->out_path);
+		if ((size_t)snprintf(s->out_path, sizeof(s->out_path), "%s.%d", busy, (int)getpid()) <
+		    sizeof(s->out_path))
+			s->w = eprof_writer__open(s->out_path);
+		if (s->w)
+			log_warn("'%s' is being written by another eprof record (use -o with %%r or "
+				 "%%p for one file per rank): this record goes to '%s'",
+				 busy, s->out_path);
+	}
+	if (!s->w) {
+		err = -errno;
+		log_err("failed to create output '%s': %s", s->out_path, strerror(errno));
+		return err;
+	}
+	return 0;
 }
 
 static int attach(struct session *s)
@@ -929,7 +970,7 @@ static void print_summary(struct session *s)
 		"eprof: %" PRIu64 " samples in %.2f s (%s), %" PRIu64 " lost, written to %s\n",
 		s->ev.samples, (s->stop_ns - s->start_ns) / 1e9,
 		s->stop_reason ? s->stop_reason : "stopped", p->stats[STAT_SAMPLES_LOST],
-		s->o->output);
+		s->out_path);
 }
 
 static int exit_status(struct session *s, int err)
@@ -1019,7 +1060,7 @@ int record_run(const struct record_opts *o)
 		/* Nothing was recorded: leave no empty file behind. */
 		eprof_writer__abort(s.w);
 		s.w = NULL;
-		unlink(o->output);
+		unlink(s.out_path);
 	}
 	if (s.child && !s.child_done && s.go_pipe >= 0) {
 		/* Never released: the command must not run unprofiled. */

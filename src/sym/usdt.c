@@ -58,8 +58,8 @@ static Elf_Scn *first_scn(Elf *elf, Elf64_Word want, GElf_Shdr *sh)
 }
 
 /* Calls fn on every defined function symbol of .symtab and .dynsym until it returns true. */
-static int for_each_func(int fd, bool (*fn)(void *arg, const char *name, const GElf_Sym *s),
-			 void *arg)
+static int for_each_sym(int fd, int type, bool (*fn)(void *arg, const char *name, const GElf_Sym *s),
+			void *arg)
 {
 	static const Elf64_Word types[] = { SHT_SYMTAB, SHT_DYNSYM };
 	Elf *elf = elf_open_fd(fd);
@@ -84,7 +84,7 @@ static int for_each_func(int fd, bool (*fn)(void *arg, const char *name, const G
 			GElf_Sym s;
 			const char *name;
 
-			if (!gelf_getsym(d, (int)i, &s) || GELF_ST_TYPE(s.st_info) != STT_FUNC ||
+			if (!gelf_getsym(d, (int)i, &s) || GELF_ST_TYPE(s.st_info) != type ||
 			    s.st_shndx == SHN_UNDEF || !s.st_value)
 				continue;
 			name = elf_strptr(elf, sh.sh_link, s.st_name);
@@ -95,6 +95,12 @@ static int for_each_func(int fd, bool (*fn)(void *arg, const char *name, const G
 out:
 	elf_end(elf);
 	return 0;
+}
+
+static int for_each_func(int fd, bool (*fn)(void *arg, const char *name, const GElf_Sym *s),
+			 void *arg)
+{
+	return for_each_sym(fd, STT_FUNC, fn, arg);
 }
 
 struct lookup {
@@ -129,6 +135,19 @@ int elf_func_lookup(int fd, const char *sym, uint64_t *vaddr, uint64_t *off)
 		return -ENOENT;
 	*vaddr = l.vaddr;
 	return elf_vaddr_to_off(fd, l.vaddr, off);
+}
+
+int elf_object_lookup(int fd, const char *sym, uint64_t *vaddr)
+{
+	struct lookup l = { .want = sym };
+	int err = for_each_sym(fd, STT_OBJECT, match_name, &l);
+
+	if (err)
+		return err;
+	if (!l.found)
+		return -ENOENT;
+	*vaddr = l.vaddr;
+	return 0;
 }
 
 static bool match_addr(void *arg, const char *name, const GElf_Sym *s)

@@ -29,6 +29,8 @@ int usdt_notes_read(int fd, struct usdt_note **out);
  * *vaddr its ELF vaddr, *off its file offset. Returns 0, -ENOENT or -errno.
  */
 int elf_func_lookup(int fd, const char *sym, uint64_t *vaddr, uint64_t *off);
+/* ELF vaddr of data object sym (STT_OBJECT), as elf_func_lookup. */
+int elf_object_lookup(int fd, const char *sym, uint64_t *vaddr);
 /* Name of the function starting at vaddr, into buf; false when none. */
 bool elf_func_at(int fd, uint64_t vaddr, char *buf, size_t len);
 /* File offset of an ELF vaddr; -ENOENT when no loadable segment holds it. */

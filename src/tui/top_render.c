@@ -109,7 +109,7 @@ static int header_cpu(struct sink *out, const struct top_model *m, const struct 
 	sink_puts(out, "CPU:");
 	for (size_t i = 0; i < m->procs.n && shown < 5; i++, shown++) {
 		const struct top_proc *pr = &m->procs.v[i];
-		struct process *proc = profile__proc((struct profile *)p, pr->pid, false);
+		const struct process *proc = profile__find_proc(p, pr->pid);
 		char name[32];
 
 		/* "python3 train.py": the workers of a job share comm, not always argv */
@@ -190,7 +190,7 @@ static int render_procs(struct sink *out, const struct top_model *m, const struc
 	sink_puts(out, "     PID     PPID    CPU%  Command\n");
 	for (size_t i = 0; i < m->procs.n && shown < max_rows; i++, shown++) {
 		const struct top_proc *tp = &m->procs.v[i];
-		struct process *pr = profile__proc((struct profile *)p, tp->pid, false);
+		const struct process *pr = profile__find_proc(p, tp->pid);
 		struct proc_stat ps = { .pid = tp->pid };
 		const char *cmd;
 		char buf[64];
@@ -227,7 +227,7 @@ static int render_threads(struct sink *out, const struct top_model *m, const str
 	sink_puts(out, "     PID      TID  Thread            CPU%   Decayed%  Samples\n");
 	for (size_t i = 0; i < m->threads.n && shown < max_rows; i++) {
 		const struct top_thread *t = &m->threads.v[i];
-		struct thread *th = profile__thread((struct profile *)p, t->pid, t->tid, false);
+		const struct thread *th = profile__find_thread(p, t->pid, t->tid);
 
 		if (t->samples < 0.05)
 			continue;

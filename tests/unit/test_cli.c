@@ -74,7 +74,11 @@ static void test_report_args(void **state)
 	assert_int_equal(o.r.hot.filter.tid, 7);
 	assert_int_equal(o.r.limit, 0);
 	assert_int_equal(PARSE(parse_report_args, &o, "report", "--sort", "name"), -EINVAL);
-	assert_int_equal(PARSE(parse_report_args, &o, "report", "a", "b"), -EINVAL);
+	/* several recordings: the first is the input, the others the job's */
+	assert_int_equal(PARSE(parse_report_args, &o, "report", "a", "b", "c"), 0);
+	assert_string_equal(o.input, "a");
+	assert_int_equal(o.more.npos, 2);
+	assert_string_equal(o.more.pos[1], "c");
 	assert_int_equal(PARSE(parse_report_args, &o, "report", "--limit", "x"), -EINVAL);
 }
 

@@ -7,8 +7,8 @@
 #
 #   tools/bench/big_file.sh [--runs N] [--samples N] [--stacks N] [--eprof PATH]
 #
-# Needs eprof's build in $BUILD (default /tmp/build-bench; libeprof_core.a is
-# linked into gen_profile, built here with the cc line at the top of gen_profile.c).
+# Needs eprof's build in $BUILD (default /tmp/build-bench; gen_profile is built there
+# through its CMake target).
 # The file goes to tools/bench/work/ (git-ignored) and is remade when the generator
 # changes. Each command runs N times (default 3); the median time and the largest
 # RSS are reported, next to the same figures for a 10,000-sample file (fixed cost).

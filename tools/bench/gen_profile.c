@@ -7,12 +7,13 @@
  * of an earlier one), sample counts are skewed (a few hot stacks, a long tail),
  * 1 location in 8 carries an inlined callee, ~3% of leaves stay unsymbolized.
  *
- * Build from the repository root, after building eprof into /tmp/build-bench:
- *   cc -O2 -std=gnu11 -D_GNU_SOURCE -Isrc tools/bench/gen_profile.c \
- *      /tmp/build-bench/libeprof_core.a -lz -lzstd -o /tmp/build-bench/gen_profile
+ * Build: cmake --build BUILD --target gen_profile (tools/bench/gen_profile.sh does it)
  * Run:
  *   /tmp/build-bench/gen_profile -o big.eprof [-n SAMPLES] [-s STACKS] [-f FUNCS]
  *                                [-t THREADS] [-S SEED] [-m MAPS]
+ * -r RANK -w WORLD -c COLLS makes it rank RANK's file of a WORLD-rank job (8 ranks a host,
+ * host h's realtime clock h ms off) with COLLS MPI_Allreduce calls, the last rank arriving
+ * 5 ms late at each (tools/bench/dist_merge.sh times the job commands on 64 of them).
  * -m MAPS adds MAPS anonymous mmaps of one page in the first process, each below the
  * last (as the kernel places them), all live until it exits, as a program that maps
  * a lot does (tools/bench/mem_maps.sh times the report's mapping replay on them).
@@ -263,7 +264,7 @@ static uint32_t kernel_loc(struct gen *g, uint32_t depth)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gen_profile -o FILE [-n SAMPLES] [-s STACKS] [-f FUNCS] "
-			"[-t THREADS] [-S SEED] [-m MAPS]\n");
+			"[-t THREADS] [-S SEED] [-m MAPS] [-r RANK -w WORLD [-c COLLS]]\n");
 	exit(2);
 }
 
@@ -272,10 +273,10 @@ int main(int argc, char **argv)
 	const char *out = NULL;
 	uint64_t nsamples = 1000000;
 	uint32_t nstacks = 100000, nfunc = 5000, nthreads = 8;
-	uint64_t seed = 42, nmaps = 0;
-	int opt;
+	uint64_t seed = 42, nmaps = 0, ncolls = 0;
+	int opt, rank = -1, world = 0;
 
-	while ((opt = getopt(argc, argv, "o:n:s:f:t:S:m:h")) != -1) {
+	while ((opt = getopt(argc, argv, "o:n:s:f:t:S:m:r:w:c:h")) != -1) {
 		switch (opt) {
 		case 'o': out = optarg; break;
 		case 'n': nsamples = strtoull(optarg, NULL, 0); break;
@@ -284,10 +285,14 @@ int main(int argc, char **argv)
 		case 't': nthreads = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'S': seed = strtoull(optarg, NULL, 0); break;
 		case 'm': nmaps = strtoull(optarg, NULL, 0); break;
+		case 'r': rank = atoi(optarg); break;
+		case 'w': world = atoi(optarg); break;
+		case 'c': ncolls = strtoull(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
-	if (!out || nstacks < 1 || nfunc < 100 || nthreads < NPROCS || nsamples < nstacks)
+	if (!out || nstacks < 1 || nfunc < 100 || nthreads < NPROCS || nsamples < nstacks ||
+	    (rank >= 0 && (world <= rank)))
 		usage();
 	rng_state = seed;
 
@@ -449,6 +454,36 @@ int main(int argc, char **argv)
 				die("eprof_writer__flush", err);
 			eprof_writer__forget_samples(w, p);
 		}
+	}
+	/* A rank's metadata and its collectives (the last rank late at each). */
+	if (rank >= 0) {
+		const uint64_t host = (uint64_t)rank / 8, skew = host * 1000000;
+
+		snprintf(buf, sizeof(buf), "%d", rank);
+		profile__set_meta(p, "rank", buf);
+		snprintf(buf, sizeof(buf), "%d", rank % 8);
+		profile__set_meta(p, "local_rank", buf);
+		snprintf(buf, sizeof(buf), "%d", world);
+		profile__set_meta(p, "world_size", buf);
+		profile__set_meta(p, "job_id", "synthetic");
+		snprintf(buf, sizeof(buf), "host%" PRIu64, host);
+		profile__set_meta(p, "hostname", buf);
+		snprintf(buf, sizeof(buf), "%" PRIu64, start_ns);
+		profile__set_meta(p, "clock_monotonic_ns", buf);
+		snprintf(buf, sizeof(buf), "%" PRIu64, (uint64_t)(1700000000000000000ull + start_ns + skew));
+		profile__set_meta(p, "clock_realtime_ns", buf);
+	}
+	for (uint64_t k = 0; rank >= 0 && k < ncolls; k++) {
+		uint64_t t = start_ns + (k + 1) * (end_ns - start_ns) / (ncolls + 1);
+		uint64_t arrive = t + (rank == world - 1 ? 5000000 : (uint64_t)rank * 10000);
+		struct event e = { .ts = arrive, .dur = t + 6000000 - arrive, .pid = 1000,
+				   .tid = tids[0], .kind = EVK_REGION,
+				   .name = profile__intern(p, "MPI_Allreduce"),
+				   .flags = EVF_REGION_COMM | EVF_REGION_COLL,
+				   .b = 1 << 20, .c = 1 };
+
+		if (profile__add_event(p, &e))
+			die("profile__add_event", ENOMEM);
 	}
 	/* Mappings: top-down one page apart, spread over the run, in the first process. */
 	for (uint64_t i = 0; i < nmaps; i++) {
