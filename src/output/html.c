@@ -70,6 +70,16 @@ static const char html_js[] =
     "th.addEventListener('click',function(){sortBy(t,th,col);});});});\n"
     "document.body.setAttribute('data-ready','1');})();\n";
 
+const char *html_style(void)
+{
+	return html_css;
+}
+
+const char *html_script(void)
+{
+	return html_js;
+}
+
 static void esc(struct sink *out, const char *s)
 {
 	sink_xml_str(out, s ? s : "");

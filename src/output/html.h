@@ -20,6 +20,10 @@ struct html_opts {
 
 int html_write(struct sink *out, struct profile *p, const struct html_opts *o);
 
+/* The report's stylesheet and its table-sorting script, for other pages (html_diff.c). */
+const char *html_style(void);
+const char *html_script(void);
+
 /* A section of the report: writes its body (inside <section>) or returns -ENODATA to be left out.
  */
 struct html_section {
