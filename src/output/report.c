@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../util/json.h"
+#include "units.h"
 #include "../util/sink.h"
 #include "report.h"
 #include "report_gpu.h"
@@ -23,19 +24,6 @@
 static double pct(uint64_t part, uint64_t whole)
 {
 	return whole ? 100.0 * part / whole : 0;
-}
-
-static void fmt_count(char *buf, size_t len, uint64_t v)
-{
-	char tmp[32];
-	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v), o = 0;
-
-	for (int i = 0; i < n && (size_t)o < len - 1; i++) {
-		if (i && (n - i) % 3 == 0 && (size_t)o < len - 2)
-			buf[o++] = ',';
-		buf[o++] = tmp[i];
-	}
-	buf[o] = '\0';
 }
 
 static void text_header(struct sink *out, const struct profile *p, const struct report_opts *o,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "report_metrics.h"
+#include "units.h"
 #include "../util/json.h"
 #include "../util/sink.h"
 
@@ -42,19 +43,6 @@ void metrics_fmt_bytes(char *buf, size_t len, double v)
 		u++;
 	}
 	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
-static void fmt_count(char *buf, size_t len, uint64_t v)
-{
-	char tmp[32];
-	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v), o = 0;
-
-	for (int i = 0; i < n && (size_t)o < len - 1; i++) {
-		if (i && (n - i) % 3 == 0 && (size_t)o < len - 2)
-			buf[o++] = ',';
-		buf[o++] = tmp[i];
-	}
-	buf[o] = '\0';
 }
 
 static double mean_of(const struct metric_stat *s)
