@@ -114,6 +114,6 @@ int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, u
 		 uint64_t dt, size_t nbins, double *out);
 
 /* gCO2 per kWh used when --carbon-intensity is not given (docs/metrics.md says where from). */
-#define METRICS_DEFAULT_CARBON_G_PER_KWH 475.0
+#define METRICS_DEFAULT_CARBON_G_PER_KWH 445.0
 
 #endif

@@ -95,7 +95,7 @@ static void text_energy(struct sink *out, const struct metrics_result *r, double
 		sink_printf(out, "GPU %.1f J   ", r->gpu_joules);
 	sink_printf(out, "total %.1f J%s = %.4f kWh\n", total,
 		    r->cpu_joules > 0 ? "" : " (GPUs only)", total / 3.6e6);
-	sink_printf(out, "# carbon:   ~%.2f g CO2e (an estimate: %.4f kWh x %.0f g/kWh%s)\n",
+	sink_printf(out, "# carbon:   ~%.2f g CO2 (an estimate: %.4f kWh x %.0f g/kWh%s)\n",
 		    total / 3.6e6 * carbon_of(carbon), total / 3.6e6, carbon_of(carbon),
 		    carbon > 0 ? ", --carbon-intensity" : ", world average; --carbon-intensity");
 }

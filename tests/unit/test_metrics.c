@@ -142,7 +142,7 @@ static void test_report(void **state)
 	assert_non_null(strstr(t, "RSS peak 180.0 MiB   final 180.0 MiB   (2 processes"));
 	assert_non_null(strstr(t, "network sent 4.0 KiB"));
 	assert_non_null(strstr(t, "# energy:   CPU 4.0 J (package-0 intel-rapl:0 4.0 J)"));
-	assert_non_null(strstr(t, "475 g/kWh, world average"));
+	assert_non_null(strstr(t, "445 g/kWh, world average"));
 	assert_non_null(strstr(t, "# energy by region: step 1.0 J (1 calls, 0.10 s)"));
 	j = render_text(p, true);
 	assert_non_null(strstr(j, "\"carbon_intensity_g_per_kwh\": 100.0"));
