@@ -9,8 +9,11 @@
 #include "../flamegraph/flamegraph.h"
 #include "analysis/diff.h"
 #include "analysis/diff_gate.h"
+#include "analysis/diff_job.h"
 #include "analysis/diff_kinds.h"
 #include "analysis/findings.h"
+#include "analysis/ranks.h"
+#include "cli/open.h"
 #include "cmds.h"
 #include "output/diff_report.h"
 #include "util/json.h"
@@ -76,12 +79,16 @@ static const struct opt diff_opts[] = {
 		 "rows to show (default 30, 0 = all)"),
 	OPT_UINT("paths", 0, "N", struct diff_cli, paths, 0, 10000000,
 		 "call paths whose self time changed most to show (default 10)"),
+	OPT_INT("rank", 0, "N", struct diff_cli, rank, 0, 1 << 30,
+		"runs of a multi-rank job: compare rank N's recordings only\n"
+		"(the job and rank tables still show every rank)"),
 	OPT_FLAG("inline", 0, struct diff_cli, inlined, "count inlined functions on their own"),
 	OPT_FLAG("json", 0, struct diff_cli, json, "machine-readable output"),
 	OPT_END,
 };
 
-static const struct diff_cli diff_defaults = { .limit = 30, .min_share = 1.0, .paths = 10 };
+static const struct diff_cli diff_defaults = { .limit = 30, .min_share = 1.0, .paths = 10,
+					       .rank = -1 };
 
 static int diff_finish(void *opts, int npos, char **pos)
 {
@@ -272,6 +279,7 @@ static void write_json(struct json *j, const struct diff_cli *o, const struct di
 	json_arr_close(j, rows ? 2 : -1);
 	diff_json_paths(j, d);
 	diff_json_kinds(j, d);
+	diff_json_job(j, d);
 	diff_json_gates(j, d);
 }
 
@@ -375,6 +383,8 @@ struct diff_state {
 	struct diff_result r;
 	struct diff_attr a;
 	struct diff_kinds k;
+	struct diff_job job; /* two runs of a multi-rank job */
+	bool has_job;
 	struct diff_gate gates[DIFF_MAX_GATES];
 	size_t ngates;
 };
@@ -434,7 +444,54 @@ static void state_free(void *p)
 	diff_result__free(&st->r);
 	diff_attr__free(&st->a);
 	diff_kinds__free(&st->k);
+	diff_job__free(&st->job);
 	free(st);
+}
+
+/*
+ * Either input a job's recordings (a directory, a glob): both runs analysed as jobs and
+ * compared rank by rank (a single recording is a job of one), then each merged into one
+ * profile (--rank: that rank's only) for the comparison of functions and paths. 0, or an
+ * exit status.
+ */
+static int open_jobs(struct cmd_ctx *c, struct diff_state *st)
+{
+	const struct diff_cli *o = c->opts;
+	struct job_summary js[2] = { 0 };
+	const char *names[2] = { o->base, o->new };
+	int err = 0, s;
+
+	if (c->side[0].n <= 1 && c->side[1].n <= 1) {
+		if (o->rank < 0)
+			return 0;
+		log_err("--rank: BASE and NEW are single recordings; give each run's directory "
+			"(or glob) of rank recordings");
+		return DIFF_EXIT_USAGE;
+	}
+	for (s = 0; !err && s < 2; s++) {
+		char *one = (char *)names[s];
+
+		if (c->side[s].n)
+			err = job_analyze(c->side[s].profs, c->side[s].paths, c->side[s].n, &js[s]);
+		else
+			err = job_analyze(&c->in[s], &one, 1, &js[s]);
+	}
+	err = err ?: diff_job(&js[0], &js[1], &st->job);
+	job_summary_free(&js[0]);
+	job_summary_free(&js[1]);
+	if (err) {
+		log_err("failed to compare the jobs '%s' and '%s': %s", o->base, o->new,
+			strerror(-err));
+		return 1;
+	}
+	st->has_job = true;
+	for (s = 0; s < 2; s++) {
+		struct job_side *sd = &c->side[s];
+
+		if (sd->n && job_merge(sd->profs, sd->paths, sd->n, o->rank, NULL, false, &c->in[s]))
+			return 1;
+	}
+	return 0;
 }
 
 /* The comparison, the attribution, the other kinds, the gates: 0, or an exit status. */
@@ -464,6 +521,7 @@ static int analyze(struct cmd_ctx *c, struct diff_state *st)
 	scale[1] = st->r.run[1].scale;
 	err = err ?: diff_attribute(base, new, scale, ATTR_MAX_PATHS, ATTR_COVER, o->paths, &st->a);
 	err = err ?: diff_kinds(base, new, &st->r, &st->k);
+	st->k.job = st->has_job ? &st->job : NULL;
 	if (err) {
 		log_err("failed to compare '%s' and '%s': %s", o->base, o->new, strerror(-err));
 		return 1;
@@ -494,7 +552,7 @@ static int diff_run(struct cmd_ctx *c)
 	}
 	c->state = st;
 	c->state_free = state_free;
-	err = analyze(c, st);
+	err = open_jobs(c, st) ?: analyze(c, st);
 	if (err)
 		return err;
 	d = (struct diff_report){ .r = &st->r, .a = &st->a, .k = &st->k, .gates = st->gates,
@@ -511,6 +569,7 @@ static int diff_run(struct cmd_ctx *c)
 		return json_flush(&j) ?: err;
 	}
 	write_header(c->out, o, &st->r);
+	diff_text_job(c->out, &d);
 	diff_text_attribution(c->out, &d);
 	if (o->sort == DIFF_SORT_SHARE)
 		write_share_table(c->out, o, &st->r);
@@ -550,9 +609,11 @@ const struct command cmd_diff = {
 	.about = "What got slower and why: the call paths that explain the growth of CPU time\n"
 		 "first, then functions in CPU seconds (self and total), the call paths whose\n"
 		 "self time changed most, regions, memory, off-CPU, GPU, threads and processes\n"
-		 "of both runs, their findings, and the gates (--gate, --fail-above).\n",
+		 "of both runs, their findings, and the gates (--gate, --fail-above).\n"
+		 "BASE and NEW may each be a job's recordings (a directory, or a quoted glob):\n"
+		 "the job is then compared rank by rank, its collectives and stragglers too.\n",
 	CMD_OPTIONS(diff_opts, diff_defaults),
-	.flags = CMD_OUTPUT,
+	.flags = CMD_OUTPUT | CMD_JOB_PAIR,
 	.ninputs = 2,
 	.input = { offsetof(struct diff_cli, base), offsetof(struct diff_cli, new) },
 	.output = offsetof(struct diff_cli, output),

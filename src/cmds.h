@@ -96,6 +96,7 @@ struct diff_cli {
 	unsigned paths;		    /* rows of the call-path table */
 	int sort;		    /* enum diff_sort */
 	const char *per;	    /* --per REGION */
+	int rank;		    /* --rank N: two jobs' runs compared on rank N only (-1 all) */
 	const char *gates[DIFF_MAX_GATES]; /* --gate EXPR (diff_gate.h) */
 	size_t ngates;
 };

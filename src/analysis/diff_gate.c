@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "diff_gate.h"
+#include "diff_job.h"
 
 #define GATE_Z 3.0
 
@@ -14,7 +15,7 @@ const char diff_gate_keys[] =
     "wall, cpu, function:NAME.{self,total}, thread:NAME.cpu, "
     "region:NAME.{count,mean,p50,p99,max,total}, memory.{peak,leaked,allocated,rss}, "
     "offcpu.{total,runnable,io,sleep,lock,other}, gpu.{idle,kernel,launches,htod,dtoh,dtod}, "
-    "kernel:NAME.{total,count,mean}";
+    "kernel:NAME.{total,count,mean}, job.{wait,wall}, rank:N.{wall,cpu,comm,wait,work}";
 
 struct gate_key {
 	const char *key;
@@ -33,6 +34,8 @@ static const struct gate_key gate_keys[] = {
     {"offcpu", false, "total:t runnable:t io:t sleep:t lock:t other:t"},
     {"gpu", false, "idle:p kernel:t launches:c htod:b dtoh:b dtod:b"},
     {"kernel", true, "total:t count:c mean:t"},
+    {"job", false, "wait:t wall:t"},
+    {"rank", true, "wall:t cpu:t comm:t wait:t work:t"},
 };
 
 static int fail(char *err, size_t len, const char *expr, const char *why)
@@ -348,6 +351,39 @@ static bool eval_row(struct diff_gate *g, const struct diff_table *t, const stru
 	return true;
 }
 
+/* A job's key (two runs of a multi-rank job): job.wait, job.wall, rank:N.FIELD. */
+static bool eval_job(struct diff_gate *g, const struct diff_job *j)
+{
+	const struct diff_rank *rk;
+	char *end;
+	long n;
+
+	if (!j)
+		return false;
+	if (!strcmp(g->key, "job")) {
+		bool wait = !strcmp(g->field, "wait");
+
+		for (int s = 0; s < 2; s++)
+			(s ? &g->after : &g->before)[0] =
+			    (wait ? j->run[s].wait_s : j->run[s].wall_s) * 1e9;
+		return true;
+	}
+	n = strtol(g->name, &end, 10);
+	if (*end || n < 0 || n > 1 << 30 || !(rk = diff_job_rank(j, (int)n)) || !rk->in[0] ||
+	    !rk->in[1])
+		return false;
+	for (int s = 0; s < 2; s++) {
+		double v = !strcmp(g->field, "wall")   ? rk->wall_s[s]
+			   : !strcmp(g->field, "cpu")  ? rk->cpu_s[s]
+			   : !strcmp(g->field, "comm") ? rk->comm_s[s]
+			   : !strcmp(g->field, "wait") ? rk->wait_s[s]
+						       : rk->wall_s[s] - rk->comm_s[s];
+
+		(s ? &g->after : &g->before)[0] = v * 1e9;
+	}
+	return true;
+}
+
 int diff_gate_eval(struct diff_gate *g, const struct diff_result *r, const struct diff_kinds *k,
 		   char *err, size_t errlen)
 {
@@ -384,6 +420,13 @@ int diff_gate_eval(struct diff_gate *g, const struct diff_result *r, const struc
 		g->known = eval_offcpu(g, k);
 	} else if (!strcmp(g->key, "gpu")) {
 		g->known = eval_gpu(g, k);
+	} else if (!strcmp(g->key, "job") || !strcmp(g->key, "rank")) {
+		g->known = eval_job(g, k->job);
+		if (!g->known && k->job && !strcmp(g->key, "rank")) {
+			snprintf(err, errlen, "gate '%s': no rank %s in both runs", g->expr,
+				 g->name);
+			return -ENOENT;
+		}
 	}
 	if (!g->known) {
 		if (what)
@@ -394,7 +437,9 @@ int diff_gate_eval(struct diff_gate *g, const struct diff_result *r, const struc
 				 g->key,
 				 !strcmp(g->key, "memory")   ? " (record --mem)"
 				 : !strcmp(g->key, "offcpu") ? " (record --offcpu)"
-							     : " (record --cuda)");
+				 : !strcmp(g->key, "job") || !strcmp(g->key, "rank")
+				     ? " (give each run's directory of rank recordings)"
+				     : " (record --cuda)");
 		return -ENOENT;
 	}
 	if (g->thr == GATE_REL)

@@ -7,7 +7,9 @@
  * relative with % (of BASE's value), in percentage points with pt (for keys that are
  * percentages), or absolute with the key's unit (ns/us/ms/s; B/KiB/MiB/GiB/kB/MB/GB; a bare
  * number for counts). Sample-based keys (cpu, function:*, thread:*) also need the change to
- * be beyond sampling noise: z > 3 (the counts of samples are Poisson).
+ * be beyond sampling noise: z > 3 (the counts of samples are Poisson). Two runs of a
+ * multi-rank job also have job.wait (all ranks' waits in collectives), job.wall (the longest
+ * rank) and rank:N.{wall,cpu,comm,wait,work} (work: wall time outside communication calls).
  */
 #ifndef EPROF_DIFF_GATE_H
 #define EPROF_DIFF_GATE_H

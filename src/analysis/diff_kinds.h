@@ -18,6 +18,8 @@
 #include "offcpu.h"
 #include "../model/gpu_event.h"
 
+struct diff_job;
+
 /* One matched row: v is the main value (ns or bytes), n a count, in BASE [0] and NEW [1]. */
 struct diff_row {
 	char *key;	   /* the text rows are matched by */
@@ -66,6 +68,9 @@ struct diff_kinds {
 
 	struct diff_table threads; /* CPU ns (v), samples (n) by thread name */
 	struct diff_table procs;   /* CPU ns (v), samples (n) by process name */
+
+	/* two runs of a multi-rank job: rank by rank (set by the caller; not freed here) */
+	const struct diff_job *job;
 };
 
 int diff_kinds(struct profile *base, struct profile *new, const struct diff_result *r,
