@@ -190,6 +190,8 @@ static void text_procs(struct sink *out, const struct profile *p, const struct m
 		metrics_fmt_bytes(wr, sizeof(wr), (double)t[MET_IO_WCHAR]);
 		metrics_fmt_bytes(tx, sizeof(tx), (double)net_tx(t));
 		metrics_fmt_bytes(rx, sizeof(rx), (double)net_rx(t));
+		if (!ps->m[MET_NET_TCP_TX].n) /* not counted (-a has no BPF counters) */
+			snprintf(tx, sizeof(tx), "-"), snprintf(rx, sizeof(rx), "-");
 		sink_printf(out, "%8u  %-16.16s %9.2f %9.2f %10s %10s %10s %10s %10s\n", ps->pid,
 			    ps->comm ? profile__str(p, ps->comm) : "?", t[MET_CPU_USER] / 1e9,
 			    t[MET_CPU_SYS] / 1e9, peak, rd, wr, tx, rx);
@@ -209,12 +211,23 @@ void report_metrics_text(struct sink *out, const struct profile *p, const struct
 	if (!r->present)
 		return;
 	if (r->scope && !strcmp(r->scope, "system")) {
-		sink_printf(out,
-			    "# metrics:  wall %.2f s   (a system-wide record: no per-process "
-			    "figures; energy and GPUs every %" PRIu64 " ms)\n",
-			    r->wall_s, r->interval_ms);
+		const char *most = profile__meta(p, "metrics_system_procs");
+
+		if (r->nprocs)
+			sink_printf(out,
+				    "# metrics:  wall %.2f s   (a system-wide record: the %zu busiest "
+				    "processes by CPU samples, at most %s at once, each from when it "
+				    "was first seen busy; every %" PRIu64 " ms)\n",
+				    r->wall_s, r->nprocs, most ? most : "?", r->interval_ms);
+		else
+			sink_printf(out,
+				    "# metrics:  wall %.2f s   (a system-wide record: no per-process "
+				    "figures; energy and GPUs every %" PRIu64 " ms)\n",
+				    r->wall_s, r->interval_ms);
 		text_energy(out, r, carbon);
 		text_gpus(out, r);
+		if (r->nprocs)
+			text_procs(out, p, r, limit);
 		return;
 	}
 	/* one process: the kernel's high-water mark, exact; several: their sum at its largest */
@@ -256,11 +269,26 @@ void report_metrics_text(struct sink *out, const struct profile *p, const struct
 		text_procs(out, p, r, limit);
 }
 
-static void json_totals(struct json *j, const uint64_t *t)
+/* A metric never read (no BPF counters under -a) is null, not 0. */
+static bool metric_seen(const struct metrics_result *r, int m)
 {
-	for (int m = 0; m < MET_PROC_COUNT; m++)
-		if (metric_defs[m].cumulative)
+	for (size_t i = 0; i < r->nprocs; i++)
+		if (r->procs[i].m[m].n)
+			return true;
+	return !r->nprocs;
+}
+
+static void json_totals(struct json *j, const uint64_t *t, const struct metrics_result *r,
+			const struct metrics_proc_stat *ps)
+{
+	for (int m = 0; m < MET_PROC_COUNT; m++) {
+		if (!metric_defs[m].cumulative)
+			continue;
+		if (ps ? ps->m[m].n : metric_seen(r, m))
 			json_kv_u64(j, metric_defs[m].name, t[m]);
+		else
+			json_kv_null(j, metric_defs[m].name);
+	}
 }
 
 static void json_procs(struct json *j, const struct profile *p, const struct metrics_result *r)
@@ -275,7 +303,7 @@ static void json_procs(struct json *j, const struct profile *p, const struct met
 		json_obj_open(j, 6, NULL);
 		json_kv_u64(j, "pid", ps->pid);
 		json_kv_str(j, "comm", ps->comm ? profile__str(p, ps->comm) : "");
-		json_totals(j, t);
+		json_totals(j, t, r, ps);
 		json_kv_u64(j, "rss_peak_bytes", ps->m[MET_RSS_PEAK].max);
 		json_kv_u64(j, "rss_final_bytes", ps->rss_final);
 		json_kv_u64(j, "rss_anon_peak_bytes", ps->m[MET_RSS_ANON].max);
@@ -383,7 +411,7 @@ int report_metrics_json(struct sink *out, const struct profile *p, const struct 
 	/* what the readings cost the recorder (its thread's CPU time in them) */
 	json_kv_u64(&j, "collection_cpu_ns", profile__meta_u64(p, "metrics_cpu_ns", 0));
 	json_break(&j, 4);
-	json_totals(&j, r->total);
+	json_totals(&j, r->total, r, NULL);
 	json_kv_u64(&j, "rss_peak_bytes", r->nprocs == 1 ? r->rss_peak : r->rss_peak_all);
 	json_kv_u64(&j, "rss_peak_process_bytes", r->rss_peak);
 	json_kv_u64(&j, "rss_final_bytes", r->rss_final);

@@ -42,6 +42,8 @@
 
 #define METRICS_DEFAULT_MS 100
 #define RAPL_MAX_ZONES 16
+/* -a: the busiest processes followed (by CPU samples), at most this many alive at once */
+#define METRICS_SYSTEM_PROCS 32
 
 struct mproc {
 	uint32_t pid;
@@ -91,6 +93,9 @@ struct metrics_state {
 	uint64_t cpu_ns; /* the recorder thread's CPU time in the readings (meta metrics_cpu_ns) */
 	uint64_t *gpu_written; /* per device x MET_COUNT */
 	unsigned ngpus;
+	size_t seen; /* -a: the CPU samples already counted for the busiest processes */
+	uint32_t *busy; /* -a: scratch, the pids of the samples of one interval */
+	size_t capbusy;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -150,6 +155,10 @@ static int metrics_configure(struct feature_ctx *f, void **state)
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->interval_ns / 1000000);
 	profile__set_meta(f->p, "metrics_interval_ms", buf);
 	profile__set_meta(f->p, "metrics_scope", f->o->all ? "system" : "process");
+	if (f->o->all) {
+		snprintf(buf, sizeof(buf), "%d", METRICS_SYSTEM_PROCS);
+		profile__set_meta(f->p, "metrics_system_procs", buf);
+	}
 	return 0;
 }
 
@@ -704,6 +713,67 @@ static void find_targets(struct feature_ctx *f, struct metrics_state *st)
 	}
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct busy_pid {
+	uint32_t pid, n;
+};
+
+static int cmp_busy(const void *a, const void *b)
+{
+	const struct busy_pid *x = a, *y = b;
+
+	if (x->n != y->n)
+		return x->n > y->n ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/*
+ * -a: reading /proc for every process each interval would cost more than the profile. The
+ * processes with CPU samples since the last reading are followed instead, the busiest first,
+ * at most METRICS_SYSTEM_PROCS alive at once; each from its first reading on (or from its
+ * start when it started during the record), until it exits.
+ */
+static void find_busy(struct feature_ctx *f, struct metrics_state *st)
+{
+	size_t n = f->p->samples.n, k = 0, nb = 0;
+	uint32_t self = (uint32_t)getpid();
+	struct busy_pid *b;
+
+	if (st->seen > n) /* the live view dropped its samples */
+		st->seen = n;
+	if (n == st->seen || st->nprocs >= METRICS_SYSTEM_PROCS)
+		goto out;
+	if (arr_grow(st->busy, st->capbusy, n - st->seen))
+		goto out;
+	for (size_t i = st->seen; i < n; i++)
+		if (f->p->samples.v[i].pid && f->p->samples.v[i].pid != self)
+			st->busy[k++] = f->p->samples.v[i].pid;
+	qsort(st->busy, k, sizeof(*st->busy), cmp_u32);
+	/* runs of one pid, counted in place */
+	b = (struct busy_pid *)calloc(k ? k : 1, sizeof(*b));
+	if (!b)
+		goto out;
+	for (size_t i = 0; i < k; i++) {
+		if (nb && b[nb - 1].pid == st->busy[i])
+			b[nb - 1].n++;
+		else
+			b[nb++] = (struct busy_pid){st->busy[i], 1};
+	}
+	qsort(b, nb, sizeof(*b), cmp_busy);
+	for (size_t i = 0; i < nb && st->nprocs < METRICS_SYSTEM_PROCS; i++)
+		if (!find_proc(f, st, b[i].pid, false))
+			find_proc(f, st, b[i].pid, true);
+	free(b);
+out:
+	st->seen = n;
+}
+
 static void sample_all_(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last);
 
 /* One reading of everything, its cost counted (tools/bench/metrics_cost.py reads it). */
@@ -717,8 +787,11 @@ static void sample_all(struct feature_ctx *f, struct metrics_state *st, uint64_t
 
 static void sample_all_(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last)
 {
-	if (!f->o->all) {
-		find_targets(f, st);
+	{
+		if (f->o->all)
+			find_busy(f, st);
+		else
+			find_targets(f, st);
 		/* read all first: a parent's bytes are corrected for the children reaped before */
 		for (size_t i = 0; i < st->nprocs; i++)
 			st->procs[i].gone = !read_proc(st, &st->procs[i]);
@@ -844,6 +917,7 @@ static void metrics_destroy(struct feature_ctx *f, void *state)
 	nvml_close(st->nvml);
 	free(st->gpu_written);
 	free(st->procs);
+	free(st->busy);
 	free(st->percpu);
 	free(st);
 }

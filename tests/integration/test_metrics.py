@@ -222,6 +222,36 @@ def test_attached_process_counts_from_attach(ep_module, fix):
     assert proc["rss_peak_bytes"] >= 40000 * 4096  # levels are levels
 
 
+def test_system_wide_follows_busy_processes(ep_module, fix):
+    """-a: the processes busy on the CPU get their own figures; one started during the record
+    counts from its start, as its own getrusage says."""
+    rec = subprocess.Popen([ep_module.bin, "record", "-vv", "-a", "-F", "99", "-d", "3",
+                            "-o", "sys.data"], cwd=ep_module.dir, stderr=subprocess.PIPE,
+                           text=True)
+    log = []
+    for line in rec.stderr:
+        log.append(line)
+        if "attach took" in line:
+            break
+    fx = subprocess.Popen([fix, "split", "0.6"], stdout=subprocess.PIPE, text=True)
+    out, _ = fx.communicate(timeout=60)
+    log.append(rec.stderr.read())
+    assert rec.wait(timeout=60) == 0, "".join(log)
+    words = out.split()  # split user U s sys S s: the fixture's own getrusage
+    own = float(words[2]) + float(words[5])
+    m = metrics(ep_module, "sys.data")
+    assert m["scope"] == "system"
+    procs = {p["pid"]: p for p in m["processes"]}
+    assert fx.pid in procs, sorted((p["comm"], p["pid"]) for p in m["processes"])
+    p = procs[fx.pid]
+    cpu = (p["cpu_user_ns"] + p["cpu_sys_ns"]) / 1e9
+    # its series opens at its start: at most its last interval (100 ms) is missed
+    assert own - 0.15 <= cpu <= own + 0.03, (cpu, own)
+    assert p["nvcsw"] is None and p["net_tcp_tx_bytes"] is None  # not counted under -a
+    assert len(m["processes"]) <= 32
+    text = ep_module.run("report", "sys.data").stdout
+    assert "busiest processes by CPU samples" in text and str(fx.pid) in text, text
+
 def test_top_header_shows_resources(ep_module, fix):
     p = subprocess.Popen([fix, "split", "3"], stdout=subprocess.DEVNULL)
     try:
