@@ -16,6 +16,14 @@
 
 #include "eprof_abi.h"
 
+#ifndef PT_REGS_PARM6 /* libbpf before 1.2 */
+#if defined(__TARGET_ARCH_x86)
+#define PT_REGS_PARM6(x) ((x)->r9)
+#elif defined(__TARGET_ARCH_arm64)
+#define PT_REGS_PARM6(x) (((struct user_pt_regs *)(x))->regs[5])
+#endif
+#endif
+
 const volatile bool trace_all = false;	  /* -a: every task but ours and idle */
 const volatile __u32 self_pid = 0;	  /* never trace the recorder itself */
 const volatile __u32 snapshot_bytes = 0; /* >0: copy user stack for DWARF unwinding */

@@ -20,14 +20,6 @@
 #include "common.bpf.h"
 #include "python.bpf.h"
 
-#ifndef PT_REGS_PARM6 /* libbpf before 1.2 */
-#if defined(__TARGET_ARCH_x86)
-#define PT_REGS_PARM6(x) ((x)->r9)
-#elif defined(__TARGET_ARCH_arm64)
-#define PT_REGS_PARM6(x) (((struct user_pt_regs *)(x))->regs[5])
-#endif
-#endif
-
 const volatile __u32 cuda_stack_rate = 100; /* launch stacks per second per thread, 0 = none */
 
 /* sp at a return is the entry's plus the popped return address (x86-64), the same on arm64. */

@@ -417,6 +417,25 @@ struct py_rthread {
 	__u64 last[PY_RSPEC_MAX];  /* last observation */
 };
 
+/*
+ * Resource metrics (bpf/metrics.bpf.h): per-process counters the kernel does not sum over the
+ * threads of a process in /proc, in a per-CPU hash (metrics_procs) keyed by tgid that the
+ * recorder reads and sums over CPUs every interval.
+ */
+enum metrics_net_proto {
+	METRICS_NET_TCP = 0,
+	METRICS_NET_UDP = 1,
+	METRICS_NET_UNIX = 2,
+	METRICS_NET_PROTOS = 3,
+};
+
+struct metrics_proc {
+	__u64 nvcsw;  /* voluntary context switches: the thread blocked */
+	__u64 nivcsw; /* involuntary: preempted while runnable */
+	__u64 tx[METRICS_NET_PROTOS]; /* bytes sent (what sendmsg returned) */
+	__u64 rx[METRICS_NET_PROTOS]; /* bytes received */
+};
+
 /* Indexes of the per-CPU stats array: every failure in BPF is counted here. */
 enum eprof_bpf_stat {
 	BSTAT_SAMPLES = 0,     /* samples of target tasks seen */
@@ -458,6 +477,8 @@ enum eprof_bpf_stat {
 	BSTAT_PY_READ_ERR,     /* an interpreter frame could not be read */
 	BSTAT_PY_TRUNC,	       /* Python stack deeper than PY_MAX_FRAMES */
 	BSTAT_CUDA_STALE,      /* pending CUDA calls dropped: their return was never seen */
+	/* metrics (bpf/metrics.bpf.h) */
+	BSTAT_METRICS_FULL,    /* a process's counters could not be created: map full */
 	BSTAT_MAX
 };
 

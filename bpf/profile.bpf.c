@@ -147,3 +147,4 @@ int BPF_PROG(on_exit, struct task_struct *p)
 #include "cuda.bpf.h"
 #include "region.bpf.h"
 #include "mem.bpf.h"
+#include "metrics.bpf.h"

@@ -58,14 +58,6 @@ static __always_inline struct region_tstate *region_state(__u32 tid, bool create
 	return bpf_map_lookup_elem(&region_threads, &tid);
 }
 
-#ifndef PT_REGS_PARM6 /* libbpf before 1.2 */
-#if defined(__TARGET_ARCH_x86)
-#define PT_REGS_PARM6(x) ((x)->r9)
-#elif defined(__TARGET_ARCH_arm64)
-#define PT_REGS_PARM6(x) (((struct user_pt_regs *)(x))->regs[5])
-#endif
-#endif
-
 /*
  * Integer argument pos (1-8) at a function's entry. x86-64 passes six in registers and the
  * rest on the stack above the return address; arm64 passes eight in x0-x7.

@@ -49,8 +49,8 @@ static const struct critpath_cli critpath_defaults = {
 static const char *track_comm(const struct profile *p, const struct cp_track *t)
 {
 	static char gpu[48];
-	const struct thread *th = profile__thread((struct profile *)p, t->pid, t->tid, false);
-	const struct process *pr = profile__proc((struct profile *)p, t->pid, false);
+	const struct thread *th = profile__find_thread(p, t->pid, t->tid);
+	const struct process *pr = profile__find_proc(p, t->pid);
 	const char *c = th && th->comm ? profile__str(p, th->comm) : "";
 
 	if (t->kind == CP_TRACK_GPU_STREAM) {

@@ -7,7 +7,9 @@
 #include "cmds.h"
 #include "output/csv.h"
 #include "output/folded.h"
+#include "cli/open.h"
 #include "output/html.h"
+#include "output/html_diff.h"
 #include "output/pprof.h"
 #include "output/report.h"
 #include "util/log.h"
@@ -56,6 +58,9 @@ static const struct opt export_opts[] = {
 		   "default profile.pb.gz for pprof, report.html for html,\n"
 		   "stdout for the others"),
 	OPT_FLAG("lines", 0, struct export_cli, lines, "folded: add (file:line) to frames"),
+	OPT_STRING("diff", 0, "BASE", struct export_cli, diff_base,
+		   "html: the comparison of BASE with FILE, as eprof diff BASE\n"
+		   "FILE shows it, with the differential flamegraph"),
 	OPT_GROUP(struct export_cli, range, cli_range_opts),
 	OPT_GROUP(struct export_cli, filter, cli_filter_opts),
 	OPT_END,
@@ -78,6 +83,15 @@ static int export_finish(void *opts, int npos, char **pos)
 		o->output = o->format == EXPORT_PPROF  ? "profile.pb.gz"
 			    : o->format == EXPORT_HTML ? "report.html"
 						       : "-";
+	if (o->diff_base && o->format != EXPORT_HTML) {
+		log_err("export: --diff makes an HTML page: add --format html");
+		return -EINVAL;
+	}
+	if (o->diff_base && (o->filter.pid || o->filter.tid || o->filter.t0 || o->filter.t1 ||
+			     o->range.has_from || o->range.has_to)) {
+		log_err("export: --diff compares whole runs: no --pid, --tid or time range");
+		return -EINVAL;
+	}
 	if (o->format == EXPORT_PPROF && !strcmp(o->output, "-") && isatty(STDOUT_FILENO)) {
 		log_err("export: pprof is binary; write it to a file with -o profile.pb.gz");
 		return -EINVAL;
@@ -111,10 +125,30 @@ static int export_write(struct sink *out, struct profile *p, const struct export
 	}
 }
 
+/* --diff BASE: the comparison page, NEW being the command's input. */
+static int export_diff(struct cmd_ctx *c)
+{
+	const struct export_cli *o = c->opts;
+	struct profile *base = NULL;
+	int err;
+
+	if (profile_open(o->diff_base, &base))
+		return 1;
+	err = cmd_output(c) ? html_diff_write(c->out, base, c->in[0],
+					      &(struct html_diff_opts){ .base_path = o->diff_base,
+									.new_path = o->input })
+			    : 1;
+	profile__free(base);
+	return err;
+}
+
 static int export_run(struct cmd_ctx *c)
 {
 	const struct export_cli *o = c->opts;
 	struct sample_filter f = o->filter;
+
+	if (o->diff_base)
+		return export_diff(c);
 
 	time_range_apply(&o->range, c->in[0], &f);
 	return cmd_output(c) ? export_write(c->out, c->in[0], o, &f) : 1;

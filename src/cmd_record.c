@@ -108,6 +108,16 @@ static int check_usdt(const struct opt *opt, const char *arg)
 	return 0;
 }
 
+/* Resource metrics (src/record/metrics.c): on by default. */
+static const struct opt record_metrics_opts[] = {
+	OPT_FLAG("no-metrics", 0, struct record_opts, no_metrics,
+		 "no resource metrics (CPU, RSS, faults, I/O, network, energy,\n"
+		 "GPU devices: docs/metrics.md)"),
+	OPT_UINT("metrics-interval", 0, "MS", struct record_opts, metrics_interval_ms, 50, 60000,
+		 "resource metrics read every MS milliseconds (default 100)"),
+	OPT_END,
+};
+
 #define R struct record_opts
 
 static const struct opt record_opts[] = {
@@ -163,6 +173,7 @@ static const struct opt record_opts[] = {
 		 "(and uses a ring buffer of at least 64 MB)",
 		 .optional = true, .val = 512 * 1024,
 		 .expect = "a mean of 1 (every allocation) or more bytes"),
+	OPT_INCLUDE(record_metrics_opts),
 	OPT_FLAG("quiet", 'q', R, quiet, "no status line or summary"),
 	OPT_END,
 };

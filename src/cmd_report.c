@@ -27,6 +27,10 @@ static const struct opt report_opts[] = {
 	OPT_GROUP(struct report_cli, r.hot.filter, cli_filter_opts),
 	OPT_STRING("region", 0, "NAME", struct report_cli, region,
 		   "only samples inside that region (as named in the regions table)"),
+	OPT_DOUBLE("carbon-intensity", 0, "G_PER_KWH", struct report_cli, r.carbon_g_per_kwh, 0,
+		   1e5, "grams of CO2 per kWh for the carbon estimate (default 445,\n"
+			"the world average: docs/metrics.md)",
+		   .above = true, .expect = "grams per kWh > 0"),
 	OPT_FLAG("json", 0, struct report_cli, r.json,
 		 "machine-readable output (schema in docs/json-schema.md)"),
 	OPT_STRING("output", 'o', "FILE", struct report_cli, output,

@@ -8,6 +8,7 @@
 
 #include "cmds.h"
 #include "tui/top_gpu.h"
+#include "tui/top_metrics.h"
 #include "tui/top_ui.h"
 #include "util/log.h"
 
@@ -98,6 +99,7 @@ struct top_run {
 	struct session *s;
 	struct top_model m;
 	struct top_gpu g;
+	struct top_metrics res;
 	struct top_view v;
 	struct top_header h;
 	struct top_ui *ui;
@@ -118,6 +120,7 @@ static void fill_header(struct top_run *r)
 	r->h.freq = r->o->rec.freq;
 	r->h.ncpus = st.ncpus;
 	r->h.paused = r->paused;
+	r->h.res = &r->res;
 }
 
 static int batch_snapshot(struct top_run *r)
@@ -148,8 +151,11 @@ static int refresh_view(struct top_run *r, double dt)
 		return 0;
 	}
 	err = live_symbolize(r->s);
+	if (!err)
+		err = top_metrics__update(&r->res, p, dt);
 	if (!err && r->v.gpu)
 		err = top_gpu__update(&r->g, p, dt);
+	p->events.n = 0; /* folded in: what the next interval brings is new */
 	if (!err)
 		err = top_model__update(&r->m, p, dt);
 	if (err) {
@@ -243,6 +249,7 @@ static int top_main(struct cmd_ctx *c)
 	live_close(r.s);
 	top_model__free(&r.m);
 	top_gpu__free(&r.g);
+	top_metrics__free(&r.res);
 	return err ? 1 : 0;
 }
 

@@ -80,8 +80,10 @@ struct export_cli {
 	struct sample_filter filter;
 	struct time_range range;
 	bool lines;
+	const char *diff_base; /* --diff BASE: the HTML page of eprof diff BASE FILE */
 };
 
+#define DIFF_MAX_GATES 64
 struct diff_cli {
 	const char *base, *new;
 	const char *output;	    /* table or JSON, default stdout */
@@ -91,6 +93,12 @@ struct diff_cli {
 	double fail_above;	    /* percent */
 	double min_share;	    /* percent of samples below which functions are not gated */
 	unsigned limit;
+	unsigned paths;		    /* rows of the call-path table */
+	int sort;		    /* enum diff_sort */
+	const char *per;	    /* --per REGION */
+	int rank;		    /* --rank N: two jobs' runs compared on rank N only (-1 all) */
+	const char *gates[DIFF_MAX_GATES]; /* --gate EXPR (diff_gate.h) */
+	size_t ngates;
 };
 
 /*

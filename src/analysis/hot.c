@@ -659,7 +659,7 @@ int thread_stats(const struct profile *p, const struct sample_filter *f, struct 
 		if (!sample_filter__match(f, s))
 			continue;
 		if (!hmap__get(idx, s->tid, 0, &k)) {
-			const struct thread *t = profile__thread((struct profile *)p, s->pid, s->tid, false);
+			const struct thread *t = profile__find_thread(p, s->pid, s->tid);
 
 			if (arr_grow(v, cap, cnt + 1))
 				goto nomem;

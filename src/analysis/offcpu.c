@@ -132,12 +132,16 @@ static int waker_samples(struct profile *p, const struct sample_filter *f, struc
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event e = p->events.v[i];
 		const struct thread *t;
-		double scale = offcpu_scale(mean, &e);
+		double scale;
 		uint64_t ns;
 		int64_t leaf, node;
 
+		/* the kind first: the other kinds' fields are not an interval's */
 		if (e.kind != EVK_OFFCPU || !e.stack2 || e.stack2 >= p->stacks.n ||
-		    !event_match(f, &e) || scale == 0)
+		    !event_match(f, &e))
+			continue;
+		scale = offcpu_scale(mean, &e);
+		if (scale == 0)
 			continue;
 		ns = (uint64_t)llround((offcpu_ready_ts(&e) - e.ts) * scale);
 		if (!ns)
@@ -202,10 +206,13 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event e = p->events.v[i];
-		double scale = offcpu_scale(mean, &e);
+		double scale;
 		int64_t node;
 
-		if (e.kind != EVK_OFFCPU || !event_match(f, &e) || scale == 0)
+		if (e.kind != EVK_OFFCPU || !event_match(f, &e))
+			continue;
+		scale = offcpu_scale(mean, &e);
+		if (scale == 0)
 			continue;
 		uint64_t ready = offcpu_ready_ts(&e), end = e.ts + e.dur;
 		/* Blocked until the wakeup, then waiting for a CPU: two weights, two leaves. */

@@ -20,7 +20,7 @@ static int cmp_proc(const void *a, const void *b)
 static int add_proc(const struct profile *p, struct proc_stat **v, size_t *n, size_t *cap,
 		    uint32_t pid)
 {
-	const struct process *pr = profile__proc((struct profile *)p, pid, false);
+	const struct process *pr = profile__find_proc(p, pid);
 
 	if (arr_grow(*v, *cap, *n + 1))
 		return -ENOMEM;

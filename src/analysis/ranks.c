@@ -10,6 +10,12 @@
 #include "stacks.h"
 #include "summary.h"
 
+/*
+ * Times past this (73 years of monotonic clock) are not real: the clock arithmetic below
+ * keeps every sum and difference within int64 by leaving such times out.
+ */
+#define TIME_LIMIT (1ULL << 61)
+
 /* A collective call of one rank; seq is its place among its (name, communicator) calls. */
 struct inst {
 	const char *name;
@@ -84,8 +90,9 @@ static void rank_read(struct rank_info *r, const struct profile *p, const char *
 	r->host = meta_or(p, "hostname", "?");
 	r->job_id = meta_or(p, "job_id", NULL);
 	r->command = meta_or(p, "command", "");
-	r->has_clock = real && mono;
-	r->offset_ns = r->has_clock ? (int64_t)(real - mono) : 0;
+	/* a mapping beyond the year 2116, or a clock 73 years after boot, is not one */
+	r->has_clock = real && mono && real < TIME_LIMIT * 2 && mono < TIME_LIMIT * 2;
+	r->offset_ns = r->has_clock ? (int64_t)real - (int64_t)mono : 0;
 	profile_summarize(p, NULL, &s);
 	r->wall_s = s.duration_s;
 	r->cpu_s = s.weight / 1e9;
@@ -110,7 +117,8 @@ static int rank_insts(const struct rank_info *r, struct rank_work *w)
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 
-		if (e->kind != EVK_REGION || !(e->flags & EVF_REGION_COLL) || w->n >= r->colls)
+		if (e->kind != EVK_REGION || !(e->flags & EVF_REGION_COLL) || w->n >= r->colls ||
+		    e->ts >= TIME_LIMIT || e->dur >= TIME_LIMIT)
 			continue;
 		w->v[w->n++] = (struct inst){ profile__str(p, e->name), ev_region_comm(e), e->ts,
 					      e->ts + e->dur, ev_region_bytes(e) };
@@ -170,6 +178,10 @@ static int correct_clocks(struct job_summary *s, struct rank_work *w, const stru
 		}
 		qsort(d, nm, sizeof(*d), cmp_i64);
 		ri->correction_ns = d[nm / 2];
+		/* a real correction is seconds at most: clocks hours apart are not corrected */
+		if (ri->correction_ns > (int64_t)(TIME_LIMIT / 2) ||
+		    ri->correction_ns < -(int64_t)(TIME_LIMIT / 2))
+			ri->correction_ns = 0;
 		ri->offset_ns += ri->correction_ns;
 	}
 	free(d);
@@ -436,6 +448,28 @@ static int waits(struct job_summary *s, struct rank_work *w, const struct match 
 	return err;
 }
 
+/*
+ * Offsets relative to the first rank's (the job's clock is its monotonic clock); a rank whose
+ * offset from it is beyond 73 years has no usable mapping.
+ */
+static void rebase_clocks(struct job_summary *s)
+{
+	int64_t base = s->n && s->ranks[0].has_clock ? s->ranks[0].offset_ns : 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		struct rank_info *r = &s->ranks[i];
+		int64_t rel;
+
+		if (!r->has_clock || !s->ranks[0].has_clock ||
+		    __builtin_sub_overflow(r->offset_ns, base, &rel) ||
+		    rel > (int64_t)TIME_LIMIT || rel < -(int64_t)TIME_LIMIT) {
+			r->has_clock = r->has_clock && i == 0;
+			rel = 0;
+		}
+		r->offset_ns = rel;
+	}
+}
+
 static void check_ranks(struct job_summary *s)
 {
 	s->world_size = -1;
@@ -487,6 +521,7 @@ int job_analyze(struct profile *const *profs, char *const *paths, size_t n,
 	for (size_t i = 0; i < n; i++)
 		rank_read(&out->ranks[i], profs[i], paths[i]);
 	qsort(out->ranks, n, sizeof(*out->ranks), cmp_rank);
+	rebase_clocks(out);
 	check_ranks(out);
 	for (size_t i = 0; !err && i < n; i++)
 		err = rank_insts(&out->ranks[i], &w[i]);
@@ -570,7 +605,9 @@ static int seg_add(struct job_path *p, size_t *cap, struct job_seg sg)
 
 static int64_t meta_time(const struct rank_info *r, const char *key)
 {
-	return (int64_t)meta_u64(r->p, key) + r->offset_ns;
+	uint64_t t = meta_u64(r->p, key);
+
+	return (int64_t)(t < TIME_LIMIT ? t : 0) + r->offset_ns;
 }
 
 /* Each rank's hottest function over its compute stretches of the path. */

@@ -26,7 +26,8 @@ struct rank_info {
 	int rank, local_rank, world_size; /* -1: not recorded */
 	const char *host, *job_id, *command;
 	bool has_clock;		/* the file has a realtime mapping */
-	int64_t offset_ns;	/* monotonic ts + offset_ns = ns on the job's timeline */
+	int64_t offset_ns;	/* monotonic ts + offset_ns = ns on the job's clock (the first
+				   rank's monotonic clock) */
 	int64_t correction_ns;	/* the part of offset_ns from matching collective ends */
 	double wall_s, cpu_s;
 	double comm_s;		/* in communication calls (outermost ones) */

@@ -137,7 +137,7 @@ int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, 
 			goto out;
 		/* Samples come in runs per thread: look its name up once per run. */
 		if (s->tid != last_tid || !have_last) {
-			t = profile__thread((struct profile *)p, s->pid, s->tid, false);
+			t = profile__find_thread(p, s->pid, s->tid);
 			comm = t ? t->comm : 0;
 			last_tid = s->tid;
 			have_last = true;

@@ -151,7 +151,22 @@ int cmd_main(const struct command *cmd, int argc, char **argv)
 			goto out;
 		}
 	}
-	for (int i = 0; i < cmd->ninputs && !(cmd->flags & CMD_JOB); i++) {
+	for (int i = 0; i < cmd->ninputs && (cmd->flags & CMD_JOB_PAIR); i++) {
+		struct job_side *sd = &c.side[i];
+
+		if (job_open(*path_field(c.opts, cmd->input[i]), NULL, 0, &sd->profs, &sd->paths,
+			     &sd->n)) {
+			rc = 1;
+			goto out;
+		}
+		if (sd->n == 1) { /* one recording: as usual */
+			c.in[i] = sd->profs[0];
+			sd->profs[0] = NULL;
+			job_free(sd->profs, sd->paths, sd->n);
+			*sd = (struct job_side){ 0 };
+		}
+	}
+	for (int i = 0; i < cmd->ninputs && !(cmd->flags & (CMD_JOB | CMD_JOB_PAIR)); i++) {
 		if (profile_open(*path_field(c.opts, cmd->input[i]), &c.in[i])) {
 			rc = 1;
 			goto out;
@@ -168,6 +183,8 @@ out:
 	for (int i = 0; i < cmd->ninputs; i++)
 		profile__free(c.in[i]);
 	job_free(c.job, c.job_paths, njob);
+	for (int i = 0; i < CMD_MAX_INPUTS; i++)
+		job_free(c.side[i].profs, c.side[i].paths, c.side[i].n);
 	free(c.opts);
 	return rc;
 }

@@ -23,6 +23,14 @@ enum cmd_flags {
 	CMD_JOB = 1 << 3,	 /* several recordings of one job: files, globs, directories */
 	CMD_JOB_MERGE = 1 << 4,	 /* ... merged into in[0], on one clock, processes named by rank */
 	CMD_JOB_RANK_ROOT = 1 << 5, /* ... and every thread named "HOST/rank N" (a flamegraph root) */
+	CMD_JOB_PAIR = 1 << 6,	 /* two inputs, each a recording or a job's (directory, glob) */
+};
+
+/* CMD_JOB_PAIR: one input's recordings when it has more than one (in[i] is then NULL). */
+struct job_side {
+	struct profile **profs;
+	char **paths;
+	size_t n;
 };
 
 /* The recordings of a job, for a CMD_JOB command given more than one (or a directory). */
@@ -47,6 +55,7 @@ struct cmd_ctx {
 	struct profile **job;
 	char **job_paths;
 	size_t njob; /* with CMD_JOB_MERGE, in[0] is their merge */
+	struct job_side side[CMD_MAX_INPUTS]; /* CMD_JOB_PAIR */
 	const char *out_path;		      /* CMD_OUTPUT */
 	struct sink *out;		      /* once cmd_output() opened it */
 	void *state;			      /* the command's, from run to after */

@@ -29,6 +29,16 @@ static inline uint64_t ev_counter_value(const struct event *e)
 	return e->b;
 }
 
+/*
+ * The zone or device a machine-wide counter belongs to (pid 0): a RAPL zone for energy_uj, an
+ * NVML device for the gpu_* counters (model/metrics.h). 0 for a process's counters.
+ */
+static inline uint32_t ev_counter_index(const struct event *e)
+{
+	EV_IS(e, EVK_COUNTER);
+	return e->tid;
+}
+
 static inline uint64_t ev_lost_samples(const struct event *e)
 {
 	EV_IS(e, EVK_LOST);
@@ -285,6 +295,14 @@ static inline void ev_set_kernel_before_attach(struct event *e)
 static inline void ev_set_counter(struct event *e, uint64_t value)
 {
 	EV_IS(e, EVK_COUNTER);
+	e->b = value;
+}
+
+/* A machine-wide counter of zone or device index (see ev_counter_index). */
+static inline void ev_set_counter_at(struct event *e, uint32_t index, uint64_t value)
+{
+	EV_IS(e, EVK_COUNTER);
+	e->tid = index;
 	e->b = value;
 }
 

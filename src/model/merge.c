@@ -51,7 +51,7 @@ static uint32_t id_of(struct merge *m, uint32_t id)
 
 static uint64_t ts(struct merge *m, uint64_t t)
 {
-	return t ? (uint64_t)((int64_t)t + m->o->ts_shift) : 0;
+	return t ? t + (uint64_t)m->o->ts_shift : 0; /* modulo 2^64: a wild time stays wild */
 }
 
 static void merge_code(struct merge *m)

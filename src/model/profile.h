@@ -295,6 +295,17 @@ int64_t profile__special(struct profile *p, const char *name);
 
 struct process *profile__proc(struct profile *p, uint32_t pid, bool create);
 struct thread *profile__thread(struct profile *p, uint32_t pid, uint32_t tid, bool create);
+/* Lookups of readers (NULL when absent): they never create, so a const profile will do. */
+static inline const struct process *profile__find_proc(const struct profile *p, uint32_t pid)
+{
+	return profile__proc((struct profile *)p, pid, false);
+}
+
+static inline const struct thread *profile__find_thread(const struct profile *p, uint32_t pid,
+							uint32_t tid)
+{
+	return profile__thread((struct profile *)p, pid, tid, false);
+}
 int profile__add_sample(struct profile *p, const struct sample *s);
 int profile__add_event(struct profile *p, const struct event *e);
 int profile__add_mapping(struct profile *p, const struct mapping *m);

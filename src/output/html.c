@@ -45,7 +45,8 @@ static const char html_css[] =
     "th[aria-sort=descending]::after{content:' \\25BC'}\n"
     "td.fn{font-family:ui-monospace,monospace;max-width:60em;overflow-wrap:anywhere}\n"
     ".note{color:#666}\n#js-errors{color:#b00020;white-space:pre-wrap}\n"
-    "footer{padding:12px 24px;color:#888;font-size:12px}\n";
+    "footer{padding:12px 24px;color:#888;font-size:12px}\n"
+    "figure.chart{margin:8px 0 12px}figure.chart figcaption{font-size:13px;color:#333}\n";
 
 /* Sortable tables: click a header to sort by it, again to reverse. */
 static const char html_js[] =
@@ -68,6 +69,16 @@ static const char html_js[] =
     "Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th,col){"
     "th.addEventListener('click',function(){sortBy(t,th,col);});});});\n"
     "document.body.setAttribute('data-ready','1');})();\n";
+
+const char *html_style(void)
+{
+	return html_css;
+}
+
+const char *html_script(void)
+{
+	return html_js;
+}
 
 static void esc(struct sink *out, const char *s)
 {
@@ -461,9 +472,16 @@ static int section_findings(struct sink *out, struct profile *p, const struct ht
 	return out->err;
 }
 
+static int section_metrics(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	(void)o;
+	return html_metrics_section(out, p);
+}
+
 static const struct html_section html_sections[] = {
     {"summary", "Summary", section_summary},
     {"findings", "Findings", section_findings},
+    {"resources", "Resources", section_metrics},
     {"flamegraph", "CPU flamegraph", section_flamegraph},
     {"functions", "Top functions", section_functions},
     {"processes", "Processes", section_processes},

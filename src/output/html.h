@@ -20,6 +20,10 @@ struct html_opts {
 
 int html_write(struct sink *out, struct profile *p, const struct html_opts *o);
 
+/* The report's stylesheet and its table-sorting script, for other pages (html_diff.c). */
+const char *html_style(void);
+const char *html_script(void);
+
 /* A section of the report: writes its body (inside <section>) or returns -ENODATA to be left out.
  */
 struct html_section {
@@ -33,5 +37,8 @@ void html_table_begin(struct sink *out, const char *id, const char *const *heade
 void html_cell_text(struct sink *out, const char *text);
 void html_cell_num(struct sink *out, double sort_value, const char *shown);
 void html_table_end(struct sink *out);
+
+/* The resource metrics section (html_metrics.c): -ENODATA when the record has none. */
+int html_metrics_section(struct sink *out, const struct profile *p);
 
 #endif

@@ -203,7 +203,7 @@ static void write_samples(struct pp *c)
 	for (size_t g = 0; g < c->ngroups && !c->err; g++) {
 		const struct group *gr = &c->groups[g];
 		const struct thread *t =
-		    profile__thread((struct profile *)p, gr->pid, gr->tid, false);
+		    profile__find_thread(p, gr->pid, gr->tid);
 		uint32_t frames;
 
 		/*

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../util/json.h"
+#include "units.h"
 #include "../util/sink.h"
 #include "report.h"
 #include "report_gpu.h"
@@ -14,6 +15,7 @@
 #include "report_regions.h"
 #include "report_mem.h"
 #include "report_findings.h"
+#include "report_metrics.h"
 #include "../analysis/findings.h"
 #include "../analysis/memory.h"
 #include "../analysis/procs.h"
@@ -22,19 +24,6 @@
 static double pct(uint64_t part, uint64_t whole)
 {
 	return whole ? 100.0 * part / whole : 0;
-}
-
-static void fmt_count(char *buf, size_t len, uint64_t v)
-{
-	char tmp[32];
-	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v), o = 0;
-
-	for (int i = 0; i < n && (size_t)o < len - 1; i++) {
-		if (i && (n - i) % 3 == 0 && (size_t)o < len - 2)
-			buf[o++] = ',';
-		buf[o++] = tmp[i];
-	}
-	buf[o] = '\0';
 }
 
 static void text_header(struct sink *out, const struct profile *p, const struct report_opts *o,
@@ -291,7 +280,8 @@ static void json_summary(struct json *j, const struct profile *p, const struct p
 /* The report object; each section of it (off-CPU, GPU, ...) adds its members on out. */
 static int write_json(struct sink *out, struct profile *p, const struct report_opts *o,
 		      const struct profile_summary *s, const struct hot_result *r,
-		      const struct findings_pre *pre, const struct sample_filter *rf)
+		      const struct findings_pre *pre, const struct sample_filter *rf,
+		      const struct metrics_result *met)
 {
 	struct json j;
 	int err;
@@ -309,6 +299,7 @@ static int write_json(struct sink *out, struct profile *p, const struct report_o
 	err = err ?: report_regions_json(out, p, rf);
 	err = err ?: report_python_json(out, p, &o->hot.filter);
 	err = err ?: report_mem_json(out, p, pre->mem, o->limit);
+	err = err ?: report_metrics_json(out, p, met, o->carbon_g_per_kwh);
 	err = err ?: report_findings(out, p, &o->hot.filter, pre, true);
 	json_obj_close(&j, 0);
 	return json_flush(&j) ?: err;
@@ -321,6 +312,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 	struct hot_result r;
 	struct mem_result mem;
 	struct findings_pre pre = { 0 };
+	struct metrics_result met;
 	bool have_mem = false;
 	int err;
 
@@ -328,9 +320,14 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 	rf.match = NULL;
 
 	profile_summarize(p, &o->hot.filter, &s);
-	err = hot_functions(p, &o->hot, &r);
+	err = metrics_analyze(p, o->hot.filter.pid, &met);
 	if (err)
 		return err;
+	err = hot_functions(p, &o->hot, &r);
+	if (err) {
+		metrics_result__free(&met);
+		return err;
+	}
 	/* The findings reuse the function table (unless by line or with inline frames split)
 	 * and the memory analysis of the memory section. */
 	pre.hot = o->hot.by_line || o->hot.inlined ? NULL : &r;
@@ -338,15 +335,17 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		err = memory_analyze(p, &(struct mem_opts){ .temp_ns = 1000000 }, &mem);
 		if (err) {
 			hot_result__free(&r);
+			metrics_result__free(&met);
 			return err;
 		}
 		have_mem = true;
 		pre.mem = &mem;
 	}
 	if (o->json) {
-		err = write_json(out, p, o, &s, &r, &pre, &rf);
+		err = write_json(out, p, o, &s, &r, &pre, &rf, &met);
 	} else {
 		text_header(out, p, o, &s);
+		report_metrics_text(out, p, &met, o->carbon_g_per_kwh, o->limit);
 		if (!s.samples)
 			sink_puts(out, "\nno samples (was the target idle, or filtered out?)\n");
 		else
@@ -366,6 +365,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		err = err ?: report_findings(out, p, &o->hot.filter, &pre, false);
 	}
 	hot_result__free(&r);
+	metrics_result__free(&met);
 	if (have_mem)
 		mem_result__free(&mem);
 	return err ? err : out->err;

@@ -17,6 +17,7 @@ struct report_opts {
 	bool threads;
 	bool json;
 	const char *path; /* shown in the header */
+	double carbon_g_per_kwh; /* --carbon-intensity, 0 = the default (docs/metrics.md) */
 };
 
 int report_write(struct sink *out, struct profile *p, const struct report_opts *o);

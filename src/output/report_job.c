@@ -11,7 +11,9 @@
 
 static uint64_t ns(double s)
 {
-	return s > 0 ? (uint64_t)(s * 1e9 + 0.5) : 0;
+	if (!(s > 0))
+		return 0;
+	return s < 1.8e10 ? (uint64_t)(s * 1e9 + 0.5) : UINT64_MAX;
 }
 
 static void text_header(struct sink *out, const struct job_summary *s)

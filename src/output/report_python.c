@@ -10,7 +10,7 @@
 
 static const char *thread_name(const struct profile *p, uint32_t pid, uint32_t tid)
 {
-	const struct thread *t = profile__thread((struct profile *)p, pid, tid, false);
+	const struct thread *t = profile__find_thread(p, pid, tid);
 
 	return t ? profile__str(p, t->comm) : "";
 }

@@ -67,6 +67,7 @@ static const struct trace_source trace_sources[] = {
     {"gpu", trace_source_gpu},
     {"regions", trace_source_regions},
     {"memory", trace_source_mem},
+    {"metrics", trace_source_metrics},
 };
 
 /* otherData: key, value, ..., NULL; the keys of the profile's metadata it does not have left out */

@@ -135,6 +135,10 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 int trace_source_mem(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
 		     struct trace_stats *st);
 
+/* Resource metric counter tracks per process, GPU and energy zone (src/output/trace_metrics.c). */
+int trace_source_metrics(struct trace_writer *w, const struct profile *p,
+			 const struct trace_opts *o, struct trace_stats *st);
+
 /* Formats ns as microseconds with up to 3 decimals; returns the length (buf >= 32). */
 size_t trace_fmt_us(char *buf, uint64_t ns);
 

@@ -497,8 +497,8 @@ static void flush_counters(struct cpu_ctx *c, uint32_t pid)
 
 static const char *process_name(const struct profile *p, uint32_t pid, char *buf, size_t len)
 {
-	const struct process *pr = profile__proc((struct profile *)p, pid, false);
-	const struct thread *t = profile__thread((struct profile *)p, pid, pid, false);
+	const struct process *pr = profile__find_proc(p, pid);
+	const struct thread *t = profile__find_thread(p, pid, pid);
 
 	if (pr && pr->comm && *profile__str(p, pr->comm))
 		return profile__str(p, pr->comm);
@@ -510,7 +510,7 @@ static const char *process_name(const struct profile *p, uint32_t pid, char *buf
 
 static void process_tracks(struct cpu_ctx *c, uint32_t pid, int sort_index)
 {
-	const struct process *pr = profile__proc((struct profile *)c->p, pid, false);
+	const struct process *pr = profile__find_proc(c->p, pid);
 	char buf[32];
 
 	trace_process_name(c->w, pid, process_name(c->p, pid, buf, sizeof(buf)));
@@ -521,7 +521,7 @@ static void process_tracks(struct cpu_ctx *c, uint32_t pid, int sort_index)
 
 static void thread_track(struct cpu_ctx *c, const struct tthread *t, int sort_index)
 {
-	const struct thread *th = profile__thread((struct profile *)c->p, t->pid, t->tid, false);
+	const struct thread *th = profile__find_thread(c->p, t->pid, t->tid);
 	char buf[32];
 	const char *name = th && th->comm ? profile__str(c->p, th->comm) : "";
 

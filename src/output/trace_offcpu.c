@@ -42,8 +42,8 @@ static bool in_range(const struct trace_opts *o, uint64_t from, uint64_t to)
 static const char *comm_of(const struct profile *p, uint32_t pid, uint32_t tid, char *buf,
 			   size_t len)
 {
-	const struct thread *t = profile__thread((struct profile *)p, pid, tid, false);
-	const struct process *pr = profile__proc((struct profile *)p, pid, false);
+	const struct thread *t = profile__find_thread(p, pid, tid);
+	const struct process *pr = profile__find_proc(p, pid);
 
 	/* A main thread's process name follows exec; its thread name only follows samples. */
 	if (pr && pr->comm && tid == pid && *profile__str(p, pr->comm))
@@ -59,7 +59,7 @@ static void running_tail(struct trace_writer *w, const struct profile *p,
 			 const struct trace_opts *o, const struct event *e, uint32_t tid,
 			 uint64_t from, struct trace_stats *st)
 {
-	const struct process *pr = profile__proc((struct profile *)p, e->pid, false);
+	const struct process *pr = profile__find_proc(p, e->pid);
 
 	if (e->tid != e->pid || !pr || pr->exit_ts <= from || !in_range(o, from, pr->exit_ts))
 		return;

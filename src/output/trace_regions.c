@@ -38,7 +38,7 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 
 		if (!i || rs.inst[i - 1].tid != r->tid) {
 			const struct thread *t =
-				profile__thread((struct profile *)p, r->pid, r->tid, false);
+				profile__find_thread(p, r->pid, r->tid);
 
 			snprintf(name, sizeof(name), "%s %u regions",
 				 t ? profile__str(p, t->comm) : "thread", r->tid);

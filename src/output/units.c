@@ -27,3 +27,16 @@ void fmt_bytes(char *buf, size_t len, double v)
 	}
 	snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", v, units[u]);
 }
+
+void fmt_count(char *buf, size_t len, uint64_t v)
+{
+	char tmp[32];
+	int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v), o = 0;
+
+	for (int i = 0; i < n && (size_t)o < len - 1; i++) {
+		if (i && (n - i) % 3 == 0 && (size_t)o < len - 2)
+			buf[o++] = ',';
+		buf[o++] = tmp[i];
+	}
+	buf[o] = '\0';
+}

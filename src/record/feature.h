@@ -14,6 +14,7 @@
  *              place and before sampling starts and a launched command execs
  *   poll       every loop iteration (~50 ms): probe new mappings, read
  *              counters; now is CLOCK_MONOTONIC ns
+ *   child_exit the launched command exited, before it is reaped (optional)
  *   finish     after sampling stopped and the last ring-buffer read, before
  *              the final flush and symbolization: detach the feature's own
  *              probes, read what they left in the ring (ring_buffer__consume
@@ -34,6 +35,7 @@ struct profile;
 struct profile_bpf;
 struct event_ctx;
 struct proc_tracker;
+struct rusage;
 
 struct feature_ctx {
 	const struct record_opts *o;
@@ -57,6 +59,12 @@ struct feature {
 	int (*configure)(struct feature_ctx *f, void **state);
 	int (*attach)(struct feature_ctx *f, void *state);
 	int (*poll)(struct feature_ctx *f, void *state, uint64_t now);
+	/*
+	 * The launched command exited and is a zombie still: /proc has its final figures; ru
+	 * is what the kernel gives a waiter (getrusage RUSAGE_BOTH: ru_maxrss its peak RSS).
+	 */
+	void (*child_exit)(struct feature_ctx *f, void *state, uint32_t pid, uint64_t now,
+			   const struct rusage *ru);
 	int (*finish)(struct feature_ctx *f, void *state);
 	void (*destroy)(struct feature_ctx *f, void *state);
 };

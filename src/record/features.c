@@ -8,6 +8,7 @@ extern const struct feature feature_offcpu;
 extern const struct feature feature_cuda;
 extern const struct feature feature_region;
 extern const struct feature feature_python;
+extern const struct feature feature_metrics;
 
 /* One line per feature; each is defined in its own file of src/record/. */
 const struct feature *const record_features[] = {
@@ -16,5 +17,6 @@ const struct feature *const record_features[] = {
 	&feature_cuda,
 	&feature_region,
 	&feature_python,
+	&feature_metrics,
 	NULL,
 };

@@ -600,11 +600,23 @@ static struct pmap *lookup(struct proc_tracker *t, uint32_t pid, uint64_t pc, ui
 	return find_map(ps, pc);
 }
 
+/*
+ * An address in no mapping we saw. In a process whose JIT writes a perf map or
+ * jitdump it is most likely JIT code freed before we read the maps again (V8
+ * releases code pages): the JIT's list names it by address if it lists it.
+ * Otherwise one object for all processes: it names nothing of its process.
+ */
 static int unknown_location(struct proc_tracker *t, uint32_t pid, uint64_t pc, uint32_t *loc)
 {
-	/* One object for all processes: an unmapped address names nothing of its process. */
-	int64_t obj = profile__object(t->p, OBJ_ANON, "[unknown]", "", 0);
+	struct pstate *ps = pstate_get(t, pid, false);
+	int64_t obj = -1;
 	int64_t l;
+
+	for (size_t i = 0; ps && i < ps->n && obj < 0; i++)
+		if (ps->maps[i].kind == OBJ_PERFMAP)
+			obj = ps->maps[i].obj;
+	if (obj < 0)
+		obj = profile__object(t->p, OBJ_ANON, "[unknown]", "", 0);
 
 	if (obj < 0)
 		return (int)obj;

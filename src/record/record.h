@@ -43,6 +43,9 @@ struct record_opts {
 	const char *usdts[RECORD_MAX_REGIONS];
 	size_t nusdts;
 	bool no_auto_regions; /* no EPROF_REGION_* / NVTX probes unless asked for */
+	/* resource metrics (src/record/metrics.c, docs/metrics.md) */
+	bool no_metrics;
+	uint32_t metrics_interval_ms; /* 0: the default, 100 */
 };
 
 /* Runs a whole record; returns the process exit status for main(). */

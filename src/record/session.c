@@ -594,10 +594,23 @@ static void show_status(struct session *s, uint64_t t)
 
 static bool check_child(struct session *s)
 {
+	siginfo_t si = { 0 };
+	struct rusage ru = { 0 };
+	const struct feature *f;
 	int status;
 
 	if (!s->child || s->child_done)
 		return false;
+	/*
+	 * Exited but not reaped: the features read its final figures from /proc first (the
+	 * raw waitid also gives its peak RSS, which /proc no longer has).
+	 */
+	if (syscall(SYS_waitid, P_PID, s->child, &si, WEXITED | WNOHANG | WNOWAIT, &ru) ||
+	    si.si_pid != s->child)
+		return false;
+	FOR_EACH_FEATURE(s, i, f)
+		if (f->child_exit)
+			f->child_exit(&s->fctx, s->fstate[i], s->child, now_ns(), &ru);
 	if (waitpid(s->child, &status, WNOHANG) != s->child)
 		return false;
 	s->child_done = true;

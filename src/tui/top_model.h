@@ -56,6 +56,7 @@ struct top_model {
 };
 
 struct top_gpu;
+struct top_metrics;
 
 struct top_view {
 	enum top_sort sort;
@@ -71,6 +72,7 @@ struct top_header {
 	unsigned freq;
 	int ncpus;
 	bool paused;
+	const struct top_metrics *res; /* the resource line (top_metrics.h), NULL = none */
 };
 
 int top_model__init(struct top_model *m);

@@ -8,6 +8,7 @@
 #include "../analysis/procs.h"
 #include "../analysis/pygil.h"
 #include "top_gpu.h"
+#include "top_metrics.h"
 #include "top_model.h"
 
 #define MAX_DEPTH 512
@@ -109,7 +110,7 @@ static int header_cpu(struct sink *out, const struct top_model *m, const struct 
 	sink_puts(out, "CPU:");
 	for (size_t i = 0; i < m->procs.n && shown < 5; i++, shown++) {
 		const struct top_proc *pr = &m->procs.v[i];
-		struct process *proc = profile__proc((struct profile *)p, pr->pid, false);
+		const struct process *proc = profile__find_proc(p, pr->pid);
 		char name[32];
 
 		/* "python3 train.py": the workers of a job share comm, not always argv */
@@ -137,6 +138,8 @@ static int render_header(struct sink *out, const struct top_model *m, const stru
 		    top_sort_name(v->sort), v->filter && *v->filter ? "  filter: " : "",
 		    v->filter ? v->filter : "", v->threads ? "  [threads]" : "");
 	header_cpu(out, m, p, h);
+	if (h->res)
+		top_metrics__render(out, h->res);
 	return sink_puts(out, "\n");
 }
 
@@ -190,7 +193,7 @@ static int render_procs(struct sink *out, const struct top_model *m, const struc
 	sink_puts(out, "     PID     PPID    CPU%  Command\n");
 	for (size_t i = 0; i < m->procs.n && shown < max_rows; i++, shown++) {
 		const struct top_proc *tp = &m->procs.v[i];
-		struct process *pr = profile__proc((struct profile *)p, tp->pid, false);
+		const struct process *pr = profile__find_proc(p, tp->pid);
 		struct proc_stat ps = { .pid = tp->pid };
 		const char *cmd;
 		char buf[64];
@@ -227,7 +230,7 @@ static int render_threads(struct sink *out, const struct top_model *m, const str
 	sink_puts(out, "     PID      TID  Thread            CPU%   Decayed%  Samples\n");
 	for (size_t i = 0; i < m->threads.n && shown < max_rows; i++) {
 		const struct top_thread *t = &m->threads.v[i];
-		struct thread *th = profile__thread((struct profile *)p, t->pid, t->tid, false);
+		const struct thread *th = profile__find_thread(p, t->pid, t->tid);
 
 		if (t->samples < 0.05)
 			continue;
@@ -251,7 +254,8 @@ int top_render(struct sink *out, const struct top_model *m, const struct profile
 		err = render_threads(out, m, p, h, width, max_rows);
 	else
 		err = render_funcs(out, m, p, v, width, max_rows);
-	return err ? err : 4; /* header lines before the table's title */
+	/* header lines before the table's title */
+	return err ? err : 4 + (h->res && h->res->seen);
 }
 
 static void render_edges(struct sink *out, const struct profile *p, const struct top_edge *e,

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "top_metrics.h"
 #include "top_ui.h"
 
 enum ui_mode { UI_TABLE = 0, UI_CALLS, UI_HELP, UI_FILTER };
@@ -216,7 +217,7 @@ void top_ui__draw(struct top_ui *ui, const struct top_model *m, const struct pro
 		  const struct top_header *h)
 {
 	struct sink *out = sink_mem();
-	int hdr = 0, rows = LINES - 7;
+	int hdr = 0, rows = LINES - 7 - (h->res && h->res->seen); /* the resource line */
 
 	if (!out)
 		return;

@@ -274,6 +274,30 @@ def test_cupti_kernels_joined_to_launch_stacks(ep, fake_cuda):
                   ("copy_step", "[gpu] memcpy HtoD"): 300_000}, fg
 
 
+def test_diff_names_the_kernel_made_slower(ep, fake_cuda):
+    """eprof diff of two runs of the fake app, kernel_a 2x slower in the second."""
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"])
+    env.pop("CUDA_INJECTION64_PATH", None)
+    ep.run("record", "-q", "-o", "base.data", "--", fake_cuda["app"], "50", "50", env=env)
+    ep.run("record", "-q", "-o", "new.data", "--", fake_cuda["app"], "50", "50",
+           env=dict(env, FAKE_CUDA_SLOW="kernel_a:2"))
+    js = json.loads(ep.run("diff", "base.data", "new.data", "--json").stdout)
+    gpu = js["gpu"]
+    kernels = {k["key"]: k for k in gpu["kernels"]}
+    assert gpu["kernels"][0]["key"] == "kernel_a", gpu["kernels"]
+    assert kernels["kernel_a"]["ns"] == {"base": 20_000_000, "new": 40_000_000}
+    assert kernels["kernel_b"]["ns"] == {"base": 25_000_000, "new": 25_000_000}
+    assert kernels["kernel_a"]["count"] == {"base": 10, "new": 10}
+    assert gpu["kernel_ns"]["new"] - gpu["kernel_ns"]["base"] == 20_000_000
+    assert gpu["launches"] == {"base": 15, "new": 15}
+    assert gpu["copies"]["htod"]["bytes"] == {"base": 3 * 8192, "new": 3 * 8192}
+    r = ep.run("diff", "base.data", "new.data", "--gate", "kernel:kernel_a.mean>+50%",
+               "--gate", "kernel:kernel_b.mean>+5%", "--gate", "gpu.kernel>+10ms", check=False)
+    assert r.returncode == 3, r.stderr
+    assert "gate failed: kernel:kernel_a.mean>+50%: 2.000 ms -> 4.000 ms (+100.0%)" in r.stderr
+    assert "gate failed: gpu.kernel>+10ms" in r.stderr and "kernel_b" not in r.stderr, r.stderr
+
+
 def test_cupti_trace_tracks_and_flows(ep, fake_cuda):
     record_fake(ep, fake_cuda)
     ep.run("trace", "-o", "t.json")

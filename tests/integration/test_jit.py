@@ -106,7 +106,9 @@ def test_node_jitdump(need_bpf, ep, tmp_path):
     js = [f for f in rep["functions"] if f["kind"] == "jit" and ("inner" in f["name"] or
                                                                  "outer" in f["name"])]
     assert js and sum(f["self_pct"] for f in js) > 50, rep["functions"][:6]
-    assert not any(f["name"].startswith("[unknown] [anon]") for f in rep["functions"])
+    # Code V8 released before the maps were read again is named by the jitdump too.
+    unnamed = [f for f in rep["functions"] if f["name"].startswith("[unknown] [anon]")]
+    assert not unnamed, (unnamed, rep["stats"].get("unmapped_addresses"))
 
 
 def test_jit_code_missing_from_perf_map(need_bpf, ep, jitcall):

@@ -325,8 +325,9 @@ def test_trace_is_valid_perfetto_json(mt):
             assert sum(1 for g in gaps if g >= 25_000) >= 8, gaps[:20]
             assert covered / (runs[-1][1] - runs[0][0]) < 0.7
     # CPU utilisation counter of the process
-    counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
-    assert counters and all(e["name"] == "CPU utilization" for e in counters)
+    # (the other counter tracks are the resource metrics': docs/metrics.md)
+    counters = [e for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "CPU utilization"]
+    assert counters
     peak = max(e["args"]["cores"] for e in counters)
     assert 0.9 < peak <= 2.6, peak
 
@@ -572,7 +573,10 @@ def test_diff_table_json_and_gate(runs):
     assert abs(f["func_b"]["base"]["self_pct"] - 50) < 6, f["func_b"]
     assert abs(f["func_b"]["new"]["self_pct"] - 75) < 6, f["func_b"]
     assert f["func_b"]["change_pct"] > 30 and f["func_a"]["change_pct"] < -30
-    assert js["speedup"]["cpu"] == pytest.approx(1.0, abs=0.25)
+    # BASE's CPU time over NEW's (both runs spin 1.5 s; a loaded machine gives either less)
+    assert js["speedup"]["cpu"] == pytest.approx(js["base"]["cpu_ns"] / js["new"]["cpu_ns"],
+                                                 rel=1e-3)
+    assert 0.3 < js["speedup"]["cpu"] < 3, js["speedup"]
     assert f["func_b"]["new"]["self_ms_per_s"] > f["func_b"]["base"]["self_ms_per_s"]
     # the findings of both runs, paired: the hottest function is func_b's 75% in NEW
     hot = [x for x in js["findings"] if x["id"] == "hot-function"]

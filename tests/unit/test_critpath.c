@@ -160,6 +160,28 @@ static void test_offcpu_weights(void **state)
 	profile__free(p);
 }
 
+/* Events of other kinds beside sampled off-CPU intervals are passed over, not read as waits. */
+static void test_offcpu_other_events(void **state)
+{
+	struct profile *p = two_threads();
+	struct event r = {.kind = EVK_REGION, .pid = 1, .tid = 1, .ts = 1500, .dur = 100};
+	struct sample_filter f = {0};
+	struct sample *v;
+	size_t n;
+
+	(void)state;
+	profile__set_meta(p, "offcpu_sample_ns", "1000000"); /* sampled: weights scaled */
+	r.name = profile__intern(p, "step");
+	assert_int_equal(profile__add_event(p, &r), 0);
+	assert_int_equal(offcpu_samples(p, OFFCPU_W_OFF, &f, &v, &n), 0);
+	assert_int_equal(n, 4); /* the intervals only */
+	free(v);
+	assert_int_equal(offcpu_samples(p, OFFCPU_W_WAKERS, &f, &v, &n), 0);
+	assert_int_equal(n, 0);
+	free(v);
+	profile__free(p);
+}
+
 /* --wakers: each wait with a waker stack, on that stack, weighted until its wakeup. */
 static void test_waker_weights(void **state)
 {
@@ -516,6 +538,7 @@ int main(void)
 	    cmocka_unit_test(test_walk_unexplained_wait),
 	    cmocka_unit_test(test_walk_terminates_on_cycles),
 	    cmocka_unit_test(test_offcpu_weights),
+	    cmocka_unit_test(test_offcpu_other_events),
 	    cmocka_unit_test(test_waker_weights),
 	    cmocka_unit_test(test_gpu_launch_stream_order_sync),
 	    cmocka_unit_test(test_gpu_idle_gap_is_launch),

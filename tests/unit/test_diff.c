@@ -41,7 +41,10 @@ static void test_diff_normalised(void **state)
 	struct diff_result r;
 	const struct diff_func *a, *b, *c;
 
-	assert_int_equal(diff_profiles(base, new, &(struct diff_opts){ .fail_above = 10 }, &r), 0);
+	assert_int_equal(diff_profiles(base, new,
+				       &(struct diff_opts){ .fail_above = 10, .sort = DIFF_SORT_SHARE },
+				       &r),
+			 0);
 	assert_int_equal(r.run[DIFF_BASE].samples, 1000);
 	assert_int_equal(r.run[DIFF_NEW].samples, 2040);
 	assert_true(fabs(r.speedup_wall - 0.5) < 1e-9);

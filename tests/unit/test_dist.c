@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "analysis/diff_gate.h"
+#include "analysis/diff_job.h"
 #include "analysis/ranks.h"
 #include "model/event.h"
 #include "model/merge.h"
@@ -61,7 +63,7 @@ static struct profile *rank_file(int rank, const char *host, int64_t real_minus_
 	profile__set_meta(p, "world_size", "3");
 	profile__set_meta(p, "hostname", host);
 	profile__set_meta(p, "clock_monotonic_ns", "1000000000");
-	snprintf(buf, sizeof(buf), "%" PRId64, 1000000000 + real_minus_mono);
+	snprintf(buf, sizeof(buf), "%" PRId64, 1700000000000000000 + 1000000000 + real_minus_mono);
 	profile__set_meta(p, "clock_realtime_ns", buf);
 	profile__set_meta(p, "start_ns", "1000000000");
 	profile__set_meta(p, "end_ns", "9000000000");
@@ -202,6 +204,96 @@ static void test_merge(void **state)
 	(void)state;
 }
 
+/* Two runs of a 3-rank job: the straggler moves from rank 2 to rank 1, whose compute grew. */
+static void test_diff_job(void **state)
+{
+	const uint64_t ms = 1000000;
+	uint64_t t[4], l[4], late[4];
+	struct profile *b[3], *n[2];
+	char *bp[3] = { "b0", "b1", "b2" }, *np[2] = { "n0", "n1" };
+	struct job_summary sb, sn;
+	struct diff_job d;
+	struct diff_kinds k = { 0 };
+	struct diff_result r = { 0 };
+	struct diff_gate g;
+	const struct diff_rank *rk;
+	char err[256];
+
+	for (int i = 0; i < 4; i++) {
+		t[i] = 2000 * ms + i * 100 * ms;
+		late[i] = t[i] + 10 * ms;
+		l[i] = t[i] + 12 * ms;
+	}
+	b[0] = rank_file(0, "a", 0, t, l, 4);
+	b[1] = rank_file(1, "a", 0, t, l, 4);
+	b[2] = rank_file(2, "a", 0, late, l, 4);
+	n[0] = rank_file(0, "a", 0, t, l, 4);
+	n[1] = rank_file(1, "a", 0, late, l, 4);
+	/* rank 1 computes 5 ms more in NEW */
+	for (int i = 0; i < 5; i++) {
+		struct sample s = n[1]->samples.v[0];
+
+		assert_int_equal(profile__add_sample(n[1], &s), 0);
+	}
+	assert_int_equal(job_analyze(b, bp, 3, &sb), 0);
+	assert_int_equal(job_analyze(n, np, 2, &sn), 0);
+	assert_int_equal(diff_job(&sb, &sn, &d), 0);
+
+	assert_int_equal(d.run[0].recordings, 3);
+	assert_int_equal(d.run[1].recordings, 2);
+	assert_int_equal(d.run[0].straggler, 2);
+	assert_int_equal(d.run[1].straggler, 1);
+	assert_string_equal(d.run[1].straggler_func, "compute");
+	assert_true(fabs(d.run[0].wait_s - 0.080) < 1e-9); /* ranks 0 and 1: 10 ms x 4 */
+	assert_true(fabs(d.run[1].wait_s - 0.040) < 1e-9); /* rank 0 only */
+	assert_int_equal(d.n, 3);
+	/* rank 1: in communication 48 ms -> 8 ms, so its work grew 40 ms; its compute 4 -> 9 ms */
+	rk = diff_job_rank(&d, 1);
+	assert_non_null(rk);
+	assert_true(rk->in[0] && rk->in[1]);
+	assert_true(fabs(rk->comm_s[0] - 0.048) < 1e-9 && fabs(rk->comm_s[1] - 0.008) < 1e-9);
+	assert_true(fabs(rk->wait_s[0] - 0.040) < 1e-9 && fabs(rk->wait_s[1]) < 1e-9);
+	assert_int_equal(rk->last[1], 4);
+	assert_string_equal(rk->func, "compute");
+	assert_true(fabs(rk->func_s[0] - 0.004) < 1e-9 && fabs(rk->func_s[1] - 0.009) < 1e-9);
+	assert_ptr_equal(&d.ranks[d.slowest], rk);
+	/* rank 2 has no recording in NEW: said, not paired with another */
+	rk = diff_job_rank(&d, 2);
+	assert_true(rk && rk->in[0] && !rk->in[1] && !rk->func[0]);
+	assert_int_equal(d.ncolls, 1);
+	assert_string_equal(d.colls[0].name, "MPI_Allreduce");
+	assert_int_equal(d.colls[0].instances[0], 4);
+	assert_int_equal(d.colls[0].instances[1], 4);
+
+	/* the gates on the job */
+	k.job = &d;
+	assert_int_equal(diff_gate_parse("rank:1.work>+30ms", &g, err, sizeof(err)), 0);
+	assert_int_equal(diff_gate_eval(&g, &r, &k, err, sizeof(err)), 0);
+	assert_true(g.failed && fabs(g.change - 40 * 1e6) < 1);
+	assert_int_equal(diff_gate_parse("rank:1.work>+50ms", &g, err, sizeof(err)), 0);
+	assert_int_equal(diff_gate_eval(&g, &r, &k, err, sizeof(err)), 0);
+	assert_false(g.failed);
+	assert_int_equal(diff_gate_parse("job.wait<-40%", &g, err, sizeof(err)), 0);
+	assert_int_equal(diff_gate_eval(&g, &r, &k, err, sizeof(err)), 0);
+	assert_true(g.failed && fabs(g.change + 50) < 1e-6); /* 80 -> 40 ms: -50% */
+	assert_int_equal(diff_gate_parse("rank:2.wall>+1%", &g, err, sizeof(err)), 0);
+	assert_int_equal(diff_gate_eval(&g, &r, &k, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "no rank 2 in both runs"));
+	assert_int_equal(diff_gate_parse("rank:1.speed>+1%", &g, err, sizeof(err)), -EINVAL);
+	k.job = NULL; /* two single recordings */
+	assert_int_equal(diff_gate_parse("job.wait>+1%", &g, err, sizeof(err)), 0);
+	assert_int_equal(diff_gate_eval(&g, &r, &k, err, sizeof(err)), -ENOENT);
+
+	diff_job__free(&d);
+	job_summary_free(&sb);
+	job_summary_free(&sn);
+	for (int i = 0; i < 3; i++)
+		profile__free(b[i]);
+	profile__free(n[0]);
+	profile__free(n[1]);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -209,6 +301,7 @@ int main(void)
 		cmocka_unit_test(test_waits_straggler_clocks),
 		cmocka_unit_test(test_missing_rank_no_straggler),
 		cmocka_unit_test(test_merge),
+		cmocka_unit_test(test_diff_job),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -358,6 +358,61 @@ static void test_jit_mapping(void **state)
 	fx_free(&fx);
 }
 
+static const char *tracker_path(void *ctx, uint32_t obj)
+{
+	return proc_tracker__object_path(ctx, obj);
+}
+
+/*
+ * An address in no mapping of a process whose JIT writes a perf map (code the
+ * JIT freed before the maps were read again, as V8 does): the perf map names it.
+ */
+static void test_unmapped_jit_code_named_by_perf_map(void **state)
+{
+	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+	const struct location *l;
+	const struct frame *f;
+	struct symbolize_stats st;
+	struct symbolizer *sym;
+	struct fixture fx;
+	struct sample_ev e;
+
+	snprintf(dir, sizeof(dir), "%s/400", proc_root);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/maps", dir);
+	write_file(path, "00400000-00500000 r-xp 00001000 08:01 1234   /usr/bin/true\n"
+			 "7f0000000000-7f0000010000 r-xp 00000000 00:00 0 \n");
+	snprintf(path, sizeof(path), "%s/root", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/root/tmp", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/root/tmp/perf-400.map", dir);
+	write_file(path, "7f0000000100 80 live_fn\n7f0000200000 100 freed_fn\n");
+	fx_init(&fx);
+	make_sample(&e, 0, 2);
+	e.s.h.pid = e.s.h.tid = 400;
+	e.ips[0] = 0x7f0000200010; /* in no mapping: its page was released */
+	e.ips[1] = 0x400200;
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	e.ips[0] = 0x7f0000300000; /* in no mapping, and the perf map lists nothing there */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->stats[STAT_UNMAPPED_ADDR], 2);
+
+	sym = symbolizer__new(NULL);
+	assert_non_null(sym);
+	assert_int_equal(symbolize_profile(fx.p, sym, tracker_path, fx.t, &st), 0);
+	f = frame_at(fx.p, fx.p->samples.v[0].stack, 2, &l);
+	assert_non_null(f);
+	assert_string_equal(profile__str(fx.p, f->name), "freed_fn");
+	assert_int_equal(f->kind, FRAME_JIT);
+	f = frame_at(fx.p, fx.p->samples.v[1].stack, 2, &l);
+	assert_non_null(f);
+	assert_int_equal(f->kind, FRAME_UNKNOWN);
+	assert_string_equal(profile__str(fx.p, f->name), "[unknown] [jit]+0x7f0000300000");
+	symbolizer__free(sym);
+	fx_free(&fx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +423,7 @@ int main(void)
 		cmocka_unit_test(test_cfi_budget),
 		cmocka_unit_test(test_exiting_process_keeps_maps),
 		cmocka_unit_test(test_jit_mapping),
+		cmocka_unit_test(test_unmapped_jit_code_named_by_perf_map),
 	};
 
 	return cmocka_run_group_tests(tests, setup_proc, NULL);

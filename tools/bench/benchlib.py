@@ -34,10 +34,22 @@ def die(msg):
 
 # --- tools ---------------------------------------------------------------------------
 
+def sanitized(build_dir):
+    """Whether a CMake build directory was configured with EPROF_SANITIZE=ON."""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            return any(ln.startswith("EPROF_SANITIZE:") and ln.strip().endswith("=ON") for ln in f)
+    except OSError:
+        return False
+
+
 def find_eprof(explicit=None):
-    """--eprof, then $EPROF, then the private bench build, then build*/eprof in the repo."""
-    cands = [explicit, os.environ.get("EPROF"), "/tmp/build-bench/eprof"]
-    cands += sorted(os.path.join(REPO, d, "eprof") for d in os.listdir(REPO) if d.startswith("build"))
+    """--eprof, then $EPROF, then the private bench build, then build/eprof, then the repo's other
+    build*/eprof that are not sanitizer builds (an ASan binary's timings are not eprof's)."""
+    cands = [explicit, os.environ.get("EPROF"), "/tmp/build-bench/eprof",
+             os.path.join(REPO, "build", "eprof")]
+    cands += sorted(os.path.join(REPO, d, "eprof") for d in os.listdir(REPO)
+                    if d.startswith("build") and d != "build" and not sanitized(os.path.join(REPO, d)))
     for c in cands:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return os.path.abspath(c)

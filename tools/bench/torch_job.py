@@ -76,6 +76,9 @@ def run_job(eprof, extra, seconds, data):
 def folded(eprof, data, *extra):
     r = subprocess.run([eprof, "flamegraph", data, "--folded", "--lines", *extra],
                        capture_output=True, text=True)
+    if r.returncode:
+        raise bl.BenchError(f"eprof flamegraph {data} {' '.join(extra)} exited {r.returncode}: "
+                            f"{r.stderr[-2000:]}")
     out = []
     for line in r.stdout.splitlines():
         stack, _, n = line.rpartition(" ")

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Resource metrics (record's default time series, docs/metrics.md): EVK_COUNTER events whose
+ * name is one of the names below. The recorder writes them, every reader knows them from this
+ * table: what each measures, its unit, and whether it is a running total (a delta over the
+ * record is the difference of two readings) or a level (RSS, a temperature).
+ *
+ * Scope says which pid/tid an event carries: a process's counters have its pid and tid 0;
+ * machine-wide ones pid 0 and, for energy zones and GPUs, the zone or device index in tid
+ * (ev_counter_index() in event.h).
+ */
+#ifndef EPROF_METRICS_H
+#define EPROF_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum metric_scope {
+	MSCOPE_PROCESS = 0, /* pid = the process */
+	MSCOPE_ENERGY = 1,  /* pid 0, tid = RAPL zone index (meta energy_zone_N names it) */
+	MSCOPE_GPU = 2,	    /* pid 0, tid = NVML device index (meta nvml_gpu_N names it) */
+};
+
+enum metric_id {
+	/* per process: /proc/PID/stat, status and io, and bpf/metrics.bpf.h */
+	MET_CPU_USER = 0,
+	MET_CPU_SYS,
+	MET_RSS_ANON,
+	MET_RSS_FILE,
+	MET_RSS_SHMEM,
+	MET_RSS_PEAK,
+	MET_MINFLT,
+	MET_MAJFLT,
+	MET_NVCSW,
+	MET_NIVCSW,
+	MET_IO_RCHAR,
+	MET_IO_WCHAR,
+	MET_IO_READ_BYTES,
+	MET_IO_WRITE_BYTES,
+	MET_NET_TCP_TX,
+	MET_NET_TCP_RX,
+	MET_NET_UDP_TX,
+	MET_NET_UDP_RX,
+	MET_NET_UNIX_TX,
+	MET_NET_UNIX_RX,
+	MET_THREADS,
+	MET_PROC_COUNT, /* the per-process ones end here */
+	/* RAPL (powercap) */
+	MET_ENERGY_UJ = MET_PROC_COUNT,
+	/* NVML, per GPU */
+	MET_GPU_UTIL,
+	MET_GPU_MEM_UTIL,
+	MET_GPU_MEM_USED,
+	MET_GPU_MEM_TOTAL,
+	MET_GPU_POWER_MW,
+	MET_GPU_ENERGY_MJ,
+	MET_GPU_TEMP_C,
+	MET_GPU_SM_CLOCK,
+	MET_GPU_MEM_CLOCK,
+	MET_GPU_THROTTLE,
+	MET_GPU_PCIE_TX,
+	MET_GPU_PCIE_RX,
+	MET_COUNT
+};
+
+struct metric_def {
+	const char *name;  /* the counter's name in the file */
+	const char *unit;  /* ns, bytes, count, uJ, pct, mW, mJ, C, MHz, mask, KBps */
+	uint8_t scope;	   /* enum metric_scope */
+	bool cumulative;   /* a running total; else a level */
+	const char *label; /* a few words for tables and charts */
+};
+
+extern const struct metric_def metric_defs[MET_COUNT];
+
+/* The metric of a counter name, or -1 for other counters (rss_bytes of --mem ...). */
+int metric_by_name(const char *name);
+
+#endif

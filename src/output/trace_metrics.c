@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Resource metric counter tracks of `eprof trace` (docs/metrics.md): per process, CPU in
+ * cores, RSS by kind, and the rates of faults, context switches, I/O and network bytes; per
+ * GPU (a pseudo process of its own), utilisation, memory, power, temperature and clocks; the
+ * machine's power from its energy counters.
+ *
+ * The recorder writes a reading only when it changed, so a running total that stayed put for
+ * a while changed within the last interval before its next reading: its rate is spread over
+ * that interval, and is 0 before it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../analysis/metrics.h"
+#include "trace.h"
+
+#define GPU_METRICS_PID 0x50000000u /* + device: the pseudo process of a GPU's tracks */
+#define ENERGY_PID 0x50001000u	    /* the machine's power */
+
+static bool in_window(const struct trace_opts *o, uint64_t ts)
+{
+	return (!o->filter.t0 || ts >= o->filter.t0) && (!o->filter.t1 || ts <= o->filter.t1);
+}
+
+static void put(struct trace_writer *w, const struct trace_opts *o, uint32_t pid, const char *track,
+		uint64_t ts, double v, struct trace_stats *st)
+{
+	static const char *const series[] = {"value"};
+
+	if (!in_window(o, ts))
+		return;
+	trace_counter(w, pid, track, ts, series, &v, 1);
+	st->events++;
+}
+
+/* A level as it is read (scale: divisor of the value). */
+static int level_track(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		       int m, uint32_t pid, uint32_t index, uint32_t tpid, const char *track,
+		       double scale, bool skip_zero, struct trace_stats *st)
+{
+	struct metric_point *pts;
+	size_t n, nonzero = 0;
+	int err = metrics_series(p, m, pid, index, &pts, &n);
+
+	for (size_t i = 0; !err && i < n; i++)
+		nonzero += pts[i].v != 0;
+	if (skip_zero && !nonzero)
+		n = 0;
+	for (size_t i = 0; !err && i < n; i++)
+		put(w, o, tpid, track, pts[i].ts, pts[i].v / scale, st);
+	free(pts);
+	return err;
+}
+
+/*
+ * A running total as a rate per second (scale: divisor). skip_zero: no track for a total
+ * that never moved.
+ */
+static int rate_track(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		      int m, uint32_t pid, uint32_t index, uint32_t tpid, const char *track,
+		      double scale, uint64_t interval, bool skip_zero, struct trace_stats *st)
+{
+	struct metric_point *pts;
+	size_t n;
+	int err = metrics_series(p, m, pid, index, &pts, &n);
+
+	if (err || n < 2 || (skip_zero && pts[n - 1].v == pts[0].v)) {
+		free(pts);
+		return err;
+	}
+	put(w, o, tpid, track, pts[0].ts, 0, st);
+	for (size_t i = 1; i < n; i++) {
+		uint64_t gap = pts[i].ts - pts[i - 1].ts, span = gap < interval ? gap : interval;
+		double d = pts[i].v >= pts[i - 1].v ? (double)(pts[i].v - pts[i - 1].v) : 0;
+
+		if (!span)
+			continue;
+		if (span < gap)
+			put(w, o, tpid, track, pts[i - 1].ts, 0, st);
+		put(w, o, tpid, track, pts[i].ts - span, d / scale * 1e9 / (double)span, st);
+	}
+	put(w, o, tpid, track, pts[n - 1].ts, 0, st);
+	free(pts);
+	return 0;
+}
+
+struct track_def {
+	int m;
+	const char *name;
+	double scale;
+	bool rate, skip_zero;
+};
+
+static const struct track_def proc_tracks[] = {
+    {MET_CPU_USER, "CPU user (cores)", 1, true, false},
+    {MET_CPU_SYS, "CPU system (cores)", 1, true, false},
+    {MET_RSS_ANON, "RSS anonymous (MiB)", 1048576, false, false},
+    {MET_RSS_FILE, "RSS file (MiB)", 1048576, false, false},
+    {MET_RSS_SHMEM, "RSS shmem (MiB)", 1048576, false, true},
+    {MET_MINFLT, "Minor faults/s", 1, true, true},
+    {MET_MAJFLT, "Major faults/s", 1, true, true},
+    {MET_NVCSW, "Voluntary switches/s", 1, true, true},
+    {MET_NIVCSW, "Involuntary switches/s", 1, true, true},
+    {MET_IO_RCHAR, "Read MiB/s (syscalls)", 1048576, true, true},
+    {MET_IO_WCHAR, "Written MiB/s (syscalls)", 1048576, true, true},
+    {MET_IO_READ_BYTES, "Disk read MiB/s", 1048576, true, true},
+    {MET_IO_WRITE_BYTES, "Disk written MiB/s", 1048576, true, true},
+    {MET_NET_TCP_TX, "TCP sent MiB/s", 1048576, true, true},
+    {MET_NET_TCP_RX, "TCP received MiB/s", 1048576, true, true},
+    {MET_NET_UDP_TX, "UDP sent MiB/s", 1048576, true, true},
+    {MET_NET_UDP_RX, "UDP received MiB/s", 1048576, true, true},
+    {MET_NET_UNIX_TX, "Unix socket sent MiB/s", 1048576, true, true},
+    {MET_NET_UNIX_RX, "Unix socket received MiB/s", 1048576, true, true},
+};
+
+static const struct track_def gpu_tracks[] = {
+    {MET_GPU_UTIL, "SM utilisation (%)", 1, false, false},
+    {MET_GPU_MEM_UTIL, "Memory utilisation (%)", 1, false, false},
+    {MET_GPU_MEM_USED, "Memory used (MiB)", 1048576, false, false},
+    {MET_GPU_POWER_MW, "Power (W)", 1000, false, false},
+    {MET_GPU_TEMP_C, "Temperature (C)", 1, false, false},
+    {MET_GPU_SM_CLOCK, "SM clock (MHz)", 1, false, false},
+    {MET_GPU_MEM_CLOCK, "Memory clock (MHz)", 1, false, false},
+    {MET_GPU_PCIE_TX, "PCIe TX (KB/s)", 1, false, true},
+    {MET_GPU_PCIE_RX, "PCIe RX (KB/s)", 1, false, true},
+};
+
+static int emit_tracks(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		       const struct track_def *t, size_t nt, uint32_t pid, uint32_t index,
+		       uint32_t tpid, uint64_t interval, struct trace_stats *st)
+{
+	int err = 0;
+
+	for (size_t k = 0; k < nt && !err; k++)
+		err = t[k].rate ? rate_track(w, p, o, t[k].m, pid, index, tpid, t[k].name,
+					     t[k].scale, interval, t[k].skip_zero, st)
+				: level_track(w, p, o, t[k].m, pid, index, tpid, t[k].name,
+					      t[k].scale, t[k].skip_zero, st);
+	return err;
+}
+
+int trace_source_metrics(struct trace_writer *w, const struct profile *p,
+			 const struct trace_opts *o, struct trace_stats *st)
+{
+	struct metrics_result r;
+	uint64_t interval;
+	char name[160];
+	int err = metrics_analyze(p, o->filter.pid, &r);
+
+	if (err || !r.present)
+		return err;
+	interval = r.interval_ms * 1000000ULL;
+	for (size_t i = 0; i < r.nprocs && !err; i++)
+		err =
+		    emit_tracks(w, p, o, proc_tracks, sizeof(proc_tracks) / sizeof(proc_tracks[0]),
+				r.procs[i].pid, 0, r.procs[i].pid, interval, st);
+	for (size_t i = 0; i < r.ngpus && !err && !o->filter.pid; i++) {
+		uint32_t tpid = GPU_METRICS_PID + r.gpus[i].index;
+
+		snprintf(name, sizeof(name), "GPU %u: %s (NVML)", r.gpus[i].index, r.gpus[i].name);
+		trace_process_name(w, tpid, name);
+		trace_process_sort_index(w, tpid, 2000 + (int)r.gpus[i].index);
+		err = emit_tracks(w, p, o, gpu_tracks, sizeof(gpu_tracks) / sizeof(gpu_tracks[0]),
+				  0, r.gpus[i].index, tpid, interval, st);
+	}
+	if (!err && r.cpu_joules > 0 && !o->filter.pid) {
+		trace_process_name(w, ENERGY_PID, "Energy (RAPL)");
+		trace_process_sort_index(w, ENERGY_PID, 3000);
+		for (size_t i = 0; i < r.nzones && !err; i++) {
+			snprintf(name, sizeof(name), "%s power (W)", r.zones[i].name);
+			/* uJ per second / 1e6 = W */
+			err = rate_track(w, p, o, MET_ENERGY_UJ, 0, r.zones[i].index, ENERGY_PID,
+					 name, 1e6, interval, false, st);
+		}
+	}
+	metrics_result__free(&r);
+	return err;
+}

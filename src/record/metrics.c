@@ -1,0 +1,934 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Resource metrics beside the profile (docs/metrics.md): every --metrics-interval (100 ms by
+ * default), per target process, CPU user/system time, minor/major faults and the thread count
+ * (/proc/PID/stat, summed over threads by the kernel), RSS anonymous/file/shmem and its peak
+ * (/proc/PID/status), syscall and block-layer I/O bytes (/proc/PID/io), and from BPF
+ * (bpf/metrics.bpf.h) context switches and network bytes; machine-wide, RAPL energy
+ * (powercap) and NVML GPU figures (nvml.c). Each reading is an EVK_COUNTER event named as in
+ * src/model/metrics.h, written when its value changed since the last one written, and once
+ * more at the end of the record, so a series is a step function of time.
+ *
+ * -a records the machine-wide figures only: per-process /proc reads for every process of the
+ * machine ten times a second would cost more than the profile.
+ */
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/perf_event.h>
+#include <linux/types.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+#include "../model/event.h"
+#include "../model/metrics.h"
+#include "eprof_abi.h"
+#include "../util/log.h"
+#include "../util/vec.h"
+#include "profile.skel.h"
+#include "feature.h"
+#include "nvml.h"
+#include "record.h"
+
+#define METRICS_DEFAULT_MS 100
+#define RAPL_MAX_ZONES 16
+/* -a: the busiest processes followed (by CPU samples), at most this many alive at once */
+#define METRICS_SYSTEM_PROCS 32
+
+struct mproc {
+	uint32_t pid;
+	int fd_stat, fd_status, fd_io;
+	bool written;		    /* something written for it */
+	uint64_t v[MET_PROC_COUNT]; /* the last reading */
+	uint64_t w[MET_PROC_COUNT]; /* the last value written */
+	uint32_t have; /* bit per source read: 1 stat, 2 status, 4 io, 8 bpf, 16 rusage */
+	uint64_t born; /* started during the record: when (CLOCK_MONOTONIC), else 0 */
+	uint32_t ppid;
+	bool gone;
+	/*
+	 * /proc/PID/io also counts the children the process has reaped (wait() adds theirs to
+	 * the parent's): raw is what the file said, sub what reaped targets brought with them,
+	 * and v holds raw - sub, the process's own bytes.
+	 */
+	uint64_t raw_io[4], sub_io[4];
+};
+
+struct rapl_zone {
+	int fd;
+	double scale; /* perf power events: Joules per count; 0: a powercap energy_uj file */
+	uint64_t last, range, total; /* total: uJ since the start, wraps undone */
+	uint64_t written;
+};
+
+struct metrics_state {
+	uint64_t interval_ns, last;
+	uint32_t names[MET_COUNT];
+	struct mproc *procs;
+	size_t nprocs, capprocs;
+	bool bpf; /* the BPF counters are loaded */
+	int map_fd;
+	int ncpus;
+	struct metrics_proc *percpu; /* ncpus values of one key */
+	double ns_per_tick;
+	int64_t boot_off; /* CLOCK_BOOTTIME - CLOCK_MONOTONIC: /proc start times are on the first */
+	uint64_t page;
+	struct rapl_zone rapl[RAPL_MAX_ZONES];
+	size_t nrapl;
+	/*
+	 * The launched command's VmHWM before its exec: eprof's own footprint, copied by the
+	 * fork, which the kernel keeps in the peak it reports at exit (ru_maxrss).
+	 */
+	uint64_t child_pre_hwm;
+	struct nvml *nvml;
+	uint64_t cpu_ns; /* the recorder thread's CPU time in the readings (meta metrics_cpu_ns) */
+	uint64_t *gpu_written; /* per device x MET_COUNT */
+	unsigned ngpus;
+	size_t seen; /* -a: the CPU samples already counted for the busiest processes */
+	uint32_t *busy; /* -a: scratch, the pids of the samples of one interval */
+	size_t capbusy;
+};
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static bool metrics_enabled(const struct record_opts *o)
+{
+	return !o->no_metrics;
+}
+
+/* The network tracepoints came in Linux 6.3: without them, no network bytes (meta says). */
+static void configure_bpf(struct feature_ctx *f, struct metrics_state *st)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	bool net =
+	    btf &&
+	    btf__find_by_name_kind(btf, "btf_trace_sock_send_length", BTF_KIND_TYPEDEF) > 0 &&
+	    btf__find_by_name_kind(btf, "btf_trace_sock_recv_length", BTF_KIND_TYPEDEF) > 0;
+
+	btf__free(btf);
+	bpf_program__set_autoload(f->skel->progs.metrics_switch, true);
+	bpf_program__set_autoload(f->skel->progs.metrics_send, net);
+	bpf_program__set_autoload(f->skel->progs.metrics_recv, net);
+	if (!net)
+		log_info("metrics: no sock_send_length tracepoint (Linux < 6.3): no network bytes");
+	profile__set_meta(f->p, "metrics_net", net ? "sock_length_tracepoints" : "none");
+	st->bpf = true;
+}
+
+static int metrics_configure(struct feature_ctx *f, void **state)
+{
+	struct metrics_state *st = calloc(1, sizeof(*st));
+	char buf[32];
+
+	if (!st)
+		return -ENOMEM;
+	*state = st;
+	st->interval_ns =
+	    (uint64_t)(f->o->metrics_interval_ms ? f->o->metrics_interval_ms : METRICS_DEFAULT_MS) *
+	    1000000ULL;
+	st->map_fd = -1;
+	st->ns_per_tick = 1e9 / (double)sysconf(_SC_CLK_TCK);
+	st->page = (uint64_t)sysconf(_SC_PAGESIZE);
+	st->boot_off = (int64_t)(clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC));
+	for (int i = 0; i < MET_COUNT; i++) {
+		st->names[i] = profile__intern(f->p, metric_defs[i].name);
+		if (!st->names[i])
+			return -ENOMEM;
+	}
+	if (!f->o->all)
+		configure_bpf(f, st);
+	snprintf(buf, sizeof(buf), "%" PRIu64, st->interval_ns / 1000000);
+	profile__set_meta(f->p, "metrics_interval_ms", buf);
+	profile__set_meta(f->p, "metrics_scope", f->o->all ? "system" : "process");
+	if (f->o->all) {
+		snprintf(buf, sizeof(buf), "%d", METRICS_SYSTEM_PROCS);
+		profile__set_meta(f->p, "metrics_system_procs", buf);
+	}
+	return 0;
+}
+
+/* --- RAPL through powercap --- */
+
+static int read_u64_at(int dirfd, const char *name, uint64_t *v)
+{
+	char buf[64];
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	*v = strtoull(buf, NULL, 10);
+	return 0;
+}
+
+static int read_fd_u64(int fd, uint64_t *v)
+{
+	char buf[64];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	*v = strtoull(buf, NULL, 10);
+	return 0;
+}
+
+static int read_zone(struct rapl_zone *z, uint64_t *v)
+{
+	uint64_t count;
+
+	if (!z->scale)
+		return read_fd_u64(z->fd, v);
+	if (read(z->fd, &count, sizeof(count)) != sizeof(count))
+		return -EIO;
+	*v = (uint64_t)((double)count * z->scale * 1e6);
+	return 0;
+}
+
+/*
+ * The RAPL counters as perf events of the "power" PMU (energy-pkg, energy-ram, energy-psys
+ * ...), one per package on the CPUs of its cpumask: where powercap is not there (or not
+ * readable). Some VMs expose the PMU and count nothing; the report then says so.
+ */
+static bool perf_power_open(struct feature_ctx *f, struct metrics_state *st)
+{
+	const char *dir = "/sys/bus/event_source/devices/power";
+	char path[512], buf[256];
+	uint64_t type;
+	struct dirent *de;
+	int cpus[8], ncpus = 0;
+	DIR *d;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/type", dir);
+	fp = fopen(path, "re");
+	if (!fp || fscanf(fp, "%" SCNu64, &type) != 1) {
+		if (fp)
+			fclose(fp);
+		return false;
+	}
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/cpumask", dir);
+	fp = fopen(path, "re");
+	if (fp && fgets(buf, sizeof(buf), fp)) {
+		for (char *tok = strtok(buf, ",\n"); tok && ncpus < 8; tok = strtok(NULL, ",\n"))
+			cpus[ncpus++] = atoi(tok);
+	}
+	if (fp)
+		fclose(fp);
+	snprintf(path, sizeof(path), "%s/events", dir);
+	d = opendir(path);
+	while (d && (de = readdir(d)) && ncpus) {
+		struct perf_event_attr attr = {.size = sizeof(attr)};
+		unsigned config;
+		double scale = 0;
+
+		if (strncmp(de->d_name, "energy-", 7) || strchr(de->d_name, '.'))
+			continue;
+		snprintf(path, sizeof(path), "%s/events/%s", dir, de->d_name);
+		fp = fopen(path, "re");
+		if (!fp || fscanf(fp, "event=%x", &config) != 1) {
+			if (fp)
+				fclose(fp);
+			continue;
+		}
+		fclose(fp);
+		snprintf(path, sizeof(path), "%s/events/%s.scale", dir, de->d_name);
+		fp = fopen(path, "re");
+		if (!fp || fscanf(fp, "%lf", &scale) != 1 || scale <= 0) {
+			if (fp)
+				fclose(fp);
+			continue;
+		}
+		fclose(fp);
+		attr.type = (uint32_t)type;
+		attr.config = config;
+		for (int c = 0; c < ncpus && st->nrapl < RAPL_MAX_ZONES; c++) {
+			struct rapl_zone *z = &st->rapl[st->nrapl];
+			char key[32];
+
+			z->fd = (int)syscall(SYS_perf_event_open, &attr, -1, cpus[c], -1,
+					     PERF_FLAG_FD_CLOEXEC);
+			z->scale = scale;
+			if (z->fd < 0 || read_zone(z, &z->last)) {
+				log_debug("metrics: perf power event %s not readable", de->d_name);
+				if (z->fd >= 0)
+					close(z->fd);
+				continue;
+			}
+			snprintf(key, sizeof(key), "energy_zone_%zu", st->nrapl);
+			snprintf(path, sizeof(path), "%s perf:power/%s/ cpu%d", de->d_name + 7,
+				 de->d_name, cpus[c]);
+			profile__set_meta(f->p, key, path);
+			z->written = UINT64_MAX;
+			st->nrapl++;
+		}
+	}
+	if (d)
+		closedir(d);
+	if (!st->nrapl)
+		return false;
+	profile__set_meta(f->p, "energy_source", "rapl-perf");
+	log_info("metrics: %zu RAPL energy counters (perf power events)", st->nrapl);
+	return true;
+}
+
+static int zone_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * The RAPL zones of powercap (intel-rapl:N packages, intel-rapl:N:M their sub-zones such as
+ * dram), whose energy_uj counters are readable. EPROF_POWERCAP_DIR points elsewhere (tests).
+ */
+static void rapl_open(struct feature_ctx *f, struct metrics_state *st)
+{
+	const char *root = getenv("EPROF_POWERCAP_DIR") ?: "/sys/class/powercap";
+	char *names[64];
+	size_t n = 0;
+	struct dirent *de;
+	DIR *d = opendir(root);
+
+	if (!d) {
+		if (!getenv("EPROF_POWERCAP_DIR") && perf_power_open(f, st))
+			return;
+		profile__set_meta(f->p, "energy_source", "none");
+		return;
+	}
+	while ((de = readdir(d)) && n < 64)
+		if (!strncmp(de->d_name, "intel-rapl:", 11))
+			names[n++] = strdup(de->d_name);
+	closedir(d);
+	qsort(names, n, sizeof(*names), zone_cmp);
+	for (size_t i = 0; i < n; i++) {
+		char path[512], key[32], zname[64] = "";
+		struct rapl_zone *z = &st->rapl[st->nrapl];
+		int dfd;
+		FILE *fp;
+
+		if (!names[i] || st->nrapl == RAPL_MAX_ZONES)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", root, names[i]);
+		dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			continue;
+		z->fd = openat(dfd, "energy_uj", O_RDONLY | O_CLOEXEC);
+		if (z->fd < 0 || read_fd_u64(z->fd, &z->last)) {
+			log_debug("metrics: %s/energy_uj not readable", path);
+			if (z->fd >= 0)
+				close(z->fd);
+			close(dfd);
+			continue;
+		}
+		if (read_u64_at(dfd, "max_energy_range_uj", &z->range))
+			z->range = 0;
+		snprintf(path, sizeof(path), "%s/%s/name", root, names[i]);
+		fp = fopen(path, "re");
+		if (fp) {
+			if (fgets(zname, sizeof(zname), fp))
+				zname[strcspn(zname, "\n")] = '\0';
+			fclose(fp);
+		}
+		close(dfd);
+		snprintf(key, sizeof(key), "energy_zone_%zu", st->nrapl);
+		/* "package-0 intel-rapl:0": the kind of zone, then where it is */
+		snprintf(path, sizeof(path), "%s %s", zname[0] ? zname : "unknown", names[i]);
+		profile__set_meta(f->p, key, path);
+		z->written = UINT64_MAX;
+		st->nrapl++;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	if (st->nrapl) {
+		profile__set_meta(f->p, "energy_source", "rapl-powercap");
+		log_info("metrics: %zu RAPL energy zones", st->nrapl);
+	} else if (getenv("EPROF_POWERCAP_DIR") || !perf_power_open(f, st)) {
+		profile__set_meta(f->p, "energy_source", "none");
+	}
+}
+
+static void emit(struct feature_ctx *f, struct metrics_state *st, uint64_t now, uint32_t pid,
+		 uint32_t index, int m, uint64_t v)
+{
+	struct event ev = {0};
+
+	ev.ts = now;
+	ev.kind = EVK_COUNTER;
+	ev.pid = pid;
+	ev.name = st->names[m];
+	ev_set_counter_at(&ev, index, v);
+	profile__add_event(f->p, &ev);
+}
+
+static void rapl_read(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last)
+{
+	for (size_t i = 0; i < st->nrapl; i++) {
+		struct rapl_zone *z = &st->rapl[i];
+		uint64_t v;
+
+		if (read_zone(z, &v))
+			continue;
+		/* the counter wraps at max_energy_range_uj */
+		z->total += v >= z->last ? v - z->last : z->range ? z->range - z->last + v : 0;
+		z->last = v;
+		if (z->total != z->written || last) {
+			emit(f, st, now, 0, (uint32_t)i, MET_ENERGY_UJ, z->total);
+			z->written = z->total;
+		}
+	}
+}
+
+/* --- NVML --- */
+
+static void gpu_open(struct feature_ctx *f, struct metrics_state *st)
+{
+	char key[32];
+
+	st->nvml = nvml_open();
+	if (!st->nvml) {
+		profile__set_meta(f->p, "nvml", "none");
+		return;
+	}
+	st->ngpus = nvml_count(st->nvml);
+	profile__set_meta(f->p, "nvml", nvml_driver(st->nvml));
+	for (unsigned i = 0; i < st->ngpus; i++) {
+		snprintf(key, sizeof(key), "nvml_gpu_%u", i);
+		profile__set_meta(f->p, key, nvml_name(st->nvml, i));
+	}
+	st->gpu_written = malloc((st->ngpus ? st->ngpus : 1) * MET_COUNT * sizeof(uint64_t));
+	if (st->gpu_written)
+		memset(st->gpu_written, 0xff,
+		       (st->ngpus ? st->ngpus : 1) * MET_COUNT * sizeof(uint64_t));
+	log_info("metrics: %u NVIDIA GPUs through NVML", st->ngpus);
+}
+
+static void gpu_read(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last)
+{
+	uint64_t v[MET_COUNT];
+	uint64_t have;
+
+	for (unsigned d = 0; st->gpu_written && d < st->ngpus; d++) {
+		have = nvml_read(st->nvml, d, v);
+		for (int m = MET_GPU_UTIL; m < MET_COUNT; m++) {
+			uint64_t *w = &st->gpu_written[d * MET_COUNT + m];
+
+			if (!(have & (1ULL << m)) || (*w == v[m] && !last))
+				continue;
+			emit(f, st, now, 0, d, m, v[m]);
+			*w = v[m];
+		}
+	}
+}
+
+/* --- processes --- */
+
+static int open_proc(uint32_t pid, const char *what)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%u/%s", pid, what);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static ssize_t read_fd(int fd, char *buf, size_t len)
+{
+	ssize_t n = fd >= 0 ? pread(fd, buf, len - 1, 0) : -1;
+
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/* When the process started (CLOCK_MONOTONIC), from field 22 of /proc/PID/stat; 0 unknown. */
+static uint64_t start_time(struct metrics_state *st, const char *buf)
+{
+	const char *p = strrchr(buf, ')');
+	unsigned long long ticks;
+
+	if (!p || sscanf(p + 2,
+			 "%*c"
+			 "%*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu",
+			 &ticks) != 1)
+		return 0;
+	return (uint64_t)((double)ticks * st->ns_per_tick - (double)st->boot_off);
+}
+
+/* /proc/PID/stat: fields after the ')' of the command name, which may hold anything. */
+static bool parse_stat(struct metrics_state *st, const char *buf, uint64_t *v, uint32_t *ppid)
+{
+	const char *p = strrchr(buf, ')');
+	unsigned long long minflt, majflt, utime, stime, threads;
+
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+	 * cutime cstime priority nice num_threads */
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %llu %*u %llu %*u %llu %llu %*d %*d %*d %*d "
+			 "%llu",
+			 &minflt, &majflt, &utime, &stime, &threads) != 5)
+		return false;
+	v[MET_MINFLT] = minflt;
+	v[MET_MAJFLT] = majflt;
+	v[MET_CPU_USER] = (uint64_t)(utime * st->ns_per_tick);
+	v[MET_CPU_SYS] = (uint64_t)(stime * st->ns_per_tick);
+	v[MET_THREADS] = threads;
+	*ppid = (uint32_t)strtoul(p + 4, NULL, 10);
+	return true;
+}
+
+static uint64_t field_kb(const char *buf, const char *key)
+{
+	const char *p = strstr(buf, key);
+
+	return p ? strtoull(p + strlen(key), NULL, 10) * 1024 : 0;
+}
+
+static uint64_t field_u64(const char *buf, const char *key)
+{
+	const char *p = strstr(buf, key);
+
+	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* The BPF counters of pid, summed over CPUs. */
+static bool read_bpf(struct metrics_state *st, uint32_t pid, uint64_t *v)
+{
+	uint64_t tx[METRICS_NET_PROTOS] = {0}, rx[METRICS_NET_PROTOS] = {0}, vol = 0, invol = 0;
+
+	if (st->map_fd < 0 || bpf_map_lookup_elem(st->map_fd, &pid, st->percpu))
+		return false;
+	for (int c = 0; c < st->ncpus; c++) {
+		const struct metrics_proc *m = &st->percpu[c];
+
+		vol += m->nvcsw;
+		invol += m->nivcsw;
+		for (int k = 0; k < METRICS_NET_PROTOS; k++) {
+			tx[k] += m->tx[k];
+			rx[k] += m->rx[k];
+		}
+	}
+	v[MET_NVCSW] = vol;
+	v[MET_NIVCSW] = invol;
+	v[MET_NET_TCP_TX] = tx[METRICS_NET_TCP];
+	v[MET_NET_TCP_RX] = rx[METRICS_NET_TCP];
+	v[MET_NET_UDP_TX] = tx[METRICS_NET_UDP];
+	v[MET_NET_UDP_RX] = rx[METRICS_NET_UDP];
+	v[MET_NET_UNIX_TX] = tx[METRICS_NET_UNIX];
+	v[MET_NET_UNIX_RX] = rx[METRICS_NET_UNIX];
+	return true;
+}
+
+/* One reading of a process; false when it is gone (nothing read). */
+static bool read_proc(struct metrics_state *st, struct mproc *mp)
+{
+	char buf[4096];
+	uint64_t v[MET_PROC_COUNT];
+	uint32_t have = 0;
+
+	memcpy(v, mp->v, sizeof(v));
+	if (read_fd(mp->fd_stat, buf, sizeof(buf)) > 0 && parse_stat(st, buf, v, &mp->ppid))
+		have |= 1;
+	/* A zombie has no memory left: its RSS stays what it was last seen. */
+	if (read_fd(mp->fd_status, buf, sizeof(buf)) > 0 && strstr(buf, "RssAnon:")) {
+		v[MET_RSS_ANON] = field_kb(buf, "RssAnon:");
+		v[MET_RSS_FILE] = field_kb(buf, "RssFile:");
+		v[MET_RSS_SHMEM] = field_kb(buf, "RssShmem:");
+		v[MET_RSS_PEAK] = field_kb(buf, "VmHWM:");
+		have |= 2;
+	}
+	if (read_fd(mp->fd_io, buf, sizeof(buf)) > 0 && strstr(buf, "rchar:")) {
+		mp->raw_io[0] = field_u64(buf, "rchar:");
+		mp->raw_io[1] = field_u64(buf, "wchar:");
+		mp->raw_io[2] = field_u64(buf, "\nread_bytes:");
+		mp->raw_io[3] = field_u64(buf, "\nwrite_bytes:");
+		have |= 4;
+	}
+	if (!have)
+		return false;
+	if (read_bpf(st, mp->pid, v))
+		have |= 8;
+	memcpy(mp->v, v, sizeof(v));
+	mp->have |= have;
+	return true;
+}
+
+static bool metric_read(const struct mproc *mp, int m)
+{
+	switch (m) {
+	case MET_CPU_USER:
+	case MET_CPU_SYS:
+	case MET_MINFLT:
+	case MET_MAJFLT:
+	case MET_THREADS:
+		return mp->have & 1;
+	case MET_RSS_PEAK:
+		return mp->have & (2 | 16);
+	case MET_RSS_ANON:
+	case MET_RSS_FILE:
+	case MET_RSS_SHMEM:
+		return mp->have & 2;
+	case MET_IO_RCHAR:
+	case MET_IO_WCHAR:
+	case MET_IO_READ_BYTES:
+	case MET_IO_WRITE_BYTES:
+		return mp->have & 4;
+	default:
+		return mp->have & 8;
+	}
+}
+
+static void write_proc(struct feature_ctx *f, struct metrics_state *st, struct mproc *mp,
+		       uint64_t now, bool all)
+{
+	for (int k = 0; k < 4; k++)
+		mp->v[MET_IO_RCHAR + k] =
+		    mp->raw_io[k] >= mp->sub_io[k] ? mp->raw_io[k] - mp->sub_io[k] : 0;
+	/*
+	 * A process started during the record (the command, a forked child) had all its
+	 * running totals at 0 when it started: that reading opens its series, so a reader
+	 * takes last - first for what it did, whatever the interval missed at its start.
+	 */
+	if (!mp->written && mp->born) {
+		for (int m = 0; m < MET_PROC_COUNT; m++)
+			if (metric_defs[m].cumulative && metric_read(mp, m))
+				emit(f, st, mp->born < now ? mp->born : now, mp->pid, 0, m, 0);
+	}
+	for (int m = 0; m < MET_PROC_COUNT; m++) {
+		if (!metric_read(mp, m) || (mp->written && !all && mp->w[m] == mp->v[m]))
+			continue;
+		emit(f, st, now, mp->pid, 0, m, mp->v[m]);
+		mp->w[m] = mp->v[m];
+	}
+	mp->written = true;
+}
+
+static void close_proc(struct metrics_state *st, struct mproc *mp)
+{
+	if (mp->fd_stat >= 0)
+		close(mp->fd_stat);
+	if (mp->fd_status >= 0)
+		close(mp->fd_status);
+	if (mp->fd_io >= 0)
+		close(mp->fd_io);
+	mp->fd_stat = mp->fd_status = mp->fd_io = -1;
+	if (st->map_fd >= 0)
+		bpf_map_delete_elem(st->map_fd, &mp->pid);
+}
+
+static struct mproc *find_proc(struct feature_ctx *f, struct metrics_state *st, uint32_t pid,
+			       bool create)
+{
+	struct mproc *mp;
+
+	for (size_t i = 0; i < st->nprocs; i++)
+		if (st->procs[i].pid == pid)
+			return &st->procs[i];
+	if (!create || arr_grow(st->procs, st->capprocs, st->nprocs + 1))
+		return NULL;
+	mp = &st->procs[st->nprocs];
+	memset(mp, 0, sizeof(*mp));
+	mp->pid = pid;
+	mp->fd_stat = open_proc(pid, "stat");
+	mp->fd_status = open_proc(pid, "status");
+	mp->fd_io = open_proc(pid, "io");
+	if (mp->fd_stat < 0) {
+		close_proc(st, mp);
+		return NULL;
+	}
+	if (pid == (uint32_t)f->child) {
+		mp->born = f->start_ns;
+	} else {
+		char buf[1024];
+		uint64_t t = read_fd(mp->fd_stat, buf, sizeof(buf)) > 0 ? start_time(st, buf) : 0;
+
+		/* a clock tick of slack: the start time is in ticks */
+		if (t + (uint64_t)st->ns_per_tick >= f->start_ns)
+			mp->born = t;
+	}
+	log_debug("metrics: process %u%s", pid, mp->born ? " (started during the record)" : "");
+	st->nprocs++;
+	return mp;
+}
+
+/* A process is gone: it holds no memory any more (its running totals keep their last value). */
+static void gone(struct feature_ctx *f, struct metrics_state *st, struct mproc *mp, uint64_t now)
+{
+	static const int levels[] = {MET_RSS_ANON, MET_RSS_FILE, MET_RSS_SHMEM};
+
+	for (size_t k = 0; mp->written && k < sizeof(levels) / sizeof(levels[0]); k++)
+		if (metric_read(mp, levels[k]) && mp->w[levels[k]])
+			emit(f, st, now, mp->pid, 0, levels[k], 0);
+}
+
+/*
+ * A target was reaped: its parent's /proc/PID/io now holds its bytes too. They are taken off
+ * the parent's as of the child's last reading; what the child did after it (at most an
+ * interval) stays with the parent, so the sum over the processes is the tree's exact total.
+ */
+static void reaped(struct metrics_state *st, const struct mproc *child)
+{
+	for (size_t i = 0; i < st->nprocs; i++) {
+		struct mproc *par = &st->procs[i];
+
+		if (par->pid != child->ppid || par == child)
+			continue;
+		for (int k = 0; k < 4; k++)
+			par->sub_io[k] += child->raw_io[k];
+		return;
+	}
+}
+
+/*
+ * The target processes alive now: the process table the recorder keeps from the targets and
+ * their forks and exits. (Walking the BPF target map instead costs a scan of its 65,536
+ * buckets at the end of every walk, ~100 us.)
+ */
+static void find_targets(struct feature_ctx *f, struct metrics_state *st)
+{
+	for (size_t i = 0; i < f->p->procs.n; i++) {
+		const struct process *pr = &f->p->procs.v[i];
+
+		if (!pr->exit_ts && pr->pid)
+			find_proc(f, st, pr->pid, true);
+	}
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct busy_pid {
+	uint32_t pid, n;
+};
+
+static int cmp_busy(const void *a, const void *b)
+{
+	const struct busy_pid *x = a, *y = b;
+
+	if (x->n != y->n)
+		return x->n > y->n ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/*
+ * -a: reading /proc for every process each interval would cost more than the profile. The
+ * processes with CPU samples since the last reading are followed instead, the busiest first,
+ * at most METRICS_SYSTEM_PROCS alive at once; each from its first reading on (or from its
+ * start when it started during the record), until it exits.
+ */
+static void find_busy(struct feature_ctx *f, struct metrics_state *st)
+{
+	size_t n = f->p->samples.n, k = 0, nb = 0;
+	uint32_t self = (uint32_t)getpid();
+	struct busy_pid *b;
+
+	if (st->seen > n) /* the live view dropped its samples */
+		st->seen = n;
+	if (n == st->seen || st->nprocs >= METRICS_SYSTEM_PROCS)
+		goto out;
+	if (arr_grow(st->busy, st->capbusy, n - st->seen))
+		goto out;
+	for (size_t i = st->seen; i < n; i++)
+		if (f->p->samples.v[i].pid && f->p->samples.v[i].pid != self)
+			st->busy[k++] = f->p->samples.v[i].pid;
+	qsort(st->busy, k, sizeof(*st->busy), cmp_u32);
+	/* runs of one pid, counted in place */
+	b = (struct busy_pid *)calloc(k ? k : 1, sizeof(*b));
+	if (!b)
+		goto out;
+	for (size_t i = 0; i < k; i++) {
+		if (nb && b[nb - 1].pid == st->busy[i])
+			b[nb - 1].n++;
+		else
+			b[nb++] = (struct busy_pid){st->busy[i], 1};
+	}
+	qsort(b, nb, sizeof(*b), cmp_busy);
+	for (size_t i = 0; i < nb && st->nprocs < METRICS_SYSTEM_PROCS; i++)
+		if (!find_proc(f, st, b[i].pid, false))
+			find_proc(f, st, b[i].pid, true);
+	free(b);
+out:
+	st->seen = n;
+}
+
+static void sample_all_(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last);
+
+/* One reading of everything, its cost counted (tools/bench/metrics_cost.py reads it). */
+static void sample_all(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last)
+{
+	uint64_t t0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+
+	sample_all_(f, st, now, last);
+	st->cpu_ns += clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+}
+
+static void sample_all_(struct feature_ctx *f, struct metrics_state *st, uint64_t now, bool last)
+{
+	{
+		if (f->o->all)
+			find_busy(f, st);
+		else
+			find_targets(f, st);
+		/* read all first: a parent's bytes are corrected for the children reaped before */
+		for (size_t i = 0; i < st->nprocs; i++)
+			st->procs[i].gone = !read_proc(st, &st->procs[i]);
+		for (size_t i = 0; i < st->nprocs; i++)
+			if (st->procs[i].gone)
+				reaped(st, &st->procs[i]);
+		for (size_t i = 0; i < st->nprocs;) {
+			struct mproc *mp = &st->procs[i];
+
+			if (!mp->gone) {
+				write_proc(f, st, mp, now, last);
+				i++;
+				continue;
+			}
+			gone(f, st, mp, now);
+			close_proc(st, mp);
+			st->procs[i] = st->procs[--st->nprocs];
+		}
+	}
+	rapl_read(f, st, now, last);
+	gpu_read(f, st, now, last);
+}
+
+static int metrics_attach(struct feature_ctx *f, void *state)
+{
+	struct metrics_state *st = state;
+
+	st->ncpus = f->ncpus;
+	if (f->child) {
+		char buf[4096];
+		int fd = open_proc((uint32_t)f->child, "status");
+
+		if (read_fd(fd, buf, sizeof(buf)) > 0)
+			st->child_pre_hwm = field_kb(buf, "VmHWM:");
+		if (fd >= 0)
+			close(fd);
+	}
+	if (st->bpf) {
+		st->map_fd = bpf_map__fd(f->skel->maps.metrics_procs);
+		st->percpu = calloc(st->ncpus, sizeof(*st->percpu));
+		if (!st->percpu)
+			return -ENOMEM;
+	}
+	rapl_open(f, st);
+	gpu_open(f, st);
+	/* the machine's counters start at attach: energy from then on, not from the first poll */
+	rapl_read(f, st, clock_ns(CLOCK_MONOTONIC), false);
+	gpu_read(f, st, clock_ns(CLOCK_MONOTONIC), false);
+	return 0;
+}
+
+static int metrics_poll(struct feature_ctx *f, void *state, uint64_t now)
+{
+	struct metrics_state *st = state;
+
+	if (now - st->last < st->interval_ns)
+		return 0;
+	/* the first reading at the first poll, then on the interval's grid */
+	st->last =
+	    st->last ? st->last + st->interval_ns * ((now - st->last) / st->interval_ns) : now;
+	sample_all(f, st, now, false);
+	return 0;
+}
+
+/* The launched command exited and is not reaped yet: its last figures, whole. */
+static void metrics_child_exit(struct feature_ctx *f, void *state, uint32_t pid, uint64_t now,
+			       const struct rusage *ru)
+{
+	struct metrics_state *st = state;
+	/* a command shorter than the interval is seen here for the first time */
+	struct mproc *mp = f->o->all ? NULL : find_proc(f, st, pid, true);
+
+	if (!mp)
+		return;
+	if (read_proc(st, mp)) {
+		/*
+		 * Its peak from the kernel (a command shorter than the interval has no reading),
+		 * unless that is the pre-exec copy of eprof's (which may still grow by a few pages
+		 * before the exec): then the readings are all there is.
+		 */
+		uint64_t peak = (uint64_t)ru->ru_maxrss * 1024;
+
+		log_debug("metrics: command peak %" PRIu64 ", before exec %" PRIu64, peak,
+			  st->child_pre_hwm);
+		if (peak > mp->v[MET_RSS_PEAK] && peak > st->child_pre_hwm + (1 << 20)) {
+			mp->v[MET_RSS_PEAK] = peak;
+			mp->have |= 16;
+		}
+		write_proc(f, st, mp, now, true);
+	}
+	gone(f, st, mp, now);
+	close_proc(st, mp);
+	*mp = st->procs[--st->nprocs];
+}
+
+static int metrics_finish(struct feature_ctx *f, void *state)
+{
+	struct metrics_state *st = state;
+	uint64_t full = st->bpf ? f->bpf_stat(f, BSTAT_METRICS_FULL) : 0;
+	char buf[32];
+
+	sample_all(f, st, clock_ns(CLOCK_MONOTONIC), true);
+	snprintf(buf, sizeof(buf), "%" PRIu64, st->cpu_ns);
+	profile__set_meta(f->p, "metrics_cpu_ns", buf);
+	if (full) {
+		snprintf(buf, sizeof(buf), "%" PRIu64, full);
+		profile__set_meta(f->p, "metrics_untracked", buf);
+	}
+	return 0;
+}
+
+static void metrics_destroy(struct feature_ctx *f, void *state)
+{
+	struct metrics_state *st = state;
+
+	(void)f;
+	if (!st)
+		return;
+	for (size_t i = 0; i < st->nprocs; i++)
+		close_proc(st, &st->procs[i]);
+	for (size_t i = 0; i < st->nrapl; i++)
+		close(st->rapl[i].fd);
+	nvml_close(st->nvml);
+	free(st->gpu_written);
+	free(st->procs);
+	free(st->busy);
+	free(st->percpu);
+	free(st);
+}
+
+const struct feature feature_metrics = {
+    .name = "metrics",
+    .enabled = metrics_enabled,
+    .configure = metrics_configure,
+    .attach = metrics_attach,
+    .poll = metrics_poll,
+    .child_exit = metrics_child_exit,
+    .finish = metrics_finish,
+    .destroy = metrics_destroy,
+};

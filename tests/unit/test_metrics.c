@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/* Resource metrics: the analysis of the counter series, the report's lines, the trace's tracks. */
+#include "test_util.h"
+
+#include "analysis/metrics.h"
+#include "model/event.h"
+#include "output/report_metrics.h"
+#include "output/trace.h"
+#include "util/sink.h"
+
+#define MS 1000000ull
+
+static void counter(struct profile *p, uint64_t ts, uint32_t pid, uint32_t index, int m, uint64_t v)
+{
+	struct event e = {.ts = ts, .kind = EVK_COUNTER, .pid = pid};
+
+	e.name = profile__intern(p, metric_defs[m].name);
+	ev_set_counter_at(&e, index, v);
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+/*
+ * Process 10 attached mid-life (its totals start high), process 20 started during the record
+ * (its series opens with 0) and gone at 300 ms (RSS 0 then); a RAPL zone at 10 W and a region
+ * [100, 200) ms. Events are added out of time order.
+ */
+static struct profile *make(void)
+{
+	struct profile *p = profile__new();
+
+	profile__set_meta(p, "metrics_interval_ms", "100");
+	profile__set_meta(p, "metrics_scope", "process");
+	profile__set_meta(p, "start_ns", "0");
+	profile__set_meta(p, "end_ns", "400000000");
+	profile__set_meta(p, "energy_source", "rapl-powercap");
+	profile__set_meta(p, "energy_zone_0", "package-0 intel-rapl:0");
+	counter(p, 200 * MS, 10, 0, MET_CPU_USER, 5000 * MS);
+	counter(p, 100 * MS, 10, 0, MET_CPU_USER, 4900 * MS);
+	counter(p, 400 * MS, 10, 0, MET_CPU_USER, 5100 * MS);
+	counter(p, 100 * MS, 10, 0, MET_MINFLT, 1000);
+	counter(p, 400 * MS, 10, 0, MET_MINFLT, 1500);
+	counter(p, 100 * MS, 10, 0, MET_RSS_ANON, 100 << 20);
+	counter(p, 100 * MS, 10, 0, MET_RSS_PEAK, 300 << 20);
+	counter(p, 50 * MS, 20, 0, MET_CPU_USER, 0);
+	counter(p, 100 * MS, 20, 0, MET_CPU_USER, 50 * MS);
+	counter(p, 200 * MS, 20, 0, MET_CPU_USER, 150 * MS);
+	counter(p, 100 * MS, 20, 0, MET_RSS_ANON, 50 << 20);
+	counter(p, 200 * MS, 20, 0, MET_RSS_ANON, 80 << 20);
+	counter(p, 300 * MS, 20, 0, MET_RSS_ANON, 0);
+	counter(p, 50 * MS, 20, 0, MET_NET_TCP_TX, 0);
+	counter(p, 200 * MS, 20, 0, MET_NET_TCP_TX, 4096);
+	for (uint64_t t = 0; t <= 400; t += 100)
+		counter(p, t * MS, 0, 0, MET_ENERGY_UJ, t * 10000); /* 10 W */
+	{
+		struct event r = {.ts = 100 * MS, .dur = 100 * MS, .kind = EVK_REGION, .tid = 10};
+
+		r.name = profile__intern(p, "step");
+		assert_int_equal(profile__add_event(p, &r), 0);
+	}
+	return p;
+}
+
+static void test_analyze(void **state)
+{
+	struct profile *p = make();
+	struct metrics_result r;
+
+	(void)state;
+	assert_int_equal(metrics_analyze(p, 0, &r), 0);
+	assert_true(r.present);
+	assert_int_equal(r.nprocs, 2);
+	assert_int_equal(r.procs[0].pid, 10);
+	/* running totals: what happened while recording */
+	assert_int_equal(metric_delta(&r.procs[0].m[MET_CPU_USER]), 200 * MS);
+	assert_int_equal(metric_delta(&r.procs[1].m[MET_CPU_USER]), 150 * MS);
+	assert_int_equal(r.total[MET_CPU_USER], 350 * MS);
+	assert_int_equal(r.total[MET_MINFLT], 500);
+	assert_int_equal(r.total[MET_NET_TCP_TX], 4096);
+	/* RSS: both processes together peaked at 180 MiB; 20's last RSS while it ran was 80 */
+	assert_int_equal(r.rss_peak_all, 180 << 20);
+	assert_int_equal(r.rss_peak, 300 << 20);
+	assert_int_equal(r.rss_final, (100 << 20) + (80 << 20));
+	/* 4 J from the zone, 1 J of it in the region */
+	assert_int_equal(r.nzones, 1);
+	assert_true(r.cpu_joules > 3.999 && r.cpu_joules < 4.001);
+	assert_true(metrics_energy_between(p, 100 * MS, 200 * MS) > 0.999);
+	metrics_result__free(&r);
+	/* one process */
+	assert_int_equal(metrics_analyze(p, 20, &r), 0);
+	assert_int_equal(r.nprocs, 1);
+	assert_int_equal(r.total[MET_CPU_USER], 150 * MS);
+	metrics_result__free(&r);
+	profile__free(p);
+}
+
+static void test_grid(void **state)
+{
+	struct profile *p = make();
+	double v[4];
+
+	(void)state;
+	/*
+	 * CPU user, per interval up to each reading: 50 ms (20) in (0,100], 100 + 100 in
+	 * (100,200], nothing, 100 in (300,400]; 10's first reading counts from itself
+	 */
+	assert_int_equal(metrics_grid(p, MET_CPU_USER, 0, 0, 0, 100 * MS, 4, v), 0);
+	assert_true(v[0] == 50e6 && v[1] == 200e6 && v[2] == 0 && v[3] == 100e6);
+	/* RSS anon at each bin's end, summed: (100+50), (100+80), 100 + 0, 100 MiB */
+	assert_int_equal(metrics_grid(p, MET_RSS_ANON, 0, 0, 0, 100 * MS, 4, v), 0);
+	assert_true(v[0] == 150.0 * (1 << 20) && v[1] == 180.0 * (1 << 20) &&
+		    v[2] == 100.0 * (1 << 20) && v[3] == 100.0 * (1 << 20));
+	profile__free(p);
+}
+
+static char *render_text(struct profile *p, bool json)
+{
+	struct metrics_result r;
+	struct sink *s = sink_mem();
+	char *out;
+
+	assert_int_equal(metrics_analyze(p, 0, &r), 0);
+	if (json) {
+		sink_puts(s, "{\"x\": 1");
+		assert_int_equal(report_metrics_json(s, p, &r, 100), 0);
+		sink_puts(s, "}");
+	} else {
+		report_metrics_text(s, p, &r, 0, 10);
+	}
+	out = strdup(sink_mem_data(s, NULL));
+	sink_close(s);
+	metrics_result__free(&r);
+	return out;
+}
+
+static void test_report(void **state)
+{
+	struct profile *p = make();
+	char *t = render_text(p, false), *j;
+
+	(void)state;
+	assert_non_null(strstr(t, "# metrics:  wall 0.40 s   CPU user 0.35 s   sys 0.00 s"));
+	assert_non_null(strstr(t, "RSS peak 180.0 MiB   final 180.0 MiB   (2 processes"));
+	assert_non_null(strstr(t, "network sent 4.0 KiB"));
+	assert_non_null(strstr(t, "# energy:   CPU 4.0 J (package-0 intel-rapl:0 4.0 J)"));
+	assert_non_null(strstr(t, "445 g/kWh, world average"));
+	assert_non_null(strstr(t, "# energy by region: step 1.0 J (1 calls, 0.10 s)"));
+	j = render_text(p, true);
+	assert_non_null(strstr(j, "\"carbon_intensity_g_per_kwh\": 100.0"));
+	assert_non_null(strstr(j, "\"net_tcp_tx_bytes\": 4096"));
+	free(t);
+	free(j);
+	/* no energy counter: said, with no figure */
+	profile__set_meta(p, "energy_source", "none");
+	for (size_t i = 0; i < p->events.n; i++)
+		if (!strcmp(profile__str(p, p->events.v[i].name), "energy_uj"))
+			p->events.v[i].kind = EVK_LOST; /* out of the way */
+	t = render_text(p, false);
+	assert_non_null(strstr(t, "# energy:   not available: no RAPL energy counter"));
+	assert_null(strstr(t, "carbon"));
+	free(t);
+	profile__free(p);
+}
+
+static void test_no_metrics(void **state)
+{
+	struct profile *p = profile__new();
+	struct metrics_result r;
+	char *t;
+
+	(void)state;
+	assert_int_equal(metrics_analyze(p, 0, &r), 0);
+	assert_false(r.present);
+	metrics_result__free(&r);
+	t = render_text(p, false);
+	assert_string_equal(t, "");
+	free(t);
+	profile__free(p);
+}
+
+static void test_throttle_names(void **state)
+{
+	char buf[128];
+
+	(void)state;
+	assert_string_equal(metrics_throttle_names(0x4 | 0x40, buf, sizeof(buf)),
+			    "power cap, hardware thermal");
+	assert_string_equal(metrics_throttle_names(0, buf, sizeof(buf)), "");
+	assert_string_equal(metrics_throttle_names(1ULL << 40, buf, sizeof(buf)), "bit 40");
+	assert_int_equal(metric_by_name("nvcsw"), MET_NVCSW);
+	assert_int_equal(metric_by_name("rss_bytes"), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_analyze),	   cmocka_unit_test(test_grid),
+	    cmocka_unit_test(test_report),	   cmocka_unit_test(test_no_metrics),
+	    cmocka_unit_test(test_throttle_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
