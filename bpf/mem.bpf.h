@@ -413,7 +413,7 @@ int mem_hit(struct pt_regs *ctx)
 		return 0; /* a thread's last count */
 	stat_inc(BSTAT_MEM_SAMPLED);
 	at.ip = PT_REGS_PARM5(ctx);
-	frame = ctx->r9;
+	frame = PT_REGS_PARM6(ctx);
 	if (at.ip && frame && !bpf_probe_read_user(&at.bp, sizeof(at.bp), (void *)frame)) {
 		at.sp = frame + 16;
 		pat = &at;
