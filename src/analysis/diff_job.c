@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diff.h"
 #include "diff_job.h"
 #include "hot.h"
 
@@ -80,6 +81,27 @@ static int top_change(struct diff_rank *d, const struct profile *a, const struct
 	return err;
 }
 
+/* The call path that explains the rank's growth of CPU time, else the largest self change. */
+static int rank_change(struct diff_rank *d, const struct profile *a, const struct profile *b)
+{
+	static const double unscaled[2] = { 1, 1 };
+	struct diff_attr at;
+	int err = diff_attribute(a, b, unscaled, 1, 0.8, 0, &at);
+
+	if (err)
+		return err;
+	if (at.n && at.paths[0].delta_s > 0 && at.paths[0].leaf) {
+		snprintf(d->func, sizeof(d->func), "%s", at.paths[0].leaf);
+		d->func_s[0] = at.paths[0].before_s;
+		d->func_s[1] = at.paths[0].after_s;
+		diff_attr__free(&at);
+		return 0;
+	}
+	diff_attr__free(&at);
+	d->func_self = true;
+	return top_change(d, a, b);
+}
+
 static void run_of(struct diff_job_run *r, const struct job_summary *s)
 {
 	r->recordings = s->n;
@@ -145,7 +167,7 @@ static int pair_ranks(struct diff_job *d, const struct job_summary *base,
 		used[b - new->ranks] = true;
 		side_of(r, 1, b);
 		if (a->p && b->p)
-			err = top_change(r, a->p, b->p);
+			err = rank_change(r, a->p, b->p);
 	}
 	for (size_t k = 0; k < new->n; k++) {
 		if (used[k])

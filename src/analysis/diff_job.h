@@ -21,9 +21,15 @@ struct diff_rank {
 	bool in[2];	     /* a recording of this rank in BASE / NEW */
 	double wall_s[2], cpu_s[2], comm_s[2], wait_s[2];
 	uint64_t colls[2], last[2]; /* collective calls; instances it arrived last at */
-	/* its function whose self CPU time changed most (both runs have the rank) */
+	/*
+	 * Where its CPU time grew (both runs have the rank): the leaf of the call path that
+	 * explains its growth (diff_attribute with one path: the deepest one that carries most
+	 * of it), inclusive CPU seconds; when nothing grew, its function whose self CPU time
+	 * changed most (func_self).
+	 */
 	char func[256];
 	double func_s[2];
+	bool func_self;
 };
 
 struct diff_coll {

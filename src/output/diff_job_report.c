@@ -35,8 +35,10 @@ static void text_verdict(struct sink *out, const struct diff_job *j)
 	sink_printf(out, "  the rank whose work grew most: %s, %+.3f s outside communication", r->label,
 		    work);
 	if (r->func[0])
-		sink_printf(out, "; most changed: %s %.3f -> %.3f s self CPU (%+.3f s)", r->func,
-			    r->func_s[0], r->func_s[1], r->func_s[1] - r->func_s[0]);
+		sink_printf(out, "; %s: %s %.3f -> %.3f s %s CPU (%+.3f s)",
+			    r->func_self ? "most changed" : "its CPU time grew in", r->func,
+			    r->func_s[0], r->func_s[1], r->func_self ? "self" : "inclusive",
+			    r->func_s[1] - r->func_s[0]);
 	sink_printf(out, "\n");
 }
 
@@ -53,7 +55,7 @@ static void text_ranks(struct sink *out, const struct diff_job *j, unsigned limi
 		    "last: collectives it arrived last at)\n");
 	sink_printf(out, "  %-*s %13s %8s  %13s %8s  %13s %8s  %9s  %s\n", lw, "Rank", "wall",
 		    "delta", "work", "delta", "waiting", "delta", "last",
-		    "Function that changed most (self CPU s)");
+		    "Where its CPU time grew (CPU s; * self)");
 	for (size_t i = 0; i < rows; i++) {
 		const struct diff_rank *r = &j->ranks[i];
 		char w[40], k[40], t[40], l[40];
@@ -73,8 +75,8 @@ static void text_ranks(struct sink *out, const struct diff_job *j, unsigned limi
 			    (r->wall_s[1] - r->comm_s[1]) - (r->wall_s[0] - r->comm_s[0]), t,
 			    r->wait_s[1] - r->wait_s[0], l);
 		if (r->func[0])
-			sink_printf(out, "%s %.3f->%.3f (%+.3f)\n", r->func, r->func_s[0], r->func_s[1],
-				    r->func_s[1] - r->func_s[0]);
+			sink_printf(out, "%s%s %.3f->%.3f (%+.3f)\n", r->func, r->func_self ? "*" : "",
+				    r->func_s[0], r->func_s[1], r->func_s[1] - r->func_s[0]);
 		else
 			sink_printf(out, "-\n");
 	}
@@ -183,8 +185,10 @@ static void json_rank(struct json *j, const char *key, const struct diff_rank *r
 	if (r->func[0]) {
 		json_obj_open(j, -1, "function");
 		json_kv_str(j, "name", r->func);
-		json_kv_f(j, "base_self_s", r->func_s[0], 6);
-		json_kv_f(j, "new_self_s", r->func_s[1], 6);
+		/* inclusive: the leaf of the path its growth is blamed on; self: nothing grew */
+		json_kv_str(j, "time", r->func_self ? "self" : "inclusive");
+		json_kv_f(j, "base_s", r->func_s[0], 6);
+		json_kv_f(j, "new_s", r->func_s[1], 6);
 		json_obj_end(j);
 	} else {
 		json_kv_null(j, "function");

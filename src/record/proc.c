@@ -455,6 +455,7 @@ int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint
 {
 	struct pstate *child, *parent;
 	struct pmap *maps;
+	int err;
 
 	/* A pid used again: the new process is alive whatever the old one did. */
 	child = pstate_get(t, pid, false);
@@ -463,8 +464,14 @@ int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint
 		child->exit_ns = 0;
 	}
 
-	if (proc_tracker__scan(t, pid, now_ns) != -ESRCH)
-		return 0;
+	/*
+	 * A child that is exiting already reads empty maps (a new pstate keeps them empty): it
+	 * has its parent's, which its samples still in the ring buffer need.
+	 */
+	err = proc_tracker__scan(t, pid, now_ns);
+	child = pstate_get(t, pid, false);
+	if (err != -ESRCH && (err || (child && child->n)))
+		return err;
 	parent = pstate_get(t, ppid, false);
 	if (!parent || !parent->n)
 		return -ESRCH;

@@ -255,8 +255,12 @@ static void test_diff_job(void **state)
 	assert_true(fabs(rk->wait_s[0] - 0.040) < 1e-9 && fabs(rk->wait_s[1]) < 1e-9);
 	assert_int_equal(rk->last[1], 4);
 	assert_string_equal(rk->func, "compute");
+	assert_false(rk->func_self); /* the path its growth is blamed on */
 	assert_true(fabs(rk->func_s[0] - 0.004) < 1e-9 && fabs(rk->func_s[1] - 0.009) < 1e-9);
 	assert_ptr_equal(&d.ranks[d.slowest], rk);
+	/* rank 0 ran the same: nothing grew, and no self time changed either */
+	rk = diff_job_rank(&d, 0);
+	assert_true(rk && rk->func_self && !rk->func[0]);
 	/* rank 2 has no recording in NEW: said, not paired with another */
 	rk = diff_job_rank(&d, 2);
 	assert_true(rk && rk->in[0] && !rk->in[1] && !rk->func[0]);

@@ -285,6 +285,34 @@ static void test_exiting_process_keeps_maps(void **state)
 	fx_free(&fx);
 }
 
+/* A child already exiting when its fork is handled reads empty maps: it gets its parent's. */
+static void test_fork_of_exiting_child(void **state)
+{
+	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+	struct fixture fx;
+	uint32_t loc = 0;
+	const struct location *l;
+
+	snprintf(dir, sizeof(dir), "%s/500", proc_root);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/maps", dir);
+	write_file(path, "00400000-00500000 r-xp 00001000 08:01 1234   /usr/bin/true\n");
+	snprintf(dir, sizeof(dir), "%s/501", proc_root);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/maps", dir);
+	write_file(path, ""); /* exit_mm() has run */
+	fx_init(&fx);
+	assert_int_equal(proc_tracker__scan(fx.t, 500, 1000), 0);
+	assert_int_equal(proc_tracker__fork(fx.t, 500, 501, 2000), 0);
+	assert_int_equal(proc_tracker__location(fx.t, 501, 0x400100, false, &loc, 1500), 0);
+	l = &fx.p->locations.v[loc];
+	assert_int_equal(fx.p->objects.v[l->object].kind, OBJ_ELF);
+	assert_int_equal(l->addr, 0x1100);
+	assert_int_equal(fx.p->stats[STAT_UNMAPPED_ADDR], 0);
+	fx_free(&fx);
+	(void)state;
+}
+
 /* The frame names of the location of a sample's stack node at depth d (1 = root). */
 static const struct frame *frame_at(const struct profile *p, uint32_t leaf, uint32_t depth,
 				    const struct location **loc)
@@ -422,6 +450,7 @@ int main(void)
 		cmocka_unit_test(test_process_events),
 		cmocka_unit_test(test_cfi_budget),
 		cmocka_unit_test(test_exiting_process_keeps_maps),
+		cmocka_unit_test(test_fork_of_exiting_child),
 		cmocka_unit_test(test_jit_mapping),
 		cmocka_unit_test(test_unmapped_jit_code_named_by_perf_map),
 	};
