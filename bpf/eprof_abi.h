@@ -219,6 +219,8 @@ struct ev_mem_remap {
 /* Cookies of the uprobes on libeprof_mem.so's markers (src/inject/eprof_mem_proto.h). */
 #define MEM_HIT_ALLOC 0
 #define MEM_HIT_FREE 1
+#define MEM_HIT_FREES 2	 /* a batch of timed frees (every-call mode) */
+#define MEM_FREE_BATCH 128 /* at most, in one batch (EMEM_FREE_BATCH) */
 
 /* The allocator entry points, as the uprobe cookie. */
 enum mem_func {

@@ -133,13 +133,16 @@ static __always_inline bool mem_should_sample(__u64 size)
 	return true;
 }
 
-static __always_inline void mem_send_free(__u64 id, __u64 addr, __u64 size)
+/* ts: when the free was made, 0 for now (a batch of the interposer's carries its times). */
+static __always_inline void mem_send_free(__u64 id, __u64 addr, __u64 size, __u64 ts)
 {
 	struct ev_mem_free *e = reserve_event(sizeof(*e), BSTAT_MEM_RB_FULL);
 
 	if (!e)
 		return;
 	fill_hdr(&e->h, EV_MEM_FREE, id);
+	if (ts)
+		e->h.ts = ts;
 	e->h.size = sizeof(*e);
 	e->addr = addr;
 	e->size = size;
@@ -147,7 +150,7 @@ static __always_inline void mem_send_free(__u64 id, __u64 addr, __u64 size)
 }
 
 /* Forgets a sampled address being freed; one map operation when it was not sampled. */
-static __always_inline void mem_release(__u64 id, __u64 addr)
+static __always_inline void mem_release(__u64 id, __u64 addr, __u64 ts)
 {
 	struct mem_key k = { .addr = addr, .pid = id >> 32 };
 	struct mem_val *v;
@@ -155,7 +158,7 @@ static __always_inline void mem_release(__u64 id, __u64 addr)
 
 	if (mem_user_match) {
 		stat_inc(BSTAT_MEM_FREES);
-		mem_send_free(id, addr, 0);
+		mem_send_free(id, addr, 0, ts);
 		return;
 	}
 	v = bpf_map_lookup_elem(&mem_live, &k);
@@ -165,7 +168,7 @@ static __always_inline void mem_release(__u64 id, __u64 addr)
 	if (bpf_map_delete_elem(&mem_live, &k))
 		return; /* another thread freed it first */
 	stat_inc(BSTAT_MEM_FREES);
-	mem_send_free(id, addr, size);
+	mem_send_free(id, addr, size, ts);
 }
 
 /* Size requested by an allocator call, from its arguments. */
@@ -197,7 +200,7 @@ static __always_inline __u64 mem_entry(struct pt_regs *ctx, __u64 id, __u32 func
 
 	stat_inc(BSTAT_MEM_CALLS);
 	if ((func == MEM_REALLOC || func == MEM_REALLOCARRAY) && PT_REGS_PARM1(ctx))
-		mem_release(id, PT_REGS_PARM1(ctx));
+		mem_release(id, PT_REGS_PARM1(ctx), 0);
 	size = mem_call_size(ctx, func);
 	if (!mem_should_sample(size))
 		return 0;
@@ -345,7 +348,7 @@ int mem_free(struct pt_regs *ctx)
 		return 0;
 	if (mem_user_match && !is_target(bpf_get_current_pid_tgid() >> 32))
 		return 0;
-	mem_release(bpf_get_current_pid_tgid(), addr);
+	mem_release(bpf_get_current_pid_tgid(), addr, 0);
 	return 0;
 }
 
@@ -394,7 +397,23 @@ int mem_alloc_ret(struct pt_regs *ctx)
  *       pointer, from which the caller's registers are rebuilt (sp = frame + 16, bp = the
  *       saved one at frame) and the stack unwound from there
  *   eprof_mem_hit_free(ptr)                                  before a sampled block is freed
+ *   eprof_mem_hit_frees(v, n)      every-call mode: a thread's last n frees, timed
  */
+/* eprof_mem_hit_frees(v, n): n (addr, ns) pairs, each free sent with its own time. */
+static __always_inline void mem_hit_frees(__u64 id, __u64 v, __u64 n)
+{
+	struct {
+		__u64 addr, ns;
+	} f;
+
+	for (__u32 i = 0; i < MEM_FREE_BATCH; i++) {
+		if (i >= n || bpf_probe_read_user(&f, sizeof(f), (void *)(v + i * sizeof(f))))
+			break;
+		if (f.addr)
+			mem_release(id, f.addr, f.ns);
+	}
+}
+
 SEC("?uprobe")
 int mem_hit(struct pt_regs *ctx)
 {
@@ -403,9 +422,13 @@ int mem_hit(struct pt_regs *ctx)
 
 	if (!is_target(id >> 32))
 		return 0;
-	if (bpf_get_attach_cookie(ctx) == MEM_HIT_FREE) {
+	switch (bpf_get_attach_cookie(ctx)) {
+	case MEM_HIT_FREE:
 		if (addr)
-			mem_release(id, addr);
+			mem_release(id, addr, 0);
+		return 0;
+	case MEM_HIT_FREES:
+		mem_hit_frees(id, addr, PT_REGS_PARM2(ctx));
 		return 0;
 	}
 	stat_add(BSTAT_MEM_CALLS, PT_REGS_PARM4(ctx));

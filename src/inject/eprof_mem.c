@@ -12,7 +12,9 @@
  * the BPF side takes the stack (native and Python) as for any allocation. The sampled
  * pointer goes into a small hash set; free() looks at a counting filter first (one load for
  * an unsampled block) and calls eprof_mem_hit_free() only for a sampled block.
- * EPROF_MEM_SAMPLE=1 calls the markers on every allocation and every free (no set).
+ * EPROF_MEM_SAMPLE=1 calls the allocation marker on every allocation; frees are timed and
+ * kept in a per-thread batch that eprof_mem_hit_frees() hands over 128 at a time (a trap per
+ * batch, not per free; the reader orders events by time).
  *
  * Without EPROF_MEM_SAMPLE the library forwards every call and records nothing (a process
  * that inherited LD_PRELOAD without being profiled pays one branch per call).
@@ -63,11 +65,20 @@ __asm__(".text\n"
 	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
 	"ret\n"
 	".cfi_endproc\n"
-	".size " EMEM_HIT_FREE ", .-" EMEM_HIT_FREE "\n");
+	".size " EMEM_HIT_FREE ", .-" EMEM_HIT_FREE "\n"
+	".globl " EMEM_HIT_FREES "\n"
+	".type " EMEM_HIT_FREES ", @function\n"
+	".p2align 4\n" EMEM_HIT_FREES ":\n"
+	".cfi_startproc\n"
+	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size " EMEM_HIT_FREES ", .-" EMEM_HIT_FREES "\n");
 
 EXPORT void eprof_mem_hit_alloc(void *ptr, size_t size, unsigned func, unsigned long calls,
 				void *ret, void *frame);
 EXPORT void eprof_mem_hit_free(void *ptr);
+EXPORT void eprof_mem_hit_frees(const struct emem_free *v, unsigned long n);
 
 static struct {
 	void *(*malloc)(size_t);
@@ -241,6 +252,14 @@ static void fork_after(void)
 	unlock();
 }
 
+static void batch_forget_all(void);
+
+static void fork_child(void)
+{
+	batch_forget_all();
+	unlock();
+}
+
 /* --- per-thread sampling ------------------------------------------------------------------ */
 
 static TLS int64_t left;	 /* bytes until the next sample */
@@ -300,12 +319,130 @@ static int64_t draw(void)
 	return (int64_t)g;
 }
 
+/* --- every-call mode: frees in per-thread batches ----------------------------------------- */
+
+/*
+ * A thread's batch is a page of its own (initial-exec TLS is scarce in a library dlopen()ed
+ * at attach), on a list so that the process's exit and the retract can send what the other
+ * threads hold. busy: the owner appends, or another thread sends it; dead: its thread is gone
+ * and a new thread may take the page.
+ */
+struct fbatch {
+	struct fbatch *next;
+	atomic_int busy;
+	atomic_int dead;
+	unsigned long n;
+	struct emem_free v[EMEM_FREE_BATCH];
+};
+
+static struct fbatch *_Atomic batches;
+static TLS struct fbatch *mybatch;
+
+static void batch_lock(struct fbatch *b)
+{
+	while (atomic_exchange_explicit(&b->busy, 1, memory_order_acquire))
+		sched_yield();
+}
+
+static void batch_unlock(struct fbatch *b)
+{
+	atomic_store_explicit(&b->busy, 0, memory_order_release);
+}
+
+/* Under b's lock. */
+static void batch_send(struct fbatch *b)
+{
+	if (b->n)
+		eprof_mem_hit_frees(b->v, b->n);
+	b->n = 0;
+}
+
+static struct fbatch *batch_get(void)
+{
+	struct fbatch *b;
+	int one = 1;
+
+	for (b = atomic_load(&batches); b; b = b->next)
+		if (atomic_load_explicit(&b->dead, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong(&b->dead, &one, 0))
+			return b;
+		else
+			one = 1;
+	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b == MAP_FAILED)
+		return NULL;
+	b->next = atomic_load(&batches);
+	while (!atomic_compare_exchange_weak(&batches, &b->next, b))
+		;
+	return b;
+}
+
+/* Every thread's batch (at the process's exit, at the retract): safe beside their owners. */
+static void batch_send_all(void)
+{
+	for (struct fbatch *b = atomic_load(&batches); b; b = b->next) {
+		batch_lock(b);
+		batch_send(b);
+		batch_unlock(b);
+	}
+}
+
+/* fork: the child's batches are empty (its parent sends those frees) and its own thread's. */
+static void batch_forget_all(void)
+{
+	for (struct fbatch *b = atomic_load(&batches); b; b = b->next) {
+		b->n = 0;
+		atomic_store(&b->busy, 0);
+		atomic_store(&b->dead, b != mybatch);
+	}
+}
+
 static void flush_calls(void *arg)
 {
+	struct fbatch *b = mybatch;
+
 	(void)arg;
 	if (calls)
 		eprof_mem_hit_alloc(NULL, 0, 0, calls, NULL, NULL);
 	calls = 0;
+	if (b) {
+		mybatch = NULL;
+		batch_lock(b);
+		batch_send(b);
+		atomic_store(&b->dead, 1);
+		batch_unlock(b);
+	}
+}
+
+static void register_exit(void)
+{
+	keyed = true; /* first: pthread_setspecific may allocate */
+	if (have_key)
+		pthread_setspecific(flush_key, (void *)1);
+}
+
+/* Every-call mode: a free, timed before the block goes back to the allocator. */
+static void batch_free(void *p)
+{
+	struct fbatch *b = mybatch;
+	struct timespec ts;
+
+	if (unlikely(!b)) {
+		if (!keyed)
+			register_exit();
+		b = mybatch = batch_get();
+		if (!b) {
+			eprof_mem_hit_free(p); /* no page: one trap */
+			return;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	batch_lock(b);
+	b->v[b->n].addr = (uintptr_t)p;
+	b->v[b->n].ns = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long)ts.tv_nsec;
+	if (++b->n == EMEM_FREE_BATCH)
+		batch_send(b);
+	batch_unlock(b);
 }
 
 static void patch_new_objects(void);
@@ -314,11 +451,8 @@ static __attribute__((noinline)) void sampled(void *p, size_t n, unsigned func, 
 					      void *frame)
 {
 	patch_new_objects();
-	if (!keyed) {
-		keyed = true; /* first: pthread_setspecific may allocate */
-		if (have_key)
-			pthread_setspecific(flush_key, (void *)1);
-	}
+	if (!keyed)
+		register_exit();
 	left = draw(); /* memoryless: the next gap starts at the end of this block */
 	if (mean > 1 && !set_add((uintptr_t)p))
 		return;
@@ -369,7 +503,9 @@ static inline void release(void *p)
 {
 	if (!mean || !p)
 		return;
-	if (mean == 1 || set_remove((uintptr_t)p))
+	if (mean == 1)
+		batch_free(p);
+	else if (set_remove((uintptr_t)p))
 		eprof_mem_hit_free(p);
 }
 
@@ -434,7 +570,7 @@ static void init(void)
 	mean = env ? strtoull(env, NULL, 10) : 0;
 	atomic_store(&state, ST_READY);
 	if (mean) {
-		pthread_atfork(fork_prepare, fork_after, fork_after);
+		pthread_atfork(fork_prepare, fork_after, fork_child);
 		have_key = !pthread_key_create(&flush_key, flush_calls);
 	}
 }
@@ -445,11 +581,16 @@ __attribute__((constructor)) static void emem_ctor(void)
 		init();
 }
 
-/* The main thread's count (other threads flush theirs at exit through flush_key). */
+/*
+ * The main thread's count (other threads flush theirs at exit through flush_key), and the
+ * frees every thread still holds.
+ */
 __attribute__((destructor)) static void emem_dtor(void)
 {
 	if (mean)
 		flush_calls(NULL);
+	if (mean == 1)
+		batch_send_all();
 }
 
 #define READY()                                                                                    \
@@ -892,7 +1033,7 @@ EXPORT int eprof_mem_attach(void *blob)
 	if (!resolve_program(self_base()))
 		return -ENOENT;
 	if (!have_key) {
-		pthread_atfork(fork_prepare, fork_after, fork_after);
+		pthread_atfork(fork_prepare, fork_after, fork_child);
 		have_key = !pthread_key_create(&flush_key, flush_calls);
 	}
 	atomic_store(&state, ST_READY);
@@ -919,5 +1060,6 @@ EXPORT int eprof_mem_retract(uint64_t arg)
 	mean = 0; /* wrappers still running, or reached through a saved pointer: forward only */
 	pthread_mutex_unlock(&patch_lock);
 	flush_calls(NULL);
+	batch_send_all();
 	return n;
 }

@@ -19,6 +19,20 @@
 #define EMEM_HIT_ALLOC "eprof_mem_hit_alloc"
 /* void eprof_mem_hit_free(void *ptr): a sampled block being freed, called before the free. */
 #define EMEM_HIT_FREE "eprof_mem_hit_free"
+/*
+ * void eprof_mem_hit_frees(const struct emem_free *v, unsigned long n): every-call mode
+ * (EPROF_MEM_SAMPLE=1): n frees (n <= EMEM_FREE_BATCH) a thread made, each with the
+ * CLOCK_MONOTONIC time taken before the block went back to the allocator. A thread's frees
+ * are sent in batches (when its batch is full, when it exits, at the process's exit and at
+ * the retract), not one trap each; the reader orders every event by time.
+ */
+#define EMEM_HIT_FREES "eprof_mem_hit_frees"
+#define EMEM_FREE_BATCH 128
+
+struct emem_free {
+	unsigned long long addr;
+	unsigned long long ns; /* CLOCK_MONOTONIC, as bpf_ktime_get_ns */
+};
 
 /*
  * Attach mode: eprof's injector loads the library from a memfd of this name and calls

@@ -561,21 +561,25 @@ static int interposer_file(const struct mem_state *st, uint32_t pid, char *out, 
 	return 0;
 }
 
-/* The uprobes on libeprof_mem.so's two markers, for t's process. */
+/* The uprobes on libeprof_mem.so's markers, for t's process. */
 static int link_hits(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
 {
 	char file[PATH_MAX];
 	int err;
 
-	static const char *const names[2] = { [MEM_HIT_ALLOC] = EMEM_HIT_ALLOC,
-					      [MEM_HIT_FREE] = EMEM_HIT_FREE };
+	static const char *const names[] = { [MEM_HIT_ALLOC] = EMEM_HIT_ALLOC,
+					     [MEM_HIT_FREE] = EMEM_HIT_FREE,
+					     [MEM_HIT_FREES] = EMEM_HIT_FREES };
+
+	_Static_assert(MEM_FREE_BATCH == EMEM_FREE_BATCH, "free batch");
+	_Static_assert(sizeof(struct emem_free) == 16, "emem_free");
 
 	if (t->hit_linked)
 		return 0;
 	err = interposer_file(st, t->pid, file, sizeof(file));
 	if (err < 0)
 		return err;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = names[i], .bpf_cookie = i);
 		struct bpf_link *l;
 		int err;
@@ -591,7 +595,7 @@ static int link_hits(struct feature_ctx *f, struct mem_state *st, struct mem_tar
 		}
 	}
 	t->hit_linked = true;
-	st->probes += 2;
+	st->probes += (int)(sizeof(names) / sizeof(names[0]));
 	st->objects++;
 	return 0;
 }
