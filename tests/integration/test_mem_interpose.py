@@ -68,7 +68,9 @@ def test_thread_storm(ep, memstorm):
     """32 threads allocating, reallocating and freeing at once: the program's data stays
     right (it checks every block), the leaks of each thread are estimated and named."""
     threads, iters = 32, 5000
-    r = ep.run("record", "-v", "--mem=65536", "--", memstorm, str(threads), str(iters))
+    # ~5,000 samples of 16 KiB stacks: room for all in the ring on a loaded machine
+    r = ep.run("record", "-v", "--mem=65536", "--ringbuf-mb", "128", "--", memstorm,
+               str(threads), str(iters))
     assert INTERPOSED in r.stderr, r.stderr
     assert f"storm ok {threads * (iters + 10)}" in r.stdout, r.stdout + r.stderr
     mem = memory(ep)
@@ -78,6 +80,28 @@ def test_thread_storm(ep, memstorm):
     assert abs(leaked - want) <= 0.25 * want, (leaked, want)
     # every thread's calls reach the recorder, the last ones at its exit
     assert mem["calls_seen"] >= threads * (iters + 10), mem["calls_seen"]
+
+
+def test_thread_storm_every_call_exact(ep, memstorm):
+    """--mem=1 through the interposer: each thread's frees go to the recorder in timed
+    batches (the last ones when the thread exits), so every churned block is matched and
+    only the storm_leak blocks are left, exactly."""
+    # ~10,000 allocations of 4 KiB stacks: they fit in the ring however late it is read
+    threads, iters = 32, 300
+    r = ep.run("record", "-v", "--mem=1", "--ringbuf-mb", "64", "--", memstorm, str(threads),
+               str(iters), env=EVERY_CALL)
+    assert INTERPOSED in r.stderr, r.stderr
+    assert f"storm ok {threads * (iters + 10)}" in r.stdout, r.stdout + r.stderr
+    mem = memory(ep)
+    assert mem["events_lost"] == 0
+    leaks = {}
+    for g in mem["leaks"]:
+        for f in ("storm_leak", "churn"):
+            if f in g["stack"]:
+                b, c = leaks.get(f, (0, 0))
+                leaks[f] = (b + g["bytes"], c + g["count"])
+                break
+    assert leaks == {"storm_leak": (threads * 10 * 50000, threads * 10)}, leaks
 
 
 def test_fork_child_is_interposed_too(ep, tmp_path):
@@ -140,19 +164,36 @@ JEMALLOC = [p for p in ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
                         "/usr/lib/x86_64-linux-gnu/libjemalloc.so") if os.path.exists(p)]
 
 
+def build_jemalloc_user(tmp_path, how):
+    """memfix linked with jemalloc, or built plainly and run with jemalloc in LD_PRELOAD."""
+    exe = str(tmp_path / f"memfix-je-{how}")
+    cmd = ["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-o",
+           exe, os.path.join(FIXTURES, "memfix.c")]
+    subprocess.run(cmd + ([JEMALLOC[0]] if how == "linked" else []), check=True)
+    env = dict(os.environ)
+    if how == "preloaded":
+        env["LD_PRELOAD"] = JEMALLOC[0]
+    return exe, env
+
+
 @pytest.mark.skipif(not JEMALLOC, reason="skipped: libjemalloc2 is not installed")
-def test_jemalloc_program(ep, tmp_path):
-    """A program linked with jemalloc: the interposer forwards to jemalloc's malloc (the next
-    definition after it), leaks exact with --mem=1."""
-    exe = str(tmp_path / "memfix-je")
-    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
-                    "-o", exe, os.path.join(FIXTURES, "memfix.c"), JEMALLOC[0]], check=True)
+@pytest.mark.parametrize("how", ["linked", "preloaded"])
+def test_jemalloc_program(ep, tmp_path, how):
+    """A program whose allocator is jemalloc (linked, or preloaded by the user: eprof puts its
+    interposer first in LD_PRELOAD): the interposer forwards to jemalloc's malloc (the next
+    definition after it); leaks exact with --mem=1, the peak estimated when sampled."""
+    exe, env = build_jemalloc_user(tmp_path, how)
     r = ep.run("record", "-v", "--mem=1", "--ringbuf-mb", "64", "--", exe, "20000",
-               env=EVERY_CALL)
+               env=dict(env, EPROF_MEM_INTERPOSE="1"))
     assert INTERPOSED in r.stderr
     leaks = by_site(memory(ep)["leaks"])
     for name, want in LEAKS.items():
         assert leaks.get(name) == want, (name, leaks)
+    r = ep.run("record", "-v", "--mem", "--", exe, "200000", "-", "2000", "100000", env=env)
+    assert INTERPOSED in r.stderr
+    mem = memory(ep)
+    peak = 2000 * 100000 + LEAKED
+    assert abs(mem["peak_bytes"] - peak) <= 0.2 * peak, (mem["peak_bytes"], peak)
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/lib/x86_64-linux-gnu/libc.a"),
