@@ -145,6 +145,18 @@ def run_launched(eprof, workload, mode, tmp):
     return parse(stdout), stats
 
 
+def wait_ready(prof, timeout=30.0):
+    """Until the recorder has its allocator probes in (a fixed sleep let a slow start-up under
+    load overlap the timed work), then its stderr is drained in the background."""
+    import threading
+    end = time.monotonic() + timeout
+    for line in prof.stderr:
+        if "allocator probes" in line or time.monotonic() > end:
+            break
+    threading.Thread(target=prof.stderr.read, daemon=True).start()
+    time.sleep(0.3)
+
+
 def run_once(eprof, workload, mode, tmp):
     go = os.path.join(tmp, "go")
     if os.path.exists(go):
@@ -160,9 +172,9 @@ def run_once(eprof, workload, mode, tmp):
     elif MODES[mode] is not None:
         env = dict(os.environ, **MODE_ENV.get(mode, {}))
         out = os.path.join(tmp, f"{mode}.data")
-        prof = subprocess.Popen([eprof, "record", "-q", *MODES[mode], "-p", str(target.pid),
+        prof = subprocess.Popen([eprof, "record", "-v", *MODES[mode], "-p", str(target.pid),
                                  "-o", out], env=env, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        wait_ready(prof)
     open(go, "w").close()
     stdout, _ = target.communicate(timeout=600)
     stats = {}
