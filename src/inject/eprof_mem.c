@@ -46,15 +46,20 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /*
- * The markers: a 5-byte nop then ret, with CFI of a function entry. A uprobe on the nop
- * is emulated, and kernels >= 6.18 can turn it into a call to the uprobe trampoline.
+ * The markers: push %rbp; pop %rbp; ret, with CFI of a function entry. A uprobe on the push
+ * is emulated. Not a 5-byte nop: kernel 6.18 turns a probed nop5 into a call to its uprobe
+ * trampoline, a mapping a forked child does not get, so a child calling the marker faulted
+ * at the trampoline's address (a torch DataLoader worker under record --mem).
  */
 __asm__(".text\n"
 	".globl " EMEM_HIT_ALLOC "\n"
 	".type " EMEM_HIT_ALLOC ", @function\n"
 	".p2align 4\n" EMEM_HIT_ALLOC ":\n"
 	".cfi_startproc\n"
-	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+	"push %rbp\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"pop %rbp\n"
+	".cfi_adjust_cfa_offset -8\n"
 	"ret\n"
 	".cfi_endproc\n"
 	".size " EMEM_HIT_ALLOC ", .-" EMEM_HIT_ALLOC "\n"
@@ -62,7 +67,10 @@ __asm__(".text\n"
 	".type " EMEM_HIT_FREE ", @function\n"
 	".p2align 4\n" EMEM_HIT_FREE ":\n"
 	".cfi_startproc\n"
-	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+	"push %rbp\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"pop %rbp\n"
+	".cfi_adjust_cfa_offset -8\n"
 	"ret\n"
 	".cfi_endproc\n"
 	".size " EMEM_HIT_FREE ", .-" EMEM_HIT_FREE "\n"
@@ -70,7 +78,10 @@ __asm__(".text\n"
 	".type " EMEM_HIT_FREES ", @function\n"
 	".p2align 4\n" EMEM_HIT_FREES ":\n"
 	".cfi_startproc\n"
-	".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+	"push %rbp\n"
+	".cfi_adjust_cfa_offset 8\n"
+	"pop %rbp\n"
+	".cfi_adjust_cfa_offset -8\n"
 	"ret\n"
 	".cfi_endproc\n"
 	".size " EMEM_HIT_FREES ", .-" EMEM_HIT_FREES "\n");

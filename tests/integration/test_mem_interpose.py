@@ -115,6 +115,16 @@ def test_fork_child_is_interposed_too(ep, tmp_path):
     assert leaks.get("child_leak") == (50000, 25), leaks
 
 
+def test_fork_after_many_marker_hits(ep, tmp_path):
+    """The parent hits the markers thousands of times, then forks a child that allocates at
+    once: the child's copies of the markers must work (a probed nop5 marker was turned by
+    the kernel into a call to a trampoline the child does not map: it crashed)."""
+    exe = build_fixture_at(tmp_path, "memforkhot")
+    r = ep.run("record", "-v", "--mem=4096", "--", exe, "200000")
+    assert INTERPOSED in r.stderr
+    assert "fork ok" in r.stdout, r.stdout + r.stderr
+
+
 def test_exec_keeps_the_interposer(ep, memfix):
     """LD_PRELOAD stays in the environment: a program the command execs samples in the
     process too (here sh execs the fixture: the same pid, nothing missed)."""
