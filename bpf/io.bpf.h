@@ -152,15 +152,16 @@ int BPF_PROG(io_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
+/* task is a trusted BTF pointer: direct loads, one helper call for the array slot. */
 static __always_inline struct file *io_fd_file(struct task_struct *task, __u32 fd)
 {
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **fds, *f = NULL;
+	struct files_struct *files = task->files;
+	struct fdtable *fdt = files ? files->fdt : NULL;
+	struct file *f = NULL;
 
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+	if (!fdt || fd >= fdt->max_fds)
 		return NULL;
-	fds = BPF_CORE_READ(fdt, fd);
-	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fdt->fd[fd]))
 		return NULL;
 	return f;
 }

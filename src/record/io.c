@@ -41,6 +41,7 @@ _Static_assert((int)IO_FT_REG == IOT_FILE && (int)IO_FT_SOCK == IOT_SOCKET &&
 
 struct io_rec {
 	struct hmap *files; /* (pid, struct file address) -> string id << 8 | type */
+	uint32_t child;	    /* the launched command: its calls before exec are eprof's */
 	uint64_t events, described;
 };
 
@@ -151,6 +152,9 @@ static int handle_io(struct event_ctx *c, struct io_rec *st, const void *data, s
 
 	if (size < sizeof(*e) || e->call == 0 || e->call >= IO_NCALLS || e->h.ts < e->dur)
 		return -EINVAL;
+	/* The launched command before its exec: eprof's own wait for the go-ahead. */
+	if (st->child && e->h.pid == st->child && !strncmp(e->comm, "eprof", sizeof(e->comm)))
+		return 0;
 	if (!no_stack) {
 		node = events_stack(c, &e->h, &e->st, size - sizeof(*e), 0);
 		if (node < 0)
@@ -210,6 +214,14 @@ static int io_configure(struct feature_ctx *f, void **state)
 	return events_add_handler(f->ev, EV_IO_FIRST, EV_IO_LAST, io_decode, st);
 }
 
+static int io_attach(struct feature_ctx *f, void *state)
+{
+	struct io_rec *st = state;
+
+	st->child = f->child > 0 ? (uint32_t)f->child : 0;
+	return 0;
+}
+
 static int io_finish(struct feature_ctx *f, void *state)
 {
 	struct io_rec *st = state;
@@ -242,6 +254,7 @@ const struct feature feature_io = {
     .name = "io",
     .enabled = io_enabled,
     .configure = io_configure,
+    .attach = io_attach,
     .finish = io_finish,
     .destroy = io_destroy,
 };
