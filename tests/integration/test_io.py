@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """I/O by stack (record --io, docs/io.md): bytes exact per stack and file or peer, the
 flamegraph, Python frames, and the slow-input finding on a thread that mostly reads."""
+import json
 import os
 import re
 import subprocess
@@ -97,6 +98,18 @@ def test_flamegraph_io_bytes_and_time(ep_module, file_run, data_file):
     ep_module.run("flamegraph", "file.data", "--io", "-o", "io.svg")
     svg = open(os.path.join(ep_module.dir, "io.svg")).read()
     assert "read_input" in svg and "I/O bytes by stack" in svg
+
+
+def test_trace_io_slices(ep_module, file_run, data_file):
+    ep_module.run("trace", "file.data", "-o", "io.json")
+    with open(os.path.join(ep_module.dir, "io.json")) as f:
+        events = json.load(f)["traceEvents"]
+    io = [e for e in events if e.get("cat") == "io"]
+    reads = [e for e in io if e["name"] == f"read {data_file}"]
+    assert sum(e["args"]["bytes"] for e in reads) == FILE_BYTES
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in reads)
+    names = {e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
+    assert any(n.endswith(" I/O") for n in names), names
 
 
 def test_report_text_section(ep_module, file_run, data_file):
