@@ -345,6 +345,20 @@ static __always_inline void io_note_file(__u64 id, __u32 fd, struct file *file)
 	bpf_map_update_elem(&io_fds, &k, &v, BPF_ANY);
 }
 
+static __always_inline void io_fill(struct ev_io *e, __u64 id, __u64 now, struct io_task *s,
+				    long ret, struct file *file)
+{
+	fill_hdr(&e->h, EV_IO, id);
+	e->h.ts = now;
+	e->dur = now - s->ts;
+	e->bytes = ret;
+	e->file = (__u64)file;
+	e->fd = s->fd;
+	e->call = s->call;
+	e->pad = 0;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
 SEC("?tp_btf/sys_exit")
 int BPF_PROG(io_exit, struct pt_regs *regs, long ret)
 {
@@ -374,30 +388,28 @@ int BPF_PROG(io_exit, struct pt_regs *regs, long ret)
 	file = io_fd_file(task, s->fd);
 	if (file)
 		io_note_file(id, s->fd, file);
+	if (!io_take_stack(now)) {
+		/* Over the rate: straight into the ring, no scratch copy. */
+		stat_inc(BSTAT_IO_NO_STACK);
+		e = reserve_event(sizeof(*e), BSTAT_IO_RB_FULL);
+		if (e) {
+			io_fill(e, id, now, s, ret, file);
+			__builtin_memset(&e->st, 0, sizeof(e->st));
+			e->h.flags |= IO_EVF_NO_STACK;
+			e->h.size = sizeof(*e);
+			bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		}
+		s->ts = 0;
+		return 0;
+	}
 	b = scratch_get(SLOT_OTHER);
 	if (!b) {
 		s->ts = 0;
 		return 0;
 	}
 	e = (struct ev_io *)b->data;
-	fill_hdr(&e->h, EV_IO, id);
-	e->h.ts = now;
-	e->dur = now - s->ts;
-	e->bytes = ret;
-	e->file = (__u64)file;
-	e->fd = s->fd;
-	e->call = s->call;
-	e->pad = 0;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	io_fill(e, id, now, s, ret, file);
 	s->ts = 0;
-	if (!io_take_stack(now)) {
-		stat_inc(BSTAT_IO_NO_STACK);
-		__builtin_memset(&e->st, 0, sizeof(e->st));
-		e->h.flags |= IO_EVF_NO_STACK;
-		e->h.size = sizeof(*e);
-		send_scratch(b, sizeof(*e), BSTAT_IO_RB_FULL);
-		return 0;
-	}
 	ubytes = io_stack_bytes;
 	pyf = py_event_walk(id, SLOT_OTHER, &ubytes);
 	/* No kernel stack: at sys_exit it is the exit path, the same for every call. */
