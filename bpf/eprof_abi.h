@@ -47,6 +47,11 @@ enum eprof_event_kind {
 	EV_CUDA_FIRST = 48,
 	/* Python frames (bpf/python.bpf.h): 64..71 */
 	EV_PY_FIRST = 64,
+	/* I/O by stack (bpf/io.bpf.h): 72..79 */
+	EV_IO_FIRST = 72,
+	EV_IO = 72,	 /* struct ev_io: one read/write-like call, sent at its return */
+	EV_IO_FILE = 73, /* struct ev_io_file: what an fd of a process is, sent when first used */
+	EV_IO_LAST = 79,
 };
 
 /* Common header of every event: size covers the whole event, header included. */
@@ -438,6 +443,77 @@ struct metrics_proc {
 	__u64 rx[METRICS_NET_PROTOS]; /* bytes received */
 };
 
+/*
+ * I/O by stack (record --io, bpf/io.bpf.h): each read-, write-, send- or receive-like system
+ * call of a target thread that returned >= 0 is one ev_io, sent from sys_exit with the
+ * caller's user stack (and Python frames). The first call on an fd (or on an fd whose file
+ * changed since) sends an ev_io_file before it that says what the file is.
+ */
+enum io_call {
+	IO_READ = 1,
+	IO_WRITE,
+	IO_PREAD,
+	IO_PWRITE,
+	IO_READV,
+	IO_WRITEV,
+	IO_PREADV,
+	IO_PWRITEV,
+	IO_RECVFROM,
+	IO_SENDTO,
+	IO_RECVMSG,
+	IO_SENDMSG,
+	IO_SENDFILE,
+	IO_NCALLS,
+};
+
+enum io_file_type {
+	IO_FT_OTHER = 0,
+	IO_FT_REG = 1,	/* a regular file */
+	IO_FT_PIPE = 2, /* a pipe or FIFO */
+	IO_FT_SOCK = 3,
+	IO_FT_CHR = 4,	/* a character device (a terminal, /dev/null) */
+	IO_FT_BLK = 5,
+	IO_FT_DIR = 6,
+};
+
+#define IO_EVF_NO_STACK (1 << 8) /* over --io-stack-rate: sent without a stack */
+
+struct ev_io {
+	struct ev_hdr h; /* ts: the call's return */
+	__u64 dur;	 /* from its entry */
+	__u64 bytes;	 /* what it returned */
+	__u64 file;	 /* the struct file's address: joins the ev_io_file of the fd */
+	__u32 fd;
+	__u16 call;	 /* enum io_call */
+	__u16 pad;
+	char comm[EPROF_TASK_COMM_LEN];
+	struct ev_stack st;
+};
+
+#ifndef EPROF_IO_PATH
+#define EPROF_IO_PATH 1024 /* bytes of path components an ev_io_file carries */
+#endif
+#define IO_PATH_COMP 256   /* the longest component kept (NAME_MAX + 1) */
+#define IO_PATH_DEPTH 32   /* components walked at most */
+#define IO_FILE_F_TRUNC 1  /* the path was deeper or longer than what was kept */
+
+struct ev_io_file {
+	struct ev_hdr h;
+	__u64 file;
+	__u64 ino;
+	__u32 dev;
+	__u32 fd;
+	__u16 type;	 /* enum io_file_type */
+	__u16 family;	 /* sockets: AF_INET, AF_INET6, AF_UNIX ... */
+	__u16 protocol;	 /* sockets: IPPROTO_TCP, IPPROTO_UDP; the socket type for AF_UNIX */
+	__u16 flags;	 /* IO_FILE_F_* */
+	__u16 lport, rport; /* host order */
+	__u16 ncomp;	 /* path components in path, leaf first, each NUL-terminated */
+	__u16 path_len;	 /* bytes used in path */
+	__u8 laddr[16], raddr[16]; /* IPv4 in the first 4 bytes */
+	char path[EPROF_IO_PATH];
+};
+
 /* Indexes of the per-CPU stats array: every failure in BPF is counted here. */
 enum eprof_bpf_stat {
 	BSTAT_SAMPLES = 0,     /* samples of target tasks seen */
@@ -481,6 +557,12 @@ enum eprof_bpf_stat {
 	BSTAT_CUDA_STALE,      /* pending CUDA calls dropped: their return was never seen */
 	/* metrics (bpf/metrics.bpf.h) */
 	BSTAT_METRICS_FULL,    /* a process's counters could not be created: map full */
+	/* I/O by stack (bpf/io.bpf.h) */
+	BSTAT_IO_CALLS,	       /* I/O calls of targets that returned >= 0 */
+	BSTAT_IO_RB_FULL,      /* I/O or file event dropped: ring buffer full */
+	BSTAT_IO_NO_STACK,     /* I/O calls sent without a stack: over --io-stack-rate */
+	BSTAT_IO_ERRORS,       /* I/O calls that failed (returned < 0): not sent */
+	BSTAT_IO_NO_STORAGE,   /* per-thread state could not be created */
 	BSTAT_MAX
 };
 

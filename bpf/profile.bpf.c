@@ -148,3 +148,4 @@ int BPF_PROG(on_exit, struct task_struct *p)
 #include "region.bpf.h"
 #include "mem.bpf.h"
 #include "metrics.bpf.h"
+#include "io.bpf.h"

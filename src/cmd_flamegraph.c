@@ -8,6 +8,7 @@
 #include "analysis/critpath.h"
 #include "analysis/offcpu.h"
 #include "analysis/gpu.h"
+#include "analysis/io.h"
 #include "analysis/regions.h"
 #include "analysis/memory.h"
 #include "analysis/pygil.h"
@@ -57,6 +58,9 @@ static const struct opt fg_opts[] = {
 	FG_WEIGHT("mem", FG_MEM, "bytes allocated, by allocating stack (record --mem)"),
 	FG_WEIGHT("mem-peak", FG_MEM_PEAK, "bytes live at the peak of the heap"),
 	FG_WEIGHT("leaks", FG_LEAKS, "bytes not freed by the end of the record"),
+	FG_WEIGHT("io", FG_IO, "bytes read and written by calling stack, the file or\n"
+			       "peer as the leaf (record --io)"),
+	FG_WEIGHT("io-time", FG_IO_TIME, "ns in reads and writes by calling stack and file"),
 	OPT_FLAG("folded", 0, struct flamegraph_cli, folded,
 		 "folded stacks (comm;root;...;leaf COUNT) instead of SVG"),
 	OPT_FLAG("lines", 0, struct flamegraph_cli, lines, "add (file:line) to frames"),
@@ -111,13 +115,16 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 					      "GPU time by launching CPU stack", "CUDA API time",
 					      "Allocated bytes", "Live bytes at the peak",
 					      "Bytes not freed (leaks)",
-					      "Blocked time by waker stack" };
+					      "Blocked time by waker stack", "I/O bytes by stack",
+					      "I/O time by stack" };
 	struct svg_opts so = {
 	    .stacks = { .filter = o->filter, .lines = o->lines, .weight_ns = o->weight_ns,
 			.no_comm = o->no_comm, .gil = o->gil },
 	    .fg = { .title = o->title ? o->title : titles[o->weights],
 		    .subtitle = profile__meta(p, "command"),
-		    .unit = fg_is_mem(o->weights) ? "bytes" : o->weight_ns ? "ns" : "samples",
+		    .unit = fg_is_mem(o->weights) || o->weights == FG_IO ? "bytes"
+			    : o->weight_ns			       ? "ns"
+								       : "samples",
 		    .width = o->width,
 		    .inverted = o->inverted,
 		    .gil_colors = o->gil_colors },
@@ -214,6 +221,17 @@ static int load_weights(struct profile *p, struct flamegraph_cli *o)
 				o->input);
 			return 1;
 		}
+		o->weight_ns = true;
+	} else if (o->weights == FG_IO || o->weights == FG_IO_TIME) {
+		err = io_to_samples(p, o->weights == FG_IO ? IO_WEIGHT_BYTES : IO_WEIGHT_TIME,
+				    &o->filter);
+		if (err) {
+			log_err(err == -ENOENT ? "no I/O calls in '%s': record with --io"
+					       : "failed to read the I/O calls of '%s'", o->input);
+			return 1;
+		}
+		/* The pseudo-samples are filtered already; the weight is bytes or ns. */
+		memset(&o->filter, 0, sizeof(o->filter));
 		o->weight_ns = true;
 	} else if (o->weights != FG_CPU) {
 		if (swap_in_weights(p, o))

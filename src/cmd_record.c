@@ -174,6 +174,13 @@ static const struct opt record_opts[] = {
 		 .optional = true, .val = 512 * 1024,
 		 .expect = "a mean of 1 (every allocation) or more bytes"),
 	OPT_INCLUDE(record_metrics_opts),
+	OPT_FLAG("io", 0, R, io,
+		 "bytes and time of every read, write, send and receive by\n"
+		 "calling stack, with the file or peer (docs/io.md)"),
+	OPT_UINT("io-stack-rate", 0, "N", R, io_stack_rate, 0, 10000000,
+		 "I/O calls per second and CPU recorded with a stack (default\n"
+		 "5000, 0 = no cap); calls beyond keep their bytes, time and file",
+		 OPT_ALSO(R, io)),
 	OPT_FLAG("quiet", 'q', R, quiet, "no status line or summary"),
 	OPT_END,
 };
@@ -188,6 +195,7 @@ static const struct record_opts record_defaults = {
 	.offcpu_sample_us = 1000,
 	.cuda = -1,
 	.cuda_stack_rate = 100,
+	.io_stack_rate = 5000,
 };
 
 /* The command to launch is what follows the options ("+": its own flags stay its own). */

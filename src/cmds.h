@@ -38,6 +38,8 @@ enum fg_weights {
 	FG_MEM_PEAK = 7,      /* --mem-peak: bytes live at the heap's peak */
 	FG_LEAKS = 8,	      /* --leaks: bytes not freed by the end */
 	FG_WAKERS = 9,	      /* --wakers: blocked ns on the stacks of the threads that woke them */
+	FG_IO = 10,	      /* --io: bytes read and written by calling stack and file */
+	FG_IO_TIME = 11,      /* --io-time: ns in I/O calls by calling stack and file */
 };
 
 static inline bool fg_is_mem(enum fg_weights w)

@@ -163,6 +163,7 @@ int findings_analyze(struct profile *p, const struct sample_filter *f,
 	/* After the data-quality rule, in this order; from the second on, only while none failed. */
 	static void (*const rules[])(struct rule_ctx *c) = {
 		rule_python, rule_cpu, rule_offcpu, rule_critpath, rule_regions, rule_memory, rule_gpu,
+		rule_io,
 	};
 
 	const struct hot_result *hot = pre ? pre->hot : NULL;

@@ -52,6 +52,8 @@
 #define TAIL_MIN_P50 10000	 /* 10 us: shorter regions are timing noise */
 #define COPY_MIN 1000
 #define COPY_SMALL (64u << 10)
+#define SLOW_INPUT_SHARE 0.50	   /* a thread's time in reads, of its span */
+#define SLOW_INPUT_MIN_NS 100000000 /* 100 ms in reads at least */
 
 struct rule_ctx {
 	struct profile *p;
@@ -168,5 +170,6 @@ void rule_critpath(struct rule_ctx *c);
 void rule_regions(struct rule_ctx *c);
 void rule_memory(struct rule_ctx *c);
 void rule_gpu(struct rule_ctx *c);
+void rule_io(struct rule_ctx *c);
 
 #endif

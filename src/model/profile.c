@@ -44,6 +44,10 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_GPU_FOREIGN_CLOCK] = "gpu_records_foreign_clock",
 	[STAT_GPU_BUFFER_ERRORS] = "gpu_buffer_errors",
 	[STAT_UNWIND_SCANNED] = "unwind_scanned",
+	[STAT_IO_CALLS] = "io_calls",
+	[STAT_IO_LOST] = "io_events_lost",
+	[STAT_IO_NO_STACK] = "io_no_stack",
+	[STAT_IO_ERRORS] = "io_call_errors",
 };
 
 struct profile *profile__new(void)

@@ -113,6 +113,9 @@ enum event_kind {
 			      communication calls (EVF_REGION_COMM): b = bytes (0 unknown),
 			      c = communicator (1, 2... in the order the process first used
 			      them; 0 none) */
+	EVK_IO = 34,	   /* --io: one read/write-like call, ts..ts+dur; name = the file or peer;
+			      a = bytes; b = fd; flags = call and file type (model/io_event.h);
+			      stack = the caller's user stack */
 	/* GPU (CUDA API and CUPTI) */
 	EVK_CUDA_API = 48, /* name = function; dur; a = result; b = bytes; c = address (alloc/free) */
 	EVK_GPU_KERNEL = 49, /* name = kernel; a = device<<32|stream; b = blocks<<32|threads per
@@ -224,6 +227,11 @@ enum profile_stat {
 	STAT_GPU_FOREIGN_CLOCK,	  /* CUPTI records on another tool's clock: dropped */
 	STAT_GPU_BUFFER_ERRORS,	  /* CUPTI activity buffers whose reading stopped on an error */
 	STAT_UNWIND_SCANNED,	  /* stacks crossing code without CFI by scanning the stack */
+	/* I/O by stack (--io) */
+	STAT_IO_CALLS,		  /* I/O calls of targets that returned >= 0 */
+	STAT_IO_LOST,		  /* I/O or file events lost (ring buffer full, no thread state) */
+	STAT_IO_NO_STACK,	  /* I/O calls recorded without a stack (over --io-stack-rate) */
+	STAT_IO_ERRORS,		  /* I/O calls that failed: not recorded */
 	STAT_MAX
 };
 extern const char *const profile_stat_names[STAT_MAX];

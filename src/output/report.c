@@ -14,6 +14,7 @@
 #include "report_python.h"
 #include "report_regions.h"
 #include "report_mem.h"
+#include "report_io.h"
 #include "report_findings.h"
 #include "report_metrics.h"
 #include "../analysis/findings.h"
@@ -299,6 +300,7 @@ static int write_json(struct sink *out, struct profile *p, const struct report_o
 	err = err ?: report_regions_json(out, p, rf);
 	err = err ?: report_python_json(out, p, &o->hot.filter);
 	err = err ?: report_mem_json(out, p, pre->mem, o->limit);
+	err = err ?: report_io_json(out, p, &o->hot.filter, o->limit);
 	err = err ?: report_metrics_json(out, p, met, o->carbon_g_per_kwh);
 	err = err ?: report_findings(out, p, &o->hot.filter, pre, true);
 	json_obj_close(&j, 0);
@@ -362,6 +364,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (!err)
 			err = report_python_text(out, p, &o->hot.filter);
 		err = err ?: report_mem_text(out, p, pre.mem, o->limit);
+		err = err ?: report_io_text(out, p, &o->hot.filter, o->limit);
 		err = err ?: report_findings(out, p, &o->hot.filter, &pre, false);
 	}
 	hot_result__free(&r);

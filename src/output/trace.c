@@ -67,6 +67,7 @@ static const struct trace_source trace_sources[] = {
     {"gpu", trace_source_gpu},
     {"regions", trace_source_regions},
     {"memory", trace_source_mem},
+    {"io", trace_source_io},
     {"metrics", trace_source_metrics},
 };
 

@@ -135,6 +135,10 @@ int trace_source_regions(struct trace_writer *w, const struct profile *p,
 int trace_source_mem(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
 		     struct trace_stats *st);
 
+/* I/O calls (record --io): slices on a track of their own per thread (src/output/trace_io.c). */
+int trace_source_io(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		    struct trace_stats *st);
+
 /* Resource metric counter tracks per process, GPU and energy zone (src/output/trace_metrics.c). */
 int trace_source_metrics(struct trace_writer *w, const struct profile *p,
 			 const struct trace_opts *o, struct trace_stats *st);

@@ -9,6 +9,7 @@ extern const struct feature feature_cuda;
 extern const struct feature feature_region;
 extern const struct feature feature_python;
 extern const struct feature feature_metrics;
+extern const struct feature feature_io;
 
 /* One line per feature; each is defined in its own file of src/record/. */
 const struct feature *const record_features[] = {
@@ -18,5 +19,6 @@ const struct feature *const record_features[] = {
 	&feature_region,
 	&feature_python,
 	&feature_metrics,
+	&feature_io,
 	NULL,
 };

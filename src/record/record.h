@@ -46,6 +46,9 @@ struct record_opts {
 	/* resource metrics (src/record/metrics.c, docs/metrics.md) */
 	bool no_metrics;
 	uint32_t metrics_interval_ms; /* 0: the default, 100 */
+	/* I/O by stack (src/record/io.c, docs/io.md) */
+	bool io;
+	uint32_t io_stack_rate; /* --io-stack-rate: calls/s/CPU with stacks, 0 = all */
 };
 
 /* Runs a whole record; returns the process exit status for main(). */

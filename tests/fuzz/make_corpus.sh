@@ -156,6 +156,7 @@ cc -O2 -g -o "$w/syscalls" "$root/tests/fixtures/syscalls.c"
 cc -O2 -g -pthread -o "$w/condwait" "$root/tests/fixtures/condwait.c"
 cc -O2 -g -o "$w/memfix" "$root/tests/fixtures/memfix.c"
 cc -O2 -g -I"$root/include" -o "$w/regionfix" "$root/tests/fixtures/regionfix.c"
+cc -O2 -g -pthread -o "$w/io_app" "$root/tests/fixtures/io_app.c"
 r="$c/reader"
 "$eprof" record -q -F 499 -g fp -o "$r/fp.data" -- "$w/hot3" 0.2 >/dev/null
 "$eprof" record -q -F 499 -o "$r/dwarf.data" -- "$w/hot3-nofp" 0.2 >/dev/null
@@ -165,6 +166,8 @@ PARENT_SECONDS=0.1 "$eprof" record -q -F 499 -o "$r/forkexec.data" -- "$w/forkex
 "$eprof" record -q -F 99 --offcpu -o "$r/offcpu.data" -- "$w/condwait" 0.05 >/dev/null
 "$eprof" record -q -F 99 --mem=1 -o "$r/mem.data" -- "$w/memfix" 300 - 30 1000 >/dev/null
 "$eprof" record -q -F 99 --region "$w/regionfix:inner" -o "$r/region.data" -- "$w/regionfix" >/dev/null
+# I/O calls with their files and peers (a pipe read by one thread, written by another).
+"$eprof" record -q -F 99 -g fp --no-metrics --io -o "$r/io.data" -- "$w/io_app" slowpipe 0.1 >/dev/null
 # GPU events through the tests' fake CUDA driver and fake CUPTI (kernels, copies, streams,
 # API calls, device limits): needs the CUPTI headers and an eprof built with them.
 cuda=${CUDA_HOME:-/usr/local/cuda}

@@ -3,8 +3,9 @@
 # Times the job commands on many synthetic rank files (tools/bench/gen_profile.c -r/-w/-c):
 # by default 64 ranks on 8 hosts, 100,000 samples and 200 MPI_Allreduce calls each, the last
 # rank late at every one. Prints wall time and max RSS of `report` over the directory, of
-# `flamegraph --folded` and of `trace --time-range`, against the targets of docs/distributed.md:
-# report < 10 s and < 2 GB, trace with a time range < 30 s. Also checks the answer: rank 63
+# `flamegraph --folded`, of `trace --time-range` and of `diff DIR DIR`, against the targets of
+# docs/distributed.md: report < 10 s and < 2 GB, trace with a time range < 30 s (diff: none
+# set; 60 s and 4 GB flag a blow-up). Also checks the answer: rank 63
 # is the straggler and hosts 1-7 get their 1-7 ms clock offsets corrected.
 #
 #   tools/bench/dist_merge.sh [--ranks N] [--samples N] [--eprof PATH]
@@ -22,7 +23,7 @@ while (($#)); do
 	--ranks) ranks=$2; shift 2 ;;
 	--samples) samples=$2; shift 2 ;;
 	--eprof) eprof=$2; shift 2 ;;
-	-h|--help) sed -n '3,14p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,15p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -57,6 +58,9 @@ run() { # name target_s target_mb cmd...
 run report 10 2048 "$eprof" report --json "$dir"
 run flamegraph-folded 30 2048 "$eprof" flamegraph --folded "$dir"
 run trace-time-range 30 2048 "$eprof" trace --time-range 10:12 -o /dev/null "$dir"
+# two runs of the job compared rank by rank (here the job against itself): a per-rank
+# attribution for each pair, then the merged comparison
+run diff-per-rank 60 4096 "$eprof" diff --json "$dir" "$dir"
 python3 - "$dir/last-report.out" "$ranks" <<'PY' || fail=1
 import json, sys
 j = json.load(open(sys.argv[1])); n = int(sys.argv[2])
