@@ -220,6 +220,20 @@ size_t stack_frames(const struct profile *p, uint32_t node, const struct frame *
 	return n;
 }
 
+size_t stack_frames_leaf_first(const struct profile *p, uint32_t node, const struct frame **out,
+			       size_t max)
+{
+	size_t n = node && node < p->stacks.n ? stack_frames(p, node, out, max, NULL) : 0;
+
+	for (size_t i = 0; i < n / 2; i++) {
+		const struct frame *t = out[i];
+
+		out[i] = out[n - 1 - i];
+		out[n - 1 - i] = t;
+	}
+	return n;
+}
+
 static uint32_t parent_of(const struct profile *p, uint32_t node)
 {
 	return p->stacks.v[node].parent < node ? p->stacks.v[node].parent : 0;

@@ -72,6 +72,10 @@ size_t collapsed_frames(const struct collapsed_set *c, const struct profile *p, 
 size_t stack_frames(const struct profile *p, uint32_t node, const struct frame **out, size_t max,
 		    size_t *total);
 
+/* stack_frames LEAF first (the reports' "leaf <- caller" lists); 0 for node 0 or out of range. */
+size_t stack_frames_leaf_first(const struct profile *p, uint32_t node, const struct frame **out,
+			       size_t max);
+
 /* Whether a stack was cut short: its root (below a Python [GIL] marker) is a special frame
  * such as [truncated]. */
 bool stack_truncated(const struct profile *p, uint32_t node);

@@ -18,20 +18,6 @@
 #define TEXT_FRAMES 6
 #define NAME_TEXT 40 /* characters of a file name in the stack tables (the file table has 70) */
 
-static size_t leaf_first(const struct profile *p, uint32_t stack, const struct frame **fr,
-			 size_t max)
-{
-	size_t n = stack && stack < p->stacks.n ? stack_frames(p, stack, fr, max, NULL) : 0;
-
-	for (size_t i = 0; i < n / 2; i++) {
-		const struct frame *t = fr[i];
-
-		fr[i] = fr[n - 1 - i];
-		fr[n - 1 - i] = t;
-	}
-	return n;
-}
-
 static const char *name_of(const struct profile *p, uint32_t id)
 {
 	const char *s = id ? profile__str(p, id) : NULL;
@@ -53,7 +39,7 @@ static void text_name(struct sink *out, const char *s, size_t width, bool pad)
 static void text_stack(struct sink *out, const struct profile *p, uint32_t stack)
 {
 	const struct frame *fr[STACK_MAX];
-	size_t n = leaf_first(p, stack, fr, STACK_MAX);
+	size_t n = stack_frames_leaf_first(p, stack, fr, STACK_MAX);
 
 	if (!n)
 		sink_puts(out, "[no stack]");
@@ -182,7 +168,7 @@ int report_io_text(struct sink *out, const struct profile *p, const struct sampl
 static void json_stack(struct json *j, const struct profile *p, uint32_t stack)
 {
 	const struct frame *fr[STACK_MAX];
-	size_t n = leaf_first(p, stack, fr, STACK_MAX);
+	size_t n = stack_frames_leaf_first(p, stack, fr, STACK_MAX);
 
 	json_arr_open(j, -1, "stack");
 	for (size_t i = 0; i < n; i++)

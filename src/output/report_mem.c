@@ -19,25 +19,10 @@ bool report_mem_present(const struct profile *p)
 	return profile__meta(p, "mem_sample_bytes") != NULL;
 }
 
-/* Frames of a stack, leaf first; returns how many (at most max). */
-static size_t leaf_first(const struct profile *p, uint32_t stack, const struct frame **fr,
-			 size_t max)
-{
-	size_t n = stack && stack < p->stacks.n ? stack_frames(p, stack, fr, max, NULL) : 0;
-
-	for (size_t i = 0; i < n / 2; i++) {
-		const struct frame *t = fr[i];
-
-		fr[i] = fr[n - 1 - i];
-		fr[n - 1 - i] = t;
-	}
-	return n;
-}
-
 static void text_stack(struct sink *out, const struct profile *p, uint32_t stack)
 {
 	const struct frame *fr[STACK_MAX];
-	size_t n = leaf_first(p, stack, fr, STACK_MAX);
+	size_t n = stack_frames_leaf_first(p, stack, fr, STACK_MAX);
 
 	if (!n)
 		sink_puts(out, "[no stack]");
@@ -149,7 +134,7 @@ int report_mem_text(struct sink *out, const struct profile *p, const struct mem_
 static void json_stack(struct json *j, const struct profile *p, uint32_t stack)
 {
 	const struct frame *fr[STACK_MAX];
-	size_t n = leaf_first(p, stack, fr, STACK_MAX);
+	size_t n = stack_frames_leaf_first(p, stack, fr, STACK_MAX);
 
 	json_arr_open(j, -1, "stack");
 	for (size_t i = 0; i < n; i++)
