@@ -444,6 +444,29 @@ struct metrics_proc {
 };
 
 /*
+ * Per-thread figures (bpf/metrics.bpf.h): what the kernel keeps in each task_struct, copied by
+ * a task iterator over one target process's threads every interval, and by the exit
+ * tracepoint for a thread that goes (metrics_thread_exits), plus the socket bytes it sent and
+ * received (metrics_thread_net). CPU times are the task's raw tick-based utime/stime and its
+ * exact sum_exec_runtime (ns); the recorder splits the latter in the ratio of the former, as
+ * /proc/PID/task/TID/stat does.
+ */
+struct metrics_net_tid {
+	__u64 tx, rx; /* every protocol of metrics_net_proto */
+};
+
+struct metrics_thread {
+	__u32 pid, tid;
+	__u64 start_ns; /* task start, CLOCK_MONOTONIC */
+	__u64 utime, stime, rtime;
+	__u64 minflt, majflt, nvcsw, nivcsw;
+	__u64 rchar, wchar, read_bytes, write_bytes;
+	__u64 tx, rx;
+	char comm[16];
+	__u64 exit_ns; /* from the exit tracepoint: when, and these are its last figures */
+};
+
+/*
  * I/O by stack (record --io, bpf/io.bpf.h): each read-, write-, send- or receive-like system
  * call of a target thread that returned >= 0 is one ev_io, sent from sys_exit with the
  * caller's user stack (and Python frames). The first call on an fd (or on an fd whose file
@@ -563,6 +586,7 @@ enum eprof_bpf_stat {
 	BSTAT_IO_NO_STACK,     /* I/O calls sent without a stack: over --io-stack-rate */
 	BSTAT_IO_ERRORS,       /* I/O calls that failed (returned < 0): not sent */
 	BSTAT_IO_NO_STORAGE,   /* per-thread state could not be created */
+	BSTAT_METRICS_THREAD_FULL, /* a thread's socket bytes or last figures: map full */
 	BSTAT_MAX
 };
 

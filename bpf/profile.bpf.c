@@ -6,6 +6,7 @@
  */
 #include "common.bpf.h"
 #include "python.bpf.h"
+#include "metrics.bpf.h" /* on_exit keeps an exiting thread's last figures */
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -120,6 +121,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 
 	if (!is_target(pid))
 		return 0;
+	metrics_thread_exit(p);
 	/* signal->live drops to 0 before this tracepoint when the whole group is gone. */
 	live = BPF_CORE_READ(p, signal, live.counter);
 	if (live != 0)
@@ -147,5 +149,4 @@ int BPF_PROG(on_exit, struct task_struct *p)
 #include "cuda.bpf.h"
 #include "region.bpf.h"
 #include "mem.bpf.h"
-#include "metrics.bpf.h"
 #include "io.bpf.h"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../model/event.h"
+#include "../util/hmap.h"
 #include "../util/vec.h"
 #include "metrics.h"
 
@@ -96,6 +97,35 @@ static struct metrics_gpu *gpu_slot(const struct profile *p, struct metrics_resu
 	return &r->gpus[r->ngpus++];
 }
 
+static struct metrics_thread_stat *thread_slot(struct metrics_result *r, size_t *cap,
+					       struct hmap **index, uint32_t pid, uint32_t tid)
+{
+	uint64_t k;
+
+	if (!*index && !(*index = hmap__new(64)))
+		return NULL;
+	if (hmap__get(*index, pid, tid, &k))
+		return &r->threads[k];
+	if (arr_grow(r->threads, *cap, r->nthreads + 1) ||
+	    hmap__put(*index, pid, tid, r->nthreads))
+		return NULL;
+	memset(&r->threads[r->nthreads], 0, sizeof(r->threads[0]));
+	r->threads[r->nthreads].pid = pid;
+	r->threads[r->nthreads].tid = tid;
+	return &r->threads[r->nthreads++];
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+	const struct metrics_thread_stat *x = a, *y = b;
+
+	if (x->cpu_ns != y->cpu_ns)
+		return x->cpu_ns > y->cpu_ns ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
 static int cmp_proc(const void *a, const void *b)
 {
 	const struct metrics_proc_stat *x = a, *y = b;
@@ -134,11 +164,22 @@ static void finish_totals(const struct profile *p, struct metrics_result *r)
 	}
 	if (r->nprocs)
 		qsort(r->procs, r->nprocs, sizeof(r->procs[0]), cmp_proc);
+	for (size_t i = 0; i < r->nthreads; i++) {
+		struct metrics_thread_stat *t = &r->threads[i];
+		const struct thread *th = profile__find_thread(p, t->pid, t->tid);
+
+		t->comm = th ? th->comm : 0;
+		t->cpu_ns = metrics_thread_delta(t, MET_T_CPU_USER) +
+			    metrics_thread_delta(t, MET_T_CPU_SYS);
+	}
+	if (r->nthreads)
+		qsort(r->threads, r->nthreads, sizeof(r->threads[0]), cmp_thread);
 }
 
 int metrics_analyze(const struct profile *p, uint32_t pid, struct metrics_result *r)
 {
-	size_t cap = 0, zcap = 0, gcap = 0;
+	size_t cap = 0, zcap = 0, gcap = 0, tcap = 0;
+	struct hmap *tindex = NULL;
 	struct name_cache nc = {0};
 	uint32_t *idx = NULL;
 	uint64_t all_rss = 0;
@@ -188,6 +229,15 @@ int metrics_analyze(const struct profile *p, uint32_t pid, struct metrics_result
 				r->rss_peak_all =
 				    all_rss > r->rss_peak_all ? all_rss : r->rss_peak_all;
 			}
+		} else if (metric_defs[m].scope == MSCOPE_THREAD) {
+			struct metrics_thread_stat *t;
+
+			if (pid && e->pid != pid)
+				continue;
+			t = thread_slot(r, &tcap, &tindex, e->pid, e->tid);
+			if (!t)
+				goto nomem;
+			stat_add(&t->m[m - MET_T_FIRST], e->ts, ev_counter_value(e));
 		} else if (metric_defs[m].scope == MSCOPE_ENERGY) {
 			struct metrics_zone *z = zone_slot(p, r, &zcap, ev_counter_index(e));
 
@@ -205,10 +255,12 @@ int metrics_analyze(const struct profile *p, uint32_t pid, struct metrics_result
 		}
 	}
 	free(idx);
+	hmap__free(tindex);
 	finish_totals(p, r);
 	return 0;
 nomem:
 	free(idx);
+	hmap__free(tindex);
 	metrics_result__free(r);
 	return -ENOMEM;
 }
@@ -216,8 +268,11 @@ nomem:
 void metrics_result__free(struct metrics_result *r)
 {
 	free(r->procs);
+	free(r->threads);
 	free(r->zones);
 	free(r->gpus);
+	r->threads = NULL;
+	r->nthreads = 0;
 	r->procs = NULL;
 	r->zones = NULL;
 	r->gpus = NULL;
@@ -404,7 +459,8 @@ struct grid_proc {
 int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, uint64_t t0,
 		 uint64_t dt, size_t nbins, double *out)
 {
-	bool machine = metric_defs[m].scope != MSCOPE_PROCESS;
+	bool thread = metric_defs[m].scope == MSCOPE_THREAD;
+	bool machine = metric_defs[m].scope != MSCOPE_PROCESS && !thread;
 	struct grid_proc *procs = NULL;
 	size_t np = 0, cap = 0, n = 0, k = 0;
 	uint32_t name = 0, *idx;
@@ -429,8 +485,9 @@ int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, u
 
 		if (e->kind != EVK_COUNTER || e->name != name)
 			continue;
-		if (machine ? e->pid || ev_counter_index(e) != index
-			    : !e->pid || (pid && e->pid != pid))
+		if (thread ? e->pid != pid || e->tid != index
+		    : machine ? e->pid || ev_counter_index(e) != index
+			      : !e->pid || (pid && e->pid != pid))
 			continue;
 		idx[n++] = (uint32_t)i;
 	}

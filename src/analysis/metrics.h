@@ -33,6 +33,21 @@ struct metrics_proc_stat {
 	uint64_t rss_final;    /* the last reading while it ran (gone: the recorder writes 0) */
 };
 
+/* A thread's own running totals (thread_* counters), indexed by metric - MET_T_FIRST. */
+struct metrics_thread_stat {
+	uint32_t pid, tid;
+	uint32_t comm; /* string id (the thread's name), 0 unknown */
+	struct metric_stat m[MET_T_COUNT];
+	uint64_t cpu_ns; /* user + system over the record */
+};
+
+static inline uint64_t metrics_thread_delta(const struct metrics_thread_stat *t, int m)
+{
+	const struct metric_stat *s = &t->m[m - MET_T_FIRST];
+
+	return s->n ? s->last - (s->first <= s->last ? s->first : s->last) : 0;
+}
+
 struct metrics_zone {
 	uint32_t index;
 	const char *name; /* "package-0 intel-rapl:0" */
@@ -60,6 +75,9 @@ struct metrics_result {
 	uint64_t rss_peak;     /* the largest VmHWM of a process */
 	uint64_t rss_peak_all; /* the largest RSS of all the processes together (readings) */
 	uint64_t rss_final;    /* sum over the processes of their last RSS while they ran */
+	/* per thread (files that have them), busiest (CPU) first */
+	struct metrics_thread_stat *threads;
+	size_t nthreads;
 	struct metrics_zone *zones;
 	size_t nzones;
 	const char *energy_source; /* "rapl-powercap", "none", NULL (not recorded) */
@@ -106,7 +124,7 @@ int metrics_series(const struct profile *p, int m, uint32_t pid, uint32_t index,
 /*
  * Metric m on a time grid: out[k] for the bin (t0 + k*dt, t0 + (k+1)*dt]. A level: its value
  * at the bin's end, summed over the processes (pid 0: all; machine-wide metrics: the zone or
- * device index). A running total: what it grew by within the bin, summed (a process's first
+ * device index; a thread's (thread_*): pid and its tid in index). A running total: what it grew by within the bin, summed (a process's first
  * reading counts from itself, so a process attached mid-way adds no spike). Returns 0 or
  * -ENOMEM.
  */

@@ -5,6 +5,7 @@
 
 #define P MSCOPE_PROCESS
 #define G MSCOPE_GPU
+#define T MSCOPE_THREAD
 
 const struct metric_def metric_defs[MET_COUNT] = {
     [MET_CPU_USER] = {"cpu_user_ns", "ns", P, true, "CPU user"},
@@ -41,6 +42,18 @@ const struct metric_def metric_defs[MET_COUNT] = {
     [MET_GPU_THROTTLE] = {"gpu_throttle_reasons", "mask", G, false, "throttle reasons"},
     [MET_GPU_PCIE_TX] = {"gpu_pcie_tx_kbps", "KBps", G, false, "PCIe TX"},
     [MET_GPU_PCIE_RX] = {"gpu_pcie_rx_kbps", "KBps", G, false, "PCIe RX"},
+    [MET_T_CPU_USER] = {"thread_cpu_user_ns", "ns", T, true, "CPU user"},
+    [MET_T_CPU_SYS] = {"thread_cpu_sys_ns", "ns", T, true, "CPU system"},
+    [MET_T_MINFLT] = {"thread_minflt", "count", T, true, "minor faults"},
+    [MET_T_MAJFLT] = {"thread_majflt", "count", T, true, "major faults"},
+    [MET_T_NVCSW] = {"thread_nvcsw", "count", T, true, "voluntary context switches"},
+    [MET_T_NIVCSW] = {"thread_nivcsw", "count", T, true, "involuntary context switches"},
+    [MET_T_IO_RCHAR] = {"thread_io_rchar", "bytes", T, true, "read (syscalls)"},
+    [MET_T_IO_WCHAR] = {"thread_io_wchar", "bytes", T, true, "written (syscalls)"},
+    [MET_T_IO_READ_BYTES] = {"thread_io_read_bytes", "bytes", T, true, "read (block layer)"},
+    [MET_T_IO_WRITE_BYTES] = {"thread_io_write_bytes", "bytes", T, true, "written (block layer)"},
+    [MET_T_NET_TX] = {"thread_net_tx_bytes", "bytes", T, true, "socket bytes sent"},
+    [MET_T_NET_RX] = {"thread_net_rx_bytes", "bytes", T, true, "socket bytes received"},
 };
 
 int metric_by_name(const char *name)

@@ -7,7 +7,7 @@
  *
  * Scope says which pid/tid an event carries: a process's counters have its pid and tid 0;
  * machine-wide ones pid 0 and, for energy zones and GPUs, the zone or device index in tid
- * (ev_counter_index() in event.h).
+ * (ev_counter_index() in event.h); a thread's (thread_*) its process's pid and its tid.
  */
 #ifndef EPROF_METRICS_H
 #define EPROF_METRICS_H
@@ -19,6 +19,7 @@ enum metric_scope {
 	MSCOPE_PROCESS = 0, /* pid = the process */
 	MSCOPE_ENERGY = 1,  /* pid 0, tid = RAPL zone index (meta energy_zone_N names it) */
 	MSCOPE_GPU = 2,	    /* pid 0, tid = NVML device index (meta nvml_gpu_N names it) */
+	MSCOPE_THREAD = 3,  /* pid = the process, tid = the thread */
 };
 
 enum metric_id {
@@ -60,8 +61,24 @@ enum metric_id {
 	MET_GPU_THROTTLE,
 	MET_GPU_PCIE_TX,
 	MET_GPU_PCIE_RX,
+	/* per thread: the task's own counters (bpf/metrics.bpf.h), names prefixed thread_ */
+	MET_T_CPU_USER,
+	MET_T_FIRST = MET_T_CPU_USER,
+	MET_T_CPU_SYS,
+	MET_T_MINFLT,
+	MET_T_MAJFLT,
+	MET_T_NVCSW,
+	MET_T_NIVCSW,
+	MET_T_IO_RCHAR,
+	MET_T_IO_WCHAR,
+	MET_T_IO_READ_BYTES,
+	MET_T_IO_WRITE_BYTES,
+	MET_T_NET_TX,
+	MET_T_NET_RX,
 	MET_COUNT
 };
+
+#define MET_T_COUNT (MET_COUNT - MET_T_FIRST)
 
 struct metric_def {
 	const char *name;  /* the counter's name in the file */

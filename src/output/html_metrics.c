@@ -2,7 +2,7 @@
 /*
  * The HTML export's resource section (docs/metrics.md): the report's metric lines and
  * time-series charts as inline SVG (no script, no network): CPU, RSS, I/O, network, faults,
- * and per GPU its utilisation and power.
+ * the busiest threads' CPU, and per GPU its utilisation and power.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -199,6 +199,39 @@ static int one_chart(struct sink *out, struct grid *g, const struct chart_def *d
 	return err;
 }
 
+/* The busiest threads' CPU (user + system), one line each. */
+static int thread_chart(struct sink *out, struct grid *g, const struct profile *p,
+			const struct metrics_result *r, double secs)
+{
+	static const int cpu[] = {MET_T_CPU_USER, MET_T_CPU_SYS};
+	struct chart c = {.title = "CPU by thread (the busiest)", .unit = "cores"};
+	char label[MAX_SERIES][48];
+	double *buf = calloc(MAX_SERIES * g->nbins, sizeof(double));
+	int err = buf ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < r->nthreads && c.nseries < MAX_SERIES && !err; i++) {
+		const struct metrics_thread_stat *t = &r->threads[i];
+		double *v = buf + c.nseries * g->nbins;
+
+		if (!t->cpu_ns)
+			break;
+		for (size_t k = 0; k < 2 && !err; k++) {
+			err = metrics_grid(p, cpu[k], t->pid, t->tid, g->t0, g->dt, g->nbins,
+					   g->scratch);
+			for (size_t b = 0; !err && b < g->nbins; b++)
+				v[b] += g->scratch[b] / 1e9 / (g->dt / 1e9);
+		}
+		snprintf(label[c.nseries], sizeof(label[0]), "%s %u",
+			 t->comm ? profile__str(p, t->comm) : "thread", t->tid);
+		c.label[c.nseries] = label[c.nseries];
+		c.v[c.nseries++] = v;
+	}
+	if (!err && c.nseries)
+		chart_svg(out, &c, g->nbins, secs);
+	free(buf);
+	return err;
+}
+
 int html_metrics_section(struct sink *out, const struct profile *p)
 {
 	struct metrics_result r;
@@ -253,6 +286,8 @@ int html_metrics_section(struct sink *out, const struct profile *p)
 					(end - start) / 1e9);
 		}
 	}
+	if (!err && r.nthreads > 1)
+		err = thread_chart(out, &g, p, &r, (end - start) / 1e9);
 	free(g.scratch);
 	metrics_result__free(&r);
 	return err;

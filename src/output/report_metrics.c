@@ -201,6 +201,38 @@ static void text_procs(struct sink *out, const struct profile *p, const struct m
 			    r->nprocs - limit);
 }
 
+/* The threads, busiest first: their own CPU, switches, faults and bytes. */
+static void text_threads(struct sink *out, const struct profile *p, const struct metrics_result *r,
+			 unsigned limit)
+{
+	size_t n = r->nthreads, shown = limit && limit < 10 ? limit : 10;
+	char rd[32], wr[32], tx[32], rx[32], vol[32], inv[32], flt[32];
+
+	if (!limit)
+		shown = n;
+	sink_printf(out, "\n%8s %8s  %-16s %8s %8s %9s %9s %9s %10s %10s %10s %10s\n", "TID", "PID",
+		    "Thread", "User s", "Sys s", "Vol sw", "Invol sw", "Min flt", "Read", "Written",
+		    "Net sent", "Net recv");
+	for (size_t i = 0; i < n && i < shown; i++) {
+		const struct metrics_thread_stat *t = &r->threads[i];
+
+		metrics_fmt_bytes(rd, sizeof(rd), (double)metrics_thread_delta(t, MET_T_IO_RCHAR));
+		metrics_fmt_bytes(wr, sizeof(wr), (double)metrics_thread_delta(t, MET_T_IO_WCHAR));
+		metrics_fmt_bytes(tx, sizeof(tx), (double)metrics_thread_delta(t, MET_T_NET_TX));
+		metrics_fmt_bytes(rx, sizeof(rx), (double)metrics_thread_delta(t, MET_T_NET_RX));
+		fmt_count(vol, sizeof(vol), metrics_thread_delta(t, MET_T_NVCSW));
+		fmt_count(inv, sizeof(inv), metrics_thread_delta(t, MET_T_NIVCSW));
+		fmt_count(flt, sizeof(flt), metrics_thread_delta(t, MET_T_MINFLT));
+		sink_printf(out, "%8u %8u  %-16.16s %8.2f %8.2f %9s %9s %9s %10s %10s %10s %10s\n",
+			    t->tid, t->pid, t->comm ? profile__str(p, t->comm) : "?",
+			    metrics_thread_delta(t, MET_T_CPU_USER) / 1e9,
+			    metrics_thread_delta(t, MET_T_CPU_SYS) / 1e9, vol, inv, flt, rd, wr, tx,
+			    rx);
+	}
+	if (n > shown)
+		sink_printf(out, "... %zu more threads (--limit 0 shows all)\n", n - shown);
+}
+
 void report_metrics_text(struct sink *out, const struct profile *p, const struct metrics_result *r,
 			 double carbon, unsigned limit)
 {
@@ -267,6 +299,8 @@ void report_metrics_text(struct sink *out, const struct profile *p, const struct
 	text_gpus(out, r);
 	if (r->nprocs > 1)
 		text_procs(out, p, r, limit);
+	if (r->nthreads > 1)
+		text_threads(out, p, r, limit);
 }
 
 /* A metric never read (no BPF counters under -a) is null, not 0. */
@@ -311,6 +345,26 @@ static void json_procs(struct json *j, const struct profile *p, const struct met
 		json_kv_u64(j, "rss_shmem_peak_bytes", ps->m[MET_RSS_SHMEM].max);
 		json_kv_u64(j, "threads_peak", ps->m[MET_THREADS].max);
 		json_kv_u64(j, "readings", ps->m[MET_CPU_USER].n);
+		json_obj_end(j);
+	}
+	json_arr_close(j, 4);
+}
+
+static void json_threads(struct json *j, const struct profile *p, const struct metrics_result *r)
+{
+	json_arr_open(j, 4, "threads");
+	for (size_t i = 0; i < r->nthreads; i++) {
+		const struct metrics_thread_stat *t = &r->threads[i];
+
+		json_obj_open(j, 6, NULL);
+		json_kv_u64(j, "pid", t->pid);
+		json_kv_u64(j, "tid", t->tid);
+		json_kv_str(j, "comm", t->comm ? profile__str(p, t->comm) : "");
+		for (int m = MET_T_FIRST; m < MET_COUNT; m++)
+			/* the process table's names, without the thread_ prefix */
+			json_kv_u64(j, metric_defs[m].name + strlen("thread_"),
+				    metrics_thread_delta(t, m));
+		json_kv_u64(j, "readings", t->m[0].n);
 		json_obj_end(j);
 	}
 	json_arr_close(j, 4);
@@ -416,6 +470,7 @@ int report_metrics_json(struct sink *out, const struct profile *p, const struct 
 	json_kv_u64(&j, "rss_peak_process_bytes", r->rss_peak);
 	json_kv_u64(&j, "rss_final_bytes", r->rss_final);
 	json_procs(&j, p, r);
+	json_threads(&j, p, r);
 	json_energy(&j, p, r, carbon);
 	json_gpus(&j, r);
 	json_obj_close(&j, 2);

@@ -3,7 +3,7 @@
  * Resource metric counter tracks of `eprof trace` (docs/metrics.md): per process, CPU in
  * cores, RSS by kind, and the rates of faults, context switches, I/O and network bytes; per
  * GPU (a pseudo process of its own), utilisation, memory, power, temperature and clocks; the
- * machine's power from its energy counters.
+ * machine's power from its energy counters; the CPU of the busiest threads in their process.
  *
  * The recorder writes a reading only when it changed, so a running total that stayed put for
  * a while changed within the last interval before its next reading: its rate is spread over
@@ -19,6 +19,7 @@
 
 #define GPU_METRICS_PID 0x50000000u /* + device: the pseudo process of a GPU's tracks */
 #define ENERGY_PID 0x50001000u	    /* the machine's power */
+#define TRACE_THREAD_TRACKS 16	    /* threads with a CPU track, the busiest */
 
 static bool in_window(const struct trace_opts *o, uint64_t ts)
 {
@@ -85,6 +86,57 @@ static int rate_track(struct trace_writer *w, const struct profile *p, const str
 	put(w, o, tpid, track, pts[n - 1].ts, 0, st);
 	free(pts);
 	return 0;
+}
+
+/*
+ * A thread's CPU (user + system) in cores: the two running totals are written each when it
+ * changed, so their sum is taken at every reading of either.
+ */
+static int thread_cpu_track(struct trace_writer *w, const struct profile *p,
+			    const struct trace_opts *o, const struct metrics_thread_stat *t,
+			    uint64_t interval, struct trace_stats *st)
+{
+	struct metric_point *u, *s, *sum = NULL;
+	size_t nu, ns, n = 0, i = 0, k = 0;
+	uint64_t cu = 0, cs = 0;
+	char track[96];
+	int err = metrics_series(p, MET_T_CPU_USER, t->pid, t->tid, &u, &nu);
+
+	if (err)
+		return err;
+	err = metrics_series(p, MET_T_CPU_SYS, t->pid, t->tid, &s, &ns);
+	if (!err && !(sum = malloc((nu + ns + 1) * sizeof(*sum))))
+		err = -ENOMEM;
+	while (!err && (i < nu || k < ns)) {
+		uint64_t ts = i < nu && (k >= ns || u[i].ts <= s[k].ts) ? u[i].ts : s[k].ts;
+
+		for (; i < nu && u[i].ts == ts; i++)
+			cu = u[i].v;
+		for (; k < ns && s[k].ts == ts; k++)
+			cs = s[k].v;
+		sum[n++] = (struct metric_point){ts, cu + cs};
+	}
+	snprintf(track, sizeof(track), "Thread CPU (cores): %s %u",
+		 t->comm ? profile__str(p, t->comm) : "thread", t->tid);
+	if (!err && n >= 2) {
+		put(w, o, t->pid, track, sum[0].ts, 0, st);
+		for (size_t j = 1; j < n; j++) {
+			uint64_t gap = sum[j].ts - sum[j - 1].ts,
+				 span = gap < interval ? gap : interval;
+			double d = sum[j].v >= sum[j - 1].v ? (double)(sum[j].v - sum[j - 1].v) : 0;
+
+			if (!span)
+				continue;
+			if (span < gap)
+				put(w, o, t->pid, track, sum[j - 1].ts, 0, st);
+			put(w, o, t->pid, track, sum[j].ts - span, d / (double)span, st);
+		}
+		put(w, o, t->pid, track, sum[n - 1].ts, 0, st);
+	}
+	free(u);
+	free(s);
+	free(sum);
+	return err;
 }
 
 struct track_def {
@@ -157,6 +209,19 @@ int trace_source_metrics(struct trace_writer *w, const struct profile *p,
 		err =
 		    emit_tracks(w, p, o, proc_tracks, sizeof(proc_tracks) / sizeof(proc_tracks[0]),
 				r.procs[i].pid, 0, r.procs[i].pid, interval, st);
+	/* the busiest threads' CPU, in their process (a one-thread process has its own) */
+	for (size_t i = 0, shown = 0; i < r.nthreads && shown < TRACE_THREAD_TRACKS && !err; i++) {
+		const struct metrics_thread_stat *t = &r.threads[i];
+		const struct metrics_proc_stat *ps = NULL;
+
+		for (size_t k = 0; k < r.nprocs && !ps; k++)
+			if (r.procs[k].pid == t->pid)
+				ps = &r.procs[k];
+		if (!t->cpu_ns || (ps && ps->m[MET_THREADS].max <= 1))
+			continue;
+		err = thread_cpu_track(w, p, o, t, interval, st);
+		shown++;
+	}
 	for (size_t i = 0; i < r.ngpus && !err && !o->filter.pid; i++) {
 		uint32_t tpid = GPU_METRICS_PID + r.gpus[i].index;
 

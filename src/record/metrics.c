@@ -9,8 +9,13 @@
  * src/model/metrics.h, written when its value changed since the last one written, and once
  * more at the end of the record, so a series is a step function of time.
  *
- * -a records the machine-wide figures only: per-process /proc reads for every process of the
- * machine ten times a second would cost more than the profile.
+ * Per thread (not under -a), the task's own counters: CPU, faults, context switches, I/O
+ * bytes, and socket bytes, read every interval by a BPF task iterator over each target
+ * process's threads (one read() per process, no /proc file per thread), and a thread's last
+ * figures from the exit tracepoint.
+ *
+ * -a follows the busiest processes only (find_busy): per-process /proc reads for every
+ * process of the machine ten times a second would cost more than the profile.
  */
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -33,6 +38,7 @@
 #include "../model/event.h"
 #include "../model/metrics.h"
 #include "eprof_abi.h"
+#include "../util/hmap.h"
 #include "../util/log.h"
 #include "../util/vec.h"
 #include "profile.skel.h"
@@ -48,6 +54,7 @@
 struct mproc {
 	uint32_t pid;
 	int fd_stat, fd_status, fd_io;
+	struct bpf_link *iter; /* its threads' figures (metrics_threads), NULL without */
 	bool written;		    /* something written for it */
 	uint64_t v[MET_PROC_COUNT]; /* the last reading */
 	uint64_t w[MET_PROC_COUNT]; /* the last value written */
@@ -61,6 +68,15 @@ struct mproc {
 	 * and v holds raw - sub, the process's own bytes.
 	 */
 	uint64_t raw_io[4], sub_io[4];
+};
+
+/* A thread seen by the iterator or the exit tracepoint. */
+struct mthread {
+	uint32_t pid, tid;
+	bool written, dead;
+	char comm[16];		  /* its name as last seen (a thread names itself after it starts) */
+	uint64_t user, sys;	  /* CPU split so far: neither goes down (as the kernel does) */
+	uint64_t w[MET_T_COUNT]; /* the last values written */
 };
 
 struct rapl_zone {
@@ -96,6 +112,16 @@ struct metrics_state {
 	size_t seen; /* -a: the CPU samples already counted for the busiest processes */
 	uint32_t *busy; /* -a: scratch, the pids of the samples of one interval */
 	size_t capbusy;
+	/* per thread */
+	bool threads;		    /* the iterator and the exit copy are loaded */
+	bool iter_all;		    /* the kernel has no per-process task iterator: one for all */
+	struct bpf_link *iter_any; /* that one */
+	int exits_fd;
+	struct mthread *thr;
+	size_t nthr, capthr;
+	struct hmap *thr_index; /* pid, tid -> thr index + 1 */
+	char *ibuf;		/* iterator output */
+	size_t capibuf;
 };
 
 static uint64_t clock_ns(clockid_t id)
@@ -122,6 +148,11 @@ static void configure_bpf(struct feature_ctx *f, struct metrics_state *st)
 
 	btf__free(btf);
 	bpf_program__set_autoload(f->skel->progs.metrics_switch, true);
+	/* per thread: the task iterator is attached per process (thread_iter_open), not here */
+	bpf_program__set_autoload(f->skel->progs.metrics_threads, true);
+	bpf_program__set_autoattach(f->skel->progs.metrics_threads, false);
+	f->skel->rodata->metrics_threads_on = true;
+	st->threads = true;
 	bpf_program__set_autoload(f->skel->progs.metrics_send, net);
 	bpf_program__set_autoload(f->skel->progs.metrics_recv, net);
 	if (!net)
@@ -142,6 +173,7 @@ static int metrics_configure(struct feature_ctx *f, void **state)
 	    (uint64_t)(f->o->metrics_interval_ms ? f->o->metrics_interval_ms : METRICS_DEFAULT_MS) *
 	    1000000ULL;
 	st->map_fd = -1;
+	st->exits_fd = -1;
 	st->ns_per_tick = 1e9 / (double)sysconf(_SC_CLK_TCK);
 	st->page = (uint64_t)sysconf(_SC_PAGESIZE);
 	st->boot_off = (int64_t)(clock_ns(CLOCK_BOOTTIME) - clock_ns(CLOCK_MONOTONIC));
@@ -622,6 +654,217 @@ static void write_proc(struct feature_ctx *f, struct metrics_state *st, struct m
 	mp->written = true;
 }
 
+/* --- threads --- */
+
+static struct mproc *find_proc(struct feature_ctx *f, struct metrics_state *st, uint32_t pid,
+			       bool create);
+
+/*
+ * The task iterator over the threads of mp (the kernel filters by process since Linux 6.1;
+ * before, one iterator over every task, whose records of other processes are skipped).
+ */
+static void thread_iter_open(struct feature_ctx *f, struct metrics_state *st, struct mproc *mp)
+{
+	LIBBPF_OPTS(bpf_iter_attach_opts, opts);
+	union bpf_iter_link_info li;
+
+	if (!st->threads || st->iter_all)
+		return;
+	memset(&li, 0, sizeof(li));
+	li.task.pid = mp->pid;
+	opts.link_info = &li;
+	opts.link_info_len = sizeof(li);
+	mp->iter = bpf_program__attach_iter(f->skel->progs.metrics_threads, &opts);
+	if (mp->iter)
+		return;
+	log_debug("metrics: no per-process task iterator (%s): one over every task",
+		  strerror(errno));
+	st->iter_all = true;
+	st->iter_any = bpf_program__attach_iter(f->skel->progs.metrics_threads, NULL);
+	if (!st->iter_any) {
+		log_info("metrics: no BPF task iterator (%s): no per-thread figures",
+			 strerror(errno));
+		st->threads = false;
+	}
+}
+
+/* What one iterator wrote: struct metrics_thread records in st->ibuf. Returns how many. */
+static size_t iter_read(struct metrics_state *st, struct bpf_link *l)
+{
+	int fd = bpf_iter_create(bpf_link__fd(l));
+	size_t len = 0;
+
+	if (fd < 0)
+		return 0;
+	for (;;) {
+		ssize_t n;
+
+		if (len + 4096 > st->capibuf && arr_grow(st->ibuf, st->capibuf, len + 65536))
+			break;
+		n = read(fd, st->ibuf + len, st->capibuf - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	return len / sizeof(struct metrics_thread);
+}
+
+static struct mthread *thread_of(struct metrics_state *st, uint32_t pid, uint32_t tid)
+{
+	struct mthread *t;
+	uint64_t k;
+
+	if (!st->thr_index && !(st->thr_index = hmap__new(64)))
+		return NULL;
+	if (hmap__get(st->thr_index, pid, tid, &k))
+		return &st->thr[k];
+	if (arr_grow(st->thr, st->capthr, st->nthr + 1) ||
+	    hmap__put(st->thr_index, pid, tid, st->nthr))
+		return NULL;
+	t = &st->thr[st->nthr++];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->tid = tid;
+	return t;
+}
+
+/*
+ * The thread's CPU time split into user and system: its exact run time (sum_exec_runtime) in
+ * the ratio of the tick-based utime and stime, neither going down from one reading to the
+ * next (the kernel's cputime_adjust rule, what /proc/PID/task/TID/stat shows).
+ */
+static void thread_cpu(struct mthread *t, const struct metrics_thread *r, uint64_t *user,
+		       uint64_t *sys)
+{
+	uint64_t rt = r->rtime, u, s;
+
+	if (t->user + t->sys < rt) {
+		if (!r->stime)
+			s = 0;
+		else if (!r->utime)
+			s = rt;
+		else
+			s = (uint64_t)((unsigned __int128)r->stime * rt / (r->stime + r->utime));
+		if (s < t->sys)
+			s = t->sys;
+		u = rt - s;
+		if (u < t->user) {
+			u = t->user;
+			s = rt - u;
+		}
+		t->user = u;
+		t->sys = s;
+	}
+	*user = t->user;
+	*sys = t->sys;
+}
+
+/* One thread's figures: written where they changed (all: every one); its exit closes it. */
+static void thread_write(struct feature_ctx *f, struct metrics_state *st,
+			 const struct metrics_thread *r, uint64_t now, bool all)
+{
+	struct mthread *t = thread_of(st, r->pid, r->tid);
+	uint64_t v[MET_T_COUNT];
+	uint64_t ts = r->exit_ns && r->exit_ns < now ? r->exit_ns : now;
+
+	if (!t || t->dead)
+		return;
+	thread_cpu(t, r, &v[0], &v[1]);
+	v[MET_T_MINFLT - MET_T_FIRST] = r->minflt;
+	v[MET_T_MAJFLT - MET_T_FIRST] = r->majflt;
+	v[MET_T_NVCSW - MET_T_FIRST] = r->nvcsw;
+	v[MET_T_NIVCSW - MET_T_FIRST] = r->nivcsw;
+	v[MET_T_IO_RCHAR - MET_T_FIRST] = r->rchar;
+	v[MET_T_IO_WCHAR - MET_T_FIRST] = r->wchar;
+	v[MET_T_IO_READ_BYTES - MET_T_FIRST] = r->read_bytes;
+	v[MET_T_IO_WRITE_BYTES - MET_T_FIRST] = r->write_bytes;
+	v[MET_T_NET_TX - MET_T_FIRST] = r->tx;
+	v[MET_T_NET_RX - MET_T_FIRST] = r->rx;
+	if (memcmp(t->comm, r->comm, sizeof(t->comm)) && r->comm[0]) {
+		struct thread *th = profile__thread(f->p, r->pid, r->tid, true);
+		char comm[sizeof(r->comm) + 1];
+
+		memcpy(comm, r->comm, sizeof(r->comm));
+		comm[sizeof(r->comm)] = '\0';
+		if (th)
+			th->comm = profile__intern(f->p, comm);
+		memcpy(t->comm, r->comm, sizeof(t->comm));
+	}
+	if (!t->written) {
+		/* started during the record: its series opens at 0 when it started */
+		if (r->start_ns + (uint64_t)st->ns_per_tick >= f->start_ns)
+			for (int m = 0; m < MET_T_COUNT; m++)
+				emit(f, st, r->start_ns < ts ? r->start_ns : ts, r->pid, r->tid,
+				     MET_T_FIRST + m, 0);
+	}
+	for (int m = 0; m < MET_T_COUNT; m++) {
+		if (t->written && !all && !r->exit_ns && t->w[m] == v[m])
+			continue;
+		emit(f, st, ts, r->pid, r->tid, MET_T_FIRST + m, v[m]);
+		t->w[m] = v[m];
+	}
+	t->written = true;
+	t->dead = r->exit_ns != 0;
+}
+
+/* The threads of the live processes, then the last figures of those that exited. */
+static void threads_read(struct feature_ctx *f, struct metrics_state *st, uint64_t now,
+			 bool last)
+{
+	struct metrics_thread r[64];
+	uint32_t keys[64];
+	bool batch = true;
+
+	if (!st->threads)
+		return;
+	(void)now; /* each iteration is timed itself: the readings before it take a while */
+	if (st->iter_any) {
+		size_t n = iter_read(st, st->iter_any);
+
+		now = clock_ns(CLOCK_MONOTONIC);
+		for (size_t k = 0; k < n; k++) {
+			struct metrics_thread *t = (struct metrics_thread *)st->ibuf + k;
+
+			if (find_proc(f, st, t->pid, false))
+				thread_write(f, st, t, now, last);
+		}
+	}
+	for (size_t i = 0; i < st->nprocs; i++) {
+		size_t n = st->procs[i].iter ? iter_read(st, st->procs[i].iter) : 0;
+
+		now = clock_ns(CLOCK_MONOTONIC);
+		for (size_t k = 0; k < n; k++)
+			thread_write(f, st, (struct metrics_thread *)st->ibuf + k, now, last);
+	}
+	/* exited: taken out of the map as they are read */
+	for (;;) {
+		__u32 count = sizeof(keys) / sizeof(keys[0]), out = 0;
+		int err = -1;
+
+		if (batch) {
+			err = bpf_map_lookup_and_delete_batch(st->exits_fd, NULL, &out, keys, r,
+							      &count, NULL);
+			if (err && errno != ENOENT) {
+				batch = false;
+				continue;
+			}
+		} else {
+			count = 0;
+			if (!bpf_map_get_next_key(st->exits_fd, NULL, &keys[0]) &&
+			    !bpf_map_lookup_and_delete_elem(st->exits_fd, &keys[0], &r[0]))
+				count = 1;
+			err = count ? 0 : -1;
+		}
+		for (__u32 k = 0; k < count; k++)
+			thread_write(f, st, &r[k], now, true);
+		if (err || !count)
+			break;
+	}
+}
+
 static void close_proc(struct metrics_state *st, struct mproc *mp)
 {
 	if (mp->fd_stat >= 0)
@@ -631,6 +874,8 @@ static void close_proc(struct metrics_state *st, struct mproc *mp)
 	if (mp->fd_io >= 0)
 		close(mp->fd_io);
 	mp->fd_stat = mp->fd_status = mp->fd_io = -1;
+	bpf_link__destroy(mp->iter);
+	mp->iter = NULL;
 	if (st->map_fd >= 0)
 		bpf_map_delete_elem(st->map_fd, &mp->pid);
 }
@@ -667,6 +912,7 @@ static struct mproc *find_proc(struct feature_ctx *f, struct metrics_state *st, 
 	}
 	log_debug("metrics: process %u%s", pid, mp->born ? " (started during the record)" : "");
 	st->nprocs++;
+	thread_iter_open(f, st, mp);
 	return mp;
 }
 
@@ -798,6 +1044,7 @@ static void sample_all_(struct feature_ctx *f, struct metrics_state *st, uint64_
 		for (size_t i = 0; i < st->nprocs; i++)
 			if (st->procs[i].gone)
 				reaped(st, &st->procs[i]);
+		threads_read(f, st, now, last);
 		for (size_t i = 0; i < st->nprocs;) {
 			struct mproc *mp = &st->procs[i];
 
@@ -835,6 +1082,8 @@ static int metrics_attach(struct feature_ctx *f, void *state)
 		if (!st->percpu)
 			return -ENOMEM;
 	}
+	if (st->threads)
+		st->exits_fd = bpf_map__fd(f->skel->maps.metrics_thread_exits);
 	rapl_open(f, st);
 	gpu_open(f, st);
 	/* the machine's counters start at attach: energy from then on, not from the first poll */
@@ -891,9 +1140,15 @@ static int metrics_finish(struct feature_ctx *f, void *state)
 {
 	struct metrics_state *st = state;
 	uint64_t full = st->bpf ? f->bpf_stat(f, BSTAT_METRICS_FULL) : 0;
+	uint64_t tfull = st->threads ? f->bpf_stat(f, BSTAT_METRICS_THREAD_FULL) : 0;
 	char buf[32];
 
 	sample_all(f, st, clock_ns(CLOCK_MONOTONIC), true);
+	profile__set_meta(f->p, "metrics_threads", st->threads ? "task_iterator" : "none");
+	if (tfull) {
+		snprintf(buf, sizeof(buf), "%" PRIu64, tfull);
+		profile__set_meta(f->p, "metrics_threads_untracked", buf);
+	}
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->cpu_ns);
 	profile__set_meta(f->p, "metrics_cpu_ns", buf);
 	if (full) {
@@ -915,6 +1170,10 @@ static void metrics_destroy(struct feature_ctx *f, void *state)
 	for (size_t i = 0; i < st->nrapl; i++)
 		close(st->rapl[i].fd);
 	nvml_close(st->nvml);
+	bpf_link__destroy(st->iter_any);
+	hmap__free(st->thr_index);
+	free(st->thr);
+	free(st->ibuf);
 	free(st->gpu_written);
 	free(st->procs);
 	free(st->busy);

@@ -79,6 +79,11 @@ def test_tcp_loopback_bytes_exact(ep_module, fix):
     assert m["net_udp_tx_bytes"] == 0 and m["net_unix_tx_bytes"] == 0
     (proc,) = m["processes"]
     assert proc["comm"] == "metricsfix" and proc["net_tcp_rx_bytes"] == 10_000_000
+    # per thread: the main thread sent, the receiver thread received
+    tx = [t for t in m["threads"] if t["net_tx_bytes"] == 10_000_000]
+    rx = [t for t in m["threads"] if t["net_rx_bytes"] == 10_000_000]
+    assert len(tx) == 1 and len(rx) == 1 and tx[0]["tid"] != rx[0]["tid"]
+    assert tx[0]["tid"] == proc["pid"] and tx[0]["net_rx_bytes"] == 0
     # a rate track per process in the trace, whose integral is the bytes sent
     ep_module.run("trace", "tcp.data", "-o", "tcp.json")
     with open(os.path.join(ep_module.dir, "tcp.json")) as f:
@@ -98,6 +103,54 @@ def test_tcp_loopback_bytes_exact(ep_module, fix):
     assert '<figure class="chart"><figcaption>Network' in res
     assert res.count("<polyline") >= 5 and "http://" not in res.replace(
         'xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_per_thread_figures_match_each_threads_rusage(ep_module, fix):
+    pages, nbytes = 20000, 5_000_000
+    r = record(ep_module, "threads.data", fix, "threads", "0.3", str(pages), str(nbytes))
+    own = {}
+    for line in r.stdout.splitlines():
+        # thread NAME TID user U sys S minflt F nvcsw V nivcsw I: its own RUSAGE_THREAD
+        w = line.split()
+        if w and w[0] == "thread":
+            own[w[1]] = {"tid": int(w[2]), "user": float(w[4]), "sys": float(w[6]),
+                         "minflt": int(w[8]), "nvcsw": int(w[10])}
+    assert set(own) == {"spinner", "syscaller", "toucher", "sleeper"}
+    m = metrics(ep_module, "threads.data")
+    by_tid = {t["tid"]: t for t in m["threads"]}
+    for name, o in own.items():
+        t = by_tid[o["tid"]]
+        assert t["comm"] == name
+        cpu = (t["cpu_user_ns"] + t["cpu_sys_ns"]) / 1e9
+        assert abs(cpu - (o["user"] + o["sys"])) <= 0.02 + 0.05 * cpu, (name, t, o)
+    for name in ("spinner", "syscaller"):
+        t, o = by_tid[own[name]["tid"]], own[name]
+        share = t["cpu_sys_ns"] / (t["cpu_user_ns"] + t["cpu_sys_ns"])
+        assert abs(share - o["sys"] / (o["user"] + o["sys"])) <= 0.05, (name, t, o)
+    assert by_tid[own["spinner"]["tid"]]["cpu_sys_ns"] < by_tid[own["syscaller"]["tid"]]["cpu_sys_ns"]
+    toucher = by_tid[own["toucher"]["tid"]]
+    assert toucher["io_wchar"] == nbytes
+    assert pages <= toucher["minflt"] and abs(toucher["minflt"] - own["toucher"]["minflt"]) <= 0.01 * pages
+    sleeper = by_tid[own["sleeper"]["tid"]]
+    assert own["sleeper"]["nvcsw"] >= 50 and 0 <= sleeper["nvcsw"] - own["sleeper"]["nvcsw"] <= 1
+    # the threads' own figures add up to their process's
+    assert sum(t["io_wchar"] for t in m["threads"]) == m["io_wchar"]
+    assert abs(sum(t["minflt"] for t in m["threads"]) - m["minflt"]) <= 0.01 * m["minflt"]
+    text = ep_module.run("report", "threads.data").stdout
+    rows = [l.split() for l in text.splitlines() if l.split()[2:3] == ["toucher"]]
+    assert rows and rows[0][0] == str(own["toucher"]["tid"])
+    # a CPU track per busy thread in the trace, a chart of the busiest in the HTML export
+    ep_module.run("trace", "threads.data", "-o", "threads.json")
+    with open(os.path.join(ep_module.dir, "threads.json")) as f:
+        doc = json.load(f)
+    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+    spin = [e["args"]["value"] for e in ev if e.get("ph") == "C"
+            and e["name"] == f"Thread CPU (cores): spinner {own['spinner']['tid']}"]
+    assert spin and max(spin) > 0.2
+    ep_module.run("export", "threads.data", "--format", "html", "-o", "threads.html")
+    with open(os.path.join(ep_module.dir, "threads.html")) as f:
+        html = f.read()
+    assert "<figcaption>CPU by thread" in html and f"spinner {own['spinner']['tid']}" in html
 
 
 def test_page_faults_within_one_percent(ep_module, fix, baseline):
