@@ -15,6 +15,7 @@
 #include "report.h"
 #include "../analysis/findings.h"
 #include "report_gpu.h"
+#include "report_io.h"
 #include "report_mem.h"
 #include "report_regions.h"
 
@@ -378,10 +379,10 @@ static int section_processes(struct sink *out, struct profile *p, const struct h
 	return out->err;
 }
 
-enum feature_section { FS_MEMORY, FS_OFFCPU, FS_REGIONS, FS_GPU };
+enum feature_section { FS_MEMORY, FS_OFFCPU, FS_REGIONS, FS_GPU, FS_IO };
 
 /*
- * The memory, off-CPU, region and GPU sections as `eprof report` prints them (a
+ * The memory, off-CPU, region, GPU and I/O sections as `eprof report` prints them (a
  * preformatted block): one rendering for both, and "no data" when the record has none.
  */
 static int section_feature(struct sink *out, struct profile *p, enum feature_section which)
@@ -404,6 +405,9 @@ static int section_feature(struct sink *out, struct profile *p, enum feature_sec
 		break;
 	case FS_REGIONS:
 		err = report_regions_text(txt, p, &none, 0);
+		break;
+	case FS_IO:
+		err = report_io_text(txt, p, &none, 20);
 		break;
 	default:
 		err = report_gpu_text(txt, p, 20);
@@ -441,6 +445,11 @@ static int section_regions(struct sink *out, struct profile *p, const struct htm
 static int section_gpu(struct sink *out, struct profile *p, const struct html_opts *o)
 {
 	return section_feature(out, p, FS_GPU);
+}
+
+static int section_io(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	return section_feature(out, p, FS_IO);
 }
 
 /* The report's findings (analysis/findings.c) as a table, most severe first. */
@@ -488,6 +497,7 @@ static const struct html_section html_sections[] = {
     {"threads", "Threads", section_threads},
     {"memory", "Memory", section_memory},
     {"offcpu", "Off-CPU time", section_offcpu},
+    {"io", "I/O by stack", section_io},
     {"regions", "Regions", section_regions},
     {"gpu", "GPU", section_gpu},
 };

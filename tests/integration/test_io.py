@@ -118,6 +118,16 @@ def test_report_text_section(ep_module, file_run, data_file):
     assert "I/O by file or peer:" in out
     line = next(l for l in out.splitlines() if l.rstrip().endswith(data_file))
     assert "file" in line.split()
+    # the HTML export has the same section; a record without --io says "no data" there
+    ep_module.run("export", "file.data", "--format", "html", "-o", "file.html")
+    with open(os.path.join(ep_module.dir, "file.html")) as f:
+        sec = f.read().split('<section id="io">')[1].split("</section>")[0]
+    assert "I/O by file or peer:" in sec and data_file in sec
+    ep_module.run("record", "-q", "-o", "noio.data", "--", "true")
+    ep_module.run("export", "noio.data", "--format", "html", "-o", "noio.html")
+    with open(os.path.join(ep_module.dir, "noio.html")) as f:
+        sec = f.read().split('<section id="io">')[1].split("</section>")[0]
+    assert "no data" in sec
 
 
 def test_no_io_data_is_a_clear_error(ep_module, app):
