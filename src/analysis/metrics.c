@@ -451,16 +451,49 @@ int metrics_energy_by_region(const struct profile *p, struct metrics_region_ener
 	return 0;
 }
 
+uint64_t metrics_gap_limit(const struct profile *p)
+{
+	const char *steps = profile__meta(p, "metrics_steps");
+
+	if (steps && !strcmp(steps, "closed"))
+		return 0;
+	return profile__meta_u64(p, "metrics_interval_ms", 0) * 1000000ULL;
+}
+
 struct grid_proc {
 	uint32_t pid;
-	uint64_t v;
+	uint64_t v, ts;
 };
+
+/*
+ * Adds d, which grew between from and to, to the bins it overlaps, in proportion (a steady
+ * rate in between).
+ */
+static void spread(double *out, uint64_t t0, uint64_t dt, size_t nbins, uint64_t from,
+		   uint64_t to, double d)
+{
+	if (to <= from) {
+		if (to > t0 && to - t0 <= dt * nbins)
+			out[(to - t0 - 1) / dt] += d;
+		return;
+	}
+	for (uint64_t a = from > t0 ? from : t0; a < to;) {
+		size_t b = (a - t0) / dt;
+		uint64_t end = t0 + (b + 1) * dt, e = end < to ? end : to;
+
+		if (b >= nbins)
+			break;
+		out[b] += d * (double)(e - a) / (double)(to - from);
+		a = e;
+	}
+}
 
 int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, uint64_t t0,
 		 uint64_t dt, size_t nbins, double *out)
 {
 	bool thread = metric_defs[m].scope == MSCOPE_THREAD;
 	bool machine = metric_defs[m].scope != MSCOPE_PROCESS && !thread;
+	uint64_t interval = metrics_gap_limit(p);
 	struct grid_proc *procs = NULL;
 	size_t np = 0, cap = 0, n = 0, k = 0;
 	uint32_t name = 0, *idx;
@@ -509,16 +542,24 @@ int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, u
 					free(procs);
 					return -ENOMEM;
 				}
-				procs[np++] =
-				    (struct grid_proc){e->pid, metric_defs[m].cumulative ? v : 0};
+				procs[np++] = (struct grid_proc){e->pid, metric_defs[m].cumulative ? v : 0,
+								 e->ts};
 			}
 			if (metric_defs[m].cumulative) {
-				if (e->ts >= t0 && v >= procs[j].v)
-					out[b] += (double)(v - procs[j].v);
+				/* what it grew by since the last point, spread over the time
+				 * in between (metrics_gap_limit) */
+				uint64_t gap = e->ts - procs[j].ts;
+				uint64_t from = interval && gap * 2 > interval * 3 ? e->ts - interval
+										   : procs[j].ts;
+
+				if (v >= procs[j].v)
+					spread(out, t0, dt, nbins, from, e->ts,
+					       (double)(v - procs[j].v));
 			} else {
 				level += (double)v - (double)procs[j].v;
 			}
 			procs[j].v = v;
+			procs[j].ts = e->ts;
 		}
 		if (!metric_defs[m].cumulative)
 			out[b] = level;

@@ -131,6 +131,16 @@ int metrics_series(const struct profile *p, int m, uint32_t pid, uint32_t index,
 int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, uint64_t t0,
 		 uint64_t dt, size_t nbins, double *out);
 
+/*
+ * A running total grew between two of its points: readings come every interval, give or take
+ * the poll's jitter, and the growth is spread over the time in between. The recorder writes a
+ * value only when it changed; since meta metrics_steps "closed" it also writes the old value
+ * at the last reading that found it unchanged, so the growth is always after it: this returns
+ * 0 then. For older files it returns the interval: a gap over 1.5 intervals means readings
+ * that found no change, and the growth is put in the last interval before the point.
+ */
+uint64_t metrics_gap_limit(const struct profile *p);
+
 /* gCO2 per kWh used when --carbon-intensity is not given (docs/metrics.md says where from). */
 #define METRICS_DEFAULT_CARBON_G_PER_KWH 445.0
 

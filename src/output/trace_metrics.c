@@ -5,9 +5,9 @@
  * GPU (a pseudo process of its own), utilisation, memory, power, temperature and clocks; the
  * machine's power from its energy counters; the CPU of the busiest threads in their process.
  *
- * The recorder writes a reading only when it changed, so a running total that stayed put for
- * a while changed within the last interval before its next reading: its rate is spread over
- * that interval, and is 0 before it.
+ * The recorder writes a reading only when it changed, and closes a flat step with the reading
+ * that last found it unchanged: a running total's growth is spread over the time between two
+ * points (metrics_gap_limit for files without the closing points).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -57,24 +57,18 @@ static int level_track(struct trace_writer *w, const struct profile *p, const st
 }
 
 /*
- * A running total as a rate per second (scale: divisor). skip_zero: no track for a total
- * that never moved.
+ * Points of a running total as a rate per second (scale: divisor), the growth between two
+ * points spread over the time in between, or the last interval of a longer gap in older files
+ * (interval: metrics_gap_limit).
  */
-static int rate_track(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
-		      int m, uint32_t pid, uint32_t index, uint32_t tpid, const char *track,
-		      double scale, uint64_t interval, bool skip_zero, struct trace_stats *st)
+static void rate_points(struct trace_writer *w, const struct trace_opts *o, uint32_t tpid,
+			const char *track, const struct metric_point *pts, size_t n, double scale,
+			uint64_t interval, struct trace_stats *st)
 {
-	struct metric_point *pts;
-	size_t n;
-	int err = metrics_series(p, m, pid, index, &pts, &n);
-
-	if (err || n < 2 || (skip_zero && pts[n - 1].v == pts[0].v)) {
-		free(pts);
-		return err;
-	}
 	put(w, o, tpid, track, pts[0].ts, 0, st);
 	for (size_t i = 1; i < n; i++) {
-		uint64_t gap = pts[i].ts - pts[i - 1].ts, span = gap < interval ? gap : interval;
+		uint64_t gap = pts[i].ts - pts[i - 1].ts;
+		uint64_t span = interval && gap * 2 > interval * 3 ? interval : gap;
 		double d = pts[i].v >= pts[i - 1].v ? (double)(pts[i].v - pts[i - 1].v) : 0;
 
 		if (!span)
@@ -84,8 +78,21 @@ static int rate_track(struct trace_writer *w, const struct profile *p, const str
 		put(w, o, tpid, track, pts[i].ts - span, d / scale * 1e9 / (double)span, st);
 	}
 	put(w, o, tpid, track, pts[n - 1].ts, 0, st);
+}
+
+/* A running total as a rate; skip_zero: no track for a total that never moved. */
+static int rate_track(struct trace_writer *w, const struct profile *p, const struct trace_opts *o,
+		      int m, uint32_t pid, uint32_t index, uint32_t tpid, const char *track,
+		      double scale, uint64_t interval, bool skip_zero, struct trace_stats *st)
+{
+	struct metric_point *pts;
+	size_t n;
+	int err = metrics_series(p, m, pid, index, &pts, &n);
+
+	if (!err && n >= 2 && !(skip_zero && pts[n - 1].v == pts[0].v))
+		rate_points(w, o, tpid, track, pts, n, scale, interval, st);
 	free(pts);
-	return 0;
+	return err;
 }
 
 /*
@@ -118,21 +125,8 @@ static int thread_cpu_track(struct trace_writer *w, const struct profile *p,
 	}
 	snprintf(track, sizeof(track), "Thread CPU (cores): %s %u",
 		 t->comm ? profile__str(p, t->comm) : "thread", t->tid);
-	if (!err && n >= 2) {
-		put(w, o, t->pid, track, sum[0].ts, 0, st);
-		for (size_t j = 1; j < n; j++) {
-			uint64_t gap = sum[j].ts - sum[j - 1].ts,
-				 span = gap < interval ? gap : interval;
-			double d = sum[j].v >= sum[j - 1].v ? (double)(sum[j].v - sum[j - 1].v) : 0;
-
-			if (!span)
-				continue;
-			if (span < gap)
-				put(w, o, t->pid, track, sum[j - 1].ts, 0, st);
-			put(w, o, t->pid, track, sum[j].ts - span, d / (double)span, st);
-		}
-		put(w, o, t->pid, track, sum[n - 1].ts, 0, st);
-	}
+	if (!err && n >= 2)
+		rate_points(w, o, t->pid, track, sum, n, 1e9, interval, st);
 	free(u);
 	free(s);
 	free(sum);
@@ -147,8 +141,8 @@ struct track_def {
 };
 
 static const struct track_def proc_tracks[] = {
-    {MET_CPU_USER, "CPU user (cores)", 1, true, false},
-    {MET_CPU_SYS, "CPU system (cores)", 1, true, false},
+    {MET_CPU_USER, "CPU user (cores)", 1e9, true, false},
+    {MET_CPU_SYS, "CPU system (cores)", 1e9, true, false},
     {MET_RSS_ANON, "RSS anonymous (MiB)", 1048576, false, false},
     {MET_RSS_FILE, "RSS file (MiB)", 1048576, false, false},
     {MET_RSS_SHMEM, "RSS shmem (MiB)", 1048576, false, true},
@@ -204,7 +198,7 @@ int trace_source_metrics(struct trace_writer *w, const struct profile *p,
 
 	if (err || !r.present)
 		return err;
-	interval = r.interval_ms * 1000000ULL;
+	interval = metrics_gap_limit(p);
 	for (size_t i = 0; i < r.nprocs && !err; i++)
 		err =
 		    emit_tracks(w, p, o, proc_tracks, sizeof(proc_tracks) / sizeof(proc_tracks[0]),

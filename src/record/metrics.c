@@ -58,6 +58,8 @@ struct mproc {
 	bool written;		    /* something written for it */
 	uint64_t v[MET_PROC_COUNT]; /* the last reading */
 	uint64_t w[MET_PROC_COUNT]; /* the last value written */
+	uint64_t wts[MET_PROC_COUNT]; /* when */
+	uint64_t last_read;	      /* the last reading's time */
 	uint32_t have; /* bit per source read: 1 stat, 2 status, 4 io, 8 bpf, 16 rusage */
 	uint64_t born; /* started during the record: when (CLOCK_MONOTONIC), else 0 */
 	uint32_t ppid;
@@ -77,6 +79,7 @@ struct mthread {
 	char comm[16];		  /* its name as last seen (a thread names itself after it starts) */
 	uint64_t user, sys;	  /* CPU split so far: neither goes down (as the kernel does) */
 	uint64_t w[MET_T_COUNT]; /* the last values written */
+	uint64_t wts[MET_T_COUNT], last_read; /* when, and the last reading's time */
 };
 
 struct rapl_zone {
@@ -187,6 +190,9 @@ static int metrics_configure(struct feature_ctx *f, void **state)
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->interval_ns / 1000000);
 	profile__set_meta(f->p, "metrics_interval_ms", buf);
 	profile__set_meta(f->p, "metrics_scope", f->o->all ? "system" : "process");
+	/* a running total's flat steps are closed by a reading (write_proc): readers spread
+	 * its growth over the whole time between two readings */
+	profile__set_meta(f->p, "metrics_steps", "closed");
 	if (f->o->all) {
 		snprintf(buf, sizeof(buf), "%d", METRICS_SYSTEM_PROCS);
 		profile__set_meta(f->p, "metrics_system_procs", buf);
@@ -648,10 +654,17 @@ static void write_proc(struct feature_ctx *f, struct metrics_state *st, struct m
 	for (int m = 0; m < MET_PROC_COUNT; m++) {
 		if (!metric_read(mp, m) || (mp->written && !all && mp->w[m] == mp->v[m]))
 			continue;
+		/* unchanged at the last reading: that reading closes the flat step (meta
+		 * metrics_steps), so a reader knows the growth came after it */
+		if (mp->written && metric_defs[m].cumulative && mp->wts[m] < mp->last_read &&
+		    mp->w[m] != mp->v[m])
+			emit(f, st, mp->last_read, mp->pid, 0, m, mp->w[m]);
 		emit(f, st, now, mp->pid, 0, m, mp->v[m]);
 		mp->w[m] = mp->v[m];
+		mp->wts[m] = now;
 	}
 	mp->written = true;
+	mp->last_read = now;
 }
 
 /* --- threads --- */
@@ -803,10 +816,14 @@ static void thread_write(struct feature_ctx *f, struct metrics_state *st,
 	for (int m = 0; m < MET_T_COUNT; m++) {
 		if (t->written && !all && !r->exit_ns && t->w[m] == v[m])
 			continue;
+		if (t->written && t->wts[m] < t->last_read && t->w[m] != v[m])
+			emit(f, st, t->last_read, r->pid, r->tid, MET_T_FIRST + m, t->w[m]);
 		emit(f, st, ts, r->pid, r->tid, MET_T_FIRST + m, v[m]);
 		t->w[m] = v[m];
+		t->wts[m] = ts;
 	}
 	t->written = true;
+	t->last_read = ts;
 	t->dead = r->exit_ns != 0;
 }
 

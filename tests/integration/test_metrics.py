@@ -146,7 +146,8 @@ def test_per_thread_figures_match_each_threads_rusage(ep_module, fix):
     ev = doc["traceEvents"] if isinstance(doc, dict) else doc
     spin = [e["args"]["value"] for e in ev if e.get("ph") == "C"
             and e["name"] == f"Thread CPU (cores): spinner {own['spinner']['tid']}"]
-    assert spin and max(spin) > 0.2
+    # one thread is at most one core (the tracks are in cores, not ns per second)
+    assert spin and 0.2 < max(spin) <= 1.05, spin
     ep_module.run("export", "threads.data", "--format", "html", "-o", "threads.html")
     with open(os.path.join(ep_module.dir, "threads.html")) as f:
         html = f.read()
@@ -173,6 +174,18 @@ def test_user_sys_split_within_five_points(ep_module, fix):
     assert abs((m["cpu_user_ns"] + m["cpu_sys_ns"]) / 1e9 - 1.2) < 0.25
     text = ep_module.run("report", "split.data").stdout
     assert "# metrics:  wall" in text and "% sys)" in text
+    # the trace's CPU tracks are in cores: one thread is at most one (plus a clock tick in an
+    # interval: /proc gives a process's times in 10 ms ticks), their area its CPU time
+    ep_module.run("trace", "split.data", "-o", "split.json")
+    with open(os.path.join(ep_module.dir, "split.json")) as f:
+        doc = json.load(f)
+    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+    for track, ns in (("CPU user (cores)", m["cpu_user_ns"]), ("CPU system (cores)", m["cpu_sys_ns"])):
+        pts = sorted((e["ts"], e["args"]["value"]) for e in ev
+                     if e.get("ph") == "C" and e["name"] == track)
+        area = sum((pts[i + 1][0] - pts[i][0]) / 1e6 * pts[i][1] for i in range(len(pts) - 1))
+        assert max(v for _, v in pts) <= 1.12, (track, pts)
+        assert abs(area - ns / 1e9) <= 0.01 + 0.02 * ns / 1e9, (track, area, ns, pts)
 
 
 def test_fake_nvml_flows_to_report_trace_json(ep_module, fix, fakenvml):

@@ -112,6 +112,48 @@ static void test_grid(void **state)
 	profile__free(p);
 }
 
+static bool near(double a, double b)
+{
+	return a > b - 1e-3 * (b > 1 ? b : 1) && a < b + 1e-3 * (b > 1 ? b : 1);
+}
+
+/*
+ * A thread at one core read with the poll's jitter (95, 205, 300 ms): each bin gets 100 ms,
+ * where whole readings per bin gave 95, 0, 205 (two readings in one bin: "2 cores"). A
+ * reading after a gap of unchanged ones puts its growth in the last interval only.
+ */
+static void test_grid_jitter_and_threads(void **state)
+{
+	struct profile *p = profile__new();
+	struct event e = {.kind = EVK_COUNTER, .pid = 30};
+	static const uint64_t ts[] = {0, 95, 205, 300, 600}, cpu[] = {0, 95, 205, 300, 350};
+	double v[6];
+
+	(void)state;
+	profile__set_meta(p, "metrics_interval_ms", "100");
+	e.name = profile__intern(p, metric_defs[MET_T_CPU_USER].name);
+	for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
+		e.ts = ts[i] * MS;
+		ev_set_counter_at(&e, 31, cpu[i] * MS);
+		assert_int_equal(profile__add_event(p, &e), 0);
+		/* another thread of the same process, not in thread 31's grid */
+		ev_set_counter_at(&e, 32, 7 * cpu[i] * MS);
+		assert_int_equal(profile__add_event(p, &e), 0);
+	}
+	assert_int_equal(metrics_grid(p, MET_T_CPU_USER, 30, 31, 0, 100 * MS, 6, v), 0);
+	assert_true(near(v[0], 100e6) && near(v[1], 100e6) && near(v[2], 100e6));
+	/* 300 -> 600 ms: unchanged readings at 400 and 500, then 50 ms more by 600 */
+	assert_true(v[3] == 0 && v[4] == 0 && near(v[5], 50e6));
+	assert_int_equal(metrics_grid(p, MET_T_CPU_USER, 30, 32, 0, 100 * MS, 6, v), 0);
+	assert_true(near(v[0], 700e6));
+	/* a recorder that closes flat steps (it would have written 300 at 500 ms): a gap is
+	 * a late reading, its growth spread over all of it */
+	profile__set_meta(p, "metrics_steps", "closed");
+	assert_int_equal(metrics_grid(p, MET_T_CPU_USER, 30, 31, 0, 100 * MS, 6, v), 0);
+	assert_true(near(v[3], 50e6 / 3) && near(v[4], 50e6 / 3) && near(v[5], 50e6 / 3));
+	profile__free(p);
+}
+
 static char *render_text(struct profile *p, bool json)
 {
 	struct metrics_result r;
@@ -194,6 +236,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_analyze),	   cmocka_unit_test(test_grid),
+	    cmocka_unit_test(test_grid_jitter_and_threads),
 	    cmocka_unit_test(test_report),	   cmocka_unit_test(test_no_metrics),
 	    cmocka_unit_test(test_throttle_names),
 	};
