@@ -31,8 +31,22 @@ struct chart {
 	size_t nseries;
 };
 
+/* The top of the y axis in a few characters (the unit is in the caption): 620k, 0.176, 1.01. */
+static void axis_label(char *buf, size_t len, double v)
+{
+	if (v >= 1e9)
+		snprintf(buf, len, "%.3gG", v / 1e9);
+	else if (v >= 1e6)
+		snprintf(buf, len, "%.3gM", v / 1e6);
+	else if (v >= 1e4)
+		snprintf(buf, len, "%.3gk", v / 1e3);
+	else
+		snprintf(buf, len, "%.3g", v);
+}
+
 static void chart_svg(struct sink *out, const struct chart *c, size_t nbins, double secs)
 {
+	char top[32];
 	double max = 0;
 	int pw = CHART_W - PAD_L - 10, ph = CHART_H - PAD_B - 10;
 
@@ -41,6 +55,9 @@ static void chart_svg(struct sink *out, const struct chart *c, size_t nbins, dou
 			max = c->v[s][b] > max ? c->v[s][b] : max;
 	sink_puts(out, "<figure class=\"chart\"><figcaption>");
 	sink_xml_str(out, c->title);
+	sink_puts(out, " (");
+	sink_xml_str(out, c->unit);
+	sink_puts(out, ")");
 	for (size_t s = 0; s < c->nseries; s++)
 		sink_printf(out, " <span style=\"color:%s\">&#9632; %s</span>", colours[s],
 			    c->label[s]);
@@ -54,9 +71,10 @@ static void chart_svg(struct sink *out, const struct chart *c, size_t nbins, dou
 		    "<rect x=\"%d\" y=\"10\" width=\"%d\" height=\"%d\" fill=\"#fff\" "
 		    "stroke=\"#ccc\"/>\n",
 		    PAD_L, pw, ph);
+	axis_label(top, sizeof(top), max);
 	sink_printf(out,
-		    "<text x=\"%d\" y=\"20\" text-anchor=\"end\" font-size=\"11\">%.3g %s</text>\n",
-		    PAD_L - 4, max, c->unit);
+		    "<text x=\"%d\" y=\"20\" text-anchor=\"end\" font-size=\"11\">%s</text>\n",
+		    PAD_L - 4, top);
 	sink_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" font-size=\"11\">0</text>\n",
 		    PAD_L - 4, 10 + ph);
 	sink_printf(out, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0 s</text>\n", PAD_L,
@@ -204,7 +222,7 @@ static int thread_chart(struct sink *out, struct grid *g, const struct profile *
 			const struct metrics_result *r, double secs)
 {
 	static const int cpu[] = {MET_T_CPU_USER, MET_T_CPU_SYS};
-	struct chart c = {.title = "CPU by thread (the busiest)", .unit = "cores"};
+	struct chart c = {.title = "CPU of the busiest threads", .unit = "cores"};
 	char label[MAX_SERIES][48];
 	double *buf = calloc(MAX_SERIES * g->nbins, sizeof(double));
 	int err = buf ? 0 : -ENOMEM;

@@ -151,7 +151,7 @@ def test_per_thread_figures_match_each_threads_rusage(ep_module, fix):
     ep_module.run("export", "threads.data", "--format", "html", "-o", "threads.html")
     with open(os.path.join(ep_module.dir, "threads.html")) as f:
         html = f.read()
-    assert "<figcaption>CPU by thread" in html and f"spinner {own['spinner']['tid']}" in html
+    assert "<figcaption>CPU of the busiest threads (cores)" in html and f"spinner {own['spinner']['tid']}" in html
 
 
 def test_page_faults_within_one_percent(ep_module, fix, baseline):
