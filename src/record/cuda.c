@@ -409,14 +409,10 @@ static void scan_pid(struct feature_ctx *f, struct cuda_state *s, uint32_t pid)
 
 static void scan_targets(struct feature_ctx *f, struct cuda_state *s)
 {
-	int fd = bpf_map__fd(f->skel->maps.targets);
-	uint32_t key, next, *prev = NULL;
+	uint32_t pid;
 
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		scan_pid(f, s, key);
-	}
+	for (size_t i = 0; feature_next_target(f, &i, &pid);)
+		scan_pid(f, s, pid);
 }
 
 struct sys_scan {

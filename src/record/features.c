@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <stddef.h>
 
+#include "../model/profile.h"
 #include "feature.h"
 
 extern const struct feature feature_mem;
@@ -22,3 +23,17 @@ const struct feature *const record_features[] = {
 	&feature_io,
 	NULL,
 };
+
+bool feature_next_target(const struct feature_ctx *f, size_t *i, uint32_t *pid)
+{
+	for (; *i < f->p->procs.n; (*i)++) {
+		const struct process *pr = &f->p->procs.v[*i];
+
+		if (!pr->exit_ts && pr->pid) {
+			*pid = pr->pid;
+			(*i)++;
+			return true;
+		}
+	}
+	return false;
+}

@@ -862,26 +862,23 @@ static int mem_attach(struct feature_ctx *f, void *state)
 }
 
 /*
- * Processes the targets forked since the last look (the BPF target set follows forks):
+ * Processes the targets forked since the last look (the process table follows forks):
  * uprobes attached for one PID do not follow it into a child, so each child gets its own.
  * Its first allocations, before the next poll, are not seen.
  */
 static void follow_children(struct feature_ctx *f, struct mem_state *st)
 {
-	int fd = bpf_map__fd(f->skel->maps.targets);
-	uint32_t key, next, *prev = NULL;
 	size_t n = st->ntargets;
+	uint32_t pid;
 
-	if (f->o->all || fd < 0)
+	if (f->o->all)
 		return;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
+	for (size_t k = 0; feature_next_target(f, &k, &pid);) {
 		bool known = false;
 
-		key = next;
-		prev = &key;
 		for (size_t i = 0; i < n && !known; i++)
-			known = st->targets[i].pid == key;
-		if (!known && !add_target(st, key))
+			known = st->targets[i].pid == pid;
+		if (!known && !add_target(st, pid))
 			return;
 	}
 	for (size_t i = n; i < st->ntargets; i++) {

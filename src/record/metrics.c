@@ -961,19 +961,13 @@ static void reaped(struct metrics_state *st, const struct mproc *child)
 	}
 }
 
-/*
- * The target processes alive now: the process table the recorder keeps from the targets and
- * their forks and exits. (Walking the BPF target map instead costs a scan of its 65,536
- * buckets at the end of every walk, ~100 us.)
- */
+/* The target processes alive now (feature_next_target). */
 static void find_targets(struct feature_ctx *f, struct metrics_state *st)
 {
-	for (size_t i = 0; i < f->p->procs.n; i++) {
-		const struct process *pr = &f->p->procs.v[i];
+	uint32_t pid;
 
-		if (!pr->exit_ts && pr->pid)
-			find_proc(f, st, pr->pid, true);
-	}
+	for (size_t i = 0; feature_next_target(f, &i, &pid);)
+		find_proc(f, st, pid, true);
 }
 
 static int cmp_u32(const void *a, const void *b)

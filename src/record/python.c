@@ -821,23 +821,20 @@ static void prune_targets(struct py_state *s, uint64_t now)
 	}
 }
 
-/* New target pids (forks, the launched command) from the BPF target set. */
+/* New target pids (forks, the launched command) from the recorder's process table. */
 static void scan_targets(struct py_state *s, uint64_t now)
 {
-	int fd = bpf_map__fd(s->f->skel->maps.targets);
-	uint32_t key, next, *prev = NULL;
+	uint32_t pid;
 
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		struct py_target *t = target_find(s, next);
+	for (size_t i = 0; feature_next_target(s->f, &i, &pid);) {
+		struct py_target *t = target_find(s, pid);
 
 		if (!t) {
-			t = target_add(s, next);
+			t = target_add(s, pid);
 			if (!t)
 				return;
 			t->next_check = now;
 		}
-		key = next;
-		prev = &key;
 	}
 }
 
