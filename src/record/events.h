@@ -56,6 +56,13 @@ struct event_ctx {
 			 uint32_t *locs, uint8_t *entry);
 	bool (*py_is_eval)(void *arg, uint32_t pid, uint64_t pc);
 	void *py_arg;
+	/*
+	 * The launched command waits in eprof's code for the go (its exec follows it at once):
+	 * its samples and off-CPU intervals that began before the go are eprof's, with stacks
+	 * of eprof's image, and are left out (events_before_launch_exec).
+	 */
+	uint32_t launch_pid;
+	uint64_t launch_go_ns; /* when the go was given (CLOCK_MONOTONIC), 0 before */
 	/* Time spent decoding, by what was decoded: where a recorder that falls behind goes. */
 	uint64_t decode_ns[EV_COST_MAX], decoded[EV_COST_MAX];
 };
@@ -84,5 +91,11 @@ void events_note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, const c
 			uint64_t ts);
 /* Fills comm, cmdline and ppid of a process from /proc (at attach or exec). */
 void events_read_proc_info(struct event_ctx *c, uint32_t pid, uint64_t ts);
+
+/* Whether something of pid that began at ts is the launched command waiting for the go. */
+static inline bool events_before_launch_exec(const struct event_ctx *c, uint32_t pid, uint64_t ts)
+{
+	return pid && pid == c->launch_pid && (!c->launch_go_ns || ts < c->launch_go_ns);
+}
 
 #endif

@@ -51,6 +51,7 @@ struct pstate {
 	size_t n;
 	uint64_t last_scan; /* CLOCK_MONOTONIC when /proc/PID/maps was last read */
 	uint64_t exit_ns;   /* CLOCK_MONOTONIC when its exit was seen */
+	uint64_t look_again; /* CLOCK_MONOTONIC: read the maps again then (after an exec) */
 	bool exited;
 };
 
@@ -70,6 +71,8 @@ struct proc_tracker {
 	uint64_t cfi_evictions;
 	size_t cfi_grown; /* the budget, grown to a working set larger than the one set */
 	struct code_slot *code; /* code bytes before return addresses, for stack scanning */
+	uint32_t *again;	/* pids with a look_again due */
+	size_t nagain, capagain;
 };
 
 /*
@@ -88,6 +91,8 @@ struct proc_tracker {
  * the default).
  */
 #define CFI_HOT_NS (5ULL * 1000000000ULL)
+/* After an exec, the maps are read once more this much later (proc_tracker__poll). */
+#define PROC_LOOK_AGAIN_NS (10ULL * 1000000ULL)
 #define CFI_BUDGET_MAX ((size_t)1 << 30)
 
 static int by_obj_set(struct proc_tracker *t, uint32_t obj, struct objinfo *oi)
@@ -165,6 +170,7 @@ void proc_tracker__free(struct proc_tracker *t)
 	}
 	cfi_table__free(t->vdso.cfi);
 	free(t->code);
+	free(t->again);
 	free(t->objs);
 	free(t->by_obj);
 	hmap__free(t->pid_index);
@@ -493,12 +499,49 @@ int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint
 int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns)
 {
 	struct pstate *ps = pstate_get(t, pid, true);
+	int err;
 
 	if (!ps)
 		return -ENOMEM;
 	ps->n = 0;
 	ps->exited = false;
-	return proc_tracker__scan(t, pid, now_ns);
+	err = proc_tracker__scan(t, pid, now_ns);
+	/*
+	 * Read right after the exec, the maps hold the program and ld.so; its libraries come a
+	 * moment later. A miss reads them again, but a short program (sleep 0.1) may be gone by
+	 * the time its events are decoded: one more read shortly after covers it.
+	 */
+	if (!err && !arr_grow(t->again, t->capagain, t->nagain + 1)) {
+		ps = pstate_get(t, pid, false);
+		if (ps) {
+			ps->look_again = mono_ns() + PROC_LOOK_AGAIN_NS;
+			t->again[t->nagain++] = pid;
+		}
+	}
+	return err;
+}
+
+void proc_tracker__poll(struct proc_tracker *t)
+{
+	uint64_t now = mono_ns();
+	size_t k = 0;
+
+	for (size_t i = 0; i < t->nagain; i++) {
+		struct pstate *ps = pstate_get(t, t->again[i], false);
+
+		if (!ps || ps->exited || !ps->look_again)
+			continue;
+		if (now < ps->look_again) {
+			t->again[k++] = t->again[i];
+			continue;
+		}
+		if (ps->last_scan < ps->look_again)
+			proc_tracker__scan(t, ps->pid, now);
+		ps = pstate_get(t, t->again[i], false);
+		if (ps)
+			ps->look_again = 0;
+	}
+	t->nagain = k;
 }
 
 void proc_tracker__exit(struct proc_tracker *t, uint32_t pid)

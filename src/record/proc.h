@@ -36,6 +36,8 @@ int proc_tracker__scan(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
 int proc_tracker__fork(struct proc_tracker *t, uint32_t ppid, uint32_t pid, uint64_t now_ns);
 /* exec replaced the address space: forget the old mappings, scan anew. */
 int proc_tracker__exec(struct proc_tracker *t, uint32_t pid, uint64_t now_ns);
+/* The second reading of the maps of processes that exec'd 10 ms ago or more: each poll. */
+void proc_tracker__poll(struct proc_tracker *t);
 /* The process exited: keep its mappings (samples still in flight), stop rescanning. */
 void proc_tracker__exit(struct proc_tracker *t, uint32_t pid);
 

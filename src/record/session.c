@@ -192,6 +192,7 @@ static int launch_prepare(struct session *s)
 	}
 	close(go[0]);
 	close(ep[1]);
+	s->ev.launch_pid = (uint32_t)s->child;
 	s->go_pipe = go[1];
 	s->err_pipe = ep[0];
 	return 0;
@@ -202,6 +203,7 @@ static int launch_release(struct session *s)
 	int e = 0;
 	ssize_t n;
 
+	s->ev.launch_go_ns = now_ns();
 	if (write(s->go_pipe, "x", 1) != 1)
 		return -errno;
 	close(s->go_pipe);
@@ -685,6 +687,7 @@ static int poll_step(struct session *s)
 		log_err("failed to read the ring buffer: %s", strerror(-err));
 		return err;
 	}
+	proc_tracker__poll(s->tracker);
 	if (stop_signal) {
 		s->stop_reason = stop_signal == SIGINT ? "interrupted" : "terminated";
 		return 1;

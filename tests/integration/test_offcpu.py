@@ -54,6 +54,18 @@ def test_sleep_half_share(ep, progs):
     assert abs(sleeps - off["by_kind"]["sleep"]) / off["by_kind"]["sleep"] < 0.02
 
 
+def test_short_command_offcpu_stack_symbolized(ep):
+    """A 0.1 s command: its libc sleep is named (its maps are read again shortly after the
+    exec, before it is gone), and its wait in eprof's code for the go before the exec is not
+    its off-CPU time."""
+    ep.run("record", "--offcpu", "-q", "-o", "short.eprof", "--", "/bin/sleep", "0.1")
+    rows = ep.run("flamegraph", "short.eprof", "--offcpu", "--folded").stdout.splitlines()
+    sleeps = [r for r in rows if "clock_nanosleep" in r.split(";")]
+    assert sleeps, rows
+    assert sum(int(r.rpartition(" ")[2]) for r in sleeps) >= 90_000_000
+    assert not [r for r in rows if "[anon]" in r or "anon_pipe_read" in r], rows
+
+
 def test_offcpu_min_us_filters(ep, progs):
     ep.run("record", "--offcpu-min-us", "20000", "-q", "-o", "min.eprof", "--",
            progs["sleephalf"], "1")
