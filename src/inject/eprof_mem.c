@@ -43,6 +43,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +114,7 @@ static struct {
 	void *(*memalign)(size_t, size_t);
 	void *(*valloc)(size_t);
 	void *(*pvalloc)(size_t);
+	void (*exit_)(int); /* _exit: the channel's buffers are sent first */
 } real;
 
 enum { ST_NONE, ST_INIT, ST_READY };
@@ -828,11 +830,12 @@ static bool resolve(void *where)
 	real.memalign = dlsym(where, "memalign");
 	real.valloc = dlsym(where, "valloc");
 	real.pvalloc = dlsym(where, "pvalloc");
+	real.exit_ = dlsym(where, "_exit");
 	if (!real.free || !real.calloc || !real.realloc || !real.posix_memalign ||
 	    !real.aligned_alloc || !real.memalign || !real.valloc || !real.pvalloc)
 		return false;
 	/* an executable's canonical PLT entries lead back to its GOT, which we may patch */
-	for (size_t i = 0; i < sizeof(real) / sizeof(void *); i++) {
+	for (size_t i = 0; i < sizeof(real) / sizeof(void *) - 1; i++) {
 		void *f = ((void **)&real)[i];
 
 		if (f && is_plt_stub(f))
@@ -1058,6 +1061,22 @@ HIDDEN void *emem_pvalloc(size_t n)
 	return p;
 }
 
+/*
+ * _exit (and _Exit): a forked child that ends with _exit (Python's os._exit, multiprocessing)
+ * would lose the records its threads hold; they are sent first, in the channel mode.
+ */
+HIDDEN __attribute__((noreturn)) void emem__exit(int status)
+{
+	if (mean == 1 && chan_on()) {
+		cbuf_send_all();
+		chan_sync();
+	}
+	if (real.exit_)
+		real.exit_(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
 /* The exported names (LD_PRELOAD); attach mode patches GOT entries with the emem_ addresses. */
 #define ALIAS(name) EXPORT extern __typeof(emem_##name) name __attribute__((alias("emem_" #name)))
 ALIAS(malloc);
@@ -1070,6 +1089,8 @@ ALIAS(aligned_alloc);
 ALIAS(memalign);
 ALIAS(valloc);
 ALIAS(pvalloc);
+EXPORT extern __typeof(emem__exit) _exit __attribute__((alias("emem__exit")));
+EXPORT extern __typeof(emem__exit) _Exit __attribute__((alias("emem__exit")));
 
 /* --- attach mode: GOT entries of every loaded object ------------------------------------- */
 
@@ -1107,6 +1128,8 @@ static const struct {
 	{ "memalign", (void *)emem_memalign },
 	{ "valloc", (void *)emem_valloc },
 	{ "pvalloc", (void *)emem_pvalloc },
+	{ "_exit", (void *)emem__exit },
+	{ "_Exit", (void *)emem__exit },
 };
 
 static struct patch *patches;
