@@ -26,6 +26,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <linux/types.h>
+
+#include "../../bpf/eprof_abi.h"
 #include "../unwind/cfi.h"
 #include "../unwind/dwarf_read.h"
 #include "../unwind/unwind.h"
@@ -273,6 +276,74 @@ static void stack_bounds(void)
 	pthread_attr_destroy(&a);
 }
 
+/* --- Python frames ------------------------------------------------------------------------ */
+
+/*
+ * The interpreter's layout, from the recorder (EMEM_MSG_PYLAYOUT: the py_proc it hands its
+ * BPF walker). The thread's state comes from PyGILState_GetThisThreadState(), which knows
+ * a thread's state whether or not it holds the GIL; its frames are its own, so they are
+ * read in place.
+ */
+static struct py_proc py;
+static atomic_bool py_on;
+static void *(*py_tstate)(void);
+
+void emem_py_set(const void *layout, size_t len)
+{
+	if (len < sizeof(py) || atomic_load(&py_on))
+		return;
+	py_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+	if (!py_tstate)
+		return;
+	memcpy(&py, layout, sizeof(py));
+	atomic_store_explicit(&py_on, true, memory_order_release);
+}
+
+static inline uint64_t ld64(uint64_t a)
+{
+	return a ? *(const uint64_t *)(uintptr_t)a : 0;
+}
+
+/* The thread's interpreter frames, leaf first, as bpf/python.bpf.h's py_step() records them. */
+static int py_walk(uint64_t *recs, int max, bool *more)
+{
+	uint64_t ts, frame;
+	int n = 0;
+
+	*more = false;
+	if (!atomic_load_explicit(&py_on, memory_order_acquire))
+		return 0;
+	ts = (uintptr_t)py_tstate();
+	if (!ts)
+		return 0;
+	frame = py.ts_cframe != PY_NONE ? ld64(ld64(ts + py.ts_cframe) + py.cf_frame)
+					: ld64(ts + py.ts_frame);
+	for (int i = 0; frame && i < max + 16; i++) {
+		const uint8_t *f = (const uint8_t *)(uintptr_t)frame;
+		uint64_t code, prev = *(const uint64_t *)(f + py.fr_previous);
+
+		if (py.owner_cstack != PY_NONE && f[py.fr_owner] == py.owner_cstack) {
+			if (n > 0)
+				recs[2 * (n - 1)] |= 1; /* the first frame of its eval call */
+			frame = prev;
+			continue;
+		}
+		if (n >= max) {
+			*more = true;
+			break;
+		}
+		code = *(const uint64_t *)(f + py.fr_code);
+		if ((py.fr_is_entry != PY_NONE && f[py.fr_is_entry]) ||
+		    (py.pflags & PY_PF_ALL_ENTRY))
+			code |= 1;
+		recs[2 * n] = code;
+		recs[2 * n + 1] = *(const uint64_t *)(f + py.fr_instr);
+		n++;
+		frame = prev;
+	}
+	return n;
+}
+
 /* --- the stack table ---------------------------------------------------------------------- */
 
 #define STK_BITS 20		      /* slots: a million distinct stacks */
@@ -281,8 +352,9 @@ static void stack_bounds(void)
 struct sslot {
 	_Atomic uint64_t key; /* hash | 1 once published; 0: empty */
 	uint32_t id;
-	uint32_t n;	      /* frames; bit 31: truncated */
-	uint64_t off;	      /* first frame in the arena */
+	uint32_t n;	      /* words: native frames, then 2 per Python frame */
+	uint32_t shape;	      /* native frames | Python frames << 16 | flags << 24 */
+	uint64_t off;	      /* first word in the arena */
 };
 
 static struct sslot *stab;
@@ -310,9 +382,9 @@ static bool stab_init(void)
 	return stab != NULL;
 }
 
-static uint64_t hash_ips(const uint64_t *ips, uint32_t n)
+static uint64_t hash_ips(const uint64_t *ips, uint32_t n, uint32_t shape)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n ^ (uint64_t)shape << 32;
 
 	for (uint32_t i = 0; i < n; i++) {
 		h ^= ips[i];
@@ -322,28 +394,28 @@ static uint64_t hash_ips(const uint64_t *ips, uint32_t n)
 	return h | 1;
 }
 
-static bool same(const struct sslot *s, const uint64_t *ips, uint32_t n)
+static bool same(const struct sslot *s, const uint64_t *w, uint32_t n, uint32_t shape)
 {
-	return s->n == n && !memcmp(arena + s->off, ips, (n & 0x7fffffff) * sizeof(*ips));
+	return s->n == n && s->shape == shape && !memcmp(arena + s->off, w, n * sizeof(*w));
 }
 
 /* A new stack: sent, then published. 0 when the table or the arena is full. */
-static unsigned intern(uint64_t h, const uint64_t *ips, uint32_t n, uint64_t ns, unsigned pid,
-		       unsigned tid)
+static unsigned intern(uint64_t h, const uint64_t *w, uint32_t n, uint32_t shape, uint64_t ns,
+		       unsigned pid, unsigned tid)
 {
 	const size_t mask = ((size_t)1 << STK_BITS) - 1;
-	uint32_t frames = n & 0x7fffffff;
+	uint32_t nat = shape & 0xffff, npy = (shape >> 16) & 0xff;
 	unsigned id = 0;
 	size_t j;
 
 	spin_lock(&stab_lock);
 	for (j = h & mask; atomic_load_explicit(&stab[j].key, memory_order_relaxed);
 	     j = (j + 1) & mask)
-		if (stab[j].key == h && same(&stab[j], ips, n)) {
+		if (stab[j].key == h && same(&stab[j], w, n, shape)) {
 			id = stab[j].id; /* another thread was first */
 			goto out;
 		}
-	if (next_id > (mask >> 1) || (arena_used + frames) * 8 > STK_ARENA) {
+	if (next_id > (mask >> 1) || (arena_used + n) * 8 > STK_ARENA) {
 		emem_stk_full++;
 		goto out;
 	}
@@ -351,22 +423,23 @@ static unsigned intern(uint64_t h, const uint64_t *ips, uint32_t n, uint64_t ns,
 		struct {
 			struct emem_msg h;
 			struct emem_stack s;
-			uint64_t ips[EMEM_STACK_MAX];
+			uint64_t w[EMEM_STACK_MAX + 2 * EMEM_PY_MAX];
 		} m;
 
 		m.h = (struct emem_msg){ .magic = EMEM_MSG_MAGIC, .kind = EMEM_MSG_STACK,
-					 .n = (unsigned short)frames, .pid = pid, .tid = tid };
-		m.s = (struct emem_stack){ .id = next_id, .flags = n >> 31 ? EMEM_STACK_TRUNC : 0,
-					   .ns = ns };
-		memcpy(m.ips, ips, frames * sizeof(*ips));
-		if (!emem_chan_send(&m, sizeof(m.h) + sizeof(m.s) + frames * sizeof(*ips)))
+					 .n = (unsigned short)nat, .pid = pid, .tid = tid };
+		m.s = (struct emem_stack){ .id = next_id, .flags = (unsigned short)(shape >> 24),
+					   .npy = (unsigned short)npy, .ns = ns };
+		memcpy(m.w, w, n * sizeof(*w));
+		if (!emem_chan_send(&m, sizeof(m.h) + sizeof(m.s) + n * sizeof(*w)))
 			goto out;
 	}
-	memcpy(arena + arena_used, ips, frames * sizeof(*ips));
+	memcpy(arena + arena_used, w, n * sizeof(*w));
 	stab[j].id = id = next_id++;
 	stab[j].n = n;
+	stab[j].shape = shape;
 	stab[j].off = arena_used;
-	arena_used += frames;
+	arena_used += n;
 	emem_stk_sent++;
 	atomic_store_explicit(&stab[j].key, h, memory_order_release);
 out:
@@ -505,11 +578,11 @@ static int walk(uint64_t pc, uint64_t sp, uint64_t bp, uint64_t *ips, int max, b
 unsigned emem_stack_id(uintptr_t ip, uintptr_t frame, uint64_t ns, unsigned pid, unsigned tid)
 {
 	const size_t mask = ((size_t)1 << STK_BITS) - 1;
-	uint64_t ips[EMEM_STACK_MAX];
+	uint64_t w[EMEM_STACK_MAX + 2 * EMEM_PY_MAX];
 	uint64_t sp = frame + 16, h;
-	bool end = false;
-	uint32_t n;
-	int got;
+	bool end = false, more = false;
+	uint32_t n, shape, flags = 0;
+	int got, npy;
 
 	if (unlikely(!stab_init()))
 		return 0;
@@ -521,28 +594,32 @@ unsigned emem_stack_id(uintptr_t ip, uintptr_t frame, uint64_t ns, unsigned pid,
 			return 0;
 	}
 	if (likely(sp >= stk_lo && sp < stk_hi)) {
-		got = walk(ip, sp, *(const uint64_t *)frame, ips, EMEM_STACK_MAX, &end);
+		got = walk(ip, sp, *(const uint64_t *)frame, w, EMEM_STACK_MAX, &end);
 	} else {
-		ips[0] = ip; /* another stack (a coroutine's, a signal's): the leaf only */
+		w[0] = ip; /* another stack (a coroutine's, a signal's): the leaf only */
 		got = 1;
 	}
 	if (got <= 0)
 		return 0;
-	n = (uint32_t)got;
 	if (!end) {
-		n |= 1u << 31;
+		flags |= EMEM_STACK_TRUNC;
 		emem_stk_trunc++;
 	}
-	h = hash_ips(ips, n);
+	npy = py_walk(w + got, EMEM_PY_MAX, &more);
+	if (more)
+		flags |= EMEM_STACK_PY_TRUNC;
+	n = (uint32_t)got + 2 * (uint32_t)npy;
+	shape = (uint32_t)got | (uint32_t)npy << 16 | flags << 24;
+	h = hash_ips(w, n, shape);
 	for (size_t j = h & mask;; j = (j + 1) & mask) {
 		uint64_t k = atomic_load_explicit(&stab[j].key, memory_order_acquire);
 
 		if (!k)
 			break;
-		if (k == h && same(&stab[j], ips, n))
+		if (k == h && same(&stab[j], w, n, shape))
 			return stab[j].id;
 	}
-	return intern(h, ips, n, ns, pid, tid);
+	return intern(h, w, n, shape, ns, pid, tid);
 }
 
 /* --- fork --------------------------------------------------------------------------------- */

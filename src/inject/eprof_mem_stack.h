@@ -25,6 +25,8 @@ EMEM_HIDDEN bool emem_chan_send(const void *msg, size_t len);
  */
 EMEM_HIDDEN unsigned emem_stack_id(uintptr_t ip, uintptr_t frame, uint64_t ns, unsigned pid,
 				   unsigned tid);
+/* The interpreter layout the recorder sent (struct py_proc): Python frames from then on. */
+EMEM_HIDDEN void emem_py_set(const void *layout, size_t len);
 /* fork: the locks are taken before and released after; the child starts a new id space. */
 EMEM_HIDDEN void emem_stacks_prepare(void);
 EMEM_HIDDEN void emem_stacks_parent(void);

@@ -944,6 +944,19 @@ static void copy_stats(struct feature_ctx *f, const struct mem_state *st)
 	f->p->stats[STAT_MEM_UNTRACKED] = f->bpf_stat(f, BSTAT_MEM_LIVE_FULL);
 }
 
+/* The interpreter layout the Python feature found in pid (its BPF map), for the channel. */
+static bool py_layout_of(void *arg, uint32_t pid, void *out, size_t len)
+{
+	struct feature_ctx *f = arg;
+	struct py_proc pp;
+	int fd = bpf_map__fd(f->skel->maps.py_procs);
+
+	if (fd < 0 || len < sizeof(pp) || bpf_map_lookup_elem(fd, &pid, &pp))
+		return false;
+	memcpy(out, &pp, sizeof(pp));
+	return true;
+}
+
 static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
 {
 	struct mem_state *st = state;
@@ -958,6 +971,7 @@ static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
 
 		if (err)
 			return err;
+		mem_chan_python(st->chan, py_layout_of, f);
 	}
 	if (f->o->all && st->sys_seen && now - st->last_sys_scan >= MEM_SYS_SCAN_NS) {
 		scan_system(f, st);

@@ -52,7 +52,9 @@ struct mem_chan {
 	struct {
 		int fd;
 		bool ended;
+		uint32_t pid; /* SO_PEERCRED at the accept */
 	} conns[CHAN_MAX_CONNS];
+	bool py_sent[CHAN_MAX_CONNS]; /* main thread */
 	struct conn_dec *dec; /* main thread: by connection id */
 	size_t ndec;
 	struct mem_chan_stats st;
@@ -117,11 +119,16 @@ static void accept_all(struct mem_chan *m)
 			close(fd); /* the process falls back to the markers */
 			continue;
 		}
+		struct ucred cr = { 0 };
+		socklen_t crlen = sizeof(cr);
+
+		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen);
 		m->conns[m->nconn].fd = fd;
 		m->conns[m->nconn].ended = false;
+		m->conns[m->nconn].pid = cr.pid > 0 ? (uint32_t)cr.pid : 0;
 		e.data.u64 = m->nconn + 1;
 		epoll_ctl(m->ep, EPOLL_CTL_ADD, fd, &e);
-		m->nconn++;
+		__atomic_store_n(&m->nconn, m->nconn + 1, __ATOMIC_RELEASE);
 		m->live++;
 		m->st.conns++;
 	}
@@ -231,14 +238,18 @@ static struct conn_dec *dec_of(struct mem_chan *m, uint32_t conn)
 static int dec_stack(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d,
 		     const struct emem_msg *h, size_t len)
 {
-	static _Alignas(8) uint8_t buf[sizeof(struct ev_stack) + EMEM_STACK_MAX * 8];
+	static _Alignas(8) uint8_t buf[sizeof(struct ev_stack) + EMEM_STACK_MAX * 8 +
+				       EMEM_PY_MAX * sizeof(struct py_frame_rec) +
+				       sizeof(struct py_trailer)];
 	const struct emem_stack *s = (const void *)(h + 1);
 	struct ev_stack *st = (struct ev_stack *)buf;
 	struct ev_hdr eh = { 0 };
+	size_t avail;
 	int64_t node;
 
-	if (len < sizeof(*h) + sizeof(*s) + (size_t)h->n * 8 || !h->n || h->n > EMEM_STACK_MAX ||
-	    !s->id || s->id > (1u << 24))
+	if (len < sizeof(*h) + sizeof(*s) ||
+	    len < sizeof(*h) + sizeof(*s) + (size_t)h->n * 8 + (size_t)s->npy * 16 || !h->n ||
+	    h->n > EMEM_STACK_MAX || s->npy > EMEM_PY_MAX || !s->id || s->id > (1u << 24))
 		return -EINVAL;
 	if (s->id >= d->cap) {
 		size_t cap = d->cap ? d->cap : 1024;
@@ -260,15 +271,29 @@ static int dec_stack(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d
 		d->cap = cap;
 	}
 	memset(st, 0, sizeof(*st));
-	memcpy(st + 1, s + 1, (size_t)h->n * 8);
+	avail = (size_t)h->n * 8;
+	memcpy(st + 1, s + 1, avail);
+	if (s->npy) {
+		/* As bpf/python.bpf.h appends them: the records, then the trailer. */
+		struct py_trailer tr = { .n = s->npy, .magic = PY_TRAILER_MAGIC };
+
+		if (s->flags & EMEM_STACK_PY_TRUNC)
+			tr.n |= PY_TRAILER_TRUNC;
+		memcpy((uint8_t *)(st + 1) + avail, (const uint8_t *)(s + 1) + avail,
+		       (size_t)s->npy * sizeof(struct py_frame_rec));
+		avail += (size_t)s->npy * sizeof(struct py_frame_rec);
+		memcpy((uint8_t *)(st + 1) + avail, &tr, sizeof(tr));
+		avail += sizeof(tr);
+		eh.flags |= STACK_F_PYTHON;
+	}
 	st->ustack_n = h->n;
 	st->user_ip = ((const uint64_t *)(s + 1))[0];
 	st->ustack_err = s->flags & EMEM_STACK_TRUNC ? -EFAULT : 0;
 	eh.pid = h->pid;
 	eh.tid = h->tid;
 	eh.ts = s->ns;
-	eh.flags = SAMPLE_F_USER_REGS;
-	node = events_stack(c, &eh, st, (size_t)h->n * 8, 0);
+	eh.flags |= SAMPLE_F_USER_REGS;
+	node = events_stack(c, &eh, st, avail, 0);
 	if (node < 0)
 		return (int)node;
 	/* Counted by allocation below, as the probes count each event. */
@@ -428,6 +453,27 @@ int mem_chan_finish(struct mem_chan *m, struct event_ctx *c, int wait_ms)
 		log_warn("mem: %u processes still connected after the record: their last records "
 			 "are not in it", m->live);
 	return err;
+}
+
+void mem_chan_python(struct mem_chan *m,
+		     bool (*layout)(void *arg, uint32_t pid, void *out, size_t len), void *arg)
+{
+	unsigned n = __atomic_load_n(&m->nconn, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct {
+			struct emem_msg h;
+			struct py_proc pp;
+		} msg = { .h = { .magic = EMEM_MSG_MAGIC, .kind = EMEM_MSG_PYLAYOUT } };
+		uint32_t pid = m->conns[i].pid;
+		int fd = __atomic_load_n(&m->conns[i].fd, __ATOMIC_RELAXED);
+
+		if (!pid || m->py_sent[i] || fd < 0 || !layout(arg, pid, &msg.pp, sizeof(msg.pp)))
+			continue;
+		msg.h.pid = pid;
+		if (send(fd, &msg, sizeof(msg), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(msg))
+			m->py_sent[i] = true;
+	}
 }
 
 const struct mem_chan_stats *mem_chan_stats(const struct mem_chan *m)

@@ -9,6 +9,7 @@
 #ifndef EPROF_MEM_CHAN_H
 #define EPROF_MEM_CHAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,12 @@ int mem_chan_drain(struct mem_chan *m, struct event_ctx *c);
  * passed, then decodes the rest. Returns 0 or -errno.
  */
 int mem_chan_finish(struct mem_chan *m, struct event_ctx *c, int wait_ms);
+/*
+ * Sends each connected process that layout() knows to be CPython its interpreter layout
+ * (struct py_proc), once: the library then adds Python frames to its stacks.
+ */
+void mem_chan_python(struct mem_chan *m,
+		     bool (*layout)(void *arg, uint32_t pid, void *out, size_t len), void *arg);
 const struct mem_chan_stats *mem_chan_stats(const struct mem_chan *m);
 void mem_chan_free(struct mem_chan *m);
 
