@@ -60,6 +60,7 @@ static void *map_zero(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+#ifndef EMEM_STACK_TEST /* tests/unit/test_mem_stack.c links the recorder's */
 /* cfi_build.c's error paths free a table (src/unwind/cfi_elf.c, not linked here, has it). */
 void cfi_table__free(struct cfi_table *t)
 {
@@ -73,6 +74,7 @@ void cfi_table__free(struct cfi_table *t)
 	free(t->fn_end);
 	free(t);
 }
+#endif
 
 /* --- loaded objects ----------------------------------------------------------------------- */
 
