@@ -651,6 +651,7 @@ static inline bool chan_on(void)
 	return atomic_load_explicit(&chan_fd, memory_order_relaxed) >= 0;
 }
 
+static void patch_new_objects(void);
 static atomic_bool py_known; /* the recorder sent the interpreter's layout */
 static TLS unsigned chk;
 
@@ -683,9 +684,12 @@ static __attribute__((noinline)) void chan_alloc(void *p, size_t n, unsigned fun
 	guard = true;
 	/* Python's layout: looked for often at first (the recorder finds CPython at start-up). */
 	chk++;
-	if (unlikely(!(chk & (chk < 65536 ? 63 : 4095))) &&
-	    !atomic_load_explicit(&py_known, memory_order_relaxed))
-		chan_poll_in();
+	if (unlikely(!(chk & (chk < 65536 ? 63 : 4095)))) {
+		if (!atomic_load_explicit(&py_known, memory_order_relaxed))
+			chan_poll_in();
+		if (!(chk & 4095))
+			patch_new_objects(); /* attach mode: objects dlopen()ed since */
+	}
 	if (ret && frame)
 		id = emem_stack_id((uintptr_t)ret, (uintptr_t)frame, ns, my_pid, my_tid);
 	chan_put(EMEM_OP_ALLOC, p, n, func, id, ns);
@@ -1110,6 +1114,58 @@ HIDDEN __attribute__((noreturn)) void emem__exit(int status)
 		syscall(SYS_exit_group, status);
 }
 
+/*
+ * exec: what the threads hold is sent, and the recorder names this image's stacks, before
+ * the image goes (execve, execv, execvp, execvpe; execl* and posix_spawn are not wrapped).
+ */
+static void chan_before_exec(void)
+{
+	if (mean == 1 && chan_on()) {
+		cbuf_send_all();
+		chan_sync();
+	}
+}
+
+HIDDEN int emem_execve(const char *path, char *const argv[], char *const envp[])
+{
+	static int (*next)(const char *, char *const[], char *const[]);
+
+	if (!next)
+		next = dlsym(RTLD_NEXT, "execve");
+	chan_before_exec();
+	return next ? next(path, argv, envp) : (errno = ENOSYS, -1);
+}
+
+HIDDEN int emem_execv(const char *path, char *const argv[])
+{
+	static int (*next)(const char *, char *const[]);
+
+	if (!next)
+		next = dlsym(RTLD_NEXT, "execv");
+	chan_before_exec();
+	return next ? next(path, argv) : (errno = ENOSYS, -1);
+}
+
+HIDDEN int emem_execvp(const char *file, char *const argv[])
+{
+	static int (*next)(const char *, char *const[]);
+
+	if (!next)
+		next = dlsym(RTLD_NEXT, "execvp");
+	chan_before_exec();
+	return next ? next(file, argv) : (errno = ENOSYS, -1);
+}
+
+HIDDEN int emem_execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	static int (*next)(const char *, char *const[], char *const[]);
+
+	if (!next)
+		next = dlsym(RTLD_NEXT, "execvpe");
+	chan_before_exec();
+	return next ? next(file, argv, envp) : (errno = ENOSYS, -1);
+}
+
 /* The exported names (LD_PRELOAD); attach mode patches GOT entries with the emem_ addresses. */
 #define ALIAS(name) EXPORT extern __typeof(emem_##name) name __attribute__((alias("emem_" #name)))
 ALIAS(malloc);
@@ -1124,6 +1180,10 @@ ALIAS(valloc);
 ALIAS(pvalloc);
 EXPORT extern __typeof(emem__exit) _exit __attribute__((alias("emem__exit")));
 EXPORT extern __typeof(emem__exit) _Exit __attribute__((alias("emem__exit")));
+ALIAS(execve);
+ALIAS(execv);
+ALIAS(execvp);
+ALIAS(execvpe);
 
 /* --- attach mode: GOT entries of every loaded object ------------------------------------- */
 
