@@ -220,9 +220,11 @@ static bool interposer_lib(char *out, size_t len)
 }
 
 /*
- * A launched command samples in its own process (libeprof_mem.so through LD_PRELOAD) when
- * --mem samples; --mem=1 keeps the uprobes (measured: docs/memory.md).
- * EPROF_MEM_INTERPOSE=0 never preloads, =1 also for --mem=1.
+ * A launched command (LD_PRELOAD) or an attached process (injected) runs libeprof_mem.so:
+ * --mem samples in the process; --mem=1 sends every call on the channel (mem_chan.h), with
+ * stacks unwound in the process (measured: docs/memory.md). EPROF_MEM_INTERPOSE=0: the
+ * uprobes; =1: --mem=1 through the library's markers (a trap per allocation, as before the
+ * channel). No socket: the uprobes.
  */
 static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 {
@@ -234,18 +236,18 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 		return 0; /* -a: the uprobes */
 	if (env && !strcmp(env, "0"))
 		return 0;
-	if (st->mean <= 1 && !(env && (!strcmp(env, "1") || !strcmp(env, "chan"))))
-		return 0;
 	if (!interposer_lib(st->lib, sizeof(st->lib))) {
 		log_info("mem: no libeprof_mem.so next to eprof: allocator uprobes instead");
 		return 0;
 	}
-	if (st->mean <= 1 && !strcmp(env, "chan")) {
+	if (st->mean <= 1 && !(env && !strcmp(env, "1"))) {
 		st->chan = mem_chan_open(st->chan_name, sizeof(st->chan_name));
-		if (!st->chan)
-			log_warn("mem: no socket for libeprof_mem.so's records: its markers instead");
-		else
-			profile__set_meta(f->p, "mem_channel", "1");
+		if (!st->chan) {
+			log_warn("mem: no socket for libeprof_mem.so's records: allocator uprobes "
+				 "instead");
+			return 0;
+		}
+		profile__set_meta(f->p, "mem_channel", "1");
 	}
 	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
 	profile__set_meta(f->p, "mem_interposer", st->lib);

@@ -317,7 +317,8 @@ def test_attach_python(ep):
 
 # --- --mem=1 through the channel: records and in-process stacks on a socket, no trap ---------
 
-CHANNEL = dict(os.environ, EPROF_MEM_INTERPOSE="chan")
+# the default of --mem=1 at launch and attached
+CHANNEL = {k: v for k, v in os.environ.items() if k != "EPROF_MEM_INTERPOSE"}
 CHANNEL_LINE = "mem: channel:"
 
 

@@ -21,8 +21,10 @@ and the ratio to the bare run of the same round is reported (median of --reps).
   --launch:  eprof runs the workload (record -- CMD): sampled --mem then samples inside the
              process (libeprof_mem.so); extra modes: uprobes (--mem with
              EPROF_MEM_INTERPOSE=0, the uprobes as on attach), interp1 (--mem=1 through the
-             interposer, EPROF_MEM_INTERPOSE=1), chan1 (--mem=1 through the interposer's
-             channel: records and in-process stacks on a socket, no trap; also on attach),
+             interposer's markers, EPROF_MEM_INTERPOSE=1), chan1 (--mem=1 through the
+             interposer's channel, the default since it was measured: records and in-process
+             stacks on a socket, no trap; also attached), uprobes1 (--mem=1 with the
+             allocator uprobes, EPROF_MEM_INTERPOSE=0: the default before; also attached),
              interp-null (the interposer preloaded with
              nothing recorded: EPROF_MEM_SAMPLE unset), interp-all (the interposer's
              markers hit on every call but nothing probed: the unprobed call cost)
@@ -75,6 +77,7 @@ MODES = {
     "uprobes": ["--mem"],
     "interp1": ["--mem=1"],
     "chan1": ["--mem=1"],
+    "uprobes1": ["--mem=1"],
     "interp-null": None,
     "interp-all": None,
 }
@@ -82,7 +85,7 @@ MODE_ENV = {"uretprobe": {"EPROF_MEM_PROBES": "uretprobe"}, "entry0": {"EPROF_ME
             "null": {"EPROF_MEM_NULL": "1"}, "mem1-nostack": {"EPROF_MEM_STACK": "0"},
             "mem1-2k": {"EPROF_MEM_STACK": "2048"}, "mem1-bpfmatch": {"EPROF_MEM_MATCH": "bpf"},
             "uprobes": {"EPROF_MEM_INTERPOSE": "0"}, "interp1": {"EPROF_MEM_INTERPOSE": "1"},
-            "chan1": {"EPROF_MEM_INTERPOSE": "chan"}}
+            "chan1": {"EPROF_MEM_INTERPOSE": "chan"}, "uprobes1": {"EPROF_MEM_INTERPOSE": "0"}}
 
 
 def workload_cmd(name, go, tmp):
