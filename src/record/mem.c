@@ -870,7 +870,10 @@ static int mem_attach(struct feature_ctx *f, void *state)
 		log_err("failed to find an allocator (malloc and free) in the target's objects");
 		return -ENOENT;
 	}
-	if (st->interpose)
+	if (st->chan)
+		log_info("mem: %u allocator probes in %u objects (every call sent by %s on its "
+			 "channel, stacks unwound in the process)", st->probes, st->objects, st->lib);
+	else if (st->interpose)
 		log_info("mem: %u allocator probes in %u objects (sampled in the process by %s, "
 			 "mean %" PRIu64 " bytes)", st->probes, st->objects, st->lib, st->mean);
 	else

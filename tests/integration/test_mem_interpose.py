@@ -320,6 +320,7 @@ def test_attach_python(ep):
 # the default of --mem=1 at launch and attached
 CHANNEL = {k: v for k, v in os.environ.items() if k != "EPROF_MEM_INTERPOSE"}
 CHANNEL_LINE = "mem: channel:"
+CHANNEL_ON = "sent by"
 
 
 def top_stacks(groups, n=4, depth=4):
