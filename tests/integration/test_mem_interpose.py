@@ -396,3 +396,30 @@ def test_channel_attach_blocks_from_before_freed_after(ep, tmp_path):
                 leaks[f] = (b + g["bytes"], c + g["count"])
     assert leaks == {"after_leak": (50000, 10)}, mem["leaks"]
     assert all(g["bytes"] > 0 for g in mem["allocated"])
+
+
+PY_NESTED = ("def make_strings():\n"
+             "    return [('%d-' % i) * 120 for i in range(50000)]\n"
+             "def outer():\n"
+             "    return [make_strings() for _ in range(4)]\n"
+             "import time\n"
+             "keep = outer()\n"
+             "time.sleep(0.2)\n")
+
+
+def test_channel_python_frames_as_the_uprobes(ep):
+    """CPython through the channel: the library walks the interpreter frames in place once the
+    recorder sends the layout; the peak's top stack names the same Python functions, in the
+    same order, as the uprobes' walk in BPF."""
+    def top_python(env):
+        ep.run("record", "-q", "--mem=1", "--", "/usr/bin/python3", "-c", PY_NESTED, env=env,
+               timeout=120)
+        mem = memory(ep)
+        top = mem["peak_stacks"][0]
+        assert top["bytes"] > 50_000_000, top
+        return [f for f in top["stack"] if f in ("make_strings", "outer", "<module>")
+                or f.endswith("<listcomp>")]
+
+    chan = top_python(CHANNEL)
+    assert chan[:2] == ["make_strings.<locals>.<listcomp>", "make_strings"], chan
+    assert chan == top_python(dict(os.environ, EPROF_MEM_INTERPOSE="0"))
