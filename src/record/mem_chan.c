@@ -89,7 +89,8 @@ static bool q_push(struct mem_chan *m, uint32_t conn, const void *data, uint32_t
 		m->qcap = cap;
 	}
 	memcpy(m->q + m->qlen, &h, sizeof(h));
-	memcpy(m->q + m->qlen + sizeof(h), data, len);
+	if (len)
+		memcpy(m->q + m->qlen + sizeof(h), data, len);
 	m->qlen += need;
 	return true;
 }
