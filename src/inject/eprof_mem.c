@@ -16,6 +16,11 @@
  * kept in a per-thread batch that eprof_mem_hit_frees() hands over 128 at a time (a trap per
  * batch, not per free; the reader orders events by time).
  *
+ * EPROF_MEM_SAMPLE=1 with EPROF_MEM_SOCK (the channel mode): no marker at all. Each call is
+ * a record (op, pointer, size, time, stack id) in a per-thread buffer sent to the recorder's
+ * socket 127 records at a time; stacks are unwound here (eprof_mem_stack.c) and each
+ * distinct one is sent once. A full socket blocks the sender: nothing is dropped.
+ *
  * Without EPROF_MEM_SAMPLE the library forwards every call and records nothing (a process
  * that inherited LD_PRELOAD without being profiled pays one branch per call).
  *
@@ -27,17 +32,24 @@
 #include <elf.h>
 #include <link.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "eprof_mem_proto.h"
+#include "eprof_mem_stack.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -102,6 +114,7 @@ static struct {
 	void *(*memalign)(size_t, size_t);
 	void *(*valloc)(size_t);
 	void *(*pvalloc)(size_t);
+	void (*exit_)(int); /* _exit: the channel's buffers are sent first */
 } real;
 
 enum { ST_NONE, ST_INIT, ST_READY };
@@ -253,13 +266,20 @@ static bool set_remove(uintptr_t p)
 }
 
 /* fork: the child gets the set as it was, with the lock free. */
+static void emem_stacks_prepare_(void);
+static void cbuf_release_mine(void);
+static void emem_stacks_parent_(void);
+static void chan_fork_child(void);
+
 static void fork_prepare(void)
 {
 	lock();
+	emem_stacks_prepare_();
 }
 
 static void fork_after(void)
 {
+	emem_stacks_parent_();
 	unlock();
 }
 
@@ -268,6 +288,7 @@ static void batch_forget_all(void);
 static void fork_child(void)
 {
 	batch_forget_all();
+	chan_fork_child();
 	unlock();
 }
 
@@ -408,11 +429,24 @@ static void batch_forget_all(void)
 	}
 }
 
+static void emem_stacks_prepare_(void)
+{
+	if (mean == 1)
+		emem_stacks_prepare();
+}
+
+static void emem_stacks_parent_(void)
+{
+	if (mean == 1)
+		emem_stacks_parent();
+}
+
 static void flush_calls(void *arg)
 {
 	struct fbatch *b = mybatch;
 
 	(void)arg;
+	cbuf_release_mine();
 	if (calls)
 		eprof_mem_hit_alloc(NULL, 0, 0, calls, NULL, NULL);
 	calls = 0;
@@ -456,6 +490,278 @@ static void batch_free(void *p)
 	batch_unlock(b);
 }
 
+/* --- every-call mode through the channel ------------------------------------------------- */
+
+static _Atomic int chan_fd = -1;
+static char chan_name[64];
+static unsigned my_pid;
+static atomic_bool chan_exiting; /* after the destructor: each record is sent at once */
+static TLS bool guard;		 /* this thread is inside the library: calls are not recorded */
+static TLS unsigned my_tid;
+static atomic_ulong chan_lost;	 /* records without a buffer page */
+
+struct cbuf {
+	struct cbuf *next;
+	atomic_int busy;
+	atomic_int dead;
+	struct emem_msg h;
+	struct emem_rec v[EMEM_RECS_PER_MSG];
+};
+
+static struct cbuf *_Atomic cbufs;
+static TLS struct cbuf *mycbuf;
+
+bool emem_chan_send(const void *msg, size_t len)
+{
+	int fd = atomic_load_explicit(&chan_fd, memory_order_relaxed);
+	ssize_t r;
+
+	if (fd < 0)
+		return false;
+	do
+		r = send(fd, msg, len, MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
+	if (r == (ssize_t)len)
+		return true;
+	/* The recorder is gone: record nothing more (the markers have no probes either). */
+	atomic_store(&chan_fd, -1);
+	return false;
+}
+
+static int chan_connect(const char *name)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	size_t len = strlen(name);
+	int fd, hi, sz = 4 << 20;
+
+	if (!len || len >= sizeof(a.sun_path) - 1)
+		return -1;
+	memcpy(a.sun_path + 1, name, len); /* abstract: a leading NUL */
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
+							    1 + len))) {
+		close(fd);
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	/* Out of the way of a program that reuses low descriptors. */
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+	if (hi >= 0) {
+		close(fd);
+		fd = hi;
+	}
+	return fd;
+}
+
+/* Under b's lock. */
+static void cbuf_send(struct cbuf *b)
+{
+	if (b->h.n)
+		emem_chan_send(&b->h, sizeof(b->h) + b->h.n * sizeof(b->v[0]));
+	b->h.n = 0;
+}
+
+static struct cbuf *cbuf_get(void)
+{
+	struct cbuf *b;
+	int one = 1;
+
+	for (b = atomic_load(&cbufs); b; b = b->next)
+		if (atomic_load_explicit(&b->dead, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong(&b->dead, &one, 0))
+			return b;
+		else
+			one = 1;
+	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b == MAP_FAILED)
+		return NULL;
+	b->next = atomic_load(&cbufs);
+	while (!atomic_compare_exchange_weak(&cbufs, &b->next, b))
+		;
+	return b;
+}
+
+static void cbuf_lock(struct cbuf *b)
+{
+	while (atomic_exchange_explicit(&b->busy, 1, memory_order_acquire))
+		sched_yield();
+}
+
+static void cbuf_unlock(struct cbuf *b)
+{
+	atomic_store_explicit(&b->busy, 0, memory_order_release);
+}
+
+static void cbuf_send_all(void)
+{
+	for (struct cbuf *b = atomic_load(&cbufs); b; b = b->next) {
+		cbuf_lock(b);
+		cbuf_send(b);
+		cbuf_unlock(b);
+	}
+}
+
+static void register_exit(void);
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void chan_put(unsigned op, void *p, size_t size, unsigned func, unsigned stack,
+		     uint64_t ns)
+{
+	struct cbuf *b = mycbuf;
+	struct emem_rec *r;
+
+	if (unlikely(!b)) {
+		if (!keyed)
+			register_exit();
+		b = mycbuf = cbuf_get();
+		if (!b) {
+			atomic_fetch_add(&chan_lost, 1);
+			return;
+		}
+	}
+	cbuf_lock(b);
+	if (unlikely(b->h.magic != EMEM_MSG_MAGIC || b->h.tid != my_tid || b->h.pid != my_pid))
+		b->h = (struct emem_msg){ .magic = EMEM_MSG_MAGIC, .kind = EMEM_MSG_RECS,
+					  .pid = my_pid, .tid = my_tid };
+	r = &b->v[b->h.n++];
+	r->ptr = (uintptr_t)p;
+	r->ns = ns;
+	r->size = size;
+	r->stack = stack;
+	r->op = (unsigned char)op;
+	r->func = (unsigned char)func;
+	r->pad = 0;
+	if (b->h.n == EMEM_RECS_PER_MSG || unlikely(atomic_load_explicit(&chan_exiting,
+									  memory_order_relaxed)))
+		cbuf_send(b);
+	cbuf_unlock(b);
+}
+
+static inline bool chan_on(void)
+{
+	return atomic_load_explicit(&chan_fd, memory_order_relaxed) >= 0;
+}
+
+static void patch_new_objects(void);
+static atomic_bool py_known; /* the recorder sent the interpreter's layout */
+static TLS unsigned chk;
+
+/* A message from the recorder (its Python layout), if one is waiting. */
+static void chan_poll_in(void)
+{
+	_Alignas(8) char buf[512];
+	int fd = atomic_load(&chan_fd);
+	ssize_t r;
+
+	if (fd < 0)
+		return;
+	r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (r > (ssize_t)sizeof(struct emem_msg) &&
+	    ((struct emem_msg *)buf)->magic == EMEM_MSG_MAGIC &&
+	    ((struct emem_msg *)buf)->kind == EMEM_MSG_PYLAYOUT) {
+		emem_py_set(buf + sizeof(struct emem_msg), (size_t)r - sizeof(struct emem_msg));
+		atomic_store(&py_known, true);
+	}
+}
+
+static __attribute__((noinline)) void chan_alloc(void *p, size_t n, unsigned func, void *ret,
+						 void *frame)
+{
+	uint64_t ns = now_ns();
+	unsigned id = 0;
+
+	if (unlikely(!my_tid))
+		my_tid = (unsigned)gettid();
+	guard = true;
+	/* Python's layout: looked for often at first (the recorder finds CPython at start-up). */
+	chk++;
+	if (unlikely(!(chk & (chk < 65536 ? 63 : 4095)))) {
+		if (!atomic_load_explicit(&py_known, memory_order_relaxed))
+			chan_poll_in();
+		if (!(chk & 4095))
+			patch_new_objects(); /* attach mode: objects dlopen()ed since */
+	}
+	if (ret && frame)
+		id = emem_stack_id((uintptr_t)ret, (uintptr_t)frame, ns, my_pid, my_tid);
+	chan_put(EMEM_OP_ALLOC, p, n, func, id, ns);
+	guard = false;
+}
+
+static __attribute__((noinline)) void chan_free(void *p)
+{
+	if (unlikely(!my_tid))
+		my_tid = (unsigned)gettid();
+	guard = true;
+	chan_put(EMEM_OP_FREE, p, 0, 0, 0, now_ns());
+	guard = false;
+}
+
+/* Sends what this thread holds and gives its page to the next thread. */
+static void cbuf_release_mine(void)
+{
+	struct cbuf *b = mycbuf;
+
+	if (!b)
+		return;
+	mycbuf = NULL;
+	cbuf_lock(b);
+	cbuf_send(b);
+	atomic_store(&b->dead, 1);
+	cbuf_unlock(b);
+}
+
+/* fork: the child's own connection, an empty stack table, no buffered records of the parent. */
+static void chan_fork_child(void)
+{
+	int fd = atomic_load(&chan_fd);
+
+	/* The layout stays (the same interpreter); the recorder sends it again, ignored. */
+	emem_stacks_child();
+	my_pid = (unsigned)getpid();
+	my_tid = (unsigned)gettid();
+	for (struct cbuf *b = atomic_load(&cbufs); b; b = b->next) {
+		b->h.n = 0;
+		atomic_store(&b->busy, 0);
+		atomic_store(&b->dead, b != mycbuf);
+	}
+	if (fd < 0)
+		return;
+	close(fd);
+	atomic_store(&chan_fd, chan_connect(chan_name));
+}
+
+/*
+ * At exit: waits (2 s at most) until the recorder has decoded what was sent, so that it names
+ * the stacks while this process's maps can still be read.
+ */
+static void chan_sync(void)
+{
+	struct emem_msg m = { .magic = EMEM_MSG_MAGIC, .kind = EMEM_MSG_SYNC, .pid = my_pid };
+	int fd = atomic_load(&chan_fd);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	if (fd < 0 || !emem_chan_send(&m, sizeof(m)))
+		return;
+	/* The answer is one byte; a layout may come before it. */
+	for (int i = 0; i < 4 && poll(&p, 1, 2000) == 1; i++) {
+		_Alignas(8) char buf[512];
+
+		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 1)
+			break;
+	}
+	(void)c;
+}
+
 static void patch_new_objects(void);
 
 static __attribute__((noinline)) void sampled(void *p, size_t n, unsigned func, void *ret,
@@ -484,6 +790,11 @@ static inline __attribute__((always_inline)) void note(void *p, size_t n, unsign
 
 	if (!mean || !p)
 		return;
+	if (mean == 1 && chan_on()) {
+		if (likely(!guard))
+			chan_alloc(p, n, func, ret, frame);
+		return;
+	}
 	calls++;
 	if (mean == 1) {
 		if (unlikely(!(calls & 4095)))
@@ -514,6 +825,11 @@ static inline void release(void *p)
 {
 	if (!mean || !p)
 		return;
+	if (mean == 1 && chan_on()) {
+		if (likely(!guard))
+			chan_free(p);
+		return;
+	}
 	if (mean == 1)
 		batch_free(p);
 	else if (set_remove((uintptr_t)p))
@@ -551,11 +867,12 @@ static bool resolve(void *where)
 	real.memalign = dlsym(where, "memalign");
 	real.valloc = dlsym(where, "valloc");
 	real.pvalloc = dlsym(where, "pvalloc");
+	real.exit_ = dlsym(where, "_exit");
 	if (!real.free || !real.calloc || !real.realloc || !real.posix_memalign ||
 	    !real.aligned_alloc || !real.memalign || !real.valloc || !real.pvalloc)
 		return false;
 	/* an executable's canonical PLT entries lead back to its GOT, which we may patch */
-	for (size_t i = 0; i < sizeof(real) / sizeof(void *); i++) {
+	for (size_t i = 0; i < sizeof(real) / sizeof(void *) - 1; i++) {
 		void *f = ((void **)&real)[i];
 
 		if (f && is_plt_stub(f))
@@ -579,6 +896,13 @@ static void init(void)
 		abort(); /* no allocator after us: nothing can run */
 	env = getenv(EMEM_ENV_SAMPLE);
 	mean = env ? strtoull(env, NULL, 10) : 0;
+	my_pid = (unsigned)getpid();
+	env = getenv(EMEM_ENV_SOCK);
+	if (mean == 1 && env && strlen(env) < sizeof(chan_name)) {
+		strcpy(chan_name, env);
+		/* No socket (the recorder is gone, or this is not its command): the markers. */
+		atomic_store(&chan_fd, chan_connect(chan_name));
+	}
 	atomic_store(&state, ST_READY);
 	if (mean) {
 		pthread_atfork(fork_prepare, fork_after, fork_child);
@@ -600,8 +924,13 @@ __attribute__((destructor)) static void emem_dtor(void)
 {
 	if (mean)
 		flush_calls(NULL);
-	if (mean == 1)
+	if (mean == 1) {
 		batch_send_all();
+		/* Calls made after this (later destructors, atexit handlers) are sent one by one. */
+		atomic_store(&chan_exiting, true);
+		cbuf_send_all();
+		chan_sync();
+	}
 }
 
 #define READY()                                                                                    \
@@ -769,6 +1098,74 @@ HIDDEN void *emem_pvalloc(size_t n)
 	return p;
 }
 
+/*
+ * _exit (and _Exit): a forked child that ends with _exit (Python's os._exit, multiprocessing)
+ * would lose the records its threads hold; they are sent first, in the channel mode.
+ */
+HIDDEN __attribute__((noreturn)) void emem__exit(int status)
+{
+	if (mean == 1 && chan_on()) {
+		cbuf_send_all();
+		chan_sync();
+	}
+	if (real.exit_)
+		real.exit_(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+/*
+ * exec: what the threads hold is sent, and the recorder names this image's stacks, before
+ * the image goes (execve, execv, execvp, execvpe; execl* and posix_spawn are not wrapped).
+ */
+static void chan_before_exec(void)
+{
+	if (mean == 1 && chan_on()) {
+		cbuf_send_all();
+		chan_sync();
+	}
+}
+
+HIDDEN int emem_execve(const char *path, char *const argv[], char *const envp[])
+{
+	static int (*next)(const char *, char *const[], char *const[]);
+
+	if (!next)
+		next = dlsym(RTLD_NEXT, "execve");
+	chan_before_exec();
+	return next ? next(path, argv, envp) : (errno = ENOSYS, -1);
+}
+
+HIDDEN int emem_execv(const char *path, char *const argv[])
+{
+	static int (*next)(const char *, char *const[]);
+
+	if (!next)
+		next = dlsym(RTLD_NEXT, "execv");
+	chan_before_exec();
+	return next ? next(path, argv) : (errno = ENOSYS, -1);
+}
+
+HIDDEN int emem_execvp(const char *file, char *const argv[])
+{
+	static int (*next)(const char *, char *const[]);
+
+	if (!next)
+		next = dlsym(RTLD_NEXT, "execvp");
+	chan_before_exec();
+	return next ? next(file, argv) : (errno = ENOSYS, -1);
+}
+
+HIDDEN int emem_execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	static int (*next)(const char *, char *const[], char *const[]);
+
+	if (!next)
+		next = dlsym(RTLD_NEXT, "execvpe");
+	chan_before_exec();
+	return next ? next(file, argv, envp) : (errno = ENOSYS, -1);
+}
+
 /* The exported names (LD_PRELOAD); attach mode patches GOT entries with the emem_ addresses. */
 #define ALIAS(name) EXPORT extern __typeof(emem_##name) name __attribute__((alias("emem_" #name)))
 ALIAS(malloc);
@@ -781,6 +1178,12 @@ ALIAS(aligned_alloc);
 ALIAS(memalign);
 ALIAS(valloc);
 ALIAS(pvalloc);
+EXPORT extern __typeof(emem__exit) _exit __attribute__((alias("emem__exit")));
+EXPORT extern __typeof(emem__exit) _Exit __attribute__((alias("emem__exit")));
+ALIAS(execve);
+ALIAS(execv);
+ALIAS(execvp);
+ALIAS(execvpe);
 
 /* --- attach mode: GOT entries of every loaded object ------------------------------------- */
 
@@ -818,6 +1221,8 @@ static const struct {
 	{ "memalign", (void *)emem_memalign },
 	{ "valloc", (void *)emem_valloc },
 	{ "pvalloc", (void *)emem_pvalloc },
+	{ "_exit", (void *)emem__exit },
+	{ "_Exit", (void *)emem__exit },
 };
 
 static struct patch *patches;
@@ -1035,7 +1440,7 @@ EXPORT int eprof_mem_attach(void *blob)
 {
 	const struct emem_attach_arg *a = blob;
 
-	_Static_assert(sizeof(*a) == 8, "emem_attach_arg");
+	_Static_assert(sizeof(*a) == 72, "emem_attach_arg");
 
 	if (atomic_load(&attached) || (mean && !patches))
 		return -EALREADY; /* attached, or preloaded and sampling */
@@ -1048,6 +1453,11 @@ EXPORT int eprof_mem_attach(void *blob)
 		have_key = !pthread_key_create(&flush_key, flush_calls);
 	}
 	atomic_store(&state, ST_READY);
+	my_pid = (unsigned)getpid();
+	if (a->mean == 1 && a->sock[0] && memchr(a->sock, 0, sizeof(a->sock))) {
+		strcpy(chan_name, a->sock);
+		atomic_store(&chan_fd, chan_connect(chan_name));
+	}
 	mean = a->mean;
 	pthread_mutex_lock(&patch_lock);
 	atomic_store(&attached, true);
@@ -1072,5 +1482,11 @@ EXPORT int eprof_mem_retract(uint64_t arg)
 	pthread_mutex_unlock(&patch_lock);
 	flush_calls(NULL);
 	batch_send_all();
+	cbuf_send_all();
+	if (chan_on()) {
+		struct emem_msg end = { .magic = EMEM_MSG_MAGIC, .kind = EMEM_MSG_END, .pid = my_pid };
+
+		emem_chan_send(&end, sizeof(end));
+	}
 	return n;
 }

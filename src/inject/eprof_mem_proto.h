@@ -46,6 +46,7 @@ struct emem_free {
 
 struct emem_attach_arg {
 	unsigned long long mean; /* bytes between samples; 1: every allocation */
+	char sock[64];		 /* every-call mode: EMEM_ENV_SOCK's name, or empty */
 };
 
 enum emem_func {
@@ -59,5 +60,68 @@ enum emem_func {
 	EMEM_VALLOC,
 	EMEM_PVALLOC,
 };
+
+/*
+ * Every-call mode through a channel (EPROF_MEM_SAMPLE=1 and EMEM_ENV_SOCK set): no trap per
+ * call. The library connects to the recorder's abstract unix socket (SOCK_SEQPACKET: each
+ * message arrives whole, in order, and a send blocks while the recorder's queue is full, so
+ * nothing is dropped) and sends messages of at most EMEM_MSG_MAX bytes:
+ *   EMEM_MSG_RECS   a thread's records (struct emem_rec), in the order it made the calls
+ *   EMEM_MSG_STACK  a new stack: id, leaf-first return addresses, unwound in the process;
+ *                   sent before any record that uses the id (ids are per connection)
+ *   EMEM_MSG_END    the retract (attach mode): nothing more comes on this connection
+ *   EMEM_MSG_SYNC   the process's exit: the recorder answers one byte once it decoded
+ *                   everything before it (its stacks are named while the maps are there)
+ * and the recorder sends the library one message: EMEM_MSG_PYLAYOUT, the interpreter layout
+ * (struct py_proc of bpf/eprof_abi.h) once it found CPython in the process; the library then
+ * appends the thread's Python frames to each stack, as bpf/python.bpf.h does.
+ * A forked child opens its own connection; exec starts a new one.
+ */
+#define EMEM_ENV_SOCK "EPROF_MEM_SOCK" /* abstract socket name, without the leading NUL */
+#define EMEM_MSG_MAX 4096
+#define EMEM_MSG_MAGIC 0x4d454d45u /* "EMEM" */
+#define EMEM_STACK_MAX 127	   /* native frames in one stack message */
+#define EMEM_PY_MAX 128		   /* Python frames (PY_MAX_FRAMES) */
+#define EMEM_STACK_TRUNC 1	   /* emem_stack.flags: the unwind stopped before the root */
+#define EMEM_STACK_PY_TRUNC 2	   /* emem_stack.flags: Python frames beyond EMEM_PY_MAX */
+
+enum emem_msg_kind {
+	EMEM_MSG_RECS = 1,
+	EMEM_MSG_STACK = 2,
+	EMEM_MSG_END = 3,
+	EMEM_MSG_SYNC = 4,
+	EMEM_MSG_PYLAYOUT = 5, /* recorder -> library */
+};
+enum emem_op { EMEM_OP_ALLOC = 1, EMEM_OP_FREE = 2 };
+
+struct emem_msg {
+	unsigned int magic;
+	unsigned short kind; /* enum emem_msg_kind */
+	unsigned short n;    /* records, or frames */
+	unsigned int pid, tid;
+};
+
+struct emem_rec {
+	unsigned long long ptr;
+	unsigned long long ns;	 /* CLOCK_MONOTONIC */
+	unsigned long long size; /* allocations */
+	unsigned int stack;	 /* allocations: stack id (0: none) */
+	unsigned char op;	 /* enum emem_op */
+	unsigned char func;	 /* enum emem_func */
+	unsigned short pad;
+};
+
+struct emem_stack {
+	unsigned int id;
+	unsigned short flags; /* EMEM_STACK_TRUNC, EMEM_STACK_PY_TRUNC */
+	unsigned short npy;   /* Python frames */
+	unsigned long long ns;
+	/*
+	 * then unsigned long long ips[n], leaf first: the caller of malloc first; then npy
+	 * (code | entry bit, instr) pairs, leaf first (struct py_frame_rec)
+	 */
+};
+
+#define EMEM_RECS_PER_MSG ((EMEM_MSG_MAX - sizeof(struct emem_msg)) / sizeof(struct emem_rec))
 
 #endif

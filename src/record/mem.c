@@ -33,6 +33,7 @@
 #include "profile.skel.h"
 #include "events.h"
 #include "feature.h"
+#include "mem_chan.h"
 #include "mem_probe.h"
 #include "proc.h"
 #include "record.h"
@@ -85,6 +86,8 @@ struct mem_state {
 	uint64_t last_scan, last_rss;
 	uint32_t rss_name;
 	uint32_t probes, objects;
+	struct mem_chan *chan; /* --mem=1 through the interposer's channel (mem_chan.h) */
+	char chan_name[64];
 };
 
 static bool mem_enabled(const struct record_opts *o)
@@ -217,9 +220,11 @@ static bool interposer_lib(char *out, size_t len)
 }
 
 /*
- * A launched command samples in its own process (libeprof_mem.so through LD_PRELOAD) when
- * --mem samples; --mem=1 keeps the uprobes (measured: docs/memory.md).
- * EPROF_MEM_INTERPOSE=0 never preloads, =1 also for --mem=1.
+ * A launched command (LD_PRELOAD) or an attached process (injected) runs libeprof_mem.so:
+ * --mem samples in the process; --mem=1 sends every call on the channel (mem_chan.h), with
+ * stacks unwound in the process (measured: docs/memory.md). EPROF_MEM_INTERPOSE=0: the
+ * uprobes; =1: --mem=1 through the library's markers (a trap per allocation, as before the
+ * channel). No socket: the uprobes.
  */
 static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 {
@@ -231,11 +236,18 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 		return 0; /* -a: the uprobes */
 	if (env && !strcmp(env, "0"))
 		return 0;
-	if (st->mean <= 1 && !(env && !strcmp(env, "1")))
-		return 0;
 	if (!interposer_lib(st->lib, sizeof(st->lib))) {
 		log_info("mem: no libeprof_mem.so next to eprof: allocator uprobes instead");
 		return 0;
+	}
+	if (st->mean <= 1 && !(env && !strcmp(env, "1"))) {
+		st->chan = mem_chan_open(st->chan_name, sizeof(st->chan_name));
+		if (!st->chan) {
+			log_warn("mem: no socket for libeprof_mem.so's records: allocator uprobes "
+				 "instead");
+			return 0;
+		}
+		profile__set_meta(f->p, "mem_channel", "1");
 	}
 	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
 	profile__set_meta(f->p, "mem_interposer", st->lib);
@@ -253,6 +265,8 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 	st->had_preload = old != NULL;
 	st->old_preload = old ? strdup(old) : NULL;
 	if (setenv("LD_PRELOAD", buf, 1) || setenv(EMEM_ENV_SAMPLE, mean, 1))
+		return -errno;
+	if (st->chan && setenv(EMEM_ENV_SOCK, st->chan_name, 1))
 		return -errno;
 	return 0;
 }
@@ -641,6 +655,9 @@ static int interposer_mapped(const struct mem_state *st, uint32_t pid)
 static bool inject_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
 {
 	struct emem_attach_arg a = { .mean = st->mean };
+
+	if (st->chan)
+		snprintf(a.sock, sizeof(a.sock), "%s", st->chan_name);
 	struct inject_load_req rq = { .lib_path = st->lib,
 				      .memfd_name = EMEM_MEMFD,
 				      .entry = EMEM_ATTACH,
@@ -799,6 +816,7 @@ static int mem_attach(struct feature_ctx *f, void *state)
 	if (st->interpose && !st->inject) {
 		/* The command has its environment: programs eprof runs later need none of it. */
 		unsetenv(EMEM_ENV_SAMPLE);
+		unsetenv(EMEM_ENV_SOCK);
 		if (st->had_preload && st->old_preload)
 			setenv("LD_PRELOAD", st->old_preload, 1);
 		else
@@ -852,7 +870,10 @@ static int mem_attach(struct feature_ctx *f, void *state)
 		log_err("failed to find an allocator (malloc and free) in the target's objects");
 		return -ENOENT;
 	}
-	if (st->interpose)
+	if (st->chan)
+		log_info("mem: %u allocator probes in %u objects (every call sent by %s on its "
+			 "channel, stacks unwound in the process)", st->probes, st->objects, st->lib);
+	else if (st->interpose)
 		log_info("mem: %u allocator probes in %u objects (sampled in the process by %s, "
 			 "mean %" PRIu64 " bytes)", st->probes, st->objects, st->lib, st->mean);
 	else
@@ -917,11 +938,25 @@ static void read_rss(struct feature_ctx *f, struct mem_state *st, uint64_t now)
 	}
 }
 
-static void copy_stats(struct feature_ctx *f)
+static void copy_stats(struct feature_ctx *f, const struct mem_state *st)
 {
-	f->p->stats[STAT_MEM_CALLS] = f->bpf_stat(f, BSTAT_MEM_CALLS);
+	f->p->stats[STAT_MEM_CALLS] = f->bpf_stat(f, BSTAT_MEM_CALLS) +
+				      (st->chan ? mem_chan_stats(st->chan)->allocs : 0);
 	f->p->stats[STAT_MEM_LOST] = f->bpf_stat(f, BSTAT_MEM_RB_FULL);
 	f->p->stats[STAT_MEM_UNTRACKED] = f->bpf_stat(f, BSTAT_MEM_LIVE_FULL);
+}
+
+/* The interpreter layout the Python feature found in pid (its BPF map), for the channel. */
+static bool py_layout_of(void *arg, uint32_t pid, void *out, size_t len)
+{
+	struct feature_ctx *f = arg;
+	struct py_proc pp;
+	int fd = bpf_map__fd(f->skel->maps.py_procs);
+
+	if (fd < 0 || len < sizeof(pp) || bpf_map_lookup_elem(fd, &pid, &pp))
+		return false;
+	memcpy(out, &pp, sizeof(pp));
+	return true;
 }
 
 static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
@@ -931,7 +966,14 @@ static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
 	if (now - st->last_rss >= MEM_RSS_NS) {
 		read_rss(f, st, now);
 		st->last_rss = now;
-		copy_stats(f);
+		copy_stats(f, st);
+	}
+	if (st->chan) {
+		int err = mem_chan_drain(st->chan, f->ev);
+
+		if (err)
+			return err;
+		mem_chan_python(st->chan, py_layout_of, f);
 	}
 	if (f->o->all && st->sys_seen && now - st->last_sys_scan >= MEM_SYS_SCAN_NS) {
 		scan_system(f, st);
@@ -971,8 +1013,19 @@ static int mem_finish(struct feature_ctx *f, void *state)
 		retract_target(&st->targets[i]);
 	detach_all(st);
 	f->consume(f);
+	if (st->chan) {
+		const struct mem_chan_stats *cs = mem_chan_stats(st->chan);
+		int err = mem_chan_finish(st->chan, f->ev, 2000);
+
+		if (err)
+			return err;
+		log_info("mem: channel: %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64
+			 " distinct stacks, %" PRIu64 " allocations with a truncated stack, %" PRIu64
+			 " processes%s", cs->allocs, cs->frees, cs->stacks, cs->truncated, cs->conns,
+			 cs->bad ? " (malformed messages)" : "");
+	}
 	read_rss(f, st, st->last_rss + MEM_RSS_NS);
-	copy_stats(f);
+	copy_stats(f, st);
 	if (f->p->stats[STAT_MEM_LOST] && !f->o->quiet)
 		log_warn("%" PRIu64 " memory events lost (ring buffer full): try --ringbuf-mb",
 			 f->p->stats[STAT_MEM_LOST]);
@@ -987,6 +1040,7 @@ static void mem_destroy(struct feature_ctx *f, void *state)
 	if (!st)
 		return;
 	links_free(&st->all);
+	mem_chan_free(st->chan);
 	free(st->old_preload);
 	target_free(&st->sys);
 	hmap__free(st->sys_seen);

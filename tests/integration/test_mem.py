@@ -75,7 +75,9 @@ def check_exact(mem, churn, blocks=400, size=10000):
 @pytest.mark.parametrize("probes", ["session", "uretprobe"])
 def test_mem_every_allocation_exact(ep, memfix, probes):
     # uretprobe: the fallback for kernels without uprobe sessions (< 6.13)
-    env = dict(os.environ, EPROF_MEM_PROBES=probes)
+    # the allocator uprobes (EPROF_MEM_INTERPOSE=0: --mem=1 goes through libeprof_mem.so's
+    # channel by default, test_mem_interpose.py)
+    env = dict(os.environ, EPROF_MEM_PROBES=probes, EPROF_MEM_INTERPOSE="0")
     r = ep.run("record", "-v", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "20000", env=env)
     assert ("uprobe sessions" if probes == "session" else "uprobe + uretprobe") in r.stderr
     mem = memory(ep)
@@ -260,7 +262,9 @@ def test_mem_allocator_loaded_later(ep, tmp_path):
                     os.path.join(FIXTURES, "memlib.c")], check=True)
     subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", exe,
                     os.path.join(FIXTURES, "memdl.c"), "-ldl"], check=True)
-    ep.run("record", "-q", "--mem=1", "--", exe, lib, "800")
+    # called through dlsym pointers: the allocator uprobes see it, libeprof_mem.so does not
+    ep.run("record", "-q", "--mem=1", "--", exe, lib, "800",
+           env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
     mem = memory(ep)
     got = [g for g in mem["leaks"] if "use_lib" in g["stack"]]
     assert sum(g["bytes"] for g in got) == 15000, mem["leaks"]
@@ -359,8 +363,9 @@ def test_findings_leak_churn_and_probe_cost(ep, memfix):
     """Findings from a memory record: the leak (the process exited with 0.12 MiB held, a big
     share of its 130 KB peak), the churn of short-lived allocations, and the share of the run
     spent in eprof's own allocator probes, named as such rather than as kernel time."""
+    # the allocator uprobes, whose cost is the finding (--mem=1's channel has no probes)
     ep.run("record", "-q", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "300000", "-", "10",
-           "1000")
+           "1000", env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
     fs = {f["id"]: f for f in ep.report_json()["findings"]}
     assert "leak_calloc" in fs["memory-leak"]["what"], fs
     assert "0.12 MiB" in fs["memory-leak"]["what"], fs

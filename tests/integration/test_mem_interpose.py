@@ -313,3 +313,113 @@ def test_attach_python(ep):
     live = sum(g["bytes"] for g in mem["peak_stacks"] if "build" in g["stack"])
     want = sum(49 + len(str(i)) * 120 + 120 for i in range(200000))
     assert 0.7 * want < live < 1.3 * want, (live, want, mem["peak_stacks"][:3])
+
+
+# --- --mem=1 through the channel: records and in-process stacks on a socket, no trap ---------
+
+# the default of --mem=1 at launch and attached
+CHANNEL = {k: v for k, v in os.environ.items() if k != "EPROF_MEM_INTERPOSE"}
+CHANNEL_LINE = "mem: channel:"
+CHANNEL_ON = "sent by"
+
+
+def top_stacks(groups, n=4, depth=4):
+    return sorted(tuple(g["stack"][:depth]) for g in groups[:n])
+
+
+def test_channel_launch_exact_and_stacks_as_the_uprobes(ep, memfix):
+    """Every call through the channel: the fixture's exact answers, and the same stacks as
+    the allocator uprobes give (leaf function, callers, libc's start code: all named)."""
+    r = ep.run("record", "-v", "--mem=1", "--", memfix, "20000", env=CHANNEL)
+    assert CHANNEL_LINE in r.stderr and " 0 allocations with a truncated stack" in r.stderr, \
+        r.stderr
+    mem = memory(ep)
+    check_exact(mem, 20000)
+    no_interposer_frames(mem["leaks"])
+    chan = top_stacks(mem["leaks"])
+    ep.run("record", "-q", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "20000",
+           env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
+    assert chan == top_stacks(memory(ep)["leaks"])
+    assert all(s[1] == "main" and "[unknown]" not in " ".join(s) for s in chan), chan
+
+
+def test_channel_thread_storm_exact(ep, memstorm):
+    """32 threads: each sends its own buffers, the last ones at its exit; only the storm_leak
+    blocks are left, exactly, and the program's own checks pass."""
+    threads, iters = 32, 2000
+    r = ep.run("record", "-v", "--mem=1", "--", memstorm, str(threads), str(iters),
+               env=CHANNEL)
+    assert CHANNEL_LINE in r.stderr, r.stderr
+    assert f"storm ok {threads * (iters + 10)}" in r.stdout, r.stdout + r.stderr
+    mem = memory(ep)
+    leaks = {}
+    for g in mem["leaks"]:
+        for f in ("storm_leak", "churn"):
+            if f in g["stack"]:
+                b, c = leaks.get(f, (0, 0))
+                leaks[f] = (b + g["bytes"], c + g["count"])
+                break
+    assert leaks == {"storm_leak": (threads * 10 * 50000, threads * 10)}, leaks
+
+
+def test_channel_fork_and_exec(ep, memfix, tmp_path):
+    """A forked child opens its own connection (its stack ids start anew); a program exec'd
+    by the command connects again."""
+    exe = build_fixture_at(tmp_path, "memfork")
+    r = ep.run("record", "-v", "--mem=1", "--", exe, env=CHANNEL)
+    assert CHANNEL_LINE in r.stderr and "2 processes" in r.stderr, r.stderr
+    leaks = fork_leaks(memory(ep))
+    assert leaks.get("parent_leak") == (30000, 10), leaks
+    assert leaks.get("child_leak") == (50000, 25), leaks
+    r = ep.run("record", "-v", "--mem=1", "--", "/bin/sh", "-c", f"exec {memfix} 20000",
+               env=CHANNEL)
+    assert CHANNEL_LINE in r.stderr
+    check_exact(memory(ep), 20000)
+
+
+def test_channel_attach_exact(ep, memfix):
+    err = record_attached(ep, [memfix, "20000"], "--mem=1", env=CHANNEL)
+    assert "libeprof_mem.so loaded into" in err and CHANNEL_LINE in err, err
+    check_exact(memory(ep), 20000)
+
+
+def test_channel_attach_blocks_from_before_freed_after(ep, tmp_path):
+    exe = build_fixture_at(tmp_path, "memprior")
+    err = record_attached(ep, [exe], "--mem=1", env=CHANNEL)
+    assert CHANNEL_LINE in err, err
+    mem = memory(ep)
+    leaks = {}
+    for g in mem["leaks"]:
+        for f in ("after_leak", "make_before"):
+            if f in g["stack"]:
+                b, c = leaks.get(f, (0, 0))
+                leaks[f] = (b + g["bytes"], c + g["count"])
+    assert leaks == {"after_leak": (50000, 10)}, mem["leaks"]
+    assert all(g["bytes"] > 0 for g in mem["allocated"])
+
+
+PY_NESTED = ("def make_strings():\n"
+             "    return [('%d-' % i) * 120 for i in range(50000)]\n"
+             "def outer():\n"
+             "    return [make_strings() for _ in range(4)]\n"
+             "import time\n"
+             "keep = outer()\n"
+             "time.sleep(0.2)\n")
+
+
+def test_channel_python_frames_as_the_uprobes(ep):
+    """CPython through the channel: the library walks the interpreter frames in place once the
+    recorder sends the layout; the peak's top stack names the same Python functions, in the
+    same order, as the uprobes' walk in BPF."""
+    def top_python(env):
+        ep.run("record", "-q", "--mem=1", "--", "/usr/bin/python3", "-c", PY_NESTED, env=env,
+               timeout=120)
+        mem = memory(ep)
+        top = mem["peak_stacks"][0]
+        assert top["bytes"] > 50_000_000, top
+        return [f for f in top["stack"] if f in ("make_strings", "outer", "<module>")
+                or f.endswith("<listcomp>")]
+
+    chan = top_python(CHANNEL)
+    assert chan[:2] == ["make_strings.<locals>.<listcomp>", "make_strings"], chan
+    assert chan == top_python(dict(os.environ, EPROF_MEM_INTERPOSE="0"))

@@ -21,7 +21,11 @@ and the ratio to the bare run of the same round is reported (median of --reps).
   --launch:  eprof runs the workload (record -- CMD): sampled --mem then samples inside the
              process (libeprof_mem.so); extra modes: uprobes (--mem with
              EPROF_MEM_INTERPOSE=0, the uprobes as on attach), interp1 (--mem=1 through the
-             interposer, EPROF_MEM_INTERPOSE=1), interp-null (the interposer preloaded with
+             interposer's markers, EPROF_MEM_INTERPOSE=1), chan1 (--mem=1 through the
+             interposer's channel, the default since it was measured: records and in-process
+             stacks on a socket, no trap; also attached), uprobes1 (--mem=1 with the
+             allocator uprobes, EPROF_MEM_INTERPOSE=0: the default before; also attached),
+             interp-null (the interposer preloaded with
              nothing recorded: EPROF_MEM_SAMPLE unset), interp-all (the interposer's
              markers hit on every call but nothing probed: the unprobed call cost)
 
@@ -72,13 +76,16 @@ MODES = {
     "heaptrack": None,
     "uprobes": ["--mem"],
     "interp1": ["--mem=1"],
+    "chan1": ["--mem=1"],
+    "uprobes1": ["--mem=1"],
     "interp-null": None,
     "interp-all": None,
 }
 MODE_ENV = {"uretprobe": {"EPROF_MEM_PROBES": "uretprobe"}, "entry0": {"EPROF_MEM_ENTRY": "start"},
             "null": {"EPROF_MEM_NULL": "1"}, "mem1-nostack": {"EPROF_MEM_STACK": "0"},
             "mem1-2k": {"EPROF_MEM_STACK": "2048"}, "mem1-bpfmatch": {"EPROF_MEM_MATCH": "bpf"},
-            "uprobes": {"EPROF_MEM_INTERPOSE": "0"}, "interp1": {"EPROF_MEM_INTERPOSE": "1"}}
+            "uprobes": {"EPROF_MEM_INTERPOSE": "0"}, "interp1": {"EPROF_MEM_INTERPOSE": "1"},
+            "chan1": {"EPROF_MEM_INTERPOSE": "chan"}, "uprobes1": {"EPROF_MEM_INTERPOSE": "0"}}
 
 
 def workload_cmd(name, go, tmp):

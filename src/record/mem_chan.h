@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --mem=1's channel (docs/memory.md, "Every call without traps"): libeprof_mem.so in each
+ * target sends every allocation and free, with stacks it unwound itself, on an abstract unix
+ * socket (src/inject/eprof_mem_proto.h). A thread of the recorder reads the socket into a
+ * bounded queue (a full queue stops the reading, so the targets' sends block: nothing is
+ * dropped); the main thread turns the queue into the same events as the allocator probes.
+ */
+#ifndef EPROF_MEM_CHAN_H
+#define EPROF_MEM_CHAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_ctx;
+struct mem_chan;
+
+struct mem_chan_stats {
+	uint64_t allocs, frees, stacks, truncated; /* truncated: allocations whose stack was */
+	uint64_t conns, bad;			   /* bad: malformed messages */
+};
+
+/* Listens on a new abstract socket; its name (no leading NUL) goes to name. NULL on failure. */
+struct mem_chan *mem_chan_open(char *name, size_t len);
+/* Decodes what was received so far into c's profile. Returns 0 or -errno. */
+int mem_chan_drain(struct mem_chan *m, struct event_ctx *c);
+/*
+ * Stops reading once every connection has ended (closed, or an end message) or wait_ms
+ * passed, then decodes the rest. Returns 0 or -errno.
+ */
+int mem_chan_finish(struct mem_chan *m, struct event_ctx *c, int wait_ms);
+/*
+ * Sends each connected process that layout() knows to be CPython its interpreter layout
+ * (struct py_proc), once: the library then adds Python frames to its stacks.
+ */
+void mem_chan_python(struct mem_chan *m,
+		     bool (*layout)(void *arg, uint32_t pid, void *out, size_t len), void *arg);
+const struct mem_chan_stats *mem_chan_stats(const struct mem_chan *m);
+void mem_chan_free(struct mem_chan *m);
+
+#endif
