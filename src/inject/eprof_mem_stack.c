@@ -39,7 +39,7 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-unsigned long emem_stk_trunc, emem_stk_sent, emem_stk_full;
+unsigned long emem_stk_trunc, emem_stk_sent, emem_stk_full, emem_stk_resets;
 
 static void spin_lock(atomic_flag *l)
 {
@@ -359,11 +359,19 @@ struct sslot {
 	uint64_t off;	      /* first word in the arena */
 };
 
+/* Ids never start again (a thread may still hold records with an old one): this many. */
+#define STK_MAX_ID ((1u << 24) - 1)
+
 static struct sslot *stab;
 static uint64_t *arena;
-static size_t arena_used;
+static size_t arena_used, stab_count;
 static uint32_t next_id = 1;
 static atomic_flag stab_lock = ATOMIC_FLAG_INIT;
+/*
+ * Odd while the table is being emptied (stab_reset): a lookup that saw it change takes the
+ * lock instead of trusting what it read.
+ */
+static _Atomic uint32_t stab_gen;
 
 static bool stab_init(void)
 {
@@ -401,7 +409,18 @@ static bool same(const struct sslot *s, const uint64_t *w, uint32_t n, uint32_t 
 	return s->n == n && s->shape == shape && !memcmp(arena + s->off, w, n * sizeof(*w));
 }
 
-/* A new stack: sent, then published. 0 when the table or the arena is full. */
+static void stab_reset(void)
+{
+	atomic_fetch_add_explicit(&stab_gen, 1, memory_order_acq_rel);
+	madvise(stab, sizeof(*stab) << STK_BITS, MADV_DONTNEED); /* zero pages again */
+	madvise(arena, STK_ARENA, MADV_DONTNEED);
+	arena_used = 0;
+	stab_count = 0;
+	emem_stk_resets++;
+	atomic_fetch_add_explicit(&stab_gen, 1, memory_order_acq_rel);
+}
+
+/* A new stack: sent, then published. 0 when the ids are used up (STK_MAX_ID). */
 static unsigned intern(uint64_t h, const uint64_t *w, uint32_t n, uint32_t shape, uint64_t ns,
 		       unsigned pid, unsigned tid)
 {
@@ -417,9 +436,18 @@ static unsigned intern(uint64_t h, const uint64_t *w, uint32_t n, uint32_t shape
 			id = stab[j].id; /* another thread was first */
 			goto out;
 		}
-	if (next_id > (mask >> 1) || (arena_used + n) * 8 > STK_ARENA) {
-		emem_stk_full++;
-		goto out;
+	if (stab_count >= (mask >> 1) || (arena_used + n) * 8 > STK_ARENA) {
+		/*
+		 * Full (a big job meets hundreds of thousands of distinct stacks, Python's
+		 * included): empty the table and go on with new ids; the stacks still in use
+		 * are sent again as they come. The recorder keeps every id it was sent.
+		 */
+		if (next_id >= STK_MAX_ID) {
+			emem_stk_full++;
+			goto out;
+		}
+		stab_reset();
+		j = h & mask;
 	}
 	{
 		struct {
@@ -442,6 +470,7 @@ static unsigned intern(uint64_t h, const uint64_t *w, uint32_t n, uint32_t shape
 	stab[j].shape = shape;
 	stab[j].off = arena_used;
 	arena_used += n;
+	stab_count++;
 	emem_stk_sent++;
 	atomic_store_explicit(&stab[j].key, h, memory_order_release);
 out:
@@ -577,11 +606,35 @@ static int walk(uint64_t pc, uint64_t sp, uint64_t bp, uint64_t *ips, int max, b
 	return n;
 }
 
-unsigned emem_stack_id(uintptr_t ip, uintptr_t frame, uint64_t ns, unsigned pid, unsigned tid)
+/* The id of a stack: found without a lock, else interned (sent, then published). */
+static unsigned stack_of(const uint64_t *w, uint32_t n, uint32_t shape, uint64_t ns, unsigned pid,
+			 unsigned tid)
 {
 	const size_t mask = ((size_t)1 << STK_BITS) - 1;
+	uint64_t h = hash_ips(w, n, shape);
+	uint32_t gen = atomic_load_explicit(&stab_gen, memory_order_acquire);
+
+	for (size_t j = h & mask; !(gen & 1); j = (j + 1) & mask) {
+		uint64_t k = atomic_load_explicit(&stab[j].key, memory_order_acquire);
+		unsigned id;
+
+		if (!k)
+			break;
+		if (k != h || !same(&stab[j], w, n, shape))
+			continue;
+		id = stab[j].id;
+		/* emptied meanwhile: what was read may be half old, half new */
+		if (atomic_load_explicit(&stab_gen, memory_order_acquire) == gen && id)
+			return id;
+		break;
+	}
+	return intern(h, w, n, shape, ns, pid, tid);
+}
+
+unsigned emem_stack_id(uintptr_t ip, uintptr_t frame, uint64_t ns, unsigned pid, unsigned tid)
+{
 	uint64_t w[EMEM_STACK_MAX + 2 * EMEM_PY_MAX];
-	uint64_t sp = frame + 16, h;
+	uint64_t sp = frame + 16;
 	bool end = false, more = false;
 	uint32_t n, shape, flags = 0;
 	int got, npy;
@@ -612,16 +665,7 @@ unsigned emem_stack_id(uintptr_t ip, uintptr_t frame, uint64_t ns, unsigned pid,
 		flags |= EMEM_STACK_PY_TRUNC;
 	n = (uint32_t)got + 2 * (uint32_t)npy;
 	shape = (uint32_t)got | (uint32_t)npy << 16 | flags << 24;
-	h = hash_ips(w, n, shape);
-	for (size_t j = h & mask;; j = (j + 1) & mask) {
-		uint64_t k = atomic_load_explicit(&stab[j].key, memory_order_acquire);
-
-		if (!k)
-			break;
-		if (k == h && same(&stab[j], w, n, shape))
-			return stab[j].id;
-	}
-	return intern(h, w, n, shape, ns, pid, tid);
+	return stack_of(w, n, shape, ns, pid, tid);
 }
 
 /* --- fork --------------------------------------------------------------------------------- */
@@ -646,6 +690,7 @@ void emem_stacks_child(void)
 		madvise(arena, STK_ARENA, MADV_DONTNEED);
 	}
 	arena_used = 0;
+	stab_count = 0;
 	next_id = 1;
 	spin_unlock(&stab_lock);
 	spin_unlock(&obj_lock);

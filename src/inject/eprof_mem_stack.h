@@ -32,6 +32,6 @@ EMEM_HIDDEN void emem_stacks_prepare(void);
 EMEM_HIDDEN void emem_stacks_parent(void);
 EMEM_HIDDEN void emem_stacks_child(void);
 /* Counters: unwinds that stopped before the root, stacks sent, stacks not interned. */
-EMEM_HIDDEN extern unsigned long emem_stk_trunc, emem_stk_sent, emem_stk_full;
+EMEM_HIDDEN extern unsigned long emem_stk_trunc, emem_stk_sent, emem_stk_full, emem_stk_resets;
 
 #endif

@@ -120,6 +120,47 @@ static void test_foreign_stack_truncated(void **state)
 	assert_true(last.s.flags & EMEM_STACK_TRUNC);
 }
 
+/*
+ * A full table (a big job's hundreds of thousands of distinct stacks) is emptied and the ids
+ * go on: no allocation gets the empty id 0, and a stack seen before the reset is sent again
+ * under a new id (records already made with the old one keep it: the recorder keeps both).
+ */
+static void test_full_table_starts_again(void **state)
+{
+	const size_t cap = (((size_t)1 << STK_BITS) - 1) >> 1;
+	const uint64_t seen[3] = { 0x401000, 0x402000, 0x403000 };
+	unsigned first, again, last_id = 0;
+	uint64_t w[2];
+
+	(void)state;
+	nsent = 0;
+	first = stack_of(seen, 3, 3, 1, 1, 1);
+	assert_int_not_equal(first, 0);
+	assert_int_equal(nsent, 1);
+	assert_int_equal(stack_of(seen, 3, 3, 1, 1, 1), first); /* found, not sent */
+	assert_int_equal(nsent, 1);
+	for (size_t i = 0; i <= cap; i++) {
+		unsigned id;
+
+		w[0] = 0x100000 + i; /* a distinct two-frame stack each */
+		w[1] = 0x200000;
+		id = stack_of(w, 2, 2, 1, 1, 1);
+		assert_true(id > last_id); /* never 0, never again */
+		last_id = id;
+	}
+	assert_int_equal(emem_stk_resets, 1);
+	assert_true(stab_count < 16);
+	/* after the reset: sent again once, under a new id, then found */
+	nsent = 0;
+	again = stack_of(seen, 3, 3, 1, 1, 1);
+	assert_true(again > last_id);
+	assert_int_equal(nsent, 1);
+	assert_int_equal(last.h.kind, EMEM_MSG_STACK);
+	assert_int_equal(last.s.id, again);
+	assert_int_equal(stack_of(seen, 3, 3, 1, 1, 1), again);
+	assert_int_equal(nsent, 1);
+}
+
 /* Python: a thread state and three interpreter frames, one of them a C-stack shim. */
 static uint8_t tstate[64];
 static uint8_t frames[3][64];
@@ -180,6 +221,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_unwind_and_dedup),
 		cmocka_unit_test(test_foreign_stack_truncated),
+		cmocka_unit_test(test_full_table_starts_again),
 		cmocka_unit_test(test_python_frames),
 	};
 
