@@ -206,6 +206,14 @@ struct ev_mem_free {
 	__u64 size; /* size recorded at allocation */
 };
 
+/*
+ * libeprof_mem.so's own memory (its tables, buffers, the stack arena of --mem=1) is mapped
+ * with this file offset, which the kernel ignores for an anonymous mapping: mem_sys_enter
+ * leaves such a mapping out of the target's anonymous-mapping figures (it is eprof's, not the
+ * program's; RSS still counts its touched pages). Page-aligned.
+ */
+#define EPROF_MEM_OWN_MAP_OFF 0x65707266000ULL
+
 /* An anonymous mmap or a munmap of a target. */
 struct ev_mem_map {
 	struct ev_hdr h;

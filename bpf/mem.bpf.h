@@ -489,7 +489,8 @@ int BPF_PROG(mem_sys_enter, struct pt_regs *regs, long nr)
 		mem_send_map(EV_MEM_MUNMAP, id, BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
 		return 0;
 	case MEM_NR_MMAP:
-		if (!(BPF_CORE_READ(regs, r10) & MEM_MAP_ANONYMOUS))
+		if (!(BPF_CORE_READ(regs, r10) & MEM_MAP_ANONYMOUS) ||
+		    BPF_CORE_READ(regs, r9) == EPROF_MEM_OWN_MAP_OFF)
 			return 0;
 		arg.a = BPF_CORE_READ(regs, si);
 		break;

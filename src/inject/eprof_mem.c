@@ -193,11 +193,10 @@ static void unlock(void)
 static bool grow(void)
 {
 	size_t cap = !tab_cap ? 4096 : tab_live * 4 > tab_cap ? tab_cap * 2 : tab_cap;
-	struct slot *n = mmap(NULL, cap * sizeof(*n), PROT_READ | PROT_WRITE,
-			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct slot *n = emem_map_zero(cap * sizeof(*n));
 	size_t used = 0;
 
-	if (n == MAP_FAILED)
+	if (!n)
 		return false;
 	for (size_t i = 0; i < tab_cap; i++) {
 		uintptr_t p = tab[i].ptr;
@@ -400,8 +399,8 @@ static struct fbatch *batch_get(void)
 			return b;
 		else
 			one = 1;
-	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (b == MAP_FAILED)
+	b = emem_map_zero(sizeof(*b));
+	if (!b)
 		return NULL;
 	b->next = atomic_load(&batches);
 	while (!atomic_compare_exchange_weak(&batches, &b->next, b))
@@ -574,8 +573,8 @@ static struct cbuf *cbuf_get(void)
 			return b;
 		else
 			one = 1;
-	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (b == MAP_FAILED)
+	b = emem_map_zero(sizeof(*b));
+	if (!b)
 		return NULL;
 	b->next = atomic_load(&cbufs);
 	while (!atomic_compare_exchange_weak(&cbufs, &b->next, b))
@@ -1235,10 +1234,9 @@ static bool push_patch(uintptr_t *slot, uintptr_t old, bool relro)
 {
 	if (npatches == cappatches) {
 		size_t cap = cappatches ? cappatches * 2 : 256;
-		struct patch *n = mmap(NULL, cap * sizeof(*n), PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		struct patch *n = emem_map_zero(cap * sizeof(*n));
 
-		if (n == MAP_FAILED)
+		if (!n)
 			return false;
 		if (patches) {
 			memcpy(n, patches, npatches * sizeof(*n));

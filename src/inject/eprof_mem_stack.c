@@ -52,12 +52,19 @@ static void spin_unlock(atomic_flag *l)
 	atomic_flag_clear_explicit(l, memory_order_release);
 }
 
-static void *map_zero(size_t bytes)
+/* The library's own memory: zero pages, marked as eprof's (EPROF_MEM_OWN_MAP_OFF). */
+void *emem_map_zero(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		       (off_t)EPROF_MEM_OWN_MAP_OFF);
 
 	return p == MAP_FAILED ? NULL : p;
+}
+
+static void *map_zero(size_t bytes)
+{
+	return emem_map_zero(bytes);
 }
 
 #ifndef EMEM_STACK_TEST /* tests/unit/test_mem_stack.c links the recorder's */

@@ -32,6 +32,8 @@ EMEM_HIDDEN void emem_stacks_prepare(void);
 EMEM_HIDDEN void emem_stacks_parent(void);
 EMEM_HIDDEN void emem_stacks_child(void);
 /* Counters: unwinds that stopped before the root, stacks sent, stacks not interned. */
+/* Zeroed memory of the library's own, left out of the target's mmap figures (NULL: failed). */
+EMEM_HIDDEN void *emem_map_zero(size_t bytes);
 EMEM_HIDDEN extern unsigned long emem_stk_trunc, emem_stk_sent, emem_stk_full, emem_stk_resets;
 
 #endif

@@ -339,7 +339,11 @@ def test_channel_launch_exact_and_stacks_as_the_uprobes(ep, memfix):
     chan = top_stacks(mem["leaks"])
     ep.run("record", "-q", "--mem=1", "--ringbuf-mb", "64", "--", memfix, "20000",
            env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
-    assert chan == top_stacks(memory(ep)["leaks"])
+    up = memory(ep)
+    assert chan == top_stacks(up["leaks"])
+    # the library's own tables (~280 MiB reserved) are not the program's anonymous mappings:
+    # what is left over the uprobes' figure is the CFI rows it built with the real allocator
+    assert mem["mapped_peak_bytes"] <= up["mapped_peak_bytes"] + (4 << 20), (mem, up)
     assert all(s[1] == "main" and "[unknown]" not in " ".join(s) for s in chan), chan
 
 
