@@ -67,21 +67,6 @@ static void *map_zero(size_t bytes)
 	return emem_map_zero(bytes);
 }
 
-#ifndef EMEM_STACK_TEST /* tests/unit/test_mem_stack.c links the recorder's */
-/* cfi_build.c's error paths free a table (src/unwind/cfi_elf.c, not linked here, has it). */
-void cfi_table__free(struct cfi_table *t)
-{
-	if (!t)
-		return;
-	free(t->pcs);
-	free(t->rules);
-	free(t->ridx);
-	free(t->idx);
-	free(t->fn_start);
-	free(t->fn_end);
-	free(t);
-}
-#endif
 
 /* --- loaded objects ----------------------------------------------------------------------- */
 

@@ -1002,3 +1002,17 @@ struct cfi_table *cfi_builder__finish(struct cfi_builder *b, int *err)
 	}
 	return add_functions(b, make_table(b, err), err);
 }
+
+/* Here, not in cfi_elf.c: libeprof_mem.so links this file alone and frees tables too. */
+void cfi_table__free(struct cfi_table *t)
+{
+	if (!t)
+		return;
+	free(t->pcs);
+	free(t->rules);
+	free(t->ridx);
+	free(t->idx);
+	free(t->fn_start);
+	free(t->fn_end);
+	free(t);
+}

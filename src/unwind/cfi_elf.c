@@ -294,19 +294,6 @@ out:
 	return t;
 }
 
-void cfi_table__free(struct cfi_table *t)
-{
-	if (!t)
-		return;
-	free(t->pcs);
-	free(t->rules);
-	free(t->ridx);
-	free(t->idx);
-	free(t->fn_start);
-	free(t->fn_end);
-	free(t);
-}
-
 size_t cfi_table__bytes(const struct cfi_table *t)
 {
 	size_t nb;
