@@ -353,79 +353,108 @@ static int64_t draw(void)
 /* --- every-call mode: frees in per-thread batches ----------------------------------------- */
 
 /*
- * A thread's batch is a page of its own (initial-exec TLS is scarce in a library dlopen()ed
- * at attach), on a list so that the process's exit and the retract can send what the other
- * threads hold. busy: the owner appends, or another thread sends it; dead: its thread is gone
- * and a new thread may take the page.
+ * A thread's buffer (a batch of frees, a channel's records) is a page of its own
+ * (initial-exec TLS is scarce in a library dlopen()ed at attach), on a list so that the
+ * process's exit and the retract can send what the other threads hold. busy: the owner
+ * appends, or another thread sends it; dead: its thread is gone and a new thread may take the
+ * page. Each kind of buffer starts with a struct tpage.
  */
-struct fbatch {
-	struct fbatch *next;
+struct tpage {
+	struct tpage *next;
 	atomic_int busy;
 	atomic_int dead;
+};
+
+static void tpage_lock(struct tpage *t)
+{
+	while (atomic_exchange_explicit(&t->busy, 1, memory_order_acquire))
+		sched_yield();
+}
+
+static void tpage_unlock(struct tpage *t)
+{
+	atomic_store_explicit(&t->busy, 0, memory_order_release);
+}
+
+/* A dead thread's page of the list, else a new one of bytes. NULL: no memory. */
+static struct tpage *tpage_get(struct tpage *_Atomic *list, size_t bytes)
+{
+	struct tpage *t;
+	int one = 1;
+
+	for (t = atomic_load(list); t; t = t->next)
+		if (atomic_load_explicit(&t->dead, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong(&t->dead, &one, 0))
+			return t;
+		else
+			one = 1;
+	t = emem_map_zero(bytes);
+	if (!t)
+		return NULL;
+	t->next = atomic_load(list);
+	while (!atomic_compare_exchange_weak(list, &t->next, t))
+		;
+	return t;
+}
+
+/* Its thread is gone: sent (send, under the page's lock), then free for another thread. */
+static void tpage_release(struct tpage *t, void (*send)(struct tpage *))
+{
+	tpage_lock(t);
+	send(t);
+	atomic_store(&t->dead, 1);
+	tpage_unlock(t);
+}
+
+/* Every thread's (at the process's exit, at the retract): safe beside their owners. */
+static void tpage_send_all(struct tpage *_Atomic *list, void (*send)(struct tpage *))
+{
+	for (struct tpage *t = atomic_load(list); t; t = t->next) {
+		tpage_lock(t);
+		send(t);
+		tpage_unlock(t);
+	}
+}
+
+/* fork: every page free for the child's threads but its own thread's (mine), unlocked. */
+static void tpage_fork_child(struct tpage *_Atomic *list, const struct tpage *mine)
+{
+	for (struct tpage *t = atomic_load(list); t; t = t->next) {
+		atomic_store(&t->busy, 0);
+		atomic_store(&t->dead, t != mine);
+	}
+}
+
+struct fbatch {
+	struct tpage t;
 	unsigned long n;
 	struct emem_free v[EMEM_FREE_BATCH];
 };
 
-static struct fbatch *_Atomic batches;
+static struct tpage *_Atomic batches;
 static TLS struct fbatch *mybatch;
 
-static void batch_lock(struct fbatch *b)
-{
-	while (atomic_exchange_explicit(&b->busy, 1, memory_order_acquire))
-		sched_yield();
-}
-
-static void batch_unlock(struct fbatch *b)
-{
-	atomic_store_explicit(&b->busy, 0, memory_order_release);
-}
-
 /* Under b's lock. */
-static void batch_send(struct fbatch *b)
+static void batch_send(struct tpage *t)
 {
+	struct fbatch *b = (struct fbatch *)t;
+
 	if (b->n)
 		eprof_mem_hit_frees(b->v, b->n);
 	b->n = 0;
 }
 
-static struct fbatch *batch_get(void)
-{
-	struct fbatch *b;
-	int one = 1;
-
-	for (b = atomic_load(&batches); b; b = b->next)
-		if (atomic_load_explicit(&b->dead, memory_order_relaxed) &&
-		    atomic_compare_exchange_strong(&b->dead, &one, 0))
-			return b;
-		else
-			one = 1;
-	b = emem_map_zero(sizeof(*b));
-	if (!b)
-		return NULL;
-	b->next = atomic_load(&batches);
-	while (!atomic_compare_exchange_weak(&batches, &b->next, b))
-		;
-	return b;
-}
-
-/* Every thread's batch (at the process's exit, at the retract): safe beside their owners. */
 static void batch_send_all(void)
 {
-	for (struct fbatch *b = atomic_load(&batches); b; b = b->next) {
-		batch_lock(b);
-		batch_send(b);
-		batch_unlock(b);
-	}
+	tpage_send_all(&batches, batch_send);
 }
 
 /* fork: the child's batches are empty (its parent sends those frees) and its own thread's. */
 static void batch_forget_all(void)
 {
-	for (struct fbatch *b = atomic_load(&batches); b; b = b->next) {
-		b->n = 0;
-		atomic_store(&b->busy, 0);
-		atomic_store(&b->dead, b != mybatch);
-	}
+	for (struct tpage *t = atomic_load(&batches); t; t = t->next)
+		((struct fbatch *)t)->n = 0;
+	tpage_fork_child(&batches, mybatch ? &mybatch->t : NULL);
 }
 
 static void emem_stacks_prepare_(void)
@@ -451,10 +480,7 @@ static void flush_calls(void *arg)
 	calls = 0;
 	if (b) {
 		mybatch = NULL;
-		batch_lock(b);
-		batch_send(b);
-		atomic_store(&b->dead, 1);
-		batch_unlock(b);
+		tpage_release(&b->t, batch_send);
 	}
 }
 
@@ -474,19 +500,19 @@ static void batch_free(void *p)
 	if (unlikely(!b)) {
 		if (!keyed)
 			register_exit();
-		b = mybatch = batch_get();
+		b = mybatch = (struct fbatch *)tpage_get(&batches, sizeof(*b));
 		if (!b) {
 			eprof_mem_hit_free(p); /* no page: one trap */
 			return;
 		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	batch_lock(b);
+	tpage_lock(&b->t);
 	b->v[b->n].addr = (uintptr_t)p;
 	b->v[b->n].ns = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long)ts.tv_nsec;
 	if (++b->n == EMEM_FREE_BATCH)
-		batch_send(b);
-	batch_unlock(b);
+		batch_send(&b->t);
+	tpage_unlock(&b->t);
 }
 
 /* --- every-call mode through the channel ------------------------------------------------- */
@@ -500,14 +526,12 @@ static TLS unsigned my_tid;
 static atomic_ulong chan_lost;	 /* records without a buffer page */
 
 struct cbuf {
-	struct cbuf *next;
-	atomic_int busy;
-	atomic_int dead;
+	struct tpage t;
 	struct emem_msg h;
 	struct emem_rec v[EMEM_RECS_PER_MSG];
 };
 
-static struct cbuf *_Atomic cbufs;
+static struct tpage *_Atomic cbufs;
 static TLS struct cbuf *mycbuf;
 
 bool emem_chan_send(const void *msg, size_t len)
@@ -555,51 +579,18 @@ static int chan_connect(const char *name)
 }
 
 /* Under b's lock. */
-static void cbuf_send(struct cbuf *b)
+static void cbuf_send(struct tpage *t)
 {
+	struct cbuf *b = (struct cbuf *)t;
+
 	if (b->h.n)
 		emem_chan_send(&b->h, sizeof(b->h) + b->h.n * sizeof(b->v[0]));
 	b->h.n = 0;
 }
 
-static struct cbuf *cbuf_get(void)
-{
-	struct cbuf *b;
-	int one = 1;
-
-	for (b = atomic_load(&cbufs); b; b = b->next)
-		if (atomic_load_explicit(&b->dead, memory_order_relaxed) &&
-		    atomic_compare_exchange_strong(&b->dead, &one, 0))
-			return b;
-		else
-			one = 1;
-	b = emem_map_zero(sizeof(*b));
-	if (!b)
-		return NULL;
-	b->next = atomic_load(&cbufs);
-	while (!atomic_compare_exchange_weak(&cbufs, &b->next, b))
-		;
-	return b;
-}
-
-static void cbuf_lock(struct cbuf *b)
-{
-	while (atomic_exchange_explicit(&b->busy, 1, memory_order_acquire))
-		sched_yield();
-}
-
-static void cbuf_unlock(struct cbuf *b)
-{
-	atomic_store_explicit(&b->busy, 0, memory_order_release);
-}
-
 static void cbuf_send_all(void)
 {
-	for (struct cbuf *b = atomic_load(&cbufs); b; b = b->next) {
-		cbuf_lock(b);
-		cbuf_send(b);
-		cbuf_unlock(b);
-	}
+	tpage_send_all(&cbufs, cbuf_send);
 }
 
 static void register_exit(void);
@@ -621,13 +612,13 @@ static void chan_put(unsigned op, void *p, size_t size, unsigned func, unsigned 
 	if (unlikely(!b)) {
 		if (!keyed)
 			register_exit();
-		b = mycbuf = cbuf_get();
+		b = mycbuf = (struct cbuf *)tpage_get(&cbufs, sizeof(*b));
 		if (!b) {
 			atomic_fetch_add(&chan_lost, 1);
 			return;
 		}
 	}
-	cbuf_lock(b);
+	tpage_lock(&b->t);
 	if (unlikely(b->h.magic != EMEM_MSG_MAGIC || b->h.tid != my_tid || b->h.pid != my_pid))
 		b->h = (struct emem_msg){ .magic = EMEM_MSG_MAGIC, .kind = EMEM_MSG_RECS,
 					  .pid = my_pid, .tid = my_tid };
@@ -641,8 +632,8 @@ static void chan_put(unsigned op, void *p, size_t size, unsigned func, unsigned 
 	r->pad = 0;
 	if (b->h.n == EMEM_RECS_PER_MSG || unlikely(atomic_load_explicit(&chan_exiting,
 									  memory_order_relaxed)))
-		cbuf_send(b);
-	cbuf_unlock(b);
+		cbuf_send(&b->t);
+	tpage_unlock(&b->t);
 }
 
 static inline bool chan_on(void)
@@ -712,10 +703,7 @@ static void cbuf_release_mine(void)
 	if (!b)
 		return;
 	mycbuf = NULL;
-	cbuf_lock(b);
-	cbuf_send(b);
-	atomic_store(&b->dead, 1);
-	cbuf_unlock(b);
+	tpage_release(&b->t, cbuf_send);
 }
 
 /* fork: the child's own connection, an empty stack table, no buffered records of the parent. */
@@ -727,11 +715,9 @@ static void chan_fork_child(void)
 	emem_stacks_child();
 	my_pid = (unsigned)getpid();
 	my_tid = (unsigned)gettid();
-	for (struct cbuf *b = atomic_load(&cbufs); b; b = b->next) {
-		b->h.n = 0;
-		atomic_store(&b->busy, 0);
-		atomic_store(&b->dead, b != mycbuf);
-	}
+	for (struct tpage *t = atomic_load(&cbufs); t; t = t->next)
+		((struct cbuf *)t)->h.n = 0;
+	tpage_fork_child(&cbufs, mycbuf ? &mycbuf->t : NULL);
 	if (fd < 0)
 		return;
 	close(fd);
