@@ -525,7 +525,7 @@ static int handle_sample(struct event_ctx *c, const struct ev_sample *e, size_t 
 
 	if (size < sizeof(*e))
 		return -EINVAL;
-	if (events_before_launch_exec(c, e->h.pid, e->h.ts))
+	if (events_before_launch_go(c, e->h.pid, e->h.ts))
 		return 0;
 	avail = size - sizeof(*e);
 	if (e->h.flags & SAMPLE_F_PYTHON) {

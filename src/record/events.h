@@ -59,7 +59,7 @@ struct event_ctx {
 	/*
 	 * The launched command waits in eprof's code for the go (its exec follows it at once):
 	 * its samples and off-CPU intervals that began before the go are eprof's, with stacks
-	 * of eprof's image, and are left out (events_before_launch_exec).
+	 * of eprof's image, and are left out (events_before_launch_go).
 	 */
 	uint32_t launch_pid;
 	uint64_t launch_go_ns; /* when the go was given (CLOCK_MONOTONIC), 0 before */
@@ -93,7 +93,7 @@ void events_note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, const c
 void events_read_proc_info(struct event_ctx *c, uint32_t pid, uint64_t ts);
 
 /* Whether something of pid that began at ts is the launched command waiting for the go. */
-static inline bool events_before_launch_exec(const struct event_ctx *c, uint32_t pid, uint64_t ts)
+static inline bool events_before_launch_go(const struct event_ctx *c, uint32_t pid, uint64_t ts)
 {
 	return pid && pid == c->launch_pid && (!c->launch_go_ns || ts < c->launch_go_ns);
 }

@@ -114,7 +114,7 @@ static int handle_offcpu(struct event_ctx *c, struct offcpu_rec *st, const void 
 
 	if (size < sizeof(*e) || e->h.ts < e->off_ts)
 		return -EINVAL;
-	if (events_before_launch_exec(c, e->h.pid, e->off_ts))
+	if (events_before_launch_go(c, e->h.pid, e->off_ts))
 		return 0; /* the launched command waiting for eprof's go */
 	node = events_stack(c, &e->h, &e->st, size - sizeof(*e), 0);
 	if (node < 0)

@@ -82,6 +82,18 @@ def test_thread_storm(ep, memstorm):
     assert mem["calls_seen"] >= threads * (iters + 10), mem["calls_seen"]
 
 
+def check_storm_leaks(mem, threads):
+    """Only the storm_leak blocks are left (10 of 50,000 bytes a thread), exactly."""
+    leaks = {}
+    for g in mem["leaks"]:
+        for f in ("storm_leak", "churn"):
+            if f in g["stack"]:
+                b, c = leaks.get(f, (0, 0))
+                leaks[f] = (b + g["bytes"], c + g["count"])
+                break
+    assert leaks == {"storm_leak": (threads * 10 * 50000, threads * 10)}, leaks
+
+
 def test_thread_storm_every_call_exact(ep, memstorm):
     """--mem=1 through the interposer: each thread's frees go to the recorder in timed
     batches (the last ones when the thread exits), so every churned block is matched and
@@ -94,14 +106,7 @@ def test_thread_storm_every_call_exact(ep, memstorm):
     assert f"storm ok {threads * (iters + 10)}" in r.stdout, r.stdout + r.stderr
     mem = memory(ep)
     assert mem["events_lost"] == 0
-    leaks = {}
-    for g in mem["leaks"]:
-        for f in ("storm_leak", "churn"):
-            if f in g["stack"]:
-                b, c = leaks.get(f, (0, 0))
-                leaks[f] = (b + g["bytes"], c + g["count"])
-                break
-    assert leaks == {"storm_leak": (threads * 10 * 50000, threads * 10)}, leaks
+    check_storm_leaks(mem, threads)
 
 
 def test_fork_child_is_interposed_too(ep, tmp_path):
@@ -356,14 +361,7 @@ def test_channel_thread_storm_exact(ep, memstorm):
     assert CHANNEL_LINE in r.stderr, r.stderr
     assert f"storm ok {threads * (iters + 10)}" in r.stdout, r.stdout + r.stderr
     mem = memory(ep)
-    leaks = {}
-    for g in mem["leaks"]:
-        for f in ("storm_leak", "churn"):
-            if f in g["stack"]:
-                b, c = leaks.get(f, (0, 0))
-                leaks[f] = (b + g["bytes"], c + g["count"])
-                break
-    assert leaks == {"storm_leak": (threads * 10 * 50000, threads * 10)}, leaks
+    check_storm_leaks(mem, threads)
 
 
 def test_channel_fork_and_exec(ep, memfix, tmp_path):
