@@ -589,6 +589,8 @@ static int handle_exec(struct event_ctx *c, const struct ev_exec *e)
 		pr->cmdline = profile__intern(c->p, fn);
 	}
 	proc_tracker__exec(c->tracker, e->h.pid, e->h.ts);
+	if (e->h.pid == c->launch_pid && !c->launch_exec_ns)
+		c->launch_exec_ns = e->h.ts;
 	return 0;
 }
 

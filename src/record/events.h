@@ -57,12 +57,15 @@ struct event_ctx {
 	bool (*py_is_eval)(void *arg, uint32_t pid, uint64_t pc);
 	void *py_arg;
 	/*
-	 * The launched command waits in eprof's code for the go (its exec follows it at once):
-	 * its samples and off-CPU intervals that began before the go are eprof's, with stacks
-	 * of eprof's image, and are left out (events_before_launch_go).
+	 * The launched command waits in eprof's code for the go, then execs: its samples and
+	 * off-CPU intervals that began before its exec are eprof's, with stacks of eprof's
+	 * image, and are left out (events_before_launch_go). On a busy machine the child may
+	 * first run after the go, so the go alone does not end them: the exec event does (the
+	 * ring holds one task's events in the order it made them).
 	 */
 	uint32_t launch_pid;
 	uint64_t launch_go_ns; /* when the go was given (CLOCK_MONOTONIC), 0 before */
+	uint64_t launch_exec_ns; /* the launched pid's first exec, 0 before it is decoded */
 	/* Time spent decoding, by what was decoded: where a recorder that falls behind goes. */
 	uint64_t decode_ns[EV_COST_MAX], decoded[EV_COST_MAX];
 };
@@ -92,10 +95,22 @@ void events_note_thread(struct event_ctx *c, uint32_t pid, uint32_t tid, const c
 /* Fills comm, cmdline and ppid of a process from /proc (at attach or exec). */
 void events_read_proc_info(struct event_ctx *c, uint32_t pid, uint64_t ts);
 
-/* Whether something of pid that began at ts is the launched command waiting for the go. */
+/*
+ * An exec that has not come this long after the go was lost (a full ring): the launched
+ * pid's events are then taken from the go on, as they would be without the exec rule.
+ */
+#define EVENTS_LAUNCH_EXEC_WAIT_NS 2000000000ULL
+
+/* Whether something of pid that began at ts is the launched command before its exec. */
 static inline bool events_before_launch_go(const struct event_ctx *c, uint32_t pid, uint64_t ts)
 {
-	return pid && pid == c->launch_pid && (!c->launch_go_ns || ts < c->launch_go_ns);
+	if (!pid || pid != c->launch_pid)
+		return false;
+	if (!c->launch_go_ns || ts < c->launch_go_ns)
+		return true;
+	if (c->launch_exec_ns)
+		return ts < c->launch_exec_ns;
+	return ts < c->launch_go_ns + EVENTS_LAUNCH_EXEC_WAIT_NS;
 }
 
 #endif

@@ -213,6 +213,50 @@ static void test_process_events(void **state)
 }
 
 /*
+ * The launched command runs eprof's code until its exec: on a busy machine it may first run
+ * after the go (a sample in ret_from_fork with eprof's libc below it). Its samples count from
+ * its exec on; an exec that never comes (lost in a full ring) stops the rule 2 s after the go.
+ */
+static void test_launched_command_counts_from_its_exec(void **state)
+{
+	struct fixture fx;
+	struct sample_ev e;
+	struct ev_exec x = { .h = { sizeof(x), EV_EXEC, 0, 100, 100, 3000 } };
+
+	fx_init(&fx);
+	fx.c.launch_pid = 100;
+	make_sample(&e, 0, 1);
+	e.ips[0] = 0x400100;
+	e.s.h.ts = 1000; /* before the go */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	fx.c.launch_go_ns = 2000;
+	e.s.h.ts = 2500; /* after the go, before the exec */
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->samples.n, 0);
+	memcpy(x.comm, "true", 5);
+	assert_int_equal(events_handle(&fx.c, &x, sizeof(x)), 0);
+	assert_int_equal(fx.c.launch_exec_ns, 3000);
+	e.s.h.ts = 3500;
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->samples.n, 1);
+	/* another process is never held back */
+	e.s.h.pid = e.s.h.tid = 300;
+	e.s.h.ts = 2500;
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->samples.n, 2);
+	/* no exec decoded: 2 s after the go the command's samples count again */
+	fx.c.launch_exec_ns = 0;
+	e.s.h.pid = e.s.h.tid = 100;
+	e.s.h.ts = 2000 + EVENTS_LAUNCH_EXEC_WAIT_NS - 1;
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->samples.n, 2);
+	e.s.h.ts = 2000 + EVENTS_LAUNCH_EXEC_WAIT_NS;
+	assert_int_equal(events_handle(&fx.c, &e, e.s.h.size), 0);
+	assert_int_equal(fx.p->samples.n, 3);
+	fx_free(&fx);
+}
+
+/*
  * Unwind tables stay within their budget: with a budget smaller than any table,
  * loading one drops the other once it has not been used for a while, and the
  * dropped one is built again when needed. Tables all in use (within 5 s) are kept
@@ -448,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_sample_unmapped_and_vdso),
 		cmocka_unit_test(test_truncated_and_malformed),
 		cmocka_unit_test(test_process_events),
+		cmocka_unit_test(test_launched_command_counts_from_its_exec),
 		cmocka_unit_test(test_cfi_budget),
 		cmocka_unit_test(test_exiting_process_keeps_maps),
 		cmocka_unit_test(test_fork_of_exiting_child),
