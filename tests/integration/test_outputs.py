@@ -378,18 +378,26 @@ def test_pprof_read_by_go_tool_pprof(mt):
         rep = mt.report(*(["--inline"] if inline else []))
         out, rows = pprof_top(go, mt.path("mt.pb.gz"), "-sample_index=samples", *flags)
         assert "Type: samples" in out and f"of {rep['samples']} total" in out, out
-        # every function above 1% (ties below that may sort either way)
-        want = [f for f in rep["functions"] if f["self_pct"] >= 1.0]
-        got = rows[:len(want)]
+        # Every function with samples of its own, by count: the same counts and shares in
+        # both, and go's order by count. Not a share threshold: on a busy machine the
+        # spinning function holds 98% and few others reach 1%. Names pprof merges (found
+        # in two modules) and equal counts (sorted either way) are compared as sets.
+        seen = defaultdict(int)
+        for w in rep["functions"]:
+            seen[w["name"]] += 1
+        want = {w["name"]: w for w in rep["functions"] if w["self"] > 0 and seen[w["name"]] == 1}
+        got = {g["name"]: g for g in rows if g["flat"] != 0}
         log(f"go tool pprof -top {' '.join(flags)}: " +
-            ", ".join(f"{g['name']} {g['flat_pct']}%" for g in got))
+            ", ".join(f"{g['name']} {g['flat_pct']}%" for g in rows[:8]))
         log("eprof report" + (" --inline" if inline else "") + ": " +
-            ", ".join(f"{w['name']} {w['self_pct']:.2f}%" for w in want))
-        assert len(want) >= 2
-        assert [g["name"] for g in got] == [w["name"] for w in want], (got, want)
-        for g, w in zip(got, want):
-            assert g["flat"] == w["self"], (g, w)
-            assert abs(g["flat_pct"] - w["self_pct"]) < 0.01, (g, w)
+            ", ".join(f"{w['name']} {w['self_pct']:.2f}%" for w in rep["functions"][:8]))
+        assert len(want) >= 2, rep["functions"][:4]
+        for name, w in want.items():
+            assert name in got, (name, rows[:20])
+            assert got[name]["flat"] == w["self"], (got[name], w)
+            assert abs(got[name]["flat_pct"] - w["self_pct"]) < 0.01, (got[name], w)
+        flats = [g["flat"] for g in rows if isinstance(g["flat"], int)]
+        assert flats == sorted(flats, reverse=True), flats
         # cumulative too; pprof merges a name found in two modules (_start of ld.so and
         # of the program), eprof keeps them apart: compare names that are unique
         by_name = {g["name"]: g for g in rows}
