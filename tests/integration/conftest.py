@@ -13,6 +13,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
 
+def pytest_configure(config):
+    # tools/test runs the suite on every CPU at once (pytest-xdist), then these alone
+    config.addinivalue_line("markers", "serial: runs alone: system-wide, or changes a system "
+                                       "setting other tests depend on")
+
+
 def eprof_bin():
     path = os.environ.get("EPROF_BIN", os.path.join(ROOT, "build", "eprof"))
     if not os.access(path, os.X_OK):

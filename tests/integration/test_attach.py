@@ -473,6 +473,7 @@ def nobody_copy(fakeattach):
     return d
 
 
+@pytest.mark.serial  # changes a system setting
 def test_attach_non_root_own_process(ep, fakeattach):
     """A user with CAP_BPF and CAP_PERFMON but not CAP_SYS_PTRACE records its own running
     program (not its child): the collector is injected where the kernel allows ptrace, and
@@ -513,6 +514,7 @@ def test_attach_non_root_own_process(ep, fakeattach):
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.serial  # changes a system setting
 def test_attach_non_root_under_yama(ep, fakeattach):
     """A user without CAP_SYS_PTRACE attaching to a process that is not its child, under
     kernel.yama.ptrace_scope = 1."""

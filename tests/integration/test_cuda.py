@@ -138,6 +138,7 @@ def test_attach_to_running_cuda_process(ep, cuda_bins, tmp_path):
     assert api["cudaLaunchKernel"]["count"] == 7
 
 
+@pytest.mark.serial  # system-wide: sees every other test's processes
 def test_system_wide_finds_cuda_processes(ep, cuda_bins):
     """-a --cuda: processes that start during the record get their libcudart (shared) and
     their executable (nvcc's static cudart) traced system-wide, counts exact."""

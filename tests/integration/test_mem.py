@@ -334,6 +334,7 @@ def test_mem_mappings_and_brk(ep, tmp_path):
     assert "brk heap peak +3.00 MiB" in text, text
 
 
+@pytest.mark.serial  # system-wide: sees every other test's processes
 def test_mem_system_wide_finds_new_allocators(ep, tmp_path):
     """-a --mem: a statically linked program started after the record began has its own
     malloc; the recorder finds it in its maps and probes it for every process."""

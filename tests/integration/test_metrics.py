@@ -291,6 +291,7 @@ def test_attached_process_counts_from_attach(ep_module, fix):
     assert proc["rss_peak_bytes"] >= 40000 * 4096  # levels are levels
 
 
+@pytest.mark.serial  # system-wide: sees every other test's processes
 def test_system_wide_follows_busy_processes(ep_module, fix):
     """-a: the processes busy on the CPU get their own figures; one started during the record
     counts from its start, as its own getrusage says."""

@@ -237,6 +237,7 @@ def top_rows(out):
             if len(ln.split()) >= 6 and ln.split()[0].replace(".", "").isdigit()]
 
 
+@pytest.mark.serial  # system-wide: sees every other test's processes
 def test_top_python_frames(ep):
     py = python_for("debian-3.11")
     p = subprocess.Popen([py, os.path.join(PYDIR, "two_hot.py"), "12"], stdout=subprocess.PIPE,
