@@ -119,14 +119,18 @@ uint64_t rbuf_u64le(struct rbuf *r)
 
 uint64_t rbuf_varint(struct rbuf *r)
 {
+	const uint8_t *p = r->p;
 	uint64_t v = 0;
 
-	for (int shift = 0; shift < 64; shift += 7) {
-		uint8_t c = rbuf_u8(r);
+	/* One loop on a local cursor: the reader decodes most of a file through here. */
+	for (int shift = 0; r->ok && shift < 64 && p < r->end; shift += 7) {
+		uint8_t c = *p++;
 
 		v |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80))
+		if (!(c & 0x80)) {
+			r->p = p;
 			return v;
+		}
 	}
 	r->ok = false;
 	return 0;

@@ -398,6 +398,39 @@ struct profile *fuzz_read_profile(const uint8_t *data, size_t size)
 	return p;
 }
 
+uint64_t fuzz_unpacked_bytes(const uint8_t *data, size_t size)
+{
+	uint64_t total = 0;
+	size_t off = EPROF_HEADER_SIZE;
+
+	/* chunk header: magic, type, raw_len, zlen, crc, codec (u32 LE each), then zlen bytes */
+	while (off + EPROF_CHUNK_HDR_SIZE <= size) {
+		total += (uint32_t)fuzz_u64(data + off + 8, 4);
+		off += EPROF_CHUNK_HDR_SIZE + (uint32_t)fuzz_u64(data + off + 12, 4);
+	}
+	return total;
+}
+
+size_t fuzz_profile_records(const struct profile *p)
+{
+	uint32_t *depth = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(*depth));
+	size_t n = p->samples.n + p->events.n + p->stacks.n + p->locations.n, walk = 0;
+
+	if (!depth)
+		return SIZE_MAX;
+	/* parents precede their children (fuzz_check_profile holds the reader to it) */
+	for (size_t i = 1; i < p->stacks.n; i++)
+		depth[i] = depth[p->stacks.v[i].parent] + 1;
+	/*
+	 * Stacks are walked from each sampled node to the root: nodes whose locations have no
+	 * frames (an unsymbolized file; the CLI names every location first) do not end a walk.
+	 */
+	for (size_t i = 0; i < p->samples.n; i++)
+		walk += p->samples.v[i].stack < p->stacks.n ? depth[p->samples.v[i].stack] : 0;
+	free(depth);
+	return n + walk / 16;
+}
+
 uint64_t fuzz_stack_frames(const struct profile *p, uint64_t cap)
 {
 	uint64_t *depth = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(*depth)), sum = 0, v;

@@ -57,4 +57,23 @@ uint64_t fuzz_stack_frames(const struct profile *p, uint64_t cap);
  */
 #define FUZZ_MAX_OUTPUT_FRAMES 500000
 
+/*
+ * Records a profile holds (samples, events, stack nodes, locations, and the stack nodes its
+ * samples walk to the root, by sixteen): what the analyses' cost grows with. A compressed
+ * chunk of 64 KB unpacks to 100,000 region events (one `eprof report` of the release build:
+ * 0.15 s), and 1,000 samples on a chain of frameless nodes cost 10 million steps; the report
+ * harness analyses each input several times under ASan and coverage, 10-25 s an input. The
+ * report and trace harnesses skip a profile above FUZZ_MAX_RECORDS (the reader's own
+ * harness has no cap): every branch of the analyses is reached with fewer records.
+ */
+size_t fuzz_profile_records(const struct profile *p);
+#define FUZZ_MAX_RECORDS 4096
+/*
+ * What an eprof.data image's chunks unpack to, from their headers alone: the report and trace
+ * harnesses skip an image above FUZZ_MAX_UNPACKED before reading it, since reading 100,000
+ * records under ASan and coverage costs more than analysing 4,096.
+ */
+uint64_t fuzz_unpacked_bytes(const uint8_t *data, size_t size);
+#define FUZZ_MAX_UNPACKED (256u << 10)
+
 #endif
