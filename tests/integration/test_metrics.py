@@ -2,6 +2,7 @@
 """Resource metrics (docs/metrics.md): a fixture with known figures, a fake NVML, RAPL."""
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -295,7 +296,9 @@ def test_attached_process_counts_from_attach(ep_module, fix):
 def test_system_wide_follows_busy_processes(ep_module, fix):
     """-a: the processes busy on the CPU get their own figures; one started during the record
     counts from its start, as its own getrusage says."""
-    rec = subprocess.Popen([ep_module.bin, "record", "-vv", "-a", "-F", "99", "-d", "3",
+    # Ended by Ctrl-C once the fixture is done, not by -d: its 1.2 s of CPU may take several
+    # seconds of wall time on a busy machine, and a -d that ended first cut its series.
+    rec = subprocess.Popen([ep_module.bin, "record", "-vv", "-a", "-F", "99", "-d", "120",
                             "-o", "sys.data"], cwd=ep_module.dir, stderr=subprocess.PIPE,
                            text=True)
     log = []
@@ -305,6 +308,8 @@ def test_system_wide_follows_busy_processes(ep_module, fix):
             break
     fx = subprocess.Popen([fix, "split", "0.6"], stdout=subprocess.PIPE, text=True)
     out, _ = fx.communicate(timeout=60)
+    time.sleep(0.3)  # the exit's last readings
+    rec.send_signal(signal.SIGINT)
     log.append(rec.stderr.read())
     assert rec.wait(timeout=60) == 0, "".join(log)
     words = out.split()  # split user U s sys S s: the fixture's own getrusage
@@ -321,6 +326,7 @@ def test_system_wide_follows_busy_processes(ep_module, fix):
     assert len(m["processes"]) <= 32
     text = ep_module.run("report", "sys.data").stdout
     assert "busiest processes by CPU samples" in text and str(fx.pid) in text, text
+
 
 def test_top_header_shows_resources(ep_module, fix):
     p = subprocess.Popen([fix, "split", "3"], stdout=subprocess.DEVNULL)
