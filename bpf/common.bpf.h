@@ -16,6 +16,11 @@
 
 #include "eprof_abi.h"
 
+/* System call numbers (orig_ax), the unwinder's registers, vmlinux/x86: x86-64 only. */
+#if !defined(__TARGET_ARCH_x86)
+#error "eprof's BPF programs are written for x86-64 (CMakeLists.txt refuses other targets)"
+#endif
+
 #ifndef PT_REGS_PARM6 /* libbpf before 1.2 */
 #if defined(__TARGET_ARCH_x86)
 #define PT_REGS_PARM6(x) ((x)->r9)
