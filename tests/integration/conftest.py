@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -84,6 +85,27 @@ class Eprof:
         r = self.run("report", data, "--json", "--limit", "0", *extra)
         return json.loads(r.stdout)
 
+    def start(self, *args, **kw):
+        """eprof record ARGS in the background, -vv into a log file: (process, log path).
+        wait_attached() then waits for the point where it records, however slow its start."""
+        log = os.path.join(self.dir, f"record-{len(os.listdir(self.dir))}.log")
+        with open(log, "w") as f:
+            p = subprocess.Popen([self.bin, "record", "-vv", *args], cwd=self.dir,
+                                 stdout=subprocess.DEVNULL, stderr=f, **kw)
+        return p, log
+
+    @staticmethod
+    def wait_attached(proc, log, timeout=60):
+        end = time.time() + timeout
+        while time.time() < end:
+            with open(log, errors="replace") as f:
+                if "attach took" in f.read():
+                    return
+            if proc.poll() is not None:
+                raise AssertionError(f"eprof exited {proc.returncode} before it recorded")
+            time.sleep(0.05)
+        raise AssertionError(f"eprof did not start recording within {timeout} s")
+
     def folded(self, data="eprof.data", *extra):
         r = self.run("flamegraph", data, "--folded", *extra)
         out = []
@@ -96,6 +118,25 @@ class Eprof:
 @pytest.fixture
 def ep(eprof, tmp_path):
     return Eprof(eprof, str(tmp_path))
+
+
+def proc_cpu_s(pid):
+    """CPU time (user + system) a live process has used, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_cpu(pid, seconds, timeout=120):
+    """Waits until process pid has used `seconds` more CPU time; returns its CPU time then."""
+    start = proc_cpu_s(pid)
+    end = time.time() + timeout
+    while time.time() < end:
+        now = proc_cpu_s(pid)
+        if now - start >= seconds:
+            return now
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} did not get {seconds} s of CPU in {timeout} s")
 
 
 def func_pct(report, name):

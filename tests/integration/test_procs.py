@@ -28,7 +28,7 @@ def start_forkexec(bins, child_seconds="2"):
 def test_attach_profiles_running_children(need_bpf, ep, bins):
     parent = start_forkexec(bins)
     try:
-        ep.run("record", "-F", "499", "-q", "-p", str(parent.pid), "-d", "20")
+        ep.run("record", "-F", "499", "-q", "-p", str(parent.pid), "-d", "90", timeout=180)
     finally:
         parent.wait(timeout=30)
     rep = ep.report_json("eprof.data", "--threads")
@@ -45,8 +45,9 @@ def test_attach_profiles_running_children(need_bpf, ep, bins):
                                                 str(child["pid"]))["functions"][:5]}
     assert funcs & {"work_a", "work_b", "work_c"}, funcs
     assert procs[parent.pid]["cmdline"].split()[0].endswith("forkexec-nofp")
-    # the record went on while the child ran and stopped when both had exited, not at -d
-    assert rep["duration_s"] < 10
+    # the record went on while the child ran and stopped when both had exited, not at -d (the
+    # child's 2 s of CPU take longer on a busy machine, not 90 s)
+    assert rep["duration_s"] < 45
     # the text report lists the processes with their command lines (two processes: no flag)
     text = ep.run("report", "eprof.data").stdout
     head = next(l for l in text.splitlines() if l.strip().startswith("PID") and "PPID" in l)
