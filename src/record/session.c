@@ -1057,7 +1057,9 @@ int record_run(const struct record_opts *o)
 	if (!err) {
 		t0 = now_ns();
 		err = attach(&s);
-		log_debug("attach took %.1f ms", (now_ns() - t0) / 1e6);
+		/* -v: the point from which the targets are recorded (scripts and tests wait on it) */
+		if (!err)
+			log_info("attach took %.1f ms: recording", (now_ns() - t0) / 1e6);
 	}
 	if (!err)
 		err = run_loop(&s);

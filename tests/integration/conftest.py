@@ -86,11 +86,11 @@ class Eprof:
         return json.loads(r.stdout)
 
     def start(self, *args, **kw):
-        """eprof record ARGS in the background, -vv into a log file: (process, log path).
+        """eprof record ARGS in the background, -v into a log file: (process, log path).
         wait_attached() then waits for the point where it records, however slow its start."""
         log = os.path.join(self.dir, f"record-{len(os.listdir(self.dir))}.log")
         with open(log, "w") as f:
-            p = subprocess.Popen([self.bin, "record", "-vv", *args], cwd=self.dir,
+            p = subprocess.Popen([self.bin, "record", "-v", *args], cwd=self.dir,
                                  stdout=subprocess.DEVNULL, stderr=f, **kw)
         return p, log
 

@@ -235,7 +235,7 @@ class Record:
         for line in self.p.stderr:
             self.lines.append(line)
 
-    def wait(self, text, timeout=15):
+    def wait(self, text, timeout=60):
         end = time.time() + timeout
         while time.time() < end:
             if any(text in line for line in self.lines):
@@ -448,7 +448,7 @@ def test_attach_traced_target_and_no_inject(ep, fakeattach):
         st.wait()
     try:
         rec = Record(ep, app.pid, "--no-inject", out="noinj.data")
-        time.sleep(1.0)
+        rec.wait("attach took", timeout=60)
         assert "eprof" not in app.maps()
         assert app.cmd("run 10").startswith("ran 10")
         rc, log = rec.stop()
