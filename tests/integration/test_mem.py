@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 
@@ -192,16 +193,15 @@ def test_mem_detach_restores_code(ep, memfix, tmp_path):
     try:
         time.sleep(0.2)
         # the uprobes (attached, --mem samples in the process: test_mem_interpose.py)
-        rec = subprocess.Popen([ep.bin, "record", "-q", "--mem", "-p", str(target.pid), "-d",
-                                "3"], cwd=ep.dir, stderr=subprocess.PIPE, text=True,
-                               env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
-        time.sleep(1.5)
+        rec, log = ep.start("--mem", "-p", str(target.pid), "-d", "60",
+                            env=dict(os.environ, EPROF_MEM_INTERPOSE="0"))
+        ep.wait_attached(rec, log)  # however slow the start on a busy machine
         path, off, during = libc_text(target.pid)
         clean = file_bytes(path, off, len(during))
         # While recording, the allocator entry points hold breakpoints...
         assert during != clean
-        _, err = rec.communicate(timeout=60)
-        assert rec.returncode == 0, err
+        rec.send_signal(signal.SIGINT)
+        assert rec.wait(timeout=60) == 0, open(log).read()[-2000:]
         # ...and after, the code is exactly the file's again.
         _, _, after = libc_text(target.pid)
         assert after == clean

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, proc_cpu_s
 
 MIB = 1 << 20
 pytestmark = pytest.mark.usefixtures("need_bpf")
@@ -145,10 +145,13 @@ def test_per_thread_figures_match_each_threads_rusage(ep_module, fix):
     with open(os.path.join(ep_module.dir, "threads.json")) as f:
         doc = json.load(f)
     ev = doc["traceEvents"] if isinstance(doc, dict) else doc
-    spin = [e["args"]["value"] for e in ev if e.get("ph") == "C"
-            and e["name"] == f"Thread CPU (cores): spinner {own['spinner']['tid']}"]
-    # one thread is at most one core (the tracks are in cores, not ns per second)
-    assert spin and 0.2 < max(spin) <= 1.05, spin
+    pts = sorted((e["ts"], e["args"]["value"]) for e in ev if e.get("ph") == "C"
+                 and e["name"] == f"Thread CPU (cores): spinner {own['spinner']['tid']}")
+    spin = [v for _, v in pts]
+    # one thread is at most one core (the tracks are in cores, not ns per second), and its
+    # busiest interval at least its mean over the track (what a busy machine gave it)
+    mean = (own["spinner"]["user"] + own["spinner"]["sys"]) / ((pts[-1][0] - pts[0][0]) / 1e6)
+    assert spin and 0.9 * mean <= max(spin) <= 1.05, (spin, mean)
     ep_module.run("export", "threads.data", "--format", "html", "-o", "threads.html")
     with open(os.path.join(ep_module.dir, "threads.html")) as f:
         html = f.read()
@@ -323,7 +326,8 @@ def test_system_wide_follows_busy_processes(ep_module, fix):
     # its series opens at its start: at most its last interval (100 ms) is missed
     assert own - 0.15 <= cpu <= own + 0.03, (cpu, own)
     assert p["nvcsw"] is None and p["net_tcp_tx_bytes"] is None  # not counted under -a
-    assert len(m["processes"]) <= 32
+    # (at most 32 processes are followed at once; over a record on a busy machine, with
+    # processes coming and going, more than 32 may have been followed in turn)
     text = ep_module.run("report", "sys.data").stdout
     assert "busiest processes by CPU samples" in text and str(fx.pid) in text, text
 
@@ -332,12 +336,16 @@ def test_top_header_shows_resources(ep_module, fix):
     p = subprocess.Popen([fix, "split", "3"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.2)
+        t0, c0 = time.time(), proc_cpu_s(p.pid)
         r = ep_module.run("top", "-p", str(p.pid), "-b", "-n", "2", "-d", "0.6")
+        mean = (proc_cpu_s(p.pid) - c0) / (time.time() - t0)  # cores it got meanwhile
     finally:
         p.kill()
         p.wait()
     res = [line for line in r.stdout.splitlines() if line.startswith("Res: ")]
     assert len(res) == 2
     words = res[1].split()  # Res: user U sys S cores ...
-    assert float(words[2]) + float(words[4]) > 0.2  # a busy loop (on a machine maybe busy)
+    # a busy loop: about the cores it got while top ran (a busy machine gives it less than
+    # one); /proc counts in 10 ms ticks, so 0.6 s intervals are good to a few hundredths
+    assert float(words[2]) + float(words[4]) > 0.5 * mean - 0.05 > 0, (words, mean)
     assert "RSS" in res[1] and "net" in res[1]

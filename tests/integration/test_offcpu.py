@@ -47,9 +47,10 @@ def test_sleep_half_share(ep, progs):
     # Wall graph: CPU samples + blocked time cover the thread's wall time.
     wall = sum(c for _, c in ep.folded("sh.eprof", "--wall"))
     assert abs(wall - loop_ns) / loop_ns < 0.1, (wall, loop_ns)
-    # The top blocking stack goes through the fixture's nap().
-    top = off["stacks"][0]
-    assert top["kind"] == "sleep" and "nap" in top["stack"], top
+    # The top blocking stack goes through the fixture's nap() (the top stack of all may be
+    # compute() preempted, on a machine busy enough)
+    top = next(s for s in off["stacks"] if s["kind"] != "runnable")
+    assert top["kind"] == "sleep" and "nap" in top["stack"], off["stacks"][:3]
     sleeps = sum(c for s, c in stacks if "nap" in s and s[-1] == "[sleep]")
     assert abs(sleeps - off["by_kind"]["sleep"]) / off["by_kind"]["sleep"] < 0.02
 

@@ -329,7 +329,10 @@ def test_trace_is_valid_perfetto_json(mt):
     counters = [e for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "CPU utilization"]
     assert counters
     peak = max(e["args"]["cores"] for e in counters)
-    assert 0.9 < peak <= 2.6, peak
+    # at least the run's mean (what a busy machine gave it, not a fixed core), at most its
+    # two threads
+    mean = mt.report()["cpu_cores"]
+    assert 0.9 * mean <= peak <= 2.6, (peak, mean)
 
 
 def test_trace_time_range(mt):
