@@ -215,7 +215,10 @@ def test_findings_cpu_and_lock_contention(ep, progs):
     """The report's findings name the bottleneck a fixture makes on purpose, whatever the
     machine: three threads pinned to one CPU (CPU contention), three threads fighting for a
     mutex (lock contention). A thread waiting in pthread_join waits for work, not for a lock."""
-    ep.run("record", "--offcpu", "-q", "-o", "cpu.eprof", "--", progs["spinners"], "1")
+    # -F 999: the three pinned spinners share one CPU, and on a busy machine less of it; the
+    # CPU rules need 50 samples (at the default rate a loaded run had 30)
+    ep.run("record", "--offcpu", "-F", "999", "-q", "-o", "cpu.eprof", "--", progs["spinners"],
+           "1")
     fs = findings(ep, "cpu.eprof")
     cpu = fs.get("cpu-contention")
     # each spinner lacks the CPU 2/3 of the time; the main thread's join dilutes that a bit
