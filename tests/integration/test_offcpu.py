@@ -76,7 +76,9 @@ def test_offcpu_min_us_filters(ep, progs):
     skipped = rep["stats"]["offcpu_short_skipped"]
     assert skipped >= 40
     off = rep.get("offcpu")
-    assert off is None or off["intervals"] <= 0.2 * skipped, (off, skipped)
+    # (waits for a CPU past 20 ms are recorded too, as they should be: many on a busy machine)
+    sleeps = sum(st["count"] for st in off["stacks"] if st["kind"] == "sleep") if off else 0
+    assert sleeps <= 0.2 * skipped, (off, skipped)
 
 
 def test_critical_path_through_worker(ep, progs):
