@@ -64,7 +64,7 @@ def tmux(*args, check=True):
                           check=check)
 
 
-def wait_pane(pred, timeout=10):
+def wait_pane(pred, timeout=30):  # a busy machine makes top slow to react
     end = time.monotonic() + timeout
     text = ""
     while time.monotonic() < end:
