@@ -1215,6 +1215,7 @@ static size_t npatches, cappatches;
 static atomic_bool attached;
 static unsigned long long seen_adds; /* dl_iterate_phdr's load count at the last patch */
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int restored; /* entries written back since the attach */
 
 static bool push_patch(uintptr_t *slot, uintptr_t old, bool relro)
 {
@@ -1444,33 +1445,82 @@ EXPORT int eprof_mem_attach(void *blob)
 	}
 	mean = a->mean;
 	pthread_mutex_lock(&patch_lock);
+	restored = 0;
 	atomic_store(&attached, true);
 	patch_all();
 	pthread_mutex_unlock(&patch_lock);
 	return npatches ? 0 : -ENOENT;
 }
 
-/* Restores every entry; the library stays loaded and inert. Returns the entries restored. */
+/*
+ * The retraction runs in a thread eprof borrowed, which another thread may be waiting on: no
+ * lock is waited on longer than this; it says -EBUSY instead, and eprof tries again later,
+ * in another thread.
+ */
+#define RETRACT_WAIT_NS 100000000ULL
+
+static bool tpage_lock_until(struct tpage *t, uint64_t until)
+{
+	while (atomic_exchange_explicit(&t->busy, 1, memory_order_acquire)) {
+		if (now_ns() >= until)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
+/* Sends every page of list whose lock comes free in time: false when one did not. */
+static bool tpage_send_all_until(struct tpage *_Atomic *list, void (*send)(struct tpage *),
+				 uint64_t until)
+{
+	bool all = true;
+
+	for (struct tpage *t = atomic_load(list); t; t = t->next) {
+		if (!tpage_lock_until(t, until)) {
+			all = false;
+			continue;
+		}
+		send(t);
+		tpage_unlock(t);
+	}
+	return all;
+}
+
+/*
+ * Restores every entry; the library stays loaded and inert. Returns the entries restored,
+ * or -EBUSY when a lock stayed taken (what was done stays done: called again, it goes on).
+ */
 EXPORT int eprof_mem_retract(uint64_t arg)
 {
-	int n = 0;
+	uint64_t until = now_ns() + RETRACT_WAIT_NS;
+	bool sent;
 
 	(void)arg;
-	pthread_mutex_lock(&patch_lock);
-	atomic_store(&attached, false);
-	for (size_t i = 0; i < npatches; i++)
-		if (write_slot(patches[i].slot, patches[i].old, patches[i].relro))
-			n++;
-	npatches = 0;
+	while (pthread_mutex_trylock(&patch_lock)) {
+		if (now_ns() >= until)
+			return -EBUSY;
+		sched_yield();
+	}
+	if (atomic_load(&attached)) {
+		atomic_store(&attached, false);
+		for (size_t i = 0; i < npatches; i++)
+			if (write_slot(patches[i].slot, patches[i].old, patches[i].relro))
+				restored++;
+		npatches = 0;
+	}
 	mean = 0; /* wrappers still running, or reached through a saved pointer: forward only */
 	pthread_mutex_unlock(&patch_lock);
-	flush_calls(NULL);
-	batch_send_all();
-	cbuf_send_all();
+	if (calls)
+		eprof_mem_hit_alloc(NULL, 0, 0, calls, NULL, NULL);
+	calls = 0;
+	sent = tpage_send_all_until(&batches, batch_send, until);
+	sent = tpage_send_all_until(&cbufs, cbuf_send, until) && sent;
+	if (!sent)
+		return -EBUSY;
 	if (chan_on()) {
 		struct emem_msg end = { .magic = EMEM_MSG_MAGIC, .kind = EMEM_MSG_END, .pid = my_pid };
 
 		emem_chan_send(&end, sizeof(end));
 	}
-	return n;
+	return restored;
 }

@@ -5,7 +5,8 @@
  * 1. Seize and interrupt a thread at a safe point: blocked in a system call that holds no
  *    libc lock (read, futex, nanosleep, poll, epoll_wait, ioctl, ...) or running the
  *    program's own code (not libc's, the loader's or an allocator's: our calls take their
- *    locks). Else let it go and try another thread or a moment later.
+ *    locks), with no frame of its stack in such code or in eprof's libraries
+ *    (inject_safe.c). Else let it go and try another thread or a moment later.
  * 2. Save its registers, FP state (XSAVE) and signal mask; write a signal frame holding them
  *    below its red zone. Every later step that lets the thread run is arranged to end in
  *    rt_sigreturn through that frame when eprof is not there to take it back (libc's
@@ -189,6 +190,8 @@ struct inj {
 	int tfd[2]; /* descriptors made in the target, closed on failure: -1 none */
 	struct rmaps maps;
 	struct rsyms syms;
+	struct rrisk risk; /* code a thread must not be stopped beneath (inject_safe.c) */
+	pid_t avoid;	   /* a thread not to borrow */
 	bool seccomp;
 	struct inject_result *res;
 };
@@ -448,71 +451,50 @@ static void release(struct inj *j)
 
 /* --- the thread: where it stopped, and whether calling into libc from there is safe --------- */
 
+/*
+ * The system calls a thread may be borrowed in (they hold no libc lock): 0, those the kernel
+ * restarts after the stop as if nothing happened; 1, those the stop ends with EINTR when they
+ * have a timeout (SO_RCVTIMEO, sigtimedwait's, io_getevents'), which are issued again
+ * (plan_resume) but ranked after the others, or that are not always interruptible (ioctl);
+ * -1, the others.
+ */
+static int call_class(long nr)
+{
+	static const long restarted[] = {SYS_read,     SYS_pread64,	    SYS_readv,
+					 SYS_poll,     SYS_select,	    SYS_sched_yield,
+					 SYS_pause,    SYS_nanosleep,	    SYS_wait4,
+					 SYS_futex,    SYS_clock_nanosleep, SYS_waitid,
+					 SYS_pselect6, SYS_ppoll,	    SYS_rt_sigsuspend,
+					 SYS_flock,    SYS_restart_syscall, SYS_io_uring_enter};
+	static const long eintr[] = {SYS_accept,	  SYS_connect,	   SYS_recvfrom,
+				     SYS_recvmsg,	  SYS_sendto,	   SYS_sendmsg,
+				     SYS_semop,		  SYS_msgrcv,	   SYS_msgsnd,
+				     SYS_epoll_wait,	  SYS_epoll_pwait, 441 /* epoll_pwait2 */,
+				     SYS_accept4,	  SYS_recvmmsg,	   SYS_io_getevents,
+				     SYS_rt_sigtimedwait, SYS_ioctl};
+
+	for (size_t i = 0; i < sizeof(restarted) / sizeof(restarted[0]); i++)
+		if (nr == restarted[i])
+			return 0;
+	for (size_t i = 0; i < sizeof(eintr) / sizeof(eintr[0]); i++)
+		if (nr == eintr[i])
+			return 1;
+	return -1;
+}
+
 static bool safe_syscall(long nr)
 {
-	static const long safe[] = {SYS_read,
-				    SYS_pread64,
-				    SYS_readv,
-				    SYS_poll,
-				    SYS_select,
-				    SYS_sched_yield,
-				    SYS_pause,
-				    SYS_nanosleep,
-				    SYS_accept,
-				    SYS_connect,
-				    SYS_recvfrom,
-				    SYS_recvmsg,
-				    SYS_sendto,
-				    SYS_sendmsg,
-				    SYS_wait4,
-				    SYS_semop,
-				    SYS_msgrcv,
-				    SYS_msgsnd,
-				    SYS_futex,
-				    SYS_epoll_wait,
-				    SYS_clock_nanosleep,
-				    SYS_waitid,
-				    SYS_pselect6,
-				    SYS_ppoll,
-				    SYS_epoll_pwait,
-				    SYS_accept4,
-				    SYS_recvmmsg,
-				    SYS_io_getevents,
-				    SYS_ioctl,
-				    SYS_rt_sigtimedwait,
-				    SYS_rt_sigsuspend,
-				    SYS_flock,
-				    SYS_io_uring_enter,
-				    SYS_restart_syscall,
-				    441 /* epoll_pwait2 */};
-
-	for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
-		if (nr == safe[i])
-			return true;
-	return false;
+	return call_class(nr) >= 0;
 }
 
-/* Code that may hold a lock dlopen, malloc or pthread_create takes. */
-static bool risky_code(const struct rmaps *m, uint64_t ip)
+/*
+ * A call that a stop ends with EINTR, without a signal for the program, and that is issued
+ * again in its place (the time left of its timeout starts over: the wait is longer by the
+ * stop at most). connect (EALREADY after) and ioctl (its effect unknown) are not.
+ */
+static bool reissued(long nr)
 {
-	static const char *const libs[] = {"libc.so",	  "libc-",    "ld-linux",    "ld-",
-					   "libpthread",  "libdl",    "libjemalloc", "libtcmalloc",
-					   "libmimalloc", "libstdc++"};
-	const struct rmap *r = rmaps_find(m, ip);
-	const char *b;
-
-	if (!r || r->path[0] != '/')
-		return false; /* anonymous (JIT), vdso */
-	b = strrchr(r->path, '/') + 1;
-	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
-		if (!strncmp(b, libs[i], strlen(libs[i])))
-			return true;
-	return false;
-}
-
-static bool is_epoll(long nr)
-{
-	return nr == SYS_epoll_wait || nr == SYS_epoll_pwait || nr == 441;
+	return call_class(nr) == 1 && nr != SYS_connect && nr != SYS_ioctl;
 }
 
 /* A signal the thread does not block is pending (it, not our stop, ended a wait). */
@@ -529,8 +511,9 @@ static bool signal_pending(struct inj *j)
 /*
  * The registers the thread resumes with when the frame restores it: a system call ended by
  * the stop is issued again as the kernel would (rt_sigreturn disables the kernel's own
- * restart, and turns a restart through the restart block into EINTR). epoll_wait, which the
- * stop itself ends with EINTR, is issued again in both paths.
+ * restart, and turns a restart through the restart block into EINTR). A call the stop itself
+ * ends with EINTR (epoll_wait, recv with SO_RCVTIMEO, sigtimedwait: reissued()) is issued
+ * again in both paths.
  */
 static void plan_resume(struct inj *j)
 {
@@ -551,7 +534,7 @@ static void plan_resume(struct inj *j)
 		r->rax = (uint64_t)-EINTR;
 		break;
 	case EINTR:
-		if (is_epoll(nr) && !signal_pending(j)) {
+		if (reissued(nr) && !signal_pending(j)) {
 			r->rax = (uint64_t)nr;
 			r->rip -= 2;
 			j->regs.rax = r->rax; /* the normal path too */
@@ -585,23 +568,41 @@ static int read_state(struct inj *j)
 	return 0;
 }
 
-/* Where the thread stopped is safe to run dlopen from, and its stack has room for the frame. */
+/*
+ * Where the thread stopped is safe to run dlopen from: blocked in a safe call or in the
+ * program's own code, no frame of its stack in code that may hold a lock the injection takes
+ * (a retraction would otherwise wait on the thread it runs in), and room for the frame.
+ */
 static bool safe_point(struct inj *j)
 {
 	long nr = (long)j->regs.orig_rax;
 	const struct rmap *stack = rmaps_find(&j->maps, j->regs.rsp);
+	char why[64];
 
 	if (!stack || j->regs.rsp - stack->start < 16 * 1024 + j->xs_len)
 		return false; /* the frame must lie in the mapped part of the stack */
-	if (nr >= 0)
-		return safe_syscall(nr);
-	return !risky_code(&j->maps, j->regs.rip);
+	if (nr >= 0 ? !safe_syscall(nr) : rrisk_code(&j->maps, &j->risk, j->regs.rip))
+		return false;
+	if (rrisk_stack(j->pid, &j->maps, &j->risk, j->regs.rsp, why, sizeof(why)) == 0)
+		return true;
+#ifdef INJECT_TEST_HOOKS
+	if (getenv("INJECT_DEBUG"))
+		fprintf(stderr, "thread %d: %s\n", (int)j->tid, why);
+#endif
+	return false;
 }
 
 struct cand {
 	pid_t tid;
-	int rank; /* 0: blocked in a safe system call, main thread first; 2: anything else */
+	/*
+	 * 2 * class + main: class 0, blocked in a call the kernel restarts; 1, in one the stop
+	 * ends with EINTR; 2, anything else. Other threads before the main thread, which often
+	 * runs the job's critical loop.
+	 */
+	int rank;
 };
+
+#define RANK_RUNNING 4
 
 static int cmp_cand(const void *a, const void *b)
 {
@@ -610,10 +611,46 @@ static int cmp_cand(const void *a, const void *b)
 	return x->rank != y->rank ? x->rank - y->rank : x->tid - y->tid;
 }
 
-/* The target's threads, those blocked in a safe system call first. */
-static size_t list_threads(pid_t pid, struct cand *out, size_t max)
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/*
+ * A thread's rank (struct cand), or -1 for one not to try: exited, or in uninterruptible
+ * sleep (D: a stop would wait for the call to end, NFS or a driver, for seconds).
+ */
+static int thread_rank(pid_t pid, pid_t tid)
 {
 	char path[96], buf[256];
+	const char *st;
+	int cls = 2;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	if (read_small(path, buf, sizeof(buf)) <= 0 || !(st = strrchr(buf, ')')) || !st[1])
+		return -1;
+	if (st[2] == 'Z' || st[2] == 'X' || st[2] == 'D')
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	if (read_small(path, buf, sizeof(buf)) > 0 && buf[0] >= '0' && buf[0] <= '9') {
+		int c = call_class(strtol(buf, NULL, 10));
+
+		if (c >= 0)
+			cls = c;
+	}
+	return 2 * cls + (tid == pid);
+}
+
+/* The target's threads that may be tried, best first (struct cand). */
+static size_t list_threads(pid_t pid, struct cand *out, size_t max)
+{
+	char path[96];
 	struct dirent *de;
 	size_t n = 0;
 	DIR *d;
@@ -622,35 +659,12 @@ static size_t list_threads(pid_t pid, struct cand *out, size_t max)
 	d = opendir(path);
 	while (d && n < max && (de = readdir(d))) {
 		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
-		ssize_t len;
-		int fd;
+		int rank = tid > 0 ? thread_rank(pid, tid) : -1;
 
-		if (tid <= 0)
+		if (rank < 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		if (len <= 0)
-			continue;
-		buf[len] = '\0';
-		if (strrchr(buf, ')') &&
-		    (strrchr(buf, ')')[2] == 'Z' || strrchr(buf, ')')[2] == 'X'))
-			continue; /* a thread that has exited */
 		out[n].tid = tid;
-		out[n].rank = 2;
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		if (len > 0) {
-			buf[len] = '\0';
-			if (buf[0] >= '0' && buf[0] <= '9' && safe_syscall(strtol(buf, NULL, 10)))
-				out[n].rank = tid == pid ? 0 : 1;
-		}
-		n++;
+		out[n++].rank = rank;
 	}
 	if (d)
 		closedir(d);
@@ -674,8 +688,10 @@ static int stop_thread(struct inj *j)
 		for (size_t i = 0; i < n && tries < MAX_TRIES; i++) {
 			int err;
 
-			if (pass == 0 && c[i].rank == 2 && c[0].rank < 2)
+			if (pass == 0 && c[i].rank >= RANK_RUNNING && c[0].rank < RANK_RUNNING)
 				break; /* first, only the threads that are waiting */
+			if (c[i].tid == j->avoid && n > 1)
+				continue;
 			err = seize_stop(j, c[i].tid);
 			if (err == -ESRCH) {
 				release(j);
@@ -697,7 +713,7 @@ static int stop_thread(struct inj *j)
 			j->res->attempts = tries;
 			if (safe_point(j))
 				return 0;
-			plan_resume(j); /* an epoll_wait the stop ended is issued again */
+			plan_resume(j); /* a call the stop ended with EINTR is issued again */
 			release(j);
 		}
 		usleep(2000);
@@ -1186,6 +1202,9 @@ static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 		return fail(j, INJ_ERR_NO_DLOPEN, err, "%s", msg);
 	if (err)
 		return fail(j, INJ_ERR_OTHER, err, "reading its libc: %s", strerror(-err));
+	err = rrisk_init(pid, &j->maps, &j->risk);
+	if (err)
+		return fail(j, INJ_ERR_OTHER, err, "reading its mappings: %s", strerror(-err));
 	err = stop_thread(j);
 	if (err)
 		return err;
@@ -1240,6 +1259,7 @@ static void end(struct inj *j)
 		rsys_last(j, SYS_munmap, j->map, j->map_len);
 	release(j);
 	rmaps_free(&j->maps);
+	rrisk_free(&j->risk);
 	free(j->xs);
 	free(j->lib);
 	j->res->total_ns = now_ns() - j->t0;
@@ -1323,6 +1343,7 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 	int err;
 
 	init(&j, pid, rq->timeout_ms, res);
+	j.avoid = rq->avoid_tid;
 	err = begin(&j, pid, rq->timeout_ms, res, false);
 	if (!err) {
 		fill_common(&j, &d);
