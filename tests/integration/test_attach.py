@@ -240,6 +240,21 @@ def test_mem_attach_cycles_retract_cleanly(ep, attachjob):
     assert out.startswith("ok ") and " bad=0 " in out and " eintr=0 " in out, out
 
 
+@pytest.mark.usefixtures("need_bpf")
+@pytest.mark.parametrize("mem", ["--mem", "--mem=1"])
+def test_mem_attach_cycles_beside_dlopen_dlclose(ep, attachjob, mem):
+    """A fourth thread dlopen()s and dlclose()s a -z relro -z now library that allocates, in a
+    loop, while libeprof_mem.so is attached and retracted three times: nothing is written
+    into an object after it is unloaded, or into one ld.so is still relocating (its RELRO
+    pages are left as ld.so sets them), so the job neither crashes nor sees a bad block, and
+    the library keeps answering."""
+    err, out = attach_cycles(ep, attachjob["job"], mem, 3, attachjob["lib"])
+    assert "cannot retract" not in err and "cannot load" not in err, err
+    assert err.count("allocator entries restored") == 3, err
+    assert out.startswith("ok ") and " bad=0 " in out and " dl_bad=0" in out, out
+    assert " dl_cycles=0 " not in out, out
+
+
 # --- record -p with the fake CUDA driver and CUPTI ---------------------------------------
 
 
