@@ -28,6 +28,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -113,6 +114,7 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 #define SAFE_POINT_NS 300000000ULL /* finding a thread at a safe point */
 #define STUB_WAIT_S 3 /* the stub's wait for eprof before it restores the thread alone */
 #define MAX_TRIES 24
+#define MAX_STUCK 16
 #define RED_ZONE 128
 #define FP_XSTATE_MAGIC1 0x46505853U
 #define FP_XSTATE_MAGIC2 0x46505845U
@@ -190,8 +192,11 @@ struct inj {
 	int tfd[2]; /* descriptors made in the target, closed on failure: -1 none */
 	struct rmaps maps;
 	struct rsyms syms;
-	struct rrisk risk; /* code a thread must not be stopped beneath (inject_safe.c) */
-	pid_t avoid;	   /* a thread not to borrow */
+	struct rrisk risk;	/* code a thread must not be stopped beneath (inject_safe.c) */
+	pid_t avoid;		/* a thread not to borrow */
+	pid_t stuck[MAX_STUCK]; /* seized, but their stop never came (reap_stuck) */
+	unsigned nstuck;
+	bool masked; /* every signal blocked in the thread */
 	bool seccomp;
 	struct inject_result *res;
 };
@@ -329,6 +334,31 @@ static int ptrace_refused(struct inj *j, pid_t tid, int err)
 
 enum stop_kind { ST_INTERRUPT, ST_SYSCALL, ST_SIGNAL, ST_GROUP, ST_EXITED, ST_TIMEOUT };
 
+/*
+ * Threads seized whose stop never came (uninterruptible sleep: a vfork parent, an NFS read):
+ * let go as soon as they stop. Those still running when the operation ends are detached by
+ * the kernel as its thread exits, their pending interrupt dropped (in_own_thread).
+ */
+static void reap_stuck(struct inj *j)
+{
+	for (unsigned i = 0; i < j->nstuck;) {
+		pid_t tid = j->stuck[i], r;
+		int st = 0;
+
+		r = waitpid(tid, &st, __WALL | WNOHANG);
+		if (r == 0) {
+			i++;
+			continue;
+		}
+		if (r == tid && WIFSTOPPED(st))
+			ptrace(PTRACE_DETACH, tid, NULL,
+			       (void *)(long)((st >> 16) || WSTOPSIG(st) == SIGTRAP
+						  ? 0
+						  : WSTOPSIG(st)));
+		j->stuck[i] = j->stuck[--j->nstuck];
+	}
+}
+
 static enum stop_kind wait_stop(struct inj *j, int *sig)
 {
 	uint64_t until = now_ns() + STOP_WAIT_NS;
@@ -356,6 +386,8 @@ static enum stop_kind wait_stop(struct inj *j, int *sig)
 			return ST_EXITED;
 		if (now_ns() >= until)
 			return ST_TIMEOUT;
+		if (j->nstuck)
+			reap_stuck(j);
 		nanosleep(&ts, NULL);
 		if (ts.tv_nsec < 500000)
 			ts.tv_nsec *= 2;
@@ -395,10 +427,11 @@ static int seize_stop(struct inj *j, pid_t tid)
 		case ST_EXITED:
 			j->attached = false;
 			return -ESRCH;
-		default:
-			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
-				    "thread %d did not stop within %llu ms", (int)tid,
-				    STOP_WAIT_NS / 1000000);
+		default: /* not stopped yet: let go when it is, another thread tried */
+			if (j->nstuck < MAX_STUCK)
+				j->stuck[j->nstuck++] = tid;
+			j->attached = false;
+			return -ETIMEDOUT;
 		}
 	}
 	return fail(j, INJ_ERR_OTHER, -EAGAIN, "thread %d kept receiving signals", (int)tid);
@@ -611,6 +644,16 @@ static int cmp_cand(const void *a, const void *b)
 	return x->rank != y->rank ? x->rank - y->rank : x->tid - y->tid;
 }
 
+/* tests: INJECT_TRY_D=1 seizes threads in D too, to check those that never stop */
+static bool try_d_threads(void)
+{
+#ifdef INJECT_TEST_HOOKS
+	return getenv("INJECT_TRY_D") != NULL;
+#else
+	return false;
+#endif
+}
+
 static ssize_t read_small(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -635,7 +678,7 @@ static int thread_rank(pid_t pid, pid_t tid)
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
 	if (read_small(path, buf, sizeof(buf)) <= 0 || !(st = strrchr(buf, ')')) || !st[1])
 		return -1;
-	if (st[2] == 'Z' || st[2] == 'X' || st[2] == 'D')
+	if (st[2] == 'Z' || st[2] == 'X' || (st[2] == 'D' && !try_d_threads()))
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
 	if (read_small(path, buf, sizeof(buf)) > 0 && buf[0] >= '0' && buf[0] <= '9') {
@@ -697,9 +740,11 @@ static int stop_thread(struct inj *j)
 				release(j);
 				continue;
 			}
+			tries++;
+			if (err == -ETIMEDOUT)
+				continue; /* it did not stop: the next */
 			if (err)
 				return err;
-			tries++;
 			any = true;
 			rmaps_free(&j->maps);
 			err = rmaps_read(NULL, j->pid, &j->maps);
@@ -810,6 +855,24 @@ static int run_to_syscall_stop(struct inj *j)
 	}
 }
 
+/*
+ * No signal until the thread is back (they wait, pending). Only once its registers lead
+ * through the frame, which restores the mask: an eprof killed in between leaves no thread
+ * with every signal blocked.
+ */
+static int block_signals(struct inj *j)
+{
+	uint64_t all = ~0ULL;
+
+	if (j->masked)
+		return 0;
+	if (ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(all), &all))
+		return -errno;
+	j->masked = true;
+	test_die("masked");
+	return 0;
+}
+
 /* One system call in the stopped thread, through libc's "syscall; ret". */
 static int rsys(struct inj *j, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
 		uint64_t a4, uint64_t a5, int64_t *ret)
@@ -832,7 +895,9 @@ static int rsys(struct inj *j, long nr, uint64_t a0, uint64_t a1, uint64_t a2, u
 	j->modified = true;
 	j->at_interrupt = false;
 	test_die("syscall-set");
-	err = run_to_syscall_stop(j); /* entry */
+	err = block_signals(j);
+	if (!err)
+		err = run_to_syscall_stop(j); /* entry */
 	if (!err)
 		err = run_to_syscall_stop(j); /* exit */
 	if (!err && ptrace(PTRACE_GETREGS, j->tid, NULL, &r))
@@ -862,7 +927,9 @@ static int rsys_last(struct inj *j, long nr, uint64_t a0, uint64_t a1)
 		return -errno;
 	j->modified = true;
 	j->at_interrupt = false;
-	err = run_to_syscall_stop(j);
+	err = block_signals(j);
+	if (!err)
+		err = run_to_syscall_stop(j);
 	if (err)
 		return err;
 	if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) || ptrace(PTRACE_CONT, j->tid, NULL, NULL))
@@ -1221,15 +1288,6 @@ static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 	if (err)
 		return fail(j, INJ_ERR_OTHER, err, "writing the restore frame: %s", strerror(-err));
 	test_die("frame");
-	/* no signal until the thread is back (they wait, pending) */
-	{
-		uint64_t all = ~0ULL;
-
-		if (ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(all), &all))
-			return fail(j, INJ_ERR_OTHER, -errno, "blocking signals: %s",
-				    strerror(errno));
-		j->modified = true;
-	}
 	return map_stub(j);
 }
 
@@ -1258,6 +1316,7 @@ static void end(struct inj *j)
 	if (j->map && j->attached)
 		rsys_last(j, SYS_munmap, j->map, j->map_len);
 	release(j);
+	reap_stuck(j);
 	rmaps_free(&j->maps);
 	rrisk_free(&j->risk);
 	free(j->xs);
@@ -1287,8 +1346,9 @@ static int read_lib(struct inj *j, const char *path)
 	return 0;
 }
 
-int inject_load(pid_t pid, const struct inject_load_req *rq, struct inject_result *res)
+static int load_op(pid_t pid, const void *req, struct inject_result *res)
 {
+	const struct inject_load_req *rq = req;
 	struct stub_data d = {0};
 	char why[256];
 	struct inj j;
@@ -1335,8 +1395,9 @@ int inject_load(pid_t pid, const struct inject_load_req *rq, struct inject_resul
 	return err;
 }
 
-int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_result *res)
+static int unload_op(pid_t pid, const void *req, struct inject_result *res)
 {
+	const struct inject_unload_req *rq = req;
 	struct stub_data d = {0};
 	char why[256];
 	struct inj j;
@@ -1365,6 +1426,51 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 	}
 	end(&j);
 	return err;
+}
+
+struct op {
+	int (*fn)(pid_t pid, const void *rq, struct inject_result *res);
+	pid_t pid;
+	const void *rq;
+	struct inject_result *res;
+	int ret;
+};
+
+static void *op_main(void *arg)
+{
+	struct op *o = arg;
+
+	o->ret = o->fn(o->pid, o->rq, o->res);
+	return NULL;
+}
+
+/*
+ * Each operation runs in a thread of its own, the tracer of the threads it seizes: when it
+ * ends, the kernel detaches a thread whose stop never came and drops the interrupt still
+ * pending, so that thread is not stopped later with nobody to let it go.
+ */
+static int in_own_thread(struct op *o)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, op_main, o))
+		return o->fn(o->pid, o->rq, o->res);
+	pthread_join(t, NULL);
+	return o->ret;
+}
+
+int inject_load(pid_t pid, const struct inject_load_req *rq, struct inject_result *res)
+{
+	struct op o = {load_op, pid, rq, res, 0};
+
+	return in_own_thread(&o);
+}
+
+int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_result *res)
+{
+	struct op o = {unload_op, pid, rq, res, 0};
+
+	return in_own_thread(&o);
 }
 
 #endif

@@ -143,12 +143,13 @@ def test_retraction_never_borrows_a_thread_inside_the_library(injbins):
     assert rc == 0 and out.startswith("ok compute"), out
 
 
-@pytest.mark.parametrize("phase", ["frame", "syscall-set", "mapped", "stub-running",
-                                   "handed-over", "stub-done", "final"])
+@pytest.mark.parametrize("phase", ["frame", "syscall-set", "masked", "mapped",
+                                   "stub-running", "handed-over", "stub-done", "final"])
 def test_target_survives_eprof_killed(injbins, phase):
     """The injector SIGKILLed at each phase: the thread gets back on its own (rt_sigreturn
-    through the frame written first) and the targets finish with correct results."""
-    ts = [Target(injbins["target"], m, 2.5) for m in ("read", "compute")]
+    through the frame written first) and the targets finish with correct results; the alarm
+    target's handler still runs after (no thread left with every signal blocked)."""
+    ts = [Target(injbins["target"], m, 2.5) for m in ("read", "compute", "alarm")]
     time.sleep(0.2)
     for t in ts:
         r, _ = tool(injbins, "cycle", str(t.pid), injbins["lib"],
@@ -157,6 +158,28 @@ def test_target_survives_eprof_killed(injbins, phase):
     for t in ts:
         rc, out = t.result()
         assert rc == 0 and out.startswith("ok "), (phase, t.mode, out)
+
+
+def test_thread_that_cannot_stop_is_not_held(injbins):
+    """A vfork parent is in uninterruptible sleep until its child exits. Beside a computing
+    thread: the injection borrows that thread, and the vfork parent returns when its child
+    exits (1.5 s), not when the injector ends (it stays 4 s). Alone (and seized all the same,
+    INJECT_TRY_D: a thread that entered D after it was listed): the injection gives up on it
+    at once and no interrupt stays pending, so its vfork returns at its child's exit (3.5 s),
+    not at the injector's end (6 s)."""
+    t = Target(injbins["target"], "vfork", 1.5)
+    time.sleep(0.2)
+    r, kv = tool(injbins, "load", str(t.pid), injbins["lib"], "4")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert kv["load_tid"] != str(t.pid), kv
+    rc, out = t.result()
+    assert rc == 0 and out.startswith("ok vfork"), out
+    t = Target(injbins["target"], "vfork-alone", 3.5)
+    time.sleep(0.2)
+    r, kv = tool(injbins, "load", str(t.pid), injbins["lib"], "6", env={"INJECT_TRY_D": "1"})
+    assert r.returncode == 1 and "could be stopped" in kv["load_error"], r.stdout
+    rc, out = t.result()
+    assert rc == 0 and out.startswith("ok vfork"), out
 
 
 def test_inject_refusals(injbins):
