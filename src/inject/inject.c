@@ -107,6 +107,7 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 
 #else
 
+#include <cpuid.h>
 #include <sys/user.h>
 
 #define STUB_STACK (256 << 10)	   /* the stub's own stack */
@@ -616,7 +617,8 @@ static bool safe_point(struct inj *j)
 		return false; /* the frame must lie in the mapped part of the stack */
 	if (nr >= 0 ? !safe_syscall(nr) : rrisk_code(&j->maps, &j->risk, j->regs.rip))
 		return false;
-	if (rrisk_stack(j->pid, &j->maps, &j->risk, j->regs.rsp, why, sizeof(why)) == 0)
+	if (rrisk_stack(j->pid, &j->maps, &j->risk, j->regs.rsp, j->regs.rip, why, sizeof(why)) ==
+	    0)
 		return true;
 #ifdef INJECT_TEST_HOOKS
 	if (getenv("INJECT_DEBUG"))
@@ -776,9 +778,78 @@ static int stop_thread(struct inj *j)
  * writes it below the red zone; pretcode is libc's __restore_rt, so a "syscall; ret" run
  * with the stack pointer at the frame returns into rt_sigreturn.
  */
+/* The signal frame's software bytes, at 464 of the FXSAVE area (struct _fpx_sw_bytes). */
+struct fpx_sw {
+	uint32_t magic1, extended_size;
+	uint64_t xfeatures;
+	uint32_t xstate_size, pad[7];
+};
+
+_Static_assert(sizeof(struct fpx_sw) == 48, "fpx_sw");
+
+/*
+ * What the frame's XSAVE area restores: the features of XCR0 (which the ptrace buffer's
+ * software bytes hold; the signal frame's own on kernels that copy those there), AMX's tiles
+ * only when in use (a task without AMX permission has a smaller frame, and rt_sigreturn
+ * refuses a larger one), and the size of their area in the standard format (CPUID 0xD).
+ * 0: FXSAVE only.
+ */
+static size_t xstate_layout(const struct inj *j, uint64_t *xfeat)
+{
+	uint64_t xcr0, bv;
+	uint32_t magic1;
+	size_t size = 576; /* the legacy area and the XSAVE header */
+
+	if (!j->xsave || j->xs_len < size)
+		return 0;
+	memcpy(&magic1, j->xs + 464, sizeof(magic1));
+	memcpy(&xcr0, j->xs + (magic1 == FP_XSTATE_MAGIC1 ? 472 : 464), sizeof(xcr0));
+	memcpy(&bv, j->xs + 512, sizeof(bv));
+	if (!(bv & (3ULL << 17)))
+		xcr0 &= ~(3ULL << 17); /* XTILECFG, XTILEDATA */
+	if ((xcr0 & 3) != 3)
+		return 0;
+	for (unsigned i = 2; i < 63; i++) {
+		unsigned a, b, c, d;
+
+		if (!(xcr0 >> i & 1))
+			continue;
+		__cpuid_count(0xd, i, a, b, c, d);
+		if (b + a > size)
+			size = b + a;
+	}
+	if (size > j->xs_len)
+		return 0;
+	*xfeat = xcr0;
+	return size;
+}
+
+/* The FP part of the frame at fp (xsize from xstate_layout, 0: FXSAVE only). */
+static void frame_fp(const struct inj *j, unsigned char *fp, size_t xsize, uint64_t xfeat)
+{
+	struct fpx_sw sw = {.magic1 = FP_XSTATE_MAGIC1,
+			    .extended_size = (uint32_t)xsize + 4,
+			    .xfeatures = xfeat,
+			    .xstate_size = (uint32_t)xsize};
+	uint32_t magic2 = FP_XSTATE_MAGIC2;
+	uint64_t bv;
+
+	memcpy(fp, j->xs, xsize ? xsize : 512);
+	if (!xsize) {
+		memset(fp + 464, 0, sizeof(sw));
+		return;
+	}
+	memcpy(fp + 464, &sw, sizeof(sw));
+	memcpy(&bv, fp + 512, sizeof(bv));
+	bv &= xfeat;
+	memcpy(fp + 512, &bv, sizeof(bv));
+	memcpy(fp + xsize, &magic2, sizeof(magic2));
+}
+
 static int write_frame(struct inj *j)
 {
-	size_t xs = j->xsave ? j->xs_len + 4 : 512;
+	uint64_t xfeat = 0;
+	size_t xsize = xstate_layout(j, &xfeat), xs = xsize ? xsize + 4 : 512;
 	uint64_t top = j->regs.rsp - RED_ZONE, fp = (top - xs) & ~(uint64_t)63;
 	uint64_t frame = (fp - sizeof(struct k_rt_sigframe)) & ~(uint64_t)15;
 	size_t len = top - frame;
@@ -786,13 +857,12 @@ static int write_frame(struct inj *j)
 	struct k_rt_sigframe *f = (void *)buf;
 	struct k_sigcontext *sc = &f->uc.mc;
 	const struct user_regs_struct *r = &j->resume;
-	uint32_t magic2 = FP_XSTATE_MAGIC2, magic1 = 0;
 	int err;
 
 	if (!buf)
 		return -ENOMEM;
 	f->pretcode = j->syms.sigreturn;
-	f->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
+	f->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS | (xsize ? UC_FP_XSTATE : 0);
 	f->uc.ss_flags = 3; /* not a valid mode: rt_sigreturn leaves the altstack as it is */
 	f->uc.sigmask = j->sigmask;
 	*sc = (struct k_sigcontext){.r8 = r->r8,
@@ -816,15 +886,7 @@ static int write_frame(struct inj *j)
 				    .cs = (uint16_t)r->cs,
 				    .ss = (uint16_t)r->ss,
 				    .fpstate = fp};
-	memcpy(buf + (fp - frame), j->xs, j->xsave ? j->xs_len : 512);
-	if (j->xsave)
-		memcpy(&magic1, j->xs + 464, sizeof(magic1));
-	if (j->xsave && magic1 == FP_XSTATE_MAGIC1) {
-		f->uc.uc_flags |= UC_FP_XSTATE;
-		memcpy(buf + (fp - frame) + j->xs_len, &magic2, sizeof(magic2));
-	} else {
-		memset(buf + (fp - frame) + 464, 0, 48); /* FXSAVE only */
-	}
+	frame_fp(j, buf + (fp - frame), xsize, xfeat);
 	err = rmem_write(j->pid, frame, buf, len);
 	free(buf);
 	if (err)

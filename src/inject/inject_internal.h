@@ -80,11 +80,11 @@ void rrisk_free(struct rrisk *k);
 /* The instruction pointer is in such code (or anywhere in libc or libstdc++). */
 bool rrisk_code(const struct rmaps *m, const struct rrisk *k, uint64_t ip);
 /*
- * A return address on the stack from sp to the top of its mapping leads into such code: 1
- * (why says where), 0, or -errno when the stack cannot be read.
+ * A return address on the stack from sp (the thread at ip) to the top of its mapping leads
+ * into such code: 1 (why says where), 0, or -errno when the stack cannot be read.
  */
-int rrisk_stack(pid_t pid, const struct rmaps *m, const struct rrisk *k, uint64_t sp, char *why,
-		size_t len);
+int rrisk_stack(pid_t pid, const struct rmaps *m, const struct rrisk *k, uint64_t sp, uint64_t ip,
+		char *why, size_t len);
 
 /* x86-64 seccomp_data, as filters see it */
 struct rseccomp_data {

@@ -221,17 +221,18 @@ static const struct rrange *frame_of(pid_t pid, const struct rrisk *k, uint64_t 
  * 1 (what in why), 0, or -errno when the stack cannot be read.
  *
  * libc's risky functions count at any depth (dl_iterate_phdr and dlopen call the program
- * back). Risky objects count up to the first frame of the program's own code: ld.so is
- * entered from the program (a PLT slot, __tls_get_addr) or through libc's dlopen & co, and
- * ld.so's start-up left its return addresses in the words the main thread's first frames
- * now hold, unwritten.
+ * back). Risky objects count up to the first frame of the program's own code (or not at all
+ * when the thread runs the program's code): ld.so is entered from the program (a PLT slot,
+ * __tls_get_addr) or through libc's dlopen & co, and ld.so's start-up left its return
+ * addresses in the words the main thread's first frames now hold, unwritten.
  */
-int rrisk_stack(pid_t pid, const struct rmaps *m, const struct rrisk *k, uint64_t sp, char *why,
-		size_t len)
+int rrisk_stack(pid_t pid, const struct rmaps *m, const struct rrisk *k, uint64_t sp, uint64_t ip,
+		char *why, size_t len)
 {
 	const struct rmap *st = rmaps_find(m, sp);
+	const struct rrange *at = range_find(&k->code, ip);
 	uint64_t from = sp & ~(uint64_t)7, to;
-	bool inner = true;
+	bool inner = !at || at->kind != RR_CLEAN; /* in the program's code: past the inner part */
 	uint64_t *w;
 	int ret = 0;
 

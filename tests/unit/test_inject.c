@@ -137,8 +137,9 @@ struct stack_check {
 
 static __attribute__((noinline)) int check_here(struct stack_check *c)
 {
-	return rrisk_stack(getpid(), c->m, c->k, (uintptr_t)__builtin_frame_address(0), c->why,
-			   sizeof(c->why));
+	/* as a thread blocked in a system call: its instruction pointer in libc */
+	return rrisk_stack(getpid(), c->m, c->k, (uintptr_t)__builtin_frame_address(0),
+			   (uintptr_t)dlsym(RTLD_DEFAULT, "read"), c->why, sizeof(c->why));
 }
 
 static int in_callback(struct dl_phdr_info *info, size_t size, void *arg)
