@@ -630,9 +630,10 @@ static bool safe_point(struct inj *j)
 struct cand {
 	pid_t tid;
 	/*
-	 * 2 * class + main: class 0, blocked in a call the kernel restarts; 1, in one the stop
-	 * ends with EINTR; 2, anything else. Other threads before the main thread, which often
-	 * runs the job's critical loop.
+	 * By class: 0, blocked in a call the kernel restarts; 1, in one the stop ends with
+	 * EINTR (issued again); 2, anything else. Other threads blocked in either before the
+	 * main thread, which often runs the job's critical loop: 0 and 1 for them, 2 and 3 for
+	 * the main thread; running threads 4, the main thread 5.
 	 */
 	int rank;
 };
@@ -689,7 +690,7 @@ static int thread_rank(pid_t pid, pid_t tid)
 		if (c >= 0)
 			cls = c;
 	}
-	return 2 * cls + (tid == pid);
+	return cls == 2 ? RANK_RUNNING + (tid == pid) : 2 * (tid == pid) + cls;
 }
 
 /* The target's threads that may be tried, best first (struct cand). */
