@@ -1135,6 +1135,7 @@ static void fill_common(struct inj *j, struct stub_data *d)
 	d->dlsym = j->syms.dlsym;
 	d->dlclose = j->syms.dlclose;
 	d->dlerror = j->syms.dlerror;
+	d->errno_fn = j->syms.errno_loc;
 	d->close_fd[0] = d->close_fd[1] = -1;
 	d->tv[0] = STUB_WAIT_S;
 #ifdef INJECT_TEST_HOOKS
@@ -1225,11 +1226,16 @@ out:
 	return err;
 }
 
-/* Stops the thread where it is and lets it go on: the stub finishes and restores it alone. */
+/*
+ * Stops the thread where it is and lets it go on: the stub finishes and restores it alone, at
+ * once, and closes a library its dlopen (waiting on a loader lock) opens after.
+ */
 static void abandon(struct inj *j)
 {
+	uint64_t one = 1;
 	int sig = 0;
 
+	rmem_write(j->pid, DATA(j, abandoned), &one, sizeof(one));
 	j->deadline = now_ns() + 2 * STOP_WAIT_NS;
 	if (!ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) && wait_stop(j, &sig) == ST_INTERRUPT)
 		ptrace(PTRACE_DETACH, j->tid, NULL, NULL);

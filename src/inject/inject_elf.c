@@ -377,6 +377,7 @@ int rsyms_find(pid_t pid, const struct rmaps *m, struct rsyms *s, char *msg, siz
 		snprintf(msg, msglen, "no dlopen, dlsym and dlclose in %s", from->path);
 		return -ENOENT;
 	}
+	rsym_lookup(pid, libc->start, "__errno_location", &s->errno_loc);
 	find_gadgets(pid, m, libc, s);
 	if (!s->sys_ret || !s->sigreturn) {
 		/* without either, a thread could not find its way back if eprof died */

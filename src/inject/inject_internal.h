@@ -36,6 +36,7 @@ struct rsyms {
 	uint64_t dlopen, dlsym, dlclose, dlerror; /* dlerror 0: none (glibc's __libc_ forms) */
 	uint64_t sys_ret;			  /* "syscall; ret" */
 	uint64_t sigreturn;			  /* "mov $15, %rax; syscall" (__restore_rt) */
+	uint64_t errno_loc;			  /* __errno_location, 0: not found */
 	char from[128];				  /* the library they came from */
 };
 

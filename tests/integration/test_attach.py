@@ -53,9 +53,11 @@ def injbins(tmp_path_factory):
        str(d / "inject_tool"), os.path.join(INJ, "inject_tool.c"), *src)
     cc("-shared", "-fPIC", "-O1", "-g", "-o", str(d / "libinjtest.so"),
        os.path.join(INJ, "injtest.c"), "-lpthread")
-    cc("-O1", "-g", "-o", str(d / "target"), os.path.join(INJ, "target.c"), "-lpthread")
+    cc("-O1", "-g", "-o", str(d / "target"), os.path.join(INJ, "target.c"), "-lpthread", "-ldl")
+    cc("-shared", "-fPIC", "-O1", "-o", str(d / "libslowctor.so"),
+       os.path.join(INJ, "slowctor.c"))
     b = {"tool": str(d / "inject_tool"), "lib": str(d / "libinjtest.so"),
-         "target": str(d / "target")}
+         "target": str(d / "target"), "slowctor": str(d / "libslowctor.so")}
     r = subprocess.run(["cc", "-static", "-O1", "-o", str(d / "target_static"),
                         os.path.join(INJ, "target.c"), "-lpthread"], capture_output=True)
     if r.returncode == 0:
@@ -67,6 +69,7 @@ class Target:
     """A target of target.c, started now; its result is read at the end."""
 
     def __init__(self, exe, mode, secs, env=None):
+        self.t0 = time.monotonic()
         self.p = subprocess.Popen([exe, mode, str(secs)], stdout=subprocess.PIPE, text=True,
                                   env=dict(os.environ, **(env or {})))
         self.pid = int(self.p.stdout.readline().split()[1])
@@ -95,13 +98,14 @@ def tool(injbins, *args, env=None):
     return r, kv
 
 
-MODES = ("read", "sleep", "epoll", "futex", "threads", "alarm", "compute")
+MODES = ("read", "sleep", "epoll", "futex", "threads", "alarm", "compute", "errno")
 
 
 def test_inject_keeps_target_state(injbins):
     """Each target checks its own result: a 3 s read() on a pipe and a nanosleep return what
     they should, when they should; epoll_wait gets its event, not EINTR; a condition wait,
-    16 computing threads, a 1 ms SIGALRM handler and a computation go on unharmed. After a
+    16 computing threads, a 1 ms SIGALRM handler and a computation go on unharmed; the
+    borrowed thread's errno is as before (the library's entry sets it). After a
     load and an unload nothing of the library is mapped and the descriptors are those of
     before."""
     # Each target starts just before its cycle: started together, the last ones could end
@@ -213,6 +217,25 @@ def test_thread_that_cannot_stop_is_not_held(injbins):
     assert r.returncode == 1 and "could be stopped" in kv["load_error"], r.stdout
     rc, out = t.result()
     assert rc == 0 and out.startswith("ok vfork"), out
+
+
+def test_abandoned_load_leaves_nothing_loaded(injbins):
+    """Another thread holds the loader's lock for 7 s (a slow constructor): the borrowed
+    thread's dlopen waits, eprof gives up at its 5 s limit, and when the lock frees the
+    library is closed again before its entry runs (nothing of it stays mapped) and the
+    thread restores itself at once, not after waiting for eprof 3 s more."""
+    t = Target(injbins["target"], "ctor", 10,
+               env={"TARGET_LIB": injbins["slowctor"], "SLOWCTOR_S": "7"})
+    time.sleep(0.5)
+    r, kv = tool(injbins, "load", str(t.pid), injbins["lib"])
+    assert r.returncode == 1 and "time limit" in kv.get("load_error", ""), r.stdout
+    # the constructor ends at 7 s: give the dlopen, dlclose and restore 2 s (a loaded machine)
+    time.sleep(max(0.0, 9.0 - (time.monotonic() - t.t0)))
+    assert "injtest" not in t.maps() and "memfd:" not in t.maps(), t.maps()
+    status = open(f"/proc/{t.pid}/status").read()
+    assert "SigBlk:\tffffffffffffffff" not in status
+    rc, out = t.result()
+    assert rc == 0 and out.startswith("ok ctor"), out
 
 
 def test_inject_refusals(injbins):
