@@ -1057,6 +1057,17 @@ static int check_seccomp(struct inj *j, bool load)
 	    {"clone", SYS_clone, {0x3d0f00}, -1},
 	    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, -1},
 	    {"futex", SYS_futex, {0, 129 /* FUTEX_WAKE_PRIVATE */, 1}, -1},
+	    /*
+	     * The entries' own: the channel to the recorder (a failure leaves them without
+	     * it), the CUPTI collector's wake-up eventfd, libeprof_mem.so's probe of a GOT page
+	     * (a failure: it judges by PT_GNU_RELRO). alt: an error is handled.
+	     */
+	    {"socket", SYS_socket, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, SYS_socket},
+	    {"connect", SYS_connect, {3}, SYS_connect},
+	    {"sendto", SYS_sendto, {3}, SYS_sendto},
+	    {"recvfrom", SYS_recvfrom, {3}, SYS_recvfrom},
+	    {"eventfd2", SYS_eventfd2, {0, 0x80800 /* EFD_CLOEXEC | EFD_NONBLOCK */}, -1},
+	    {"process_vm_writev", SYS_process_vm_writev, {0, 0, 1, 0, 1, 0}, SYS_mprotect},
 	};
 	struct rseccomp_data d = {.arch = AUDIT_ARCH_X86_64, .ip = j->syms.sys_ret};
 	uint64_t mode = 0;

@@ -240,7 +240,8 @@ def test_abandoned_load_leaves_nothing_loaded(injbins):
 
 def test_inject_refusals(injbins):
     """Clear one-line refusals, the target untouched: another tracer (strace), a seccomp
-    filter that would kill the process or fail memfd_create, a static binary."""
+    filter that would kill the process or fail memfd_create, or kill it on socket (which the
+    libraries' entries call), a static binary."""
     if not shutil.which("strace"):
         pytest.skip("skipped: no strace")
     cases = [("traced", Target(injbins["target"], "compute", 2), "already traced by pid"),
@@ -249,7 +250,11 @@ def test_inject_refusals(injbins):
               "seccomp filter forbids memfd_create (it would kill the process)"),
              ("seccomp-errno", Target(injbins["target"], "compute", 2,
                                       {"TARGET_SECCOMP": "errno"}),
-              "seccomp filter forbids memfd_create (it would fail with Operation not")]
+              "seccomp filter forbids memfd_create (it would fail with Operation not"),
+             # a call the injected libraries make (their channel), not the injector
+             ("seccomp-kill-socket", Target(injbins["target"], "compute", 2,
+                                            {"TARGET_SECCOMP": "kill", "TARGET_SECCOMP_NR": "41"}),
+              "seccomp filter forbids socket (it would kill the process)")]
     if "static" in injbins:
         cases.append(("static", Target(injbins["static"], "compute", 2),
                       "a static binary has no dlopen"))
