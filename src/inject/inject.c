@@ -1025,50 +1025,53 @@ struct planned {
 	const char *name;
 	long nr;
 	uint64_t a[6];
-	long alt; /* another call glibc falls back to when this one fails (clone3 -> clone) */
+	long alt; /* when it fails with an error: what glibc falls back to (clone3 -> clone), or
+		     itself for a failure the caller handles; -1: the injection would fail */
 };
 
 /*
- * The system calls the injection makes, with the arguments filters look at: its own, and
- * those dlopen and pthread_create make.
+ * The system calls the injection makes, with the arguments filters look at: its own, those
+ * dlopen and pthread_create make, and the injected entries'.
  */
+static const struct planned planned_calls[] = {
+    {"mmap",
+     SYS_mmap,
+     {0, 2 * STUB_PAGE + STUB_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+      (uint64_t)-1, 0},
+     -1},
+    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_EXEC}, -1},
+    {"munmap", SYS_munmap, {0, 2 * STUB_PAGE + STUB_STACK}, -1},
+    {"write", SYS_write, {3}, -1},
+    {"close", SYS_close, {3}, -1},
+    {"select", SYS_select, {0}, -1},
+    {"rt_sigreturn", SYS_rt_sigreturn, {0}, -1},
+    {"memfd_create", SYS_memfd_create, {0, MFD_CLOEXEC | MFD_EXEC_}, -1},
+    {"socketpair", SYS_socketpair, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, -1},
+    {"openat", SYS_openat, {(uint64_t)AT_FDCWD, 0, O_RDONLY | O_CLOEXEC}, -1},
+    {"read", SYS_read, {3}, -1},
+    {"pread64", SYS_pread64, {3}, -1},
+    {"newfstatat", SYS_newfstatat, {3, 0, 0, AT_EMPTY_PATH}, -1},
+    {"mmap", SYS_mmap, {0, 1 << 20, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, 3, 0}, -1},
+    {"clone3", SYS_clone3, {0, 88}, SYS_clone},
+    {"clone", SYS_clone, {0x3d0f00}, -1},
+    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, -1},
+    {"futex", SYS_futex, {0, 129 /* FUTEX_WAKE_PRIVATE */, 1}, -1},
+    /*
+     * The entries' own: the channel to the recorder (a failure leaves them without
+     * it), the CUPTI collector's wake-up eventfd, libeprof_mem.so's probe of a GOT page
+     * (a failure: it judges by PT_GNU_RELRO). alt: an error is handled.
+     */
+    {"socket", SYS_socket, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, SYS_socket},
+    {"connect", SYS_connect, {3}, SYS_connect},
+    {"sendto", SYS_sendto, {3}, SYS_sendto},
+    {"recvfrom", SYS_recvfrom, {3}, SYS_recvfrom},
+    {"eventfd2", SYS_eventfd2, {0, 0x80800 /* EFD_CLOEXEC | EFD_NONBLOCK */}, -1},
+    {"process_vm_writev", SYS_process_vm_writev, {0, 0, 1, 0, 1, 0}, SYS_mprotect},
+};
+
+/* The target's filters run on planned_calls: 0, or -EPERM with why (-errno: unreadable). */
 static int check_seccomp(struct inj *j, bool load)
 {
-	const uint64_t rw = PROT_READ | PROT_WRITE, anon = MAP_PRIVATE | MAP_ANONYMOUS;
-	const struct planned calls[] = {
-	    {"mmap", SYS_mmap, {0, 2 * STUB_PAGE + STUB_STACK, rw, anon, (uint64_t)-1, 0}, -1},
-	    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_EXEC}, -1},
-	    {"munmap", SYS_munmap, {0, 2 * STUB_PAGE + STUB_STACK}, -1},
-	    {"write", SYS_write, {3}, -1},
-	    {"close", SYS_close, {3}, -1},
-	    {"select", SYS_select, {0}, -1},
-	    {"rt_sigreturn", SYS_rt_sigreturn, {0}, -1},
-	    {"memfd_create", SYS_memfd_create, {0, MFD_CLOEXEC | MFD_EXEC_}, -1},
-	    {"socketpair", SYS_socketpair, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, -1},
-	    {"openat", SYS_openat, {(uint64_t)AT_FDCWD, 0, O_RDONLY | O_CLOEXEC}, -1},
-	    {"read", SYS_read, {3}, -1},
-	    {"pread64", SYS_pread64, {3}, -1},
-	    {"newfstatat", SYS_newfstatat, {3, 0, 0, AT_EMPTY_PATH}, -1},
-	    {"mmap",
-	     SYS_mmap,
-	     {0, 1 << 20, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, 3, 0},
-	     -1},
-	    {"clone3", SYS_clone3, {0, 88}, SYS_clone},
-	    {"clone", SYS_clone, {0x3d0f00}, -1},
-	    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, -1},
-	    {"futex", SYS_futex, {0, 129 /* FUTEX_WAKE_PRIVATE */, 1}, -1},
-	    /*
-	     * The entries' own: the channel to the recorder (a failure leaves them without
-	     * it), the CUPTI collector's wake-up eventfd, libeprof_mem.so's probe of a GOT page
-	     * (a failure: it judges by PT_GNU_RELRO). alt: an error is handled.
-	     */
-	    {"socket", SYS_socket, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, SYS_socket},
-	    {"connect", SYS_connect, {3}, SYS_connect},
-	    {"sendto", SYS_sendto, {3}, SYS_sendto},
-	    {"recvfrom", SYS_recvfrom, {3}, SYS_recvfrom},
-	    {"eventfd2", SYS_eventfd2, {0, 0x80800 /* EFD_CLOEXEC | EFD_NONBLOCK */}, -1},
-	    {"process_vm_writev", SYS_process_vm_writev, {0, 0, 1, 0, 1, 0}, SYS_mprotect},
-	};
 	struct rseccomp_data d = {.arch = AUDIT_ARCH_X86_64, .ip = j->syms.sys_ret};
 	uint64_t mode = 0;
 
@@ -1079,8 +1082,8 @@ static int check_seccomp(struct inj *j, bool load)
 	if (mode == 1)
 		return fail(j, INJ_ERR_SECCOMP, -EPERM,
 			    "it runs in seccomp strict mode: only read, write and exit");
-	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
-		const struct planned *c = &calls[i];
+	for (size_t i = 0; i < sizeof(planned_calls) / sizeof(planned_calls[0]); i++) {
+		const struct planned *c = &planned_calls[i];
 		uint32_t ret = 0;
 		int err;
 
