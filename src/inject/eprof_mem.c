@@ -44,6 +44,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -1185,11 +1186,23 @@ ALIAS(execvpe);
  * eprof_mem_retract() writes every entry back and leaves the library inert (forwarding
  * only): threads may be inside a wrapper, and function pointers taken meanwhile may hold
  * a wrapper's address, so it stays loaded (eprof does not dlclose it).
+ *
+ * Other threads dlopen and dlclose meanwhile. Entries are kept per object (its base and
+ * program headers) and read or written only from dl_iterate_phdr's callback for that object,
+ * which holds the lock dlclose takes before it unmaps one; an object's entries are dropped
+ * when it is no longer listed or its slots no longer hold our functions (unloaded, loaded
+ * again). dl_iterate_phdr lists an object before ld.so has relocated it: a slot is patched
+ * only once it holds a relocated address, and a page is made writable only when ld.so has
+ * made it read-only (RELRO, once the object is relocated), and read-only again after.
  */
 struct patch {
 	uintptr_t *slot;
 	uintptr_t old;
-	bool relro;
+	uintptr_t base; /* the object's: dlpi_addr and dlpi_phdr */
+	const void *phdr;
+	uint8_t hook;	/* its index in hooks[] */
+	bool seen;	/* listed in this pass, and still ours */
+	bool relro;	/* in PT_GNU_RELRO: made writable for the write when writes fail */
 };
 
 static const struct {
@@ -1213,10 +1226,12 @@ static const struct {
 static struct patch *patches;
 static size_t npatches, cappatches;
 static atomic_bool attached;
-static unsigned long long seen_adds; /* dl_iterate_phdr's load count at the last patch */
+static unsigned long long seen_adds, seen_subs; /* dl_iterate_phdr's counts at the last pass */
+static unsigned unready_passes; /* passes that found slots ld.so had not relocated yet */
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int restored; /* entries written back since the attach */
 
-static bool push_patch(uintptr_t *slot, uintptr_t old, bool relro)
+static bool push_patch(const struct patch *p)
 {
 	if (npatches == cappatches) {
 		size_t cap = cappatches ? cappatches * 2 : 256;
@@ -1231,20 +1246,37 @@ static bool push_patch(uintptr_t *slot, uintptr_t old, bool relro)
 		patches = n;
 		cappatches = cap;
 	}
-	patches[npatches++] = (struct patch){ slot, old, relro };
+	patches[npatches++] = *p;
 	return true;
 }
 
-/* Writes a GOT entry; RELRO pages (read-only after relocation) are opened for the write. */
+/* Whether slot's page is writable now: the same value written through the kernel. -1: unknown */
+static int slot_writable(uintptr_t *slot)
+{
+	uintptr_t cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	struct iovec l = { &cur, sizeof(cur) }, r = { slot, sizeof(cur) };
+
+	if (syscall(SYS_process_vm_writev, getpid(), &l, 1UL, &r, 1UL, 0UL) == sizeof(cur))
+		return 1;
+	return errno == EFAULT ? 0 : -1;
+}
+
+/*
+ * Writes a GOT entry. A page ld.so made read-only (RELRO) is made writable for the write and
+ * read-only again; a writable one (ld.so may still be relocating the object) is left so.
+ * Without process_vm_writev (seccomp), the entry's place in PT_GNU_RELRO decides.
+ */
 static bool write_slot(uintptr_t *slot, uintptr_t v, bool relro)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	void *page = (void *)((uintptr_t)slot & ~(uintptr_t)(pg - 1));
+	int w = slot_writable(slot);
+	bool open = w == 0 || (w < 0 && relro);
 
-	if (relro && mprotect(page, pg, PROT_READ | PROT_WRITE))
+	if (open && mprotect(page, pg, PROT_READ | PROT_WRITE))
 		return false;
 	__atomic_store_n(slot, v, __ATOMIC_RELEASE);
-	if (relro)
+	if (open)
 		mprotect(page, pg, PROT_READ);
 	return true;
 }
@@ -1257,12 +1289,29 @@ static int hook_of(const char *name)
 	return -1;
 }
 
-static void patch_relocs(uintptr_t base, const ElfW(Rela) *r, size_t bytes, const ElfW(Sym) *sym,
-			 const char *str, uintptr_t rlo, uintptr_t rhi)
+/* An object being patched: where it is, and its link-time extent. */
+struct pobj {
+	uintptr_t base, rlo, rhi, end; /* end: its highest link-time address */
+	const void *phdr;
+	bool unready; /* a slot held no relocated address yet */
+};
+
+/*
+ * Whether v, read from a GOT slot, is an address ld.so relocated: 0 and a link-time value
+ * (below the object's extent, for an object loaded at a bias) are not.
+ */
+static bool relocated(const struct pobj *o, uintptr_t v)
+{
+	return v && !(o->base && v < o->end);
+}
+
+static void patch_relocs(struct pobj *o, const ElfW(Rela) *r, size_t bytes, const ElfW(Sym) *sym,
+			 const char *str)
 {
 	for (size_t i = 0; i < bytes / sizeof(*r); i++) {
 		unsigned type = ELF64_R_TYPE(r[i].r_info);
-		uintptr_t *slot;
+		struct patch p = { .base = o->base, .phdr = o->phdr, .seen = true };
+		uintptr_t v;
 		int h;
 
 		if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
@@ -1270,12 +1319,18 @@ static void patch_relocs(uintptr_t base, const ElfW(Rela) *r, size_t bytes, cons
 		h = hook_of(str + sym[ELF64_R_SYM(r[i].r_info)].st_name);
 		if (h < 0)
 			continue;
-		slot = (uintptr_t *)(base + r[i].r_offset);
-		if (*slot == (uintptr_t)hooks[h].fn)
+		p.slot = (uintptr_t *)(o->base + r[i].r_offset);
+		v = __atomic_load_n(p.slot, __ATOMIC_ACQUIRE);
+		if (v == (uintptr_t)hooks[h].fn)
 			continue; /* done already */
-		if (!push_patch(slot, *slot, (uintptr_t)slot >= rlo && (uintptr_t)slot < rhi))
-			return;
-		if (!write_slot(slot, (uintptr_t)hooks[h].fn, patches[npatches - 1].relro))
+		if (!relocated(o, v)) {
+			o->unready = true; /* ld.so has not got there: the next pass */
+			continue;
+		}
+		p.old = v;
+		p.hook = (uint8_t)h;
+		p.relro = (uintptr_t)p.slot >= o->rlo && (uintptr_t)p.slot < o->rhi;
+		if (push_patch(&p) && !write_slot(p.slot, (uintptr_t)hooks[h].fn, p.relro))
 			npatches--;
 	}
 }
@@ -1286,49 +1341,74 @@ static uintptr_t dptr(uintptr_t base, uintptr_t v)
 	return v < base ? v + base : v;
 }
 
-static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
+/* This pass lists the object: its entries patched before are kept while they are ours. */
+static void mark_seen(const struct pobj *o)
 {
-	uintptr_t base = info->dlpi_addr, rlo = 0, rhi = 0, self = (uintptr_t)arg;
-	const ElfW(Rela) *jmprel = NULL, *rela = NULL;
-	size_t pltsz = 0, relasz = 0;
-	const ElfW(Sym) *sym = NULL;
-	const ElfW(Dyn) *dyn = NULL;
-	const char *str = NULL;
+	for (size_t i = 0; i < npatches; i++) {
+		struct patch *p = &patches[i];
 
-	(void)size;
-	seen_adds = info->dlpi_adds;
-	if (base == self || strstr(info->dlpi_name, "linux-vdso") ||
-	    strstr(info->dlpi_name, "/ld-linux"))
-		return 0;
+		if (p->base == o->base && p->phdr == o->phdr && !p->seen)
+			p->seen = __atomic_load_n(p->slot, __ATOMIC_ACQUIRE) ==
+				  (uintptr_t)hooks[p->hook].fn;
+	}
+}
+
+static const ElfW(Dyn) *object_extent(struct dl_phdr_info *info, struct pobj *o)
+{
+	const ElfW(Dyn) *dyn = NULL;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	*o = (struct pobj){ .base = info->dlpi_addr, .phdr = info->dlpi_phdr };
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 
+		if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_memsz > o->end)
+			o->end = ph->p_vaddr + ph->p_memsz;
 		if (ph->p_type == PT_DYNAMIC)
-			dyn = (const ElfW(Dyn) *)(base + ph->p_vaddr);
+			dyn = (const ElfW(Dyn) *)(o->base + ph->p_vaddr);
 		else if (ph->p_type == PT_GNU_RELRO) {
 			/* ld.so protects its whole pages; a last partial one stays writable */
-			uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-
-			rlo = (base + ph->p_vaddr) & ~(pg - 1);
-			rhi = (base + ph->p_vaddr + ph->p_memsz) & ~(pg - 1);
+			o->rlo = (o->base + ph->p_vaddr) & ~(pg - 1);
+			o->rhi = (o->base + ph->p_vaddr + ph->p_memsz) & ~(pg - 1);
 		}
 	}
+	return dyn;
+}
+
+static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const ElfW(Rela) *jmprel = NULL, *rela = NULL;
+	uintptr_t self = (uintptr_t)arg;
+	size_t pltsz = 0, relasz = 0;
+	const ElfW(Sym) *sym = NULL;
+	const ElfW(Dyn) *dyn;
+	const char *str = NULL;
+	struct pobj o;
+
+	(void)size;
+	seen_adds = info->dlpi_adds;
+	seen_subs = info->dlpi_subs;
+	if (info->dlpi_addr == self || strstr(info->dlpi_name, "linux-vdso") ||
+	    strstr(info->dlpi_name, "/ld-linux"))
+		return 0;
+	dyn = object_extent(info, &o);
+	mark_seen(&o);
 	for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
 		switch (dyn->d_tag) {
 		case DT_SYMTAB:
-			sym = (const ElfW(Sym) *)dptr(base, dyn->d_un.d_ptr);
+			sym = (const ElfW(Sym) *)dptr(o.base, dyn->d_un.d_ptr);
 			break;
 		case DT_STRTAB:
-			str = (const char *)dptr(base, dyn->d_un.d_ptr);
+			str = (const char *)dptr(o.base, dyn->d_un.d_ptr);
 			break;
 		case DT_JMPREL:
-			jmprel = (const ElfW(Rela) *)dptr(base, dyn->d_un.d_ptr);
+			jmprel = (const ElfW(Rela) *)dptr(o.base, dyn->d_un.d_ptr);
 			break;
 		case DT_PLTRELSZ:
 			pltsz = dyn->d_un.d_val;
 			break;
 		case DT_RELA:
-			rela = (const ElfW(Rela) *)dptr(base, dyn->d_un.d_ptr);
+			rela = (const ElfW(Rela) *)dptr(o.base, dyn->d_un.d_ptr);
 			break;
 		case DT_RELASZ:
 			relasz = dyn->d_un.d_val;
@@ -1338,9 +1418,11 @@ static int patch_object(struct dl_phdr_info *info, size_t size, void *arg)
 	if (!sym || !str)
 		return 0;
 	if (jmprel)
-		patch_relocs(base, jmprel, pltsz, sym, str, rlo, rhi);
+		patch_relocs(&o, jmprel, pltsz, sym, str);
 	if (rela)
-		patch_relocs(base, rela, relasz, sym, str, rlo, rhi);
+		patch_relocs(&o, rela, relasz, sym, str);
+	if (o.unready)
+		unready_passes++;
 	return 0;
 }
 
@@ -1395,27 +1477,48 @@ static uintptr_t self_base(void)
 	return dladdr((void *)emem_malloc, &di) ? (uintptr_t)di.dli_fbase : 0;
 }
 
+/* Drops the entries of objects this pass did not list, or whose slots are no longer ours. */
+static void drop_unseen(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < npatches; i++)
+		if (patches[i].seen)
+			patches[n++] = patches[i];
+	npatches = n;
+}
+
+/* One pass over the loaded objects, under patch_lock. */
 static void patch_all(void)
 {
+	unsigned unready = unready_passes;
+
+	for (size_t i = 0; i < npatches; i++)
+		patches[i].seen = false;
 	dl_iterate_phdr(patch_object, (void *)self_base());
+	drop_unseen();
+	/* slots ld.so had not relocated: another pass at the next look (64 at most) */
+	if (unready_passes != unready && unready_passes < 64)
+		seen_adds = seen_subs = ~0ULL;
 }
 
 static int count_adds(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	*(unsigned long long *)arg = info->dlpi_adds;
+	((unsigned long long *)arg)[0] = info->dlpi_adds;
+	((unsigned long long *)arg)[1] = info->dlpi_subs;
 	return 1;
 }
 
-/* From a sampled call: objects dlopen()ed since the last look get their entries patched. */
+/* From a sampled call: objects loaded or unloaded since the last look. */
 static void patch_new_objects(void)
 {
-	unsigned long long adds = 0;
+	unsigned long long n[2] = { 0, 0 };
 
 	if (!atomic_load(&attached) || pthread_mutex_trylock(&patch_lock))
 		return;
-	dl_iterate_phdr(count_adds, &adds);
-	if (adds != seen_adds && atomic_load(&attached))
+	dl_iterate_phdr(count_adds, n);
+	if ((n[0] != seen_adds || n[1] != seen_subs) && atomic_load(&attached))
 		patch_all();
 	pthread_mutex_unlock(&patch_lock);
 }
@@ -1444,33 +1547,97 @@ EXPORT int eprof_mem_attach(void *blob)
 	}
 	mean = a->mean;
 	pthread_mutex_lock(&patch_lock);
+	restored = 0;
 	atomic_store(&attached, true);
 	patch_all();
 	pthread_mutex_unlock(&patch_lock);
 	return npatches ? 0 : -ENOENT;
 }
 
-/* Restores every entry; the library stays loaded and inert. Returns the entries restored. */
+/* The entries of a listed object that still hold our functions get their values back. */
+static int restore_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	for (size_t i = 0; i < npatches; i++) {
+		struct patch *p = &patches[i];
+
+		if (p->base != info->dlpi_addr || p->phdr != info->dlpi_phdr ||
+		    __atomic_load_n(p->slot, __ATOMIC_ACQUIRE) != (uintptr_t)hooks[p->hook].fn)
+			continue;
+		if (write_slot(p->slot, p->old, p->relro))
+			restored++;
+	}
+	return 0;
+}
+
+/*
+ * The retraction runs in a thread eprof borrowed, which another thread may be waiting on: no
+ * lock is waited on longer than this; it says -EBUSY instead, and eprof tries again later,
+ * in another thread.
+ */
+#define RETRACT_WAIT_NS 100000000ULL
+
+static bool tpage_lock_until(struct tpage *t, uint64_t until)
+{
+	while (atomic_exchange_explicit(&t->busy, 1, memory_order_acquire)) {
+		if (now_ns() >= until)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
+/* Sends every page of list whose lock comes free in time: false when one did not. */
+static bool tpage_send_all_until(struct tpage *_Atomic *list, void (*send)(struct tpage *),
+				 uint64_t until)
+{
+	bool all = true;
+
+	for (struct tpage *t = atomic_load(list); t; t = t->next) {
+		if (!tpage_lock_until(t, until)) {
+			all = false;
+			continue;
+		}
+		send(t);
+		tpage_unlock(t);
+	}
+	return all;
+}
+
+/*
+ * Restores every entry; the library stays loaded and inert. Returns the entries restored,
+ * or -EBUSY when a lock stayed taken (what was done stays done: called again, it goes on).
+ */
 EXPORT int eprof_mem_retract(uint64_t arg)
 {
-	int n = 0;
+	uint64_t until = now_ns() + RETRACT_WAIT_NS;
+	bool sent;
 
 	(void)arg;
-	pthread_mutex_lock(&patch_lock);
-	atomic_store(&attached, false);
-	for (size_t i = 0; i < npatches; i++)
-		if (write_slot(patches[i].slot, patches[i].old, patches[i].relro))
-			n++;
-	npatches = 0;
+	while (pthread_mutex_trylock(&patch_lock)) {
+		if (now_ns() >= until)
+			return -EBUSY;
+		sched_yield();
+	}
+	if (atomic_load(&attached)) {
+		atomic_store(&attached, false);
+		dl_iterate_phdr(restore_object, NULL);
+		npatches = 0;
+	}
 	mean = 0; /* wrappers still running, or reached through a saved pointer: forward only */
 	pthread_mutex_unlock(&patch_lock);
-	flush_calls(NULL);
-	batch_send_all();
-	cbuf_send_all();
+	if (calls)
+		eprof_mem_hit_alloc(NULL, 0, 0, calls, NULL, NULL);
+	calls = 0;
+	sent = tpage_send_all_until(&batches, batch_send, until);
+	sent = tpage_send_all_until(&cbufs, cbuf_send, until) && sent;
+	if (!sent)
+		return -EBUSY;
 	if (chan_on()) {
 		struct emem_msg end = { .magic = EMEM_MSG_MAGIC, .kind = EMEM_MSG_END, .pid = my_pid };
 
 		emem_chan_send(&end, sizeof(end));
 	}
-	return n;
+	return restored;
 }

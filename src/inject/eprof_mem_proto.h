@@ -38,7 +38,8 @@ struct emem_free {
  * Attach mode: eprof's injector loads the library from a memfd of this name and calls
  * int eprof_mem_attach(struct emem_attach_arg *) (0, or -errno); at the end
  * int eprof_mem_retract(uint64_t) restores what it patched (returns how many entries) and
- * leaves the library loaded, inert.
+ * leaves the library loaded, inert; -EBUSY when a lock it needs stayed taken 100 ms (it
+ * never waits longer): eprof calls it again, in another thread.
  */
 #define EMEM_MEMFD "eprof-mem"
 #define EMEM_ATTACH "eprof_mem_attach"

@@ -5,7 +5,8 @@
  * 1. Seize and interrupt a thread at a safe point: blocked in a system call that holds no
  *    libc lock (read, futex, nanosleep, poll, epoll_wait, ioctl, ...) or running the
  *    program's own code (not libc's, the loader's or an allocator's: our calls take their
- *    locks). Else let it go and try another thread or a moment later.
+ *    locks), with no frame of its stack in such code or in eprof's libraries
+ *    (inject_safe.c). Else let it go and try another thread or a moment later.
  * 2. Save its registers, FP state (XSAVE) and signal mask; write a signal frame holding them
  *    below its red zone. Every later step that lets the thread run is arranged to end in
  *    rt_sigreturn through that frame when eprof is not there to take it back (libc's
@@ -27,6 +28,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -105,6 +107,7 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 
 #else
 
+#include <cpuid.h>
 #include <sys/user.h>
 
 #define STUB_STACK (256 << 10)	   /* the stub's own stack */
@@ -112,6 +115,7 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 #define SAFE_POINT_NS 300000000ULL /* finding a thread at a safe point */
 #define STUB_WAIT_S 3 /* the stub's wait for eprof before it restores the thread alone */
 #define MAX_TRIES 24
+#define MAX_STUCK 16
 #define RED_ZONE 128
 #define FP_XSTATE_MAGIC1 0x46505853U
 #define FP_XSTATE_MAGIC2 0x46505845U
@@ -189,6 +193,11 @@ struct inj {
 	int tfd[2]; /* descriptors made in the target, closed on failure: -1 none */
 	struct rmaps maps;
 	struct rsyms syms;
+	struct rrisk risk;	/* code a thread must not be stopped beneath (inject_safe.c) */
+	pid_t avoid;		/* a thread not to borrow */
+	pid_t stuck[MAX_STUCK]; /* seized, but their stop never came (reap_stuck) */
+	unsigned nstuck;
+	bool masked; /* every signal blocked in the thread */
 	bool seccomp;
 	struct inject_result *res;
 };
@@ -326,6 +335,31 @@ static int ptrace_refused(struct inj *j, pid_t tid, int err)
 
 enum stop_kind { ST_INTERRUPT, ST_SYSCALL, ST_SIGNAL, ST_GROUP, ST_EXITED, ST_TIMEOUT };
 
+/*
+ * Threads seized whose stop never came (uninterruptible sleep: a vfork parent, an NFS read):
+ * let go as soon as they stop. Those still running when the operation ends are detached by
+ * the kernel as its thread exits, their pending interrupt dropped (in_own_thread).
+ */
+static void reap_stuck(struct inj *j)
+{
+	for (unsigned i = 0; i < j->nstuck;) {
+		pid_t tid = j->stuck[i], r;
+		int st = 0;
+
+		r = waitpid(tid, &st, __WALL | WNOHANG);
+		if (r == 0) {
+			i++;
+			continue;
+		}
+		if (r == tid && WIFSTOPPED(st))
+			ptrace(PTRACE_DETACH, tid, NULL,
+			       (void *)(long)((st >> 16) || WSTOPSIG(st) == SIGTRAP
+						  ? 0
+						  : WSTOPSIG(st)));
+		j->stuck[i] = j->stuck[--j->nstuck];
+	}
+}
+
 static enum stop_kind wait_stop(struct inj *j, int *sig)
 {
 	uint64_t until = now_ns() + STOP_WAIT_NS;
@@ -353,6 +387,8 @@ static enum stop_kind wait_stop(struct inj *j, int *sig)
 			return ST_EXITED;
 		if (now_ns() >= until)
 			return ST_TIMEOUT;
+		if (j->nstuck)
+			reap_stuck(j);
 		nanosleep(&ts, NULL);
 		if (ts.tv_nsec < 500000)
 			ts.tv_nsec *= 2;
@@ -392,10 +428,11 @@ static int seize_stop(struct inj *j, pid_t tid)
 		case ST_EXITED:
 			j->attached = false;
 			return -ESRCH;
-		default:
-			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
-				    "thread %d did not stop within %llu ms", (int)tid,
-				    STOP_WAIT_NS / 1000000);
+		default: /* not stopped yet: let go when it is, another thread tried */
+			if (j->nstuck < MAX_STUCK)
+				j->stuck[j->nstuck++] = tid;
+			j->attached = false;
+			return -ETIMEDOUT;
 		}
 	}
 	return fail(j, INJ_ERR_OTHER, -EAGAIN, "thread %d kept receiving signals", (int)tid);
@@ -448,71 +485,50 @@ static void release(struct inj *j)
 
 /* --- the thread: where it stopped, and whether calling into libc from there is safe --------- */
 
+/*
+ * The system calls a thread may be borrowed in (they hold no libc lock): 0, those the kernel
+ * restarts after the stop as if nothing happened; 1, those the stop ends with EINTR when they
+ * have a timeout (SO_RCVTIMEO, sigtimedwait's, io_getevents'), which are issued again
+ * (plan_resume) but ranked after the others, or that are not always interruptible (ioctl);
+ * -1, the others.
+ */
+static int call_class(long nr)
+{
+	static const long restarted[] = {SYS_read,     SYS_pread64,	    SYS_readv,
+					 SYS_poll,     SYS_select,	    SYS_sched_yield,
+					 SYS_pause,    SYS_nanosleep,	    SYS_wait4,
+					 SYS_futex,    SYS_clock_nanosleep, SYS_waitid,
+					 SYS_pselect6, SYS_ppoll,	    SYS_rt_sigsuspend,
+					 SYS_flock,    SYS_restart_syscall, SYS_io_uring_enter};
+	static const long eintr[] = {SYS_accept,	  SYS_connect,	   SYS_recvfrom,
+				     SYS_recvmsg,	  SYS_sendto,	   SYS_sendmsg,
+				     SYS_semop,		  SYS_msgrcv,	   SYS_msgsnd,
+				     SYS_epoll_wait,	  SYS_epoll_pwait, 441 /* epoll_pwait2 */,
+				     SYS_accept4,	  SYS_recvmmsg,	   SYS_io_getevents,
+				     SYS_rt_sigtimedwait, SYS_ioctl};
+
+	for (size_t i = 0; i < sizeof(restarted) / sizeof(restarted[0]); i++)
+		if (nr == restarted[i])
+			return 0;
+	for (size_t i = 0; i < sizeof(eintr) / sizeof(eintr[0]); i++)
+		if (nr == eintr[i])
+			return 1;
+	return -1;
+}
+
 static bool safe_syscall(long nr)
 {
-	static const long safe[] = {SYS_read,
-				    SYS_pread64,
-				    SYS_readv,
-				    SYS_poll,
-				    SYS_select,
-				    SYS_sched_yield,
-				    SYS_pause,
-				    SYS_nanosleep,
-				    SYS_accept,
-				    SYS_connect,
-				    SYS_recvfrom,
-				    SYS_recvmsg,
-				    SYS_sendto,
-				    SYS_sendmsg,
-				    SYS_wait4,
-				    SYS_semop,
-				    SYS_msgrcv,
-				    SYS_msgsnd,
-				    SYS_futex,
-				    SYS_epoll_wait,
-				    SYS_clock_nanosleep,
-				    SYS_waitid,
-				    SYS_pselect6,
-				    SYS_ppoll,
-				    SYS_epoll_pwait,
-				    SYS_accept4,
-				    SYS_recvmmsg,
-				    SYS_io_getevents,
-				    SYS_ioctl,
-				    SYS_rt_sigtimedwait,
-				    SYS_rt_sigsuspend,
-				    SYS_flock,
-				    SYS_io_uring_enter,
-				    SYS_restart_syscall,
-				    441 /* epoll_pwait2 */};
-
-	for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
-		if (nr == safe[i])
-			return true;
-	return false;
+	return call_class(nr) >= 0;
 }
 
-/* Code that may hold a lock dlopen, malloc or pthread_create takes. */
-static bool risky_code(const struct rmaps *m, uint64_t ip)
+/*
+ * A call that a stop ends with EINTR, without a signal for the program, and that is issued
+ * again in its place (the time left of its timeout starts over: the wait is longer by the
+ * stop at most). connect (EALREADY after) and ioctl (its effect unknown) are not.
+ */
+static bool reissued(long nr)
 {
-	static const char *const libs[] = {"libc.so",	  "libc-",    "ld-linux",    "ld-",
-					   "libpthread",  "libdl",    "libjemalloc", "libtcmalloc",
-					   "libmimalloc", "libstdc++"};
-	const struct rmap *r = rmaps_find(m, ip);
-	const char *b;
-
-	if (!r || r->path[0] != '/')
-		return false; /* anonymous (JIT), vdso */
-	b = strrchr(r->path, '/') + 1;
-	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
-		if (!strncmp(b, libs[i], strlen(libs[i])))
-			return true;
-	return false;
-}
-
-static bool is_epoll(long nr)
-{
-	return nr == SYS_epoll_wait || nr == SYS_epoll_pwait || nr == 441;
+	return call_class(nr) == 1 && nr != SYS_connect && nr != SYS_ioctl;
 }
 
 /* A signal the thread does not block is pending (it, not our stop, ended a wait). */
@@ -529,8 +545,9 @@ static bool signal_pending(struct inj *j)
 /*
  * The registers the thread resumes with when the frame restores it: a system call ended by
  * the stop is issued again as the kernel would (rt_sigreturn disables the kernel's own
- * restart, and turns a restart through the restart block into EINTR). epoll_wait, which the
- * stop itself ends with EINTR, is issued again in both paths.
+ * restart, and turns a restart through the restart block into EINTR). A call the stop itself
+ * ends with EINTR (epoll_wait, recv with SO_RCVTIMEO, sigtimedwait: reissued()) is issued
+ * again in both paths.
  */
 static void plan_resume(struct inj *j)
 {
@@ -551,7 +568,7 @@ static void plan_resume(struct inj *j)
 		r->rax = (uint64_t)-EINTR;
 		break;
 	case EINTR:
-		if (is_epoll(nr) && !signal_pending(j)) {
+		if (reissued(nr) && !signal_pending(j)) {
 			r->rax = (uint64_t)nr;
 			r->rip -= 2;
 			j->regs.rax = r->rax; /* the normal path too */
@@ -585,23 +602,43 @@ static int read_state(struct inj *j)
 	return 0;
 }
 
-/* Where the thread stopped is safe to run dlopen from, and its stack has room for the frame. */
+/*
+ * Where the thread stopped is safe to run dlopen from: blocked in a safe call or in the
+ * program's own code, no frame of its stack in code that may hold a lock the injection takes
+ * (a retraction would otherwise wait on the thread it runs in), and room for the frame.
+ */
 static bool safe_point(struct inj *j)
 {
 	long nr = (long)j->regs.orig_rax;
 	const struct rmap *stack = rmaps_find(&j->maps, j->regs.rsp);
+	char why[64];
 
 	if (!stack || j->regs.rsp - stack->start < 16 * 1024 + j->xs_len)
 		return false; /* the frame must lie in the mapped part of the stack */
-	if (nr >= 0)
-		return safe_syscall(nr);
-	return !risky_code(&j->maps, j->regs.rip);
+	if (nr >= 0 ? !safe_syscall(nr) : rrisk_code(&j->maps, &j->risk, j->regs.rip))
+		return false;
+	if (rrisk_stack(j->pid, &j->maps, &j->risk, j->regs.rsp, j->regs.rip, why, sizeof(why)) ==
+	    0)
+		return true;
+#ifdef INJECT_TEST_HOOKS
+	if (getenv("INJECT_DEBUG"))
+		fprintf(stderr, "thread %d: %s\n", (int)j->tid, why);
+#endif
+	return false;
 }
 
 struct cand {
 	pid_t tid;
-	int rank; /* 0: blocked in a safe system call, main thread first; 2: anything else */
+	/*
+	 * By class: 0, blocked in a call the kernel restarts; 1, in one the stop ends with
+	 * EINTR (issued again); 2, anything else. Other threads blocked in either before the
+	 * main thread, which often runs the job's critical loop: 0 and 1 for them, 2 and 3 for
+	 * the main thread; running threads 4, the main thread 5.
+	 */
+	int rank;
 };
+
+#define RANK_RUNNING 4
 
 static int cmp_cand(const void *a, const void *b)
 {
@@ -610,10 +647,56 @@ static int cmp_cand(const void *a, const void *b)
 	return x->rank != y->rank ? x->rank - y->rank : x->tid - y->tid;
 }
 
-/* The target's threads, those blocked in a safe system call first. */
-static size_t list_threads(pid_t pid, struct cand *out, size_t max)
+/* tests: INJECT_TRY_D=1 seizes threads in D too, to check those that never stop */
+static bool try_d_threads(void)
+{
+#ifdef INJECT_TEST_HOOKS
+	return getenv("INJECT_TRY_D") != NULL;
+#else
+	return false;
+#endif
+}
+
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/*
+ * A thread's rank (struct cand), or -1 for one not to try: exited, or in uninterruptible
+ * sleep (D: a stop would wait for the call to end, NFS or a driver, for seconds).
+ */
+static int thread_rank(pid_t pid, pid_t tid)
 {
 	char path[96], buf[256];
+	const char *st;
+	int cls = 2;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	if (read_small(path, buf, sizeof(buf)) <= 0 || !(st = strrchr(buf, ')')) || !st[1])
+		return -1;
+	if (st[2] == 'Z' || st[2] == 'X' || (st[2] == 'D' && !try_d_threads()))
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	if (read_small(path, buf, sizeof(buf)) > 0 && buf[0] >= '0' && buf[0] <= '9') {
+		int c = call_class(strtol(buf, NULL, 10));
+
+		if (c >= 0)
+			cls = c;
+	}
+	return cls == 2 ? RANK_RUNNING + (tid == pid) : 2 * (tid == pid) + cls;
+}
+
+/* The target's threads that may be tried, best first (struct cand). */
+static size_t list_threads(pid_t pid, struct cand *out, size_t max)
+{
+	char path[96];
 	struct dirent *de;
 	size_t n = 0;
 	DIR *d;
@@ -622,35 +705,12 @@ static size_t list_threads(pid_t pid, struct cand *out, size_t max)
 	d = opendir(path);
 	while (d && n < max && (de = readdir(d))) {
 		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
-		ssize_t len;
-		int fd;
+		int rank = tid > 0 ? thread_rank(pid, tid) : -1;
 
-		if (tid <= 0)
+		if (rank < 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		if (len <= 0)
-			continue;
-		buf[len] = '\0';
-		if (strrchr(buf, ')') &&
-		    (strrchr(buf, ')')[2] == 'Z' || strrchr(buf, ')')[2] == 'X'))
-			continue; /* a thread that has exited */
 		out[n].tid = tid;
-		out[n].rank = 2;
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		if (len > 0) {
-			buf[len] = '\0';
-			if (buf[0] >= '0' && buf[0] <= '9' && safe_syscall(strtol(buf, NULL, 10)))
-				out[n].rank = tid == pid ? 0 : 1;
-		}
-		n++;
+		out[n++].rank = rank;
 	}
 	if (d)
 		closedir(d);
@@ -674,16 +734,20 @@ static int stop_thread(struct inj *j)
 		for (size_t i = 0; i < n && tries < MAX_TRIES; i++) {
 			int err;
 
-			if (pass == 0 && c[i].rank == 2 && c[0].rank < 2)
+			if (pass == 0 && c[i].rank >= RANK_RUNNING && c[0].rank < RANK_RUNNING)
 				break; /* first, only the threads that are waiting */
+			if (c[i].tid == j->avoid && n > 1)
+				continue;
 			err = seize_stop(j, c[i].tid);
 			if (err == -ESRCH) {
 				release(j);
 				continue;
 			}
+			tries++;
+			if (err == -ETIMEDOUT)
+				continue; /* it did not stop: the next */
 			if (err)
 				return err;
-			tries++;
 			any = true;
 			rmaps_free(&j->maps);
 			err = rmaps_read(NULL, j->pid, &j->maps);
@@ -697,7 +761,7 @@ static int stop_thread(struct inj *j)
 			j->res->attempts = tries;
 			if (safe_point(j))
 				return 0;
-			plan_resume(j); /* an epoll_wait the stop ended is issued again */
+			plan_resume(j); /* a call the stop ended with EINTR is issued again */
 			release(j);
 		}
 		usleep(2000);
@@ -715,9 +779,78 @@ static int stop_thread(struct inj *j)
  * writes it below the red zone; pretcode is libc's __restore_rt, so a "syscall; ret" run
  * with the stack pointer at the frame returns into rt_sigreturn.
  */
+/* The signal frame's software bytes, at 464 of the FXSAVE area (struct _fpx_sw_bytes). */
+struct fpx_sw {
+	uint32_t magic1, extended_size;
+	uint64_t xfeatures;
+	uint32_t xstate_size, pad[7];
+};
+
+_Static_assert(sizeof(struct fpx_sw) == 48, "fpx_sw");
+
+/*
+ * What the frame's XSAVE area restores: the features of XCR0 (which the ptrace buffer's
+ * software bytes hold; the signal frame's own on kernels that copy those there), AMX's tiles
+ * only when in use (a task without AMX permission has a smaller frame, and rt_sigreturn
+ * refuses a larger one), and the size of their area in the standard format (CPUID 0xD).
+ * 0: FXSAVE only.
+ */
+static size_t xstate_layout(const struct inj *j, uint64_t *xfeat)
+{
+	uint64_t xcr0, bv;
+	uint32_t magic1;
+	size_t size = 576; /* the legacy area and the XSAVE header */
+
+	if (!j->xsave || j->xs_len < size)
+		return 0;
+	memcpy(&magic1, j->xs + 464, sizeof(magic1));
+	memcpy(&xcr0, j->xs + (magic1 == FP_XSTATE_MAGIC1 ? 472 : 464), sizeof(xcr0));
+	memcpy(&bv, j->xs + 512, sizeof(bv));
+	if (!(bv & (3ULL << 17)))
+		xcr0 &= ~(3ULL << 17); /* XTILECFG, XTILEDATA */
+	if ((xcr0 & 3) != 3)
+		return 0;
+	for (unsigned i = 2; i < 63; i++) {
+		unsigned a, b, c, d;
+
+		if (!(xcr0 >> i & 1))
+			continue;
+		__cpuid_count(0xd, i, a, b, c, d);
+		if (b + a > size)
+			size = b + a;
+	}
+	if (size > j->xs_len)
+		return 0;
+	*xfeat = xcr0;
+	return size;
+}
+
+/* The FP part of the frame at fp (xsize from xstate_layout, 0: FXSAVE only). */
+static void frame_fp(const struct inj *j, unsigned char *fp, size_t xsize, uint64_t xfeat)
+{
+	struct fpx_sw sw = {.magic1 = FP_XSTATE_MAGIC1,
+			    .extended_size = (uint32_t)xsize + 4,
+			    .xfeatures = xfeat,
+			    .xstate_size = (uint32_t)xsize};
+	uint32_t magic2 = FP_XSTATE_MAGIC2;
+	uint64_t bv;
+
+	memcpy(fp, j->xs, xsize ? xsize : 512);
+	if (!xsize) {
+		memset(fp + 464, 0, sizeof(sw));
+		return;
+	}
+	memcpy(fp + 464, &sw, sizeof(sw));
+	memcpy(&bv, fp + 512, sizeof(bv));
+	bv &= xfeat;
+	memcpy(fp + 512, &bv, sizeof(bv));
+	memcpy(fp + xsize, &magic2, sizeof(magic2));
+}
+
 static int write_frame(struct inj *j)
 {
-	size_t xs = j->xsave ? j->xs_len + 4 : 512;
+	uint64_t xfeat = 0;
+	size_t xsize = xstate_layout(j, &xfeat), xs = xsize ? xsize + 4 : 512;
 	uint64_t top = j->regs.rsp - RED_ZONE, fp = (top - xs) & ~(uint64_t)63;
 	uint64_t frame = (fp - sizeof(struct k_rt_sigframe)) & ~(uint64_t)15;
 	size_t len = top - frame;
@@ -725,13 +858,12 @@ static int write_frame(struct inj *j)
 	struct k_rt_sigframe *f = (void *)buf;
 	struct k_sigcontext *sc = &f->uc.mc;
 	const struct user_regs_struct *r = &j->resume;
-	uint32_t magic2 = FP_XSTATE_MAGIC2, magic1 = 0;
 	int err;
 
 	if (!buf)
 		return -ENOMEM;
 	f->pretcode = j->syms.sigreturn;
-	f->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS;
+	f->uc.uc_flags = UC_SIGCONTEXT_SS | UC_STRICT_RESTORE_SS | (xsize ? UC_FP_XSTATE : 0);
 	f->uc.ss_flags = 3; /* not a valid mode: rt_sigreturn leaves the altstack as it is */
 	f->uc.sigmask = j->sigmask;
 	*sc = (struct k_sigcontext){.r8 = r->r8,
@@ -755,15 +887,7 @@ static int write_frame(struct inj *j)
 				    .cs = (uint16_t)r->cs,
 				    .ss = (uint16_t)r->ss,
 				    .fpstate = fp};
-	memcpy(buf + (fp - frame), j->xs, j->xsave ? j->xs_len : 512);
-	if (j->xsave)
-		memcpy(&magic1, j->xs + 464, sizeof(magic1));
-	if (j->xsave && magic1 == FP_XSTATE_MAGIC1) {
-		f->uc.uc_flags |= UC_FP_XSTATE;
-		memcpy(buf + (fp - frame) + j->xs_len, &magic2, sizeof(magic2));
-	} else {
-		memset(buf + (fp - frame) + 464, 0, 48); /* FXSAVE only */
-	}
+	frame_fp(j, buf + (fp - frame), xsize, xfeat);
 	err = rmem_write(j->pid, frame, buf, len);
 	free(buf);
 	if (err)
@@ -794,6 +918,24 @@ static int run_to_syscall_stop(struct inj *j)
 	}
 }
 
+/*
+ * No signal until the thread is back (they wait, pending). Only once its registers lead
+ * through the frame, which restores the mask: an eprof killed in between leaves no thread
+ * with every signal blocked.
+ */
+static int block_signals(struct inj *j)
+{
+	uint64_t all = ~0ULL;
+
+	if (j->masked)
+		return 0;
+	if (ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(all), &all))
+		return -errno;
+	j->masked = true;
+	test_die("masked");
+	return 0;
+}
+
 /* One system call in the stopped thread, through libc's "syscall; ret". */
 static int rsys(struct inj *j, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
 		uint64_t a4, uint64_t a5, int64_t *ret)
@@ -816,7 +958,9 @@ static int rsys(struct inj *j, long nr, uint64_t a0, uint64_t a1, uint64_t a2, u
 	j->modified = true;
 	j->at_interrupt = false;
 	test_die("syscall-set");
-	err = run_to_syscall_stop(j); /* entry */
+	err = block_signals(j);
+	if (!err)
+		err = run_to_syscall_stop(j); /* entry */
 	if (!err)
 		err = run_to_syscall_stop(j); /* exit */
 	if (!err && ptrace(PTRACE_GETREGS, j->tid, NULL, &r))
@@ -846,7 +990,9 @@ static int rsys_last(struct inj *j, long nr, uint64_t a0, uint64_t a1)
 		return -errno;
 	j->modified = true;
 	j->at_interrupt = false;
-	err = run_to_syscall_stop(j);
+	err = block_signals(j);
+	if (!err)
+		err = run_to_syscall_stop(j);
 	if (err)
 		return err;
 	if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) || ptrace(PTRACE_CONT, j->tid, NULL, NULL))
@@ -879,39 +1025,53 @@ struct planned {
 	const char *name;
 	long nr;
 	uint64_t a[6];
-	long alt; /* another call glibc falls back to when this one fails (clone3 -> clone) */
+	long alt; /* when it fails with an error: what glibc falls back to (clone3 -> clone), or
+		     itself for a failure the caller handles; -1: the injection would fail */
 };
 
 /*
- * The system calls the injection makes, with the arguments filters look at: its own, and
- * those dlopen and pthread_create make.
+ * The system calls the injection makes, with the arguments filters look at: its own, those
+ * dlopen and pthread_create make, and the injected entries'.
  */
+static const struct planned planned_calls[] = {
+    {"mmap",
+     SYS_mmap,
+     {0, 2 * STUB_PAGE + STUB_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+      (uint64_t)-1, 0},
+     -1},
+    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_EXEC}, -1},
+    {"munmap", SYS_munmap, {0, 2 * STUB_PAGE + STUB_STACK}, -1},
+    {"write", SYS_write, {3}, -1},
+    {"close", SYS_close, {3}, -1},
+    {"select", SYS_select, {0}, -1},
+    {"rt_sigreturn", SYS_rt_sigreturn, {0}, -1},
+    {"memfd_create", SYS_memfd_create, {0, MFD_CLOEXEC | MFD_EXEC_}, -1},
+    {"socketpair", SYS_socketpair, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, -1},
+    {"openat", SYS_openat, {(uint64_t)AT_FDCWD, 0, O_RDONLY | O_CLOEXEC}, -1},
+    {"read", SYS_read, {3}, -1},
+    {"pread64", SYS_pread64, {3}, -1},
+    {"newfstatat", SYS_newfstatat, {3, 0, 0, AT_EMPTY_PATH}, -1},
+    {"mmap", SYS_mmap, {0, 1 << 20, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, 3, 0}, -1},
+    {"clone3", SYS_clone3, {0, 88}, SYS_clone},
+    {"clone", SYS_clone, {0x3d0f00}, -1},
+    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, -1},
+    {"futex", SYS_futex, {0, 129 /* FUTEX_WAKE_PRIVATE */, 1}, -1},
+    /*
+     * The entries' own: the channel to the recorder (a failure leaves them without
+     * it), the CUPTI collector's wake-up eventfd, libeprof_mem.so's probe of a GOT page
+     * (a failure: it judges by PT_GNU_RELRO). alt: an error is handled.
+     */
+    {"socket", SYS_socket, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, SYS_socket},
+    {"connect", SYS_connect, {3}, SYS_connect},
+    {"sendto", SYS_sendto, {3}, SYS_sendto},
+    {"recvfrom", SYS_recvfrom, {3}, SYS_recvfrom},
+    {"eventfd2", SYS_eventfd2, {0, 0x80800 /* EFD_CLOEXEC | EFD_NONBLOCK */}, -1},
+    {"process_vm_writev", SYS_process_vm_writev, {0, 0, 1, 0, 1, 0}, SYS_mprotect},
+};
+
+/* The target's filters run on planned_calls: 0, or -EPERM with why (-errno: unreadable). */
 static int check_seccomp(struct inj *j, bool load)
 {
-	const uint64_t rw = PROT_READ | PROT_WRITE, anon = MAP_PRIVATE | MAP_ANONYMOUS;
-	const struct planned calls[] = {
-	    {"mmap", SYS_mmap, {0, 2 * STUB_PAGE + STUB_STACK, rw, anon, (uint64_t)-1, 0}, -1},
-	    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_EXEC}, -1},
-	    {"munmap", SYS_munmap, {0, 2 * STUB_PAGE + STUB_STACK}, -1},
-	    {"write", SYS_write, {3}, -1},
-	    {"close", SYS_close, {3}, -1},
-	    {"select", SYS_select, {0}, -1},
-	    {"rt_sigreturn", SYS_rt_sigreturn, {0}, -1},
-	    {"memfd_create", SYS_memfd_create, {0, MFD_CLOEXEC | MFD_EXEC_}, -1},
-	    {"socketpair", SYS_socketpair, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, -1},
-	    {"openat", SYS_openat, {(uint64_t)AT_FDCWD, 0, O_RDONLY | O_CLOEXEC}, -1},
-	    {"read", SYS_read, {3}, -1},
-	    {"pread64", SYS_pread64, {3}, -1},
-	    {"newfstatat", SYS_newfstatat, {3, 0, 0, AT_EMPTY_PATH}, -1},
-	    {"mmap",
-	     SYS_mmap,
-	     {0, 1 << 20, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, 3, 0},
-	     -1},
-	    {"clone3", SYS_clone3, {0, 88}, SYS_clone},
-	    {"clone", SYS_clone, {0x3d0f00}, -1},
-	    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, -1},
-	    {"futex", SYS_futex, {0, 129 /* FUTEX_WAKE_PRIVATE */, 1}, -1},
-	};
 	struct rseccomp_data d = {.arch = AUDIT_ARCH_X86_64, .ip = j->syms.sys_ret};
 	uint64_t mode = 0;
 
@@ -922,8 +1082,8 @@ static int check_seccomp(struct inj *j, bool load)
 	if (mode == 1)
 		return fail(j, INJ_ERR_SECCOMP, -EPERM,
 			    "it runs in seccomp strict mode: only read, write and exit");
-	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
-		const struct planned *c = &calls[i];
+	for (size_t i = 0; i < sizeof(planned_calls) / sizeof(planned_calls[0]); i++) {
+		const struct planned *c = &planned_calls[i];
 		uint32_t ret = 0;
 		int err;
 
@@ -989,6 +1149,7 @@ static void fill_common(struct inj *j, struct stub_data *d)
 	d->dlsym = j->syms.dlsym;
 	d->dlclose = j->syms.dlclose;
 	d->dlerror = j->syms.dlerror;
+	d->errno_fn = j->syms.errno_loc;
 	d->close_fd[0] = d->close_fd[1] = -1;
 	d->tv[0] = STUB_WAIT_S;
 #ifdef INJECT_TEST_HOOKS
@@ -1079,11 +1240,16 @@ out:
 	return err;
 }
 
-/* Stops the thread where it is and lets it go on: the stub finishes and restores it alone. */
+/*
+ * Stops the thread where it is and lets it go on: the stub finishes and restores it alone, at
+ * once, and closes a library its dlopen (waiting on a loader lock) opens after.
+ */
 static void abandon(struct inj *j)
 {
+	uint64_t one = 1;
 	int sig = 0;
 
+	rmem_write(j->pid, DATA(j, abandoned), &one, sizeof(one));
 	j->deadline = now_ns() + 2 * STOP_WAIT_NS;
 	if (!ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) && wait_stop(j, &sig) == ST_INTERRUPT)
 		ptrace(PTRACE_DETACH, j->tid, NULL, NULL);
@@ -1186,6 +1352,9 @@ static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 		return fail(j, INJ_ERR_NO_DLOPEN, err, "%s", msg);
 	if (err)
 		return fail(j, INJ_ERR_OTHER, err, "reading its libc: %s", strerror(-err));
+	err = rrisk_init(pid, &j->maps, &j->risk);
+	if (err)
+		return fail(j, INJ_ERR_OTHER, err, "reading its mappings: %s", strerror(-err));
 	err = stop_thread(j);
 	if (err)
 		return err;
@@ -1202,15 +1371,6 @@ static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 	if (err)
 		return fail(j, INJ_ERR_OTHER, err, "writing the restore frame: %s", strerror(-err));
 	test_die("frame");
-	/* no signal until the thread is back (they wait, pending) */
-	{
-		uint64_t all = ~0ULL;
-
-		if (ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(all), &all))
-			return fail(j, INJ_ERR_OTHER, -errno, "blocking signals: %s",
-				    strerror(errno));
-		j->modified = true;
-	}
 	return map_stub(j);
 }
 
@@ -1239,7 +1399,9 @@ static void end(struct inj *j)
 	if (j->map && j->attached)
 		rsys_last(j, SYS_munmap, j->map, j->map_len);
 	release(j);
+	reap_stuck(j);
 	rmaps_free(&j->maps);
+	rrisk_free(&j->risk);
 	free(j->xs);
 	free(j->lib);
 	j->res->total_ns = now_ns() - j->t0;
@@ -1267,8 +1429,9 @@ static int read_lib(struct inj *j, const char *path)
 	return 0;
 }
 
-int inject_load(pid_t pid, const struct inject_load_req *rq, struct inject_result *res)
+static int load_op(pid_t pid, const void *req, struct inject_result *res)
 {
+	const struct inject_load_req *rq = req;
 	struct stub_data d = {0};
 	char why[256];
 	struct inj j;
@@ -1315,14 +1478,16 @@ int inject_load(pid_t pid, const struct inject_load_req *rq, struct inject_resul
 	return err;
 }
 
-int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_result *res)
+static int unload_op(pid_t pid, const void *req, struct inject_result *res)
 {
+	const struct inject_unload_req *rq = req;
 	struct stub_data d = {0};
 	char why[256];
 	struct inj j;
 	int err;
 
 	init(&j, pid, rq->timeout_ms, res);
+	j.avoid = rq->avoid_tid;
 	err = begin(&j, pid, rq->timeout_ms, res, false);
 	if (!err) {
 		fill_common(&j, &d);
@@ -1344,6 +1509,51 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 	}
 	end(&j);
 	return err;
+}
+
+struct op {
+	int (*fn)(pid_t pid, const void *rq, struct inject_result *res);
+	pid_t pid;
+	const void *rq;
+	struct inject_result *res;
+	int ret;
+};
+
+static void *op_main(void *arg)
+{
+	struct op *o = arg;
+
+	o->ret = o->fn(o->pid, o->rq, o->res);
+	return NULL;
+}
+
+/*
+ * Each operation runs in a thread of its own, the tracer of the threads it seizes: when it
+ * ends, the kernel detaches a thread whose stop never came and drops the interrupt still
+ * pending, so that thread is not stopped later with nobody to let it go.
+ */
+static int in_own_thread(struct op *o)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, op_main, o))
+		return o->fn(o->pid, o->rq, o->res);
+	pthread_join(t, NULL);
+	return o->ret;
+}
+
+int inject_load(pid_t pid, const struct inject_load_req *rq, struct inject_result *res)
+{
+	struct op o = {load_op, pid, rq, res, 0};
+
+	return in_own_thread(&o);
+}
+
+int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_result *res)
+{
+	struct op o = {unload_op, pid, rq, res, 0};
+
+	return in_own_thread(&o);
 }
 
 #endif

@@ -84,6 +84,7 @@ struct inject_unload_req {
 	uint64_t arg;
 	bool keep_loaded;    /* call retract only (the library asked to stay) */
 	unsigned timeout_ms; /* 0: 5000 */
+	pid_t avoid_tid;     /* a thread not to borrow (the last try's), 0: none */
 };
 
 /*

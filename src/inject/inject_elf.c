@@ -185,7 +185,7 @@ static int dyn_open(pid_t pid, uint64_t base, struct dynobj *o)
  * compat version beside the GLIBC_2.34 default); 1: a match, 0: not.
  */
 static int sym_match(pid_t pid, const struct dynobj *o, uint32_t idx, const char *name,
-		     uint64_t *addr)
+		     uint64_t *addr, uint64_t *size)
 {
 	size_t len = strlen(name) + 1;
 	char buf[64];
@@ -202,6 +202,8 @@ static int sym_match(pid_t pid, const struct dynobj *o, uint32_t idx, const char
 	    (ver & 0x8000))
 		return 0; /* a hidden (non-default) version */
 	*addr = o->bias + s.st_value;
+	if (size)
+		*size = s.st_size;
 	return 1;
 }
 
@@ -228,7 +230,8 @@ static uint32_t sysv_hash(const char *s)
 	return h;
 }
 
-static int lookup_gnu(pid_t pid, const struct dynobj *o, const char *name, uint64_t *addr)
+static int lookup_gnu(pid_t pid, const struct dynobj *o, const char *name, uint64_t *addr,
+		      uint64_t *size)
 {
 	uint32_t hdr[4], h = gnu_hash(name), idx, ch;
 	uint64_t buckets, chains;
@@ -242,7 +245,7 @@ static int lookup_gnu(pid_t pid, const struct dynobj *o, const char *name, uint6
 	for (unsigned n = 0; n < 100000; n++, idx++) {
 		if (rmem_read(pid, chains + 4ULL * (idx - hdr[1]), &ch, sizeof(ch)))
 			return -EFAULT;
-		if ((ch | 1) == (h | 1) && sym_match(pid, o, idx, name, addr))
+		if ((ch | 1) == (h | 1) && sym_match(pid, o, idx, name, addr, size))
 			return 0;
 		if (ch & 1)
 			break;
@@ -250,7 +253,8 @@ static int lookup_gnu(pid_t pid, const struct dynobj *o, const char *name, uint6
 	return -ENOENT;
 }
 
-static int lookup_sysv(pid_t pid, const struct dynobj *o, const char *name, uint64_t *addr)
+static int lookup_sysv(pid_t pid, const struct dynobj *o, const char *name, uint64_t *addr,
+		       uint64_t *size)
 {
 	uint32_t hdr[2], idx;
 
@@ -258,7 +262,7 @@ static int lookup_sysv(pid_t pid, const struct dynobj *o, const char *name, uint
 	    rmem_read(pid, o->hash + 8 + 4ULL * (sysv_hash(name) % hdr[0]), &idx, sizeof(idx)))
 		return -ENOENT;
 	for (unsigned n = 0; idx && idx < hdr[1] && n < 100000; n++) {
-		if (sym_match(pid, o, idx, name, addr))
+		if (sym_match(pid, o, idx, name, addr, size))
 			return 0;
 		if (rmem_read(pid, o->hash + 8 + 4ULL * hdr[0] + 4ULL * idx, &idx, sizeof(idx)))
 			return -EFAULT;
@@ -266,14 +270,20 @@ static int lookup_sysv(pid_t pid, const struct dynobj *o, const char *name, uint
 	return -ENOENT;
 }
 
-int rsym_lookup(pid_t pid, uint64_t base, const char *name, uint64_t *addr)
+int rsym_range(pid_t pid, uint64_t base, const char *name, uint64_t *addr, uint64_t *size)
 {
 	struct dynobj o;
 	int err = dyn_open(pid, base, &o);
 
 	if (err)
 		return err;
-	return o.gnu_hash ? lookup_gnu(pid, &o, name, addr) : lookup_sysv(pid, &o, name, addr);
+	return o.gnu_hash ? lookup_gnu(pid, &o, name, addr, size)
+			  : lookup_sysv(pid, &o, name, addr, size);
+}
+
+int rsym_lookup(pid_t pid, uint64_t base, const char *name, uint64_t *addr)
+{
+	return rsym_range(pid, base, name, addr, NULL);
 }
 
 /* --- finding the objects and the two instruction sequences -------------------------------- */
@@ -367,6 +377,7 @@ int rsyms_find(pid_t pid, const struct rmaps *m, struct rsyms *s, char *msg, siz
 		snprintf(msg, msglen, "no dlopen, dlsym and dlclose in %s", from->path);
 		return -ENOENT;
 	}
+	rsym_lookup(pid, libc->start, "__errno_location", &s->errno_loc);
 	find_gadgets(pid, m, libc, s);
 	if (!s->sys_ret || !s->sigreturn) {
 		/* without either, a thread could not find its way back if eprof died */

@@ -36,6 +36,7 @@ struct rsyms {
 	uint64_t dlopen, dlsym, dlclose, dlerror; /* dlerror 0: none (glibc's __libc_ forms) */
 	uint64_t sys_ret;			  /* "syscall; ret" */
 	uint64_t sigreturn;			  /* "mov $15, %rax; syscall" (__restore_rt) */
+	uint64_t errno_loc;			  /* __errno_location, 0: not found */
 	char from[128];				  /* the library they came from */
 };
 
@@ -47,6 +48,44 @@ struct rsyms {
 int rsyms_find(pid_t pid, const struct rmaps *m, struct rsyms *s, char *msg, size_t msglen);
 /* The address of the dynamic symbol name of the object whose file is mapped at base. */
 int rsym_lookup(pid_t pid, uint64_t base, const char *name, uint64_t *addr);
+/* The same, with the symbol's size (st_size: 0 when the object does not say). */
+int rsym_range(pid_t pid, uint64_t base, const char *name, uint64_t *addr, uint64_t *size);
+
+/* Code a borrowed thread must not be stopped beneath (inject_safe.c). */
+enum { RR_FUNCTION, RR_OBJECT, RR_NEUTRAL, RR_CLEAN };
+
+struct rrange {
+	uint64_t lo, hi;
+	int kind; /* RR_*: a risky libc function, a risky object, libc's other code, the rest */
+	char what[40];
+};
+
+struct rranges {
+	struct rrange *v; /* sorted, disjoint */
+	size_t n, cap;
+};
+
+struct rrisk {
+	struct rranges risky; /* RR_FUNCTION, RR_OBJECT */
+	struct rranges code;  /* the other executable mappings: RR_NEUTRAL, RR_CLEAN */
+	struct rrange root;   /* __libc_start_main: the main thread's stack is scanned up to it */
+};
+
+/*
+ * The code that may hold a lock the injection takes, in the target's mappings m: ld.so,
+ * libpthread, libgcc_s, other allocators, eprof's libraries and stub, and libc's allocator,
+ * dl_iterate_phdr, dlopen & co, the thread, fork and exit functions. 0 or -ENOMEM.
+ */
+int rrisk_init(pid_t pid, const struct rmaps *m, struct rrisk *k);
+void rrisk_free(struct rrisk *k);
+/* The instruction pointer is in such code (or anywhere in libc or libstdc++). */
+bool rrisk_code(const struct rmaps *m, const struct rrisk *k, uint64_t ip);
+/*
+ * A return address on the stack from sp (the thread at ip) to the top of its mapping leads
+ * into such code: 1 (why says where), 0, or -errno when the stack cannot be read.
+ */
+int rrisk_stack(pid_t pid, const struct rmaps *m, const struct rrisk *k, uint64_t sp, uint64_t ip,
+		char *why, size_t len);
 
 /* x86-64 seccomp_data, as filters see it */
 struct rseccomp_data {

@@ -9,6 +9,12 @@
  * - the wait ends (eprof is gone): rt_sigreturn through the frame eprof wrote below the
  *   thread's stack pointer restores the thread by itself.
  *
+ * The thread's errno is as before (dlopen and the entry set it).
+ *
+ * When eprof gave up on it (abandoned: dlopen waited past eprof's limit on a loader lock
+ * another thread held), a library dlopen() returns afterwards is closed again before its
+ * entry is called, and the thread restores itself at once instead of waiting for eprof.
+ *
  * It is data to eprof: never executed in eprof's own process.
  */
 #include "inject_stub.h"
@@ -23,6 +29,15 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	".Lbase:\n"
 	"	lea	.Lbase+4096(%rip), %rbx\n" /* the data page */
 	"	movq	$1, 112(%rbx)\n"
+	/* the thread's errno, put back before the thread is */
+	"	mov	232(%rbx), %rax\n"
+	"	test	%rax, %rax\n"
+	"	jz	1f\n"
+	"	call	*%rax\n"
+	"	mov	%rax, 240(%rbx)\n"
+	"	movslq	(%rax), %rcx\n"
+	"	mov	%rcx, 248(%rbx)\n"
+	"1:\n"
 	"	cmpq	$2, 8(%rbx)\n"
 	"	je	.Lsym\n"
 	"	cmpq	$0, 168(%rbx)\n" /* no library bytes: path names it */
@@ -101,6 +116,8 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	mov	%rax, 48(%rbx)\n"
 	"	test	%rax, %rax\n"
 	"	jz	.Lerr\n"
+	"	cmpq	$0, 224(%rbx)\n" /* abandoned: nothing stays loaded, nothing is called */
+	"	jne	.Lundo\n"
 	"	movq	$2, 112(%rbx)\n"
 	/* fn = dlsym(h, sym) */
 	".Lsym:\n"
@@ -130,6 +147,11 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	mov	%rax, 120(%rbx)\n"
 	"	movq	$5, 112(%rbx)\n"
 	"	jmp	.Lclose\n"
+	".Lundo:\n"
+	"	mov	48(%rbx), %rdi\n"
+	"	call	*32(%rbx)\n"
+	"	movq	$0, 48(%rbx)\n"
+	"	jmp	.Lclose\n"
 	".Lshort:\n"
 	"	mov	$-5, %rax\n" /* EIO */
 	".Lsyserr:\n"
@@ -153,8 +175,15 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	js	2f\n"
 	"	mov	$3, %eax\n"
 	"	syscall\n"
-	/* done: wait for eprof in select(0, 0, 0, 0, &tv) */
-	"2:	movq	$1, 0(%rbx)\n"
+	/* done: errno back; wait for eprof in select(0, 0, 0, 0, &tv), unless it gave up */
+	"2:	mov	240(%rbx), %rax\n"
+	"	test	%rax, %rax\n"
+	"	jz	3f\n"
+	"	mov	248(%rbx), %rcx\n"
+	"	mov	%ecx, (%rax)\n"
+	"3:	movq	$1, 0(%rbx)\n"
+	"	cmpq	$0, 224(%rbx)\n"
+	"	jne	.Lwaited\n"
 	"	mov	$23, %eax\n"
 	"	xor	%edi, %edi\n"
 	"	xor	%esi, %esi\n"
@@ -163,6 +192,7 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	lea	128(%rbx), %r8\n"
 	"	syscall\n"
 	"eprof_inj_stub_waited:\n"
+	".Lwaited:\n"
 	/* eprof did not come back: the thread restores itself */
 	"	mov	144(%rbx), %rsp\n"
 	"	mov	$15, %eax\n"

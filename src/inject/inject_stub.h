@@ -45,7 +45,10 @@ struct stub_data {
 	uint64_t go;
 	int64_t sys_err; /* a system call of the stub failed with this */
 	int64_t tv_poll[2];
-	uint64_t pad[4];
+	uint64_t abandoned; /* eprof gave up: undo a load the stub has not called yet, no wait */
+	uint64_t errno_fn;  /* libc's __errno_location (0: none): errno is kept across the calls */
+	uint64_t errno_at;
+	int64_t errno_was;
 	char path[512]; /* at 256 */
 	char sym[128];	/* at 768 */
 	char name[64];	/* at 896: the memfd's name */
@@ -76,6 +79,9 @@ _Static_assert(offsetof(struct stub_data, channel) == 184, "stub channel");
 _Static_assert(offsetof(struct stub_data, go) == 192, "stub go");
 _Static_assert(offsetof(struct stub_data, sys_err) == 200, "stub sys_err");
 _Static_assert(offsetof(struct stub_data, tv_poll) == 208, "stub tv_poll");
+_Static_assert(offsetof(struct stub_data, abandoned) == 224, "stub abandoned");
+_Static_assert(offsetof(struct stub_data, errno_fn) == 232, "stub errno_fn");
+_Static_assert(offsetof(struct stub_data, errno_was) == 248, "stub errno_was");
 _Static_assert(offsetof(struct stub_data, path) == 256, "stub path");
 _Static_assert(offsetof(struct stub_data, sym) == 768, "stub sym");
 _Static_assert(offsetof(struct stub_data, name) == 896, "stub name");

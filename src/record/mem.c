@@ -689,7 +689,12 @@ static bool inject_target(struct feature_ctx *f, struct mem_state *st, struct me
 	return true;
 }
 
-/* The end of an attach: the entries are written back; the library stays, inert. */
+#define RETRACT_TRIES 5
+
+/*
+ * The end of an attach: the entries are written back; the library stays, inert. A retraction
+ * that found a lock taken (-EBUSY: it never waits on one) is tried again in another thread.
+ */
 static void retract_target(struct mem_target *t)
 {
 	struct inject_unload_req u = { .handle = t->handle, .retract = EMEM_RETRACT,
@@ -699,15 +704,27 @@ static void retract_target(struct mem_target *t)
 
 	if (!t->handle)
 		return;
-	err = inject_unload((pid_t)t->pid, &u, &r);
+	for (int i = 0;; i++) {
+		err = inject_unload((pid_t)t->pid, &u, &r);
+		if (err || r.ret != -EBUSY || i + 1 == RETRACT_TRIES)
+			break;
+		u.avoid_tid = r.tid;
+		usleep(20000);
+	}
 	t->handle = 0;
 	if (err == -ESRCH || r.err == INJ_ERR_GONE)
 		return;
 	if (err)
 		log_warn("mem: cannot retract libeprof_mem.so from %u: %s (it keeps sampling "
 			 "until the process ends; nothing records it)", t->pid, r.msg);
+	else if (r.ret < 0)
+		log_warn("mem: cannot retract libeprof_mem.so from %u: %s, %d tries (some of its "
+			 "entries may stay until the process ends; nothing records them)", t->pid,
+			 strerror((int)-r.ret), RETRACT_TRIES);
 	else
-		log_debug("mem: %lld allocator entries restored in %u", (long long)r.ret, t->pid);
+		log_info("mem: libeprof_mem.so retracted from %u: %lld allocator entries restored "
+			 "(its thread %d stopped %.1f ms)", t->pid, (long long)r.ret, (int)r.tid,
+			 r.stopped_ns / 1e6);
 }
 
 static int scan_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t,

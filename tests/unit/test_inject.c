@@ -3,6 +3,7 @@
 #include "test_util.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -127,6 +128,52 @@ static void test_remote_symbols_of_self(void **state)
 	rmaps_free(&m);
 }
 
+struct stack_check {
+	struct rmaps *m;
+	struct rrisk *k;
+	int ret;
+	char why[64];
+};
+
+static __attribute__((noinline)) int check_here(struct stack_check *c)
+{
+	/* as a thread blocked in a system call: its instruction pointer in libc */
+	return rrisk_stack(getpid(), c->m, c->k, (uintptr_t)__builtin_frame_address(0),
+			   (uintptr_t)dlsym(RTLD_DEFAULT, "read"), c->why, sizeof(c->why));
+}
+
+static int in_callback(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct stack_check *c = arg;
+
+	(void)info;
+	(void)size;
+	c->ret = check_here(c);
+	return 1;
+}
+
+/*
+ * A thread is judged by its whole stack: called back from dl_iterate_phdr (which holds the
+ * loader's lock) it is not safe, though its own code is the program's; from here it is.
+ */
+static void test_stack_frames_judged(void **state)
+{
+	struct rmaps m;
+	struct rrisk k;
+	struct stack_check c = {&m, &k, -1, ""};
+
+	assert_int_equal(rmaps_read(NULL, getpid(), &m), 0);
+	assert_int_equal(rrisk_init(getpid(), &m, &k), 0);
+	assert_int_equal(check_here(&c), 0);
+	dl_iterate_phdr(in_callback, &c);
+	assert_int_equal(c.ret, 1);
+	assert_non_null(strstr(c.why, "dl_iterate_phdr"));
+	assert_true(rrisk_code(&m, &k, (uintptr_t)dlsym(RTLD_DEFAULT, "dlopen")));
+	assert_false(rrisk_code(&m, &k, (uintptr_t)check_here));
+	rrisk_free(&k);
+	rmaps_free(&m);
+}
+
 /* A process without libc (a static binary's view): no dlopen, and why. */
 static void test_no_libc_no_dlopen(void **state)
 {
@@ -147,6 +194,7 @@ int main(void)
 	    cmocka_unit_test(test_seccomp_bad_programs),
 	    cmocka_unit_test(test_remote_symbols_of_self),
 	    cmocka_unit_test(test_no_libc_no_dlopen),
+	    cmocka_unit_test(test_stack_frames_judged),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
