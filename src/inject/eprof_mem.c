@@ -551,6 +551,25 @@ bool emem_chan_send(const void *msg, size_t len)
 	return false;
 }
 
+/*
+ * Anyone may bind an abstract name (one a finished recording freed, say): the peer must be
+ * root and the recorder whose pid the name carries (0: outside this pid namespace).
+ */
+static bool peer_is_recorder(int fd, const char *name)
+{
+	struct ucred cr = { 0 };
+	socklen_t len = sizeof(cr);
+	unsigned long pid;
+	char *end;
+
+	if (strncmp(name, "eprof-mem-", 10))
+		return false;
+	pid = strtoul(name + 10, &end, 10);
+	if (*end != '-' || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || len != sizeof(cr))
+		return false;
+	return cr.uid == 0 && (cr.pid == 0 || (unsigned long)cr.pid == pid);
+}
+
 static int chan_connect(const char *name)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -564,7 +583,8 @@ static int chan_connect(const char *name)
 	if (fd < 0)
 		return -1;
 	if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-							    1 + len))) {
+							    1 + len)) ||
+	    !peer_is_recorder(fd, name)) {
 		close(fd);
 		return -1;
 	}
