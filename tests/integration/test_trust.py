@@ -128,3 +128,62 @@ def test_mem_channel_refuses_another_user(ep, need_bpf):
     assert not big, f"another user's forged 1 TiB block is in root's report: {big}"
     assert "connections refused" in rerr, rerr
 
+
+# Binds a name the recording used once it is free, and counts the bytes anyone sends it.
+SQUAT = r"""
+import select, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+end = time.time() + 5
+while True:
+    try:
+        s.bind("\0" + sys.argv[1])
+        break
+    except OSError:
+        if time.time() > end:
+            print("never free"); sys.exit(1)
+        time.sleep(0.02)
+s.listen(8)
+print("bound", flush=True)
+got, end = 0, time.time() + float(sys.argv[2])
+conns = []
+while time.time() < end:
+    r, _, _ = select.select([s] + conns, [], [], 0.1)
+    for x in r:
+        if x is s:
+            conns.append(s.accept()[0])
+            continue
+        try:
+            d = x.recv(65536)
+        except OSError:
+            d = b""
+        got += len(d)
+        if not d:
+            conns.remove(x)
+print("received", got)
+"""
+
+
+def test_no_residue_after_the_recording(ep, need_bpf, tmp_path):
+    """A descendant that outlives the recording and then execs: its image carries no EPROF_*
+    variable, loads no eprof library, and sends nothing to whoever bound the freed name."""
+    out = tmp_path / "env.txt"
+    script = '(sleep 5; exec sh -c \'env; cat /proc/self/maps\' > "$0") & exit 0'
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "r.data", "--", "sh", "-c",
+                            script, str(out)], cwd=ep.dir, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    name = wait_for_name("eprof-mem-", rec)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, err
+    squat = run_as(ATTACKER, SQUAT, name, "6")
+    sout, serr = squat.communicate(timeout=30)
+    assert "bound" in sout, sout + serr
+    got = int(re.search(r"received (\d+)", sout).group(1))
+    end = time.time() + 10
+    while time.time() < end and not (out.exists() and "/proc/self/maps" not in out.read_text()
+                                     and out.stat().st_size and "[stack]" in out.read_text()):
+        time.sleep(0.1)
+    text = out.read_text()
+    assert "[stack]" in text, text
+    assert not re.search(r"^EPROF_", text, re.M), text
+    assert "libeprof" not in text, text
+    assert got == 0, f"the descendant sent {got} bytes to another user's socket"
