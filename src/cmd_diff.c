@@ -557,6 +557,7 @@ static int diff_run(struct cmd_ctx *c)
 		return err;
 	d = (struct diff_report){ .r = &st->r, .a = &st->a, .k = &st->k, .gates = st->gates,
 				  .ngates = st->ngates, .per = o->per, .limit = o->limit };
+	c->text_out = !o->json;
 	if (!cmd_output(c))
 		return 1;
 	if (o->json) {

@@ -71,6 +71,8 @@ struct sink *cmd_output(struct cmd_ctx *c)
 	if (c->out)
 		return c->out;
 	c->out = sink_open(c->out_path, 0644);
+	if (c->out && c->text_out)
+		c->out = sink_text(c->out);
 	if (!c->out)
 		log_err("failed to open '%s': %s", c->out_path, strerror(errno));
 	return c->out;

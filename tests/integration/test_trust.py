@@ -1,14 +1,19 @@
 # SPDX-License-Identifier: MIT
 """eprof runs as root; its targets' users, their files and others' data files are untrusted
 (docs/security.md). Each test plays the other user and shows that root's eprof holds."""
+import base64
+import hashlib
 import json
 import os
 import pwd
 import re
+import shutil
 import socket
+import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -187,3 +192,117 @@ def test_no_residue_after_the_recording(ep, need_bpf, tmp_path):
     assert not re.search(r"^EPROF_", text, re.M), text
     assert "libeprof" not in text, text
     assert got == 0, f"the descendant sent {got} bytes to another user's socket"
+
+
+@pytest.fixture(scope="module")
+def public_dir():
+    """A directory other users can reach (pytest's own are root's only)."""
+    d = tempfile.mkdtemp(prefix="eprof-trust-", dir="/tmp")
+    os.chmod(d, 0o1777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def jit_named(public_dir):
+    exe = os.path.join(public_dir, "jit_named")
+    subprocess.run(["cc", "-O2", "-o", exe,
+                    os.path.join(os.path.dirname(__file__), "..", "fixtures", "jit_named.c")],
+                   check=True)
+    os.chmod(exe, 0o755)
+    return exe
+
+
+class JitTarget:
+    """jit_named run as user, its perf map written by plant(pid, addr, size) as that user."""
+
+    def __init__(self, exe, user, secs, plant, *argv):
+        self.p = subprocess.Popen([exe, str(secs), *argv], preexec_fn=as_user(user),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  cwd="/")
+        pid, addr, size = self.p.stdout.readline().split()
+        self.pid, self.addr, self.size = int(pid), int(addr, 16), int(size, 16)
+        self.map = f"/tmp/perf-{self.pid}.map"
+        plant(self)
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def finish(self):
+        self.p.wait(timeout=60)
+        for path in (self.map,):
+            if os.path.lexists(path):
+                os.unlink(path)
+
+
+def write_as(user, path, data):
+    """path written by user (its owner), as a process of theirs would."""
+    code = "import sys; open(sys.argv[1], 'wb').write(sys.stdin.buffer.read())"
+    p = subprocess.run([sys.executable, "-c", code, path], input=data,
+                       preexec_fn=as_user(user), cwd="/")
+    assert p.returncode == 0
+
+
+THREAD = "<svg onload=x>"  # a thread name fits 15 bytes
+
+
+def record_jit(ep, exe, user, plant, data="jit.data", secs=2.5, *extra):
+    t = JitTarget(exe, user, secs, plant, str(len(HOSTILE)), THREAD)
+    try:
+        r = ep.run("record", "-F", "499", "-q", "-p", str(t.pid), "-o", data, *extra)
+    finally:
+        t.finish()
+    return r
+
+
+# Names a target's user chose: OSC 52 (clipboard), OSC 0 (title), a CSI, HTML, a formula.
+HOSTILE = ["\x1b]52;c;cHduZWQ=\x07", "\x1b]0;owned\x07", "\x1b[2J\x9b31m",
+           "<img src=x onerror=alert(1)>", "=HYPERLINK(\"http://x\")", "@SUM(1)", "+1", "-1"]
+
+
+def hostile_map(user):
+    def plant(t):
+        step = t.size // len(HOSTILE)
+        lines = "".join(f"{t.addr + i * step:x} {step:x} {n}\n" for i, n in enumerate(HOSTILE))
+        write_as(user, t.map, lines.encode())
+    return plant
+
+
+def no_controls(text):
+    bad = [c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7f <= ord(c) <= 0x9f]
+    return not bad
+
+
+def test_hostile_names_in_outputs(ep, need_bpf, target_user, jit_named):
+    """Function names from a target's perf map: text outputs show control bytes as \\xNN,
+    the HTML has them escaped under a CSP that names its scripts, CSV cells are not formulas."""
+    record_jit(ep, jit_named, target_user, hostile_map(target_user), "h.data", 2.5)
+    rep = ep.report_json("h.data")
+    names = {f["name"] for f in rep["functions"]}
+    assert names & set(HOSTILE), f"the perf map's names are not in the recording: {names}"
+    for args in (["report", "h.data", "--limit", "0"], ["diff", "h.data", "h.data"],
+                 ["report", "h.data", "--threads"]):
+        out = ep.run(*args).stdout
+        assert no_controls(out), f"eprof {' '.join(args)} printed control bytes"
+        assert "\\x1b]52;c;" in out or "diff" in args, out
+    err = ep.run("report", "\x1b]0;x\x07.data", check=False).stderr
+    assert err and no_controls(err) and "\\x1b]0;x\\x07" in err, err
+    html = ep.run("export", "-f", "html", "-o", "-", "h.data").stdout
+    assert "<img src=x" not in html and "&lt;img src=x" in html
+    assert "<svg onload" not in html and "&lt;svg onload=x&gt;" in html
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)"', html)
+    assert csp and "default-src 'none'" in csp.group(1), html[:2000]
+    hashes = set(re.findall(r"'sha256-([^']+)'", csp.group(1)))
+    assert html.index(csp.group(0)) < html.index("<script")
+    for m in re.finditer(r"<script([^>]*)>(.*?)</script>", html, re.S):
+        if "application/json" in m.group(1):
+            continue
+        body = m.group(2)
+        if body.startswith("<![CDATA["):
+            body = body[9:-3] if body.endswith("]]>") else body[9:]
+        digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+        assert digest in hashes, f"a script not in the CSP: {m.group(0)[:80]}"
+    csv = ep.run("export", "-f", "csv", "-o", "-", "h.data").stdout
+    cells = [row.split(",")[0].strip('"') for row in csv.splitlines()[1:]]
+    formulas = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert not formulas and any(c.startswith("'=") for c in cells), cells
+
