@@ -70,11 +70,14 @@ struct sink *cmd_output(struct cmd_ctx *c)
 {
 	if (c->out)
 		return c->out;
-	c->out = sink_open(c->out_path, 0644);
+	c->out = sink_open(c->out_path, 0);
 	if (c->out && c->text_out)
 		c->out = sink_text(c->out);
-	if (!c->out)
-		log_err("failed to open '%s': %s", c->out_path, strerror(errno));
+	if (!c->out && errno == EINVAL)
+		log_err("failed to open output '%s': not a regular file (write to a file or '-')",
+			c->out_path);
+	else if (!c->out)
+		log_err("failed to open output '%s': %s", c->out_path, strerror(errno));
 	return c->out;
 }
 

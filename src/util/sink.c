@@ -66,19 +66,30 @@ struct sink *sink_open(const char *path, int mode)
 
 	if (!strcmp(path, "-"))
 		return sink_file(stdout, 0);
-	/* No O_TRUNC yet: someone else's file must be refused before it is touched. */
-	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
-	if (fd < 0)
+	/*
+	 * No O_TRUNC yet: someone else's file must be refused before it is touched. O_NONBLOCK:
+	 * a FIFO without a reader fails (ENXIO) instead of hanging here.
+	 */
+	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		  mode ? mode : 0600);
+	if (fd < 0) {
+		if (errno == ENXIO)
+			errno = EINVAL;
 		return NULL;
+	}
 	if (fstat(fd, &st)) {
 		e = errno;
 		goto fail;
 	}
-	if (S_ISREG(st.st_mode) && st.st_uid != geteuid()) {
+	if (!S_ISREG(st.st_mode)) {
+		e = EINVAL; /* a FIFO, a device, a socket */
+		goto fail;
+	}
+	if (st.st_uid != geteuid()) {
 		e = EPERM;
 		goto fail;
 	}
-	if (S_ISREG(st.st_mode) && ftruncate(fd, 0)) {
+	if (ftruncate(fd, 0)) {
 		e = errno;
 		goto fail;
 	}

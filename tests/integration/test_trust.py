@@ -306,3 +306,23 @@ def test_hostile_names_in_outputs(ep, need_bpf, target_user, jit_named):
     formulas = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
     assert not formulas and any(c.startswith("'=") for c in cells), cells
 
+
+def test_output_must_be_a_regular_file(ep, need_bpf, target_user, jit_named, public_dir):
+    """Another user's FIFO as -o: one line of error and a non-zero exit, at once; files made
+    by -o are 0600."""
+    record_jit(ep, jit_named, target_user, lambda t: None, "o.data", 1)
+    fifo = os.path.join(public_dir, "fifo")
+    subprocess.run([sys.executable, "-c", "import os, sys; os.mkfifo(sys.argv[1], 0o666)", fifo],
+                   preexec_fn=as_user(ATTACKER), check=True)
+    for args in (["report", "o.data"], ["export", "-f", "html", "o.data"],
+                 ["flamegraph", "o.data"]):
+        t0 = time.time()
+        r = ep.run(*args, "-o", fifo, check=False, timeout=20)
+        assert r.returncode != 0 and time.time() - t0 < 10, (args, r.returncode)
+        assert "not a regular file" in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
+            r.stderr
+    r = ep.run("report", "o.data", "-o", "/dev/null", check=False)
+    assert r.returncode != 0 and "not a regular file" in r.stderr, r.stderr
+    ep.run("report", "o.data", "-o", "rep.txt")
+    assert stat.S_IMODE(os.stat(os.path.join(ep.dir, "rep.txt")).st_mode) == 0o600
+
