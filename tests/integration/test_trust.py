@@ -326,3 +326,41 @@ def test_output_must_be_a_regular_file(ep, need_bpf, target_user, jit_named, pub
     ep.run("report", "o.data", "-o", "rep.txt")
     assert stat.S_IMODE(os.stat(os.path.join(ep.dir, "rep.txt")).st_mode) == 0o600
 
+
+def jit_names(ep, data):
+    return {f["name"] for f in ep.report_json(data)["functions"] if f["module"] == "[jit]"}
+
+
+def test_perf_map_trust(ep, need_bpf, target_user, jit_named, tmp_path):
+    """Root reads a target's perf map only when it is the target's own regular file: not
+    through a symlink it planted (to a root-only file), not one another user wrote; a line
+    over 64 KiB is skipped, not read whole."""
+    secret = tmp_path / "secret.map"  # pytest's directory: root's only
+
+    def symlink(t):
+        step = t.size // len(HOSTILE)
+        secret.write_text("".join(f"{t.addr + i * step:x} {step:x} ROOT_SECRET_{i}\n"
+                                  for i in range(len(HOSTILE))))
+        os.chmod(secret, 0o600)
+        subprocess.run([sys.executable, "-c", "import os, sys; os.symlink(*sys.argv[1:])",
+                        str(secret), t.map], preexec_fn=as_user(target_user), check=True)
+    record_jit(ep, jit_named, target_user, symlink, "link.data", 1.5)
+    names = jit_names(ep, "link.data")
+    assert names and not any("ROOT_SECRET" in n for n in names), names
+
+    def foreign(t):
+        write_as(ATTACKER, t.map, f"{t.addr:x} {t.size:x} FOREIGN_NAME\n".encode())
+    record_jit(ep, jit_named, target_user, foreign, "foreign.data", 1.5)
+    names = jit_names(ep, "foreign.data")
+    assert names and "FOREIGN_NAME" not in names, names
+
+    def long_line(t):
+        step = t.size // len(HOSTILE)
+        lines = f"{t.addr:x} {step:x} {'L' * 100000}\n"
+        lines += "".join(f"{t.addr + i * step:x} {step:x} short_{i}\n"
+                         for i in range(1, len(HOSTILE)))
+        write_as(target_user, t.map, lines.encode())
+    record_jit(ep, jit_named, target_user, long_line, "long.data", 1.5)
+    names = jit_names(ep, "long.data")
+    assert any(n.startswith("short_") for n in names), names
+    assert not any(n.startswith("LLLL") for n in names), [n[:20] for n in names]
