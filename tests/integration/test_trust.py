@@ -364,3 +364,25 @@ def test_perf_map_trust(ep, need_bpf, target_user, jit_named, tmp_path):
     names = jit_names(ep, "long.data")
     assert any(n.startswith("short_") for n in names), names
     assert not any(n.startswith("LLLL") for n in names), [n[:20] for n in names]
+
+
+def test_another_users_recording(ep, target_user, public_dir, tmp_path):
+    """A recording another user hands root names a root-only file as a JIT perf map: root's
+    report does not read it (--force does); a FIFO given as the input fails at once."""
+    from test_faults import crafted_profile
+    secret = tmp_path / "secret.map"  # root's only
+    secret.write_text("1000 10 ROOT_ONLY_LINE\n")
+    os.chmod(secret, 0o600)
+    data = os.path.join(public_dir, "theirs.data")
+    write_as(target_user, data, crafted_profile([(str(secret), 2)]))
+    r = ep.run("report", data, "--json", "--limit", "0")
+    names = {f["name"] for f in json.loads(r.stdout)["functions"]}
+    assert "ROOT_ONLY_LINE" not in names, names
+    assert "--force" in r.stderr, r.stderr
+    forced = ep.run("report", data, "--json", "--limit", "0", "--force")
+    assert "ROOT_ONLY_LINE" in {f["name"] for f in json.loads(forced.stdout)["functions"]}
+    fifo = os.path.join(public_dir, "in.fifo")
+    subprocess.run([sys.executable, "-c", "import os, sys; os.mkfifo(sys.argv[1], 0o666)", fifo],
+                   preexec_fn=as_user(ATTACKER), check=True)
+    r = ep.run("report", fifo, check=False, timeout=20)
+    assert r.returncode != 0 and "not a regular file" in r.stderr, r.stderr
