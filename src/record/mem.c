@@ -249,6 +249,9 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 			return 0;
 		}
 		profile__set_meta(f->p, "mem_channel", "1");
+		/* --user: the command's processes connect as that user. */
+		if (o->run_as)
+			mem_chan_allow_uid(st->chan, o->run_uid);
 	}
 	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
 	profile__set_meta(f->p, "mem_interposer", st->lib);

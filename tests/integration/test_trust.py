@@ -386,3 +386,38 @@ def test_another_users_recording(ep, target_user, public_dir, tmp_path):
                    preexec_fn=as_user(ATTACKER), check=True)
     r = ep.run("report", fifo, check=False, timeout=20)
     assert r.returncode != 0 and "not a regular file" in r.stderr, r.stderr
+
+
+def test_record_user_runs_the_command_as_that_user(ep, need_bpf, target_user, public_dir):
+    """record --user USER -- CMD: the command runs with USER's uid, gid and groups (no way
+    back to root), and what it creates is USER's."""
+    uid, gid = user_ids(target_user)
+    out = os.path.join(public_dir, "ids")
+    ep.run("record", "-q", "--user", target_user, "-o", "u.data", "--", "sh", "-c",
+           f'id -u > {out}; id -g >> {out}; id -G >> {out}; cat /proc/self/status >> {out}')
+    lines = open(out).read().splitlines()
+    assert lines[0] == str(uid) and lines[1] == str(gid), lines[:3]
+    assert "0" not in lines[2].split(), lines[2]
+    status = {ln.split(":")[0]: ln.split()[1:] for ln in lines[3:] if ":" in ln}
+    assert status["Uid"] == [str(uid)] * 4 and status["Gid"] == [str(gid)] * 4, status
+    assert os.stat(out).st_uid == uid
+    r = ep.run("record", "-q", "--user", "no-such-user-eprof", "--", "true", check=False)
+    assert r.returncode != 0 and "no-such-user-eprof" in r.stderr, r.stderr
+
+
+def test_mem_channel_pid_is_the_peers(ep, need_bpf, target_user):
+    """The target's own user may connect (its processes do), but what it sends is its own
+    process's: records that name pid 1 are not pid 1's."""
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "--user", target_user, "-o", "p.data",
+                            "--", "sleep", "3"], cwd=ep.dir, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    name = wait_for_name("eprof-mem-", rec)
+    forger = run_as(target_user, FORGE, name)
+    out, err = forger.communicate(timeout=30)
+    _, rerr = rec.communicate(timeout=60)
+    assert rec.returncode == 0 and forger.returncode == 0, rerr + err
+    rep = ep.report_json("p.data", "--threads")
+    pids = {t["pid"] for t in rep["threads"]}
+    assert pids and 1 not in pids, pids
+    big = [b for b in memory_numbers(rep["memory"]) if b >= TIB]
+    assert big, "the target user's own records were refused: " + rerr
