@@ -62,9 +62,9 @@ int cmd_help(const struct command *cmd, struct sink *out)
 		sink_puts(out, cmd->about);
 	opt_help(cmd->opts, out);
 	if (cmd->ninputs)
-		sink_puts(out, "      --force             another user's recording: name its frames from "
-			       "the files it\n"
-			       "                          lists and from this machine's kernel\n");
+		sink_puts(out, "      --force             another user's recording: name its "
+			       "frames from the files it\n                          lists and "
+			       "from this machine's kernel\n");
 	if (cmd->footer)
 		sink_puts(out, cmd->footer);
 	return out->err;

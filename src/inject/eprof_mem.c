@@ -1194,8 +1194,9 @@ static bool preload_less_eprof(const char *v, char *out)
 
 /*
  * The environment to exec with once the recording has ended: no EPROF_* variable and no
- * eprof library (LD_PRELOAD, CUDA_INJECTION64_PATH), so that the next image neither loads it nor connects to a name another
- * user may have bound since. NULL when there is no room (the exec then fails).
+ * eprof library (LD_PRELOAD, CUDA_INJECTION64_PATH), so that the next image neither loads
+ * it nor connects to a name another user may have bound since. NULL when there is no room
+ * (the exec then fails).
  */
 static char *const *env_scrubbed(char *const envp[])
 {

@@ -547,7 +547,8 @@ int html_write(struct sink *out, struct profile *p, const struct html_opts *o)
 	sink_puts(out, "</title>\n<style>\n");
 	sink_puts(out, html_css);
 	sink_puts(out,
-		  "</style>\n<script>" HTML_ERR_SCRIPT "</script>\n</head>\n<body>\n<header><h1>eprof report</h1><p class=\"cmd\">");
+		  "</style>\n<script>" HTML_ERR_SCRIPT "</script>\n</head>\n<body>\n"
+		  "<header><h1>eprof report</h1><p class=\"cmd\">");
 	esc(out, cmd ? cmd : "");
 	sink_puts(out, "</p></header>\n<nav>");
 	for (size_t i = 0; i < NSECTIONS; i++) {

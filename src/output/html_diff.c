@@ -240,7 +240,8 @@ static void page_begin(struct sink *out, const struct html_diff_opts *o)
 	sink_puts(out, html_style());
 	sink_puts(out,
 		  "pre{font:12px/1.35 ui-monospace,monospace;overflow:auto}\n</style>\n"
-		  "<script>" HTML_ERR_SCRIPT "</script>\n</head>\n<body>\n<header><h1>eprof diff</h1><p class=\"cmd\">");
+		  "<script>" HTML_ERR_SCRIPT "</script>\n</head>\n<body>\n"
+		  "<header><h1>eprof diff</h1><p class=\"cmd\">");
 	esc(out, o->base_path);
 	sink_puts(out, " &#8594; ");
 	esc(out, o->new_path);

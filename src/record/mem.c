@@ -1040,8 +1040,9 @@ static int mem_finish(struct feature_ctx *f, void *state)
 			 " processes%s", cs->allocs, cs->frees, cs->stacks, cs->truncated, cs->conns,
 			 cs->bad ? " (malformed messages)" : "");
 		if (cs->refused || cs->dropped)
-			log_warn("mem: channel: %" PRIu64 " connections refused (another user's, or "
-				 "too many), %" PRIu64 " stacks refused (ids beyond what was sent)",
+			log_warn("mem: channel: %" PRIu64 " connections refused (another "
+				 "user's, or too many), %" PRIu64 " stacks refused (ids beyond "
+				 "what was sent)",
 				 cs->refused, cs->dropped);
 	}
 	read_rss(f, st, st->last_rss + MEM_RSS_NS);
