@@ -68,13 +68,32 @@ def abstract_names(prefix):
 
 
 def wait_for_name(prefix, proc, timeout=20):
+    """The abstract socket proc listens on: its name carries its pid (other recorders may run
+    on the machine)."""
     end = time.time() + timeout
+    prefix = f"{prefix}{proc.pid}-"
     while time.time() < end and proc.poll() is None:
         names = abstract_names(prefix)
         if names:
             return names[0]
         time.sleep(0.05)
     raise AssertionError(f"no socket @{prefix}* appeared")
+
+
+def wait_for_child(ppid, comm, timeout=20):
+    """Until a child of ppid runs comm (it has exec'd)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+            except (OSError, ValueError):
+                continue
+            if st.split(") ")[-1].split()[1] == str(ppid) and f"({comm})" in st:
+                return int(d)
+        time.sleep(0.05)
+    raise AssertionError(f"no child {comm} of {ppid}")
 
 
 # One forged stack (id 1, one frame) and one 1 TiB allocation on it, in pid 1's name.
@@ -412,12 +431,17 @@ def test_mem_channel_pid_is_the_peers(ep, need_bpf, target_user):
                             "--", "sleep", "3"], cwd=ep.dir, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     name = wait_for_name("eprof-mem-", rec)
+    # Records dated before the command runs are not the recording's: forge once it runs.
+    wait_for_child(rec.pid, "sleep")
     forger = run_as(target_user, FORGE, name)
     out, err = forger.communicate(timeout=30)
     _, rerr = rec.communicate(timeout=60)
     assert rec.returncode == 0 and forger.returncode == 0, rerr + err
-    rep = ep.report_json("p.data", "--threads")
-    pids = {t["pid"] for t in rep["threads"]}
-    assert pids and 1 not in pids, pids
-    big = [b for b in memory_numbers(rep["memory"]) if b >= TIB]
+
+    def tib_under(pid):
+        folded = ep.run("flamegraph", "p.data", "--mem", "--folded", "--pid", str(pid)).stdout
+        return [ln for ln in folded.splitlines() if int(ln.rsplit(" ", 1)[1]) >= TIB]
+    assert not tib_under(1), "records naming pid 1 were filed under pid 1"
+    assert tib_under(forger.pid), "not filed under the sender's pid: " + rerr
+    big = [b for b in memory_numbers(ep.report_json("p.data")["memory"]) if b >= TIB]
     assert big, "the target user's own records were refused: " + rerr
