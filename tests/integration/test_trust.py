@@ -247,6 +247,7 @@ class JitTarget:
         self.p.stdin.flush()
 
     def finish(self):
+        self.p.kill()
         self.p.wait(timeout=60)
         for path in (self.map,):
             if os.path.lexists(path):
@@ -265,9 +266,11 @@ THREAD = "<svg onload=x>"  # a thread name fits 15 bytes
 
 
 def record_jit(ep, exe, user, plant, data="jit.data", secs=2.5, *extra):
-    t = JitTarget(exe, user, secs, plant, str(len(HOSTILE)), THREAD)
+    """secs of recording by -d: the target outlives it, whatever the machine's load."""
+    t = JitTarget(exe, user, 600, plant, str(len(HOSTILE)), THREAD)
     try:
-        r = ep.run("record", "-F", "499", "-q", "-p", str(t.pid), "-o", data, *extra)
+        r = ep.run("record", "-F", "499", "-q", "-p", str(t.pid), "-d", str(secs), "-o", data,
+                   *extra)
     finally:
         t.finish()
     return r
