@@ -19,6 +19,12 @@
 
 extern const unsigned char asset_flamegraph_js[];
 extern const size_t asset_flamegraph_js_len;
+
+const char *flamegraph_script(size_t *len)
+{
+	*len = asset_flamegraph_js_len;
+	return (const char *)asset_flamegraph_js;
+}
 extern const unsigned char asset_flamegraph_css[];
 extern const size_t asset_flamegraph_css_len;
 
@@ -432,6 +438,7 @@ static int write_data(struct fg_ctx *c)
 	if (!err)
 		err = write_frames(c, map);
 	free(map);
+	/* flamegraph_script() is what this writes: the HTML export hashes it. */
 	sink_puts(s, "}</script>\n<script type=\"text/javascript\"><![CDATA[\n");
 	sink_write(s, asset_flamegraph_js, asset_flamegraph_js_len);
 	sink_puts(s, "]]></script>\n");

@@ -21,6 +21,12 @@ struct fg_opts {
 	bool gil_colors;	/* open coloured by the GIL share (needs gil_held/gil_free) */
 };
 
+/*
+ * The text of the SVG's one script that runs (inside CDATA, after a newline): the HTML
+ * export names its hash in its Content-Security-Policy.
+ */
+const char *flamegraph_script(size_t *len);
+
 /* Merges stacks into a tree and writes a self-contained SVG. Returns 0 or -errno. */
 int flamegraph_write_svg(struct sink *out, const struct wstack *stacks, size_t n,
 			 const struct fg_opts *opts);

@@ -462,6 +462,7 @@ static int job_run(struct cmd_ctx *c)
 	if (!s.matched)
 		log_warn("no collective matched across the recordings: the path stays on the rank "
 			 "that ends last");
+	c->text_out = !o->json;
 	err = cmd_output(c) ? report_job_path(c->out, &s, &p, o->json, o->segments) : 1;
 	job_path_free(&p);
 	job_summary_free(&s);
@@ -480,6 +481,7 @@ static int critpath_run(struct cmd_ctx *c)
 		log_warn(
 		    "'%s' has no off-CPU data (record with --offcpu): the path cannot follow waits",
 		    o->input);
+	c->text_out = !o->json;
 	if (!cmd_output(c))
 		return 1;
 	err = run(c->out, o, c->in[0]);

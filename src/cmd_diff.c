@@ -296,7 +296,7 @@ static int write_flamegraph(const struct diff_cli *o, const struct profile *base
 	snprintf(sub, sizeof(sub),
 		 "%s vs %s: widths are NEW's samples, colours the change in share", o->new,
 		 o->base);
-	out = sink_open(o->flamegraph_out, 0644);
+	out = sink_open(o->flamegraph_out, 0);
 	if (!out) {
 		err = errno ? -errno : -EIO;
 		diff_stacks__free(&d);
@@ -557,6 +557,7 @@ static int diff_run(struct cmd_ctx *c)
 		return err;
 	d = (struct diff_report){ .r = &st->r, .a = &st->a, .k = &st->k, .gates = st->gates,
 				  .ngates = st->ngates, .per = o->per, .limit = o->limit };
+	c->text_out = !o->json;
 	if (!cmd_output(c))
 		return 1;
 	if (o->json) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +128,9 @@ static const struct opt record_opts[] = {
 		   .expect = "seconds > 0"),
 	OPT_STRING("output", 'o', "FILE", R, output,
 		   "output file (default eprof.data, written 0600)"),
+	OPT_STRING("user", 'u', "USER", R, user,
+		   "run the command as USER (name or uid), with its groups;\n"
+		   "default: as eprof runs (root under sudo)"),
 	OPT_INCLUDE(record_sampling_opts),
 	OPT_UINT("stack-size", 0, "BYTES", R, snapshot_bytes, 512, EPROF_MAX_SNAPSHOT,
 		 "user stack copied per sample for DWARF unwinding\n"
@@ -198,6 +202,31 @@ static const struct record_opts record_defaults = {
 	.io_stack_rate = 5000,
 };
 
+/* --user USER: a name, or a uid; only with a command to launch. */
+static int resolve_user(struct record_opts *o)
+{
+	struct passwd *pw = getpwnam(o->user);
+	char *end;
+
+	if (!o->argv) {
+		log_err("record: --user runs the launched command as USER: give -- CMD ARGS");
+		return -EINVAL;
+	}
+	if (!pw) {
+		unsigned long uid = strtoul(o->user, &end, 10);
+
+		pw = *o->user && !*end ? getpwuid((uid_t)uid) : NULL;
+	}
+	if (!pw) {
+		log_err("failed to find user '%s': no such user", o->user);
+		return -EINVAL;
+	}
+	o->run_as = true;
+	o->run_uid = pw->pw_uid;
+	o->run_gid = pw->pw_gid;
+	return 0;
+}
+
 /* The command to launch is what follows the options ("+": its own flags stay its own). */
 static int record_finish(void *opts, int npos, char **pos)
 {
@@ -219,7 +248,7 @@ static int record_finish(void *opts, int npos, char **pos)
 	}
 	if (o->all && !o->duration)
 		log_info("recording the whole system until Ctrl-C");
-	return 0;
+	return o->user ? resolve_user(o) : 0;
 }
 
 static int record_main(struct cmd_ctx *c)

@@ -66,6 +66,7 @@ static int report_job(struct cmd_ctx *c)
 		log_err("failed to analyse the job's recordings: %s", strerror(-err));
 		return 1;
 	}
+	c->text_out = !o->r.json;
 	err = cmd_output(c) ? report_job_write(c->out, &s, o->r.json) : 1;
 	job_summary_free(&s);
 	return err;
@@ -88,6 +89,7 @@ static int report_run(struct cmd_ctx *c)
 			 o->region);
 		o->r.path = title;
 	}
+	c->text_out = !o->r.json;
 	err = cmd_output(c) ? report_write(c->out, c->in[0], &o->r) : 1;
 	region_ranges__free(ranges);
 	return err;

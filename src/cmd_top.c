@@ -125,7 +125,7 @@ static void fill_header(struct top_run *r)
 
 static int batch_snapshot(struct top_run *r)
 {
-	struct sink *out = sink_file(stdout, 0);
+	struct sink *out = sink_text(sink_file(stdout, 0));
 	int err;
 
 	if (!out)

@@ -61,6 +61,10 @@ int cmd_help(const struct command *cmd, struct sink *out)
 	if (cmd->about)
 		sink_puts(out, cmd->about);
 	opt_help(cmd->opts, out);
+	if (cmd->ninputs)
+		sink_puts(out, "      --force             another user's recording: name its "
+			       "frames from the files it\n                          lists and "
+			       "from this machine's kernel\n");
 	if (cmd->footer)
 		sink_puts(out, cmd->footer);
 	return out->err;
@@ -70,9 +74,14 @@ struct sink *cmd_output(struct cmd_ctx *c)
 {
 	if (c->out)
 		return c->out;
-	c->out = sink_open(c->out_path, 0644);
-	if (!c->out)
-		log_err("failed to open '%s': %s", c->out_path, strerror(errno));
+	c->out = sink_open(c->out_path, 0);
+	if (c->out && c->text_out)
+		c->out = sink_text(c->out);
+	if (!c->out && errno == EINVAL)
+		log_err("failed to open output '%s': not a regular file (write to a file or '-')",
+			c->out_path);
+	else if (!c->out)
+		log_err("failed to open output '%s': %s", c->out_path, strerror(errno));
 	return c->out;
 }
 
@@ -109,6 +118,27 @@ static int print_help(const struct command *cmd)
 	return err ? 1 : 0;
 }
 
+/*
+ * --force, which every command that reads recordings takes (open.h): taken out of argv before
+ * the command's own options. Returns the new argc.
+ */
+static int take_force(int argc, char **argv)
+{
+	bool opts = true;
+	int n = 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (opts && !strcmp(argv[i], "--force")) {
+			profile_open_force(true);
+			continue;
+		}
+		opts = opts && strcmp(argv[i], "--");
+		argv[n++] = argv[i];
+	}
+	argv[n] = NULL;
+	return n;
+}
+
 int cmd_main(const struct command *cmd, int argc, char **argv)
 {
 	struct cmd_ctx c = { .cmd = cmd };
@@ -120,6 +150,8 @@ int cmd_main(const struct command *cmd, int argc, char **argv)
 		log_err("out of memory");
 		return 1;
 	}
+	if (cmd->ninputs)
+		argc = take_force(argc, argv);
 	rc = cmd_parse(cmd, argc, argv, c.opts);
 	if (rc == 1) {
 		rc = print_help(cmd);

@@ -7,6 +7,7 @@
 #ifndef EPROF_CLI_COMMAND_H
 #define EPROF_CLI_COMMAND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "options.h"
@@ -58,6 +59,7 @@ struct cmd_ctx {
 	struct job_side side[CMD_MAX_INPUTS]; /* CMD_JOB_PAIR */
 	const char *out_path;		      /* CMD_OUTPUT */
 	struct sink *out;		      /* once cmd_output() opened it */
+	bool text_out; /* set before cmd_output(): text for people, control bytes escaped */
 	void *state;			      /* the command's, from run to after */
 	void (*state_free)(void *state);
 };

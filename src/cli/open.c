@@ -16,6 +16,13 @@
 #include "../util/log.h"
 #include "open.h"
 
+static bool open_force;
+
+void profile_open_force(bool force)
+{
+	open_force = force;
+}
+
 int profile_open(const char *path, struct profile **out)
 {
 	struct symbolizer_opts so = { .want_lines = true };
@@ -35,6 +42,15 @@ int profile_open(const char *path, struct profile **out)
 			 path, info.chunks, info.bytes_lost);
 	if (info.has_symbols)
 		return 0;
+	/*
+	 * Another user's file names the paths to read and would have its kernel frames named
+	 * from this machine's kallsyms (a KASLR oracle): not without --force.
+	 */
+	if (info.foreign && !open_force) {
+		log_warn("'%s' belongs to uid %u: its frames are not named from the files it lists "
+			 "nor from this machine's kernel (--force to name them)", path, info.owner);
+		return 0;
+	}
 	/* No symbols chunk: name what we can from the binaries still on this machine. */
 	sym = symbolizer__new(&so);
 	if (!sym)

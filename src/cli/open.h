@@ -2,8 +2,15 @@
 #ifndef EPROF_OPEN_H
 #define EPROF_OPEN_H
 
+#include <stdbool.h>
+
 #include "../model/profile.h"
 
+/*
+ * --force: another user's recording is named as one's own (from the paths it lists and this
+ * machine's kernel symbols). Off: its frames stay as recorded. Set once by cmd_main.
+ */
+void profile_open_force(bool force);
 /*
  * What every reader command does first: read the file, say in one line what
  * is wrong with it, and symbolize it from its recorded mappings when the

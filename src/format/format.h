@@ -87,6 +87,8 @@ struct read_info {
 	bool has_symbols;      /* SYMBOLS chunk seen */
 	uint32_t chunks;       /* whole chunks read */
 	uint64_t bytes_lost;   /* bytes after the last whole chunk (a cut-off file) */
+	uint32_t owner;	       /* the file's uid */
+	bool foreign;	       /* another user's file (not our effective uid's) */
 	char error[256];       /* set when the read failed */
 };
 

@@ -457,14 +457,45 @@ out:
 	return 0;
 }
 
+/*
+ * A copy of the file in memory: another user may truncate a file of theirs while it is read,
+ * and a mapping would then fault (SIGBUS). Fewer bytes than st_size: a cut-off file.
+ */
+static void *read_copy(int fd, size_t size, size_t *got)
+{
+	uint8_t *buf = malloc(size);
+	size_t n = 0;
+
+	if (!buf)
+		return NULL;
+	while (n < size) {
+		ssize_t r = pread(fd, buf + n, size - n, (off_t)n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			free(buf);
+			return NULL;
+		}
+		if (!r)
+			break;
+		n += (size_t)r;
+	}
+	*got = n;
+	return buf;
+}
+
 int eprof_read_file(const char *path, struct profile **out, struct read_info *info)
 {
 	struct stat st;
 	void *map;
+	size_t len;
+	bool copy;
 	int fd, err;
 
 	memset(info, 0, sizeof(*info));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given as the input fails here instead of hanging. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		err = -errno;
 		set_error(info, "cannot open: %s", strerror(errno));
@@ -480,14 +511,23 @@ int eprof_read_file(const char *path, struct profile **out, struct read_info *in
 		set_error(info, "empty file");
 		return -EINVAL;
 	}
-	map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	/* Mapped only when no one else can write to it. */
+	copy = st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH));
+	len = (size_t)st.st_size;
+	map = copy ? read_copy(fd, len, &len)
+		   : mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
-	if (map == MAP_FAILED) {
-		err = -errno;
-		set_error(info, "cannot map: %s", strerror(errno));
+	if (!map || map == MAP_FAILED) {
+		err = errno ? -errno : -EIO;
+		set_error(info, "cannot read: %s", strerror(-err));
 		return err;
 	}
-	err = eprof_read_mem(map, st.st_size, out, info);
-	munmap(map, st.st_size);
+	err = eprof_read_mem(map, len, out, info); /* which clears info */
+	info->owner = st.st_uid;
+	info->foreign = st.st_uid != geteuid();
+	if (copy)
+		free(map);
+	else
+		munmap(map, len);
 	return err;
 }

@@ -871,6 +871,34 @@ static void *open_cupti(void)
 	return h;
 }
 
+/*
+ * The socket's directory under /tmp is free again once the recording ended, and anyone may
+ * make one of the same name: only a root peer (the recorder) is talked to.
+ */
+static bool peer_is_root(int fd)
+{
+	struct ucred cr = { 0 };
+	socklen_t len = sizeof(cr);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && len == sizeof(cr) &&
+	       cr.uid == 0;
+}
+
+/*
+ * No recorder (the recording ended): the programs this process starts get nothing of eprof
+ * in their environment.
+ */
+static void env_scrub(void)
+{
+	const char *lib = getenv("CUDA_INJECTION64_PATH");
+	const char *base = lib ? strrchr(lib, '/') : NULL;
+
+	base = base ? base + 1 : lib;
+	if (base && !strncmp(base, "libeprof_", 9))
+		unsetenv("CUDA_INJECTION64_PATH");
+	unsetenv("EPROF_CUPTI_SOCK");
+}
+
 static int connect_recorder(void)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -883,7 +911,7 @@ static int connect_recorder(void)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) || !peer_is_root(fd)) {
 		close(fd);
 		return -1;
 	}
@@ -1074,8 +1102,10 @@ EXPORT int InitializeInjection(void)
 	atomic_store(&verbose, getenv("EPROF_CUPTI_VERBOSE") && *getenv("EPROF_CUPTI_VERBOSE"));
 	t_init = mono_ns();
 	sock_fd = connect_recorder();
-	if (sock_fd < 0)
+	if (sock_fd < 0) {
+		env_scrub();
 		return 1; /* not under eprof: stay out of the way */
+	}
 	out_len = sizeof(struct egpu_msg);
 	status = setup(&version, false);
 	send_info(version, status);

@@ -552,6 +552,25 @@ bool emem_chan_send(const void *msg, size_t len)
 	return false;
 }
 
+/*
+ * Anyone may bind an abstract name (one a finished recording freed, say): the peer must be
+ * root and the recorder whose pid the name carries (0: outside this pid namespace).
+ */
+static bool peer_is_recorder(int fd, const char *name)
+{
+	struct ucred cr = { 0 };
+	socklen_t len = sizeof(cr);
+	unsigned long pid;
+	char *end;
+
+	if (strncmp(name, "eprof-mem-", 10))
+		return false;
+	pid = strtoul(name + 10, &end, 10);
+	if (*end != '-' || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || len != sizeof(cr))
+		return false;
+	return cr.uid == 0 && (cr.pid == 0 || (unsigned long)cr.pid == pid);
+}
+
 static int chan_connect(const char *name)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -565,7 +584,8 @@ static int chan_connect(const char *name)
 	if (fd < 0)
 		return -1;
 	if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-							    1 + len))) {
+							    1 + len)) ||
+	    !peer_is_recorder(fd, name)) {
 		close(fd);
 		return -1;
 	}
@@ -867,6 +887,8 @@ static bool resolve(void *where)
 	return true;
 }
 
+static void env_scrub_self(void);
+
 static void init(void)
 {
 	int expect = ST_NONE;
@@ -890,6 +912,8 @@ static void init(void)
 		atomic_store(&chan_fd, chan_connect(chan_name));
 	}
 	atomic_store(&state, ST_READY);
+	if (chan_name[0] && !chan_on())
+		env_scrub_self();
 	if (mean) {
 		pthread_atfork(fork_prepare, fork_after, fork_child);
 		have_key = !pthread_key_create(&flush_key, flush_calls);
@@ -1112,44 +1136,175 @@ static void chan_before_exec(void)
 	}
 }
 
+extern char **environ;
+
+/*
+ * Whether a recorder still takes what this process records: its channel answered (it failed
+ * at the exec's sync if the recorder went), or, without a channel, a uprobe (int3) sits on
+ * the allocation marker.
+ */
+static bool recorder_here(void)
+{
+	if (mean == 1 && chan_name[0])
+		return chan_on();
+	return mean && *(const volatile uint8_t *)(uintptr_t)eprof_mem_hit_alloc == 0xcc;
+}
+
+/* An entry the recording put into the environment: EPROF_*, or this library in LD_PRELOAD. */
+static bool is_eprof_lib(const char *s, size_t n)
+{
+	const char *base = s;
+
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '/')
+			base = s + i + 1;
+	return n - (size_t)(base - s) > 9 && !strncmp(base, "libeprof_", 9);
+}
+
+/* EPROF_*, or CUDA_INJECTION64_PATH naming eprof's CUPTI collector: a NAME=VALUE to drop. */
+static bool is_eprof_var(const char *e)
+{
+	static const char cuda[] = "CUDA_INJECTION64_PATH=";
+
+	if (!strncmp(e, "EPROF_", 6))
+		return true;
+	return !strncmp(e, cuda, sizeof(cuda) - 1) &&
+	       is_eprof_lib(e + sizeof(cuda) - 1, strlen(e + sizeof(cuda) - 1));
+}
+
+/* LD_PRELOAD=... less eprof's libraries, into out (as long as v). False: none left. */
+static bool preload_less_eprof(const char *v, char *out)
+{
+	size_t n = 0;
+
+	for (const char *p = v; *p;) {
+		size_t len = strcspn(p, ": ");
+
+		if (len && !is_eprof_lib(p, len)) {
+			if (n)
+				out[n++] = ':';
+			memmove(out + n, p, len); /* out may be v itself */
+			n += len;
+		}
+		p += len;
+		p += *p != '\0';
+	}
+	out[n] = '\0';
+	return n > 0;
+}
+
+/*
+ * The environment to exec with once the recording has ended: no EPROF_* variable and no
+ * eprof library (LD_PRELOAD, CUDA_INJECTION64_PATH), so that the next image neither loads
+ * it nor connects to a name another user may have bound since. NULL when there is no room
+ * (the exec then fails).
+ */
+static char *const *env_scrubbed(char *const envp[])
+{
+	size_t n = 0, room = 0, k = 0;
+	char **v, *pre;
+
+	for (; envp && envp[n]; n++)
+		if (!strncmp(envp[n], "LD_PRELOAD=", 11))
+			room += strlen(envp[n]) + 1;
+	v = mmap(NULL, (n + 1) * sizeof(*v) + room + 1, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (v == MAP_FAILED)
+		return NULL;
+	pre = (char *)(v + n + 1);
+	for (size_t i = 0; i < n; i++) {
+		if (is_eprof_var(envp[i]))
+			continue;
+		if (!strncmp(envp[i], "LD_PRELOAD=", 11)) {
+			memcpy(pre, "LD_PRELOAD=", 11);
+			if (!preload_less_eprof(envp[i] + 11, pre + 11))
+				continue;
+			v[k++] = pre;
+			pre += strlen(pre) + 1;
+			continue;
+		}
+		v[k++] = envp[i];
+	}
+	v[k] = NULL;
+	return v;
+}
+
+/*
+ * A process started after the recording (its channel is gone): nothing of eprof in the
+ * environment it passes on, even by the calls not wrapped (posix_spawn, execl*). In place:
+ * unsetenv and an LD_PRELOAD that only gets shorter allocate nothing.
+ */
+static void env_scrub_self(void)
+{
+	char *pre = getenv("LD_PRELOAD");
+
+	for (size_t i = 0; environ && environ[i];) {
+		char name[64];
+		size_t n = strcspn(environ[i], "=");
+
+		if (!is_eprof_var(environ[i]) || n >= sizeof(name)) {
+			i++;
+			continue;
+		}
+		memcpy(name, environ[i], n);
+		name[n] = '\0';
+		unsetenv(name);
+	}
+	if (pre && !preload_less_eprof(pre, pre))
+		unsetenv("LD_PRELOAD");
+}
+
+/* The environment an exec passes on: as it is while recording, scrubbed after. */
+static char *const *exec_env(char *const envp[])
+{
+	chan_before_exec();
+	if (!mean || recorder_here())
+		return envp;
+	return env_scrubbed(envp);
+}
+
 HIDDEN int emem_execve(const char *path, char *const argv[], char *const envp[])
 {
 	static int (*next)(const char *, char *const[], char *const[]);
+	char *const *env;
 
 	if (!next)
 		next = dlsym(RTLD_NEXT, "execve");
-	chan_before_exec();
-	return next ? next(path, argv, envp) : (errno = ENOSYS, -1);
+	env = exec_env(envp);
+	if (!env)
+		return errno = E2BIG, -1;
+	return next ? next(path, argv, env) : (errno = ENOSYS, -1);
 }
 
 HIDDEN int emem_execv(const char *path, char *const argv[])
 {
-	static int (*next)(const char *, char *const[]);
-
-	if (!next)
-		next = dlsym(RTLD_NEXT, "execv");
-	chan_before_exec();
-	return next ? next(path, argv) : (errno = ENOSYS, -1);
+	return emem_execve(path, argv, environ);
 }
 
 HIDDEN int emem_execvp(const char *file, char *const argv[])
 {
-	static int (*next)(const char *, char *const[]);
+	static int (*next)(const char *, char *const[], char *const[]);
+	char *const *env;
 
 	if (!next)
-		next = dlsym(RTLD_NEXT, "execvp");
-	chan_before_exec();
-	return next ? next(file, argv) : (errno = ENOSYS, -1);
+		next = dlsym(RTLD_NEXT, "execvpe");
+	env = exec_env(environ);
+	if (!env)
+		return errno = E2BIG, -1;
+	return next ? next(file, argv, env) : (errno = ENOSYS, -1);
 }
 
 HIDDEN int emem_execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	static int (*next)(const char *, char *const[], char *const[]);
+	char *const *env;
 
 	if (!next)
 		next = dlsym(RTLD_NEXT, "execvpe");
-	chan_before_exec();
-	return next ? next(file, argv, envp) : (errno = ENOSYS, -1);
+	env = exec_env(envp);
+	if (!env)
+		return errno = E2BIG, -1;
+	return next ? next(file, argv, env) : (errno = ENOSYS, -1);
 }
 
 /* The exported names (LD_PRELOAD); attach mode patches GOT entries with the emem_ addresses. */

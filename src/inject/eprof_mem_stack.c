@@ -282,9 +282,39 @@ static struct py_proc py;
 static atomic_bool py_on;
 static void *(*py_tstate)(void);
 
+/*
+ * The walk below reads at these offsets in the process itself: each must lie within the
+ * frame bytes the layout names (fr_read < 128) or within a thread state's first bytes.
+ */
+#define PY_TS_MAX 1024 /* PyThreadState and _PyCFrame are smaller than this in 3.10-3.13 */
+
+static bool py_off_ok(uint16_t off, unsigned width, unsigned lim, bool optional)
+{
+	if (optional && off == PY_NONE)
+		return true;
+	return off != PY_NONE && (unsigned)off + width <= lim;
+}
+
+static bool py_layout_sane(const void *layout)
+{
+	struct py_proc p;
+
+	memcpy(&p, layout, sizeof(p));
+	if (p.fr_read >= 128)
+		return false;
+	return py_off_ok(p.fr_previous, 8, p.fr_read, false) &&
+	       py_off_ok(p.fr_code, 8, p.fr_read, false) &&
+	       py_off_ok(p.fr_instr, 8, p.fr_read, false) &&
+	       py_off_ok(p.fr_owner, 1, p.fr_read, p.owner_cstack == PY_NONE) &&
+	       py_off_ok(p.fr_is_entry, 1, p.fr_read, true) &&
+	       (p.ts_cframe != PY_NONE ? py_off_ok(p.ts_cframe, 8, PY_TS_MAX, false) &&
+					 py_off_ok(p.cf_frame, 8, PY_TS_MAX, false)
+				       : py_off_ok(p.ts_frame, 8, PY_TS_MAX, false));
+}
+
 void emem_py_set(const void *layout, size_t len)
 {
-	if (len < sizeof(py) || atomic_load(&py_on))
+	if (len < sizeof(py) || atomic_load(&py_on) || !py_layout_sane(layout))
 		return;
 	py_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
 	if (!py_tstate)

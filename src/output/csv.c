@@ -9,13 +9,17 @@ void csv_field(struct sink *out, const char *s)
 {
 	size_t len = strlen(s);
 	bool quote = len && (s[0] == ' ' || s[len - 1] == ' ');
+	/* A cell a spreadsheet would take for a formula: a function name from a target. */
+	bool formula = len && strchr("=+-@\t\r", s[0]);
 
 	quote = quote || strpbrk(s, ",\"\r\n");
 	if (!quote) {
+		if (formula)
+			sink_puts(out, "'");
 		sink_write(out, s, len);
 		return;
 	}
-	sink_puts(out, "\"");
+	sink_puts(out, formula ? "\"'" : "\"");
 	for (const char *run = s, *q;; run = q + 1) {
 		q = strchr(run, '"');
 		if (!q) {

@@ -10,6 +10,7 @@
 #include "../../flamegraph/flamegraph.h"
 #include "../analysis/procs.h"
 #include "../analysis/stacks.h"
+#include "../util/sha256.h"
 #include "../util/sink.h"
 #include "html.h"
 #include "report.h"
@@ -79,6 +80,34 @@ const char *html_style(void)
 const char *html_script(void)
 {
 	return html_js;
+}
+
+/* 'sha256-...' of the text prefix + body, as a CSP source list names a script. */
+static void csp_hash(struct sink *out, const char *prefix, const char *body, size_t len)
+{
+	struct sha256 c;
+	uint8_t d[32];
+	char b64[45];
+
+	sha256_init(&c);
+	sha256_update(&c, prefix, strlen(prefix));
+	sha256_update(&c, body, len);
+	sha256_final(&c, d);
+	sha256_base64(d, b64);
+	sink_printf(out, " 'sha256-%s'", b64);
+}
+
+void html_csp(struct sink *out)
+{
+	size_t fg_len;
+	const char *fg = flamegraph_script(&fg_len);
+
+	sink_puts(out, "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+		       "style-src 'unsafe-inline'; img-src data:; script-src");
+	csp_hash(out, "", HTML_ERR_SCRIPT, strlen(HTML_ERR_SCRIPT));
+	csp_hash(out, "\n", html_js, strlen(html_js));
+	csp_hash(out, "\n", fg, fg_len);
+	sink_puts(out, "\">\n");
 }
 
 static void esc(struct sink *out, const char *s)
@@ -511,14 +540,15 @@ int html_write(struct sink *out, struct profile *p, const struct html_opts *o)
 	sink_puts(out,
 		  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
 		  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-		  "<meta name=\"generator\" content=\"eprof " EPROF_VERSION "\">\n<title>eprof: ");
+		  "<meta name=\"generator\" content=\"eprof " EPROF_VERSION "\">\n");
+	html_csp(out);
+	sink_puts(out, "<title>eprof: ");
 	esc(out, cmd ? cmd : o->path);
 	sink_puts(out, "</title>\n<style>\n");
 	sink_puts(out, html_css);
 	sink_puts(out,
-		  "</style>\n<script>window.addEventListener('error',function(e){var d="
-		  "document.getElementById('js-errors');if(d)d.textContent+=e.message+'\\n';});"
-		  "</script>\n</head>\n<body>\n<header><h1>eprof report</h1><p class=\"cmd\">");
+		  "</style>\n<script>" HTML_ERR_SCRIPT "</script>\n</head>\n<body>\n"
+		  "<header><h1>eprof report</h1><p class=\"cmd\">");
 	esc(out, cmd ? cmd : "");
 	sink_puts(out, "</p></header>\n<nav>");
 	for (size_t i = 0; i < NSECTIONS; i++) {

@@ -21,6 +21,16 @@ struct html_opts {
 int html_write(struct sink *out, struct profile *p, const struct html_opts *o);
 
 /* The report's stylesheet and its table-sorting script, for other pages (html_diff.c). */
+/* The inline script of the head: shows script errors in the page. */
+#define HTML_ERR_SCRIPT                                                                     \
+	"window.addEventListener('error',function(e){var d="                                \
+	"document.getElementById('js-errors');if(d)d.textContent+=e.message+'\\n';});"
+/*
+ * The Content-Security-Policy of a report (a <meta> for the head, before any script): no
+ * network, and no script but eprof's own, named by their hashes (HTML_ERR_SCRIPT, the
+ * report's, the flamegraph's), so that a name that got through unescaped still cannot run.
+ */
+void html_csp(struct sink *out);
 const char *html_style(void);
 const char *html_script(void);
 

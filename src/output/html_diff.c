@@ -230,8 +230,9 @@ static void page_begin(struct sink *out, const struct html_diff_opts *o)
 
 	sink_puts(out, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
 		       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-		       "<meta name=\"generator\" content=\"eprof " EPROF_VERSION "\">\n"
-		       "<title>eprof diff: ");
+		       "<meta name=\"generator\" content=\"eprof " EPROF_VERSION "\">\n");
+	html_csp(out);
+	sink_puts(out, "<title>eprof diff: ");
 	esc(out, o->base_path);
 	sink_puts(out, " &#8594; ");
 	esc(out, o->new_path);
@@ -239,9 +240,8 @@ static void page_begin(struct sink *out, const struct html_diff_opts *o)
 	sink_puts(out, html_style());
 	sink_puts(out,
 		  "pre{font:12px/1.35 ui-monospace,monospace;overflow:auto}\n</style>\n"
-		  "<script>window.addEventListener('error',function(e){var d="
-		  "document.getElementById('js-errors');if(d)d.textContent+=e.message+'\\n';});"
-		  "</script>\n</head>\n<body>\n<header><h1>eprof diff</h1><p class=\"cmd\">");
+		  "<script>" HTML_ERR_SCRIPT "</script>\n</head>\n<body>\n"
+		  "<header><h1>eprof diff</h1><p class=\"cmd\">");
 	esc(out, o->base_path);
 	sink_puts(out, " &#8594; ");
 	esc(out, o->new_path);

@@ -58,9 +58,12 @@ static void chart_svg(struct sink *out, const struct chart *c, size_t nbins, dou
 	sink_puts(out, " (");
 	sink_xml_str(out, c->unit);
 	sink_puts(out, ")");
-	for (size_t s = 0; s < c->nseries; s++)
-		sink_printf(out, " <span style=\"color:%s\">&#9632; %s</span>", colours[s],
-			    c->label[s]);
+	for (size_t s = 0; s < c->nseries; s++) {
+		/* labels carry thread names: the target's to choose */
+		sink_printf(out, " <span style=\"color:%s\">&#9632; ", colours[s]);
+		sink_xml_str(out, c->label[s]);
+		sink_puts(out, "</span>");
+	}
 	sink_printf(out,
 		    "</figcaption>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
 		    "height=\"%d\" role=\"img\" aria-label=\"",

@@ -763,6 +763,12 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 		s->dir[0] = '\0';
 		return -errno;
 	}
+	/* --user: the command's collector must reach the socket (the directory is 0700). */
+	if (f->o->run_as && chown(s->dir, f->o->run_uid, f->o->run_gid)) {
+		log_err("failed to give the CUPTI socket directory '%s' to user '%s': %s", s->dir,
+			f->o->user, strerror(errno));
+		return -errno;
+	}
 	snprintf(s->sock, sizeof(s->sock), "%s/sock", s->dir);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->sock);
 	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

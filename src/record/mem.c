@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -248,6 +249,9 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 			return 0;
 		}
 		profile__set_meta(f->p, "mem_channel", "1");
+		/* --user: the command's processes connect as that user. */
+		if (o->run_as)
+			mem_chan_allow_uid(st->chan, o->run_uid);
 	}
 	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
 	profile__set_meta(f->p, "mem_interposer", st->lib);
@@ -779,6 +783,18 @@ static void probe_command(struct feature_ctx *f, struct mem_state *st, struct me
 		probe_object(f, st, &t->l, real, f->child);
 }
 
+/* The channel takes connections from the user a target runs as (and root's). */
+static void allow_owner(struct mem_state *st, uint32_t pid)
+{
+	char path[32];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "/proc/%u", pid);
+	if (st->chan && !stat(path, &sb) && mem_chan_allow_uid(st->chan, sb.st_uid))
+		log_warn("mem: too many users among the targets: uid %u's records are refused",
+			 (unsigned)sb.st_uid);
+}
+
 static struct mem_target *add_target(struct mem_state *st, uint32_t pid)
 {
 	struct mem_target *n = arr_push(st->targets, st->ntargets, st->captargets);
@@ -786,7 +802,7 @@ static struct mem_target *add_target(struct mem_state *st, uint32_t pid)
 	if (!n)
 		return NULL;
 	n->pid = pid;
-
+	allow_owner(st, pid);
 	return n;
 }
 
@@ -1040,6 +1056,11 @@ static int mem_finish(struct feature_ctx *f, void *state)
 			 " distinct stacks, %" PRIu64 " allocations with a truncated stack, %" PRIu64
 			 " processes%s", cs->allocs, cs->frees, cs->stacks, cs->truncated, cs->conns,
 			 cs->bad ? " (malformed messages)" : "");
+		if (cs->refused || cs->dropped)
+			log_warn("mem: channel: %" PRIu64 " connections refused (another "
+				 "user's, or too many), %" PRIu64 " stacks refused (ids beyond "
+				 "what was sent)",
+				 cs->refused, cs->dropped);
 	}
 	read_rss(f, st, st->last_rss + MEM_RSS_NS);
 	copy_stats(f, st);

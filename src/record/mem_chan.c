@@ -25,6 +25,13 @@
 
 #define CHAN_QUEUE_MAX (256u << 20) /* bytes received and not decoded: then the reads stop */
 #define CHAN_MAX_CONNS 4096
+#define CHAN_MAX_UIDS 16
+/*
+ * A process's stack ids count up from 1 on its connection (eprof_mem_stack.c): an id further
+ * ahead of what the connection sent is refused, so that the table of ids of one connection
+ * grows with what it sent, not with the largest id it names.
+ */
+#define CHAN_ID_AHEAD 1024
 
 /* A queue entry: [conn][len] then len bytes (padded to 8); len 0: the connection closed. */
 struct qhdr {
@@ -35,6 +42,7 @@ struct conn_dec {
 	int64_t *nodes; /* by stack id: the profile's stack node, -1 unknown */
 	uint8_t *trunc;
 	size_t cap;
+	uint32_t nstacks; /* stacks taken on this connection */
 };
 
 struct mem_chan {
@@ -49,10 +57,12 @@ struct mem_chan {
 	uint64_t deadline;  /* ...or at this time */
 	unsigned live;	    /* connections open and not ended */
 	unsigned nconn;	    /* ids given */
+	uint32_t uids[CHAN_MAX_UIDS]; /* besides root, the users whose processes may connect */
+	unsigned nuids;
 	struct {
 		int fd;
 		bool ended;
-		uint32_t pid; /* SO_PEERCRED at the accept */
+		uint32_t pid; /* SO_PEERCRED at the accept: the only pid its records get */
 	} conns[CHAN_MAX_CONNS];
 	bool py_sent[CHAN_MAX_CONNS]; /* main thread */
 	struct conn_dec *dec; /* main thread: by connection id */
@@ -108,31 +118,66 @@ static void conn_close(struct mem_chan *m, uint32_t id)
 	pthread_mutex_unlock(&m->mu);
 }
 
+/* Under mu. Root, or a user whose process is profiled (mem_chan_allow_uid). */
+static bool uid_allowed(const struct mem_chan *m, uint32_t uid)
+{
+	if (!uid)
+		return true;
+	for (unsigned i = 0; i < m->nuids; i++)
+		if (m->uids[i] == uid)
+			return true;
+	return false;
+}
+
+/*
+ * The socket's name can be reached by every user: a peer is taken only when SO_PEERCRED says
+ * it runs as root or as a profiled process's user, and its pid is the one its records get.
+ */
 static void accept_all(struct mem_chan *m)
 {
 	for (;;) {
 		int fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		struct epoll_event e = { .events = EPOLLIN };
+		struct ucred cr = { 0 };
+		socklen_t crlen = sizeof(cr);
+		bool ok;
 
 		if (fd < 0)
 			return;
-		if (m->nconn >= CHAN_MAX_CONNS) {
+		pthread_mutex_lock(&m->mu);
+		ok = !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) && cr.pid > 0 &&
+		     uid_allowed(m, cr.uid) && m->nconn < CHAN_MAX_CONNS;
+		if (!ok)
+			m->st.refused++;
+		pthread_mutex_unlock(&m->mu);
+		if (!ok) {
 			close(fd); /* the process falls back to the markers */
 			continue;
 		}
-		struct ucred cr = { 0 };
-		socklen_t crlen = sizeof(cr);
-
-		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen);
 		m->conns[m->nconn].fd = fd;
 		m->conns[m->nconn].ended = false;
-		m->conns[m->nconn].pid = cr.pid > 0 ? (uint32_t)cr.pid : 0;
+		m->conns[m->nconn].pid = (uint32_t)cr.pid;
 		e.data.u64 = m->nconn + 1;
 		epoll_ctl(m->ep, EPOLL_CTL_ADD, fd, &e);
 		__atomic_store_n(&m->nconn, m->nconn + 1, __ATOMIC_RELEASE);
 		m->live++;
 		m->st.conns++;
 	}
+}
+
+int mem_chan_allow_uid(struct mem_chan *m, uint32_t uid)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&m->mu);
+	if (!uid_allowed(m, uid)) {
+		if (m->nuids < CHAN_MAX_UIDS)
+			m->uids[m->nuids++] = uid;
+		else
+			err = -ENOSPC;
+	}
+	pthread_mutex_unlock(&m->mu);
+	return err;
 }
 
 static void read_conn(struct mem_chan *m, uint32_t id)
@@ -237,7 +282,7 @@ static struct conn_dec *dec_of(struct mem_chan *m, uint32_t conn)
 
 /* A new stack: resolved now (its objects are mapped), kept as a node by its id. */
 static int dec_stack(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d,
-		     const struct emem_msg *h, size_t len)
+		     const struct emem_msg *h, size_t len, uint32_t pid)
 {
 	static _Alignas(8) uint8_t buf[sizeof(struct ev_stack) + EMEM_STACK_MAX * 8 +
 				       EMEM_PY_MAX * sizeof(struct py_frame_rec) +
@@ -252,6 +297,10 @@ static int dec_stack(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d
 	    len < sizeof(*h) + sizeof(*s) + (size_t)h->n * 8 + (size_t)s->npy * 16 || !h->n ||
 	    h->n > EMEM_STACK_MAX || s->npy > EMEM_PY_MAX || !s->id || s->id > (1u << 24))
 		return -EINVAL;
+	if (s->id > d->nstacks + CHAN_ID_AHEAD) {
+		m->st.dropped++;
+		return 0;
+	}
 	if (s->id >= d->cap) {
 		size_t cap = d->cap ? d->cap : 1024;
 		int64_t *nodes;
@@ -290,7 +339,7 @@ static int dec_stack(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d
 	st->ustack_n = h->n;
 	st->user_ip = ((const uint64_t *)(s + 1))[0];
 	st->ustack_err = s->flags & EMEM_STACK_TRUNC ? -EFAULT : 0;
-	eh.pid = h->pid;
+	eh.pid = pid;
 	eh.tid = h->tid;
 	eh.ts = s->ns;
 	eh.flags |= SAMPLE_F_USER_REGS;
@@ -302,21 +351,22 @@ static int dec_stack(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d
 		c->p->stats[STAT_USTACK_ERR]--;
 	d->nodes[s->id] = node;
 	d->trunc[s->id] = !!(s->flags & EMEM_STACK_TRUNC);
+	d->nstacks++;
 	m->st.stacks++;
 	return 0;
 }
 
 static int dec_recs(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d,
-		    const struct emem_msg *h, size_t len)
+		    const struct emem_msg *h, size_t len, uint32_t pid)
 {
 	const struct emem_rec *r = (const void *)(h + 1);
 
 	if (len < sizeof(*h) + (size_t)h->n * sizeof(*r))
 		return -EINVAL;
 	if (h->n)
-		events_note_thread(c, h->pid, h->tid, NULL, r[0].ns);
+		events_note_thread(c, pid, h->tid, NULL, r[0].ns);
 	for (unsigned i = 0; i < h->n; i++, r++) {
-		struct event ev = { .ts = r->ns, .pid = h->pid, .tid = h->tid };
+		struct event ev = { .ts = r->ns, .pid = pid, .tid = h->tid };
 		int err;
 
 		if (r->op == EMEM_OP_ALLOC) {
@@ -355,6 +405,7 @@ static int decode(struct mem_chan *m, struct event_ctx *c, const uint8_t *q, siz
 		struct qhdr qh;
 		const struct emem_msg *h;
 		struct conn_dec *d;
+		uint32_t pid;
 		int err = 0;
 
 		memcpy(&qh, q + off, sizeof(qh));
@@ -382,10 +433,14 @@ static int decode(struct mem_chan *m, struct event_ctx *c, const uint8_t *q, siz
 				send(fd, "k", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 			continue;
 		}
-		if (h->kind == EMEM_MSG_STACK)
-			err = dec_stack(m, c, d, h, qh.len);
+		/* The pid is SO_PEERCRED's, never the message's. */
+		pid = qh.conn < CHAN_MAX_CONNS ? m->conns[qh.conn].pid : 0;
+		if (!pid)
+			err = -EINVAL;
+		else if (h->kind == EMEM_MSG_STACK)
+			err = dec_stack(m, c, d, h, qh.len, pid);
 		else if (h->kind == EMEM_MSG_RECS)
-			err = dec_recs(m, c, d, h, qh.len);
+			err = dec_recs(m, c, d, h, qh.len, pid);
 		if (err == -EINVAL)
 			m->st.bad++;
 		else if (err)

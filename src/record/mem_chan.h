@@ -19,10 +19,17 @@ struct mem_chan;
 struct mem_chan_stats {
 	uint64_t allocs, frees, stacks, truncated; /* truncated: allocations whose stack was */
 	uint64_t conns, bad;			   /* bad: malformed messages */
+	uint64_t refused; /* connections refused: another user's, or beyond CHAN_MAX_CONNS */
+	uint64_t dropped; /* stacks refused: ids far ahead of what the connection sent */
 };
 
 /* Listens on a new abstract socket; its name (no leading NUL) goes to name. NULL on failure. */
 struct mem_chan *mem_chan_open(char *name, size_t len);
+/*
+ * Lets processes of uid connect (root's always may): the users of the profiled processes.
+ * Returns 0 or -ENOSPC.
+ */
+int mem_chan_allow_uid(struct mem_chan *m, uint32_t uid);
 /* Decodes what was received so far into c's profile. Returns 0 or -errno. */
 int mem_chan_drain(struct mem_chan *m, struct event_ctx *c);
 /*

@@ -199,7 +199,7 @@ static int open_mapped_file(struct proc_tracker *t, uint32_t pid, uint64_t start
 			    const char *path)
 {
 	char buf[PATH_MAX + 64];
-	int fd;
+	int fd, root;
 
 	/* map_files reaches the very inode mapped, even when deleted or in another mount ns. */
 	snprintf(buf, sizeof(buf), "%s/%u/map_files/%" PRIx64 "-%" PRIx64, t->opts.proc_root, pid,
@@ -207,11 +207,14 @@ static int open_mapped_file(struct proc_tracker *t, uint32_t pid, uint64_t start
 	fd = open_regular(buf);
 	if (fd >= 0)
 		return fd;
-	snprintf(buf, sizeof(buf), "%s/%u/root%s", t->opts.proc_root, pid, path);
-	fd = open_regular(buf);
-	if (fd >= 0)
-		return fd;
-	return open_regular(path);
+	/* The path as the target sees it: an absolute symlink stays inside its root. */
+	snprintf(buf, sizeof(buf), "%s/%u/root", t->opts.proc_root, pid);
+	root = open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return open_regular(path); /* gone: the path as we see it */
+	fd = open_in_root(root, path, false);
+	close(root);
+	return fd;
 }
 
 static struct objinfo *objinfo_get(struct proc_tracker *t, uint32_t pid, uint64_t start,
@@ -259,28 +262,90 @@ fail:
  * once and kept: the JIT appends to it while it runs and may delete it at
  * exit, and /proc/PID/root is gone once the process is.
  */
-static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, const char *path,
-			      const char *shown)
+/* Takes fd (the perf map, open_perfmap()): kept by the object, or closed. */
+static int64_t perfmap_object(struct proc_tracker *t, uint32_t pid, int fd, const char *shown)
 {
 	struct objinfo *oi;
 	int64_t obj;
 
 	obj = profile__object(t->p, OBJ_PERFMAP, shown, "", pid);
-	if (obj < 0 || proc_tracker__object_path(t, obj))
-		return obj;
-	if (arr_grow(t->objs, t->capobjs, t->nobjs + 1))
-		return -ENOMEM;
+	if (obj < 0 || proc_tracker__object_path(t, obj) || arr_grow(t->objs, t->capobjs,
+								      t->nobjs + 1)) {
+		if (fd >= 0)
+			close(fd);
+		return obj < 0 || proc_tracker__object_path(t, obj) ? obj : -ENOMEM;
+	}
 	oi = calloc(1, sizeof(*oi));
-	if (!oi)
+	if (!oi) {
+		if (fd >= 0)
+			close(fd);
 		return -ENOMEM;
+	}
 	oi->obj = obj;
-	oi->fd = open_regular(path); /* a FIFO planted as a perf map must not hang us */
+	oi->fd = fd;
 	if (oi->fd >= 0)
 		snprintf(oi->fdpath, sizeof(oi->fdpath), "/proc/self/fd/%d", oi->fd);
 	t->objs[t->nobjs++] = oi;
 	if (by_obj_set(t, obj, oi))
 		return -ENOMEM;
 	return obj;
+}
+
+/* The effective uid of pid and its pid in its own pid namespace (NSpid's last), from status. */
+static bool proc_ids(const char *proc_root, uint32_t pid, uint32_t *euid, uint32_t *nspid)
+{
+	char path[PATH_MAX], line[256];
+	bool uid = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%u/status", proc_root, pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	*nspid = pid; /* kernels without NSpid: no pid namespaces to tell */
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Uid:", 4)) {
+			uid = sscanf(line + 4, "%*u %u", euid) == 1;
+		} else if (!strncmp(line, "NSpid:", 6)) {
+			char *last = strrchr(line, '\t');
+
+			*nspid = (uint32_t)strtoul(last ? last + 1 : line + 6, NULL, 10);
+		}
+	}
+	fclose(f);
+	return uid && *nspid;
+}
+
+/*
+ * The perf map of pid, where perf looks: /tmp/perf-NSPID.map in the target's root (NSPID: its
+ * pid in its own namespace), no symlink followed, a regular file owned by the target's user
+ * (root's only for a root target), at most PERFMAP_MAX bytes. -1 when none can be trusted.
+ */
+static int open_perfmap(const char *proc_root, uint32_t pid)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	uint32_t euid, nspid;
+	int root, fd;
+
+	if (!proc_ids(proc_root, pid, &euid, &nspid))
+		return -1;
+	snprintf(path, sizeof(path), "%s/%u/root", proc_root, pid);
+	root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	snprintf(path, sizeof(path), "tmp/perf-%u.map", nspid);
+	fd = open_in_root(root, path, true);
+	close(root);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || st.st_uid != euid || st.st_size > PERFMAP_MAX) {
+		log_debug("proc: perf map of %u not read: not its user's, or over %d MiB", pid,
+			  PERFMAP_MAX >> 20);
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 static bool is_anon_path(const char *path)
@@ -293,7 +358,6 @@ static bool is_anon_path(const char *path)
 static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64_t dev,
 		    uint64_t ino, const char *path)
 {
-	char pm[PATH_MAX];
 	int64_t obj;
 
 	if (!strcmp(path, "[vdso]")) {
@@ -306,13 +370,14 @@ static int classify(struct proc_tracker *t, uint32_t pid, struct pmap *m, uint64
 		obj = profile__object(t->p, OBJ_ANON, "[vsyscall]", "", 0);
 	} else if (is_anon_path(path) || !ino) {
 		/* JIT code: named by the process's perf map when it writes one. */
-		snprintf(pm, sizeof(pm), "%s/%u/root/tmp/perf-%u.map", t->opts.proc_root, pid, pid);
-		if (!access(pm, R_OK)) {
+		int fd = open_perfmap(t->opts.proc_root, pid);
+
+		if (fd >= 0) {
 			char shown[64];
 
 			snprintf(shown, sizeof(shown), "/tmp/perf-%u.map", pid);
 			m->kind = OBJ_PERFMAP;
-			obj = perfmap_object(t, pid, pm, shown);
+			obj = perfmap_object(t, pid, fd, shown);
 		} else {
 			m->kind = OBJ_ANON;
 			obj = profile__object(t->p, OBJ_ANON, *path ? path : "[anon]", "", pid);
@@ -353,7 +418,7 @@ static int use_jitdump(struct proc_tracker *t, uint32_t pid, struct pstate *ps, 
 		    !is_anon_path(profile__str(t->p, t->p->objects.v[m->obj].path)))
 			continue;
 		if (obj < 0)
-			obj = perfmap_object(t, pid, open, path);
+			obj = perfmap_object(t, pid, open_regular(open), path);
 		if (obj < 0)
 			return (int)obj;
 		m->kind = OBJ_PERFMAP;

@@ -17,6 +17,9 @@ struct record_opts {
 	size_t npids;
 	bool all;
 	char **argv; /* command to launch (points into the caller's argv) */
+	const char *user; /* --user: the command runs as this user (its uid, gid, groups) */
+	bool run_as;	  /* user resolved: run_uid, run_gid */
+	uint32_t run_uid, run_gid;
 	unsigned freq;
 	double duration; /* seconds, 0 = until stopped */
 	const char *output;

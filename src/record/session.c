@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <linux/perf_event.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,12 +166,40 @@ static int check_pids(const struct record_opts *o)
 	return 0;
 }
 
+/* --user: the user's groups, looked up before the fork (NSS is no place for a forked child). */
+static int user_groups(const struct record_opts *o, gid_t *groups, int *n)
+{
+	struct passwd *pw = getpwuid(o->run_uid);
+
+	if (!pw || getgrouplist(pw->pw_name, o->run_gid, groups, n) < 0) {
+		log_err("failed to list the groups of user '%s': %s", o->user,
+			pw ? "more than 256" : "no such user");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * --user: what initgroups() would set, then the gid and the uid, all three ids each (no way
+ * back to root), before the exec.
+ */
+static int drop_to_user(const struct record_opts *o, const gid_t *groups, int n)
+{
+	if (setgroups((size_t)n, groups) || setresgid(o->run_gid, o->run_gid, o->run_gid) ||
+	    setresuid(o->run_uid, o->run_uid, o->run_uid))
+		return errno;
+	return 0;
+}
+
 /* Forks the command stopped before exec; it runs once BPF is attached. */
 static int launch_prepare(struct session *s)
 {
-	int go[2], ep[2];
+	gid_t groups[256];
+	int go[2], ep[2], ngroups = 256;
 	char c;
 
+	if (s->o->run_as && user_groups(s->o, groups, &ngroups))
+		return -EINVAL;
 	if (pipe2(go, O_CLOEXEC) || pipe2(ep, O_CLOEXEC))
 		return -errno;
 	s->child = fork();
@@ -184,8 +214,10 @@ static int launch_prepare(struct session *s)
 			_exit(127);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
-		execvp(s->o->argv[0], s->o->argv);
-		e = errno;
+		e = s->o->run_as ? drop_to_user(s->o, groups, ngroups) : 0;
+		if (!e)
+			execvp(s->o->argv[0], s->o->argv);
+		e = e ? e : errno;
 		if (write(ep[1], &e, sizeof(e)) < 0)
 			_exit(127);
 		_exit(127);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sym/sym_internal.h"
+#include "sym/symbolizer.h"
 #include "util/elf_layout.h"
 
 struct perfmap {
@@ -136,11 +137,38 @@ static int read_jitdump(struct symtab *t, FILE *f, const struct stat *st)
 	return err;
 }
 
+/*
+ * The "START SIZE name" lines, from whoever wrote the file: PERFMAP_MAX bytes at most, and a
+ * line longer than PERFMAP_LINE_MAX is skipped whole.
+ */
+static int read_lines(struct symtab *t, FILE *f)
+{
+	char *line = malloc(PERFMAP_LINE_MAX + 2);
+	uint32_t lines = 0;
+	size_t total = 0;
+	bool skip = false;
+	int err = 0;
+
+	if (!line)
+		return -ENOMEM;
+	while (!err && total < PERFMAP_MAX && fgets(line, PERFMAP_LINE_MAX + 2, f)) {
+		size_t len = strlen(line);
+		bool whole = len && line[len - 1] == '\n';
+
+		total += len;
+		if (!skip && (whole || len <= PERFMAP_LINE_MAX))
+			err = parse_line(t, line, ++lines);
+		skip = !whole; /* the rest of an overlong line, or of one cut by EOF */
+	}
+	if (!err && ferror(f))
+		err = -EIO;
+	free(line);
+	return err;
+}
+
 static int read_map(struct perfmap *m)
 {
 	struct symtab t;
-	size_t cap = 0, lines = 0;
-	char *line = NULL;
 	FILE *f;
 	int err = 0;
 
@@ -158,6 +186,10 @@ static int read_map(struct perfmap *m)
 		err = -errno;
 		goto out;
 	}
+	if (m->st.st_size > PERFMAP_MAX) {
+		err = -EFBIG;
+		goto out;
+	}
 	{
 		uint8_t magic[4];
 
@@ -167,14 +199,11 @@ static int read_map(struct perfmap *m)
 			rewind(f);
 	}
 	/* A jitdump was read to its end: no lines follow. */
-	while (!err && getline(&line, &cap, f) > 0)
-		err = parse_line(&t, line, (uint32_t)++lines);
-	if (!err && ferror(f))
-		err = -EIO;
+	if (!err)
+		err = read_lines(&t, f);
 	if (!err)
 		err = symtab__finish(&t);
 out:
-	free(line);
 	fclose(f);
 	if (err) {
 		symtab__clear(&t);

@@ -34,6 +34,10 @@ struct symbolizer;
 
 struct symbolizer *symbolizer__new(const struct symbolizer_opts *opts);
 void symbolizer__free(struct symbolizer *s);
+/* A perf map is read only up to this size, and lines up to this length (longer: skipped). */
+#define PERFMAP_MAX (256 << 20)
+#define PERFMAP_LINE_MAX (64 << 10)
+
 
 /*
  * A user-space ELF object. path: a path that can be opened now (may be

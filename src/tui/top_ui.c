@@ -216,7 +216,7 @@ static void draw_status(struct top_ui *ui)
 void top_ui__draw(struct top_ui *ui, const struct top_model *m, const struct profile *p,
 		  const struct top_header *h)
 {
-	struct sink *out = sink_mem();
+	struct sink *mem = sink_mem(), *out = sink_text(mem);
 	int hdr = 0, rows = LINES - 7 - (h->res && h->res->seen); /* the resource line */
 
 	if (!out)
@@ -233,7 +233,7 @@ void top_ui__draw(struct top_ui *ui, const struct top_model *m, const struct pro
 			ui->sel = rows - 1;
 		hdr = top_render(out, m, p, h, ui->v, COLS, rows);
 	}
-	draw_text(sink_mem_data(out, NULL), 0,
+	draw_text(sink_mem_data(mem, NULL), 0,
 		  ui->mode == UI_TABLE || ui->mode == UI_FILTER ? hdr + 1 + ui->sel : -1);
 	draw_status(ui);
 	refresh();

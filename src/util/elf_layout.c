@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 #include <gelf.h>
 #include <string.h>
 
@@ -62,6 +65,65 @@ int open_regular(const char *path)
 		return -1;
 	}
 	/* Regular files ignore O_NONBLOCK; clear it anyway for the readers that follow. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+}
+
+/* Without openat2: one component at a time, none of them a symlink. */
+static int open_walk(int rootfd, const char *path)
+{
+	char comp[NAME_MAX + 1];
+	int dir = rootfd, fd;
+
+	for (;;) {
+		size_t n = strcspn(path, "/");
+
+		if (!n || n > NAME_MAX || (n <= 2 && !strncmp(path, "..", n))) {
+			fd = -1;
+			errno = EINVAL;
+			break;
+		}
+		memcpy(comp, path, n);
+		comp[n] = '\0';
+		path += n;
+		while (*path == '/')
+			path++;
+		fd = openat(dir, comp,
+			    (*path ? O_PATH | O_DIRECTORY : O_RDONLY | O_NONBLOCK) | O_NOFOLLOW |
+				    O_CLOEXEC);
+		if (dir != rootfd)
+			close(dir);
+		if (fd < 0 || !*path)
+			break;
+		dir = fd;
+	}
+	return fd;
+}
+
+int open_in_root(int rootfd, const char *path, bool nofollow)
+{
+	struct open_how how = { .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	struct stat st;
+	int fd;
+
+	while (*path == '/')
+		path++;
+	if (nofollow) {
+		how.flags |= O_NOFOLLOW;
+		how.resolve |= RESOLVE_NO_SYMLINKS;
+	}
+	fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS)
+		fd = nofollow ? open_walk(rootfd, path)
+			      : openat(rootfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;
 }

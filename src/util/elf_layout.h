@@ -28,6 +28,13 @@ bool elf_layout_vaddr(const struct elf_layout *l, uint64_t off, uint64_t *vaddr)
  * device planted there must not hang eprof. Returns the fd, or -1 with errno.
  */
 int open_regular(const char *path);
+/*
+ * Opens path (relative) for reading as a target sees it: rootfd is the target's root
+ * (/proc/PID/root) and path is resolved inside it (openat2 RESOLVE_IN_ROOT), never following a
+ * symlink when nofollow (RESOLVE_NO_SYMLINKS; without openat2, O_NOFOLLOW on each component).
+ * Regular files only, O_NONBLOCK while opening. -1 with errno set.
+ */
+int open_in_root(int rootfd, const char *path, bool nofollow);
 
 /*
  * The size a compressed section says it inflates to: ch_size of an

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "esc.h"
 #include "log.h"
 
 static enum log_level cur_level = LOG_WARN;
@@ -20,9 +21,9 @@ enum log_level log_get_level(void)
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	static const char *const prefix[] = { "eprof: ", "eprof: warning: ", "eprof: ", "eprof: debug: " };
-	char buf[1024];
+	char buf[1024], out[4 * sizeof(buf)];
 	va_list ap;
-	size_t n;
+	size_t n, used;
 
 	if (level > cur_level)
 		return;
@@ -33,5 +34,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	n = strlen(buf);
 	while (n && buf[n - 1] == '\n')
 		buf[--n] = '\0';
-	fprintf(stderr, "%s%s\n", prefix[level], buf);
+	/* Names from targets reach messages: no control byte reaches the terminal. */
+	out[esc_ctl(out, buf, n, false, &used)] = '\0';
+	fprintf(stderr, "%s%s\n", prefix[level], out);
 }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "esc.h"
 #include "sink.h"
 #include "vec.h"
 
@@ -65,19 +66,30 @@ struct sink *sink_open(const char *path, int mode)
 
 	if (!strcmp(path, "-"))
 		return sink_file(stdout, 0);
-	/* No O_TRUNC yet: someone else's file must be refused before it is touched. */
-	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
-	if (fd < 0)
+	/*
+	 * No O_TRUNC yet: someone else's file must be refused before it is touched. O_NONBLOCK:
+	 * a FIFO without a reader fails (ENXIO) instead of hanging here.
+	 */
+	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+		  mode ? mode : 0600);
+	if (fd < 0) {
+		if (errno == ENXIO)
+			errno = EINVAL;
 		return NULL;
+	}
 	if (fstat(fd, &st)) {
 		e = errno;
 		goto fail;
 	}
-	if (S_ISREG(st.st_mode) && st.st_uid != geteuid()) {
+	if (!S_ISREG(st.st_mode)) {
+		e = EINVAL; /* a FIFO, a device, a socket */
+		goto fail;
+	}
+	if (st.st_uid != geteuid()) {
 		e = EPERM;
 		goto fail;
 	}
-	if (S_ISREG(st.st_mode) && ftruncate(fd, 0)) {
+	if (ftruncate(fd, 0)) {
 		e = errno;
 		goto fail;
 	}
@@ -136,6 +148,67 @@ const char *sink_mem_data(struct sink *s, size_t *len)
 	if (len)
 		*len = ms->len;
 	return ms->buf ? ms->buf : "";
+}
+
+/* A text sink: control bytes escaped (esc.h) on their way to the sink it wraps. */
+struct text_sink {
+	struct sink base;
+	struct sink *in;
+	char held[4]; /* the start of a UTF-8 sequence the last write ended in */
+	size_t nheld;
+};
+
+static int text_put(struct text_sink *ts, const char *buf, size_t len, bool more)
+{
+	char in[1024 + 4], out[4 * sizeof(in)];
+
+	while (len || ts->nheld) {
+		size_t take = len < 1024 ? len : 1024, n = ts->nheld + take, used, o;
+
+		memcpy(in, ts->held, ts->nheld);
+		memcpy(in + ts->nheld, buf, take);
+		buf += take;
+		len -= take;
+		o = esc_ctl(out, in, n, more || len, &used);
+		ts->nheld = n - used; /* at most 3 */
+		memcpy(ts->held, in + used, ts->nheld);
+		if (sink_write(ts->in, out, o))
+			return ts->in->err;
+		if (!len)
+			break;
+	}
+	return 0;
+}
+
+static int text_write(struct sink *s, const void *buf, size_t len)
+{
+	return text_put((struct text_sink *)s, buf, len, true);
+}
+
+static int text_close(struct sink *s)
+{
+	struct text_sink *ts = (struct text_sink *)s;
+	int err = ts->nheld ? text_put(ts, "", 0, false) : 0;
+	int cerr = sink_close(ts->in);
+
+	return err ? err : cerr;
+}
+
+struct sink *sink_text(struct sink *in)
+{
+	struct text_sink *ts;
+
+	if (!in)
+		return NULL;
+	ts = calloc(1, sizeof(*ts));
+	if (!ts) {
+		sink_close(in);
+		return NULL;
+	}
+	ts->base.write = text_write;
+	ts->base.close = text_close;
+	ts->in = in;
+	return &ts->base;
 }
 
 int sink_write(struct sink *s, const void *buf, size_t len)

@@ -18,8 +18,17 @@ struct sink {
 
 /* Writes to an open FILE; close() flushes and checks ferror, and fcloses it if own_file. */
 struct sink *sink_file(FILE *f, int own_file);
-/* Opens path for writing (0644 unless mode given, O_NOFOLLOW, truncating); "-" means stdout. */
+/*
+ * Opens path for writing: "-" means stdout; otherwise a regular file of ours only (created
+ * mode, 0600 when 0; O_NOFOLLOW, O_NONBLOCK; truncated). NULL with errno set: EINVAL for a
+ * FIFO, device or socket, EPERM for another user's file.
+ */
 struct sink *sink_open(const char *path, int mode);
+/*
+ * Text for people (report, top, diff, critical-path): wraps in, and escapes every control
+ * byte but '\n' as \xNN (esc.h) on the way. Owns in (closed with it; freed if this fails).
+ */
+struct sink *sink_text(struct sink *in);
 /* Grows a heap buffer; sink_mem_data() returns it NUL-terminated. */
 struct sink *sink_mem(void);
 const char *sink_mem_data(struct sink *s, size_t *len);

@@ -441,7 +441,7 @@ static const char *tracker_path(void *ctx, uint32_t obj)
  */
 static void test_unmapped_jit_code_named_by_perf_map(void **state)
 {
-	char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+	char dir[PATH_MAX + 32], path[PATH_MAX + 64], status[128];
 	const struct location *l;
 	const struct frame *f;
 	struct symbolize_stats st;
@@ -460,6 +460,11 @@ static void test_unmapped_jit_code_named_by_perf_map(void **state)
 	mkdir(path, 0755);
 	snprintf(path, sizeof(path), "%s/root/tmp/perf-400.map", dir);
 	write_file(path, "7f0000000100 80 live_fn\n7f0000200000 100 freed_fn\n");
+	/* The perf map is read only as the file of the process's user (ours, here). */
+	snprintf(path, sizeof(path), "%s/status", dir);
+	snprintf(status, sizeof(status), "Uid:\t%u\t%u\t%u\t%u\nNSpid:\t400\n", getuid(),
+		 geteuid(), getuid(), geteuid());
+	write_file(path, status);
 	fx_init(&fx);
 	make_sample(&e, 0, 2);
 	e.s.h.pid = e.s.h.tid = 400;

@@ -4,6 +4,8 @@
 #include "cmds.h"
 #include "output/csv.h"
 #include "output/html.h"
+#include "util/esc.h"
+#include "util/sha256.h"
 #include "util/sink.h"
 
 static struct profile *make(void)
@@ -138,12 +140,87 @@ static void test_export_args(void **state)
 	assert_int_equal(parse_export_args(2, (char *[]){ "export", "--help", NULL }, &o), 1);
 }
 
+static char *csv_of(const char *cell)
+{
+	struct sink *s = sink_mem();
+	char *out;
+
+	csv_field(s, cell);
+	out = strdup(sink_mem_data(s, NULL));
+	sink_close(s);
+	return out;
+}
+
+/* A name a spreadsheet would evaluate gets a leading quote; others stay as they are. */
+static void test_csv_formulas(void **state)
+{
+	static const char *const cases[][2] = {
+		{ "=SUM(A1)", "'=SUM(A1)" }, { "+1", "'+1" },	   { "-1", "'-1" },
+		{ "@x", "'@x" },	     { "\tx", "'\tx" },	   { "=a,b", "\"'=a,b\"" },
+		{ "main", "main" },	     { "a=b", "a=b" },	   { "", "" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = csv_of(cases[i][0]);
+
+		assert_string_equal(got, cases[i][1]);
+		free(got);
+	}
+}
+
+/* Control bytes as \xNN, UTF-8 kept, C1 controls in either form escaped, split input joined. */
+static void test_esc_ctl(void **state)
+{
+	static const char *const cases[][2] = {
+		{ "plain é €\n", "plain é €\n" },
+		{ "\x1b]52;c;eA==\x07", "\\x1b]52;c;eA==\\x07" },
+		{ "a\tb\rc\x7f", "a\\x09b\\x0dc\\x7f" },
+		{ "\xc2\x9b" "31m", "\\xc2\\x9b31m" },
+		{ "\x9b" "31m\xff", "\\x9b31m\\xff" },
+	};
+	struct sink *mem, *text;
+	char *s;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		s = esc_ctl_str(cases[i][0]);
+		assert_string_equal(s, cases[i][1]);
+		free(s);
+	}
+	/* "€" written in two pieces through a text sink stays one character */
+	mem = sink_mem();
+	text = sink_text(mem);
+	sink_write(text, "x\xe2\x82", 3);
+	sink_write(text, "\xac\x1b", 2);
+	assert_string_equal(sink_mem_data(mem, NULL), "x€\\x1b");
+	assert_int_equal(sink_close(text), 0);
+}
+
+static void test_sha256(void **state)
+{
+	struct sha256 c;
+	uint8_t d[32];
+	char b64[45];
+
+	(void)state;
+	sha256_init(&c);
+	sha256_update(&c, "abc", 3);
+	sha256_final(&c, d);
+	sha256_base64(d, b64);
+	/* FIPS 180-4's example: ba7816bf 8f01cfea ... f20015ad */
+	assert_string_equal(b64, "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_csv),
 		cmocka_unit_test(test_html),
 		cmocka_unit_test(test_export_args),
+		cmocka_unit_test(test_csv_formulas),
+		cmocka_unit_test(test_esc_ctl),
+		cmocka_unit_test(test_sha256),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,450 @@
+# SPDX-License-Identifier: MIT
+"""eprof runs as root; its targets' users, their files and others' data files are untrusted
+(docs/security.md). Each test plays the other user and shows that root's eprof holds."""
+import base64
+import hashlib
+import json
+import os
+import pwd
+import re
+import shutil
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+TEST_USER = "eprof-trust"
+ATTACKER = "nobody"
+MAGIC = 0x4d454d45
+TIB = 1 << 40
+
+
+def user_ids(name):
+    pw = pwd.getpwnam(name)
+    return pw.pw_uid, pw.pw_gid
+
+
+@pytest.fixture(scope="session")
+def target_user():
+    """A user of our own, made once, for the profiled processes."""
+    if os.geteuid() != 0:
+        print("skipped: not root", file=sys.stderr)
+        pytest.skip("skipped: not root")
+    try:
+        pwd.getpwnam(TEST_USER)
+    except KeyError:
+        r = subprocess.run(["useradd", "-M", "-r", "-s", "/bin/sh", TEST_USER],
+                           capture_output=True, text=True)
+        if r.returncode:
+            pytest.skip(f"skipped: cannot create user {TEST_USER}: {r.stderr.strip()}")
+    return TEST_USER
+
+
+def as_user(name):
+    uid, gid = user_ids(name)
+
+    def drop():
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    return drop
+
+
+def run_as(name, code, *args, **kw):
+    """A Python snippet run as another user."""
+    return subprocess.Popen([sys.executable, "-c", code, *args], preexec_fn=as_user(name),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd="/", **kw)
+
+
+def abstract_names(prefix):
+    with open("/proc/net/unix") as f:
+        return [ln.split()[-1][1:] for ln in f if ln.split()[-1].startswith("@" + prefix)]
+
+
+def wait_for_name(prefix, proc, timeout=20):
+    """The abstract socket proc listens on: its name carries its pid (other recorders may run
+    on the machine)."""
+    end = time.time() + timeout
+    prefix = f"{prefix}{proc.pid}-"
+    while time.time() < end and proc.poll() is None:
+        names = abstract_names(prefix)
+        if names:
+            return names[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no socket @{prefix}* appeared")
+
+
+def wait_for_child(ppid, comm, timeout=20):
+    """Until a child of ppid runs comm (it has exec'd)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+            except (OSError, ValueError):
+                continue
+            if st.split(") ")[-1].split()[1] == str(ppid) and f"({comm})" in st:
+                return int(d)
+        time.sleep(0.05)
+    raise AssertionError(f"no child {comm} of {ppid}")
+
+
+# One forged stack (id 1, one frame) and one 1 TiB allocation on it, in pid 1's name.
+FORGE = r"""
+import socket, struct, sys, time
+M = 0x4d454d45
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect("\0" + sys.argv[1])
+ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+stack = struct.pack("<IHHII", M, 2, 1, 1, 1) + struct.pack("<IHHQ", 1, 0, 0, ns)
+stack += struct.pack("<Q", 0x401000)
+rec = struct.pack("<IHHII", M, 1, 1, 1, 1)
+rec += struct.pack("<QQQIBBH", 0x7f0000001000, ns, 1 << 40, 1, 1, 0, 0)
+sent = 0
+try:
+    sent += s.send(stack) > 0
+    time.sleep(0.2)
+    sent += s.send(rec) > 0
+    time.sleep(0.5)
+except OSError as e:
+    print("refused:", e)
+print("sent", sent)
+"""
+
+
+def memory_numbers(mem):
+    """Every byte figure of the memory section, flattened."""
+    out = []
+
+    def walk(v, key=""):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, k)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, key)
+        elif isinstance(v, (int, float)) and "bytes" in key:
+            out.append(v)
+    walk(mem)
+    return out
+
+
+def test_mem_channel_refuses_another_user(ep, need_bpf):
+    """Another user reaches the channel's name; what it sends is not recorded."""
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "mem.data", "--", "sleep", "3"],
+                           cwd=ep.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    name = wait_for_name("eprof-mem-", rec)
+    forger = run_as(ATTACKER, FORGE, name)
+    out, err = forger.communicate(timeout=30)
+    _, rerr = rec.communicate(timeout=60)
+    assert rec.returncode == 0, rerr
+    assert forger.returncode == 0, err
+    mem = ep.report_json("mem.data")["memory"]
+    big = [b for b in memory_numbers(mem) if b >= TIB]
+    assert not big, f"another user's forged 1 TiB block is in root's report: {big}"
+    assert "connections refused" in rerr, rerr
+
+
+# Binds a name the recording used once it is free, and counts the bytes anyone sends it.
+SQUAT = r"""
+import select, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+end = time.time() + 5
+while True:
+    try:
+        s.bind("\0" + sys.argv[1])
+        break
+    except OSError:
+        if time.time() > end:
+            print("never free"); sys.exit(1)
+        time.sleep(0.02)
+s.listen(8)
+print("bound", flush=True)
+got, end = 0, time.time() + float(sys.argv[2])
+conns = []
+while time.time() < end:
+    r, _, _ = select.select([s] + conns, [], [], 0.1)
+    for x in r:
+        if x is s:
+            conns.append(s.accept()[0])
+            continue
+        try:
+            d = x.recv(65536)
+        except OSError:
+            d = b""
+        got += len(d)
+        if not d:
+            conns.remove(x)
+print("received", got)
+"""
+
+
+def test_no_residue_after_the_recording(ep, need_bpf, tmp_path):
+    """A descendant that outlives the recording and then execs: its image carries no EPROF_*
+    variable, loads no eprof library, and sends nothing to whoever bound the freed name."""
+    out = tmp_path / "env.txt"
+    script = '(sleep 5; exec sh -c \'env; cat /proc/self/maps\' > "$0") & exit 0'
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "r.data", "--", "sh", "-c",
+                            script, str(out)], cwd=ep.dir, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    name = wait_for_name("eprof-mem-", rec)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, err
+    squat = run_as(ATTACKER, SQUAT, name, "6")
+    sout, serr = squat.communicate(timeout=30)
+    assert "bound" in sout, sout + serr
+    got = int(re.search(r"received (\d+)", sout).group(1))
+    end = time.time() + 10
+    while time.time() < end and not (out.exists() and "/proc/self/maps" not in out.read_text()
+                                     and out.stat().st_size and "[stack]" in out.read_text()):
+        time.sleep(0.1)
+    text = out.read_text()
+    assert "[stack]" in text, text
+    assert not re.search(r"^EPROF_", text, re.M), text
+    assert "libeprof" not in text, text
+    assert got == 0, f"the descendant sent {got} bytes to another user's socket"
+
+
+@pytest.fixture(scope="module")
+def public_dir():
+    """A directory other users can reach (pytest's own are root's only)."""
+    d = tempfile.mkdtemp(prefix="eprof-trust-", dir="/tmp")
+    os.chmod(d, 0o1777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def jit_named(public_dir):
+    exe = os.path.join(public_dir, "jit_named")
+    subprocess.run(["cc", "-O2", "-o", exe,
+                    os.path.join(os.path.dirname(__file__), "..", "fixtures", "jit_named.c")],
+                   check=True)
+    os.chmod(exe, 0o755)
+    return exe
+
+
+class JitTarget:
+    """jit_named run as user, its perf map written by plant(pid, addr, size) as that user."""
+
+    def __init__(self, exe, user, secs, plant, *argv):
+        self.p = subprocess.Popen([exe, str(secs), *argv], preexec_fn=as_user(user),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  cwd="/")
+        pid, addr, size = self.p.stdout.readline().split()
+        self.pid, self.addr, self.size = int(pid), int(addr, 16), int(size, 16)
+        self.map = f"/tmp/perf-{self.pid}.map"
+        plant(self)
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def finish(self):
+        self.p.kill()
+        self.p.wait(timeout=60)
+        for path in (self.map,):
+            if os.path.lexists(path):
+                os.unlink(path)
+
+
+def write_as(user, path, data):
+    """path written by user (its owner), as a process of theirs would."""
+    code = "import sys; open(sys.argv[1], 'wb').write(sys.stdin.buffer.read())"
+    p = subprocess.run([sys.executable, "-c", code, path], input=data,
+                       preexec_fn=as_user(user), cwd="/")
+    assert p.returncode == 0
+
+
+THREAD = "<svg onload=x>"  # a thread name fits 15 bytes
+
+
+def record_jit(ep, exe, user, plant, data="jit.data", secs=2.5, *extra):
+    """secs of recording by -d: the target outlives it, whatever the machine's load."""
+    t = JitTarget(exe, user, 600, plant, str(len(HOSTILE)), THREAD)
+    try:
+        r = ep.run("record", "-F", "499", "-q", "-p", str(t.pid), "-d", str(secs), "-o", data,
+                   *extra)
+    finally:
+        t.finish()
+    return r
+
+
+# Names a target's user chose: OSC 52 (clipboard), OSC 0 (title), a CSI, HTML, a formula.
+HOSTILE = ["\x1b]52;c;cHduZWQ=\x07", "\x1b]0;owned\x07", "\x1b[2J\x9b31m",
+           "<img src=x onerror=alert(1)>", "=HYPERLINK(\"http://x\")", "@SUM(1)", "+1", "-1"]
+
+
+def hostile_map(user):
+    def plant(t):
+        step = t.size // len(HOSTILE)
+        lines = "".join(f"{t.addr + i * step:x} {step:x} {n}\n" for i, n in enumerate(HOSTILE))
+        write_as(user, t.map, lines.encode())
+    return plant
+
+
+def no_controls(text):
+    bad = [c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7f <= ord(c) <= 0x9f]
+    return not bad
+
+
+def test_hostile_names_in_outputs(ep, need_bpf, target_user, jit_named):
+    """Function names from a target's perf map: text outputs show control bytes as \\xNN,
+    the HTML has them escaped under a CSP that names its scripts, CSV cells are not formulas."""
+    record_jit(ep, jit_named, target_user, hostile_map(target_user), "h.data", 2.5)
+    rep = ep.report_json("h.data")
+    names = {f["name"] for f in rep["functions"]}
+    assert names & set(HOSTILE), f"the perf map's names are not in the recording: {names}"
+    for args in (["report", "h.data", "--limit", "0"], ["diff", "h.data", "h.data"],
+                 ["report", "h.data", "--threads"]):
+        out = ep.run(*args).stdout
+        assert no_controls(out), f"eprof {' '.join(args)} printed control bytes"
+        assert "\\x1b]52;c;" in out or "diff" in args, out
+    err = ep.run("report", "\x1b]0;x\x07.data", check=False).stderr
+    assert err and no_controls(err) and "\\x1b]0;x\\x07" in err, err
+    html = ep.run("export", "-f", "html", "-o", "-", "h.data").stdout
+    assert "<img src=x" not in html and "&lt;img src=x" in html
+    assert "<svg onload" not in html and "&lt;svg onload=x&gt;" in html
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)"', html)
+    assert csp and "default-src 'none'" in csp.group(1), html[:2000]
+    hashes = set(re.findall(r"'sha256-([^']+)'", csp.group(1)))
+    assert html.index(csp.group(0)) < html.index("<script")
+    for m in re.finditer(r"<script([^>]*)>(.*?)</script>", html, re.S):
+        if "application/json" in m.group(1):
+            continue
+        body = m.group(2)
+        if body.startswith("<![CDATA["):
+            body = body[9:-3] if body.endswith("]]>") else body[9:]
+        digest = base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+        assert digest in hashes, f"a script not in the CSP: {m.group(0)[:80]}"
+    csv = ep.run("export", "-f", "csv", "-o", "-", "h.data").stdout
+    cells = [row.split(",")[0].strip('"') for row in csv.splitlines()[1:]]
+    formulas = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert not formulas and any(c.startswith("'=") for c in cells), cells
+
+
+def test_output_must_be_a_regular_file(ep, need_bpf, target_user, jit_named, public_dir):
+    """Another user's FIFO as -o: one line of error and a non-zero exit, at once; files made
+    by -o are 0600."""
+    record_jit(ep, jit_named, target_user, lambda t: None, "o.data", 1)
+    fifo = os.path.join(public_dir, "fifo")
+    subprocess.run([sys.executable, "-c", "import os, sys; os.mkfifo(sys.argv[1], 0o666)", fifo],
+                   preexec_fn=as_user(ATTACKER), check=True)
+    for args in (["report", "o.data"], ["export", "-f", "html", "o.data"],
+                 ["flamegraph", "o.data"]):
+        t0 = time.time()
+        r = ep.run(*args, "-o", fifo, check=False, timeout=20)
+        assert r.returncode != 0 and time.time() - t0 < 10, (args, r.returncode)
+        assert "not a regular file" in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
+            r.stderr
+    r = ep.run("report", "o.data", "-o", "/dev/null", check=False)
+    assert r.returncode != 0 and "not a regular file" in r.stderr, r.stderr
+    ep.run("report", "o.data", "-o", "rep.txt")
+    assert stat.S_IMODE(os.stat(os.path.join(ep.dir, "rep.txt")).st_mode) == 0o600
+
+
+def jit_names(ep, data):
+    return {f["name"] for f in ep.report_json(data)["functions"] if f["module"] == "[jit]"}
+
+
+def test_perf_map_trust(ep, need_bpf, target_user, jit_named, tmp_path):
+    """Root reads a target's perf map only when it is the target's own regular file: not
+    through a symlink it planted (to a root-only file), not one another user wrote; a line
+    over 64 KiB is skipped, not read whole."""
+    secret = tmp_path / "secret.map"  # pytest's directory: root's only
+
+    def symlink(t):
+        step = t.size // len(HOSTILE)
+        secret.write_text("".join(f"{t.addr + i * step:x} {step:x} ROOT_SECRET_{i}\n"
+                                  for i in range(len(HOSTILE))))
+        os.chmod(secret, 0o600)
+        subprocess.run([sys.executable, "-c", "import os, sys; os.symlink(*sys.argv[1:])",
+                        str(secret), t.map], preexec_fn=as_user(target_user), check=True)
+    record_jit(ep, jit_named, target_user, symlink, "link.data", 1.5)
+    names = jit_names(ep, "link.data")
+    assert names and not any("ROOT_SECRET" in n for n in names), names
+
+    def foreign(t):
+        write_as(ATTACKER, t.map, f"{t.addr:x} {t.size:x} FOREIGN_NAME\n".encode())
+    record_jit(ep, jit_named, target_user, foreign, "foreign.data", 1.5)
+    names = jit_names(ep, "foreign.data")
+    assert names and "FOREIGN_NAME" not in names, names
+
+    def long_line(t):
+        step = t.size // len(HOSTILE)
+        lines = f"{t.addr:x} {step:x} {'L' * 100000}\n"
+        lines += "".join(f"{t.addr + i * step:x} {step:x} short_{i}\n"
+                         for i in range(1, len(HOSTILE)))
+        write_as(target_user, t.map, lines.encode())
+    record_jit(ep, jit_named, target_user, long_line, "long.data", 1.5)
+    names = jit_names(ep, "long.data")
+    assert any(n.startswith("short_") for n in names), names
+    assert not any(n.startswith("LLLL") for n in names), [n[:20] for n in names]
+
+
+def test_another_users_recording(ep, target_user, public_dir, tmp_path):
+    """A recording another user hands root names a root-only file as a JIT perf map: root's
+    report does not read it (--force does); a FIFO given as the input fails at once."""
+    from test_faults import crafted_profile
+    secret = tmp_path / "secret.map"  # root's only
+    secret.write_text("1000 10 ROOT_ONLY_LINE\n")
+    os.chmod(secret, 0o600)
+    data = os.path.join(public_dir, "theirs.data")
+    write_as(target_user, data, crafted_profile([(str(secret), 2)]))
+    r = ep.run("report", data, "--json", "--limit", "0")
+    names = {f["name"] for f in json.loads(r.stdout)["functions"]}
+    assert "ROOT_ONLY_LINE" not in names, names
+    assert "--force" in r.stderr, r.stderr
+    forced = ep.run("report", data, "--json", "--limit", "0", "--force")
+    assert "ROOT_ONLY_LINE" in {f["name"] for f in json.loads(forced.stdout)["functions"]}
+    fifo = os.path.join(public_dir, "in.fifo")
+    subprocess.run([sys.executable, "-c", "import os, sys; os.mkfifo(sys.argv[1], 0o666)", fifo],
+                   preexec_fn=as_user(ATTACKER), check=True)
+    r = ep.run("report", fifo, check=False, timeout=20)
+    assert r.returncode != 0 and "not a regular file" in r.stderr, r.stderr
+
+
+def test_record_user_runs_the_command_as_that_user(ep, need_bpf, target_user, public_dir):
+    """record --user USER -- CMD: the command runs with USER's uid, gid and groups (no way
+    back to root), and what it creates is USER's."""
+    uid, gid = user_ids(target_user)
+    out = os.path.join(public_dir, "ids")
+    ep.run("record", "-q", "--user", target_user, "-o", "u.data", "--", "sh", "-c",
+           f'id -u > {out}; id -g >> {out}; id -G >> {out}; cat /proc/self/status >> {out}')
+    lines = open(out).read().splitlines()
+    assert lines[0] == str(uid) and lines[1] == str(gid), lines[:3]
+    assert "0" not in lines[2].split(), lines[2]
+    status = {ln.split(":")[0]: ln.split()[1:] for ln in lines[3:] if ":" in ln}
+    assert status["Uid"] == [str(uid)] * 4 and status["Gid"] == [str(gid)] * 4, status
+    assert os.stat(out).st_uid == uid
+    r = ep.run("record", "-q", "--user", "no-such-user-eprof", "--", "true", check=False)
+    assert r.returncode != 0 and "no-such-user-eprof" in r.stderr, r.stderr
+
+
+def test_mem_channel_pid_is_the_peers(ep, need_bpf, target_user):
+    """The target's own user may connect (its processes do), but what it sends is its own
+    process's: records that name pid 1 are not pid 1's."""
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "--user", target_user, "-o", "p.data",
+                            "--", "sleep", "3"], cwd=ep.dir, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    name = wait_for_name("eprof-mem-", rec)
+    # Records dated before the command runs are not the recording's: forge once it runs.
+    wait_for_child(rec.pid, "sleep")
+    forger = run_as(target_user, FORGE, name)
+    out, err = forger.communicate(timeout=30)
+    _, rerr = rec.communicate(timeout=60)
+    assert rec.returncode == 0 and forger.returncode == 0, rerr + err
+
+    def tib_under(pid):
+        folded = ep.run("flamegraph", "p.data", "--mem", "--folded", "--pid", str(pid)).stdout
+        return [ln for ln in folded.splitlines() if int(ln.rsplit(" ", 1)[1]) >= TIB]
+    assert not tib_under(1), "records naming pid 1 were filed under pid 1"
+    assert tib_under(forger.pid), "not filed under the sender's pid: " + rerr
+    big = [b for b in memory_numbers(ep.report_json("p.data")["memory"]) if b >= TIB]
+    assert big, "the target user's own records were refused: " + rerr
