@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,12 +28,26 @@ struct trie_builder {
 	size_t cap;
 };
 
+const char *frame_display_name(const struct profile *p, const struct frame *f, char *buf,
+			       size_t len)
+{
+	const char *name = profile__str(p, f->name), *file, *slash;
+
+	if (f->kind != FRAME_PYTHON || !f->file || !len)
+		return name;
+	file = profile__str(p, f->file);
+	slash = strrchr(file, '/');
+	snprintf(buf, len, "%s (%s:%u)", name, slash ? slash + 1 : file, f->line);
+	return buf;
+}
+
 static int64_t trie_child(struct trie_builder *b, uint32_t parent, uint32_t frame)
 {
 	const struct frame *f = &b->p->frames.v[frame];
 	uint64_t fl = 0, id;
 
-	if (b->lines && (f->file || f->line)) {
+	/* A Python frame is named by its line (frame_display_name): one node per line. */
+	if ((b->lines || f->kind == FRAME_PYTHON) && (f->file || f->line)) {
 		if (!hmap__get(b->fileline, f->file, f->line, &fl)) {
 			fl = hmap__count(b->fileline) + 1;
 			if (hmap__put(b->fileline, f->file, f->line, fl))

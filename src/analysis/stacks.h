@@ -76,6 +76,13 @@ size_t stack_frames(const struct profile *p, uint32_t node, const struct frame *
 size_t stack_frames_leaf_first(const struct profile *p, uint32_t node, const struct frame **out,
 			       size_t max);
 
+/*
+ * A frame's name as users read it: a Python frame is "qualname (file.py:LINE)" (the base name
+ * of its file, the line of the sample), any other frame its name. Returns name or buf.
+ */
+const char *frame_display_name(const struct profile *p, const struct frame *f, char *buf,
+			       size_t len);
+
 /* Whether a stack was cut short: its root (below a Python [GIL] marker) is a special frame
  * such as [truncated]. */
 bool stack_truncated(const struct profile *p, uint32_t node);

@@ -72,11 +72,23 @@ static void text_header(struct sink *out, const struct profile *p, const struct 
 	}
 }
 
+/* A Python function's row says which file: "qualname (file.py)". */
+static const char *func_label(const struct profile *p, const struct func_stat *f, char *buf,
+			      size_t len)
+{
+	const char *file = profile__str(p, f->file), *slash = strrchr(file, '/');
+
+	if (!f->file)
+		return profile__str(p, f->name);
+	snprintf(buf, len, "%s (%s)", profile__str(p, f->name), slash ? slash + 1 : file);
+	return buf;
+}
+
 static void text_functions(struct sink *out, const struct profile *p, const struct report_opts *o,
 			   const struct hot_result *r)
 {
 	size_t n = o->limit && o->limit < r->n ? o->limit : r->n;
-	char smp[32];
+	char smp[32], name[512];
 
 	sink_printf(out, "\n%7s %7s %9s  %-50s %s\n", "Self%", "Total%", "Samples",
 		    o->hot.by_line ? "Function (line)" : "Function", "Module");
@@ -86,7 +98,7 @@ static void text_functions(struct sink *out, const struct profile *p, const stru
 		fmt_count(smp, sizeof(smp),
 			  o->hot.sort == SORT_TOTAL ? f->total : f->self);
 		sink_printf(out, "%7.2f %7.2f %9s  %-50s %s\n", pct(f->self, r->samples),
-			    pct(f->total, r->samples), smp, profile__str(p, f->name),
+			    pct(f->total, r->samples), smp, func_label(p, f, name, sizeof(name)),
 			    profile__str(p, f->module));
 	}
 	if (n < r->n)

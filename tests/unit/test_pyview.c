@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+/* Python users' view: frame names. */
+#include "test_util.h"
+
+#include "analysis/hot.h"
+#include "analysis/stacks.h"
+#include "output/folded.h"
+#include "output/svg.h"
+#include "util/sink.h"
+
+/* A Python frame as the recorder writes it: one location per (function, file, line). */
+static uint32_t py_loc(struct profile *p, const char *func, const char *file, uint32_t line)
+{
+	int64_t obj = profile__object(p, OBJ_PYTHON, "[python]", "", 0);
+	int64_t loc;
+	struct location *l;
+	struct frame *f;
+
+	assert_true(obj > 0);
+	loc = profile__location(p, obj, (uint64_t)profile__intern(p, file) << 40 |
+						(uint64_t)profile__intern(p, func) << 20 | line);
+	assert_true(loc > 0);
+	l = &p->locations.v[loc];
+	if (l->frame_n)
+		return loc;
+	l->frame_first = p->frames.n;
+	l->frame_n = 1;
+	f = vec_push(p->frames);
+	f->name = profile__intern(p, func);
+	f->module = profile__intern(p, "python");
+	f->file = profile__intern(p, file);
+	f->line = line;
+	f->kind = FRAME_PYTHON;
+	return loc;
+}
+
+static uint32_t kernel_loc(struct profile *p, const char *func, uint64_t addr)
+{
+	uint32_t loc = test_loc(p, "[kernel.kallsyms]", func, NULL, addr);
+
+	p->frames.v[p->locations.v[loc].frame_first].kind = FRAME_KERNEL;
+	return loc;
+}
+
+/*
+ * python3: _start -> Py_RunMain -> _PyEval (replaced) <module> (t.py:30) -> main (t.py:26)
+ *   -> step (t.py:10) -> PyObject_Call -> sgemm_          50 samples
+ *   -> step (t.py:11) -> PyObject_Call -> sgemm_          10 samples (another line)
+ *   -> step (t.py:12)                                      20 samples (a Python leaf)
+ *   -> wait (t.py:40) -> PyThread_acquire -> futex_wait (kernel) 15 samples
+ * a native thread: start_thread -> worker -> spin          5 samples
+ */
+static struct profile *make(void)
+{
+	struct profile *p = profile__new();
+	uint32_t st = test_loc(p, "/usr/bin/python3.11", "_start", NULL, 1),
+		 run = test_loc(p, "/usr/bin/python3.11", "Py_RunMain", NULL, 2),
+		 call = test_loc(p, "/usr/bin/python3.11", "PyObject_Call", NULL, 3),
+		 acq = test_loc(p, "/usr/bin/python3.11", "PyThread_acquire", NULL, 4),
+		 gemm = test_loc(p, "/usr/lib/libblas.so.3", "sgemm_", NULL, 5),
+		 thr = test_loc(p, "/usr/lib/libc.so.6", "start_thread", NULL, 6),
+		 wrk = test_loc(p, "/usr/lib/libx.so", "worker", NULL, 7),
+		 spin = test_loc(p, "/usr/lib/libx.so", "spin", NULL, 8),
+		 fx = kernel_loc(p, "futex_wait", 9), mod = py_loc(p, "<module>", "/src/t.py", 30),
+		 mn = py_loc(p, "main", "/src/t.py", 26), s10 = py_loc(p, "Net.step", "/src/t.py", 10),
+		 s11 = py_loc(p, "Net.step", "/src/t.py", 11),
+		 s12 = py_loc(p, "Net.step", "/src/t.py", 12), w = py_loc(p, "wait", "/src/t.py", 40);
+
+	test_samples(p, 10, 10, "python3", 50, (uint32_t[]){ st, run, mod, mn, s10, call, gemm }, 7);
+	test_samples(p, 10, 10, "python3", 10, (uint32_t[]){ st, run, mod, mn, s11, call, gemm }, 7);
+	test_samples(p, 10, 10, "python3", 20, (uint32_t[]){ st, run, mod, mn, s12 }, 5);
+	test_samples(p, 10, 10, "python3", 15, (uint32_t[]){ st, run, mod, mn, w, acq, fx }, 7);
+	test_samples(p, 10, 11, "worker", 5, (uint32_t[]){ thr, wrk, spin }, 3);
+	return p;
+}
+
+static char *folded(struct profile *p, bool lines)
+{
+	struct folded_opts o = { .lines = lines };
+	struct sink *s = sink_mem();
+	char *out;
+
+	assert_int_equal(folded_write(s, p, &o), 0);
+	out = strdup(sink_mem_data(s, NULL));
+	sink_close(s);
+	return out;
+}
+
+static void test_python_frame_names(void **state)
+{
+	struct profile *p = make();
+	char *out = folded(p, false), *with_lines;
+
+	(void)state;
+	/* The line of the sample, the file's base name; each line its own frame. */
+	assert_non_null(strstr(out, "python3;_start;Py_RunMain;<module> (t.py:30);main (t.py:26);"
+				    "Net.step (t.py:10);PyObject_Call;sgemm_ 50\n"));
+	assert_non_null(strstr(out, ";Net.step (t.py:11);PyObject_Call;sgemm_ 10\n"));
+	assert_non_null(strstr(out, ";main (t.py:26);Net.step (t.py:12) 20\n"));
+	/* --lines does not name the line twice */
+	with_lines = folded(p, true);
+	assert_non_null(strstr(with_lines, ";main (t.py:26);Net.step (t.py:12) 20\n"));
+	assert_null(strstr(with_lines, "(t.py:12) (t.py:12)"));
+	free(out);
+	free(with_lines);
+	profile__free(p);
+}
+
+/* The SVG names Python frames by line, keeps them Python, and its tooltip has the full path. */
+static void test_svg_python_frames(void **state)
+{
+	struct profile *p = make();
+	struct svg_opts o = { .fg = { .title = "t" } };
+	struct sink *s = sink_mem();
+	const char *out;
+
+	(void)state;
+	assert_int_equal(flamegraph_svg_write(s, p, &o), 0);
+	out = sink_mem_data(s, NULL);
+	assert_non_null(strstr(out, "\"Net.step (t.py:10)\""));
+	assert_non_null(strstr(out, "\"files\":["));
+	assert_non_null(strstr(out, "\"/src/t.py\""));
+	assert_non_null(strstr(out, ">Python<")); /* the legend */
+	sink_close(s);
+	profile__free(p);
+}
+
+/* Two files' `forward` are two rows of the function table, each naming its file. */
+static void test_hot_python_by_file(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t a = py_loc(p, "forward", "/m/a.py", 3), b = py_loc(p, "forward", "/m/b.py", 3),
+		 a2 = py_loc(p, "forward", "/m/a.py", 4);
+	struct hot_opts o = { 0 };
+	struct hot_result r;
+	uint64_t self[2] = { 0 };
+
+	(void)state;
+	test_samples(p, 1, 1, "py", 7, (uint32_t[]){ a }, 1);
+	test_samples(p, 1, 1, "py", 2, (uint32_t[]){ a2 }, 1);
+	test_samples(p, 1, 1, "py", 3, (uint32_t[]){ b }, 1);
+	assert_int_equal(hot_functions(p, &o, &r), 0);
+	assert_int_equal(r.n, 2);
+	for (size_t i = 0; i < r.n; i++) {
+		const char *file = profile__str(p, r.funcs[i].file);
+
+		self[strcmp(file, "/m/a.py") ? 1 : 0] = r.funcs[i].self;
+	}
+	assert_int_equal(self[0], 9);
+	assert_int_equal(self[1], 3);
+	hot_result__free(&r);
+	profile__free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_python_frame_names),
+		cmocka_unit_test(test_svg_python_frames),
+		cmocka_unit_test(test_hot_python_by_file),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
