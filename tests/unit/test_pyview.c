@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* Python users' view: frame names. */
+/* Python users' view: frame names, --view python|mixed|native, Python lines tables. */
 #include "test_util.h"
 
 #include "analysis/hot.h"
 #include "analysis/stacks.h"
+#include "analysis/view.h"
 #include "output/folded.h"
 #include "output/svg.h"
 #include "util/sink.h"
@@ -86,6 +87,27 @@ static char *folded(struct profile *p, bool lines)
 	return out;
 }
 
+static void test_view_select_rule(void **state)
+{
+	const uint8_t cls[] = { VC_SPECIAL, VC_NATIVE, VC_PYTHON, VC_NATIVE, VC_PYTHON, VC_NATIVE,
+				VC_NATIVE, VC_SPECIAL };
+	bool keep[8];
+
+	(void)state;
+	/* python: the root mark, both Python frames, the innermost native frame, the leaf mark */
+	assert_int_equal(view_select(VIEW_PYTHON, cls, 8, keep), 5);
+	assert_true(keep[0] && !keep[1] && keep[2] && !keep[3] && keep[4] && !keep[5] && keep[6]);
+	assert_true(keep[7]);
+	/* a Python leaf: no native frame is the leaf */
+	assert_int_equal(view_select(VIEW_PYTHON, cls, 5, keep), 3);
+	assert_true(keep[0] && !keep[1] && keep[2] && !keep[3] && keep[4]);
+	assert_int_equal(view_select(VIEW_NATIVE, cls, 8, keep), 6);
+	assert_true(!keep[2] && !keep[4] && keep[1] && keep[7]);
+	assert_int_equal(view_select(VIEW_MIXED, cls, 8, keep), 8);
+	assert_int_equal(view_parse("python"), VIEW_PYTHON);
+	assert_int_equal(view_parse("Python"), -EINVAL);
+}
+
 static void test_python_frame_names(void **state)
 {
 	struct profile *p = make();
@@ -125,6 +147,40 @@ static void test_svg_python_frames(void **state)
 	profile__free(p);
 }
 
+static void test_views(void **state)
+{
+	struct profile *p = make();
+	size_t nstacks = p->stacks.n;
+	char *out;
+
+	(void)state;
+	assert_int_equal(profile_apply_view(p, VIEW_MIXED), 0);
+	assert_int_equal(p->stacks.n, nstacks); /* mixed: nothing changes */
+	assert_int_equal(profile_apply_view(p, VIEW_PYTHON), 0);
+	out = folded(p, false);
+	assert_non_null(strstr(out, "python3;<module> (t.py:30);main (t.py:26);Net.step (t.py:10);"
+				    "sgemm_ 50\n"));
+	assert_non_null(strstr(out, "python3;<module> (t.py:30);main (t.py:26);Net.step (t.py:12) 20\n"));
+	assert_non_null(strstr(out, "python3;<module> (t.py:30);main (t.py:26);wait (t.py:40);"
+				    "futex_wait 15\n"));
+	/* a thread with no Python frame keeps its leaf */
+	assert_non_null(strstr(out, "worker;spin 5\n"));
+	assert_null(strstr(out, "Py_RunMain"));
+	assert_null(strstr(out, "PyObject_Call"));
+	free(out);
+	profile__free(p);
+
+	p = make();
+	assert_int_equal(profile_apply_view(p, VIEW_NATIVE), 0);
+	out = folded(p, false);
+	assert_non_null(strstr(out, "python3;_start;Py_RunMain;PyObject_Call;sgemm_ 60\n"));
+	assert_non_null(strstr(out, "python3;_start;Py_RunMain 20\n"));
+	assert_non_null(strstr(out, "worker;start_thread;worker;spin 5\n"));
+	assert_null(strstr(out, "t.py"));
+	free(out);
+	profile__free(p);
+}
+
 /* Two files' `forward` are two rows of the function table, each naming its file. */
 static void test_hot_python_by_file(void **state)
 {
@@ -155,8 +211,10 @@ static void test_hot_python_by_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_view_select_rule),
 		cmocka_unit_test(test_python_frame_names),
 		cmocka_unit_test(test_svg_python_frames),
+		cmocka_unit_test(test_views),
 		cmocka_unit_test(test_hot_python_by_file),
 	};
 
