@@ -311,6 +311,7 @@ static int write_json(struct sink *out, struct profile *p, const struct report_o
 	err = err ?: report_gpu_json(out, p);
 	err = err ?: report_regions_json(out, p, rf);
 	err = err ?: report_python_json(out, p, &o->hot.filter);
+	err = err ?: report_py_lines_json(out, p, &o->hot.filter, pre->mem);
 	err = err ?: report_mem_json(out, p, pre->mem, o->limit);
 	err = err ?: report_io_json(out, p, &o->hot.filter, o->limit);
 	err = err ?: report_metrics_json(out, p, met, o->carbon_g_per_kwh);
@@ -375,6 +376,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_regions_text(out, p, &rf, o->limit);
 		if (!err)
 			err = report_python_text(out, p, &o->hot.filter);
+		err = err ?: report_py_lines_text(out, p, &o->hot.filter, pre.mem, o->limit);
 		err = err ?: report_mem_text(out, p, pre.mem, o->limit);
 		err = err ?: report_io_text(out, p, &o->hot.filter, o->limit);
 		err = err ?: report_findings(out, p, &o->hot.filter, &pre, false);

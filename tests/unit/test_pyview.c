@@ -3,9 +3,11 @@
 #include "test_util.h"
 
 #include "analysis/hot.h"
+#include "analysis/pylines.h"
 #include "analysis/stacks.h"
 #include "analysis/view.h"
 #include "output/folded.h"
+#include "output/report_python.h"
 #include "output/svg.h"
 #include "util/sink.h"
 
@@ -54,21 +56,24 @@ static uint32_t kernel_loc(struct profile *p, const char *func, uint64_t addr)
 static struct profile *make(void)
 {
 	struct profile *p = profile__new();
-	uint32_t st = test_loc(p, "/usr/bin/python3.11", "_start", NULL, 1),
-		 run = test_loc(p, "/usr/bin/python3.11", "Py_RunMain", NULL, 2),
-		 call = test_loc(p, "/usr/bin/python3.11", "PyObject_Call", NULL, 3),
-		 acq = test_loc(p, "/usr/bin/python3.11", "PyThread_acquire", NULL, 4),
+	const char *py = "/usr/bin/python3.11", *t = "/src/t.py";
+	uint32_t st = test_loc(p, py, "_start", NULL, 1),
+		 run = test_loc(p, py, "Py_RunMain", NULL, 2),
+		 call = test_loc(p, py, "PyObject_Call", NULL, 3),
+		 acq = test_loc(p, py, "PyThread_acquire", NULL, 4),
 		 gemm = test_loc(p, "/usr/lib/libblas.so.3", "sgemm_", NULL, 5),
 		 thr = test_loc(p, "/usr/lib/libc.so.6", "start_thread", NULL, 6),
 		 wrk = test_loc(p, "/usr/lib/libx.so", "worker", NULL, 7),
 		 spin = test_loc(p, "/usr/lib/libx.so", "spin", NULL, 8),
-		 fx = kernel_loc(p, "futex_wait", 9), mod = py_loc(p, "<module>", "/src/t.py", 30),
-		 mn = py_loc(p, "main", "/src/t.py", 26), s10 = py_loc(p, "Net.step", "/src/t.py", 10),
-		 s11 = py_loc(p, "Net.step", "/src/t.py", 11),
-		 s12 = py_loc(p, "Net.step", "/src/t.py", 12), w = py_loc(p, "wait", "/src/t.py", 40);
+		 fx = kernel_loc(p, "futex_wait", 9), mod = py_loc(p, "<module>", t, 30),
+		 mn = py_loc(p, "main", t, 26), s10 = py_loc(p, "Net.step", t, 10),
+		 s11 = py_loc(p, "Net.step", t, 11), s12 = py_loc(p, "Net.step", t, 12),
+		 w = py_loc(p, "wait", t, 40);
 
-	test_samples(p, 10, 10, "python3", 50, (uint32_t[]){ st, run, mod, mn, s10, call, gemm }, 7);
-	test_samples(p, 10, 10, "python3", 10, (uint32_t[]){ st, run, mod, mn, s11, call, gemm }, 7);
+	test_samples(p, 10, 10, "python3", 50, (uint32_t[]){ st, run, mod, mn, s10, call, gemm },
+		     7);
+	test_samples(p, 10, 10, "python3", 10, (uint32_t[]){ st, run, mod, mn, s11, call, gemm },
+		     7);
 	test_samples(p, 10, 10, "python3", 20, (uint32_t[]){ st, run, mod, mn, s12 }, 5);
 	test_samples(p, 10, 10, "python3", 15, (uint32_t[]){ st, run, mod, mn, w, acq, fx }, 7);
 	test_samples(p, 10, 11, "worker", 5, (uint32_t[]){ thr, wrk, spin }, 3);
@@ -160,7 +165,8 @@ static void test_views(void **state)
 	out = folded(p, false);
 	assert_non_null(strstr(out, "python3;<module> (t.py:30);main (t.py:26);Net.step (t.py:10);"
 				    "sgemm_ 50\n"));
-	assert_non_null(strstr(out, "python3;<module> (t.py:30);main (t.py:26);Net.step (t.py:12) 20\n"));
+	assert_non_null(
+	    strstr(out, "python3;<module> (t.py:30);main (t.py:26);Net.step (t.py:12) 20\n"));
 	assert_non_null(strstr(out, "python3;<module> (t.py:30);main (t.py:26);wait (t.py:40);"
 				    "futex_wait 15\n"));
 	/* a thread with no Python frame keeps its leaf */
@@ -208,6 +214,74 @@ static void test_hot_python_by_file(void **state)
 	profile__free(p);
 }
 
+static const struct py_line *row(const struct profile *p, const struct py_lines *l,
+				 enum py_table t, const char *func, uint32_t line)
+{
+	for (size_t i = 0; i < l->n[t]; i++)
+		if (!strcmp(profile__str(p, l->v[t][i].function), func) && l->v[t][i].line == line)
+			return &l->v[t][i];
+	return NULL;
+}
+
+static void test_python_lines(void **state)
+{
+	struct profile *p = make();
+	struct mem_group alloc[2] = { 0 };
+	struct mem_result mem = { .present = true, .allocated = alloc, .nallocated = 2 };
+	struct event io = { .ts = 2000000, .pid = 10, .tid = 10, .kind = EVK_IO, .a = 4096 };
+	const struct py_line *r;
+	struct py_lines l;
+	struct sink *s;
+
+	(void)state;
+	/* memory: 3000 bytes under step (t.py:10) -> sgemm_, 1000 under the native thread */
+	alloc[0] = (struct mem_group){ .stack = p->samples.v[0].stack, .bytes = 3000, .count = 3 };
+	alloc[1] = (struct mem_group){ .stack = p->samples.v[99].stack, .bytes = 1000, .count = 1 };
+	io.stack = p->samples.v[85].stack; /* wait (t.py:40) -> futex_wait */
+	assert_int_equal(profile__add_event(p, &io), 0);
+	assert_int_equal(py_lines_analyze(p, NULL, &mem, &l), 0);
+	/* CPU: by the innermost Python frame and the sample's line, the native leaf named */
+	assert_int_equal(l.total[PYT_CPU], 100 * 1000000ULL);
+	assert_int_equal(l.n[PYT_CPU], 4);
+	r = &l.v[PYT_CPU][0];
+	assert_string_equal(profile__str(p, r->function), "Net.step");
+	assert_int_equal(r->line, 10);
+	assert_int_equal(r->value, 50 * 1000000ULL);
+	assert_true(r->share > 49.99 && r->share < 50.01);
+	assert_string_equal(py_line_leaf(p, PYT_CPU, r), "sgemm_");
+	r = row(p, &l, PYT_CPU, "Net.step", 12);
+	assert_non_null(r);
+	assert_int_equal(r->value, 20 * 1000000ULL);
+	assert_string_equal(py_line_leaf(p, PYT_CPU, r), ""); /* its own code */
+	assert_string_equal(py_line_leaf(p, PYT_CPU, row(p, &l, PYT_CPU, "wait", 40)),
+			    "futex_wait");
+	assert_null(row(p, &l, PYT_CPU, "main", 26)); /* never the innermost */
+	/* memory: the native thread's bytes count in the total, not in a row */
+	assert_int_equal(l.total[PYT_MEMORY], 4000);
+	assert_int_equal(l.n[PYT_MEMORY], 1);
+	assert_true(l.v[PYT_MEMORY][0].share > 74.99 && l.v[PYT_MEMORY][0].share < 75.01);
+	assert_int_equal(l.n[PYT_IO], 1);
+	assert_int_equal(l.v[PYT_IO][0].value, 4096);
+	assert_int_equal(l.v[PYT_IO][0].line, 40);
+	assert_int_equal(l.n[PYT_OFFCPU] + l.n[PYT_GPU], 0);
+	py_lines__free(&l);
+
+	/* the report's JSON: every table, empty ones as [] */
+	s = sink_mem();
+	assert_int_equal(report_py_lines_json(s, p, NULL, &mem), 0);
+	assert_non_null(strstr(sink_mem_data(s, NULL), "\"python_lines\""));
+	assert_non_null(strstr(sink_mem_data(s, NULL), "\"function\": \"Net.step\""));
+	assert_non_null(strstr(sink_mem_data(s, NULL), "\"gpu\": []"));
+	sink_close(s);
+	s = sink_mem();
+	assert_int_equal(report_py_lines_text(s, p, NULL, &mem, 0), 0);
+	assert_non_null(strstr(sink_mem_data(s, NULL), "Net.step (t.py:10)"));
+	assert_non_null(strstr(sink_mem_data(s, NULL), "Python lines: memory allocated"));
+	assert_null(strstr(sink_mem_data(s, NULL), "Python lines: GPU"));
+	sink_close(s);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +290,7 @@ int main(void)
 		cmocka_unit_test(test_svg_python_frames),
 		cmocka_unit_test(test_views),
 		cmocka_unit_test(test_hot_python_by_file),
+		cmocka_unit_test(test_python_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
