@@ -93,7 +93,8 @@ static int interner_push(struct interner *in, const struct wstack_frame *f, size
 	if (arr_grow(in->names, in->cap, in->n + 1) ||
 	    arr_grow(in->hashes, in->cap_hashes, in->n + 1))
 		return -ENOMEM;
-	in->names[in->n] = (struct fg_name){ .s = f->name, .len = len, .kind = kind, .file = f->file };
+	in->names[in->n] =
+	    (struct fg_name){ .s = f->name, .len = len, .kind = kind, .file = f->file };
 	in->hashes[in->n] = h;
 	return in->n++;
 }

@@ -27,7 +27,7 @@ size_t view_select(enum stack_view v, const uint8_t *cls, size_t n, bool *keep)
 	for (size_t i = n; i-- > 0;) {
 		switch (v) {
 		case VIEW_PYTHON:
-			/* The innermost native frame is the leaf only if no Python frame is below it. */
+			/* The innermost native frame is the leaf unless a Python frame is below. */
 			keep[i] = cls[i] != VC_NATIVE || leaf_open;
 			if (cls[i] != VC_SPECIAL)
 				leaf_open = false;

@@ -130,7 +130,8 @@ static int apply_view(struct cmd_ctx *c)
 	for (size_t k = 0; k < c->njob && !err; k++)
 		err = c->job[k] ? profile_apply_view(c->job[k], v) : 0;
 	if (err)
-		log_err("failed to put the stacks in the %s view: %s", view_name(v), strerror(-err));
+		log_err("failed to put the stacks in the %s view: %s", view_name(v),
+			strerror(-err));
 	return err;
 }
 

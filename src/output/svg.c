@@ -64,7 +64,8 @@ static int build_stacks(const struct profile *p, const struct folded_opts *o, st
 					goto out;
 				l = labels[nl++];
 			}
-			frames[pos++] = (struct wstack_frame){ l, tmp[k]->kind, frame_file(p, tmp[k]) };
+			frames[pos++] =
+			    (struct wstack_frame){ l, tmp[k]->kind, frame_file(p, tmp[k]) };
 		}
 	}
 	*out = st;
