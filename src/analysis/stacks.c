@@ -249,6 +249,32 @@ size_t stack_frames_leaf_first(const struct profile *p, uint32_t node, const str
 	return n;
 }
 
+size_t stack_shown_frames(const struct profile *p, uint32_t node, const struct frame **out,
+			  size_t max, size_t *gap, bool *more)
+{
+	const struct frame *fr[1024];
+	size_t n = stack_frames_leaf_first(p, node, fr, 1024), py = 0, k;
+
+	*gap = 0;
+	while (py < n && fr[py]->kind != FRAME_PYTHON)
+		py++;
+	if (py < max || py == n || max < 3) {
+		k = n < max ? n : max;
+		memcpy(out, fr, k * sizeof(*out));
+		*more = n > k;
+		return k;
+	}
+	/* A Python user's line: the native leaf side, then the Python frame that led there. */
+	memcpy(out, fr, (max - 2) * sizeof(*out));
+	out[max - 2] = fr[py];
+	k = max - 1;
+	if (py + 1 < n)
+		out[k++] = fr[py + 1];
+	*more = py + 2 < n;
+	*gap = max - 2;
+	return k;
+}
+
 static uint32_t parent_of(const struct profile *p, uint32_t node)
 {
 	return p->stacks.v[node].parent < node ? p->stacks.v[node].parent : 0;

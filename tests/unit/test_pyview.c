@@ -7,6 +7,7 @@
 #include "analysis/stacks.h"
 #include "analysis/view.h"
 #include "output/folded.h"
+#include "output/report_mem.h"
 #include "output/report_python.h"
 #include "output/svg.h"
 #include "util/sink.h"
@@ -282,6 +283,54 @@ static void test_python_lines(void **state)
 	profile__free(p);
 }
 
+/*
+ * Tables keyed by stack: stacks that differ only in frames the line does not show are one row,
+ * and a Python frame beyond the first frames is shown in place of the middle ones.
+ */
+static void test_memory_rows_merged(void **state)
+{
+	struct profile *p = profile__new();
+	const char *so = "/usr/lib/libc10.so";
+	uint32_t mod = py_loc(p, "<module>", "/src/train.py", 3),
+		 step = py_loc(p, "train_step", "/src/train.py", 12),
+		 l1 = test_loc(p, so, "at::empty_cpu", NULL, 1),
+		 l2 = test_loc(p, so, "at::empty_generic", NULL, 2),
+		 l3 = test_loc(p, so, "at::detail::empty", NULL, 3),
+		 l4 = test_loc(p, so, "at::native::relu", NULL, 4),
+		 l5 = test_loc(p, so, "at::_ops::relu::call", NULL, 5),
+		 l6a = test_loc(p, so, "torch::autograd::a", NULL, 6),
+		 l6b = test_loc(p, so, "torch::autograd::b", NULL, 7),
+		 leaf = test_loc(p, so, "c10::alloc_cpu", NULL, 8),
+		 lone = test_loc(p, "/usr/lib/libx.so", "x_alloc", NULL, 9);
+	int64_t a = profile__stack(p, (uint32_t[]){ mod, step, l6a, l5, l4, l3, l2, l1, leaf }, 9),
+		b = profile__stack(p, (uint32_t[]){ mod, step, l6b, l5, l4, l3, l2, l1, leaf }, 9),
+		c = profile__stack(p, (uint32_t[]){ lone }, 1);
+	struct mem_group g[3] = { { .stack = a, .bytes = 3000, .count = 3 },
+				  { .stack = b, .bytes = 2000, .count = 2 },
+				  { .stack = c, .bytes = 4000, .count = 1 } };
+	struct mem_result r = { .present = true, .allocated = g, .nallocated = 3, .by_count = g };
+	struct sink *s = sink_mem();
+	const char *out, *row;
+
+	(void)state;
+	assert_true(a > 0 && b > 0 && c > 0);
+	assert_int_equal(profile__set_meta(p, "mem_sample_bytes", "1"), 0);
+	assert_int_equal(report_mem_text(s, p, &r, 0), 0);
+	out = sink_mem_data(s, NULL);
+	row = strstr(out, "Allocated by stack:");
+	assert_non_null(row);
+	/* merged: 5,000 bytes in 5 calls, above the 4,000-byte stack; the Python line shown */
+	row = strstr(row, "4.88 KiB");
+	assert_non_null(row);
+	assert_non_null(strstr(row, "c10::alloc_cpu <- at::empty_cpu <- at::empty_generic <- "
+				    "at::detail::empty <- ... <- train_step (train.py:12) <- "
+				    "<module> (train.py:3)   (2 stacks)\n"));
+	assert_true(strstr(row, "3.91 KiB") > row);
+	assert_null(strstr(out, "torch::autograd"));
+	sink_close(s);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +340,7 @@ int main(void)
 		cmocka_unit_test(test_views),
 		cmocka_unit_test(test_hot_python_by_file),
 		cmocka_unit_test(test_python_lines),
+		cmocka_unit_test(test_memory_rows_merged),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
