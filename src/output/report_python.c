@@ -4,7 +4,6 @@
  * memory, waits, I/O and GPU work by Python line.
  */
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "../analysis/pygil.h"
@@ -87,11 +86,10 @@ static bool table_in_bytes(enum py_table t)
 static const char *line_name(const struct profile *p, const struct py_line *r, char *buf,
 			     size_t len)
 {
-	const char *file = profile__str(p, r->file), *slash = strrchr(file, '/');
+	struct frame f = { .name = r->function, .file = r->file, .line = r->line,
+			   .kind = FRAME_PYTHON };
 
-	snprintf(buf, len, "%s (%s:%u)", profile__str(p, r->function), slash ? slash + 1 : file,
-		 r->line);
-	return buf;
+	return frame_display_name(p, &f, buf, len);
 }
 
 static void text_table(struct sink *out, const struct profile *p, const struct py_lines *l,
