@@ -7,6 +7,7 @@
 #include "analysis/stacks.h"
 #include "analysis/view.h"
 #include "output/folded.h"
+#include "output/html.h"
 #include "output/report_mem.h"
 #include "output/report_python.h"
 #include "output/svg.h"
@@ -233,6 +234,7 @@ static void test_python_lines(void **state)
 	const struct py_line *r;
 	struct py_lines l;
 	struct sink *s;
+	const char *out;
 
 	(void)state;
 	/* memory: 3000 bytes under step (t.py:10) -> sgemm_, 1000 under the native thread */
@@ -279,6 +281,13 @@ static void test_python_lines(void **state)
 	assert_non_null(strstr(sink_mem_data(s, NULL), "Net.step (t.py:10)"));
 	assert_non_null(strstr(sink_mem_data(s, NULL), "Python lines: memory allocated"));
 	assert_null(strstr(sink_mem_data(s, NULL), "Python lines: GPU"));
+	sink_close(s);
+	/* the HTML export has them too */
+	s = sink_mem();
+	assert_int_equal(html_write(s, p, &(struct html_opts){ .path = "x.data" }), 0);
+	out = strstr(sink_mem_data(s, NULL), "<section id=\"python\"><h2>Python lines</h2>");
+	assert_non_null(out);
+	assert_non_null(strstr(out, "Net.step (t.py:10)"));
 	sink_close(s);
 	profile__free(p);
 }
