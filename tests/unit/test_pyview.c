@@ -11,6 +11,7 @@
 #include "output/report_mem.h"
 #include "output/report_python.h"
 #include "output/svg.h"
+#include "tui/top_model.h"
 #include "util/sink.h"
 
 /* A Python frame as the recorder writes it: one location per (function, file, line). */
@@ -189,6 +190,44 @@ static void test_views(void **state)
 	profile__free(p);
 }
 
+static const struct top_func *top_find(const struct top_model *m, const struct profile *p,
+				       const char *name)
+{
+	for (size_t i = 0; i < m->funcs.n; i++)
+		if (!strcmp(profile__str(p, m->funcs.v[i].name), name))
+			return &m->funcs.v[i];
+	return NULL;
+}
+
+/* top counts the frames of the view it was given. */
+static void test_top_views(void **state)
+{
+	struct profile *p = make();
+	struct top_model m;
+
+	(void)state;
+	assert_int_equal(top_model__init(&m), 0);
+	m.view = VIEW_PYTHON;
+	assert_int_equal(top_model__update(&m, p, 1.0), 0);
+	assert_true(top_find(&m, p, "sgemm_")->self == 60);
+	assert_true(top_find(&m, p, "Net.step")->total == 80);
+	assert_true(top_find(&m, p, "spin")->self == 5);
+	assert_true(!top_find(&m, p, "Py_RunMain") || !top_find(&m, p, "Py_RunMain")->total);
+	assert_true(!top_find(&m, p, "PyObject_Call") || !top_find(&m, p, "PyObject_Call")->total);
+	top_model__free(&m);
+	profile__free(p);
+
+	p = make();
+	assert_int_equal(top_model__init(&m), 0);
+	m.view = VIEW_NATIVE;
+	assert_int_equal(top_model__update(&m, p, 1.0), 0);
+	assert_true(top_find(&m, p, "PyObject_Call")->total == 60);
+	assert_true(top_find(&m, p, "Py_RunMain")->self == 20); /* a Python leaf: its caller */
+	assert_true(!top_find(&m, p, "Net.step") || !top_find(&m, p, "Net.step")->total);
+	top_model__free(&m);
+	profile__free(p);
+}
+
 /* Two files' `forward` are two rows of the function table, each naming its file. */
 static void test_hot_python_by_file(void **state)
 {
@@ -347,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_python_frame_names),
 		cmocka_unit_test(test_svg_python_frames),
 		cmocka_unit_test(test_views),
+		cmocka_unit_test(test_top_views),
 		cmocka_unit_test(test_hot_python_by_file),
 		cmocka_unit_test(test_python_lines),
 		cmocka_unit_test(test_memory_rows_merged),
