@@ -120,17 +120,19 @@ static int add_events(struct pl_build *b, const struct sample_filter *f)
 
 	for (size_t i = 0; i < p->events.n && !err; i++) {
 		const struct event *e = &p->events.v[i];
+		/* GPU work is the launching thread's: its own tid slot means something else */
+		const struct event *who =
+		    launch && launch[i] != GPU_NO_LAUNCH ? &p->events.v[launch[i]] : e;
 
-		if (!event_match(f, e))
+		if (!event_match(f, who))
 			continue;
 		if (e->kind == EVK_OFFCPU)
 			err = add(b, PYT_OFFCPU, e->stack, e->dur * offcpu_scale(mean, e),
 				  offcpu_classify(p, e));
 		else if (e->kind == EVK_IO)
 			err = add(b, PYT_IO, e->stack, ev_io_bytes(e), native_leaf_of(p, e->stack));
-		else if (launch && launch[i] != GPU_NO_LAUNCH)
-			err = add(b, PYT_GPU, p->events.v[launch[i]].stack, e->dur,
-				  native_leaf_of(p, p->events.v[launch[i]].stack));
+		else if (who != e)
+			err = add(b, PYT_GPU, who->stack, e->dur, native_leaf_of(p, who->stack));
 	}
 	free(launch);
 	return err;

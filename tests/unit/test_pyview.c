@@ -6,6 +6,7 @@
 #include "analysis/pylines.h"
 #include "analysis/stacks.h"
 #include "analysis/view.h"
+#include "model/offcpu_event.h"
 #include "output/folded.h"
 #include "output/html.h"
 #include "output/report_mem.h"
@@ -270,6 +271,8 @@ static void test_python_lines(void **state)
 	struct mem_group alloc[2] = { 0 };
 	struct mem_result mem = { .present = true, .allocated = alloc, .nallocated = 2 };
 	struct event io = { .ts = 2000000, .pid = 10, .tid = 10, .kind = EVK_IO, .a = 4096 };
+	struct event off = { .ts = 3000000, .dur = 7000000, .pid = 10, .tid = 10,
+			     .kind = EVK_OFFCPU, .flags = OFFEV_SLEEP };
 	const struct py_line *r;
 	struct py_lines l;
 	struct sink *s;
@@ -281,6 +284,8 @@ static void test_python_lines(void **state)
 	alloc[1] = (struct mem_group){ .stack = p->samples.v[99].stack, .bytes = 1000, .count = 1 };
 	io.stack = p->samples.v[85].stack; /* wait (t.py:40) -> futex_wait */
 	assert_int_equal(profile__add_event(p, &io), 0);
+	off.stack = p->samples.v[60].stack; /* Net.step (t.py:12), a Python leaf */
+	assert_int_equal(profile__add_event(p, &off), 0);
 	assert_int_equal(py_lines_analyze(p, NULL, &mem, &l), 0);
 	/* CPU: by the innermost Python frame and the sample's line, the native leaf named */
 	assert_int_equal(l.total[PYT_CPU], 100 * 1000000ULL);
@@ -305,7 +310,12 @@ static void test_python_lines(void **state)
 	assert_int_equal(l.n[PYT_IO], 1);
 	assert_int_equal(l.v[PYT_IO][0].value, 4096);
 	assert_int_equal(l.v[PYT_IO][0].line, 40);
-	assert_int_equal(l.n[PYT_OFFCPU] + l.n[PYT_GPU], 0);
+	/* off-CPU: the blocked time, its wait kind as the leaf */
+	assert_int_equal(l.n[PYT_OFFCPU], 1);
+	assert_int_equal(l.v[PYT_OFFCPU][0].value, 7000000);
+	assert_int_equal(l.v[PYT_OFFCPU][0].line, 12);
+	assert_string_equal(py_line_leaf(p, PYT_OFFCPU, &l.v[PYT_OFFCPU][0]), "sleep");
+	assert_int_equal(l.n[PYT_GPU], 0);
 	py_lines__free(&l);
 
 	/* the report's JSON: every table, empty ones as [] */
