@@ -40,7 +40,8 @@ struct fg_name {
 	const char *s; /* borrowed from the caller's frames, or a literal */
 	uint32_t len;
 	uint8_t kind;
-	uint32_t rgb; /* 0xRRGGBB */
+	uint32_t rgb;	  /* 0xRRGGBB */
+	const char *file; /* NULL, or the tooltip's source file (the first frame's of this name) */
 };
 
 struct fg_node {

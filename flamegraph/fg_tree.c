@@ -87,19 +87,23 @@ static int interner_grow_slots(struct interner *in)
 	return 0;
 }
 
-static int interner_push(struct interner *in, const char *s, size_t len, unsigned kind, uint64_t h)
+static int interner_push(struct interner *in, const struct wstack_frame *f, size_t len,
+			 unsigned kind, uint64_t h)
 {
 	if (arr_grow(in->names, in->cap, in->n + 1) ||
 	    arr_grow(in->hashes, in->cap_hashes, in->n + 1))
 		return -ENOMEM;
-	in->names[in->n] = (struct fg_name){ .s = s, .len = len, .kind = kind };
+	in->names[in->n] =
+	    (struct fg_name){ .s = f->name, .len = len, .kind = kind, .file = f->file };
 	in->hashes[in->n] = h;
 	return in->n++;
 }
 
 /* Returns the id of (s, kind), adding it if new, or -ENOMEM. */
-static int64_t intern(struct interner *in, const char *s, unsigned kind)
+static int64_t intern(struct interner *in, const struct wstack_frame *f)
 {
+	const char *s = f->name;
+	unsigned kind = f->kind;
 	size_t len, j;
 	uint64_t h;
 	int err;
@@ -122,7 +126,7 @@ static int64_t intern(struct interner *in, const char *s, unsigned kind)
 		    !memcmp(e->s, s, len))
 			return in->slots[j] - 1;
 	}
-	err = interner_push(in, s, len, kind, h);
+	err = interner_push(in, &(struct wstack_frame){ s, 0, f->file }, len, kind, h);
 	if (err < 0)
 		return err;
 	in->slots[j] = err + 1;
@@ -371,7 +375,7 @@ static int intern_all(struct interner *in, const struct wstack *stacks, size_t n
 
 	for (size_t i = 0; i < n; i++) {
 		for (uint32_t j = 0; j < stacks[i].n; j++) {
-			int64_t id = intern(in, stacks[i].frames[j].name, stacks[i].frames[j].kind);
+			int64_t id = intern(in, &stacks[i].frames[j]);
 
 			if (id < 0)
 				return id;

@@ -316,6 +316,10 @@ static void write_static_frame(struct fg_ctx *c, const struct fg_node *nd)
 		sink_puts(s, "<g><title>");
 		fg_xml_text(s, nm->s, nm->len);
 		write_weight_title(c, nd);
+		if (nm->file) {
+			sink_puts(s, "\n");
+			xml_str(s, nm->file);
+		}
 		sink_puts(s, "</title>");
 	}
 	sink_printf(s, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"%d\" fill=\"#%06x\"/>",
@@ -349,6 +353,31 @@ static void write_json_str(struct sink *s, const char *str, size_t len)
 	sink_puts(s, "\"");
 }
 
+/* The tooltips' source files of the names (Python frames), when any name has one. */
+static int write_files(struct fg_ctx *c, const uint32_t *map)
+{
+	struct sink *s = c->out;
+	bool any = false;
+	size_t i;
+
+	for (i = 0; i < c->t.n_names && !any; i++)
+		any = map[i] != UINT32_MAX && c->t.names[i].file;
+	if (!any)
+		return s->err;
+	sink_puts(s, ",\n\"files\":[");
+	for (i = 0; i < c->t.n_names; i++) {
+		if (map[i] == UINT32_MAX)
+			continue;
+		if (map[i])
+			sink_puts(s, ",");
+		if (c->t.names[i].file)
+			write_json_str(s, c->t.names[i].file, strlen(c->t.names[i].file));
+		else
+			sink_puts(s, "0");
+	}
+	return sink_puts(s, "]");
+}
+
 /* Names used by the nodes; map[old id] = dense id. */
 static int write_names(struct fg_ctx *c, uint32_t *map)
 {
@@ -379,7 +408,8 @@ static int write_names(struct fg_ctx *c, uint32_t *map)
 		if (map[i] != UINT32_MAX)
 			sink_printf(s, "%06x", c->t.names[i].rgb);
 	}
-	return sink_puts(s, "\"");
+	sink_puts(s, "\"");
+	return write_files(c, map);
 }
 
 /*

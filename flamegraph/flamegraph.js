@@ -496,6 +496,8 @@
 		var out = [], line = fmt(fw[i]) + ' (' + pct(fw[i], total) + ' of total';
 
 		nameLines(names[name[i]], out);
+		if (D.files && D.files[name[i]])
+			nameLines(D.files[name[i]], out);
 		if (cur && i !== cur && inZoom(i))
 			line += ', ' + pct(fw[i], fw[cur]) + ' of zoomed';
 		out.push([line + ')', '']);

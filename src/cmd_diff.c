@@ -84,6 +84,7 @@ static const struct opt diff_opts[] = {
 		"(the job and rank tables still show every rank)"),
 	OPT_FLAG("inline", 0, struct diff_cli, inlined, "count inlined functions on their own"),
 	OPT_FLAG("json", 0, struct diff_cli, json, "machine-readable output"),
+	OPT_VIEW(struct diff_cli, view),
 	OPT_END,
 };
 
@@ -614,7 +615,8 @@ const struct command cmd_diff = {
 		 "BASE and NEW may each be a job's recordings (a directory, or a quoted glob):\n"
 		 "the job is then compared rank by rank, its collectives and stragglers too.\n",
 	CMD_OPTIONS(diff_opts, diff_defaults),
-	.flags = CMD_OUTPUT | CMD_JOB_PAIR,
+	.flags = CMD_OUTPUT | CMD_JOB_PAIR | CMD_VIEW,
+	.view = offsetof(struct diff_cli, view),
 	.ninputs = 2,
 	.input = { offsetof(struct diff_cli, base), offsetof(struct diff_cli, new) },
 	.output = offsetof(struct diff_cli, output),

@@ -63,6 +63,7 @@ static const struct opt export_opts[] = {
 		   "FILE shows it, with the differential flamegraph"),
 	OPT_GROUP(struct export_cli, range, cli_range_opts),
 	OPT_GROUP(struct export_cli, filter, cli_filter_opts),
+	OPT_VIEW(struct export_cli, view),
 	OPT_END,
 };
 
@@ -169,7 +170,11 @@ const struct command cmd_export = {
 	.summary = "pprof, folded, JSON, CSV or a self-contained HTML report",
 	.usage = "[FILE] --format FORMAT [-o OUT] [options]   (FILE: eprof.data)",
 	CMD_OPTIONS(export_opts, export_defaults),
-	CMD_READER(struct export_cli),
+	.flags = CMD_OUTPUT | CMD_VIEW,
+	.ninputs = 1,
+	.input = { offsetof(struct export_cli, input) },
+	.output = offsetof(struct export_cli, output),
+	.view = offsetof(struct export_cli, view),
 	.finish = export_finish,
 	.run = export_run,
 	.after = export_after,

@@ -82,6 +82,7 @@ static const struct opt fg_opts[] = {
 		 "root at the top, callees below (icicle); the default\n"
 		 "opens scrolled to the root at the bottom (a toggle in the viewer)"),
 	OPT_JOB_SELECT(struct flamegraph_cli, more),
+	OPT_VIEW(struct flamegraph_cli, view),
 	OPT_END,
 };
 
@@ -287,7 +288,9 @@ const struct command cmd_flamegraph = {
 	.about = "Several recordings of a job's ranks: one flamegraph, a HOST/rank N root frame "
 		 "per rank.\n",
 	CMD_OPTIONS(fg_opts, fg_defaults),
-	CMD_JOB_READER(struct flamegraph_cli, more, CMD_JOB_MERGE | CMD_JOB_RANK_ROOT),
+	CMD_JOB_READER(struct flamegraph_cli, more,
+		       CMD_JOB_MERGE | CMD_JOB_RANK_ROOT | CMD_VIEW),
+	.view = offsetof(struct flamegraph_cli, view),
 	.finish = fg_finish,
 	.run = fg_run,
 	.after = fg_after,

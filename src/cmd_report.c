@@ -35,6 +35,7 @@ static const struct opt report_opts[] = {
 		 "machine-readable output (schema in docs/json-schema.md)"),
 	OPT_STRING("output", 'o', "FILE", struct report_cli, output,
 		   "write to FILE instead of stdout"),
+	OPT_VIEW(struct report_cli, view),
 	OPT_END,
 };
 
@@ -103,7 +104,8 @@ const struct command cmd_report = {
 		 "per-rank table, the collectives matched across ranks, waits and the straggler\n"
 		 "(docs/distributed.md).\n",
 	CMD_OPTIONS(report_opts, report_defaults),
-	CMD_JOB_READER(struct report_cli, more, 0),
+	CMD_JOB_READER(struct report_cli, more, CMD_VIEW),
+	.view = offsetof(struct report_cli, view),
 	.finish = report_finish,
 	.run = report_run,
 };

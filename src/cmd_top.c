@@ -44,6 +44,7 @@ static const struct opt top_opts[] = {
 		 "calls, time and failures per CUDA function (needs -p)"),
 	OPT_FLAG("no-inject", 0, struct top_cli, rec.no_inject,
 		 "--gpu without the CUPTI collector: uprobes only"),
+	OPT_VIEW(struct top_cli, view),
 	OPT_END,
 };
 
@@ -219,6 +220,7 @@ static int top_main(struct cmd_ctx *c)
 	r.v.sort = o->sort;
 	if (top_model__init(&r.m))
 		return 1;
+	r.m.view = o->view;
 	if (top_gpu__init(&r.g)) {
 		top_model__free(&r.m);
 		return 1;

@@ -18,6 +18,7 @@ static const struct opt trace_opts[] = {
 	OPT_FLAG("no-counters", 0, struct trace_cli, no_counters,
 		 "leave out the CPU utilization tracks"),
 	OPT_JOB_SELECT(struct trace_cli, more),
+	OPT_VIEW(struct trace_cli, view),
 	OPT_END,
 };
 
@@ -69,7 +70,8 @@ const struct command cmd_trace = {
 		 "speedscope.\nSeveral recordings of a job's ranks: one timeline, clocks aligned, "
 		 "a process group per rank.\n",
 	CMD_OPTIONS(trace_opts, trace_defaults),
-	CMD_JOB_READER(struct trace_cli, more, CMD_JOB_MERGE),
+	CMD_JOB_READER(struct trace_cli, more, CMD_JOB_MERGE | CMD_VIEW),
+	.view = offsetof(struct trace_cli, view),
 	.run = trace_run,
 	.after = trace_after,
 };

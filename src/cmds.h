@@ -25,6 +25,7 @@ struct report_cli {
 	const char *input;
 	const char *output;
 	const char *region; /* --region NAME: samples inside that region only */
+	int view;	    /* --view: enum stack_view (analysis/view.h) */
 };
 
 enum fg_weights {
@@ -57,6 +58,7 @@ struct flamegraph_cli {
 	const char *region; /* --region NAME: samples inside that region only */
 	bool gil_colors;    /* --gil: open coloured by the GIL share */
 	uint8_t gil;	    /* --gil=held|not-held: enum gil_filter (analysis/stacks.h) */
+	int view;	    /* --view: enum stack_view (analysis/view.h) */
 };
 
 struct trace_cli {
@@ -65,6 +67,7 @@ struct trace_cli {
 	struct sample_filter filter;
 	struct time_range range;
 	bool no_counters;
+	int view; /* --view: enum stack_view (analysis/view.h) */
 };
 
 enum export_format {
@@ -83,6 +86,7 @@ struct export_cli {
 	struct time_range range;
 	bool lines;
 	const char *diff_base; /* --diff BASE: the HTML page of eprof diff BASE FILE */
+	int view;	       /* --view: enum stack_view (analysis/view.h) */
 };
 
 #define DIFF_MAX_GATES 64
@@ -101,6 +105,7 @@ struct diff_cli {
 	int rank;		    /* --rank N: two jobs' runs compared on rank N only (-1 all) */
 	const char *gates[DIFF_MAX_GATES]; /* --gate EXPR (diff_gate.h) */
 	size_t ngates;
+	int view; /* --view: enum stack_view (analysis/view.h) */
 };
 
 /*
@@ -121,6 +126,7 @@ struct top_cli {
 	bool batch;
 	bool gpu; /* --gpu: CUDA tables (rec.cuda on) */
 	enum top_sort sort;
+	int view; /* --view: enum stack_view (analysis/view.h) */
 };
 int parse_top_args(int argc, char **argv, struct top_cli *o);
 

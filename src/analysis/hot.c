@@ -67,7 +67,7 @@ struct hot_state {
 static int64_t func_index(struct hot_state *h, const struct frame *f, const struct frame *leaf)
 {
 	uint32_t name = f->name;
-	uint64_t idx;
+	uint64_t idx, where = f->module;
 
 	if (h->o->by_line && leaf) {
 		char buf[1024];
@@ -77,7 +77,10 @@ static int64_t func_index(struct hot_state *h, const struct frame *f, const stru
 			 *file ? (slash ? slash + 1 : file) : "??", leaf->line);
 		name = profile__intern(h->p, buf);
 	}
-	if (hmap__get(h->index, name, f->module, &idx))
+	/* A Python function is one per file: all are in module "python". */
+	if (f->kind == FRAME_PYTHON && !h->o->by_line)
+		where = 1ULL << 32 | f->file;
+	if (hmap__get(h->index, name, where, &idx))
 		return idx;
 	if (arr_grow(h->funcs, h->cap, h->n + 1) || arr_grow(h->onpath, h->cap_onpath, h->n + 1))
 		return -ENOMEM;
@@ -85,8 +88,9 @@ static int64_t func_index(struct hot_state *h, const struct frame *f, const stru
 	h->funcs[h->n].name = name;
 	h->funcs[h->n].module = f->module;
 	h->funcs[h->n].kind = f->kind;
+	h->funcs[h->n].file = f->kind == FRAME_PYTHON && !h->o->by_line ? f->file : 0;
 	h->onpath[h->n] = 0;
-	if (hmap__put(h->index, name, f->module, h->n))
+	if (hmap__put(h->index, name, where, h->n))
 		return -ENOMEM;
 	return h->n++;
 }

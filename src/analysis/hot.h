@@ -21,6 +21,7 @@ bool sample_filter__match(const struct sample_filter *f, const struct sample *s)
 struct func_stat {
 	uint32_t name;	 /* string id; with by_line: "func (file:line)" */
 	uint32_t module; /* string id */
+	uint32_t file;	 /* string id: a Python function's file (two files' `forward` are two) */
 	uint8_t kind;	 /* enum frame_kind */
 	uint64_t self, total;	    /* samples */
 	uint64_t self_ns, total_ns; /* weight */

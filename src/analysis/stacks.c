@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,12 +28,26 @@ struct trie_builder {
 	size_t cap;
 };
 
+const char *frame_display_name(const struct profile *p, const struct frame *f, char *buf,
+			       size_t len)
+{
+	const char *name = profile__str(p, f->name), *file, *slash;
+
+	if (f->kind != FRAME_PYTHON || !f->file || !len)
+		return name;
+	file = profile__str(p, f->file);
+	slash = strrchr(file, '/');
+	snprintf(buf, len, "%s (%s:%u)", name, slash ? slash + 1 : file, f->line);
+	return buf;
+}
+
 static int64_t trie_child(struct trie_builder *b, uint32_t parent, uint32_t frame)
 {
 	const struct frame *f = &b->p->frames.v[frame];
 	uint64_t fl = 0, id;
 
-	if (b->lines && (f->file || f->line)) {
+	/* A Python frame is named by its line (frame_display_name): one node per line. */
+	if ((b->lines || f->kind == FRAME_PYTHON) && (f->file || f->line)) {
 		if (!hmap__get(b->fileline, f->file, f->line, &fl)) {
 			fl = hmap__count(b->fileline) + 1;
 			if (hmap__put(b->fileline, f->file, f->line, fl))
@@ -232,6 +247,32 @@ size_t stack_frames_leaf_first(const struct profile *p, uint32_t node, const str
 		out[n - 1 - i] = t;
 	}
 	return n;
+}
+
+size_t stack_shown_frames(const struct profile *p, uint32_t node, const struct frame **out,
+			  size_t max, size_t *gap, bool *more)
+{
+	const struct frame *fr[1024];
+	size_t n = stack_frames_leaf_first(p, node, fr, 1024), py = 0, k;
+
+	*gap = 0;
+	while (py < n && fr[py]->kind != FRAME_PYTHON)
+		py++;
+	if (py < max || py == n || max < 3) {
+		k = n < max ? n : max;
+		memcpy(out, fr, k * sizeof(*out));
+		*more = n > k;
+		return k;
+	}
+	/* A Python user's line: the native leaf side, then the Python frame that led there. */
+	memcpy(out, fr, (max - 2) * sizeof(*out));
+	out[max - 2] = fr[py];
+	k = max - 1;
+	if (py + 1 < n)
+		out[k++] = fr[py + 1];
+	*more = py + 2 < n;
+	*gap = max - 2;
+	return k;
 }
 
 static uint32_t parent_of(const struct profile *p, uint32_t node)

@@ -76,6 +76,22 @@ size_t stack_frames(const struct profile *p, uint32_t node, const struct frame *
 size_t stack_frames_leaf_first(const struct profile *p, uint32_t node, const struct frame **out,
 			       size_t max);
 
+/*
+ * A frame's name as users read it: a Python frame is "qualname (file.py:LINE)" (the base name
+ * of its file, the line of the sample), any other frame its name. Returns name or buf.
+ */
+const char *frame_display_name(const struct profile *p, const struct frame *f, char *buf,
+			       size_t len);
+
+/*
+ * The frames a one-line stack shows, LEAF first: its first max frames, or, when its innermost
+ * Python frame lies beyond them, the first max - 2, then that Python frame and its caller;
+ * *gap is then the index in out of the Python frame (frames were left out before it), else 0;
+ * *more: whether frames beyond the last one shown were left out. Returns how many were written.
+ */
+size_t stack_shown_frames(const struct profile *p, uint32_t node, const struct frame **out,
+			  size_t max, size_t *gap, bool *more);
+
 /* Whether a stack was cut short: its root (below a Python [GIL] marker) is a special frame
  * such as [truncated]. */
 bool stack_truncated(const struct profile *p, uint32_t node);

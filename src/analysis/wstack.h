@@ -11,6 +11,7 @@
 struct wstack_frame {
 	const char *name; /* frame label (function name, maybe with " (file:line)") */
 	uint8_t kind;	  /* enum frame_kind from model/profile.h: user, kernel, jit, unknown, special */
+	const char *file; /* NULL, or a line more for the tooltip (a Python frame's source file) */
 };
 
 struct wstack {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../analysis/view.h"
 #include "../model/profile.h"
 #include "../util/log.h"
 #include "../util/sink.h"
@@ -139,6 +140,31 @@ static int take_force(int argc, char **argv)
 	return n;
 }
 
+const struct opt_choice cmd_view_choices[] = {
+	{ "python", VIEW_PYTHON }, { "mixed", VIEW_MIXED }, { "native", VIEW_NATIVE }, { NULL }
+};
+
+/* --view: every input the command opened, put in the view once, before it reads them. */
+static int apply_view(struct cmd_ctx *c)
+{
+	int v = *(const int *)((const char *)c->opts + c->cmd->view), err = 0;
+
+	if (!(c->cmd->flags & CMD_VIEW) || v == VIEW_MIXED)
+		return 0;
+	for (int i = 0; i < CMD_MAX_INPUTS && !err; i++) {
+		if (c->in[i])
+			err = profile_apply_view(c->in[i], v);
+		for (size_t k = 0; k < c->side[i].n && !err; k++)
+			err = c->side[i].profs[k] ? profile_apply_view(c->side[i].profs[k], v) : 0;
+	}
+	for (size_t k = 0; k < c->njob && !err; k++)
+		err = c->job[k] ? profile_apply_view(c->job[k], v) : 0;
+	if (err)
+		log_err("failed to put the stacks in the %s view: %s", view_name(v),
+			strerror(-err));
+	return err;
+}
+
 int cmd_main(const struct command *cmd, int argc, char **argv)
 {
 	struct cmd_ctx c = { .cmd = cmd };
@@ -203,6 +229,10 @@ int cmd_main(const struct command *cmd, int argc, char **argv)
 			rc = 1;
 			goto out;
 		}
+	}
+	if (apply_view(&c)) {
+		rc = 1;
+		goto out;
 	}
 	if (cmd->flags & CMD_OUTPUT)
 		c.out_path = *path_field(c.opts, cmd->output);

@@ -25,7 +25,15 @@ enum cmd_flags {
 	CMD_JOB_MERGE = 1 << 4,	 /* ... merged into in[0], on one clock, processes named by rank */
 	CMD_JOB_RANK_ROOT = 1 << 5, /* ... and every thread named "HOST/rank N" (a flamegraph root) */
 	CMD_JOB_PAIR = 1 << 6,	 /* two inputs, each a recording or a job's (directory, glob) */
+	CMD_VIEW = 1 << 7,	 /* .view: the offset of an int, the --view its inputs are put in */
 };
+
+/* --view python|mixed|native (st.field: an int, enum stack_view of analysis/view.h). */
+extern const struct opt_choice cmd_view_choices[];
+#define OPT_VIEW(st, field)                                                                        \
+	OPT_CHOICE("view", 0, st, field, cmd_view_choices,                                         \
+		   "stacks as Python frames and the native leaf, all frames\n"                    \
+		   "(default) or native frames only (docs/python.md)")
 
 /* CMD_JOB_PAIR: one input's recordings when it has more than one (in[i] is then NULL). */
 struct job_side {
@@ -79,6 +87,7 @@ struct command {
 	size_t input[CMD_MAX_INPUTS]; /* offsets of their paths (const char *) */
 	size_t output;		      /* with CMD_OUTPUT: the offset of the output path */
 	size_t job_inputs;	      /* with CMD_JOB: the offset of a struct job_inputs */
+	size_t view;		      /* with CMD_VIEW: the offset of the --view int */
 	/*
 	 * After the options and inputs: the other positional arguments (pos[0..npos), none
 	 * allowed unless finish takes them), defaults that depend on other options, and

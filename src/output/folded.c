@@ -16,6 +16,8 @@ const char *frame_label(const struct profile *p, const struct frame *f, bool lin
 
 	if (!*name)
 		name = "[unknown]"; /* an empty label would break the folded and SVG formats */
+	if (f->kind == FRAME_PYTHON && *profile__str(p, f->name))
+		return frame_display_name(p, f, buf, len); /* its line is in its name already */
 	if (!lines || !f->file || !f->line)
 		return name;
 	file = profile__str(p, f->file);

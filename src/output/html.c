@@ -15,9 +15,11 @@
 #include "html.h"
 #include "report.h"
 #include "../analysis/findings.h"
+#include "../analysis/memory.h"
 #include "report_gpu.h"
 #include "report_io.h"
 #include "report_mem.h"
+#include "report_python.h"
 #include "report_regions.h"
 
 #define HTML_FUNC_ROWS 1000
@@ -408,11 +410,26 @@ static int section_processes(struct sink *out, struct profile *p, const struct h
 	return out->err;
 }
 
-enum feature_section { FS_MEMORY, FS_OFFCPU, FS_REGIONS, FS_GPU, FS_IO };
+enum feature_section { FS_MEMORY, FS_OFFCPU, FS_REGIONS, FS_GPU, FS_IO, FS_PYTHON };
+
+/* The Python lines tables, the memory ones with the memory analysis when there is one. */
+static int python_lines_text(struct sink *out, const struct profile *p)
+{
+	struct mem_result mem;
+	bool have_mem = report_mem_present(p);
+	int err = have_mem ? memory_analyze(p, &(struct mem_opts){ .temp_ns = 1000000 }, &mem) : 0;
+
+	if (err)
+		return err;
+	err = report_py_lines_text(out, p, NULL, have_mem ? &mem : NULL, 20);
+	if (have_mem)
+		mem_result__free(&mem);
+	return err;
+}
 
 /*
- * The memory, off-CPU, region, GPU and I/O sections as `eprof report` prints them (a
- * preformatted block): one rendering for both, and "no data" when the record has none.
+ * The memory, off-CPU, region, GPU, I/O and Python lines sections as `eprof report` prints
+ * them (a preformatted block): one rendering for both, and "no data" when the record has none.
  */
 static int section_feature(struct sink *out, struct profile *p, enum feature_section which)
 {
@@ -438,6 +455,9 @@ static int section_feature(struct sink *out, struct profile *p, enum feature_sec
 	case FS_IO:
 		err = report_io_text(txt, p, &none, 20);
 		break;
+	case FS_PYTHON:
+		err = python_lines_text(txt, p);
+		break;
 	default:
 		err = report_gpu_text(txt, p, 20);
 		break;
@@ -454,6 +474,11 @@ static int section_feature(struct sink *out, struct profile *p, enum feature_sec
 	}
 	sink_close(txt);
 	return err;
+}
+
+static int section_python(struct sink *out, struct profile *p, const struct html_opts *o)
+{
+	return section_feature(out, p, FS_PYTHON);
 }
 
 static int section_memory(struct sink *out, struct profile *p, const struct html_opts *o)
@@ -522,6 +547,7 @@ static const struct html_section html_sections[] = {
     {"resources", "Resources", section_metrics},
     {"flamegraph", "CPU flamegraph", section_flamegraph},
     {"functions", "Top functions", section_functions},
+    {"python", "Python lines", section_python},
     {"processes", "Processes", section_processes},
     {"threads", "Threads", section_threads},
     {"memory", "Memory", section_memory},

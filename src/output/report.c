@@ -72,11 +72,23 @@ static void text_header(struct sink *out, const struct profile *p, const struct 
 	}
 }
 
+/* A Python function's row says which file: "qualname (file.py)". */
+static const char *func_label(const struct profile *p, const struct func_stat *f, char *buf,
+			      size_t len)
+{
+	const char *file = profile__str(p, f->file), *slash = strrchr(file, '/');
+
+	if (!f->file)
+		return profile__str(p, f->name);
+	snprintf(buf, len, "%s (%s)", profile__str(p, f->name), slash ? slash + 1 : file);
+	return buf;
+}
+
 static void text_functions(struct sink *out, const struct profile *p, const struct report_opts *o,
 			   const struct hot_result *r)
 {
 	size_t n = o->limit && o->limit < r->n ? o->limit : r->n;
-	char smp[32];
+	char smp[32], name[512];
 
 	sink_printf(out, "\n%7s %7s %9s  %-50s %s\n", "Self%", "Total%", "Samples",
 		    o->hot.by_line ? "Function (line)" : "Function", "Module");
@@ -86,7 +98,7 @@ static void text_functions(struct sink *out, const struct profile *p, const stru
 		fmt_count(smp, sizeof(smp),
 			  o->hot.sort == SORT_TOTAL ? f->total : f->self);
 		sink_printf(out, "%7.2f %7.2f %9s  %-50s %s\n", pct(f->self, r->samples),
-			    pct(f->total, r->samples), smp, profile__str(p, f->name),
+			    pct(f->total, r->samples), smp, func_label(p, f, name, sizeof(name)),
 			    profile__str(p, f->module));
 	}
 	if (n < r->n)
@@ -299,6 +311,7 @@ static int write_json(struct sink *out, struct profile *p, const struct report_o
 	err = err ?: report_gpu_json(out, p);
 	err = err ?: report_regions_json(out, p, rf);
 	err = err ?: report_python_json(out, p, &o->hot.filter);
+	err = err ?: report_py_lines_json(out, p, &o->hot.filter, pre->mem);
 	err = err ?: report_mem_json(out, p, pre->mem, o->limit);
 	err = err ?: report_io_json(out, p, &o->hot.filter, o->limit);
 	err = err ?: report_metrics_json(out, p, met, o->carbon_g_per_kwh);
@@ -363,6 +376,7 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 			err = report_regions_text(out, p, &rf, o->limit);
 		if (!err)
 			err = report_python_text(out, p, &o->hot.filter);
+		err = err ?: report_py_lines_text(out, p, &o->hot.filter, pre.mem, o->limit);
 		err = err ?: report_mem_text(out, p, pre.mem, o->limit);
 		err = err ?: report_io_text(out, p, &o->hot.filter, o->limit);
 		err = err ?: report_findings(out, p, &o->hot.filter, &pre, false);

@@ -40,11 +40,14 @@ static void text_stack(struct sink *out, const struct profile *p, uint32_t stack
 {
 	const struct frame *fr[STACK_MAX];
 	size_t n = stack_frames_leaf_first(p, stack, fr, STACK_MAX);
+	char b[512];
 
 	if (!n)
 		sink_puts(out, "[no stack]");
 	for (size_t i = 0; i < n && i < TEXT_FRAMES; i++)
-		sink_printf(out, "%s%s", i ? " <- " : "", name_of(p, fr[i]->name));
+		sink_printf(out, "%s%s", i ? " <- " : "",
+			    fr[i]->kind == FRAME_PYTHON ? frame_display_name(p, fr[i], b, sizeof(b))
+							: name_of(p, fr[i]->name));
 	if (n > TEXT_FRAMES)
 		sink_puts(out, " <- ...");
 	sink_puts(out, "\n");

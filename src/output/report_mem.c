@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "report_mem.h"
 #include "units.h"
 #include "../analysis/memory.h"
 #include "../analysis/stacks.h"
+#include "../util/hmap.h"
 #include "../util/json.h"
 #include "../util/sink.h"
+#include "../util/strtab.h"
 
 #define STACK_MAX 256
 #define TEXT_FRAMES 6
@@ -19,24 +23,94 @@ bool report_mem_present(const struct profile *p)
 	return profile__meta(p, "mem_sample_bytes") != NULL;
 }
 
-static void text_stack(struct sink *out, const struct profile *p, uint32_t stack)
+/* One-line stack: the leaf side, and the first Python frame when there is one (stacks.h). */
+static const char *stack_label(const struct profile *p, uint32_t stack, char *buf, size_t len)
 {
-	const struct frame *fr[STACK_MAX];
-	size_t n = stack_frames_leaf_first(p, stack, fr, STACK_MAX);
+	const struct frame *fr[TEXT_FRAMES];
+	bool more;
+	size_t gap, n = stack_shown_frames(p, stack, fr, TEXT_FRAMES, &gap, &more), at = 0;
+	char b[512];
 
 	if (!n)
-		sink_puts(out, "[no stack]");
-	for (size_t i = 0; i < n && i < TEXT_FRAMES; i++)
-		sink_printf(out, "%s%s", i ? " <- " : "", profile__str(p, fr[i]->name));
-	if (n > TEXT_FRAMES)
-		sink_puts(out, " <- ...");
-	sink_puts(out, "\n");
+		return "[no stack]";
+	buf[0] = 0;
+	for (size_t i = 0; i < n && at < len; i++)
+		at += snprintf(buf + at, len - at, "%s%s", !i ? "" : gap == i ? " <- ... <- " : " <- ",
+			       frame_display_name(p, fr[i], b, sizeof(b)));
+	if (more && at < len)
+		snprintf(buf + at, len - at, " <- ...");
+	return buf;
+}
+
+/* A table row: the stacks that read the same in it, merged. */
+struct mem_row {
+	uint32_t label; /* string id in the table's own strtab */
+	uint64_t bytes;
+	double count, age_bytes; /* age_bytes: age (s) x bytes, summed */
+	size_t variants;
+};
+
+static int cmp_row_bytes(const void *a, const void *b)
+{
+	const struct mem_row *x = a, *y = b;
+
+	return x->bytes != y->bytes ? (x->bytes > y->bytes ? -1 : 1) : (x->label > y->label);
+}
+
+static int cmp_row_count(const void *a, const void *b)
+{
+	const struct mem_row *x = a, *y = b;
+
+	return x->count != y->count ? (x->count > y->count ? -1 : 1) : (x->label > y->label);
+}
+
+/*
+ * The rows of groups g[0..n) by their printed stack, largest first (by calls for the churn
+ * table). Returns how many, or -ENOMEM; *out and *labels are the caller's to free.
+ */
+static ssize_t merge_rows(const struct profile *p, const struct mem_result *r,
+			  const struct mem_group *g, size_t n, bool by_calls, struct mem_row **out,
+			  struct strtab **labels)
+{
+	struct hmap *idx = hmap__new(n ? n : 1);
+	struct mem_row *v = calloc(n ? n : 1, sizeof(*v));
+	size_t k = 0;
+	char buf[2048];
+
+	*labels = strtab__new();
+	if (!idx || !v || !*labels) {
+		hmap__free(idx);
+		free(v);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = strtab__intern(*labels, stack_label(p, g[i].stack, buf, sizeof(buf)));
+		uint64_t at;
+
+		if (!hmap__get(idx, id, 0, &at)) {
+			at = k++;
+			v[at].label = id;
+			if (!id || hmap__put(idx, id, 0, at))
+				break; /* out of memory: the rows so far */
+		}
+		v[at].bytes += g[i].bytes;
+		v[at].count += g[i].count;
+		v[at].age_bytes += mem_group_age_s(r, &g[i]) * g[i].bytes;
+		v[at].variants++;
+	}
+	hmap__free(idx);
+	qsort(v, k, sizeof(*v), by_calls ? cmp_row_count : cmp_row_bytes);
+	*out = v;
+	return k;
 }
 
 static void text_table(struct sink *out, const struct profile *p, const struct mem_result *r,
 		       const char *title, const struct mem_group *g, size_t n, unsigned limit,
 		       bool age)
 {
+	struct strtab *labels = NULL;
+	struct mem_row *v = NULL;
+	ssize_t k;
 	char b[32];
 
 	sink_printf(out, "\n%s\n", title);
@@ -44,17 +118,27 @@ static void text_table(struct sink *out, const struct profile *p, const struct m
 		sink_puts(out, "  (none)\n");
 		return;
 	}
+	k = merge_rows(p, r, g, n, g == r->by_count, &v, &labels);
+	if (k < 0) {
+		sink_puts(out, "  (out of memory)\n");
+		return;
+	}
 	sink_printf(out, "%12s %10s %s %s\n", "Bytes", "Calls", age ? "  Age(s)" : "",
 		    "Stack (leaf first)");
-	for (size_t i = 0; i < n && (!limit || i < limit); i++) {
-		fmt_bytes(b, sizeof(b), g[i].bytes);
-		sink_printf(out, "%12s %10.0f ", b, g[i].count);
+	for (ssize_t i = 0; i < k && (!limit || i < limit); i++) {
+		fmt_bytes(b, sizeof(b), v[i].bytes);
+		sink_printf(out, "%12s %10.0f ", b, v[i].count);
 		if (age)
-			sink_printf(out, "%8.2f ", mem_group_age_s(r, &g[i]));
-		text_stack(out, p, g[i].stack);
+			sink_printf(out, "%8.2f ", v[i].bytes ? v[i].age_bytes / v[i].bytes : 0.0);
+		sink_puts(out, strtab__get(labels, v[i].label));
+		if (v[i].variants > 1)
+			sink_printf(out, "   (%zu stacks)", v[i].variants);
+		sink_puts(out, "\n");
 	}
-	if (limit && n > limit)
-		sink_printf(out, "... %zu more stacks (--limit 0 shows all)\n", n - limit);
+	if (limit && k > limit)
+		sink_printf(out, "... %zd more stacks (--limit 0 shows all)\n", k - (ssize_t)limit);
+	free(v);
+	strtab__free(labels);
 }
 
 /*

@@ -28,6 +28,7 @@ static void stack_line(struct sink *out, struct json *j, const struct profile *p
 	const struct frame *fr[OFFCPU_FRAMES];
 	size_t n = stack_frames(p, node, fr, OFFCPU_FRAMES, NULL), shown = 0, k = n;
 	bool user = false;
+	char b[512];
 
 	for (size_t i = 0; i < n; i++)
 		user |= fr[i]->kind == FRAME_USER;
@@ -38,7 +39,7 @@ static void stack_line(struct sink *out, struct json *j, const struct profile *p
 			continue;
 		if (shown++)
 			part(out, j, " <- ");
-		part(out, j, profile__str(p, fr[k]->name));
+		part(out, j, frame_display_name(p, fr[k], b, sizeof(b)));
 	}
 	if (!shown)
 		part(out, j, "[no stack]");

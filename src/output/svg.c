@@ -7,6 +7,12 @@
 #include "../../flamegraph/flamegraph.h"
 #include "svg.h"
 
+/* The tooltip's extra line: a Python frame's source file, in full. */
+static const char *frame_file(const struct profile *p, const struct frame *f)
+{
+	return f->kind == FRAME_PYTHON && f->file ? profile__str(p, f->file) : NULL;
+}
+
 static int build_stacks(const struct profile *p, const struct folded_opts *o, struct wstack **out,
 			size_t *nout, struct wstack_frame **frames_out, char ***labels_out,
 			size_t *nlabels)
@@ -33,8 +39,8 @@ static int build_stacks(const struct profile *p, const struct folded_opts *o, st
 	}
 	st = calloc(n ? n : 1, sizeof(*st));
 	frames = calloc(total ? total : 1, sizeof(*frames));
-	labels = o->lines ? calloc(total ? total : 1, sizeof(*labels)) : NULL;
-	if (!st || !frames || (o->lines && !labels))
+	labels = calloc(total ? total : 1, sizeof(*labels)); /* --lines and Python frames */
+	if (!st || !frames || !labels)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		size_t nf = collapsed_frames(&cs, p, c[i].node, tmp, STACK_MAX_FRAMES, NULL);
@@ -58,7 +64,8 @@ static int build_stacks(const struct profile *p, const struct folded_opts *o, st
 					goto out;
 				l = labels[nl++];
 			}
-			frames[pos++] = (struct wstack_frame){ l, tmp[k]->kind };
+			frames[pos++] =
+			    (struct wstack_frame){ l, tmp[k]->kind, frame_file(p, tmp[k]) };
 		}
 	}
 	*out = st;

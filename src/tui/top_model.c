@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../analysis/pygil.h"
+#include "../analysis/view.h"
 #include "top_model.h"
 
 #define PRUNE_W 0.01 /* decayed weight below which a stack is forgotten */
@@ -14,7 +15,10 @@ int top_model__init(struct top_model *m)
 	m->decay = TOP_DECAY;
 	m->func_index = hmap__new(256);
 	m->thread_index = hmap__new(64);
-	if (!m->func_index || !m->thread_index) {
+	m->locs = malloc(PROFILE_MAX_STACK_DEPTH * sizeof(*m->locs));
+	m->cls = malloc(PROFILE_MAX_STACK_DEPTH);
+	m->keep = malloc(PROFILE_MAX_STACK_DEPTH * sizeof(*m->keep));
+	if (!m->func_index || !m->thread_index || !m->locs || !m->cls || !m->keep) {
 		top_model__free(m);
 		return -ENOMEM;
 	}
@@ -30,6 +34,9 @@ void top_model__free(struct top_model *m)
 	free(m->procs.v);
 	hmap__free(m->func_index);
 	hmap__free(m->thread_index);
+	free(m->locs);
+	free(m->cls);
+	free(m->keep);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -70,43 +77,54 @@ static int64_t func_index(struct top_model *m, const struct frame *f)
 	return m->funcs.n - 1;
 }
 
-/* Self for the leaf function, total once per distinct function of the stack. */
-static int count_node(struct top_model *m, const struct profile *p, uint32_t node)
+/* Counts the frames of one location of a stack (leaf side first). */
+static int count_loc(struct top_model *m, const struct profile *p, uint32_t loc, uint32_t node,
+		     bool *leaf_done)
 {
 	double w = m->node_w[node];
 	uint64_t last = m->node_last[node];
-	bool leaf_done = false;
+	uint32_t nf;
+	const struct frame *fr = profile__loc_frames(p, loc, &nf);
 
-	for (uint32_t n = node; n; n = p->stacks.v[n].parent) {
-		uint32_t nf;
-		const struct frame *fr = profile__loc_frames(p, p->stacks.v[n].loc, &nf);
+	for (uint32_t k = 0; k < nf; k++) {
+		struct top_func *tf;
+		int64_t idx;
 
-		/* a Python sample's root [GIL] / [no GIL] mark: a state, not a function */
-		if (!p->stacks.v[n].parent && py_gil_marker(p, p->stacks.v[n].loc))
-			break;
-		for (uint32_t k = 0; k < nf; k++) {
-			struct top_func *tf;
-			int64_t idx;
-
-			if (fr[k].inlined)
-				continue;
-			idx = func_index(m, &fr[k]);
-			if (idx < 0)
-				return (int)idx;
-			tf = &m->funcs.v[idx];
-			if (!leaf_done) {
-				tf->self += w;
-				tf->last_self += last;
-				leaf_done = true;
-			}
-			if (tf->stamp != node) {
-				tf->stamp = node;
-				tf->total += w;
-				tf->last_total += last;
-			}
+		if (fr[k].inlined)
+			continue;
+		idx = func_index(m, &fr[k]);
+		if (idx < 0)
+			return (int)idx;
+		tf = &m->funcs.v[idx];
+		if (!*leaf_done) {
+			tf->self += w;
+			tf->last_self += last;
+			*leaf_done = true;
+		}
+		if (tf->stamp != node) {
+			tf->stamp = node;
+			tf->total += w;
+			tf->last_total += last;
 		}
 	}
 	return 0;
+}
+
+/* Self for the leaf function, total once per distinct function of the stack (in the view). */
+static int count_node(struct top_model *m, const struct profile *p, uint32_t node)
+{
+	bool leaf_done = false;
+	size_t n;
+	int err = 0;
+
+	n = view_stack_locs(p, m->view, node, m->locs, m->cls, m->keep);
+	while (n-- && !err) {
+		/* a Python sample's root [GIL] / [no GIL] mark: a state, not a function */
+		if (!n && py_gil_marker(p, m->locs[n]))
+			break;
+		err = count_loc(m, p, m->locs[n], node, &leaf_done);
+	}
+	return err;
 }
 
 static int count_thread(struct top_model *m, const struct sample *s)

@@ -53,6 +53,10 @@ struct top_model {
 	uint64_t last_samples;	    /* samples in the last interval */
 	double last_dt;		    /* seconds the last interval lasted */
 	uint64_t intervals;
+	int view;	 /* enum stack_view (analysis/view.h): the frames counted */
+	uint32_t *locs;	 /* scratch of the view: PROFILE_MAX_STACK_DEPTH locations... */
+	uint8_t *cls;	 /* ... their classes ... */
+	bool *keep;	 /* ... and which the view keeps */
 };
 
 struct top_gpu;

@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: MIT
+/* Python users' view: frame names, --view python|mixed|native, Python lines tables. */
+#include "test_util.h"
+
+#include "analysis/hot.h"
+#include "analysis/pylines.h"
+#include "analysis/stacks.h"
+#include "analysis/view.h"
+#include "model/offcpu_event.h"
+#include "output/folded.h"
+#include "output/html.h"
+#include "output/report_mem.h"
+#include "output/report_python.h"
+#include "output/svg.h"
+#include "tui/top_model.h"
+#include "util/sink.h"
+
+/* A Python frame as the recorder writes it: one location per (function, file, line). */
+static uint32_t py_loc(struct profile *p, const char *func, const char *file, uint32_t line)
+{
+	int64_t obj = profile__object(p, OBJ_PYTHON, "[python]", "", 0);
+	int64_t loc;
+	struct location *l;
+	struct frame *f;
+
+	assert_true(obj > 0);
+	loc = profile__location(p, obj, (uint64_t)profile__intern(p, file) << 40 |
+						(uint64_t)profile__intern(p, func) << 20 | line);
+	assert_true(loc > 0);
+	l = &p->locations.v[loc];
+	if (l->frame_n)
+		return loc;
+	l->frame_first = p->frames.n;
+	l->frame_n = 1;
+	f = vec_push(p->frames);
+	f->name = profile__intern(p, func);
+	f->module = profile__intern(p, "python");
+	f->file = profile__intern(p, file);
+	f->line = line;
+	f->kind = FRAME_PYTHON;
+	return loc;
+}
+
+static uint32_t kernel_loc(struct profile *p, const char *func, uint64_t addr)
+{
+	uint32_t loc = test_loc(p, "[kernel.kallsyms]", func, NULL, addr);
+
+	p->frames.v[p->locations.v[loc].frame_first].kind = FRAME_KERNEL;
+	return loc;
+}
+
+/*
+ * python3: _start -> Py_RunMain -> _PyEval (replaced) <module> (t.py:30) -> main (t.py:26)
+ *   -> step (t.py:10) -> PyObject_Call -> sgemm_          50 samples
+ *   -> step (t.py:11) -> PyObject_Call -> sgemm_          10 samples (another line)
+ *   -> step (t.py:12)                                      20 samples (a Python leaf)
+ *   -> wait (t.py:40) -> PyThread_acquire -> futex_wait (kernel) 15 samples
+ * a native thread: start_thread -> worker -> spin          5 samples
+ */
+static struct profile *make(void)
+{
+	struct profile *p = profile__new();
+	const char *py = "/usr/bin/python3.11", *t = "/src/t.py";
+	uint32_t st = test_loc(p, py, "_start", NULL, 1),
+		 run = test_loc(p, py, "Py_RunMain", NULL, 2),
+		 call = test_loc(p, py, "PyObject_Call", NULL, 3),
+		 acq = test_loc(p, py, "PyThread_acquire", NULL, 4),
+		 gemm = test_loc(p, "/usr/lib/libblas.so.3", "sgemm_", NULL, 5),
+		 thr = test_loc(p, "/usr/lib/libc.so.6", "start_thread", NULL, 6),
+		 wrk = test_loc(p, "/usr/lib/libx.so", "worker", NULL, 7),
+		 spin = test_loc(p, "/usr/lib/libx.so", "spin", NULL, 8),
+		 fx = kernel_loc(p, "futex_wait", 9), mod = py_loc(p, "<module>", t, 30),
+		 mn = py_loc(p, "main", t, 26), s10 = py_loc(p, "Net.step", t, 10),
+		 s11 = py_loc(p, "Net.step", t, 11), s12 = py_loc(p, "Net.step", t, 12),
+		 w = py_loc(p, "wait", t, 40);
+
+	test_samples(p, 10, 10, "python3", 50, (uint32_t[]){ st, run, mod, mn, s10, call, gemm },
+		     7);
+	test_samples(p, 10, 10, "python3", 10, (uint32_t[]){ st, run, mod, mn, s11, call, gemm },
+		     7);
+	test_samples(p, 10, 10, "python3", 20, (uint32_t[]){ st, run, mod, mn, s12 }, 5);
+	test_samples(p, 10, 10, "python3", 15, (uint32_t[]){ st, run, mod, mn, w, acq, fx }, 7);
+	test_samples(p, 10, 11, "worker", 5, (uint32_t[]){ thr, wrk, spin }, 3);
+	return p;
+}
+
+static char *folded(struct profile *p, bool lines)
+{
+	struct folded_opts o = { .lines = lines };
+	struct sink *s = sink_mem();
+	char *out;
+
+	assert_int_equal(folded_write(s, p, &o), 0);
+	out = strdup(sink_mem_data(s, NULL));
+	sink_close(s);
+	return out;
+}
+
+static void test_view_select_rule(void **state)
+{
+	const uint8_t cls[] = { VC_SPECIAL, VC_NATIVE, VC_PYTHON, VC_NATIVE, VC_PYTHON, VC_NATIVE,
+				VC_NATIVE, VC_SPECIAL };
+	bool keep[8];
+
+	(void)state;
+	/* python: the root mark, both Python frames, the innermost native frame, the leaf mark */
+	assert_int_equal(view_select(VIEW_PYTHON, cls, 8, keep), 5);
+	assert_true(keep[0] && !keep[1] && keep[2] && !keep[3] && keep[4] && !keep[5] && keep[6]);
+	assert_true(keep[7]);
+	/* a Python leaf: no native frame is the leaf */
+	assert_int_equal(view_select(VIEW_PYTHON, cls, 5, keep), 3);
+	assert_true(keep[0] && !keep[1] && keep[2] && !keep[3] && keep[4]);
+	assert_int_equal(view_select(VIEW_NATIVE, cls, 8, keep), 6);
+	assert_true(!keep[2] && !keep[4] && keep[1] && keep[7]);
+	assert_int_equal(view_select(VIEW_MIXED, cls, 8, keep), 8);
+	assert_int_equal(view_parse("python"), VIEW_PYTHON);
+	assert_int_equal(view_parse("Python"), -EINVAL);
+}
+
+static void test_python_frame_names(void **state)
+{
+	struct profile *p = make();
+	char *out = folded(p, false), *with_lines;
+
+	(void)state;
+	/* The line of the sample, the file's base name; each line its own frame. */
+	assert_non_null(strstr(out, "python3;_start;Py_RunMain;<module> (t.py:30);main (t.py:26);"
+				    "Net.step (t.py:10);PyObject_Call;sgemm_ 50\n"));
+	assert_non_null(strstr(out, ";Net.step (t.py:11);PyObject_Call;sgemm_ 10\n"));
+	assert_non_null(strstr(out, ";main (t.py:26);Net.step (t.py:12) 20\n"));
+	/* --lines does not name the line twice */
+	with_lines = folded(p, true);
+	assert_non_null(strstr(with_lines, ";main (t.py:26);Net.step (t.py:12) 20\n"));
+	assert_null(strstr(with_lines, "(t.py:12) (t.py:12)"));
+	free(out);
+	free(with_lines);
+	profile__free(p);
+}
+
+/* The SVG names Python frames by line, keeps them Python, and its tooltip has the full path. */
+static void test_svg_python_frames(void **state)
+{
+	struct profile *p = make();
+	struct svg_opts o = { .fg = { .title = "t" } };
+	struct sink *s = sink_mem();
+	const char *out;
+
+	(void)state;
+	assert_int_equal(flamegraph_svg_write(s, p, &o), 0);
+	out = sink_mem_data(s, NULL);
+	assert_non_null(strstr(out, "\"Net.step (t.py:10)\""));
+	assert_non_null(strstr(out, "\"files\":["));
+	assert_non_null(strstr(out, "\"/src/t.py\""));
+	assert_non_null(strstr(out, ">Python<")); /* the legend */
+	sink_close(s);
+	profile__free(p);
+}
+
+static void test_views(void **state)
+{
+	struct profile *p = make();
+	size_t nstacks = p->stacks.n;
+	char *out;
+
+	(void)state;
+	assert_int_equal(profile_apply_view(p, VIEW_MIXED), 0);
+	assert_int_equal(p->stacks.n, nstacks); /* mixed: nothing changes */
+	assert_int_equal(profile_apply_view(p, VIEW_PYTHON), 0);
+	out = folded(p, false);
+	assert_non_null(strstr(out, "python3;<module> (t.py:30);main (t.py:26);Net.step (t.py:10);"
+				    "sgemm_ 50\n"));
+	assert_non_null(
+	    strstr(out, "python3;<module> (t.py:30);main (t.py:26);Net.step (t.py:12) 20\n"));
+	assert_non_null(strstr(out, "python3;<module> (t.py:30);main (t.py:26);wait (t.py:40);"
+				    "futex_wait 15\n"));
+	/* a thread with no Python frame keeps its leaf */
+	assert_non_null(strstr(out, "worker;spin 5\n"));
+	assert_null(strstr(out, "Py_RunMain"));
+	assert_null(strstr(out, "PyObject_Call"));
+	free(out);
+	profile__free(p);
+
+	p = make();
+	assert_int_equal(profile_apply_view(p, VIEW_NATIVE), 0);
+	out = folded(p, false);
+	assert_non_null(strstr(out, "python3;_start;Py_RunMain;PyObject_Call;sgemm_ 60\n"));
+	assert_non_null(strstr(out, "python3;_start;Py_RunMain 20\n"));
+	assert_non_null(strstr(out, "worker;start_thread;worker;spin 5\n"));
+	assert_null(strstr(out, "t.py"));
+	free(out);
+	profile__free(p);
+}
+
+static const struct top_func *top_find(const struct top_model *m, const struct profile *p,
+				       const char *name)
+{
+	for (size_t i = 0; i < m->funcs.n; i++)
+		if (!strcmp(profile__str(p, m->funcs.v[i].name), name))
+			return &m->funcs.v[i];
+	return NULL;
+}
+
+/* top counts the frames of the view it was given. */
+static void test_top_views(void **state)
+{
+	struct profile *p = make();
+	struct top_model m;
+
+	(void)state;
+	assert_int_equal(top_model__init(&m), 0);
+	m.view = VIEW_PYTHON;
+	assert_int_equal(top_model__update(&m, p, 1.0), 0);
+	assert_true(top_find(&m, p, "sgemm_")->self == 60);
+	assert_true(top_find(&m, p, "Net.step")->total == 80);
+	assert_true(top_find(&m, p, "spin")->self == 5);
+	assert_true(!top_find(&m, p, "Py_RunMain") || !top_find(&m, p, "Py_RunMain")->total);
+	assert_true(!top_find(&m, p, "PyObject_Call") || !top_find(&m, p, "PyObject_Call")->total);
+	top_model__free(&m);
+	profile__free(p);
+
+	p = make();
+	assert_int_equal(top_model__init(&m), 0);
+	m.view = VIEW_NATIVE;
+	assert_int_equal(top_model__update(&m, p, 1.0), 0);
+	assert_true(top_find(&m, p, "PyObject_Call")->total == 60);
+	assert_true(top_find(&m, p, "Py_RunMain")->self == 20); /* a Python leaf: its caller */
+	assert_true(!top_find(&m, p, "Net.step") || !top_find(&m, p, "Net.step")->total);
+	top_model__free(&m);
+	profile__free(p);
+}
+
+/* Two files' `forward` are two rows of the function table, each naming its file. */
+static void test_hot_python_by_file(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t a = py_loc(p, "forward", "/m/a.py", 3), b = py_loc(p, "forward", "/m/b.py", 3),
+		 a2 = py_loc(p, "forward", "/m/a.py", 4);
+	struct hot_opts o = { 0 };
+	struct hot_result r;
+	uint64_t self[2] = { 0 };
+
+	(void)state;
+	test_samples(p, 1, 1, "py", 7, (uint32_t[]){ a }, 1);
+	test_samples(p, 1, 1, "py", 2, (uint32_t[]){ a2 }, 1);
+	test_samples(p, 1, 1, "py", 3, (uint32_t[]){ b }, 1);
+	assert_int_equal(hot_functions(p, &o, &r), 0);
+	assert_int_equal(r.n, 2);
+	for (size_t i = 0; i < r.n; i++) {
+		const char *file = profile__str(p, r.funcs[i].file);
+
+		self[strcmp(file, "/m/a.py") ? 1 : 0] = r.funcs[i].self;
+	}
+	assert_int_equal(self[0], 9);
+	assert_int_equal(self[1], 3);
+	hot_result__free(&r);
+	profile__free(p);
+}
+
+static const struct py_line *row(const struct profile *p, const struct py_lines *l,
+				 enum py_table t, const char *func, uint32_t line)
+{
+	for (size_t i = 0; i < l->n[t]; i++)
+		if (!strcmp(profile__str(p, l->v[t][i].function), func) && l->v[t][i].line == line)
+			return &l->v[t][i];
+	return NULL;
+}
+
+static void test_python_lines(void **state)
+{
+	struct profile *p = make();
+	struct mem_group alloc[2] = { 0 };
+	struct mem_result mem = { .present = true, .allocated = alloc, .nallocated = 2 };
+	struct event io = { .ts = 2000000, .pid = 10, .tid = 10, .kind = EVK_IO, .a = 4096 };
+	struct event off = { .ts = 3000000, .dur = 7000000, .pid = 10, .tid = 10,
+			     .kind = EVK_OFFCPU, .flags = OFFEV_SLEEP };
+	const struct py_line *r;
+	struct py_lines l;
+	struct sink *s;
+	const char *out;
+
+	(void)state;
+	/* memory: 3000 bytes under step (t.py:10) -> sgemm_, 1000 under the native thread */
+	alloc[0] = (struct mem_group){ .stack = p->samples.v[0].stack, .bytes = 3000, .count = 3 };
+	alloc[1] = (struct mem_group){ .stack = p->samples.v[99].stack, .bytes = 1000, .count = 1 };
+	io.stack = p->samples.v[85].stack; /* wait (t.py:40) -> futex_wait */
+	assert_int_equal(profile__add_event(p, &io), 0);
+	off.stack = p->samples.v[60].stack; /* Net.step (t.py:12), a Python leaf */
+	assert_int_equal(profile__add_event(p, &off), 0);
+	assert_int_equal(py_lines_analyze(p, NULL, &mem, &l), 0);
+	/* CPU: by the innermost Python frame and the sample's line, the native leaf named */
+	assert_int_equal(l.total[PYT_CPU], 100 * 1000000ULL);
+	assert_int_equal(l.n[PYT_CPU], 4);
+	r = &l.v[PYT_CPU][0];
+	assert_string_equal(profile__str(p, r->function), "Net.step");
+	assert_int_equal(r->line, 10);
+	assert_int_equal(r->value, 50 * 1000000ULL);
+	assert_true(r->share > 49.99 && r->share < 50.01);
+	assert_string_equal(py_line_leaf(p, PYT_CPU, r), "sgemm_");
+	r = row(p, &l, PYT_CPU, "Net.step", 12);
+	assert_non_null(r);
+	assert_int_equal(r->value, 20 * 1000000ULL);
+	assert_string_equal(py_line_leaf(p, PYT_CPU, r), ""); /* its own code */
+	assert_string_equal(py_line_leaf(p, PYT_CPU, row(p, &l, PYT_CPU, "wait", 40)),
+			    "futex_wait");
+	assert_null(row(p, &l, PYT_CPU, "main", 26)); /* never the innermost */
+	/* memory: the native thread's bytes count in the total, not in a row */
+	assert_int_equal(l.total[PYT_MEMORY], 4000);
+	assert_int_equal(l.n[PYT_MEMORY], 1);
+	assert_true(l.v[PYT_MEMORY][0].share > 74.99 && l.v[PYT_MEMORY][0].share < 75.01);
+	assert_int_equal(l.n[PYT_IO], 1);
+	assert_int_equal(l.v[PYT_IO][0].value, 4096);
+	assert_int_equal(l.v[PYT_IO][0].line, 40);
+	/* off-CPU: the blocked time, its wait kind as the leaf */
+	assert_int_equal(l.n[PYT_OFFCPU], 1);
+	assert_int_equal(l.v[PYT_OFFCPU][0].value, 7000000);
+	assert_int_equal(l.v[PYT_OFFCPU][0].line, 12);
+	assert_string_equal(py_line_leaf(p, PYT_OFFCPU, &l.v[PYT_OFFCPU][0]), "sleep");
+	assert_int_equal(l.n[PYT_GPU], 0);
+	py_lines__free(&l);
+
+	/* the report's JSON: every table, empty ones as [] */
+	s = sink_mem();
+	assert_int_equal(report_py_lines_json(s, p, NULL, &mem), 0);
+	assert_non_null(strstr(sink_mem_data(s, NULL), "\"python_lines\""));
+	assert_non_null(strstr(sink_mem_data(s, NULL), "\"function\": \"Net.step\""));
+	assert_non_null(strstr(sink_mem_data(s, NULL), "\"gpu\": []"));
+	sink_close(s);
+	s = sink_mem();
+	assert_int_equal(report_py_lines_text(s, p, NULL, &mem, 0), 0);
+	assert_non_null(strstr(sink_mem_data(s, NULL), "Net.step (t.py:10)"));
+	assert_non_null(strstr(sink_mem_data(s, NULL), "Python lines: memory allocated"));
+	assert_null(strstr(sink_mem_data(s, NULL), "Python lines: GPU"));
+	sink_close(s);
+	/* the HTML export has them too */
+	s = sink_mem();
+	assert_int_equal(html_write(s, p, &(struct html_opts){ .path = "x.data" }), 0);
+	out = strstr(sink_mem_data(s, NULL), "<section id=\"python\"><h2>Python lines</h2>");
+	assert_non_null(out);
+	assert_non_null(strstr(out, "Net.step (t.py:10)"));
+	sink_close(s);
+	profile__free(p);
+}
+
+/*
+ * Tables keyed by stack: stacks that differ only in frames the line does not show are one row,
+ * and a Python frame beyond the first frames is shown in place of the middle ones.
+ */
+static void test_memory_rows_merged(void **state)
+{
+	struct profile *p = profile__new();
+	const char *so = "/usr/lib/libc10.so";
+	uint32_t mod = py_loc(p, "<module>", "/src/train.py", 3),
+		 step = py_loc(p, "train_step", "/src/train.py", 12),
+		 l1 = test_loc(p, so, "at::empty_cpu", NULL, 1),
+		 l2 = test_loc(p, so, "at::empty_generic", NULL, 2),
+		 l3 = test_loc(p, so, "at::detail::empty", NULL, 3),
+		 l4 = test_loc(p, so, "at::native::relu", NULL, 4),
+		 l5 = test_loc(p, so, "at::_ops::relu::call", NULL, 5),
+		 l6a = test_loc(p, so, "torch::autograd::a", NULL, 6),
+		 l6b = test_loc(p, so, "torch::autograd::b", NULL, 7),
+		 leaf = test_loc(p, so, "c10::alloc_cpu", NULL, 8),
+		 lone = test_loc(p, "/usr/lib/libx.so", "x_alloc", NULL, 9);
+	int64_t a = profile__stack(p, (uint32_t[]){ mod, step, l6a, l5, l4, l3, l2, l1, leaf }, 9),
+		b = profile__stack(p, (uint32_t[]){ mod, step, l6b, l5, l4, l3, l2, l1, leaf }, 9),
+		c = profile__stack(p, (uint32_t[]){ lone }, 1);
+	struct mem_group g[3] = { { .stack = a, .bytes = 3000, .count = 3 },
+				  { .stack = b, .bytes = 2000, .count = 2 },
+				  { .stack = c, .bytes = 4000, .count = 1 } };
+	struct mem_result r = { .present = true, .allocated = g, .nallocated = 3, .by_count = g };
+	struct sink *s = sink_mem();
+	const char *out, *row;
+
+	(void)state;
+	assert_true(a > 0 && b > 0 && c > 0);
+	assert_int_equal(profile__set_meta(p, "mem_sample_bytes", "1"), 0);
+	assert_int_equal(report_mem_text(s, p, &r, 0), 0);
+	out = sink_mem_data(s, NULL);
+	row = strstr(out, "Allocated by stack:");
+	assert_non_null(row);
+	/* merged: 5,000 bytes in 5 calls, above the 4,000-byte stack; the Python line shown */
+	row = strstr(row, "4.88 KiB");
+	assert_non_null(row);
+	assert_non_null(strstr(row, "c10::alloc_cpu <- at::empty_cpu <- at::empty_generic <- "
+				    "at::detail::empty <- ... <- train_step (train.py:12) <- "
+				    "<module> (train.py:3)   (2 stacks)\n"));
+	assert_true(strstr(row, "3.91 KiB") > row);
+	assert_null(strstr(out, "torch::autograd"));
+	sink_close(s);
+	profile__free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_view_select_rule),
+		cmocka_unit_test(test_python_frame_names),
+		cmocka_unit_test(test_svg_python_frames),
+		cmocka_unit_test(test_views),
+		cmocka_unit_test(test_top_views),
+		cmocka_unit_test(test_hot_python_by_file),
+		cmocka_unit_test(test_python_lines),
+		cmocka_unit_test(test_memory_rows_merged),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
