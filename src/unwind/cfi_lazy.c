@@ -44,6 +44,9 @@ struct cfi_lazy {
 	struct hmap *cies;  /* offset in .eh_frame -> its record (struct cfi_rec *) */
 	void **blocks;	    /* everything allocated since, freed with the table */
 	size_t nblocks, bcap;
+	/* The FDEs built, sorted by start: hot, where the search table is cold. */
+	const struct cfi_fde **built;
+	size_t nbuilt, builtcap;
 	size_t bytes, rows;
 	struct {
 		uint64_t pc;	/* UINT64_MAX: empty */
@@ -58,6 +61,7 @@ void cfi_lazy__free(struct cfi_lazy *l)
 	for (size_t i = 0; i < l->nblocks; i++)
 		free(l->blocks[i]);
 	free(l->blocks);
+	free(l->built);
 	hmap__free(l->fdes);
 	hmap__free(l->cies);
 	free(l->tab);
@@ -192,6 +196,34 @@ static struct cfi_fde *build(struct cfi_lazy *l, size_t i, int *err)
 	return f;
 }
 
+/* Index of the last built FDE starting at or before pc, + 1 (0: none). */
+static size_t built_pos(const struct cfi_lazy *l, uint64_t pc)
+{
+	size_t lo = 0, hi = l->nbuilt;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->built[mid]->start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int add_built(struct cfi_lazy *l, const struct cfi_fde *f)
+{
+	size_t at = built_pos(l, f->start);
+
+	if (arr_grow(l->built, l->builtcap, l->nbuilt + 1))
+		return -ENOMEM;
+	memmove(l->built + at + 1, l->built + at, (l->nbuilt - at) * sizeof(*l->built));
+	l->built[at] = f;
+	l->nbuilt++;
+	return 0;
+}
+
 /* The FDE of table entry i, built on first use; NULL when it has no usable rows. */
 static const struct cfi_fde *fde_at(struct cfi_lazy *l, size_t i)
 {
@@ -205,8 +237,9 @@ static const struct cfi_fde *fde_at(struct cfi_lazy *l, size_t i)
 	if (err == -ENOMEM)
 		return NULL; /* not cached: try again once memory is back */
 	if (f) {
-		if (keep(l, f, sizeof(*f) + f->n * (sizeof(*f->pcs) + sizeof(*f->rules))))
-			return NULL;
+		if (keep(l, f, sizeof(*f) + f->n * (sizeof(*f->pcs) + sizeof(*f->rules))) ||
+		    add_built(l, f))
+			return NULL; /* (f is kept: freed with the table) */
 		l->rows += f->n;
 	}
 	if (hmap__put(l->fdes, i, 0, (uintptr_t)f))
@@ -222,6 +255,12 @@ static const struct cfi_fde *fde_for(struct cfi_lazy *l, uint64_t pc)
 	size_t lo = 0, hi = l->n;
 	const struct cfi_fde *f;
 
+	if (l->nbuilt) {
+		size_t b = built_pos(l, pc);
+
+		if (b && pc < l->built[b - 1]->end)
+			return l->built[b - 1];
+	}
 	if (rel < INT32_MIN || rel > INT32_MAX)
 		return NULL;
 	/* The last entry starting at or before pc. */
@@ -289,7 +328,7 @@ size_t cfi_lazy__bytes(const struct cfi_table *t)
 	const struct cfi_lazy *l = t->lazy;
 
 	return sizeof(*t) + sizeof(*l) + l->n * 2 * sizeof(*l->tab) +
-	       l->bcap * sizeof(*l->blocks) + l->bytes;
+	       (l->bcap + l->builtcap) * sizeof(void *) + l->bytes;
 }
 
 bool cfi_lazy__entry(const struct cfi_table *t, size_t i, uint64_t *start)
