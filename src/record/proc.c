@@ -827,6 +827,22 @@ static void evict_cfi(struct proc_tracker *t, struct objinfo *keep)
 	}
 }
 
+/*
+ * An on-demand table grows as lookups reach new functions (after find_cfi
+ * returned it): its growth since the last look goes into the budget here.
+ */
+static void account_cfi(struct proc_tracker *t, struct objinfo *oi)
+{
+	size_t bytes = cfi_table__bytes(oi->cfi);
+
+	if (bytes == oi->cfi_bytes)
+		return;
+	t->cfi_bytes += bytes - oi->cfi_bytes;
+	oi->cfi_bytes = bytes;
+	if (t->cfi_bytes > CFI_BUDGET(t))
+		evict_cfi(t, oi);
+}
+
 bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 			    const struct cfi_table **table, uint64_t *bias, uint64_t now_ns)
 {
@@ -849,7 +865,8 @@ bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 		int err = 0;
 
 		oi->cfi_tried = true;
-		oi->cfi = cfi_table__load(oi->fdpath, NULL, &err);
+		/* On demand, the table reads through oi->fd: freed before it is closed. */
+		oi->cfi = cfi_table__open_fd(oi->fd, oi->fdpath, &err);
 		if (!oi->cfi)
 			log_debug("no CFI for '%s': %s",
 				  profile__str(t->p, t->p->objects.v[oi->obj].path), strerror(-err));
@@ -864,6 +881,8 @@ bool proc_tracker__find_cfi(struct proc_tracker *t, uint32_t pid, uint64_t pc,
 	}
 	if (now_ns > oi->cfi_used)
 		oi->cfi_used = now_ns;
+	if (cfi_table__on_demand(oi->cfi))
+		account_cfi(t, oi);
 	*table = oi->cfi;
 	if (!seg_bias(oi, m, pc, bias))
 		*table = NULL;

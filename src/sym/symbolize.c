@@ -39,7 +39,8 @@ static bool function_start(struct objstate *os, uint64_t off, uint64_t *start_of
 		int fd = open_regular(os->path);
 
 		os->fn_tried = true;
-		os->cfi = cfi_table__load(os->path, NULL, &err);
+		/* On demand: only the functions asked about get rows. */
+		os->cfi = cfi_table__open(os->path, &err);
 		if (fd >= 0) {
 			elf_layout_read(fd, &os->layout);
 			close(fd);

@@ -72,7 +72,24 @@ struct cfi_table {
 	/* Function ranges from the FDEs, sorted by start: names code a symbol table lacks. */
 	uint64_t *fn_start, *fn_end;
 	size_t nfn;
+	/* Set: rows are built per FDE on first lookup (cfi_lazy.c); the arrays above are empty. */
+	struct cfi_lazy *lazy;
 };
+
+/*
+ * One FDE's rows, built on demand: rule i applies from start + pcs[i] up to
+ * the next row, the last one up to end. One allocation: never moves, so a
+ * rule pointer stays valid as long as its table.
+ */
+struct cfi_fde {
+	uint64_t start, end;
+	uint32_t n;
+	uint32_t *pcs;
+	struct cfi_rule *rules;
+};
+
+const struct cfi_rule *cfi_lazy_lookup(const struct cfi_table *t, uint64_t pc);
+void cfi_lazy__free(struct cfi_lazy *l);
 
 /* The row covering ELF vaddr pc, or -1 when none. */
 static inline ssize_t cfi_lookup_row(const struct cfi_table *t, uint64_t pc)
@@ -112,8 +129,11 @@ static inline const struct cfi_rule *cfi_row_rule(const struct cfi_table *t, siz
 /* The rule covering ELF vaddr pc, or NULL when none. */
 static inline const struct cfi_rule *cfi_lookup(const struct cfi_table *t, uint64_t pc)
 {
-	ssize_t row = cfi_lookup_row(t, pc);
+	ssize_t row;
 
+	if (t->lazy)
+		return cfi_lazy_lookup(t, pc);
+	row = cfi_lookup_row(t, pc);
 	return row < 0 ? NULL : cfi_row_rule(t, row);
 }
 
@@ -130,5 +150,49 @@ int cfi_builder__add(struct cfi_builder *b, const uint8_t *data, size_t size, ui
 		     bool is_eh, unsigned int addr_size);
 struct cfi_table *cfi_builder__finish(struct cfi_builder *b, int *err);
 void cfi_builder__free(struct cfi_builder *b);
+
+/*
+ * A record of .eh_frame read on its own: data holds size bytes from ELF vaddr
+ * vaddr (a multiple of 8 below the record, so "aligned" pointers decode as in
+ * the section), the record starts at data + off.
+ */
+struct cfi_rec {
+	const uint8_t *data;
+	size_t size, off;
+	uint64_t vaddr;
+	unsigned int addr_size;
+};
+
+/* The rows of the FDE record fde whose CIE record is cie; NULL with *err set. */
+struct cfi_fde *cfi_build_fde(const struct cfi_rec *cie, const struct cfi_rec *fde,
+			      uint64_t text_lo, uint64_t text_hi, int *err);
+
+/*
+ * An on-demand table: .eh_frame_hdr's search table (hdr, hdr_size bytes at
+ * ELF vaddr hdr_vaddr, read now) finds a pc's FDE, whose bytes are read from
+ * fd (at eh_off, .eh_frame's file offset) when a lookup first needs them.
+ * With own_fd, the table closes fd when freed (else fd must outlive it). NULL
+ * with *err = -EINVAL when the header is
+ * unusable (not sorted, entries outside .eh_frame): build the whole table.
+ */
+struct cfi_lazy_src {
+	const uint8_t *hdr;
+	size_t hdr_size;
+	uint64_t hdr_vaddr;
+	uint64_t eh_vaddr, eh_off, eh_size;
+	uint64_t text_lo, text_hi;
+	unsigned int addr_size;
+	int fd;
+	bool own_fd;
+};
+
+struct cfi_table *cfi_lazy__table(const struct cfi_lazy_src *src, int *err);
+bool cfi_lazy__func_range(const struct cfi_table *t, uint64_t vaddr, uint64_t *start,
+			  uint64_t *end);
+size_t cfi_lazy__bytes(const struct cfi_table *t);
+size_t cfi_lazy__nrows(const struct cfi_table *t);
+size_t cfi_lazy__n(const struct cfi_table *t);
+/* The pc where search-table entry i starts (tests, fuzzing). */
+bool cfi_lazy__entry(const struct cfi_table *t, size_t i, uint64_t *start);
 
 #endif

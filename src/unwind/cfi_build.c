@@ -104,6 +104,7 @@ struct cfi_builder {
 	size_t nrows, rcap;
 	uint64_t text_lo, text_hi;
 	bool oom;
+	bool one_fde;	/* cfi_build_fde: the CIE is in secs[0], the FDE in secs[1] */
 };
 
 struct cfi_builder *cfi_builder__new(uint64_t text_lo, uint64_t text_hi)
@@ -251,6 +252,32 @@ static int add_fde_ref(struct cfi_builder *b, unsigned int sec, uint64_t cie_off
 	return 0;
 }
 
+/*
+ * Puts c on the body of the record at off (after its length). Returns 1 for a
+ * record, 0 for a zero length (the terminator), -1 for garbage.
+ */
+static int record_at(const struct cfi_section *s, uint64_t off, struct dw_cursor *c,
+		     unsigned int *idsz)
+{
+	uint64_t len;
+
+	*idsz = 4;
+	if (off > s->size || s->size - off < 4)
+		return -1;
+	cursor_init(c, s, s->data + off, s->data + s->size);
+	len = dw_fixed(c, 4);
+	if (len == 0)
+		return 0;
+	if (len == 0xffffffff) {
+		len = dw_fixed(c, 8);
+		*idsz = 8;
+	}
+	if (c->err || len < *idsz || len > (uint64_t)(c->end - c->p))
+		return -1;
+	c->end = c->p + len;
+	return 1;
+}
+
 /* One pass over the records: CIEs are parsed, FDEs queued for resolve_fdes(). */
 static int walk_section(struct cfi_builder *b, unsigned int si)
 {
@@ -260,24 +287,18 @@ static int walk_section(struct cfi_builder *b, unsigned int si)
 
 	while (s->size - off >= 4) {
 		struct dw_cursor c;
-		uint64_t len, id, id_off, cie_mark;
-		unsigned int idsz = 4;
+		uint64_t id, id_off, cie_mark;
+		unsigned int idsz;
+		int rc = record_at(s, off, &c, &idsz);
 
-		cursor_init(&c, s, s->data + off, s->data + s->size);
-		len = dw_fixed(&c, 4);
-		if (len == 0) {
+		if (rc == 0) {
 			if (s->is_eh)
 				break; /* the terminator the runtime relies on */
 			off += 4;
 			continue;
 		}
-		if (len == 0xffffffff) {
-			len = dw_fixed(&c, 8);
-			idsz = 8;
-		}
-		if (c.err || len < idsz || len > (uint64_t)(c.end - c.p))
+		if (rc < 0)
 			break;
-		c.end = c.p + len;
 		id_off = (uint64_t)(c.p - s->data);
 		id = dw_fixed(&c, idsz);
 		cie_mark = s->is_eh ? 0 : (idsz == 4 ? 0xffffffffull : ~0ull);
@@ -319,7 +340,8 @@ static void resolve_fdes(struct cfi_builder *b)
 	for (size_t i = 0; i < b->nfdes; i++) {
 		struct fde_ref f = b->fdes[i];
 		const struct cfi_section *s = &b->secs[f.sec];
-		const struct cie *cie = find_cie(s, f.start);
+		const struct cfi_section *cs = b->one_fde ? &b->secs[0] : s;
+		const struct cie *cie = find_cie(cs, f.start);
 		struct dw_cursor c;
 		uint64_t start, range;
 
@@ -340,7 +362,7 @@ static void resolve_fdes(struct cfi_builder *b)
 		f.start = start;
 		f.end = start + range;
 		f.p = c.p;
-		f.cie = (uint32_t)(cie - s->cies);
+		f.cie = (uint32_t)(cie - cs->cies);
 		b->fdes[out++] = f;
 	}
 	b->nfdes = out;
@@ -797,12 +819,13 @@ static void run_cie(struct cfi_builder *b, const struct cfi_section *s, struct c
 static void run_fde(struct cfi_builder *b, const struct fde_ref *f)
 {
 	struct cfi_section *s = &b->secs[f->sec];
-	struct cie *cie = &s->cies[f->cie];
+	struct cfi_section *cs = b->one_fde ? &b->secs[0] : s;
+	struct cie *cie = &cs->cies[f->cie];
 	struct cfa_ctx ctx, *x = &ctx;
 	int rc = -EINVAL;
 
 	if (!cie->ran)
-		run_cie(b, s, cie);
+		run_cie(b, cs, cie);
 	x->b = b;
 	x->s = s;
 	x->cie = cie;
@@ -1003,11 +1026,96 @@ struct cfi_table *cfi_builder__finish(struct cfi_builder *b, int *err)
 	return add_functions(b, make_table(b, err), err);
 }
 
+static void set_rec_section(struct cfi_section *s, const struct cfi_rec *r)
+{
+	memset(s, 0, sizeof(*s));
+	s->data = r->data;
+	s->size = r->size;
+	s->vaddr = r->vaddr;
+	s->is_eh = true;
+	s->addr_size = r->addr_size;
+}
+
+/* The builder's rows of its one FDE as a block: pcs from the FDE's start, then rules. */
+static struct cfi_fde *take_fde_rows(struct cfi_builder *b, int *err)
+{
+	const struct fde_ref *f = &b->fdes[0];
+	size_t n = b->nrows;
+	struct cfi_fde *out;
+
+	/* The closing "no CFI" row at the end is implied by end. */
+	if (n && b->rows[n - 1].pc >= f->end)
+		n--;
+	if (!n || b->rows[0].pc != f->start || f->end - f->start > UINT32_MAX) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	out = malloc(sizeof(*out) + n * (sizeof(*out->pcs) + sizeof(*out->rules)));
+	if (!out) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	out->start = f->start;
+	out->end = f->end;
+	out->n = (uint32_t)n;
+	out->rules = (struct cfi_rule *)(out + 1);
+	out->pcs = (uint32_t *)(out->rules + n);
+	for (size_t i = 0; i < n; i++) {
+		out->pcs[i] = (uint32_t)(b->rows[i].pc - f->start);
+		out->rules[i] = b->rows[i].r;
+	}
+	return out;
+}
+
+struct cfi_fde *cfi_build_fde(const struct cfi_rec *cie, const struct cfi_rec *fde,
+			      uint64_t text_lo, uint64_t text_hi, int *err)
+{
+	struct cfi_builder *b = cfi_builder__new(text_lo, text_hi);
+	struct cfi_fde *out = NULL;
+	struct dw_cursor c;
+	unsigned int idsz;
+
+	*err = -ENOMEM;
+	if (!b)
+		return NULL;
+	b->one_fde = true;
+	b->nsecs = 2;
+	set_rec_section(&b->secs[0], cie);
+	set_rec_section(&b->secs[1], fde);
+	*err = -EINVAL;
+	if (record_at(&b->secs[0], cie->off, &c, &idsz) != 1 || dw_fixed(&c, idsz) != 0 ||
+	    c.err)
+		goto out;
+	*err = -ENOMEM;
+	if (add_cie(&b->secs[0], cie->off, c.p, c.end))
+		goto out;
+	*err = -EINVAL;
+	if (record_at(&b->secs[1], fde->off, &c, &idsz) != 1 || !dw_fixed(&c, idsz) || c.err)
+		goto out;
+	*err = -ENOMEM;
+	if (add_fde_ref(b, 1, cie->off, c.p, c.end))
+		goto out;
+	resolve_fdes(b);
+	*err = -EINVAL;
+	if (b->nfdes != 1)
+		goto out;
+	run_fde(b, &b->fdes[0]);
+	*err = -ENOMEM;
+	if (!b->oom)
+		out = take_fde_rows(b, err);
+out:
+	cfi_builder__free(b);
+	if (out)
+		*err = 0;
+	return out;
+}
+
 /* Here, not in cfi_elf.c: libeprof_mem.so links this file alone and frees tables too. */
 void cfi_table__free(struct cfi_table *t)
 {
 	if (!t)
 		return;
+	cfi_lazy__free(t->lazy);
 	free(t->pcs);
 	free(t->rules);
 	free(t->ridx);

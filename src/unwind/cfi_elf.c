@@ -262,6 +262,97 @@ out:
 	return t;
 }
 
+/*
+ * The on-demand table of e, or NULL (*err = -EINVAL) when it needs the whole
+ * build: no usable .eh_frame_hdr, no .eh_frame section, or a .debug_frame
+ * whose rows fill .eh_frame's gaps (the whole build merges the two).
+ */
+static struct cfi_table *open_lazy(Elf *e, int fd, bool own_fd, int *err)
+{
+	size_t raw_size = 0, n = 0;
+	const uint8_t *raw = (const uint8_t *)elf_rawfile(e, &raw_size);
+	GElf_Phdr hdr = { 0 }, ph;
+	struct cfi_lazy_src src;
+	GElf_Shdr sh, dsh;
+
+	*err = -EINVAL;
+	if (!raw || elf_kind(e) != ELF_K_ELF || elf_getphdrnum(e, &n) ||
+	    !find_section(e, ".eh_frame", &sh) || find_section(e, ".debug_frame", &dsh) ||
+	    find_section(e, ".zdebug_frame", &dsh))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME)
+			hdr = ph;
+	if (hdr.p_type != PT_GNU_EH_FRAME || hdr.p_offset > raw_size ||
+	    hdr.p_filesz > raw_size - hdr.p_offset || sh.sh_offset > raw_size ||
+	    sh.sh_size > raw_size - sh.sh_offset)
+		return NULL;
+	src = (struct cfi_lazy_src){ .hdr = raw + hdr.p_offset, .hdr_size = hdr.p_filesz,
+				     .hdr_vaddr = hdr.p_vaddr, .eh_vaddr = sh.sh_addr,
+				     .eh_off = sh.sh_offset, .eh_size = sh.sh_size,
+				     .addr_size = gelf_getclass(e) == ELFCLASS32 ? 4 : 8,
+				     .fd = fd, .own_fd = own_fd };
+	text_range(e, &src.text_lo, &src.text_hi);
+	return cfi_lazy__table(&src, err);
+}
+
+static struct cfi_table *open_fd(int fd, const char *name, bool own_fd, int *err)
+{
+	struct cfi_table *t = NULL;
+	Elf *e;
+
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e) {
+		*err = -ENOEXEC;
+		goto out;
+	}
+	t = open_lazy(e, fd, own_fd, err);
+	if (t)
+		log_debug("cfi: %zu FDEs on demand for '%s'", cfi_lazy__n(t), name);
+	else if (*err == -EINVAL)
+		t = build(e, NULL, name, NULL, err);
+	elf_end(e);
+out:
+	if (!t)
+		log_debug("failed to load CFI of '%s': %s", name, strerror(-*err));
+	return t;
+}
+
+struct cfi_table *cfi_table__open_fd(int fd, const char *name, int *err)
+{
+	int rc = 0;
+	struct cfi_table *t = open_fd(fd, name, false, &rc);
+
+	if (err)
+		*err = t ? 0 : rc;
+	if (!t)
+		errno = -rc;
+	return t;
+}
+
+struct cfi_table *cfi_table__open(const char *path, int *err)
+{
+	struct cfi_table *t = NULL;
+	int fd = open_regular(path), rc = -errno;
+
+	if (fd >= 0) {
+		t = open_fd(fd, path, true, &rc);
+		if (!cfi_table__on_demand(t))
+			close(fd); /* else the table reads its FDEs through it */
+	}
+	if (err)
+		*err = t ? 0 : rc;
+	if (!t)
+		errno = -rc;
+	return t;
+}
+
+bool cfi_table__on_demand(const struct cfi_table *t)
+{
+	return t && t->lazy;
+}
+
 struct cfi_table *cfi_table__load_mem(const void *image, size_t size, int *err)
 {
 	struct cfi_table *t = NULL;
@@ -300,6 +391,8 @@ size_t cfi_table__bytes(const struct cfi_table *t)
 
 	if (!t)
 		return 0;
+	if (t->lazy)
+		return cfi_lazy__bytes(t);
 	nb = t->limit > t->base ? (size_t)((t->limit - t->base - 1) >> t->shift) + 2 : 1;
 	return sizeof(*t) + t->n * sizeof(*t->pcs) + (t->ridx ? t->n * sizeof(*t->ridx) : 0) +
 	       t->nrules * sizeof(*t->rules) + nb * sizeof(*t->idx) +
@@ -311,6 +404,8 @@ bool cfi_table__func_range(const struct cfi_table *t, uint64_t vaddr, uint64_t *
 {
 	size_t lo = 0, hi = t ? t->nfn : 0;
 
+	if (t && t->lazy)
+		return cfi_lazy__func_range(t, vaddr, start, end);
 	/* Last function starting at or before vaddr. */
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
@@ -329,5 +424,7 @@ bool cfi_table__func_range(const struct cfi_table *t, uint64_t vaddr, uint64_t *
 
 size_t cfi_table__nrows(const struct cfi_table *t)
 {
+	if (t && t->lazy)
+		return cfi_lazy__nrows(t);
 	return t ? t->n : 0;
 }

@@ -19,6 +19,18 @@ struct cfi_table;
 
 /* Builds the table of an ELF file; debug_path (may be NULL) adds its .debug_frame. */
 struct cfi_table *cfi_table__load(const char *path, const char *debug_path, int *err);
+/*
+ * For the recorder: a table whose rows are built per function on first
+ * lookup, found through .eh_frame_hdr's search table, when the object has a
+ * usable one and no .debug_frame; else the whole table, as cfi_table__load.
+ * It keeps the file open and grows as lookups reach new functions
+ * (cfi_table__bytes tells how far): lookups must come from one thread.
+ */
+struct cfi_table *cfi_table__open(const char *path, int *err);
+/* Same from an open file, which must stay open as long as the table (it is not closed). */
+struct cfi_table *cfi_table__open_fd(int fd, const char *name, int *err);
+/* Whether t builds its rows on demand. */
+bool cfi_table__on_demand(const struct cfi_table *t);
 /* Same from an ELF image in memory (the vDSO). */
 struct cfi_table *cfi_table__load_mem(const void *image, size_t size, int *err);
 void cfi_table__free(struct cfi_table *t);

@@ -57,4 +57,25 @@ static inline void check_table(const struct cfi_table *t)
 		FUZZ_CHECK(t->fn_start[i - 1] < t->fn_start[i], "function ranges not sorted");
 }
 
+/*
+ * An on-demand table: each search-table entry's pc and its neighbours look up
+ * without fault, a rule only inside the function range that covers the pc.
+ */
+static inline void check_lazy(const struct cfi_table *t)
+{
+	uint64_t pc, start, end;
+
+	for (size_t i = 0; i < 1024 && cfi_lazy__entry(t, i, &pc); i++)
+		for (uint64_t p = pc - 1; p != pc + 3; p++) {
+			const struct cfi_rule *r = cfi_lookup(t, p);
+			bool in = cfi_table__func_range(t, p, &start, &end);
+
+			FUZZ_CHECK(!r || in, "a rule outside every function");
+			FUZZ_CHECK(!in || (start <= p && p < end), "function range misses its pc");
+		}
+	cfi_lookup(t, 0);
+	cfi_lookup(t, UINT64_MAX);
+	FUZZ_CHECK(cfi_table__nrows(t) < cfi_table__bytes(t), "rows not counted in bytes");
+}
+
 #endif

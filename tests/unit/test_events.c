@@ -8,6 +8,7 @@
 #include "record/proc.h"
 #include "sym/symbolize.h"
 #include "sym/symbolizer.h"
+#include "unwind/unwind.h"
 
 static char proc_root[PATH_MAX];
 
@@ -306,6 +307,39 @@ static void test_cfi_budget(void **state)
 	profile__free(p);
 }
 
+/* Rows an on-demand table builds after find_cfi gave it are in the budget from the next find. */
+static void test_cfi_budget_on_demand(void **state)
+{
+	struct tracker_opts to = { .proc_root = "/proc", .want_cfi = true };
+	struct profile *p = profile__new();
+	uint64_t bias, ev, lo, hi, own = (uint64_t)(uintptr_t)&test_cfi_budget;
+	const struct cfi_table *tab;
+	struct proc_tracker *t;
+	uint32_t pid = getpid();
+	size_t b0, b1;
+
+	assert_non_null(p);
+	t = proc_tracker__new(p, &to);
+	assert_non_null(t);
+	assert_int_equal(proc_tracker__scan(t, pid, 1), 0);
+	assert_true(proc_tracker__find_cfi(t, pid, own, &tab, &bias, 10));
+	assert_non_null(tab);
+	assert_true(cfi_table__on_demand(tab));
+	proc_tracker__cfi_stats(t, &b0, &ev);
+	assert_int_equal(b0, cfi_table__bytes(tab));
+	/* What the unwinder's lookup does: builds this function's rows. */
+	assert_true(cfi_table__func_range(tab, own - bias, &lo, &hi));
+	assert_true(lo <= own - bias && own - bias < hi);
+	assert_true(cfi_table__bytes(tab) > b0);
+	assert_true(proc_tracker__find_cfi(t, pid, own, &tab, &bias, 20));
+	proc_tracker__cfi_stats(t, &b1, &ev);
+	assert_int_equal(b1, cfi_table__bytes(tab));
+	assert_true(b1 > b0);
+	assert_int_equal(ev, 0);
+	proc_tracker__free(t);
+	profile__free(p);
+}
+
 /* A process that is exiting reads as empty maps: the maps it had stay for its last events. */
 static void test_exiting_process_keeps_maps(void **state)
 {
@@ -499,6 +533,7 @@ int main(void)
 		cmocka_unit_test(test_process_events),
 		cmocka_unit_test(test_launched_command_counts_from_its_exec),
 		cmocka_unit_test(test_cfi_budget),
+		cmocka_unit_test(test_cfi_budget_on_demand),
 		cmocka_unit_test(test_exiting_process_keeps_maps),
 		cmocka_unit_test(test_fork_of_exiting_child),
 		cmocka_unit_test(test_jit_mapping),

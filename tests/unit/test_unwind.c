@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +31,7 @@
 #include "unwind/unwind.h"
 
 #define FIX_DIR TEST_SRC_DIR "/fixtures/unwind"
+#define LIBC_PATH "/lib/x86_64-linux-gnu/libc.so.6"
 #define MAX_MAPS 64
 #define MAX_FRAMES 64
 #define DUMP_MAGIC 0x31444e5755504d44ull
@@ -68,6 +70,8 @@ struct dump {
 
 static char tmpdir[PATH_MAX / 4]; /* short: paths are built under it */
 static bool fixtures_ok;
+/* Set: the fixtures' tables are opened as the recorder opens them (on demand). */
+static bool on_demand;
 
 /* ---- fixture build and run -------------------------------------------- */
 
@@ -320,7 +324,10 @@ static void load_map(struct map *m, const char *const *dbg)
 	} else {
 		const char *debug = dbg[1] && !strcmp(m->path, dbg[0]) ? dbg[1] : NULL;
 
-		m->t = cfi_table__load(m->path, debug, &err);
+		if (on_demand && !debug)
+			m->t = cfi_table__open(m->path, &err);
+		else
+			m->t = cfi_table__load(m->path, debug, &err);
 		fd = open(m->path, O_RDONLY);
 		e = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
 	}
@@ -1352,6 +1359,276 @@ static void test_load_errors(void **state)
 	assert_int_equal(err, -ENOEXEC);
 }
 
+/* ---- on-demand tables (.eh_frame_hdr) ----------------------------------- */
+
+#define EH_VADDR 0x10000ull
+#define HDR_VADDR 0x20000ull
+
+/* .eh_frame_hdr for FDEs at .eh_frame offsets fde_off[i] starting at start[i]. */
+static size_t put_hdr(uint8_t *h, const uint32_t *start, const uint32_t *fde_off, size_t n)
+{
+	int32_t eh_rel = (int32_t)(EH_VADDR - (HDR_VADDR + 4));
+	size_t len = 0;
+
+	h[len++] = 1;
+	h[len++] = 0x1b; /* pcrel sdata4 */
+	h[len++] = 0x03; /* udata4 */
+	h[len++] = 0x3b; /* datarel sdata4 */
+	memcpy(h + len, &eh_rel, 4);
+	len += 4;
+	memcpy(h + len, &(uint32_t){ (uint32_t)n }, 4);
+	len += 4;
+	for (size_t i = 0; i < n; i++) {
+		int32_t loc = (int32_t)(start[i] - HDR_VADDR);
+		int32_t fde = (int32_t)(EH_VADDR + fde_off[i] - HDR_VADDR);
+
+		memcpy(h + len, &loc, 4);
+		memcpy(h + len + 4, &fde, 4);
+		len += 8;
+	}
+	return len;
+}
+
+/* The .eh_frame bytes in a memfd, as the object file holding them would be. */
+static struct cfi_table *lazy_eh(const struct eh *e, const uint8_t *hdr, size_t hdr_len,
+				 int *err)
+{
+	int fd = memfd_create("eh", 0);
+	struct cfi_lazy_src src = { .hdr = hdr, .hdr_size = hdr_len, .hdr_vaddr = HDR_VADDR,
+				    .eh_vaddr = EH_VADDR, .eh_off = 0, .eh_size = e->n,
+				    .text_lo = 0x1000, .text_hi = 0x2000, .addr_size = 8,
+				    .own_fd = true };
+	struct cfi_table *t;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, e->b, e->n), (ssize_t)e->n);
+	src.fd = fd;
+	t = cfi_lazy__table(&src, err);
+	if (!t)
+		close(fd);
+	return t;
+}
+
+static void same_rule(const struct cfi_table *a, const struct cfi_table *b, uint64_t pc)
+{
+	const struct cfi_rule *x = cfi_lookup(a, pc), *y = cfi_lookup(b, pc);
+	bool xn = !x || x->cfa == CFI_CFA_NONE, yn = !y || y->cfa == CFI_CFA_NONE;
+
+	if (xn != yn || (!xn && memcmp(x, y, sizeof(*x))))
+		fail_msg("rules differ at 0x%llx", (unsigned long long)pc);
+}
+
+static void test_lazy_rows(void **state)
+{
+	static const uint8_t prologue[] = { 0x41, 0x0e, 16, 0x86, 2, 0x44, 0x0d, 6, 0x48, 0x0c,
+					    7, 8 };
+	static const uint8_t leaf[] = { 0x42, 0x0e, 24 };
+	uint32_t start[2] = { 0x1000, 0x1020 }, off[2];
+	struct cfi_table *whole, *t;
+	uint8_t hdr[64];
+	uint64_t lo, hi;
+	size_t bytes0;
+	struct eh e = { .n = 0 };
+	int err = 0;
+
+	put_cie(&e);
+	off[0] = (uint32_t)e.n;
+	put_fde(&e, 0x1000, 0x10, prologue, sizeof(prologue));
+	off[1] = (uint32_t)e.n;
+	put_fde(&e, 0x1020, 0x10, leaf, sizeof(leaf));
+	put32(&e, 0);
+	whole = build_eh(&e);
+	t = lazy_eh(&e, hdr, put_hdr(hdr, start, off, 2), &err);
+	assert_non_null(t);
+	assert_true(cfi_table__on_demand(t));
+	bytes0 = cfi_table__bytes(t);
+	assert_int_equal(cfi_table__nrows(t), 0);
+	/* Found: each row of both FDEs as the whole build has it. */
+	for (uint64_t pc = 0xff0; pc < 0x1040; pc++)
+		same_rule(whole, t, pc);
+	expect_row(t, 0x1009, CFI_CFA_RBP, 16, CFI_RBP_AT_CFA, -16);
+	expect_row(t, 0x1023, CFI_CFA_RSP, 24, CFI_RBP_SAME, 0);
+	/* Before the first FDE, between the two, after the last, far away: none. */
+	assert_null(cfi_lookup(t, 0xfff));
+	assert_null(cfi_lookup(t, 0x1018));
+	assert_null(cfi_lookup(t, 0x1030));
+	assert_null(cfi_lookup(t, 0x7fffffffffffull));
+	assert_true(cfi_table__func_range(t, 0x1025, &lo, &hi));
+	assert_true(lo == 0x1020 && hi == 0x1030);
+	assert_false(cfi_table__func_range(t, 0x1018, &lo, &hi));
+	/* Two FDEs built, each once; their rows are in the table's size. */
+	assert_int_equal(cfi_table__nrows(t), 4 + 2);
+	assert_true(cfi_table__bytes(t) > bytes0);
+	bytes0 = cfi_table__bytes(t);
+	same_rule(whole, t, 0x1005);
+	assert_int_equal(cfi_table__bytes(t), bytes0);
+	cfi_table__free(t);
+	cfi_table__free(whole);
+}
+
+/* Headers the recorder must not trust: refused (the whole build is used), or no rows. */
+static void test_lazy_bad_hdr(void **state)
+{
+	static const uint8_t leaf[] = { 0x42, 0x0e, 24 };
+	uint32_t start[3] = { 0x1000, 0x1020, 0x1040 }, off[3];
+	struct cfi_table *t;
+	uint8_t hdr[64];
+	struct eh e = { .n = 0 };
+	size_t len;
+	int err = 0;
+
+	put_cie(&e);
+	for (int i = 0; i < 3; i++) {
+		off[i] = (uint32_t)e.n;
+		put_fde(&e, start[i], 0x10, leaf, sizeof(leaf));
+	}
+	/* Not sorted. */
+	len = put_hdr(hdr, (const uint32_t[]){ 0x1000, 0x1040, 0x1020 }, off, 3);
+	assert_null(lazy_eh(&e, hdr, len, &err));
+	assert_int_equal(err, -EINVAL);
+	/* An FDE address outside .eh_frame. */
+	len = put_hdr(hdr, start, (const uint32_t[]){ off[0], off[1], (uint32_t)e.n + 64 }, 3);
+	assert_null(lazy_eh(&e, hdr, len, &err));
+	assert_int_equal(err, -EINVAL);
+	/* More entries than the header holds; another version; another table encoding. */
+	len = put_hdr(hdr, start, off, 3);
+	assert_null(lazy_eh(&e, hdr, len - 1, &err));
+	hdr[0] = 2;
+	assert_null(lazy_eh(&e, hdr, len, &err));
+	hdr[0] = 1;
+	hdr[3] = 0x1b;
+	assert_null(lazy_eh(&e, hdr, len, &err));
+	assert_int_equal(err, -EINVAL);
+	/* Sorted but lying: an entry names the CIE, another an FDE of another start. */
+	len = put_hdr(hdr, start, (const uint32_t[]){ 0, off[2], off[2] }, 3);
+	t = lazy_eh(&e, hdr, len, &err);
+	assert_non_null(t);
+	assert_null(cfi_lookup(t, 0x1004));
+	assert_null(cfi_lookup(t, 0x1024));
+	expect_row(t, 0x1044, CFI_CFA_RSP, 24, CFI_RBP_SAME, 0);
+	cfi_table__free(t);
+}
+
+/* The PT_GNU_EH_FRAME segment's file offset and size. */
+static bool eh_hdr_of(const char *path, uint64_t *off, uint64_t *size)
+{
+	int fd = open(path, O_RDONLY);
+	Elf *e = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
+	size_t n = 0;
+	bool found = false;
+
+	if (e && !elf_getphdrnum(e, &n))
+		for (size_t i = 0; i < n; i++) {
+			GElf_Phdr ph;
+
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME) {
+				*off = ph.p_offset;
+				*size = ph.p_filesz;
+				found = true;
+			}
+		}
+	if (e)
+		elf_end(e);
+	if (fd >= 0)
+		close(fd);
+	return found;
+}
+
+/* Every function of the object, every third byte: on-demand rules equal the whole table's. */
+static void compare_object(const char *path, bool by_fd)
+{
+	int fd = by_fd ? open(path, O_RDONLY) : -1;
+	struct cfi_table *whole = cfi_table__load(path, NULL, &(int){ 0 });
+	struct cfi_table *t = by_fd ? cfi_table__open_fd(fd, path, &(int){ 0 })
+				    : cfi_table__open(path, &(int){ 0 });
+	uint64_t checked = 0, prev_end = 0;
+	size_t nfn;
+
+	assert_non_null(whole);
+	assert_non_null(t);
+	assert_true(cfi_table__on_demand(t));
+	assert_false(cfi_table__on_demand(whole));
+	nfn = whole->nfn;
+	for (size_t i = 0; i < nfn; i++) {
+		uint64_t lo = whole->fn_start[i], hi = whole->fn_end[i], tlo = 0, thi = 0;
+
+		assert_true(cfi_table__func_range(t, lo + (hi - lo) / 2, &tlo, &thi));
+		assert_true(tlo == lo && thi == hi);
+		/* The gap before it (up to 64 bytes) has no rule in either. */
+		for (uint64_t pc = lo > prev_end + 64 ? lo - 64 : prev_end; pc < lo; pc++)
+			same_rule(whole, t, pc);
+		for (uint64_t pc = lo; pc < hi; pc += 3, checked++)
+			same_rule(whole, t, pc);
+		same_rule(whole, t, hi - 1);
+		prev_end = hi;
+	}
+	fprintf(stderr, "  %s: %llu functions, %llu pcs; %zu of %zu rows built, %zu of %zu bytes\n",
+		path, (unsigned long long)nfn, (unsigned long long)checked, cfi_table__nrows(t),
+		cfi_table__nrows(whole), cfi_table__bytes(t), cfi_table__bytes(whole));
+	assert_true(nfn > 100);
+	cfi_table__free(t);
+	cfi_table__free(whole);
+	if (by_fd) /* borrowed: still open */
+		assert_int_equal(close(fd), 0);
+}
+
+static void test_lazy_real(void **state)
+{
+	compare_object("/proc/self/exe", true);
+	compare_object(LIBC_PATH, false);
+}
+
+/* A copy of libc whose search table is out of order: opened whole, with the same rows. */
+static void test_lazy_fallback(void **state)
+{
+	uint64_t off = 0, size = 0, lo, hi;
+	struct cfi_table *t, *whole;
+	char path[PATH_MAX];
+	int32_t pair[4];
+	int fd;
+
+	if (!tmpdir[0] || !eh_hdr_of(LIBC_PATH, &off, &size))
+		skip();
+	snprintf(path, sizeof(path), "%s/libc-unsorted.so", tmpdir);
+	assert_int_equal(run_cmd("cp %s %s", LIBC_PATH, path), 0);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0 && size > 12 + 16);
+	/* Swap the first two entries (12 bytes of header before the table). */
+	assert_int_equal(pread(fd, pair, 16, (off_t)off + 12), 16);
+	assert_int_equal(pwrite(fd, pair + 2, 8, (off_t)off + 12), 8);
+	assert_int_equal(pwrite(fd, pair, 8, (off_t)off + 20), 8);
+	close(fd);
+	t = cfi_table__open(path, &(int){ 0 });
+	whole = cfi_table__load(path, NULL, &(int){ 0 });
+	assert_non_null(t);
+	assert_non_null(whole);
+	assert_false(cfi_table__on_demand(t));
+	assert_int_equal(cfi_table__nrows(t), cfi_table__nrows(whole));
+	assert_true(cfi_table__func_range(t, whole->fn_start[0], &lo, &hi));
+	cfi_table__free(t);
+	cfi_table__free(whole);
+	/* An object whose CFI is in .debug_frame (gaps filled from it): whole too. */
+	if (fixtures_ok) {
+		snprintf(path, sizeof(path), "%s/chain_g", tmpdir);
+		t = cfi_table__open(path, &(int){ 0 });
+		assert_non_null(t);
+		assert_false(cfi_table__on_demand(t));
+		cfi_table__free(t);
+	}
+}
+
+static int set_on_demand(void **state)
+{
+	on_demand = true;
+	return 0;
+}
+
+static int clear_on_demand(void **state)
+{
+	on_demand = false;
+	return 0;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1374,6 +1651,20 @@ int main(void)
 		cmocka_unit_test(test_garbage_eh_frame),
 		cmocka_unit_test(test_garbage_elf),
 		cmocka_unit_test(test_garbage_stack),
+		cmocka_unit_test(test_lazy_rows),
+		cmocka_unit_test(test_lazy_bad_hdr),
+		cmocka_unit_test(test_lazy_real),
+		cmocka_unit_test(test_lazy_fallback),
+		/* The recorder's on-demand tables through the same fixtures. */
+		cmocka_unit_test_setup_teardown(test_chain, set_on_demand, clear_on_demand),
+		cmocka_unit_test_setup_teardown(test_jit_scan_rbp, set_on_demand, clear_on_demand),
+		cmocka_unit_test_setup_teardown(test_jit_scan_stale, set_on_demand,
+						clear_on_demand),
+		cmocka_unit_test_setup_teardown(test_scan_unneeded, set_on_demand,
+						clear_on_demand),
+		cmocka_unit_test_setup_teardown(test_plt_stub, set_on_demand, clear_on_demand),
+		cmocka_unit_test_setup_teardown(test_signal_frame, set_on_demand, clear_on_demand),
+		cmocka_unit_test_setup_teardown(test_vdso_frame, set_on_demand, clear_on_demand),
 	};
 
 	return cmocka_run_group_tests(tests, build_fixtures, cleanup_fixtures);
