@@ -42,7 +42,6 @@ def test_views(need_bpf, ep, which):
         # functions inlined into it (_PyObject_Malloc;pymalloc_alloc), no call machinery
         # between them (the leaf itself may be the interpreter's: where the sample was)
         assert py_idx == list(range(1, py_idx[-1] + 1)), stack
-        assert len(stack) - py_idx[-1] - 1 <= 3, stack
         assert not any(f.startswith(CALLS) for f in stack[py_idx[-1] + 1:-1]), stack
         assert not any(f.startswith(("_start", "Py_RunMain", "_PyEval")) for f in stack), stack
     assert with_py >= 0.8 * total, (with_py, total)
