@@ -601,8 +601,10 @@ def test_cupti_in_another_pid_namespace(ep, fake_cuda):
     unshare = shutil.which("unshare")
     if not unshare:
         pytest.skip("skipped: no unshare")
-    # started through unshare: its CUDA library is found by the 200 ms rescan of the maps
-    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_START_MS="800")
+    # started through unshare: its CUDA library is found by the 200 ms rescan of the maps; the
+    # app waits 3 s before its launches (0.8 s was not enough for the rescan and the probes on
+    # a machine busy with another test: no launch joined, once)
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_START_MS="3000")
     env.pop("CUDA_INJECTION64_PATH", None)
     ep.run("record", "-q", "--", unshare, "--pid", "--fork", "--mount-proc",
            fake_cuda["faults"], "plain", env=env)
