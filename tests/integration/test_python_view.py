@@ -9,8 +9,9 @@ import pytest
 
 from test_python import PYDIR, PY_IDS, python_for
 
-# "qualname (file.py:LINE)"; frozen modules name no .py file: "(<frozen importlib._bootstrap>:1178)"
-PYFRAME = re.compile(r"^\S+ \((?P<file>[^():]+\.py|<frozen [^<>]+>):(?P<line>\d+)\)$")
+# "qualname (file.py:LINE)"; frozen modules and exec'd code name no .py file:
+# "(<frozen importlib._bootstrap>:1178)", "(<string>:1)"
+PYFRAME = re.compile(r"^\S+ \((?P<file>[^()]+):(?P<line>\d+)\)$")
 
 
 # interpreter frames between a Python frame and the native code it calls
