@@ -171,6 +171,9 @@ def test_critical_path_of_a_region_instance(ep, progs):
     assert bad.returncode != 0 and "no instance 5" in bad.stderr
 
 
+# Serial: with the other worker running, the short napper's estimate came out 12-13% above
+# eprof's exact total (twice), past the bound; alone it holds. Open (closing note, stop 29).
+@pytest.mark.serial
 def test_time_sampling_is_unbiased(ep, progs):
     """--offcpu-sample-us (default 1 ms): a short wait gets stacks with probability
     1 - e^(-d/1ms) and stands for d over that, so thousands of 50 us naps cost a few hundred
