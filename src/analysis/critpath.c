@@ -411,20 +411,95 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
  * the stack the thread had when it stopped running at the segment's end
  * (the wait that starts there), or for "[on-cpu]" when none is known.
  */
-static uint32_t stack_at_end(const struct profile *p, const struct cp_track *t,
-			     const struct cp_segment *s)
+/* A stack's user part: kernel frames at its leaf end are those of a switch or an interrupt. */
+static uint32_t user_part(const struct profile *p, uint32_t node)
 {
-	ssize_t wi = last_wait_before(t, s->end + 1);
-	uint32_t node;
-
-	if (wi < 0 || t->waits[wi].start != s->end)
-		return 0;
-	/* Its user part: the kernel frames are those of the switch, not of the running. */
-	node = t->waits[wi].stack < p->stacks.n ? t->waits[wi].stack : 0;
+	node = node < p->stacks.n ? node : 0;
 	while (node &&
 	       p->objects.v[p->locations.v[p->stacks.v[node].loc].object].kind == OBJ_KERNEL)
 		node = p->stacks.v[node].parent;
 	return node;
+}
+
+static uint32_t stack_at_end(const struct profile *p, const struct cp_track *t,
+			     const struct cp_segment *s)
+{
+	ssize_t wi = last_wait_before(t, s->end + 1);
+
+	if (wi < 0 || t->waits[wi].start != s->end)
+		return 0;
+	return user_part(p, t->waits[wi].stack);
+}
+
+/* A wait that is a preemption: ready from its start (no wakeup), the thread still at work. */
+static bool is_preemption(const struct cp_wait *w)
+{
+	return w->kind == WAIT_RUNNABLE && w->ready <= w->start;
+}
+
+/* Whether the waits between indexes a and b (both excluded) are preemptions (a few at most). */
+static bool only_preemptions(const struct cp_track *t, ssize_t a, ssize_t b)
+{
+	if (b - a > 64)
+		return false;
+	for (ssize_t k = a + 1; k < b; k++)
+		if (!is_preemption(&t->waits[k]))
+			return false;
+	return true;
+}
+
+/*
+ * A preemption without stacks (time sampling left it out, or the thread was
+ * switched out again before its user stack was read) counts for the user part of
+ * the nearest CPU sample of the same stretch of work: before or after it, with only
+ * preemptions between (a block or a sleep ends the stretch). Preemption does not move
+ * the thread, so that sample is the best evidence of where it was; on a busy machine
+ * most of a CPU-bound thread's time on the path is such preemptions, and "[runnable]"
+ * alone would hide whose work waited. None in the stretch: unknown, as before.
+ */
+static uint32_t stack_near_preemption(const struct profile *p, const struct cp_track *t,
+				      const struct cp_segment *s)
+{
+	ssize_t wi = last_wait_before(t, s->end), j;
+	const struct cp_wait *w;
+	size_t lo = 0, hi = t->nsamples;
+	uint64_t before = 0, after = 0;
+	uint32_t bs = 0, as = 0;
+
+	if (wi < 0 || !is_preemption(&t->waits[wi]))
+		return 0;
+	w = &t->waits[wi];
+	while (lo < hi) { /* samples up to the wait's start */
+		size_t mid = (lo + hi) / 2;
+
+		if (p->samples.v[t->samples[mid]].ts <= w->start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo) {
+		const struct sample *sm = &p->samples.v[t->samples[lo - 1]];
+
+		j = last_wait_before(t, sm->ts);
+		if (only_preemptions(t, j, wi)) {
+			before = w->start - sm->ts;
+			bs = user_part(p, sm->stack);
+		}
+	}
+	for (hi = lo; hi < t->nsamples && p->samples.v[t->samples[hi]].ts < w->end; hi++)
+		;
+	if (hi < t->nsamples) {
+		const struct sample *sm = &p->samples.v[t->samples[hi]];
+
+		j = last_wait_before(t, sm->ts);
+		if (only_preemptions(t, wi, j + 1)) {
+			after = sm->ts - w->end;
+			as = user_part(p, sm->stack);
+		}
+	}
+	if (bs && as)
+		return before <= after ? bs : as;
+	return bs ? bs : as;
 }
 
 static int attribute(const struct cp_graph *g, struct cp_path *path)
@@ -462,7 +537,10 @@ static int attribute(const struct cp_graph *g, struct cp_path *path)
 			path->attr[path->nattr++] = (struct cp_attr){
 			    t->pid,
 			    t->kind == CP_TRACK_GPU_STREAM ? t->pid : t->tid,
-			    s->kind == WAIT_ONCPU ? stack_at_end(p, t, s) : s->stack,
+			    s->kind == WAIT_ONCPU ? stack_at_end(p, t, s)
+			    : s->kind == WAIT_RUNNABLE && !s->stack && t->kind != CP_TRACK_GPU_STREAM
+				? stack_near_preemption(p, t, s)
+				: s->stack,
 			    s->kind,
 			    len,
 			    s->gpu_event};

@@ -113,6 +113,68 @@ static void test_walk_unexplained_wait(void **state)
 	profile__free(p);
 }
 
+/*
+ * Preemptions without stacks (time sampling left them out) count for the user frames of
+ * the nearest CPU sample in the same stretch of work (only preemptions between); a sleep
+ * ends a stretch, and a sleep's own wait for a CPU is not guessed.
+ */
+static void test_preemption_without_stack_names_the_running_code(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t main_l, work_l, other_l, kern_l;
+	int64_t kobj, work, other, full;
+	struct sample sm = {.ts = 1500, .pid = 1, .tid = 1, .weight = 1};
+	struct cp_graph g;
+	struct cp_path path;
+	struct process *pr;
+	uint64_t on_work = 0, on_other = 0, unknown = 0;
+
+	(void)state;
+	pr = profile__proc(p, 1, true);
+	pr->start_ts = 1000;
+	pr->exit_ts = 9000;
+	profile__set_meta(p, "start_ns", "1000");
+	main_l = test_loc(p, "/usr/bin/app", "main", NULL, 0x10);
+	work_l = test_loc(p, "/usr/bin/app", "cpu_work", NULL, 0x20);
+	other_l = test_loc(p, "/usr/bin/app", "other", NULL, 0x30);
+	kobj = profile__object(p, OBJ_KERNEL, "[kernel.kallsyms]", "", 0);
+	kern_l = (uint32_t)profile__location(p, kobj, 0xffffffff81000000ULL);
+	work = profile__stack(p, (uint32_t[]){main_l, work_l}, 2);
+	full = profile__stack(p, (uint32_t[]){main_l, work_l, kern_l}, 3);
+	other = profile__stack(p, (uint32_t[]){main_l, other_l}, 2);
+	assert_true(work > 0 && full > work && other > full);
+	sm.stack = (uint32_t)full; /* a sample taken in an interrupt: its kernel frames on top */
+	assert_int_equal(profile__add_sample(p, &sm), 0);
+	sm.ts = 7500;
+	sm.stack = (uint32_t)other;
+	assert_int_equal(profile__add_sample(p, &sm), 0);
+	add_offcpu(p, 1, 2000, 2800, OFFEV_RUNNABLE, 0, 0); /* the sample at 1500 just before */
+	add_offcpu(p, 1, 4000, 4500, OFFEV_RUNNABLE, 0, 0); /* a preemption since: still it */
+	add_offcpu(p, 1, 6000, 7000, OFFEV_SLEEP, 0, 6500);  /* its wait for a CPU: unknown */
+	add_offcpu(p, 1, 8000, 8200, OFFEV_RUNNABLE, 0, 0); /* 7500: the sleep ended the stretch */
+	assert_int_equal(critpath_build(p, &g), 0);
+	assert_int_equal(critpath_walk(&g, 0, 9000, 0, &path), 0);
+	assert_int_equal(path.by_kind[WAIT_RUNNABLE], 800 + 500 + 500 + 200);
+	for (size_t i = 0; i < path.nattr; i++) {
+		if (path.attr[i].kind != WAIT_RUNNABLE)
+			continue;
+		if (path.attr[i].stack == (uint32_t)work)
+			on_work += path.attr[i].ns;
+		else if (path.attr[i].stack == (uint32_t)other)
+			on_other += path.attr[i].ns;
+		else if (!path.attr[i].stack)
+			unknown += path.attr[i].ns;
+		else
+			fail_msg("runnable time on stack %u", path.attr[i].stack);
+	}
+	assert_int_equal(on_work, 800 + 500);
+	assert_int_equal(on_other, 200);
+	assert_int_equal(unknown, 500);
+	critpath_path_free(&path);
+	critpath_free(&g);
+	profile__free(p);
+}
+
 /* A cycle of wakeups at one instant must end, not spin. */
 static void test_walk_terminates_on_cycles(void **state)
 {
@@ -536,6 +598,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_walk_follows_wakeups_and_creation),
 	    cmocka_unit_test(test_walk_unexplained_wait),
+	    cmocka_unit_test(test_preemption_without_stack_names_the_running_code),
 	    cmocka_unit_test(test_walk_terminates_on_cycles),
 	    cmocka_unit_test(test_offcpu_weights),
 	    cmocka_unit_test(test_offcpu_other_events),
