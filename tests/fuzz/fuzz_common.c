@@ -405,8 +405,13 @@ uint64_t fuzz_unpacked_bytes(const uint8_t *data, size_t size)
 
 	/* chunk header: magic, type, raw_len, zlen, crc, codec (u32 LE each), then zlen bytes */
 	while (off + EPROF_CHUNK_HDR_SIZE <= size) {
+		uint64_t zlen = (uint32_t)fuzz_u64(data + off + 12, 4);
+
 		total += (uint32_t)fuzz_u64(data + off + 8, 4);
-		off += EPROF_CHUNK_HDR_SIZE + (uint32_t)fuzz_u64(data + off + 12, 4);
+		/* in 64 bits: a zlen of 2^32 - 24 summed in 32 bits never moved off (a timeout) */
+		if (zlen > size - off - EPROF_CHUNK_HDR_SIZE)
+			break;
+		off += (size_t)EPROF_CHUNK_HDR_SIZE + (size_t)zlen;
 	}
 	return total;
 }
