@@ -120,7 +120,12 @@ def test_mpi_collectives_and_straggler(ep, mpi_app):
     assert ops["MPI_Allreduce"]["bytes"] == 1024 * 8
     st = job["straggler"]
     assert st and st["rank"] == 2, job
-    assert st["arrived_last_share"] >= 0.75, st  # a loaded machine delays the others too
+    # the share against the fixture's own arrival times: a loaded machine delays the other
+    # ranks too (CI saw rank 2 last at 9 of 13), so the oracle is the fixture's clock, not 3/4
+    fixture_last = sum(max(range(3), key=lambda r: arr[r][k]) == 2 for k in range(iters))
+    matched = sum(o["instances"] for o in job["collectives"])  # the allreduces and the barrier
+    assert fixture_last >= iters // 2, arr  # the fixture did make rank 2 the slow one
+    assert abs(st["arrived_last_share"] * matched - fixture_last) <= 1.01, (st, fixture_last)
     assert st["function"] == "compute", st
     # the waits against the arrivals the fixture took itself (one host: one clock)
     want = {r: 0.0 for r in range(3)}
@@ -142,8 +147,15 @@ def test_mpi_collectives_and_straggler(ep, mpi_app):
     segs = sorted(cp["segments"], key=lambda sg: sg["start_s"])
     first = next(i for i, sg in enumerate(segs) if sg["collective"] == "MPI_Allreduce")
     between = [sg for sg in segs[first:-1] if not sg["collective"]]  # from the 1st to the end
-    assert sum(sg["length_s"] for sg in between if sg["rank"] == 2) >= \
-        0.9 * sum(sg["length_s"] for sg in between), segs
+    share2 = sum(sg["length_s"] for sg in between if sg["rank"] == 2) / \
+        sum(sg["length_s"] for sg in between)
+    # the oracle, from the fixture's clock: the stretch before each allreduce is the last
+    # arriver's (under load rank 0 or 1 is sometimes last: 0.86 of it was rank 2's once)
+    lastat = [max(arr[r][k] for r in range(3)) for k in range(iters)]
+    gaps = [(lastat[k] - lastat[k - 1], max(range(3), key=lambda r: arr[r][k]))
+            for k in range(1, iters)]
+    want2 = sum(g for g, r in gaps if r == 2) / sum(g for g, _ in gaps)
+    assert share2 >= 0.5 and abs(share2 - want2) <= 0.1, (share2, want2, segs)
     # one flamegraph with a HOST/rank root per rank, and --rank to pick one
     host = os.uname().nodename
     roots = {st[0] for st, _ in ep.folded(".")}
