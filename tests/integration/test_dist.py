@@ -219,10 +219,11 @@ def test_mpi_two_hosts_clock_alignment(ep, mpi_app):
 def test_mpi_diff_per_rank(ep, mpi_app):
     """Two runs of a job compared rank by rank: the straggler moved from rank 2 to rank 1,
     whose compute grew; the others' waits follow it; gates on the job and on one rank."""
+    arr = {}
     for d, slow, ms in (("base", 2, 20), ("new", 1, 40)):
         os.makedirs(os.path.join(ep.dir, d))
-        mpirun(ep, 3, f'cd {d} && exec "{ep.bin}" record -q -F 499 -o "eprof.%r.data" -- '
-                      f'"{mpi_app}" 10 {slow} {ms}')
+        arr[d] = arrivals(mpirun(ep, 3, f'cd {d} && exec "{ep.bin}" record -q -F 499 -o '
+                                        f'"eprof.%r.data" -- "{mpi_app}" 10 {slow} {ms}'))
     d = json.loads(ep.run("diff", "base", "new", "--json").stdout)
     job = d["job"]
     assert job["base"]["recordings"] == 3 and job["new"]["recordings"] == 3
@@ -234,8 +235,19 @@ def test_mpi_diff_per_rank(ep, mpi_app):
     r1 = ranks[1]
     assert job["slowest"]["rank"] == 1, job["slowest"]
     assert r1["new"]["work_s"] - r1["base"]["work_s"] >= 0.4, r1
-    assert r1["new"]["wait_s"] < 0.2 * r1["base"]["wait_s"] + 0.01, r1
-    assert r1["new"]["arrived_last"] >= 8 and ranks[2]["base"]["arrived_last"] >= 8
+    # waits and arrival order against the fixture's own clock: on a loaded machine the
+    # straggler is not last every time (rank 1 waited 0.42 s of the base run's 0.98 once)
+    def fixture(run, rank):
+        a = arr[run]
+        last = [max(a[r][k] for r in range(3)) for k in range(10)]
+        return (sum(last[k] - a[rank][k] for k in range(10)) / 1e9,
+                sum(max(range(3), key=lambda r: a[r][k]) == rank for k in range(10)))
+    (w1_base, _), (w1_new, l1_new) = fixture("base", 1), fixture("new", 1)
+    _, l2_base = fixture("base", 2)
+    assert w1_new < 0.5 * w1_base and l1_new >= 5 and l2_base >= 5, arr  # the fixture's doing
+    assert abs(r1["new"]["wait_s"] - w1_new) <= 0.15 * w1_new + 0.02, (r1, w1_new)
+    assert abs(r1["new"]["arrived_last"] - l1_new) <= 1, (r1, l1_new)  # the barrier: +1
+    assert abs(ranks[2]["base"]["arrived_last"] - l2_base) <= 1, (ranks[2], l2_base)
     assert r1["function"]["name"] == "compute", r1
     assert r1["function"]["new_s"] > r1["function"]["base_s"] + 0.2, r1
     assert r1["function"]["time"] == "inclusive", r1

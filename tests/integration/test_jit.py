@@ -49,12 +49,16 @@ def jit_chain_share(folded, jit_name):
 def test_jit_code_without_cfi(need_bpf, ep, jitcall):
     """No CFI, no perf map, rbp clobbered: scanning finds jit_middle's return address (and
     not the stale one the generated frame holds), one frame names the whole mapping."""
-    ep.run("record", "-F", "999", "-q", "--", jitcall, "1.5")
+    r = ep.run("record", "-F", "999", "-q", "--", jitcall, "1.5")
+    cb_ns, all_ns = (int(x) for x in r.stdout.split())
     rep = ep.report_json()
     name = "[jit] jitcall"
     jit = [f for f in rep["functions"] if f["module"] == "[jit]" or "[anon]" in f["name"]]
     assert [f["name"] for f in jit] == [name], jit
-    assert jit[0]["total_pct"] > 95 and 20 < jit[0]["self_pct"] < 80, jit
+    # the generated loop's own share, against the fixture's clock: about half on a quiet
+    # machine, but the two loops' relative speed moves with load (82% once beside 6 busy tasks)
+    own = 100.0 * (1 - cb_ns / all_ns)
+    assert jit[0]["total_pct"] > 95 and abs(jit[0]["self_pct"] - own) <= 8, (jit, own)
     assert rep["stats"]["unwind_scanned"] > rep["samples"] * 0.9, rep["stats"]
     share, under = jit_chain_share(ep.folded("eprof.data", "--no-comm"), name)
     assert under > 300, f"too few samples: {under}"
@@ -62,7 +66,7 @@ def test_jit_code_without_cfi(need_bpf, ep, jitcall):
     # The C callback the generated code calls sits on top of it.
     stacks = ep.folded("eprof.data", "--no-comm")
     cb = sum(n for s, n in stacks if name in s and "jit_callback" in s[s.index(name):])
-    assert cb > under * 0.2
+    assert abs(100.0 * cb / under - 100.0 * cb_ns / all_ns) <= 8, (cb, under, cb_ns, all_ns)
     # The stale return address in the generated frame never stands in for its caller.
     assert not any(s[i - 1] == "stale_return_address" for s, _ in stacks
                    for i in range(1, len(s)) if s[i] == name)

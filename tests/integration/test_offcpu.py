@@ -31,11 +31,13 @@ def offcpu_events(ep, data):
 
 def test_sleep_half_share(ep, progs):
     r = ep.run("record", "--offcpu", "-F", "499", "-q", "-o", "sh.eprof", "--",
-               progs["sleephalf"], "2")
+               progs["sleephalf"], "2", "60")
     napped_ns, loop_ns = (float(x) for x in r.stdout.split())
     rep = ep.report_json("sh.eprof")
     off = rep["offcpu"]
-    assert off["intervals"] >= 50  # up to 100 sleeps of 10 ms in 2 s
+    # up to 100 sleeps of 10 ms in 2 s, and 60 at least however long a round takes (only 18
+    # were made in 2 s on a machine with 6 busy tasks)
+    assert off["intervals"] >= 60
     # Off-CPU time inside nap() (blocked, then waiting for a CPU after the wakeup) as a
     # share of the thread's wall time, against the share the program measured itself:
     # about half, less on a busy machine.
@@ -43,7 +45,9 @@ def test_sleep_half_share(ep, progs):
     in_nap = sum(c for s, c in stacks if "nap" in s)
     share, truth = 100.0 * in_nap / loop_ns, 100.0 * napped_ns / loop_ns
     assert abs(share - truth) <= 5.0, (share, truth)
-    assert truth > 30.0
+    # the program's own share: half when idle; a preemption across compute()'s deadline
+    # stretches the compute half (29% beside 6 busy tasks), so only a floor that says it napped
+    assert truth > 15.0
     # Wall graph: CPU samples + blocked time cover the thread's wall time.
     wall = sum(c for _, c in ep.folded("sh.eprof", "--wall"))
     assert abs(wall - loop_ns) / loop_ns < 0.1, (wall, loop_ns)
