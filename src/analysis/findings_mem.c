@@ -42,7 +42,7 @@ static void rule_heap_growth(struct rule_ctx *c, const struct mem_result *r)
 
 void rule_memory(struct rule_ctx *c)
 {
-	struct mem_opts o = { .temp_ns = 1000000 };
+	struct mem_opts o = {.temp_ns = 1000000, .pid = c->f ? c->f->pid : 0};
 	struct mem_result r;
 	struct finding *f;
 	double secs;

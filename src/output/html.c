@@ -412,56 +412,62 @@ static int section_processes(struct sink *out, struct profile *p, const struct h
 
 enum feature_section { FS_MEMORY, FS_OFFCPU, FS_REGIONS, FS_GPU, FS_IO, FS_PYTHON };
 
-/* The Python lines tables, the memory ones with the memory analysis when there is one. */
-static int python_lines_text(struct sink *out, const struct profile *p)
+/* The memory analysis of the filter's process (every process without --pid), or 1 if none. */
+static int mem_analysis(const struct profile *p, const struct sample_filter *f,
+			struct mem_result *mem)
 {
-	struct mem_result mem;
-	bool have_mem = report_mem_present(p);
-	int err = have_mem ? memory_analyze(p, &(struct mem_opts){ .temp_ns = 1000000 }, &mem) : 0;
-
-	if (err)
-		return err;
-	err = report_py_lines_text(out, p, NULL, have_mem ? &mem : NULL, 20);
-	if (have_mem)
-		mem_result__free(&mem);
-	return err;
+	if (!report_mem_present(p))
+		return 1;
+	return memory_analyze(p, &(struct mem_opts){.temp_ns = 1000000, .pid = f->pid}, mem);
 }
 
 /*
  * The memory, off-CPU, region, GPU, I/O and Python lines sections as `eprof report` prints
- * them (a preformatted block): one rendering for both, and "no data" when the record has none.
+ * them (a preformatted block), for the page's --pid/--tid filter as the report applies it:
+ * one rendering for both, and "no data" when the record has none.
  */
-static int section_feature(struct sink *out, struct profile *p, enum feature_section which)
+static int section_feature(struct sink *out, struct profile *p, const struct sample_filter *f,
+			   enum feature_section which)
 {
-	struct report_opts ro = { .limit = 20 };
-	struct sample_filter none = { 0 };
+	struct report_opts ro = {.limit = 20, .hot = {.filter = *f}};
 	struct sink *txt = sink_mem();
+	struct mem_result mem;
 	const char *data;
 	size_t len = 0;
-	int err;
+	int err = 0, have_mem = 0;
 
 	if (!txt)
 		return -ENOMEM;
+	if (which == FS_MEMORY || which == FS_PYTHON) {
+		have_mem = mem_analysis(p, f, &mem);
+		if (have_mem < 0) {
+			sink_close(txt);
+			return have_mem;
+		}
+		have_mem = !have_mem;
+	}
 	switch (which) {
 	case FS_MEMORY:
-		err = report_mem_text(txt, p, NULL, 20);
+		err = have_mem ? report_mem_text(txt, p, &mem, 20) : 0; /* none: no data */
 		break;
 	case FS_OFFCPU:
 		err = report_offcpu(txt, p, &ro);
 		break;
 	case FS_REGIONS:
-		err = report_regions_text(txt, p, &none, 0);
+		err = report_regions_text(txt, p, f, 0);
 		break;
 	case FS_IO:
-		err = report_io_text(txt, p, &none, 20);
+		err = report_io_text(txt, p, f, 20);
 		break;
 	case FS_PYTHON:
-		err = python_lines_text(txt, p);
+		err = report_py_lines_text(txt, p, f, have_mem ? &mem : NULL, 20);
 		break;
 	default:
 		err = report_gpu_text(txt, p, 20);
 		break;
 	}
+	if (have_mem)
+		mem_result__free(&mem);
 	data = err || txt->err ? NULL : sink_mem_data(txt, &len);
 	while (data && len && (data[0] == '\n'))
 		data++, len--;
@@ -478,32 +484,32 @@ static int section_feature(struct sink *out, struct profile *p, enum feature_sec
 
 static int section_python(struct sink *out, struct profile *p, const struct html_opts *o)
 {
-	return section_feature(out, p, FS_PYTHON);
+	return section_feature(out, p, &o->filter, FS_PYTHON);
 }
 
 static int section_memory(struct sink *out, struct profile *p, const struct html_opts *o)
 {
-	return section_feature(out, p, FS_MEMORY);
+	return section_feature(out, p, &o->filter, FS_MEMORY);
 }
 
 static int section_offcpu(struct sink *out, struct profile *p, const struct html_opts *o)
 {
-	return section_feature(out, p, FS_OFFCPU);
+	return section_feature(out, p, &o->filter, FS_OFFCPU);
 }
 
 static int section_regions(struct sink *out, struct profile *p, const struct html_opts *o)
 {
-	return section_feature(out, p, FS_REGIONS);
+	return section_feature(out, p, &o->filter, FS_REGIONS);
 }
 
 static int section_gpu(struct sink *out, struct profile *p, const struct html_opts *o)
 {
-	return section_feature(out, p, FS_GPU);
+	return section_feature(out, p, &o->filter, FS_GPU);
 }
 
 static int section_io(struct sink *out, struct profile *p, const struct html_opts *o)
 {
-	return section_feature(out, p, FS_IO);
+	return section_feature(out, p, &o->filter, FS_IO);
 }
 
 /* The report's findings (analysis/findings.c) as a table, most severe first. */

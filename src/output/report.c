@@ -347,7 +347,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 	 * and the memory analysis of the memory section. */
 	pre.hot = o->hot.by_line || o->hot.inlined ? NULL : &r;
 	if (report_mem_present(p)) {
-		err = memory_analyze(p, &(struct mem_opts){ .temp_ns = 1000000 }, &mem);
+		err = memory_analyze(
+		    p, &(struct mem_opts){.temp_ns = 1000000, .pid = o->hot.filter.pid}, &mem);
 		if (err) {
 			hot_result__free(&r);
 			metrics_result__free(&met);

@@ -347,17 +347,29 @@ def test_mem_system_wide_finds_new_allocators(ep, tmp_path):
     for line in rec.stderr:
         if "allocator probes" in line:
             break
-    go = str(tmp_path / "go")
-    target = subprocess.Popen([exe, "0", go], stdout=subprocess.DEVNULL)
+    go = [str(tmp_path / f"go{i}") for i in range(2)]  # each target unlinks its own
+    # two of them: --pid shows one process's memory (the memory tables once summed every
+    # process of a system-wide record: 8.8 MB of peak_phase for a target's 4 MB)
+    targets = [subprocess.Popen([exe, "0", g], stdout=subprocess.DEVNULL) for g in go]
     time.sleep(2.5)  # the system-wide scan looks for new processes every second
-    open(go, "w").close()
-    assert target.wait(timeout=60) == 0
+    for g in go:
+        open(g, "w").close()
+    assert [t.wait(timeout=60) for t in targets] == [0, 0]
     rest = rec.stderr.read()
     assert rec.wait(timeout=60) == 0, rest
-    mem = ep.report_json("eprof.data", "--pid", str(target.pid))["memory"]
-    peak = by_site(mem["allocated"]).get("peak_phase")
-    # 400 blocks of 10,000 bytes, sampled with a 64 KiB mean: an estimate
-    assert peak and abs(peak[0] - 4_000_000) < 0.35 * 4_000_000, mem["allocated"][:5]
+    for target in targets:
+        mem = ep.report_json("eprof.data", "--pid", str(target.pid))["memory"]
+        peak = by_site(mem["allocated"]).get("peak_phase")
+        # 400 blocks of 10,000 bytes, sampled with a 64 KiB mean: an estimate
+        assert peak and abs(peak[0] - 4_000_000) < 0.35 * 4_000_000, mem["allocated"][:5]
+        # nothing of another process (a test's, a build's) in the target's tables
+        assert all("main" in r["stack"] for r in mem["allocated"]), mem["allocated"][:5]
+    # the HTML export's memory section takes --pid too
+    ep.run("export", "eprof.data", "--format", "html", "--pid", str(targets[0].pid),
+           "-o", "one.html")
+    with open(os.path.join(ep.dir, "one.html")) as f:
+        page = f.read()
+    assert "peak_phase" in page and "hmap__new" not in page
 
 
 def test_findings_leak_churn_and_probe_cost(ep, memfix):
