@@ -264,6 +264,11 @@ enum offcpu_state {
 /* Not picked by the time sampling (--offcpu-sample-us): no stacks; the picked ones stand for it. */
 #define OFFCPU_F_UNSAMPLED 0x40
 #define OFFCPU_F_FUTEX 0x80 /* went off CPU in a futex wait: a user-space lock or condition */
+/*
+ * Not picked at its wakeup, but its wait for a CPU after it was, by a second draw on that
+ * wait's length: its stacks stand for the runnable part only (the blocked part is unsampled).
+ */
+#define OFFCPU_F_TAIL 0x100
 
 /*
  * A blocked interval of a target thread: off at off_ts (sched_switch), made

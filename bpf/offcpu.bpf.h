@@ -360,8 +360,19 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 	}
 	s->on_ts = now;
 	if (offcpu_sample_ns && s->state != OFFCPU_NEW) {
-		if (!(s->wflags & OFFCPU_DRAWN) && offcpu_unpicked(now - s->off_ts))
-			s->wflags |= OFFCPU_F_UNSAMPLED;
+		if (!(s->wflags & OFFCPU_DRAWN)) {
+			if (offcpu_unpicked(now - s->off_ts))
+				s->wflags |= OFFCPU_F_UNSAMPLED;
+		} else if ((s->wflags & OFFCPU_F_UNSAMPLED) && s->wake_ts && now > s->wake_ts &&
+			   !offcpu_unpicked(now - s->wake_ts)) {
+			/*
+			 * Not picked at its wakeup: its wait for a CPU since gets a draw of its
+			 * own, so that a busy machine's long waits for a CPU after short sleeps
+			 * are sampled by their own length (P = 1 - e^-(blocked + runnable) in
+			 * all), not only through the sleep's.
+			 */
+			s->wflags = (s->wflags & ~OFFCPU_F_UNSAMPLED) | OFFCPU_F_TAIL;
+		}
 		if (s->wflags & OFFCPU_F_UNSAMPLED) {
 			stat_inc(BSTAT_OFFCPU_UNSAMPLED);
 			offcpu_send_bare(s, next->tgid, next->pid);

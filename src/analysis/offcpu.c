@@ -65,27 +65,38 @@ enum wait_kind offcpu_classify(const struct profile *p, const struct event *e)
 	}
 }
 
-double offcpu_sample_mean(const struct profile *p)
+struct offcpu_draw offcpu_sample_draw(const struct profile *p)
 {
-	return (double)profile__meta_u64(p, "offcpu_sample_ns", 0);
+	return (struct offcpu_draw){(double)profile__meta_u64(p, "offcpu_sample_ns", 0),
+				    profile__meta_u64(p, "offcpu_tail_draw", 0) == 1};
 }
 
-double offcpu_scale(double mean, const struct event *e)
+static double inv_pick(double d, double mean)
 {
-	double pick;
+	double pick = d > 0 ? -expm1(-d / mean) : 1;
 
-	if (mean <= 0 || (e->flags & OFFEV_STATE_MASK) == OFFEV_NEW)
-		return 1;
-	if (e->flags & OFFEV_F_UNSAMPLED)
-		return 0;
-	/* The draw used the time blocked up to the wakeup when there was one, as BPF did. */
-	uint64_t d = e->dur;
-
-	if ((e->flags & OFFEV_STATE_MASK) != OFFEV_RUNNABLE && ev_off_wake_ts(e) >= e->ts &&
-	    ev_off_wake_ts(e) <= e->ts + e->dur)
-		d = ev_off_wake_ts(e) - e->ts;
-	pick = d ? -expm1(-(double)d / mean) : 1;
 	return pick > 0 ? 1 / pick : 1;
+}
+
+void offcpu_part_scales(const struct offcpu_draw *d, const struct event *e, double scale[2])
+{
+	uint64_t ready = offcpu_ready_ts(e), end = e->ts + e->dur;
+	unsigned state = e->flags & OFFEV_STATE_MASK;
+
+	scale[0] = scale[1] = 1;
+	if (d->mean <= 0 || state == OFFEV_NEW)
+		return;
+	scale[0] = scale[1] = 0;
+	if (e->flags & OFFEV_F_UNSAMPLED)
+		return;
+	/* The draw BPF made: at the wakeup on the time blocked when one was seen, else at the
+	 * switch back in on the whole interval (a preemption, a wakeup not seen). */
+	if (state != OFFEV_RUNNABLE && ev_off_wake_ts(e) >= e->ts && ev_off_wake_ts(e) <= end) {
+		scale[0] = e->flags & OFFEV_F_TAIL ? 0 : inv_pick((double)(ready - e->ts), d->mean);
+		scale[1] = d->tail ? inv_pick((double)e->dur, d->mean) : scale[0];
+		return;
+	}
+	scale[0] = scale[1] = inv_pick((double)e->dur, d->mean);
 }
 
 uint64_t offcpu_ready_ts(const struct event *e)
@@ -125,14 +136,14 @@ static bool event_match(const struct sample_filter *f, const struct event *e)
 static int waker_samples(struct profile *p, const struct sample_filter *f, struct sample *v,
 			 struct sample **out, size_t *n)
 {
-	double mean = offcpu_sample_mean(p);
+	struct offcpu_draw draw = offcpu_sample_draw(p);
 	char name[64];
 	size_t k = 0;
 
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event e = p->events.v[i];
 		const struct thread *t;
-		double scale;
+		double scale[2];
 		uint64_t ns;
 		int64_t leaf, node;
 
@@ -140,10 +151,10 @@ static int waker_samples(struct profile *p, const struct sample_filter *f, struc
 		if (e.kind != EVK_OFFCPU || !e.stack2 || e.stack2 >= p->stacks.n ||
 		    !event_match(f, &e))
 			continue;
-		scale = offcpu_scale(mean, &e);
-		if (scale == 0)
+		offcpu_part_scales(&draw, &e, scale);
+		if (scale[0] == 0) /* the waker stands for the blocked part: picked with it */
 			continue;
-		ns = (uint64_t)llround((offcpu_ready_ts(&e) - e.ts) * scale);
+		ns = (uint64_t)llround((offcpu_ready_ts(&e) - e.ts) * scale[0]);
 		if (!ns)
 			continue;
 		t = profile__thread(p, e.pid, e.tid, false);
@@ -202,22 +213,22 @@ int offcpu_samples(struct profile *p, enum offcpu_weights w, const struct sample
 		for (size_t i = 0; i < p->samples.n; i++)
 			if (sample_filter__match(f, &p->samples.v[i]))
 				v[k++] = p->samples.v[i];
-	double mean = offcpu_sample_mean(p);
+	struct offcpu_draw draw = offcpu_sample_draw(p);
 
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event e = p->events.v[i];
-		double scale;
+		double scale[2];
 		int64_t node;
 
 		if (e.kind != EVK_OFFCPU || !event_match(f, &e))
 			continue;
-		scale = offcpu_scale(mean, &e);
-		if (scale == 0)
+		offcpu_part_scales(&draw, &e, scale);
+		if (scale[0] == 0 && scale[1] == 0)
 			continue;
 		uint64_t ready = offcpu_ready_ts(&e), end = e.ts + e.dur;
 		/* Blocked until the wakeup, then waiting for a CPU: two weights, two leaves. */
-		const uint64_t part[2] = {(uint64_t)llround((ready - e.ts) * scale),
-					  (uint64_t)llround((end - ready) * scale)};
+		const uint64_t part[2] = {(uint64_t)llround((ready - e.ts) * scale[0]),
+					  (uint64_t)llround((end - ready) * scale[1])};
 		const int kind[2] = {offcpu_classify(p, &e), WAIT_RUNNABLE};
 
 		for (int j = 0; j < 2; j++) {
@@ -260,7 +271,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		     struct offcpu_summary *s)
 {
 	struct hmap *idx = hmap__new(256);
-	double mean = offcpu_sample_mean(p);
+	struct offcpu_draw draw = offcpu_sample_draw(p);
 	size_t cap = 0;
 
 	memset(s, 0, sizeof(*s));
@@ -269,7 +280,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 		enum wait_kind k;
-		double scale;
+		double scale[2];
 		uint64_t j;
 
 		if (e->kind != EVK_OFFCPU || !event_match(f, e))
@@ -282,8 +293,8 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		s->by_kind[WAIT_RUNNABLE] += e->ts + e->dur - offcpu_ready_ts(e);
 		s->wakers_known += ev_off_waker_tid(e) != 0;
 		/* The stacks table: blocked time by stack, sampled intervals scaled (see above). */
-		scale = offcpu_scale(mean, e);
-		if (scale == 0)
+		offcpu_part_scales(&draw, e, scale);
+		if (scale[0] == 0 && scale[1] == 0)
 			continue;
 		if (!hmap__get(idx, e->stack, k, &j)) {
 			if (arr_grow(s->stacks, cap, s->nstacks + 1))
@@ -295,7 +306,8 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 				goto nomem;
 		}
 		s->stacks[j].count++;
-		s->stacks[j].ns += (uint64_t)llround(e->dur * scale);
+		s->stacks[j].ns += (uint64_t)llround((offcpu_ready_ts(e) - e->ts) * scale[0] +
+						     (e->ts + e->dur - offcpu_ready_ts(e)) * scale[1]);
 	}
 	if (s->nstacks)
 		qsort(s->stacks, s->nstacks, sizeof(*s->stacks), cmp_stack_stat);

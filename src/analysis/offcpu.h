@@ -40,13 +40,23 @@ enum wait_kind offcpu_classify(const struct profile *p, const struct event *e);
 /* Time made runnable within [ts, ts+dur]: the wakeup, clamped; the start when preempted. */
 uint64_t offcpu_ready_ts(const struct event *e);
 /*
- * Blocked-time sampling (record --offcpu-sample-us): the mean in ns, 0 when the file has
- * every interval's stacks. offcpu_scale: what an interval's time counts for in stack
- * weights: 1 / P(picked) = 1 / (1 - e^(-dur/mean)) when picked, 0 when not (its time is
- * in the picked ones), 1 without sampling. Totals by kind use every interval as it is.
+ * Blocked-time sampling (record --offcpu-sample-us): the mean in ns (0 when the file has
+ * every interval's stacks), and whether the recorder drew again for the wait for a CPU after
+ * an unpicked wakeup (files since the draw came: meta offcpu_tail_draw).
  */
-double offcpu_sample_mean(const struct profile *p);
-double offcpu_scale(double mean, const struct event *e);
+struct offcpu_draw {
+	double mean;
+	bool tail;
+};
+struct offcpu_draw offcpu_sample_draw(const struct profile *p);
+/*
+ * What an interval's two parts - blocked until the wakeup, then runnable - count for in
+ * stack weights: 1 / P(the part was picked), 0 when not (its time is in the picked ones), 1
+ * without sampling. A wakeup draw picks the blocked part with P = 1 - e^(-blocked/mean); with
+ * the tail draw the runnable part is picked at the wakeup or by its own draw, P = 1 -
+ * e^(-(blocked + runnable)/mean). Totals by kind use every interval as it is.
+ */
+void offcpu_part_scales(const struct offcpu_draw *d, const struct event *e, double scale[2]);
 
 enum offcpu_weights {
 	OFFCPU_W_OFF = 1,  /* blocked intervals, weight = blocked ns */

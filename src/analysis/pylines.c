@@ -114,7 +114,7 @@ static bool event_match(const struct sample_filter *f, const struct event *e)
 static int add_events(struct pl_build *b, const struct sample_filter *f)
 {
 	const struct profile *p = b->p;
-	double mean = offcpu_sample_mean(p);
+	struct offcpu_draw draw = offcpu_sample_draw(p);
 	uint32_t *launch = NULL;
 	int err = gpu_join(p, &launch);
 
@@ -126,9 +126,15 @@ static int add_events(struct pl_build *b, const struct sample_filter *f)
 
 		if (!event_match(f, who))
 			continue;
-		if (e->kind == EVK_OFFCPU)
-			err = add(b, PYT_OFFCPU, e->stack, e->dur * offcpu_scale(mean, e),
+		if (e->kind == EVK_OFFCPU) {
+			double sc[2];
+			uint64_t ready = offcpu_ready_ts(e);
+
+			offcpu_part_scales(&draw, e, sc);
+			err = add(b, PYT_OFFCPU, e->stack,
+				  (ready - e->ts) * sc[0] + (e->ts + e->dur - ready) * sc[1],
 				  offcpu_classify(p, e));
+		}
 		else if (e->kind == EVK_IO)
 			err = add(b, PYT_IO, e->stack, ev_io_bytes(e), native_leaf_of(p, e->stack));
 		else if (who != e)

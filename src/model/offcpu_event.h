@@ -21,5 +21,6 @@ enum offcpu_ev_state {
 #define OFFEV_F_NO_STACK 0x20	/* over the stack budget: no stacks captured */
 #define OFFEV_F_UNSAMPLED 0x40	/* not picked by the time sampling: no stacks, weighted */
 #define OFFEV_F_FUTEX 0x80	/* went off CPU in a futex wait: a user-space lock or condition */
+#define OFFEV_F_TAIL 0x100	/* picked for its wait for a CPU only (see OFFCPU_F_TAIL) */
 
 #endif

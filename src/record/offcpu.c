@@ -63,7 +63,8 @@ static uint16_t offcpu_ev_flags(uint32_t state, uint32_t wflags)
 	return (s < sizeof(st) ? st[s] : 0) | (wflags & OFFCPU_F_IRQ_WAKE ? OFFEV_F_IRQ_WAKE : 0) |
 	       (wflags & OFFCPU_F_NO_STACK ? OFFEV_F_NO_STACK : 0) |
 	       (wflags & OFFCPU_F_UNSAMPLED ? OFFEV_F_UNSAMPLED : 0) |
-	       (wflags & OFFCPU_F_FUTEX ? OFFEV_F_FUTEX : 0);
+	       (wflags & OFFCPU_F_FUTEX ? OFFEV_F_FUTEX : 0) |
+	       (wflags & OFFCPU_F_TAIL ? OFFEV_F_TAIL : 0);
 }
 
 static int note_waker(struct offcpu_rec *st, uint32_t tid, uint64_t off_ts, uint32_t node)
@@ -180,6 +181,8 @@ static int offcpu_configure(struct feature_ctx *f, void **state)
 		snprintf(buf, sizeof(buf), "%llu",
 			 (unsigned long long)f->o->offcpu_sample_us * 1000);
 		profile__set_meta(f->p, "offcpu_sample_ns", buf);
+		/* the runnable part has its own draw (OFFCPU_F_TAIL): the reader weighs it so */
+		profile__set_meta(f->p, "offcpu_tail_draw", "1");
 	}
 	skel->rodata->offcpu_stack_bytes =
 	    bytes > OFFCPU_MAX_STACK_BYTES ? OFFCPU_MAX_STACK_BYTES : bytes;

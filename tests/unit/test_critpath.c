@@ -3,6 +3,7 @@
 #include "test_util.h"
 
 #include <linux/types.h>
+#include <math.h>
 
 #include "analysis/critpath.h"
 #include "analysis/offcpu.h"
@@ -223,6 +224,39 @@ static void test_offcpu_weights(void **state)
 }
 
 /* Events of other kinds beside sampled off-CPU intervals are passed over, not read as waits. */
+/* The time sampling's weights per part: what the recorder's draws make unbiased. */
+static void test_offcpu_part_scales(void **state)
+{
+	const double mean = 1000;
+	struct offcpu_draw tail = {mean, true}, old = {mean, false}, none = {0, false};
+	/* blocked 1000..1300, woken at 1300, running again at 2300 */
+	struct event sleep = {.kind = EVK_OFFCPU, .ts = 1000, .dur = 1300, .flags = OFFEV_SLEEP,
+			      .b = 1300};
+	struct event pre = {.kind = EVK_OFFCPU, .ts = 1000, .dur = 500, .flags = OFFEV_RUNNABLE};
+	double sc[2];
+
+	(void)state;
+	offcpu_part_scales(&tail, &sleep, sc);
+	assert_float_equal(sc[0], 1 / -expm1(-300.0 / mean), 1e-9); /* the wakeup's draw */
+	assert_float_equal(sc[1], 1 / -expm1(-1300.0 / mean), 1e-9); /* either draw */
+	sleep.flags |= OFFEV_F_TAIL; /* picked by the second draw only */
+	offcpu_part_scales(&tail, &sleep, sc);
+	assert_float_equal(sc[0], 0, 0);
+	assert_float_equal(sc[1], 1 / -expm1(-1300.0 / mean), 1e-9);
+	sleep.flags = OFFEV_SLEEP;
+	offcpu_part_scales(&old, &sleep, sc); /* a file from before the tail draw */
+	assert_float_equal(sc[0], 1 / -expm1(-300.0 / mean), 1e-9);
+	assert_float_equal(sc[1], sc[0], 0);
+	offcpu_part_scales(&tail, &pre, sc); /* one draw on the whole preemption */
+	assert_float_equal(sc[0], 1 / -expm1(-500.0 / mean), 1e-9);
+	assert_float_equal(sc[1], sc[0], 0);
+	sleep.flags |= OFFEV_F_UNSAMPLED;
+	offcpu_part_scales(&tail, &sleep, sc);
+	assert_true(sc[0] == 0 && sc[1] == 0);
+	offcpu_part_scales(&none, &sleep, sc); /* no sampling: every interval as it is */
+	assert_true(sc[0] == 1 && sc[1] == 1);
+}
+
 static void test_offcpu_other_events(void **state)
 {
 	struct profile *p = two_threads();
@@ -601,6 +635,7 @@ int main(void)
 	    cmocka_unit_test(test_preemption_without_stack_names_the_running_code),
 	    cmocka_unit_test(test_walk_terminates_on_cycles),
 	    cmocka_unit_test(test_offcpu_weights),
+	    cmocka_unit_test(test_offcpu_part_scales),
 	    cmocka_unit_test(test_offcpu_other_events),
 	    cmocka_unit_test(test_waker_weights),
 	    cmocka_unit_test(test_gpu_launch_stream_order_sync),
