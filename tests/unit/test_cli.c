@@ -325,24 +325,27 @@ static void test_opt_help(void **state)
 	free(h);
 }
 
-/* README's usage block of each command is its --help, to the letter. */
-static void test_readme_has_each_help(void **state)
+/* The usage block of each command's page (docs/commands/NAME.md) is its --help, to the letter. */
+static void test_docs_have_each_help(void **state)
 {
 	const struct command *cmds[] = { &cmd_record, &cmd_report, &cmd_flamegraph, &cmd_trace,
 					 &cmd_export, &cmd_critical_path, &cmd_diff, &cmd_top };
-	FILE *f = fopen(TEST_SRC_DIR "/../README.md", "r");
-	char *readme = calloc(1, 1 << 20);
-	size_t n;
 
-	assert_non_null(f);
-	assert_non_null(readme);
-	n = fread(readme, 1, (1 << 20) - 1, f);
-	fclose(f);
-	assert_true(n > 0);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		struct sink *s = sink_mem(), *block = sink_mem();
+		char path[512], *page = calloc(1, 1 << 20);
 		const char *h, *line;
+		FILE *f;
+		size_t n;
 
+		snprintf(path, sizeof(path), TEST_SRC_DIR "/../docs/commands/%s.md", cmds[i]->name);
+		f = fopen(path, "r");
+		if (!f)
+			fail_msg("%s: cannot open", path);
+		assert_non_null(page);
+		n = fread(page, 1, (1 << 20) - 1, f);
+		fclose(f);
+		assert_true(n > 0);
 		assert_int_equal(cmd_help(cmds[i], s), 0);
 		h = sink_mem_data(s, NULL);
 		for (line = h; *line;) {
@@ -352,13 +355,13 @@ static void test_readme_has_each_help(void **state)
 			sink_printf(block, len ? "    %.*s\n" : "%.*s\n", (int)len, line);
 			line += len + (nl != NULL);
 		}
-		if (!strstr(readme, sink_mem_data(block, NULL)))
-			fail_msg("README.md lacks 'eprof %s --help' as an indented block:\n%s",
+		if (!strstr(page, sink_mem_data(block, NULL)))
+			fail_msg("%s lacks 'eprof %s --help' as an indented block:\n%s", path,
 				 cmds[i]->name, sink_mem_data(block, NULL));
 		sink_close(s);
 		sink_close(block);
+		free(page);
 	}
-	free(readme);
 }
 
 static void test_inputs_and_positionals(void **state)
@@ -395,7 +398,7 @@ int main(void)
 		cmocka_unit_test(test_opt_in_order),
 		cmocka_unit_test(test_opt_table_check),
 		cmocka_unit_test(test_opt_help),
-		cmocka_unit_test(test_readme_has_each_help),
+		cmocka_unit_test(test_docs_have_each_help),
 		cmocka_unit_test(test_inputs_and_positionals),
 	};
 
