@@ -836,7 +836,8 @@ static int finish(struct session *s)
 		if (err)
 			return err;
 	}
-	s->stop_ns = now_ns();
+	if (!s->stop_ns) /* an error before the loop ended it */
+		s->stop_ns = now_ns();
 	snprintf(buf, sizeof(buf), "%" PRIu64, s->stop_ns);
 	profile__set_meta(s->p, "end_ns", buf);
 	profile__set_meta(s->p, "stop_reason", s->stop_reason ? s->stop_reason : "");
@@ -1104,6 +1105,12 @@ int record_run(const struct record_opts *o)
 		int ferr;
 
 		detach(&s);
+		/*
+		 * The recording's end: when sampling stopped, not after the features' finish
+		 * (ending a launched command, a CUPTI flush), which took 0.7 s on a loaded
+		 * machine and made `-d 1` a 1.7 s recording in the report.
+		 */
+		s.stop_ns = now_ns();
 		t0 = now_ns();
 		ferr = finish(&s);
 		log_debug("finish (drain, symbolize, write) took %.1f ms", (now_ns() - t0) / 1e6);

@@ -194,9 +194,9 @@ def test_mpi_two_hosts_clock_alignment(ep, mpi_app):
     ranks = {r["rank"]: r for r in job["ranks"]}
     assert ranks[1]["host"] == "hostb" and ranks[0]["host"] != "hostb"
     corr = ranks[1]["clock_correction_ns"]
-    # within 10 ms of the 5 s put in (3 spinning ranks on 2 cores leave an allreduce a few
-    # ms apart)
-    assert abs(corr + skew) < 10_000_000, corr
+    # the 5 s put in, to within how late the ranks get a CPU to leave an allreduce: a few ms
+    # for 3 spinning ranks on 2 cores, 16 ms once beside 15 busy tasks (docs/distributed.md)
+    assert abs(corr + skew) < 30_000_000, corr
     assert ranks[0]["clock_correction_ns"] == 0 and ranks[2]["clock_correction_ns"] == 0
     assert job["straggler"]["rank"] == 2, job["straggler"]
     text = ep.run("report", "eprof.0.data", "eprof.1.data", "eprof.2.data").stdout

@@ -318,7 +318,11 @@ def test_trace_is_valid_perfetto_json(mt):
         # (a short preemption between two samples is inside a slice: a bit more than n periods)
         assert 0.9 * n * period <= covered <= 1.25 * n * period, (root, covered, n)
         if root == "work_main":
-            assert len(runs) <= 0.75 * n, f"{len(runs)} slices for {n} samples: not merged"
+            # runs of samples are merged: how many runs there are depends on how often the
+            # thread lost its CPU (1,700 slices for 1,981 samples beside 15 busy tasks, a
+            # quarter fewer when idle); unit/test_trace checks the rule itself
+            assert len(runs) < n, f"{len(runs)} slices for {n} samples: not merged"
+            assert max(b - a for a, b in runs) >= 3 * period, "no run of samples merged"
         else:
             # the worker sleeps 30 ms after each 20 ms of work: those gaps stay empty
             gaps = [b0 - a1 for (a0, a1), (b0, b1) in zip(runs, runs[1:])]

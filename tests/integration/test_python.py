@@ -4,11 +4,12 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, wait_cpu
 
 PYDIR = os.path.join(FIXTURES, "python")
 
@@ -69,14 +70,23 @@ def has_func(stack, name):
 @pytest.mark.parametrize("which", PY_IDS)
 def test_two_hot_functions(need_bpf, ep, which):
     py = python_for(which)
-    p = start(py, "two_hot.py", "8")
+    p = start(py, "two_hot.py", "120")
     try:
-        record(ep, p.pid)
+        # until the program has had 2 s of CPU: 3 s of wall time beside 15 busy tasks left
+        # so few samples that the 70/30 split was 63.8 (an expected ~2,000 samples: σ 1 point)
+        rec, log = ep.start("-p", str(p.pid), "-F", "999", "-o", "eprof.data")
+        try:
+            ep.wait_attached(rec, log)
+            wait_cpu(p.pid, 2.0)
+        finally:
+            rec.send_signal(signal.SIGINT)
+            assert rec.wait(timeout=120) == 0, open(log).read()
     finally:
-        p.wait(timeout=30)
+        p.kill()
+        p.wait()
     stacks = ep.folded("eprof.data", "--lines")
     total = sum(n for _, n in stacks)
-    assert total > 300, f"too few samples: {total}"
+    assert total > 1500, f"too few samples: {total}"
     with_py = a = b = 0
     lines = {"hot_a": set(), "hot_b": set()}
     for stack, n in stacks:
