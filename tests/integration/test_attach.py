@@ -177,21 +177,56 @@ def test_retraction_never_borrows_a_thread_inside_the_library(injbins):
     assert rc == 0 and out.startswith("ok compute"), out
 
 
-@pytest.mark.parametrize("phase", ["frame", "syscall-set", "masked", "mapped",
-                                   "stub-running", "handed-over", "stub-done", "final"])
+STUB_MAGIC = b"EPI_STUB"  # the stub's data page (src/inject/inject_stub.h), at its offset 136
+
+
+def stubs_left(pid):
+    """Anonymous mappings of pid that hold an injector stub (its data page's magic)."""
+    found = []
+    with open(f"/proc/{pid}/maps") as f:
+        maps = [line.split() for line in f]
+    with open(f"/proc/{pid}/mem", "rb") as mem:
+        for m in maps:
+            if len(m) > 5 or not m[1].startswith("r"):
+                continue
+            start = int(m[0].split("-")[0], 16)
+            try:
+                mem.seek(start + 4096 + 136)
+                if mem.read(8) == STUB_MAGIC:
+                    found.append(m[0])
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("phase", ["frame", "masked", "syscall-set", "mapped", "call-set",
+                                   "calling", "created", "final", "worker-running",
+                                   "handed-over", "worker-done"])
 def test_target_survives_eprof_killed(injbins, phase):
     """The injector SIGKILLed at each phase: the thread gets back on its own (rt_sigreturn
     through the frame written first) and the targets finish with correct results; the alarm
     target's handler still runs after (no thread left with every signal blocked); with AVX2,
     the avx target's ymm8-15 keep their upper halves (the frame holds the XSAVE state in the
-    kernel's format, not FXSAVE only)."""
+    kernel's format, not FXSAVE only). Nothing of the stub stays: a worker already started
+    unmaps it alone (it waits 300 ms for the dead eprof here), one never handed to
+    pthread_create is unmapped by the next injection."""
     modes = ["read", "compute", "alarm"] + (["avx"] if HAVE_AVX2 else [])
-    ts = [Target(injbins["target"], m, 2.5) for m in modes]
+    ts = [Target(injbins["target"], m, 8) for m in modes]
     time.sleep(0.2)
     for t in ts:
         r, _ = tool(injbins, "cycle", str(t.pid), injbins["lib"],
                     env={"INJECT_DIE_AT": phase, "INJECT_STUB_WAIT_MS": "300"})
         assert r.returncode == -signal.SIGKILL, (phase, r.returncode, r.stdout)
+    # the workers give up waiting for the channel (5,000 naps of 200 us: 1-2 s) or the ack
+    # (0.3 s) and end
+    time.sleep(3)
+    for t in ts:
+        r, kv = tool(injbins, "cycle", str(t.pid), injbins["lib"])
+        # a library loaded before eprof died stays (its dlopen path is the same again)
+        loaded = phase in ("handed-over", "worker-done")
+        assert loaded or (r.returncode == 0 and kv["dlclose"] == "0"), (phase, r.stdout)
+        assert kv["load_leftovers"] == ("1" if phase == "mapped" else "0"), (phase, kv)
+        assert stubs_left(t.pid) == [], (phase, t.mode, t.maps())
     for t in ts:
         rc, out = t.result()
         assert rc == 0 and out.startswith("ok "), (phase, t.mode, out)
@@ -220,18 +255,20 @@ def test_thread_that_cannot_stop_is_not_held(injbins):
 
 
 def test_abandoned_load_leaves_nothing_loaded(injbins):
-    """Another thread holds the loader's lock for 7 s (a slow constructor): the borrowed
-    thread's dlopen waits, eprof gives up at its 5 s limit, and when the lock frees the
-    library is closed again before its entry runs (nothing of it stays mapped) and the
-    thread restores itself at once, not after waiting for eprof 3 s more."""
+    """Another thread holds the loader's lock for 7 s (a slow constructor): the worker's dlopen
+    waits, not a program thread (stopped for pthread_create only); eprof gives up at its 5 s
+    limit, and when the lock frees the library is closed again before its entry runs and the
+    worker unmaps the stub: nothing of it stays mapped."""
     t = Target(injbins["target"], "ctor", 10,
                env={"TARGET_LIB": injbins["slowctor"], "SLOWCTOR_S": "7"})
     time.sleep(0.5)
     r, kv = tool(injbins, "load", str(t.pid), injbins["lib"])
     assert r.returncode == 1 and "time limit" in kv.get("load_error", ""), r.stdout
-    # the constructor ends at 7 s: give the dlopen, dlclose and restore 2 s (a loaded machine)
+    assert float(kv["load_stopped_us"]) < 50_000, kv
+    # the constructor ends at 7 s: give the dlopen, dlclose and munmap 2 s (a loaded machine)
     time.sleep(max(0.0, 9.0 - (time.monotonic() - t.t0)))
     assert "injtest" not in t.maps() and "memfd:" not in t.maps(), t.maps()
+    assert stubs_left(t.pid) == [], t.maps()
     status = open(f"/proc/{t.pid}/status").read()
     assert "SigBlk:\tffffffffffffffff" not in status
     rc, out = t.result()
