@@ -4,6 +4,7 @@
 itself (src/inject/inject.c) on targets that check their own state."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -374,6 +375,112 @@ def test_mem_attach_cycles_beside_dlopen_dlclose(ep, attachjob, mem):
     assert err.count("allocator entries restored") == 3, err
     assert out.startswith("ok ") and " bad=0 " in out and " dl_bad=0" in out, out
     assert " dl_cycles=0 " not in out, out
+
+
+# --- a thread holding the loader's lock: the injection's dlopen runs in a thread of its own ----
+
+
+@pytest.fixture(scope="module")
+def ldlock(injbins, tmp_path_factory):
+    """ldlock_job.c (a ticker, allocating threads that measure how long they were kept from
+    running, a thread dlopen()ing a slow library) and waitctor.c, whose constructor waits for
+    the ticker."""
+    d = tmp_path_factory.mktemp("ldlock")
+    cc("-O1", "-g", "-rdynamic", "-o", str(d / "ldlock_job"), os.path.join(INJ, "ldlock_job.c"),
+       "-lpthread", "-ldl")
+    cc("-shared", "-fPIC", "-O1", "-o", str(d / "libwaitctor.so"),
+       os.path.join(INJ, "waitctor.c"), "-ldl")
+    return {"job": str(d / "ldlock_job"), "waitctor": str(d / "libwaitctor.so"),
+            "slowctor": injbins["slowctor"]}
+
+
+class LdlockJob:
+    """ldlock_job.c, driven line by line."""
+
+    def __init__(self, exe, lib, env):
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen([exe, lib, "3"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, env=dict(os.environ, **env))
+        self.pid = int(self.p.stdout.readline().split()[1])
+        self.tids = self.cmd("tids").split()[1:]
+
+    def cmd(self, c):
+        self.p.stdin.write(c + "\n")
+        self.p.stdin.flush()
+        return self.p.stdout.readline().strip()
+
+    def report(self):
+        return {k: float(v) for k, _, v in (w.partition("=") for w in self.cmd("report").split()[1:])}
+
+    def maps(self):
+        with open(f"/proc/{self.pid}/maps") as f:
+            return f.read()
+
+    def quit(self):
+        self.p.stdin.close()
+        return self.p.wait(timeout=30)
+
+
+# No thread of the job may be kept from running longer than this by an injection (issue 30).
+MAX_STOP_MS = 50
+
+
+def test_ctor_waiting_on_the_borrowed_thread_does_not_deadlock(injbins, ldlock):
+    """A constructor (held under the loader's lock) waits for the ticker thread to tick 300
+    times, and the ticker is the thread the injector borrows (the first waiting thread): it
+    only starts the worker and is back, so it ticks on, the constructor ends after its 3 s and
+    the worker's dlopen then loads the library (with the dlopen in the borrowed thread, both
+    waited on each other until the constructor's 20 s cap). No thread of the job was kept from
+    running (off CPU and not waiting for one) longer than 50 ms."""
+    job = LdlockJob(ldlock["job"], ldlock["waitctor"], {"WAITCTOR_TICKS": "300"})
+    try:
+        time.sleep(0.5)
+        assert job.cmd("mark") == "marked"
+        r, kv = tool(injbins, "load", str(job.pid), injbins["lib"])
+        assert r.returncode == 0 and kv["load_ret"] == "42", (r.stdout, r.stderr)
+        assert kv["load_tid"] == job.tids[0], (kv, job.tids)  # the ticker
+        assert float(kv["load_stopped_us"]) < MAX_STOP_MS * 1000, kv
+        rep = job.report()
+        assert rep["loaded"] == 1 and rep["ctor_s"] < 10, rep
+        assert rep["win_ms"] < MAX_STOP_MS, rep
+        assert stubs_left(job.pid) == [], job.maps()
+    finally:
+        assert job.quit() == 0
+
+
+@pytest.mark.usefixtures("need_bpf")
+def test_loader_lock_held_8s_record_mem_attach(ep, ldlock):
+    """A thread holds the loader's lock for 8 s (a slow constructor) while three threads
+    allocate: `record --mem -p` stops none of the job's threads longer than 50 ms (measured
+    inside the job: time neither on a CPU nor waiting for one), and its injection either
+    completes once the lock frees (then retracted at the end) or is given up at the 5 s limit
+    with nothing loaded later; the job's own dlopen succeeds; memory events are recorded."""
+    job = LdlockJob(ldlock["job"], ldlock["slowctor"], {"SLOWCTOR_S": "8"})
+    try:
+        time.sleep(0.5)
+        assert job.cmd("mark") == "marked"
+        r = ep.run("record", "-v", "--mem", "-p", str(job.pid), "-d", "2", check=False,
+                   timeout=120)
+        assert r.returncode == 0, r.stderr
+        # the constructor ends at 8 s; a dlopen waiting for it then returns in the worker
+        time.sleep(max(0.0, 10.0 - (time.monotonic() - job.t0)))
+        rep = job.report()
+        print("ldlock record --mem:", rep)
+        assert rep["win_ms"] < MAX_STOP_MS, rep
+        assert rep["loaded"] == 1, rep
+        stops = [float(x) for x in re.findall(r"libeprof_mem\.so (?:loaded into|retracted "
+                                                r"from) \d+.*?stopped ([0-9.]+) ms", r.stderr)]
+        assert all(x < MAX_STOP_MS for x in stops), r.stderr
+        if "libeprof_mem.so loaded into" in r.stderr:
+            assert "libeprof_mem.so retracted from" in r.stderr, r.stderr
+        else:
+            assert "cannot load libeprof_mem.so" in r.stderr and "time limit" in r.stderr, \
+                r.stderr
+            assert "memfd:eprof" not in job.maps(), job.maps()
+        assert stubs_left(job.pid) == [], job.maps()
+        assert ep.report_json()["memory"]["alloc_count"] > 0
+    finally:
+        assert job.quit() == 0
 
 
 # --- record -p with the fake CUDA driver and CUPTI ---------------------------------------
