@@ -1261,8 +1261,9 @@ out:
  * offset libc's __errno_location adds to it, read from its code ([endbr64;] mov
  * off(%rip), %rax; add %fs:0, %rax, or the two the other way round) and its GOT. Read, not
  * run: a thread single-stepped through it would get the SIGTRAP of its stop if eprof died
- * there. pthread_create may set errno (clone3 failing with ENOSYS under a container's seccomp
- * profile before clone works): it is put back before the thread is.
+ * there. pthread_create sets errno on its failure paths (glibc 2.36 saves it around clone3's
+ * ENOSYS fallback itself, other versions and C libraries may not): it is put back before the
+ * thread is.
  */
 static void thread_errno(struct inj *j)
 {

@@ -133,6 +133,27 @@ def test_inject_keeps_target_state(injbins):
     print("thread stopped (us) at load / unload:", stops)
 
 
+@pytest.mark.parametrize("how", ["enosys", "errno"])
+def test_errno_kept_when_clone3_fails(injbins, how):
+    """A seccomp filter fails clone3: with ENOSYS (container runtimes' default profiles), the
+    pthread_create the borrowed thread runs falls back to clone and the injection works; with
+    EPERM, pthread_create fails (it leaves errno set to EPERM in the thread), the injection
+    says so and unmaps its stub. Either way the thread's errno is as before (the target checks
+    its own after its read)."""
+    t = Target(injbins["target"], "errno", 2,
+               env={"TARGET_SECCOMP": how, "TARGET_SECCOMP_NR": "435"})
+    time.sleep(0.2)
+    r, kv = tool(injbins, "cycle", str(t.pid), injbins["lib"])
+    if how == "enosys":
+        assert r.returncode == 0 and kv["load_ret"] == "42", (r.stdout, r.stderr)
+    else:
+        assert r.returncode == 1 and "pthread_create failed" in kv["load_error"], r.stdout
+        assert stubs_left(t.pid) == [], t.maps()
+    assert kv["load_tid"] == str(t.pid), kv
+    rc, out = t.result()
+    assert rc == 0 and "ok errno=1234" in out, out
+
+
 def test_inject_twice_and_blocked_threads_chosen(injbins):
     """A second load after an unload works; the thread borrowed is the one blocked in a
     system call (the main thread, in read), not the computing ones."""
