@@ -113,9 +113,10 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 #include <cpuid.h>
 #include <sys/user.h>
 
-#define STOP_WAIT_NS 500000000ULL  /* one stop */
-#define SAFE_POINT_NS 300000000ULL /* finding a thread at a safe point */
-#define STUB_WAIT_S 3		   /* the worker's wait for eprof's ack before it ends alone */
+#define STOP_WAIT_NS 500000000ULL    /* one stop */
+#define SAFE_POINT_NS 300000000ULL   /* finding a thread at a safe point */
+#define ENTRY_GRACE_NS 2000000000ULL /* an entry found running at the limit: its time */
+#define STUB_WAIT_S 3		     /* the worker's wait for eprof's ack before it ends alone */
 #define MAX_TRIES 24
 #define MAX_STUCK 16
 #define RED_ZONE 128
@@ -1438,12 +1439,14 @@ static int call_create(struct inj *j)
  * Follows the worker through its data page until it is done: hands over the descriptors
  * (state 2), reads the results, lets it go (ack) and waits for its thread to end, the mapping
  * gone with it. Past the limit it is told to give up (abandoned) and left to end alone: a
- * library its dlopen opens after is closed again before its entry is called.
+ * library its dlopen opens after is closed again before its entry is called. An entry it had
+ * already started (step 3, which it checks abandoned after saying) is waited for 2 s more:
+ * a library left running without eprof knowing would go on unseen.
  */
 static int run_worker(struct inj *j, struct stub_data *d)
 {
 	struct timespec ts = {0, 20000};
-	bool handed = false;
+	bool handed = false, gave_up = false;
 	uint64_t one = 1, two = 2;
 	int err;
 
@@ -1465,14 +1468,29 @@ static int run_worker(struct inj *j, struct stub_data *d)
 			break;
 		if (!alive)
 			return fail(j, INJ_ERR_OTHER, -EIO, "the injector's thread ended early");
-		if (now_ns() >= j->deadline) {
+		if (now_ns() >= j->deadline && !gave_up) {
+			uint64_t step = 0;
+
+			/* the worker checks abandoned after it says step 3: one sees the other */
+			gave_up = true;
 			rmem_write(j->pid, DATA(j, abandoned), &one, sizeof(one));
 			if (!handed)
 				rmem_write(j->pid, DATA(j, go), &two, sizeof(two));
+			if (!rmem_read(j->pid, DATA(j, step), &step, sizeof(step)) && step >= 3) {
+				j->deadline = now_ns() + ENTRY_GRACE_NS; /* the entry runs */
+				continue;
+			}
 			j->stub = 0;
 			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
 				    "the call did not return within the time limit (its thread, "
 				    "not the program's, finishes alone and unloads what it loads)");
+		}
+		if (now_ns() >= j->deadline) {
+			j->stub = 0;
+			return fail(
+			    j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+			    "the library's entry did not return within the time limit (left "
+			    "to finish in the injector's thread)");
 		}
 		nanosleep(&ts, NULL);
 		if (ts.tv_nsec < 1000000)
