@@ -1313,16 +1313,22 @@ static bool thread_alive(pid_t pid, pid_t tid)
  * starts, ends at once (abandoned), and the thread is let go to return from the call and
  * restore itself through the frame.
  */
-static void abandon_call(struct inj *j, bool stopped)
+static void abandon_call(struct inj *j, bool stopped) /* stopped: at a ptrace stop now */
 {
 	uint64_t one = 1;
 	int sig = 0;
 
 	rmem_write(j->pid, DATA(j, abandoned), &one, sizeof(one));
 	j->deadline = now_ns() + 2 * STOP_WAIT_NS;
-	if (stopped ||
-	    (!ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) && wait_stop(j, &sig) == ST_INTERRUPT))
-		ptrace(PTRACE_DETACH, j->tid, NULL, NULL);
+	if (!stopped && !ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL)) {
+		enum stop_kind k = wait_stop(j, &sig); /* the interrupt, or a stop before it */
+
+		stopped = k != ST_TIMEOUT && k != ST_EXITED;
+		if (k != ST_SIGNAL)
+			sig = 0;
+	}
+	if (stopped) /* a pending interrupt goes with the detach */
+		ptrace(PTRACE_DETACH, j->tid, NULL, (void *)(long)sig);
 	j->res->stopped_ns += now_ns() - j->t_stop;
 	j->attached = j->modified = false;
 	j->map = j->stub = 0; /* the worker's, if one starts */
@@ -1378,8 +1384,10 @@ static int call_create(struct inj *j)
 				    "pthread_create did not return within the time limit (the "
 				    "thread is left to finish it and restore itself)");
 		}
-		if (ptrace(PTRACE_SYSCALL, j->tid, NULL, (void *)(long)sig))
+		if (ptrace(PTRACE_SYSCALL, j->tid, NULL, (void *)(long)sig)) {
+			abandon_call(j, false);
 			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+		}
 		sig = 0;
 		do
 			k = wait_stop(j, &sig);
@@ -1392,23 +1400,27 @@ static int call_create(struct inj *j)
 		}
 		if (k == ST_EXITED) {
 			j->attached = false;
+			j->map = j->stub = 0;
 			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
 		}
 		if (k == ST_SIGNAL)
 			continue; /* a fault of the call: delivered, as it would have been */
 		sig = 0;
-		if (k != ST_SYSCALL)
+		/* stopped otherwise (SIGSTOP): let go to finish the call, never cut it short */
+		if (k != ST_SYSCALL || ptrace(PTRACE_GETREGS, j->tid, NULL, &r)) {
+			abandon_call(j, true);
 			return fail(j, INJ_ERR_OTHER, -EIO, "the thread stopped during the call");
+		}
 		test_die("calling");
 		entry = !entry;
-		if (ptrace(PTRACE_GETREGS, j->tid, NULL, &r))
-			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
 		if (!entry && (r.orig_rax == SYS_clone3 || r.orig_rax == SYS_clone) &&
 		    (int64_t)r.rax > 0)
 			j->worker = (pid_t)r.rax;
 		if (entry && r.orig_rax == SYS_rt_sigreturn)
 			break;
 	}
+	if (j->worker)
+		j->map = 0; /* the worker's now: it unmaps it */
 	if (j->errno_at)
 		rmem_write(j->pid, j->errno_at, &j->errno_was, sizeof(j->errno_was));
 	test_die("created");
@@ -1431,7 +1443,6 @@ static int call_create(struct inj *j)
 	if (!j->worker)
 		return fail(j, INJ_ERR_SYSCALL, -EAGAIN,
 			    "pthread_create failed in the target (no thread was made)");
-	j->map = 0; /* the worker's now: it unmaps it */
 	return 0;
 }
 

@@ -57,8 +57,11 @@ def injbins(tmp_path_factory):
     cc("-O1", "-g", "-o", str(d / "target"), os.path.join(INJ, "target.c"), "-lpthread", "-ldl")
     cc("-shared", "-fPIC", "-O1", "-o", str(d / "libslowctor.so"),
        os.path.join(INJ, "slowctor.c"))
+    cc("-shared", "-fPIC", "-O1", "-o", str(d / "libslowifunc.so"),
+       os.path.join(INJ, "slowifunc.c"))
     b = {"tool": str(d / "inject_tool"), "lib": str(d / "libinjtest.so"),
-         "target": str(d / "target"), "slowctor": str(d / "libslowctor.so")}
+         "target": str(d / "target"), "slowctor": str(d / "libslowctor.so"),
+         "slowifunc": str(d / "libslowifunc.so")}
     r = subprocess.run(["cc", "-static", "-O1", "-o", str(d / "target_static"),
                         os.path.join(INJ, "target.c"), "-lpthread"], capture_output=True)
     if r.returncode == 0:
@@ -294,6 +297,23 @@ def test_abandoned_load_leaves_nothing_loaded(injbins):
     assert stubs_left(t.pid) == [], t.maps()
     status = open(f"/proc/{t.pid}/status").read()
     assert "SigBlk:\tffffffffffffffff" not in status
+    rc, out = t.result()
+    assert rc == 0 and out.startswith("ok ctor"), out
+
+
+def test_pthread_create_held_by_the_tls_lock_is_let_go(injbins):
+    """An IFUNC resolver of a library another thread dlopen()s takes 7 s, while the loader's
+    TLS lock is held, which pthread_create takes too (as it would for any thread the program
+    starts): the borrowed thread waits in pthread_create, eprof lets it go at its 5 s limit
+    without cutting the call short, the thread returns from it and restores itself, the worker
+    it started ends at once and unmaps the stub, and the target finishes unharmed."""
+    t = Target(injbins["target"], "ctor", 10, env={"TARGET_LIB": injbins["slowifunc"]})
+    time.sleep(0.5)
+    r, kv = tool(injbins, "load", str(t.pid), injbins["lib"])
+    assert r.returncode == 1 and "pthread_create did not return" in kv["load_error"], r.stdout
+    time.sleep(max(0.0, 9.0 - (time.monotonic() - t.t0)))
+    assert stubs_left(t.pid) == [] and "memfd:" not in t.maps(), t.maps()
+    assert "SigBlk:\tffffffffffffffff" not in open(f"/proc/{t.pid}/status").read()
     rc, out = t.result()
     assert rc == 0 and out.startswith("ok ctor"), out
 
