@@ -10,15 +10,18 @@
  * 2. Save its registers, FP state (XSAVE) and signal mask; write a signal frame holding them
  *    below its red zone. Every later step that lets the thread run is arranged to end in
  *    rt_sigreturn through that frame when eprof is not there to take it back (libc's
- *    __restore_rt after a "syscall; ret", or the stub's own last instructions).
+ *    __restore_rt after a "syscall; ret", or after pthread_create returns).
  * 3. Block every signal in the thread, run system calls in it through libc's "syscall; ret"
- *    with PTRACE_SYSCALL (stopping at their entry and exit): mmap of code + data + stack, the
- *    code made read-only and executable, memfd_create and socketpair; eprof takes the memfd
- *    and its end of the pair with pidfd_getfd and writes the library into the memfd.
- * 4. Run the stub (inject_stub.c): dlopen("/proc/self/fd/N"), dlsym, the call; it marks its
- *    data page done and waits in select(), where eprof interrupts it.
- * 5. munmap the stub, put back registers, FP state and signal mask, detach: a system call
- *    the thread was blocked in is restarted by the kernel exactly as after any stop.
+ *    with PTRACE_SYSCALL (stopping at their entry and exit): mmap of the stub's code, data and
+ *    library bytes, the code made read-only and executable.
+ * 4. Have it call pthread_create(stub) with the frame's pretcode as its return address, and
+ *    give it back as soon as the call returns (call_create): the thread is stopped for
+ *    pthread_create's time, never for dlopen's. The new thread, the worker (inject_stub.c),
+ *    makes the memfd and socket pair (eprof takes its end with pidfd_getfd), calls dlopen,
+ *    dlsym and the entry (or the retraction and dlclose), says how it went in its data page,
+ *    which eprof reads (process_vm_readv), and ends by unmapping the stub.
+ * 5. Put back registers, FP state, errno and signal mask, detach: a system call the thread was
+ *    blocked in is restarted by the kernel exactly as after any stop.
  *
  * Before any of it, the target's seccomp filters are run here on the system calls the
  * injection makes: a filter that would kill the process or fail a call is found first.
@@ -110,10 +113,10 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 #include <cpuid.h>
 #include <sys/user.h>
 
-#define STUB_STACK (256 << 10)	   /* the stub's own stack */
-#define STOP_WAIT_NS 500000000ULL  /* one stop */
-#define SAFE_POINT_NS 300000000ULL /* finding a thread at a safe point */
-#define STUB_WAIT_S 3 /* the stub's wait for eprof before it restores the thread alone */
+#define STOP_WAIT_NS 500000000ULL    /* one stop */
+#define SAFE_POINT_NS 300000000ULL   /* finding a thread at a safe point */
+#define ENTRY_GRACE_NS 2000000000ULL /* an entry found running at the limit: its time */
+#define STUB_WAIT_S 3		     /* the worker's wait for eprof's ack before it ends alone */
 #define MAX_TRIES 24
 #define MAX_STUCK 16
 #define RED_ZONE 128
@@ -190,10 +193,16 @@ struct inj {
 	unsigned char *lib; /* the library's bytes (inject_load) */
 	size_t lib_len;
 	size_t chan_fd_off;
-	int tfd[2]; /* descriptors made in the target, closed on failure: -1 none */
+	bool blob_arg;	   /* the entry's argument is the data page's blob */
+	uint64_t left[16]; /* stubs left in phase SETUP by a killed eprof (find_leftovers) */
+	unsigned nleft;
 	struct rmaps maps;
 	struct rsyms syms;
-	struct rrisk risk;	/* code a thread must not be stopped beneath (inject_safe.c) */
+	struct rrisk risk; /* code a thread must not be stopped beneath (inject_safe.c) */
+	uint64_t errno_at; /* the borrowed thread's errno, 0: not known */
+	int32_t errno_was;
+	uint64_t stub;		/* the mapping the worker runs in (it unmaps it), 0: none */
+	pid_t worker;		/* the worker thread, 0: none started */
 	pid_t avoid;		/* a thread not to borrow */
 	pid_t stuck[MAX_STUCK]; /* seized, but their stop never came (reap_stuck) */
 	unsigned nstuck;
@@ -852,7 +861,9 @@ static int write_frame(struct inj *j)
 	uint64_t xfeat = 0;
 	size_t xsize = xstate_layout(j, &xfeat), xs = xsize ? xsize + 4 : 512;
 	uint64_t top = j->regs.rsp - RED_ZONE, fp = (top - xs) & ~(uint64_t)63;
-	uint64_t frame = (fp - sizeof(struct k_rt_sigframe)) & ~(uint64_t)15;
+	/* at 8 modulo 16, as the kernel puts it: a function "called" with the stack pointer
+	 * at pretcode finds the stack aligned as after a call, and returns into __restore_rt */
+	uint64_t frame = ((fp - sizeof(struct k_rt_sigframe)) & ~(uint64_t)15) - 8;
 	size_t len = top - frame;
 	unsigned char *buf = calloc(1, len);
 	struct k_rt_sigframe *f = (void *)buf;
@@ -1034,27 +1045,39 @@ struct planned {
  * dlopen and pthread_create make, and the injected entries'.
  */
 static const struct planned planned_calls[] = {
+    /* the injector's own, in the borrowed thread */
     {"mmap",
      SYS_mmap,
-     {0, 2 * STUB_PAGE + STUB_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-      (uint64_t)-1, 0},
+     {0, 2 * STUB_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0},
      -1},
     {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_EXEC}, -1},
-    {"munmap", SYS_munmap, {0, 2 * STUB_PAGE + STUB_STACK}, -1},
-    {"write", SYS_write, {3}, -1},
-    {"close", SYS_close, {3}, -1},
-    {"select", SYS_select, {0}, -1},
+    {"munmap", SYS_munmap, {0, 2 * STUB_PAGE}, -1},
     {"rt_sigreturn", SYS_rt_sigreturn, {0}, -1},
+    /* pthread_create's, in the borrowed thread, and its new thread's start and end */
+    {"mmap",
+     SYS_mmap,
+     {0, 8 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, (uint64_t)-1, 0},
+     -1},
+    {"mprotect", SYS_mprotect, {0, 8 << 20, PROT_READ | PROT_WRITE}, -1},
+    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, -1},
+    {"clone3", SYS_clone3, {0, 88}, SYS_clone},
+    {"clone", SYS_clone, {0x3d0f00}, -1},
+    {"set_robust_list", SYS_set_robust_list, {0, 24}, SYS_set_robust_list},
+    {"rseq", SYS_rseq, {0, 32, 0, 0x53053053}, SYS_rseq},
+    {"madvise", SYS_madvise, {0, 0, MADV_DONTNEED}, SYS_madvise},
+    {"exit", SYS_exit, {0}, -1},
+    /* the worker's (inject_stub.c), dlopen's and dlclose's */
+    {"gettid", SYS_gettid, {0}, SYS_gettid},
     {"memfd_create", SYS_memfd_create, {0, MFD_CLOEXEC | MFD_EXEC_}, -1},
+    {"write", SYS_write, {3}, -1},
     {"socketpair", SYS_socketpair, {AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0}, -1},
+    {"select", SYS_select, {0}, -1},
+    {"close", SYS_close, {3}, -1},
     {"openat", SYS_openat, {(uint64_t)AT_FDCWD, 0, O_RDONLY | O_CLOEXEC}, -1},
     {"read", SYS_read, {3}, -1},
     {"pread64", SYS_pread64, {3}, -1},
     {"newfstatat", SYS_newfstatat, {3, 0, 0, AT_EMPTY_PATH}, -1},
     {"mmap", SYS_mmap, {0, 1 << 20, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, 3, 0}, -1},
-    {"clone3", SYS_clone3, {0, 88}, SYS_clone},
-    {"clone", SYS_clone, {0x3d0f00}, -1},
-    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_SETMASK, 0, 0, 8}, -1},
     {"futex", SYS_futex, {0, 129 /* FUTEX_WAKE_PRIVATE */, 1}, -1},
     /*
      * The entries' own: the channel to the recorder (a failure leaves them without
@@ -1119,65 +1142,65 @@ static int check_seccomp(struct inj *j, bool load)
 
 /* --- the stub --------------------------------------------------------------------------------- */
 
-/* Maps the stub (code read-only and executable, data, library bytes, its stack). */
-static int map_stub(struct inj *j)
+#define DATA(j, field) ((j)->stub + STUB_PAGE + offsetof(struct stub_data, field))
+
+/*
+ * Maps the stub: its code (read-only and executable once written), the data page d and the
+ * library's bytes, all written at once while the phase says SETUP: a stub left so (eprof
+ * killed before the call) is unmapped by the next injection (clean_leftovers).
+ */
+static int map_stub(struct inj *j, struct stub_data *d)
 {
 	const size_t code = (size_t)(eprof_inj_stub_end - eprof_inj_stub);
 	int64_t ret;
 	int err;
 
-	j->map_len =
-	    2 * STUB_PAGE + ((j->lib_len + STUB_PAGE - 1) & ~(size_t)(STUB_PAGE - 1)) + STUB_STACK;
+	j->map_len = 2 * STUB_PAGE + ((j->lib_len + STUB_PAGE - 1) & ~(size_t)(STUB_PAGE - 1));
 	err = rsys_checked(j, "mmap", SYS_mmap, 0, j->map_len, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, &ret);
 	if (err)
 		return err;
-	j->map = (uint64_t)ret;
-	test_die("mapped");
+	j->map = j->stub = (uint64_t)ret;
+	d->map = j->map;
+	d->map_len = j->map_len;
+	if (j->lib_len)
+		d->lib_addr = j->map + 2 * STUB_PAGE;
+	if (j->blob_arg)
+		d->arg = DATA(j, blob);
 	err = rmem_write(j->pid, j->map, eprof_inj_stub, code);
+	if (!err)
+		err = rmem_write(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
 	if (!err && j->lib_len)
 		err = rmem_write(j->pid, j->map + 2 * STUB_PAGE, j->lib, j->lib_len);
 	if (err)
 		return fail(j, INJ_ERR_OTHER, err, "writing the stub: %s", strerror(-err));
+	test_die("mapped");
 	return rsys_checked(j, "mprotect", SYS_mprotect, j->map, STUB_PAGE, PROT_READ | PROT_EXEC,
 			    0, 0, 0, &ret);
 }
 
+#define SIGSETXID_ 33 /* glibc's: its handler runs no program code; setuid() waits for it */
+
 static void fill_common(struct inj *j, struct stub_data *d)
 {
+	d->magic = STUB_MAGIC;
+	d->phase = STUB_PHASE_SETUP;
 	d->dlopen = j->syms.dlopen;
 	d->dlsym = j->syms.dlsym;
 	d->dlclose = j->syms.dlclose;
 	d->dlerror = j->syms.dlerror;
-	d->errno_fn = j->syms.errno_loc;
+	d->detach = j->syms.pthread_detach;
+	d->sys_ret = j->syms.sys_ret;
 	d->close_fd[0] = d->close_fd[1] = -1;
-	d->tv[0] = STUB_WAIT_S;
+	d->sv[0] = d->sv[1] = -1;
+	d->ack_polls = STUB_WAIT_S * 5000;
 #ifdef INJECT_TEST_HOOKS
-	if (getenv("INJECT_STUB_WAIT_MS")) {
-		long ms = atol(getenv("INJECT_STUB_WAIT_MS"));
-
-		d->tv[0] = ms / 1000;
-		d->tv[1] = ms % 1000 * 1000;
-	}
+	if (getenv("INJECT_STUB_WAIT_MS"))
+		d->ack_polls = atol(getenv("INJECT_STUB_WAIT_MS")) * 5;
 #endif
-	d->frame = j->frame + 8; /* rt_sigreturn finds the frame 8 bytes below its stack pointer */
+	d->sigmask = ~(1ULL << (SIGSETXID_ - 1));
+	d->busy_tries = 50;
 	d->flags = RTLD_NOW;
-}
-
-/* The text of a dlerror() string in the target. */
-static void read_str(struct inj *j, uint64_t at, char *out, size_t len)
-{
-	size_t n = 0;
-
-	out[0] = '\0';
-	while (at && n + 1 < len) {
-		char c;
-
-		if (rmem_read(j->pid, at + n, &c, 1) || !c)
-			break;
-		out[n++] = c;
-	}
-	out[n] = '\0';
 }
 
 static int pidfd_take(pid_t pid, int fd)
@@ -1193,11 +1216,9 @@ static int pidfd_take(pid_t pid, int fd)
 	return out;
 }
 
-#define DATA(j, field) ((j)->map + STUB_PAGE + offsetof(struct stub_data, field))
-
 /*
- * The stub made its memfd and socket pair (state 2): take eprof's end, give the entry the
- * target's end and dlopen the memfd's path, or tell the stub to give up.
+ * The worker made its memfd and socket pair (state 2): take eprof's end, give the entry the
+ * target's end and dlopen the memfd's path, or tell the worker to give up.
  */
 static int hand_over(struct inj *j, struct stub_data *d)
 {
@@ -1213,8 +1234,6 @@ static int hand_over(struct inj *j, struct stub_data *d)
 		goto out;
 	}
 	if (d->channel) {
-		j->tfd[0] = d->sv[0];
-		j->tfd[1] = d->sv[1];
 		j->res->chan_fd = pidfd_take(j->pid, d->sv[1]);
 		if (j->res->chan_fd < 0) {
 			err = j->res->chan_fd;
@@ -1235,99 +1254,273 @@ static int hand_over(struct inj *j, struct stub_data *d)
 out:
 	if (rmem_write(j->pid, DATA(j, go), &go, sizeof(go)) && !err)
 		err = fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
-	if (go == 1)
-		j->tfd[1] = -1; /* the stub closes it */
 	return err;
 }
 
 /*
- * Stops the thread where it is and lets it go on: the stub finishes and restores it alone, at
- * once, and closes a library its dlopen (waiting on a loader lock) opens after.
+ * Where the borrowed thread's errno is, and its value: the thread pointer (fs_base) plus the
+ * offset libc's __errno_location adds to it, read from its code ([endbr64;] mov
+ * off(%rip), %rax; add %fs:0, %rax, or the two the other way round) and its GOT. Read, not
+ * run: a thread single-stepped through it would get the SIGTRAP of its stop if eprof died
+ * there. pthread_create sets errno on its failure paths (glibc 2.36 saves it around clone3's
+ * ENOSYS fallback itself, other versions and C libraries may not): it is put back before the
+ * thread is.
  */
-static void abandon(struct inj *j)
+static void thread_errno(struct inj *j)
+{
+	static const unsigned char add_fs[] = {0x64, 0x48, 0x03, 0x04, 0x25, 0, 0, 0, 0};
+	static const unsigned char mov_fs[] = {0x64, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0};
+	static const unsigned char endbr[] = {0xf3, 0x0f, 0x1e, 0xfa};
+	unsigned char c[32];
+	size_t at = 0, mov;
+	int32_t disp;
+	int64_t tpoff;
+	uint64_t got;
+
+	if (!j->syms.errno_loc || rmem_read(j->pid, j->syms.errno_loc, c, sizeof(c)))
+		return;
+	if (!memcmp(c, endbr, sizeof(endbr)))
+		at = sizeof(endbr);
+	if (c[at] == 0x48 && c[at + 1] == 0x8b && c[at + 2] == 0x05 &&
+	    !memcmp(c + at + 7, add_fs, sizeof(add_fs)))
+		mov = at; /* mov off(%rip), %rax; add %fs:0, %rax */
+	else if (!memcmp(c + at, mov_fs, sizeof(mov_fs)) && c[at + 9] == 0x48 &&
+		 c[at + 10] == 0x03 && c[at + 11] == 0x05)
+		mov = at + 9; /* mov %fs:0, %rax; add off(%rip), %rax */
+	else
+		return;
+	memcpy(&disp, c + mov + 3, sizeof(disp));
+	got = j->syms.errno_loc + mov + 7 + (int64_t)disp;
+	if (rmem_read(j->pid, got, &tpoff, sizeof(tpoff)) || !j->regs.fs_base)
+		return;
+	j->errno_at = j->regs.fs_base + (uint64_t)tpoff;
+	if (j->errno_at % 4 || !rmaps_find(&j->maps, j->errno_at) ||
+	    rmem_read(j->pid, j->errno_at, &j->errno_was, sizeof(j->errno_was)))
+		j->errno_at = 0;
+}
+
+/* Whether thread tid of the target still exists. */
+static bool thread_alive(pid_t pid, pid_t tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
+	return access(path, F_OK) == 0;
+}
+
+/*
+ * Gives up on a pthread_create that has not returned by the limit: the worker, when it
+ * starts, ends at once (abandoned), and the thread is let go to return from the call and
+ * restore itself through the frame.
+ */
+static void abandon_call(struct inj *j, bool stopped) /* stopped: at a ptrace stop now */
 {
 	uint64_t one = 1;
 	int sig = 0;
 
 	rmem_write(j->pid, DATA(j, abandoned), &one, sizeof(one));
 	j->deadline = now_ns() + 2 * STOP_WAIT_NS;
-	if (!ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) && wait_stop(j, &sig) == ST_INTERRUPT)
-		ptrace(PTRACE_DETACH, j->tid, NULL, NULL);
+	if (!stopped && !ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL)) {
+		enum stop_kind k = wait_stop(j, &sig); /* the interrupt, or a stop before it */
+
+		stopped = k != ST_TIMEOUT && k != ST_EXITED;
+		if (k != ST_SIGNAL)
+			sig = 0;
+	}
+	if (stopped) /* a pending interrupt goes with the detach */
+		ptrace(PTRACE_DETACH, j->tid, NULL, (void *)(long)sig);
 	j->res->stopped_ns += now_ns() - j->t_stop;
 	j->attached = j->modified = false;
-	j->map = 0; /* the stub still runs in it */
-	j->tfd[0] = j->tfd[1] = -1;
+	j->map = j->stub = 0; /* the worker's, if one starts */
 }
 
 /*
- * Runs the stub with data d until it is done, then takes the thread back. d comes back with
- * what the stub wrote.
+ * The borrowed thread calls pthread_create(&thread, NULL, stub, data) and nothing else: it
+ * is "called" with its stack pointer at the frame's pretcode, so pthread_create returns into
+ * __restore_rt and the thread restores itself if eprof is not there any more. eprof follows
+ * its system calls (PTRACE_SYSCALL): clone3's or clone's return in this thread is the
+ * worker's id, and rt_sigreturn's entry is where pthread_create has returned. There its errno
+ * is put back and rt_sigreturn let run, to the PTRACE_INTERRUPT stop after it, where
+ * release() puts back what the thread was stopped with.
+ *
+ * pthread_create (glibc 2.36) waits on no lock a constructor holds: allocate_stack takes the
+ * stack cache's lock, _dl_allocate_tls_init the loader's TLS lock (dl_load_tls_lock), which
+ * dlopen holds while it maps and relocates objects but not while constructors run
+ * (dl_open_worker drops it before _dl_init), nor dlclose while destructors run; then malloc's
+ * arena locks and the default attribute's lock. Each is held for short moments by threads
+ * that do not wait on this one (it is at a safe point: no frame of pthread_create, ld.so or
+ * the allocator on its stack). A wait past the limit leaves the thread to finish the call
+ * alone (abandon_call).
  */
-static int run_stub(struct inj *j, struct stub_data *d)
+static int call_create(struct inj *j)
 {
 	struct user_regs_struct r = j->regs;
-	struct timespec ts = {0, 20000};
-	bool handed = false;
-	int sig = 0, err;
+	uint64_t phase = STUB_PHASE_CALLED;
+	bool entry = false;
+	int sig = 0;
 
-	err = rmem_write(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
-	if (err)
-		return fail(j, INJ_ERR_OTHER, err, "writing the stub's data: %s", strerror(-err));
-	r.rip = j->map;
-	r.rsp = j->map + j->map_len;
+	if (rmem_write(j->pid, DATA(j, phase), &phase, sizeof(phase)))
+		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
+	r.rip = j->syms.pthread_create;
+	r.rsp = j->frame;
+	r.rdi = DATA(j, thread);
+	r.rsi = 0;
+	r.rdx = j->stub;
+	r.rcx = j->stub + STUB_PAGE;
+	r.rax = 0;
 	r.orig_rax = (uint64_t)-1;
-	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r) || ptrace(PTRACE_CONT, j->tid, NULL, NULL))
-		return fail(j, INJ_ERR_OTHER, -errno, "starting the stub: %s", strerror(errno));
+	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r))
+		return fail(j, INJ_ERR_OTHER, -errno, "calling pthread_create: %s",
+			    strerror(errno));
+	j->modified = true;
 	j->at_interrupt = false;
-	test_die("stub-running");
+	test_die("call-set");
+	for (;;) {
+		enum stop_kind k;
+
+		if (now_ns() >= j->deadline) {
+			abandon_call(j, true);
+			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+				    "pthread_create did not return within the time limit (the "
+				    "thread is left to finish it and restore itself)");
+		}
+		if (ptrace(PTRACE_SYSCALL, j->tid, NULL, (void *)(long)sig)) {
+			abandon_call(j, false);
+			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+		}
+		sig = 0;
+		do
+			k = wait_stop(j, &sig);
+		while (k == ST_TIMEOUT && now_ns() < j->deadline);
+		if (k == ST_TIMEOUT) {
+			abandon_call(j, false);
+			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+				    "pthread_create did not return within the time limit (the "
+				    "thread is left to finish it and restore itself)");
+		}
+		if (k == ST_EXITED) {
+			j->attached = false;
+			j->map = j->stub = 0;
+			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+		}
+		if (k == ST_SIGNAL)
+			continue; /* a fault of the call: delivered, as it would have been */
+		sig = 0;
+		/* stopped otherwise (SIGSTOP): let go to finish the call, never cut it short */
+		if (k != ST_SYSCALL || ptrace(PTRACE_GETREGS, j->tid, NULL, &r)) {
+			abandon_call(j, true);
+			return fail(j, INJ_ERR_OTHER, -EIO, "the thread stopped during the call");
+		}
+		test_die("calling");
+		entry = !entry;
+		if (!entry && (r.orig_rax == SYS_clone3 || r.orig_rax == SYS_clone) &&
+		    (int64_t)r.rax > 0)
+			j->worker = (pid_t)r.rax;
+		if (entry && r.orig_rax == SYS_rt_sigreturn)
+			break;
+	}
+	if (j->worker)
+		j->map = 0; /* the worker's now: it unmaps it */
+	if (j->errno_at)
+		rmem_write(j->pid, j->errno_at, &j->errno_was, sizeof(j->errno_was));
+	test_die("created");
+	/*
+	 * rt_sigreturn would end the restart block of a nanosleep the thread was stopped in:
+	 * skipped, and the thread sent on to a getpid from "syscall; ret" with the stack pointer
+	 * at pretcode, which returns through the frame if eprof is killed now. It stops on its
+	 * way there, where release() puts its registers back.
+	 */
+	r = j->regs;
+	r.rip = j->syms.sys_ret;
+	r.rsp = j->frame;
+	r.rax = SYS_getpid;
+	r.orig_rax = (uint64_t)-1;
+	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r) ||
+	    ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) ||
+	    ptrace(PTRACE_CONT, j->tid, NULL, NULL) || wait_stop(j, &sig) != ST_INTERRUPT)
+		return fail(j, INJ_ERR_OTHER, -EIO, "the thread did not stop after pthread_create");
+	j->at_interrupt = true;
+	if (!j->worker)
+		return fail(j, INJ_ERR_SYSCALL, -EAGAIN,
+			    "pthread_create failed in the target (no thread was made)");
+	return 0;
+}
+
+/*
+ * Follows the worker through its data page until it is done: hands over the descriptors
+ * (state 2), reads the results, lets it go (ack) and waits for its thread to end, the mapping
+ * gone with it. Past the limit it is told to give up (abandoned) and left to end alone: a
+ * library its dlopen opens after is closed again before its entry is called. An entry it had
+ * already started (step 3, which it checks abandoned after saying) is waited for 2 s more:
+ * a library left running without eprof knowing would go on unseen.
+ */
+static int run_worker(struct inj *j, struct stub_data *d)
+{
+	struct timespec ts = {0, 20000};
+	bool handed = false, gave_up = false;
+	uint64_t one = 1, two = 2;
+	int err;
+
+	test_die("worker-running");
 	for (;;) {
 		uint64_t state = 0;
-		int st;
-		pid_t w = waitpid(j->tid, &st, __WALL | WNOHANG);
+		bool alive = thread_alive(j->pid, j->worker);
 
-		if (w == j->tid) {
-			j->attached = !(WIFEXITED(st) || WIFSIGNALED(st));
-			if (!j->attached)
-				return fail(j, INJ_ERR_GONE, -ESRCH,
-					    "the process exited during the call");
-			/* a fault in the called code: deliver it, as it would have been */
-			ptrace(PTRACE_CONT, j->tid, NULL, (void *)(long)WSTOPSIG(st));
-			continue;
-		}
-		if (rmem_read(j->pid, j->map + STUB_PAGE, &state, sizeof(state)))
+		if (rmem_read(j->pid, DATA(j, state), &state, sizeof(state)))
 			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
 		if (state == 2 && !handed) {
 			handed = true;
-			hand_over(j, d); /* an error leaves the stub to give up, and is reported */
+			hand_over(j,
+				  d); /* an error leaves the worker to give up, and is reported */
 			test_die("handed-over");
 			continue;
 		}
 		if (state == 1)
 			break;
-		if (now_ns() >= j->deadline) {
-			abandon(j);
+		if (!alive)
+			return fail(j, INJ_ERR_OTHER, -EIO, "the injector's thread ended early");
+		if (now_ns() >= j->deadline && !gave_up) {
+			uint64_t step = 0;
+
+			/* the worker checks abandoned after it says step 3: one sees the other */
+			gave_up = true;
+			rmem_write(j->pid, DATA(j, abandoned), &one, sizeof(one));
+			if (!handed)
+				rmem_write(j->pid, DATA(j, go), &two, sizeof(two));
+			if (!rmem_read(j->pid, DATA(j, step), &step, sizeof(step)) && step >= 3) {
+				j->deadline = now_ns() + ENTRY_GRACE_NS; /* the entry runs */
+				continue;
+			}
+			j->stub = 0;
 			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
-				    "the call did not return within the time limit (left to finish "
-				    "and restore the thread alone)");
+				    "the call did not return within the time limit (its thread, "
+				    "not the program's, finishes alone and unloads what it loads)");
+		}
+		if (now_ns() >= j->deadline) {
+			j->stub = 0;
+			return fail(
+			    j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+			    "the library's entry did not return within the time limit (left "
+			    "to finish in the injector's thread)");
 		}
 		nanosleep(&ts, NULL);
 		if (ts.tv_nsec < 1000000)
 			ts.tv_nsec += 20000;
 	}
-	test_die("stub-done");
-	if (ptrace(PTRACE_INTERRUPT, j->tid, NULL, NULL) || wait_stop(j, &sig) != ST_INTERRUPT)
-		return fail(j, INJ_ERR_OTHER, -EIO, "the thread did not stop after the call");
-	j->at_interrupt = true;
-	/* stopped in the stub (its select, or just before it), or already back in its code */
-	if (ptrace(PTRACE_GETREGS, j->tid, NULL, &r) || r.rip < j->map ||
-	    r.rip > j->map + (uint64_t)(eprof_inj_stub_waited - eprof_inj_stub)) {
-		j->modified = false;
-		j->map = 0;
-		return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT, "the thread restored itself first");
-	}
-	err = rmem_read(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
+	test_die("worker-done");
+	err = rmem_read(j->pid, j->stub + STUB_PAGE, d, sizeof(*d));
 	if (err)
 		return fail(j, INJ_ERR_GONE, err, "the process exited during the call");
+	rmem_write(j->pid, DATA(j, ack), &one, sizeof(one));
+	/* its munmap and exit follow the ack at once: a caller may check the maps after */
+	for (uint64_t until = now_ns() + STOP_WAIT_NS; thread_alive(j->pid, j->worker);) {
+		struct timespec nap = {0, 200000};
+
+		if (now_ns() >= until)
+			break;
+		nanosleep(&nap, NULL);
+	}
+	j->stub = 0;
 	if (d->sys_err)
 		return fail(j, INJ_ERR_SYSCALL, (int)d->sys_err,
 			    "a system call of the stub failed in the target: %s",
@@ -1335,11 +1528,100 @@ static int run_stub(struct inj *j, struct stub_data *d)
 	return j->res->err ? -EIO : 0;
 }
 
+/*
+ * Maps the stub, has the borrowed thread start the worker and gives the thread back at once;
+ * then follows the worker.
+ */
+static int run_stub(struct inj *j, struct stub_data *d)
+{
+	int err = map_stub(j, d);
+
+	if (!err)
+		err = call_create(j);
+	if (err)
+		return err;
+	release(j);
+	return run_worker(j, d);
+}
+
+/* --- stubs left behind ------------------------------------------------------------------------ */
+
+#define MAX_LEFTOVERS 16
+
+/*
+ * Stubs an eprof left mapped when it was killed before it handed them to pthread_create (phase
+ * SETUP): nothing will ever run them. Found before a thread is stopped (reading a little of
+ * every anonymous mapping takes a while in a large process).
+ */
+static void find_leftovers(struct inj *j)
+{
+	for (size_t i = 0; i < j->maps.n && j->nleft < MAX_LEFTOVERS; i++) {
+		const struct rmap *r = &j->maps.v[i];
+		unsigned char head[32];
+		uint64_t hdr[3]; /* magic, phase at SD_MAGIC */
+
+		if (r->path[0] || r->perms[0] != 'r' ||
+		    rmem_read(j->pid, r->start, head, sizeof(head)) ||
+		    memcmp(head, eprof_inj_stub, sizeof(head)) ||
+		    rmem_read(j->pid, r->start + STUB_PAGE + SD_MAGIC, hdr, sizeof(hdr)))
+			continue;
+		if (hdr[0] == STUB_MAGIC && hdr[1] == STUB_PHASE_SETUP)
+			j->left[j->nleft++] = r->start;
+	}
+}
+
+/* Another thread of the process is under a tracer (another injection may be setting up). */
+static bool other_traced(struct inj *j)
+{
+	char path[64];
+	struct dirent *de;
+	bool traced = false;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)j->pid);
+	dir = opendir(path);
+	while (dir && !traced && (de = readdir(dir))) {
+		pid_t tid = (pid_t)strtol(de->d_name, NULL, 10);
+		uint64_t tracer = 0;
+
+		if (tid > 0 && tid != j->tid &&
+		    status_field(j->pid, tid, "TracerPid:", 10, &tracer))
+			traced = tracer != 0;
+	}
+	if (dir)
+		closedir(dir);
+	return traced || !dir;
+}
+
+/*
+ * Unmaps the leftovers find_leftovers saw, from the borrowed thread. A stub in phase SETUP is
+ * also one another injection is setting up right now, with a thread of the process stopped
+ * under its ptrace until it has written phase CALLED: none is unmapped while another thread
+ * has a tracer, and the phase is read again after that check. (A stub past SETUP is its
+ * worker's to unmap; the worker always does, eprof there or not.)
+ */
+static void clean_leftovers(struct inj *j)
+{
+	if (!j->nleft || other_traced(j))
+		return;
+	for (unsigned i = 0; i < j->nleft; i++) {
+		uint64_t hdr[2], len = 0;
+		int64_t ret;
+
+		if (rmem_read(j->pid, j->left[i] + STUB_PAGE + SD_MAGIC, hdr, sizeof(hdr)) ||
+		    hdr[0] != STUB_MAGIC || hdr[1] != STUB_PHASE_SETUP ||
+		    rmem_read(j->pid, j->left[i] + STUB_PAGE + SD_MAP_LEN, &len, sizeof(len)) ||
+		    len < 2 * STUB_PAGE || len > (128u << 20) || len % STUB_PAGE)
+			continue;
+		if (!rsys(j, SYS_munmap, j->left[i], len, 0, 0, 0, 0, &ret) && !ret)
+			j->res->leftovers++;
+	}
+}
+
 /* --- the whole operation -----------------------------------------------------------------------
  */
 
-static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_result *res,
-		 bool load)
+static int begin(struct inj *j, pid_t pid, struct inject_result *res, bool load)
 {
 	char msg[200];
 	int err;
@@ -1352,9 +1634,14 @@ static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 		return fail(j, INJ_ERR_NO_DLOPEN, err, "%s", msg);
 	if (err)
 		return fail(j, INJ_ERR_OTHER, err, "reading its libc: %s", strerror(-err));
+	if (!j->syms.pthread_create || !j->syms.pthread_detach)
+		return fail(j, INJ_ERR_NO_DLOPEN, -ENOENT,
+			    "it maps no pthread_create (glibc before 2.34 without libpthread): the "
+			    "injection runs in a thread of its own");
 	err = rrisk_init(pid, &j->maps, &j->risk);
 	if (err)
 		return fail(j, INJ_ERR_OTHER, err, "reading its mappings: %s", strerror(-err));
+	find_leftovers(j);
 	err = stop_thread(j);
 	if (err)
 		return err;
@@ -1371,7 +1658,9 @@ static int begin(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 	if (err)
 		return fail(j, INJ_ERR_OTHER, err, "writing the restore frame: %s", strerror(-err));
 	test_die("frame");
-	return map_stub(j);
+	thread_errno(j);
+	clean_leftovers(j);
+	return 0;
 }
 
 static void init(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_result *res)
@@ -1382,20 +1671,14 @@ static void init(struct inj *j, pid_t pid, unsigned timeout_ms, struct inject_re
 	memset(j, 0, sizeof(*j));
 	j->pid = pid;
 	j->res = res;
-	j->tfd[0] = j->tfd[1] = -1;
 	j->t0 = now_ns();
 	j->deadline = j->t0 + (uint64_t)(timeout_ms ? timeout_ms : 5000) * 1000000ULL;
 }
 
-/* Puts everything back: descriptors made in the target, the stub's mapping, the thread. */
+/* Puts everything back: a stub no worker took, the thread. */
 static void end(struct inj *j)
 {
-	int64_t ret;
-
 	j->deadline = now_ns() + 2 * STOP_WAIT_NS; /* time to clean up, whatever went before */
-	for (int i = 0; i < 2 && j->attached; i++)
-		if (j->tfd[i] >= 0)
-			rsys(j, SYS_close, (uint64_t)j->tfd[i], 0, 0, 0, 0, 0, &ret);
 	if (j->map && j->attached)
 		rsys_last(j, SYS_munmap, j->map, j->map_len);
 	release(j);
@@ -1433,7 +1716,6 @@ static int load_op(pid_t pid, const void *req, struct inject_result *res)
 {
 	const struct inject_load_req *rq = req;
 	struct stub_data d = {0};
-	char why[256];
 	struct inj j;
 	int err;
 
@@ -1445,30 +1727,26 @@ static int load_op(pid_t pid, const void *req, struct inject_result *res)
 		err = read_lib(&j, rq->lib_path);
 	j.chan_fd_off = rq->chan_fd_off;
 	if (!err)
-		err = begin(&j, pid, rq->timeout_ms, res, true);
+		err = begin(&j, pid, res, true);
 	if (!err) {
 		fill_common(&j, &d);
 		d.op = STUB_LOAD;
-		d.lib_addr = j.map + 2 * STUB_PAGE;
 		d.lib_len = j.lib_len;
 		d.memfd_flags = MFD_CLOEXEC | MFD_EXEC_;
 		d.channel = rq->channel;
 		snprintf(d.name, sizeof(d.name), "%s", rq->memfd_name ? rq->memfd_name : "eprof");
 		snprintf(d.sym, sizeof(d.sym), "%s", rq->entry);
 		memcpy(d.blob, rq->blob, rq->blob_len);
-		d.arg = rq->blob_len ? DATA(&j, blob) : 0;
+		j.blob_arg = rq->blob_len != 0;
 		err = run_stub(&j, &d);
 	}
 	if (!err) {
 		res->handle = d.handle;
 		res->ret = d.ret;
-		if (!d.handle || !d.fn) {
-			read_str(&j, d.err, why, sizeof(why));
+		if (!d.handle || !d.fn)
 			err = fail(&j, INJ_ERR_LOAD, -ENOENT, "%s failed in the target: %s",
-				   d.handle ? "dlsym" : "dlopen", why[0] ? why : "no reason given");
-		} else {
-			j.tfd[0] = -1; /* the library's now */
-		}
+				   d.handle ? "dlsym" : "dlopen",
+				   d.err && d.errmsg[0] ? d.errmsg : "no reason given");
 	}
 	end(&j);
 	if (err && res->chan_fd >= 0) {
@@ -1482,13 +1760,12 @@ static int unload_op(pid_t pid, const void *req, struct inject_result *res)
 {
 	const struct inject_unload_req *rq = req;
 	struct stub_data d = {0};
-	char why[256];
 	struct inj j;
 	int err;
 
 	init(&j, pid, rq->timeout_ms, res);
 	j.avoid = rq->avoid_tid;
-	err = begin(&j, pid, rq->timeout_ms, res, false);
+	err = begin(&j, pid, res, false);
 	if (!err) {
 		fill_common(&j, &d);
 		d.op = STUB_UNLOAD;
@@ -1501,11 +1778,9 @@ static int unload_op(pid_t pid, const void *req, struct inject_result *res)
 	if (!err) {
 		res->ret = d.ret;
 		res->dlclose_ret = d.step >= 5 ? (int)d.close_ret : -1;
-		if (!d.fn) {
-			read_str(&j, d.err, why, sizeof(why));
+		if (!d.fn)
 			err = fail(&j, INJ_ERR_LOAD, -ENOENT, "dlsym failed in the target: %s",
-				   why[0] ? why : "no reason given");
-		}
+				   d.err && d.errmsg[0] ? d.errmsg : "no reason given");
 	}
 	end(&j);
 	return err;

@@ -5,21 +5,26 @@
  * running program eprof's CUPTI collector (docs/gpu.md, "Attach mode"), written so that other
  * in-process collectors can use it the same way.
  *
- * One thread of the target is borrowed for a few milliseconds with ptrace; the process's other
- * threads keep running. The thread is stopped where calling into libc is safe (blocked in a
- * system call, or in the program's own code), runs a few system calls eprof hands it (a
- * mapping for a small code stub, a memfd holding the library, a socket pair for the channel),
- * then the stub, which calls the target's own dlopen on /proc/self/fd/N and the entry point,
- * and the thread gets its registers, floating-point state and signal mask back; a system call
- * it was blocked in is restarted as the kernel would have (nanosleep, read, futex, poll, ...;
- * epoll_wait, which the stop ends with EINTR, is issued again). Signals that arrive meanwhile
- * wait, blocked, and are delivered after.
+ * One thread of the target is borrowed for a millisecond or two with ptrace; the process's
+ * other threads keep running. The thread is stopped where calling into libc is safe (blocked
+ * in a system call, or in the program's own code, with no frame of the loader, the allocator
+ * or eprof's libraries on its stack), runs a few system calls eprof hands it (a mapping for a
+ * small code stub and the library's bytes) and pthread_create, which starts the injector's own
+ * thread (the worker) in the stub; then it gets its registers, floating-point state, errno and
+ * signal mask back, and a system call it was blocked in is restarted as the kernel would have
+ * (nanosleep, read, futex, poll, ...; epoll_wait, which the stop ends with EINTR, is issued
+ * again). Signals that arrive meanwhile wait, blocked, and are delivered after. The worker
+ * makes a memfd holding the library and a socket pair for the channel, calls the target's own
+ * dlopen on /proc/self/fd/N and the entry point (or the retraction and dlclose), says how it
+ * went in its data page and unmaps the stub: a dlopen that waits on the loader's lock (a slow
+ * constructor in another thread) holds up no program thread.
  *
  * If eprof dies at any point, the thread finds its way back alone: everything it runs ends in
  * an rt_sigreturn through a frame written below its stack pointer first, which restores its
  * registers, signal mask and FP state (a call interrupted in a restartable system call that
- * uses the kernel's restart block, nanosleep above all, then returns EINTR; the stub's mapping
- * and whatever the called function did stay).
+ * uses the kernel's restart block, nanosleep above all, then returns EINTR); a worker already
+ * started finishes alone and unmaps the stub; a stub never handed to pthread_create is
+ * unmapped by the next injection; whatever the called function did stays.
  *
  * x86-64 only (other architectures get -ENOTSUP with a message). Errors are one line in
  * res->msg, by class in res->err.
@@ -57,6 +62,7 @@ struct inject_result {
 	uint64_t stopped_ns; /* how long that thread ran none of its own code */
 	uint64_t total_ns;   /* the whole operation, retries at unsafe points included */
 	unsigned attempts;   /* threads stopped before one was at a safe point */
+	unsigned leftovers;  /* stubs a killed eprof left mapped, unmapped by this operation */
 };
 
 struct inject_load_req {

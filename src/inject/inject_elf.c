@@ -378,6 +378,16 @@ int rsyms_find(pid_t pid, const struct rmaps *m, struct rsyms *s, char *msg, siz
 		return -ENOENT;
 	}
 	rsym_lookup(pid, libc->start, "__errno_location", &s->errno_loc);
+	/* glibc 2.34+: in libc; before, in libpthread when the program maps it */
+	if (rsym_lookup(pid, libc->start, "pthread_create", &s->pthread_create) ||
+	    rsym_lookup(pid, libc->start, "pthread_detach", &s->pthread_detach)) {
+		const struct rmap *pt = find_object(m, "libpthread.so");
+
+		s->pthread_create = s->pthread_detach = 0;
+		if (pt && (rsym_lookup(pid, pt->start, "pthread_create", &s->pthread_create) ||
+			   rsym_lookup(pid, pt->start, "pthread_detach", &s->pthread_detach)))
+			s->pthread_create = s->pthread_detach = 0;
+	}
 	find_gadgets(pid, m, libc, s);
 	if (!s->sys_ret || !s->sigreturn) {
 		/* without either, a thread could not find its way back if eprof died */

@@ -37,6 +37,7 @@ struct rsyms {
 	uint64_t sys_ret;			  /* "syscall; ret" */
 	uint64_t sigreturn;			  /* "mov $15, %rax; syscall" (__restore_rt) */
 	uint64_t errno_loc;			  /* __errno_location, 0: not found */
+	uint64_t pthread_create, pthread_detach;  /* libc's (2.34+) or libpthread's, 0: none */
 	char from[128];				  /* the library they came from */
 };
 

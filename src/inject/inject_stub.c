@@ -1,67 +1,112 @@
 // SPDX-License-Identifier: MIT
 /*
  * The stub the injector copies into the target's memory, followed there by its data page
- * (struct stub_data, inject_stub.h). It runs on a stack of its own in the same mapping, with
- * every signal blocked, and ends in one of two ways:
+ * (struct stub_data, inject_stub.h): the start routine of the worker thread a borrowed program
+ * thread starts with pthread_create. The program thread is given back as soon as
+ * pthread_create returns; only the worker waits on the loader's lock, a library's locks or
+ * eprof, so a slow constructor in another thread, or one that waits on the borrowed thread,
+ * holds up the injection and nothing of the program.
  *
- * - eprof takes the thread back while it waits in select() (state = 1 tells it when), and
- *   restores the registers it saved;
- * - the wait ends (eprof is gone): rt_sigreturn through the frame eprof wrote below the
- *   thread's stack pointer restores the thread by itself.
- *
- * The thread's errno is as before (dlopen and the entry set it).
+ * The worker blocks every signal but glibc's SIGSETXID (whose handler runs no program code,
+ * and which a setuid() in another thread waits for), detaches itself, runs the load or the
+ * unload, publishes how it went, waits for eprof to read it (ack; not when eprof gave up) for
+ * a bounded time, and ends by unmapping the stub's mapping through libc's "syscall; ret",
+ * whose ret takes it back into start_thread: no instruction of the mapping runs after the
+ * munmap, and nothing of the stub stays whether eprof is there or not.
  *
  * When eprof gave up on it (abandoned: dlopen waited past eprof's limit on a loader lock
- * another thread held), a library dlopen() returns afterwards is closed again before its
- * entry is called, and the thread restores itself at once instead of waiting for eprof.
+ * another thread held), a library dlopen() returns afterwards is closed again before its entry
+ * is called.
  *
  * It is data to eprof: never executed in eprof's own process.
  */
 #include "inject_stub.h"
 
 #if defined(__x86_64__)
+#define S_(x) #x
+#define S(x) S_(x)
+#define D(off) S(off) "(%rbx)"
+
+/* select(0, 0, 0, 0, &tv_poll) with tv_poll = {0, US}: a short sleep (SD_TV_POLL is changed) */
+#define NAP(us)                                                                                \
+	"	movq	$0, " D(SD_TV_POLL) "\n"                                                \
+	"	movq	$" #us ", " S(SD_TV_POLL) "+8(%rbx)\n"                                  \
+	"	mov	$23, %eax\n"                                                           \
+	"	xor	%edi, %edi\n"                                                          \
+	"	xor	%esi, %esi\n"                                                          \
+	"	xor	%edx, %edx\n"                                                          \
+	"	xor	%r10d, %r10d\n"                                                        \
+	"	lea	" D(SD_TV_POLL) ", %r8\n"                                               \
+	"	syscall\n"
+
+/* close(fd) of a 32-bit slot when it holds one, then -1 there */
+#define CLOSE32(off)                                                                           \
+	"	movslq	" D(off) ", %rdi\n"                                                     \
+	"	test	%rdi, %rdi\n"                                                          \
+	"	js	1f\n"                                                                  \
+	"	mov	$3, %eax\n"                                                            \
+	"	syscall\n"                                                                     \
+	"	movl	$-1, " D(off) "\n"                                                      \
+	"1:\n"
+
 __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	".globl eprof_inj_stub\n"
 	".globl eprof_inj_stub_end\n"
-	".globl eprof_inj_stub_waited\n"
 	".p2align 4\n"
 	"eprof_inj_stub:\n"
 	".Lbase:\n"
+	/* start_thread's registers are kept for the way back; the stack aligned for calls */
+	"	push	%rbx\n"
+	"	push	%rbp\n"
+	"	push	%r12\n"
+	"	push	%r13\n"
+	"	push	%r14\n"
+	"	push	%r15\n"
+	"	sub	$8, %rsp\n"
 	"	lea	.Lbase+4096(%rip), %rbx\n" /* the data page */
-	"	movq	$1, 112(%rbx)\n"
-	/* the thread's errno, put back before the thread is */
-	"	mov	232(%rbx), %rax\n"
+	"	mov	$186, %eax\n"		   /* gettid */
+	"	syscall\n"
+	"	mov	%rax, " D(SD_WORKER_TID) "\n"
+	/* rt_sigprocmask(SIG_SETMASK, &sigmask, NULL, 8) */
+	"	mov	$14, %eax\n"
+	"	mov	$2, %edi\n"
+	"	lea	" D(SD_SIGMASK) ", %rsi\n"
+	"	xor	%edx, %edx\n"
+	"	mov	$8, %r10d\n"
+	"	syscall\n"
+	/* pthread_detach(thread): pthread_create wrote it before the clone */
+	"	mov	" D(SD_DETACH) ", %rax\n"
 	"	test	%rax, %rax\n"
 	"	jz	1f\n"
+	"	mov	" D(SD_THREAD) ", %rdi\n"
 	"	call	*%rax\n"
-	"	mov	%rax, 240(%rbx)\n"
-	"	movslq	(%rax), %rcx\n"
-	"	mov	%rcx, 248(%rbx)\n"
-	"1:\n"
-	"	cmpq	$2, 8(%rbx)\n"
+	"1:	movq	$1, " D(SD_STEP) "\n"
+	"	cmpq	$0, " D(SD_ABANDONED) "\n"
+	"	jne	.Lexit\n"
+	"	cmpq	$2, " D(SD_OP) "\n"
 	"	je	.Lsym\n"
-	"	cmpq	$0, 168(%rbx)\n" /* no library bytes: path names it */
+	"	cmpq	$0, " D(SD_LIB_LEN) "\n" /* no library bytes: path names it */
 	"	je	.Ldlopen\n"
 	/* M = memfd_create(name, flags), without MFD_EXEC before Linux 6.3 */
 	"	mov	$319, %eax\n"
-	"	lea	896(%rbx), %rdi\n"
-	"	mov	176(%rbx), %rsi\n"
+	"	lea	" D(SD_NAME) ", %rdi\n"
+	"	mov	" D(SD_MEMFD_FLAGS) ", %rsi\n"
 	"	syscall\n"
 	"	cmp	$-22, %rax\n"
 	"	jne	1f\n"
 	"	mov	$319, %eax\n"
-	"	lea	896(%rbx), %rdi\n"
-	"	mov	176(%rbx), %rsi\n"
+	"	lea	" D(SD_NAME) ", %rdi\n"
+	"	mov	" D(SD_MEMFD_FLAGS) ", %rsi\n"
 	"	and	$-17, %rsi\n"
 	"	syscall\n"
 	"1:	test	%rax, %rax\n"
 	"	js	.Lsyserr\n"
-	"	mov	%rax, 88(%rbx)\n"
+	"	mov	%rax, " D(SD_CLOSE_FD) "\n"
 	/* write(M, lib, len) until all of it is there */
-	"	mov	160(%rbx), %r12\n"
-	"	mov	168(%rbx), %r13\n"
+	"	mov	" D(SD_LIB_ADDR) ", %r12\n"
+	"	mov	" D(SD_LIB_LEN) ", %r13\n"
 	"2:	mov	$1, %eax\n"
-	"	mov	88(%rbx), %rdi\n"
+	"	mov	" D(SD_CLOSE_FD) ", %rdi\n"
 	"	mov	%r12, %rsi\n"
 	"	mov	%r13, %rdx\n"
 	"	syscall\n"
@@ -74,130 +119,163 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	sub	%rax, %r13\n"
 	"	jnz	2b\n"
 	/* the channel: socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) */
-	"	cmpq	$0, 184(%rbx)\n"
+	"	cmpq	$0, " D(SD_CHANNEL) "\n"
 	"	je	3f\n"
 	"	mov	$53, %eax\n"
 	"	mov	$1, %edi\n"
 	"	mov	$0x80005, %esi\n"
 	"	xor	%edx, %edx\n"
-	"	lea	960(%rbx), %r10\n"
+	"	lea	" D(SD_SV) ", %r10\n"
 	"	syscall\n"
 	"	test	%rax, %rax\n"
 	"	js	.Lsyserr\n"
-	/* state 2: eprof takes its end, writes the path and the blob, sets go (200 us polls) */
-	"3:	movq	$2, 0(%rbx)\n"
+	/* state 2: eprof takes its end, writes the path and the blob, sets go (200 us polls,
+	 * 1 s at least) */
+	"3:	movq	$2, " D(SD_STATE) "\n"
 	"	mov	$5000, %r12d\n"
-	"4:	cmpq	$0, 192(%rbx)\n"
+	"4:	cmpq	$0, " D(SD_GO) "\n"
 	"	jne	5f\n"
-	"	movq	$0, 208(%rbx)\n"
-	"	movq	$200, 216(%rbx)\n"
-	"	mov	$23, %eax\n"
-	"	xor	%edi, %edi\n"
-	"	xor	%esi, %esi\n"
-	"	xor	%edx, %edx\n"
-	"	xor	%r10d, %r10d\n"
-	"	lea	208(%rbx), %r8\n"
-	"	syscall\n"
+	NAP(200)
 	"	dec	%r12d\n"
 	"	jnz	4b\n"
 	"	jmp	.Lclose\n" /* eprof never came */
-	"5:	cmpq	$1, 192(%rbx)\n"
+	"5:	cmpq	$1, " D(SD_GO) "\n"
 	"	jne	.Lclose\n"
-	"	cmpq	$0, 184(%rbx)\n" /* the target's copy of eprof's end goes */
-	"	je	.Ldlopen\n"
-	"	movslq	964(%rbx), %rdi\n"
-	"	mov	$3, %eax\n"
-	"	syscall\n"
+	CLOSE32(SD_SV + 4) /* the target's copy of eprof's end */
 	/* h = dlopen(path, flags) */
 	".Ldlopen:\n"
-	"	lea	256(%rbx), %rdi\n"
-	"	mov	104(%rbx), %rsi\n"
-	"	call	*16(%rbx)\n"
-	"	mov	%rax, 48(%rbx)\n"
+	"	lea	" D(SD_PATH) ", %rdi\n"
+	"	mov	" D(SD_FLAGS) ", %rsi\n"
+	"	call	*" D(SD_DLOPEN) "\n"
+	"	mov	%rax, " D(SD_HANDLE) "\n"
 	"	test	%rax, %rax\n"
 	"	jz	.Lerr\n"
-	"	cmpq	$0, 224(%rbx)\n" /* abandoned: nothing stays loaded, nothing is called */
+	"	cmpq	$0, " D(SD_ABANDONED) "\n" /* nothing stays loaded, nothing is called */
 	"	jne	.Lundo\n"
-	"	movq	$2, 112(%rbx)\n"
+	"	movq	$2, " D(SD_STEP) "\n"
 	/* fn = dlsym(h, sym) */
 	".Lsym:\n"
-	"	mov	48(%rbx), %rdi\n"
-	"	lea	768(%rbx), %rsi\n"
-	"	call	*24(%rbx)\n"
-	"	mov	%rax, 56(%rbx)\n"
+	"	mov	" D(SD_HANDLE) ", %rdi\n"
+	"	lea	" D(SD_SYM) ", %rsi\n"
+	"	call	*" D(SD_DLSYM) "\n"
+	"	mov	%rax, " D(SD_FN) "\n"
 	"	test	%rax, %rax\n"
 	"	jz	.Lerr\n"
-	"	movq	$3, 112(%rbx)\n"
+	"	movq	$3, " D(SD_STEP) "\n"
+	/* eprof gives up by writing abandoned, then reading step: one of the two sees the other */
+	"	mfence\n"
+	"	cmpq	$0, " D(SD_ABANDONED) "\n"
+	"	je	.Lcall\n"
+	"	movq	$2, " D(SD_STEP) "\n"
+	"	cmpq	$2, " D(SD_OP) "\n"
+	"	je	.Lclose\n"
+	"	jmp	.Lundo\n"
 	/* ret = fn(arg) */
-	"	mov	64(%rbx), %rdi\n"
-	"	call	*%rax\n"
+	".Lcall:\n"
+	"	mov	" D(SD_ARG) ", %rdi\n"
+	"	call	*" D(SD_FN) "\n"
 	"	movslq	%eax, %rax\n"
-	"	mov	%rax, 72(%rbx)\n"
-	"	movq	$4, 112(%rbx)\n"
-	/* unload: dlclose(h) when fn returned 0 and the library may go */
-	"	cmpq	$2, 8(%rbx)\n"
+	"	mov	%rax, " D(SD_RET) "\n"
+	"	movq	$4, " D(SD_STEP) "\n"
+	"	cmpq	$2, " D(SD_OP) "\n"
 	"	jne	.Lclose\n"
-	"	test	%rax, %rax\n"
+	/* unload: a lock the retraction found taken (-EBUSY) is tried again, 2 ms later */
+	"	cmp	$-16, %rax\n"
+	"	jne	6f\n"
+	"	cmpq	$0, " D(SD_BUSY_TRIES) "\n"
+	"	je	.Lclose\n"
+	"	cmpq	$0, " D(SD_ABANDONED) "\n"
+	"	jne	.Lclose\n"
+	"	decq	" D(SD_BUSY_TRIES) "\n"
+	NAP(2000)
+	"	jmp	.Lcall\n"
+	/* dlclose(h) when fn returned 0 and the library may go */
+	"6:	test	%rax, %rax\n"
 	"	jnz	.Lclose\n"
-	"	cmpq	$0, 152(%rbx)\n"
+	"	cmpq	$0, " D(SD_KEEP) "\n"
 	"	jne	.Lclose\n"
-	"	mov	48(%rbx), %rdi\n"
-	"	call	*32(%rbx)\n"
+	"	mov	" D(SD_HANDLE) ", %rdi\n"
+	"	call	*" D(SD_DLCLOSE) "\n"
 	"	movslq	%eax, %rax\n"
-	"	mov	%rax, 120(%rbx)\n"
-	"	movq	$5, 112(%rbx)\n"
+	"	mov	%rax, " D(SD_CLOSE_RET) "\n"
+	"	movq	$5, " D(SD_STEP) "\n"
 	"	jmp	.Lclose\n"
 	".Lundo:\n"
-	"	mov	48(%rbx), %rdi\n"
-	"	call	*32(%rbx)\n"
-	"	movq	$0, 48(%rbx)\n"
+	"	mov	" D(SD_HANDLE) ", %rdi\n"
+	"	call	*" D(SD_DLCLOSE) "\n"
+	"	movq	$0, " D(SD_HANDLE) "\n"
 	"	jmp	.Lclose\n"
 	".Lshort:\n"
 	"	mov	$-5, %rax\n" /* EIO */
 	".Lsyserr:\n"
-	"	mov	%rax, 200(%rbx)\n"
+	"	mov	%rax, " D(SD_SYS_ERR) "\n"
 	"	jmp	.Lclose\n"
+	/* dlerror()'s text is the worker's, freed when it exits: copied into errmsg */
 	".Lerr:\n"
-	"	mov	40(%rbx), %rax\n"
+	"	mov	" D(SD_DLERROR) ", %rax\n"
 	"	test	%rax, %rax\n"
 	"	jz	.Lclose\n"
 	"	call	*%rax\n"
-	"	mov	%rax, 80(%rbx)\n"
-	/* close the descriptors eprof made for the load (the memfd stays mapped) */
+	"	test	%rax, %rax\n"
+	"	jz	.Lclose\n"
+	"	mov	%rax, " D(SD_ERR) "\n"
+	"	lea	" D(SD_ERRMSG) ", %rdi\n"
+	"	mov	$255, %ecx\n"
+	"7:	movb	(%rax), %dl\n"
+	"	movb	%dl, (%rdi)\n"
+	"	test	%dl, %dl\n"
+	"	jz	.Lclose\n"
+	"	inc	%rax\n"
+	"	inc	%rdi\n"
+	"	dec	%ecx\n"
+	"	jnz	7b\n"
+	"	movb	$0, (%rdi)\n"
+	/* the descriptors made for the load: the memfd (its mapping stays), the pair's ends
+	 * unless the entry took the target's */
 	".Lclose:\n"
-	"	mov	88(%rbx), %rdi\n"
+	"	mov	" D(SD_CLOSE_FD) ", %rdi\n"
 	"	test	%rdi, %rdi\n"
 	"	js	1f\n"
 	"	mov	$3, %eax\n"
 	"	syscall\n"
-	"1:	mov	96(%rbx), %rdi\n"
+	"1:	mov	" S(SD_CLOSE_FD) "+8(%rbx), %rdi\n"
 	"	test	%rdi, %rdi\n"
 	"	js	2f\n"
 	"	mov	$3, %eax\n"
 	"	syscall\n"
-	/* done: errno back; wait for eprof in select(0, 0, 0, 0, &tv), unless it gave up */
-	"2:	mov	240(%rbx), %rax\n"
-	"	test	%rax, %rax\n"
-	"	jz	3f\n"
-	"	mov	248(%rbx), %rcx\n"
-	"	mov	%ecx, (%rax)\n"
-	"3:	movq	$1, 0(%rbx)\n"
-	"	cmpq	$0, 224(%rbx)\n"
-	"	jne	.Lwaited\n"
-	"	mov	$23, %eax\n"
-	"	xor	%edi, %edi\n"
-	"	xor	%esi, %esi\n"
-	"	xor	%edx, %edx\n"
-	"	xor	%r10d, %r10d\n"
-	"	lea	128(%rbx), %r8\n"
-	"	syscall\n"
-	"eprof_inj_stub_waited:\n"
-	".Lwaited:\n"
-	/* eprof did not come back: the thread restores itself */
-	"	mov	144(%rbx), %rsp\n"
-	"	mov	$15, %eax\n"
-	"	syscall\n"
-	"	ud2\n"
+	"2:\n"
+	CLOSE32(SD_SV + 4)
+	"	cmpq	$4, " D(SD_STEP) "\n"
+	"	jae	3f\n"
+	CLOSE32(SD_SV)
+	/* done: wait for eprof to read it (ack), unless it gave up before the call */
+	"3:	movq	$1, " D(SD_STATE) "\n"
+	"	mov	" D(SD_ACK_POLLS) ", %r12\n"
+	"4:	cmpq	$0, " D(SD_ACK) "\n"
+	"	jne	.Lexit\n"
+	"	cmpq	$0, " D(SD_ABANDONED) "\n"
+	"	je	5f\n"
+	"	cmpq	$3, " D(SD_STEP) "\n"
+	"	jb	.Lexit\n"
+	"5:	test	%r12, %r12\n"
+	"	jle	.Lexit\n"
+	NAP(200)
+	"	dec	%r12\n"
+	"	jmp	4b\n"
+	/* munmap(map, len) from libc's "syscall; ret": the ret returns into start_thread */
+	".Lexit:\n"
+	"	mov	" D(SD_MAP) ", %rdi\n"
+	"	mov	" D(SD_MAP_LEN) ", %rsi\n"
+	"	mov	" D(SD_SYS_RET) ", %rcx\n"
+	"	add	$8, %rsp\n"
+	"	pop	%r15\n"
+	"	pop	%r14\n"
+	"	pop	%r13\n"
+	"	pop	%r12\n"
+	"	pop	%rbp\n"
+	"	pop	%rbx\n"
+	"	mov	$11, %eax\n"
+	"	jmp	*%rcx\n"
 	"eprof_inj_stub_end:\n"
 	".popsection\n");
 #endif
