@@ -46,8 +46,9 @@ def test_sleep_half_share(ep, progs):
     share, truth = 100.0 * in_nap / loop_ns, 100.0 * napped_ns / loop_ns
     assert abs(share - truth) <= 5.0, (share, truth)
     # the program's own share: half when idle; a preemption across compute()'s deadline
-    # stretches the compute half (29% beside 6 busy tasks), so only a floor that says it napped
-    assert truth > 15.0
+    # stretches the compute half (29% beside 6 busy tasks, 13.6% beside 15), so only a floor
+    # that says it napped
+    assert truth > 5.0
     # Wall graph: CPU samples + blocked time cover the thread's wall time.
     wall = sum(c for _, c in ep.folded("sh.eprof", "--wall"))
     assert abs(wall - loop_ns) / loop_ns < 0.1, (wall, loop_ns)
