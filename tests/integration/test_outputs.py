@@ -529,9 +529,12 @@ def speedscope_load(index, path, tmp):
     for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", dom, re.S):
         cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
         if len(cells) >= 3:
-            m = re.search(r"\(([\d.]+)%\)", cells[1])  # self "1.23s (45%)"
+            # self "1.23s (45%)"; speedscope writes ">99%" and "<0.01%" at the ends (a thread
+            # that spins 99.1% in one function on a loaded machine): taken as 99.5 and 0.005
+            m = re.search(r"\(([<>]?)([\d.]+)%\)", cells[1])
             if m:
-                rows.append((cells[-1], float(m.group(1))))
+                v = float(m.group(2))
+                rows.append((cells[-1], {">": (v + 100) / 2, "<": v / 2}.get(m.group(1), v)))
     return (title.group(1) if title else ""), rows, console
 
 
