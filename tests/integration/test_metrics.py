@@ -166,6 +166,15 @@ def test_page_faults_within_one_percent(ep_module, fix, baseline):
     assert m["rss_peak_bytes"] >= pages * os.sysconf("SC_PAGESIZE")
 
 
+def test_rss_peak_is_the_commands_not_eprofs(ep_module):
+    """Before its exec the launched command is a fork of eprof (~56 MiB resident here): its
+    peak is the command's own, from its readings since the exec (the demo's 2 MiB program
+    once showed "RSS peak 55 MiB")."""
+    record(ep_module, "sleep.data", "/bin/sleep", "0.5")
+    m = metrics(ep_module, "sleep.data")
+    assert 0 < m["rss_peak_bytes"] < 16 << 20, m["rss_peak_bytes"]
+
+
 def test_user_sys_split_within_five_points(ep_module, fix):
     r = record(ep_module, "split.data", fix, "split", "0.6")
     words = r.stdout.split()  # split user U s sys S s: the fixture's own getrusage
