@@ -51,6 +51,7 @@
 
 #include "eprof_mem_proto.h"
 #include "eprof_mem_stack.h"
+#include "eprof_mem_recv.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -671,15 +672,14 @@ static void chan_poll_in(void)
 {
 	_Alignas(8) char buf[512];
 	int fd = atomic_load(&chan_fd);
+	struct py_proc layout;
 	ssize_t r;
 
 	if (fd < 0)
 		return;
 	r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (r > (ssize_t)sizeof(struct emem_msg) &&
-	    ((struct emem_msg *)buf)->magic == EMEM_MSG_MAGIC &&
-	    ((struct emem_msg *)buf)->kind == EMEM_MSG_PYLAYOUT) {
-		emem_py_set(buf + sizeof(struct emem_msg), (size_t)r - sizeof(struct emem_msg));
+	if (r > 0 && emem_recv_layout(buf, (size_t)r, &layout)) {
+		emem_py_set(&layout);
 		atomic_store(&py_known, true);
 	}
 }
