@@ -22,6 +22,7 @@
 #include "eprof_abi.h"
 #include "events.h"
 #include "mem_chan.h"
+#include "sockdir.h"
 
 #define CHAN_QUEUE_MAX (256u << 20) /* bytes received and not decoded: then the reads stop */
 #define CHAN_MAX_CONNS MEM_DEC_MAX_CONNS
@@ -35,7 +36,11 @@ struct qhdr {
 };
 
 struct mem_chan {
-	int lfd, ep;
+	int ep;
+	/* One listening socket per user whose processes connect, each in its own 0700 directory. */
+	struct sockdir ls[CHAN_MAX_UIDS];
+	uint32_t ls_uid[CHAN_MAX_UIDS];
+	unsigned nls; /* under mu */
 	pthread_t th;
 	bool th_ok;
 	pthread_mutex_t mu;
@@ -46,8 +51,6 @@ struct mem_chan {
 	uint64_t deadline;  /* ...or at this time */
 	unsigned live;	    /* connections open and not ended */
 	unsigned nconn;	    /* ids given */
-	uint32_t uids[CHAN_MAX_UIDS]; /* besides root, the users whose processes may connect */
-	unsigned nuids;
 	struct {
 		int fd;
 		bool ended;
@@ -107,25 +110,17 @@ static void conn_close(struct mem_chan *m, uint32_t id)
 	pthread_mutex_unlock(&m->mu);
 }
 
-/* Under mu. Root, or a user whose process is profiled (mem_chan_allow_uid). */
-static bool uid_allowed(const struct mem_chan *m, uint32_t uid)
-{
-	if (!uid)
-		return true;
-	for (unsigned i = 0; i < m->nuids; i++)
-		if (m->uids[i] == uid)
-			return true;
-	return false;
-}
+/* epoll's tag of listening socket i (a connection's is its id + 1) */
+#define LISTENER (1ULL << 63)
 
 /*
- * The socket's name can be reached by every user: a peer is taken only when SO_PEERCRED says
- * it runs as root or as a profiled process's user, and its pid is the one its records get.
+ * Only the directory's user (and root) can reach listening socket i; SO_PEERCRED says so
+ * again, and its pid is the one the connection's records get.
  */
-static void accept_all(struct mem_chan *m)
+static void accept_all(struct mem_chan *m, unsigned i)
 {
 	for (;;) {
-		int fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = accept4(m->ls[i].lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		struct epoll_event e = { .events = EPOLLIN };
 		struct ucred cr = { 0 };
 		socklen_t crlen = sizeof(cr);
@@ -135,7 +130,7 @@ static void accept_all(struct mem_chan *m)
 			return;
 		pthread_mutex_lock(&m->mu);
 		ok = !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) && cr.pid > 0 &&
-		     uid_allowed(m, cr.uid) && m->nconn < CHAN_MAX_CONNS;
+		     (!cr.uid || cr.uid == m->ls_uid[i]) && m->nconn < CHAN_MAX_CONNS;
 		if (!ok)
 			m->st.refused++;
 		pthread_mutex_unlock(&m->mu);
@@ -154,19 +149,48 @@ static void accept_all(struct mem_chan *m)
 	}
 }
 
-int mem_chan_allow_uid(struct mem_chan *m, uint32_t uid)
+int mem_chan_listen(struct mem_chan *m, uint32_t uid, uint32_t gid, char *path, size_t len)
 {
-	int err = 0;
+	struct epoll_event e = { .events = EPOLLIN };
+	char prefix[40];
+	unsigned i;
+	int err;
 
 	pthread_mutex_lock(&m->mu);
-	if (!uid_allowed(m, uid)) {
-		if (m->nuids < CHAN_MAX_UIDS)
-			m->uids[m->nuids++] = uid;
-		else
-			err = -ENOSPC;
-	}
+	for (i = 0; i < m->nls && m->ls_uid[i] != uid; i++)
+		;
 	pthread_mutex_unlock(&m->mu);
-	return err;
+	if (i == CHAN_MAX_UIDS)
+		return -ENOSPC;
+	if (i == m->nls) {
+		/* The recorder's pid in the name: the library talks only to that process. */
+		snprintf(prefix, sizeof(prefix), "/tmp/eprof-mem-%d", (int)getpid());
+		err = sockdir_listen(&m->ls[i], prefix, uid, gid, 256);
+		if (err)
+			return err;
+		m->ls_uid[i] = uid;
+		e.data.u64 = LISTENER | i;
+		if (epoll_ctl(m->ep, EPOLL_CTL_ADD, m->ls[i].lfd, &e)) {
+			err = -errno;
+			sockdir_remove(&m->ls[i]);
+			return err;
+		}
+		pthread_mutex_lock(&m->mu);
+		m->nls++;
+		pthread_mutex_unlock(&m->mu);
+	}
+	if ((size_t)snprintf(path, len, "%s", m->ls[i].path) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The recording has ended, or the channel is going: nothing is left to reach. */
+static void remove_sockets(struct mem_chan *m)
+{
+	pthread_mutex_lock(&m->mu);
+	for (unsigned i = 0; i < m->nls; i++)
+		sockdir_remove(&m->ls[i]);
+	pthread_mutex_unlock(&m->mu);
 }
 
 static void read_conn(struct mem_chan *m, uint32_t id)
@@ -205,8 +229,8 @@ static void *reader(void *arg)
 		bool stop;
 
 		for (int i = 0; i < n; i++) {
-			if (!ev[i].data.u64)
-				accept_all(m);
+			if (ev[i].data.u64 & LISTENER)
+				accept_all(m, (unsigned)(ev[i].data.u64 & ~LISTENER));
 			else
 				read_conn(m, (uint32_t)(ev[i].data.u64 - 1));
 		}
@@ -219,37 +243,26 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-struct mem_chan *mem_chan_open(char *name, size_t len)
+struct mem_chan *mem_chan_open(void)
 {
 	struct mem_chan *m = calloc(1, sizeof(*m));
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct epoll_event e = { .events = EPOLLIN, .data.u64 = 0 };
-	int n;
 
 	if (!m)
 		return NULL;
-	m->lfd = m->ep = -1;
+	m->ep = -1;
+	for (unsigned i = 0; i < CHAN_MAX_UIDS; i++)
+		sockdir_init(&m->ls[i]);
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_cond_init(&m->cv, NULL);
-	n = snprintf(name, len, "eprof-mem-%d-%lx", (int)getpid(), (unsigned long)mono_ms());
-	if (n <= 0 || (size_t)n >= len || (size_t)n >= sizeof(a.sun_path) - 1)
-		goto fail;
-	memcpy(a.sun_path + 1, name, (size_t)n);
-	m->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (m->lfd < 0 ||
-	    bind(m->lfd, (struct sockaddr *)&a,
-		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) ||
-	    listen(m->lfd, 256))
-		goto fail;
 	m->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (m->ep < 0 || epoll_ctl(m->ep, EPOLL_CTL_ADD, m->lfd, &e))
+	if (m->ep < 0)
 		goto fail;
 	if (pthread_create(&m->th, NULL, reader, m))
 		goto fail;
 	m->th_ok = true;
 	return m;
 fail:
-	log_debug("mem: no channel socket: %s", strerror(errno));
+	log_debug("mem: no channel: %s", strerror(errno));
 	mem_chan_free(m);
 	return NULL;
 }
@@ -406,6 +419,7 @@ int mem_chan_finish(struct mem_chan *m, struct event_ctx *c, int wait_ms)
 		}
 		m->th_ok = false;
 	}
+	remove_sockets(m);
 	if (!err)
 		err = mem_chan_drain(m, c);
 	if (m->live && !err)
@@ -455,8 +469,7 @@ void mem_chan_free(struct mem_chan *m)
 	for (unsigned i = 0; i < m->nconn; i++)
 		if (m->conns[i].fd >= 0)
 			close(m->conns[i].fd);
-	if (m->lfd >= 0)
-		close(m->lfd);
+	remove_sockets(m);
 	if (m->ep >= 0)
 		close(m->ep);
 	if (m->dec_on)
