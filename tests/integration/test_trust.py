@@ -547,3 +547,29 @@ def test_mem_channel_attached_target_of_another_user(ep, need_bpf, target_user, 
     check_exact(memory(ep), 20000)
     assert not os.path.lexists(os.path.dirname(names[0]))
 
+
+def test_another_users_recording_shrinks_while_read(ep, target_user, public_dir, tmp_path):
+    """Another user truncates their recording while root's eprof reads it (a shim truncates it
+    at eprof's first read of it, where a racing process could): one line of error and a
+    non-zero exit, never a SIGBUS (a file another user can write is read, not mapped)."""
+    from test_faults import crafted_profile
+    shim = str(tmp_path / "shrink.so")
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", shim,
+                    os.path.join(os.path.dirname(__file__), "..", "fixtures", "shrink_shim.c"),
+                    "-ldl"], check=True)
+    blob = crafted_profile([("/bin/true", 2), ("/bin/sh", 2)])
+    data = os.path.join(public_dir, "shrinks.data")
+    mark = str(tmp_path / "mark")
+    for to in (0, 40, len(blob) // 2, len(blob) - 1):
+        write_as(target_user, data, blob)
+        if os.path.exists(mark):
+            os.unlink(mark)
+        env = dict(os.environ, LD_PRELOAD=shim, SHRINK_PATH=data, SHRINK_TO=str(to),
+                   SHRINK_MARK=mark)
+        r = ep.run("report", data, check=False, env=env, timeout=30)
+        assert os.path.exists(mark), f"the shim did not truncate at {to}: {r.stderr}"
+        assert r.returncode > 0, f"truncated to {to}: exit {r.returncode} {r.stderr}"
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "shrank" in lines[0], r.stderr
+    write_as(target_user, data, blob)
+    assert ep.run("report", data, check=False).returncode == 0
