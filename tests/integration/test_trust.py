@@ -576,3 +576,61 @@ def test_another_users_recording_shrinks_while_read(ep, target_user, public_dir,
         assert len(lines) == 1 and "shrank" in lines[0], r.stderr
     write_as(target_user, data, blob)
     assert ep.run("report", data, check=False).returncode == 0
+
+
+def test_cupti_socket_of_the_command_user(ep, need_bpf, target_user, public_dir):
+    """record --user USER with the CUPTI collector: its socket is in a 0700 directory of
+    USER's (the socket 0600, theirs), USER's collector reaches it and its kernels are
+    recorded, another user gets EACCES, and nothing is left in /tmp afterwards."""
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    if not os.path.exists(os.path.join(cuda, "include", "cupti.h")) or \
+            not os.path.exists(os.path.join(os.path.dirname(ep.bin), "libeprof_cupti.so")):
+        pytest.skip("skipped: no cupti.h or no libeprof_cupti.so")
+    fake = os.path.join(os.path.dirname(__file__), "..", "fixtures", "fakecuda")
+    d = os.path.join(public_dir, "fakecuda")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", f"-I{cuda}/include", "-o",
+                    f"{d}/libfakecupti.so", f"{fake}/fake_cupti.c", "-lpthread"], check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o",
+                    f"{d}/libcuda.so.1", f"{fake}/fake_cuda.c", "-ldl"], check=True)
+    if not os.path.lexists(f"{d}/libcuda.so"):
+        os.symlink("libcuda.so.1", f"{d}/libcuda.so")
+    subprocess.run(["cc", "-O1", "-g", "-o", f"{d}/fake_app", f"{fake}/fake_app.c", f"-L{d}",
+                    "-lcuda", f"-Wl,-rpath,{d}"], check=True)
+    # The app waits for the probe below before it starts its work.
+    go = os.path.join(public_dir, "cupti-go")
+    script = f'while [ ! -e {go} ]; do sleep 0.05; done; exec {d}/fake_app'
+    env = dict(os.environ, EPROF_LIBCUPTI=f"{d}/libfakecupti.so")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    rec = subprocess.Popen([ep.bin, "record", "-q", "--user", target_user, "-o", "cu.data",
+                            "--", "sh", "-c", script], cwd=ep.dir, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The command's environment names the socket (another recorder's may be in /tmp).
+        sh = wait_for_child(rec.pid, "sh")
+        with open(f"/proc/{sh}/environ", "rb") as f:
+            env_of = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        name = os.path.dirname(env_of.get(b"EPROF_CUPTI_SOCK", b"").decode())
+        assert name, "no CUPTI socket directory"
+        uid = user_ids(target_user)[0]
+        st = os.stat(name)
+        assert st.st_uid == uid and stat.S_IMODE(st.st_mode) == 0o700, oct(st.st_mode)
+        sk = os.lstat(os.path.join(name, "sock"))
+        assert sk.st_uid == uid and stat.S_IMODE(sk.st_mode) == 0o600, oct(sk.st_mode)
+        probe = run_as(ATTACKER, "import socket, sys\ns = socket.socket(socket.AF_UNIX, "
+                       "socket.SOCK_SEQPACKET)\ntry:\n    s.connect(sys.argv[1])\n    print('x')\n"
+                       "except OSError as e:\n    print('refused', e.errno)", f"{name}/sock")
+        pout, _ = probe.communicate(timeout=30)
+        assert pout.strip() == "refused 13", pout
+        write_as(target_user, go, b"")
+        _, err = rec.communicate(timeout=120)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+        if os.path.exists(go):
+            os.unlink(go)
+    assert rec.returncode == 0, err
+    kernels = {k["name"]: k["count"] for k in ep.report_json("cu.data")["gpu"]["kernels"]}
+    assert kernels == {"kernel_a": 10, "kernel_b": 5}, kernels
+    assert not os.path.lexists(name)
