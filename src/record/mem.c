@@ -658,6 +658,30 @@ static int interposer_mapped(const struct mem_state *st, uint32_t pid)
 }
 
 /*
+ * The effective uid and gid of pid (what its connect() is checked with), from its status:
+ * /proc/PID itself is root's for a process that is not dumpable.
+ */
+static bool effective_ids(uint32_t pid, uint32_t *uid, uint32_t *gid)
+{
+	char path[32], line[256];
+	int got = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (got < 2 && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Uid:", 4))
+			got += sscanf(line + 4, "%*u %u", uid) == 1;
+		else if (!strncmp(line, "Gid:", 4))
+			got += sscanf(line + 4, "%*u %u", gid) == 1;
+	}
+	fclose(f);
+	return got == 2;
+}
+
+/*
  * -p: loads libeprof_mem.so into t's process with the injector (as the CUPTI collector is)
  * and lets it redirect the allocator entries of every loaded object; its markers are then
  * probed. False when it could not: the uprobes then, as without it.
@@ -665,18 +689,16 @@ static int interposer_mapped(const struct mem_state *st, uint32_t pid)
 static bool inject_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
 {
 	struct emem_attach_arg a = { .mean = st->mean };
-	char path[32];
-	struct stat sb;
+	uint32_t uid, gid;
 
 	/* The socket of the target's user: no other user's process can reach it. */
-	snprintf(path, sizeof(path), "/proc/%u", t->pid);
-	if (st->chan && !stat(path, &sb)) {
-		int err = mem_chan_listen(st->chan, sb.st_uid, sb.st_gid, a.sock, sizeof(a.sock));
+	if (st->chan && effective_ids(t->pid, &uid, &gid)) {
+		int err = mem_chan_listen(st->chan, uid, gid, a.sock, sizeof(a.sock));
 
 		if (err) {
 			a.sock[0] = '\0';
 			log_warn("mem: no channel socket for uid %u (%s): %u records through the "
-				 "markers", (unsigned)sb.st_uid, strerror(-err), t->pid);
+				 "markers", (unsigned)uid, strerror(-err), t->pid);
 		}
 	}
 	struct inject_load_req rq = { .lib_path = st->lib,
