@@ -135,7 +135,7 @@ open(os.path.join(out, "kernel-only"), "wb").write(msg(5, [rec(8, 0, 5, 5, kname
 PY
 
 # --- --mem=1 channel: tag byte, u16 length, a message of src/inject/eprof_mem_proto.h -----------
-# (tests/fuzz/fuzz_memchan.c). The real-*  seeds are traffic libeprof_mem.so sent a recorder.
+# (tests/fuzz/fuzz_memchan.c); the real-* seeds: traffic libeprof_mem.so sent (capture_memchan.py).
 python3 - "$c/memchan" <<'PY'
 import struct, sys, os
 out = sys.argv[1]
@@ -175,6 +175,16 @@ l310 = layout(NONE, NONE, 24, 24, 32, 56, NONE, NONE, NONE, 64, 1)
 open(os.path.join(out, "layouts"), "wb").write(
     put(0x80, l311) + put(0x80, l312) + put(0x80, l313) + put(0x80, l310) + seq)
 PY
+
+# Real traffic (root: the library talks only to a root peer).
+lib=$(dirname "$eprof")/libeprof_mem.so
+if [ "$(id -u)" -eq 0 ] && [ -f "$lib" ]; then
+	python3 "$here/capture_memchan.py" "$lib" "$c/memchan/real-ls" ls -la /usr
+	python3 "$here/capture_memchan.py" "$lib" "$c/memchan/real-sh" sh -c 'sort /etc/passwd | head -3; echo x | cat'
+	python3 "$here/capture_memchan.py" "$lib" "$c/memchan/real-py" python3 -c 'import json; print(len(json.dumps(list(range(1000)))))'
+else
+	echo "make_corpus: real channel seeds skipped (need root and $lib)"
+fi
 
 # --- demangler --------------------------------------------------------------------------------
 i=0
