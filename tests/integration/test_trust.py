@@ -8,6 +8,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import stat
 import struct
@@ -634,3 +635,25 @@ def test_cupti_socket_of_the_command_user(ep, need_bpf, target_user, public_dir)
     kernels = {k["name"]: k["count"] for k in ep.report_json("cu.data")["gpu"]["kernels"]}
     assert kernels == {"kernel_a": 10, "kernel_b": 5}, kernels
     assert not os.path.lexists(name)
+
+
+def test_mem_channel_directory_gone_after_ctrl_c(ep, need_bpf):
+    """Ctrl-C of the recorder, and a command that cannot be run: no socket directory of
+    eprof's is left under /tmp."""
+    # Its own process group, as a terminal's foreground job: Ctrl-C reaches eprof and sleep.
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "c.data", "--", "sleep", "60"],
+                           cwd=ep.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    name = wait_for_name(MEM_SOCK, rec)
+    wait_for_child(rec.pid, "sleep")
+    os.killpg(rec.pid, signal.SIGINT)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode in (0, 130), err  # 130: stopped by SIGINT, the file written
+    assert not os.path.lexists(os.path.dirname(name)), "left behind after Ctrl-C"
+    r = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "n.data", "--",
+                          "/nonexistent/eprof-cmd"], cwd=ep.dir, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = r.communicate(timeout=60)
+    assert r.returncode != 0, err
+    left = [p for p in os.listdir("/tmp") if p.startswith(f"eprof-mem-{r.pid}-")]
+    assert not left, left
