@@ -459,7 +459,7 @@ out:
 
 /*
  * A copy of the file in memory: another user may truncate a file of theirs while it is read,
- * and a mapping would then fault (SIGBUS). Fewer bytes than st_size: a cut-off file.
+ * and a mapping would then fault (SIGBUS). Fewer bytes than st_size: it shrank while read.
  */
 static void *read_copy(int fd, size_t size, size_t *got)
 {
@@ -521,6 +521,13 @@ int eprof_read_file(const char *path, struct profile **out, struct read_info *in
 		err = errno ? -errno : -EIO;
 		set_error(info, "cannot read: %s", strerror(-err));
 		return err;
+	}
+	if (copy && len < (size_t)st.st_size) {
+		/* Not a recording cut off by its recorder: someone truncated it under us. */
+		free(map);
+		set_error(info, "the file shrank from %zu to %zu bytes while it was read",
+			  (size_t)st.st_size, len);
+		return -EIO;
 	}
 	err = eprof_read_mem(map, len, out, info); /* which clears info */
 	info->owner = st.st_uid;

@@ -51,6 +51,7 @@
 
 #include "eprof_mem_proto.h"
 #include "eprof_mem_stack.h"
+#include "eprof_mem_recv.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -553,39 +554,40 @@ bool emem_chan_send(const void *msg, size_t len)
 }
 
 /*
- * Anyone may bind an abstract name (one a finished recording freed, say): the peer must be
- * root and the recorder whose pid the name carries (0: outside this pid namespace).
+ * The recorder's socket is in a 0700 directory of this process's user, which only root and
+ * that user can reach; once the recording ended, though, anyone may make a directory of the
+ * same name: the peer must be root and the recorder whose pid the name carries
+ * (/tmp/eprof-mem-PID-XXXXXX/sock; 0: outside this pid namespace).
  */
-static bool peer_is_recorder(int fd, const char *name)
+static bool peer_is_recorder(int fd, const char *path)
 {
+	const char *tag = strstr(path, "/eprof-mem-");
 	struct ucred cr = { 0 };
 	socklen_t len = sizeof(cr);
 	unsigned long pid;
 	char *end;
 
-	if (strncmp(name, "eprof-mem-", 10))
+	if (!tag)
 		return false;
-	pid = strtoul(name + 10, &end, 10);
+	pid = strtoul(tag + 11, &end, 10);
 	if (*end != '-' || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || len != sizeof(cr))
 		return false;
 	return cr.uid == 0 && (cr.pid == 0 || (unsigned long)cr.pid == pid);
 }
 
-static int chan_connect(const char *name)
+static int chan_connect(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	size_t len = strlen(name);
+	size_t len = strlen(path);
 	int fd, hi, sz = 4 << 20;
 
-	if (!len || len >= sizeof(a.sun_path) - 1)
+	if (path[0] != '/' || len >= sizeof(a.sun_path))
 		return -1;
-	memcpy(a.sun_path + 1, name, len); /* abstract: a leading NUL */
+	memcpy(a.sun_path, path, len + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-							    1 + len)) ||
-	    !peer_is_recorder(fd, name)) {
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) || !peer_is_recorder(fd, path)) {
 		close(fd);
 		return -1;
 	}
@@ -671,15 +673,14 @@ static void chan_poll_in(void)
 {
 	_Alignas(8) char buf[512];
 	int fd = atomic_load(&chan_fd);
+	struct py_proc layout;
 	ssize_t r;
 
 	if (fd < 0)
 		return;
 	r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (r > (ssize_t)sizeof(struct emem_msg) &&
-	    ((struct emem_msg *)buf)->magic == EMEM_MSG_MAGIC &&
-	    ((struct emem_msg *)buf)->kind == EMEM_MSG_PYLAYOUT) {
-		emem_py_set(buf + sizeof(struct emem_msg), (size_t)r - sizeof(struct emem_msg));
+	if (r > 0 && emem_recv_layout(buf, (size_t)r, &layout)) {
+		emem_py_set(&layout);
 		atomic_store(&py_known, true);
 	}
 }

@@ -47,7 +47,7 @@ struct emem_free {
 
 struct emem_attach_arg {
 	unsigned long long mean; /* bytes between samples; 1: every allocation */
-	char sock[64];		 /* every-call mode: EMEM_ENV_SOCK's name, or empty */
+	char sock[64];		 /* every-call mode: EMEM_ENV_SOCK's path, or empty */
 };
 
 enum emem_func {
@@ -64,7 +64,7 @@ enum emem_func {
 
 /*
  * Every-call mode through a channel (EPROF_MEM_SAMPLE=1 and EMEM_ENV_SOCK set): no trap per
- * call. The library connects to the recorder's abstract unix socket (SOCK_SEQPACKET: each
+ * call. The library connects to the recorder's unix socket (SOCK_SEQPACKET: each
  * message arrives whole, in order, and a send blocks while the recorder's queue is full, so
  * nothing is dropped) and sends messages of at most EMEM_MSG_MAX bytes:
  *   EMEM_MSG_RECS   a thread's records (struct emem_rec), in the order it made the calls
@@ -78,7 +78,8 @@ enum emem_func {
  * appends the thread's Python frames to each stack, as bpf/python.bpf.h does.
  * A forked child opens its own connection; exec starts a new one.
  */
-#define EMEM_ENV_SOCK "EPROF_MEM_SOCK" /* abstract socket name, without the leading NUL */
+/* The recorder's socket: /tmp/eprof-mem-PID-XXXXXX/sock, in a 0700 directory of the user's */
+#define EMEM_ENV_SOCK "EPROF_MEM_SOCK"
 #define EMEM_MSG_MAX 4096
 #define EMEM_MSG_MAGIC 0x4d454d45u /* "EMEM" */
 #define EMEM_STACK_MAX 127	   /* native frames in one stack message */

@@ -33,6 +33,7 @@
 #include "../unwind/dwarf_read.h"
 #include "../unwind/unwind.h"
 #include "eprof_mem_proto.h"
+#include "eprof_mem_recv.h"
 #include "eprof_mem_stack.h"
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -282,53 +283,21 @@ static struct py_proc py;
 static atomic_bool py_on;
 static void *(*py_tstate)(void);
 
-/*
- * The walk below reads at these offsets in the process itself: each must lie within the
- * frame bytes the layout names (fr_read < 128) or within a thread state's first bytes.
- */
-#define PY_TS_MAX 1024 /* PyThreadState and _PyCFrame are smaller than this in 3.10-3.13 */
-
-static bool py_off_ok(uint16_t off, unsigned width, unsigned lim, bool optional)
+void emem_py_set(const struct py_proc *layout)
 {
-	if (optional && off == PY_NONE)
-		return true;
-	return off != PY_NONE && (unsigned)off + width <= lim;
-}
-
-static bool py_layout_sane(const void *layout)
-{
-	struct py_proc p;
-
-	memcpy(&p, layout, sizeof(p));
-	if (p.fr_read >= 128)
-		return false;
-	return py_off_ok(p.fr_previous, 8, p.fr_read, false) &&
-	       py_off_ok(p.fr_code, 8, p.fr_read, false) &&
-	       py_off_ok(p.fr_instr, 8, p.fr_read, false) &&
-	       py_off_ok(p.fr_owner, 1, p.fr_read, p.owner_cstack == PY_NONE) &&
-	       py_off_ok(p.fr_is_entry, 1, p.fr_read, true) &&
-	       (p.ts_cframe != PY_NONE ? py_off_ok(p.ts_cframe, 8, PY_TS_MAX, false) &&
-					 py_off_ok(p.cf_frame, 8, PY_TS_MAX, false)
-				       : py_off_ok(p.ts_frame, 8, PY_TS_MAX, false));
-}
-
-void emem_py_set(const void *layout, size_t len)
-{
-	if (len < sizeof(py) || atomic_load(&py_on) || !py_layout_sane(layout))
+	if (atomic_load(&py_on) || !emem_py_layout_sane(layout))
 		return;
 	py_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
 	if (!py_tstate)
 		return;
-	memcpy(&py, layout, sizeof(py));
+	py = *layout;
 	atomic_store_explicit(&py_on, true, memory_order_release);
 }
 
-static inline uint64_t ld64(uint64_t a)
-{
-	return a ? *(const uint64_t *)(uintptr_t)a : 0;
-}
-
-/* The thread's interpreter frames, leaf first, as bpf/python.bpf.h's py_step() records them. */
+/*
+ * The thread's interpreter frames, leaf first, as bpf/python.bpf.h's py_step() records them;
+ * the reads at the layout's offsets are eprof_mem_recv.h's (checked by emem_py_layout_sane).
+ */
 static int py_walk(uint64_t *recs, int max, bool *more)
 {
 	uint64_t ts, frame;
@@ -340,30 +309,25 @@ static int py_walk(uint64_t *recs, int max, bool *more)
 	ts = (uintptr_t)py_tstate();
 	if (!ts)
 		return 0;
-	frame = py.ts_cframe != PY_NONE ? ld64(ld64(ts + py.ts_cframe) + py.cf_frame)
-					: ld64(ts + py.ts_frame);
+	frame = emem_py_top(&py, ts);
 	for (int i = 0; frame && i < max + 16; i++) {
-		const uint8_t *f = (const uint8_t *)(uintptr_t)frame;
-		uint64_t code, prev = *(const uint64_t *)(f + py.fr_previous);
+		struct emem_py_frame f;
 
-		if (py.owner_cstack != PY_NONE && f[py.fr_owner] == py.owner_cstack) {
+		emem_py_frame_read(&py, (const uint8_t *)(uintptr_t)frame, &f);
+		if (f.cstack) {
 			if (n > 0)
 				recs[2 * (n - 1)] |= 1; /* the first frame of its eval call */
-			frame = prev;
+			frame = f.prev;
 			continue;
 		}
 		if (n >= max) {
 			*more = true;
 			break;
 		}
-		code = *(const uint64_t *)(f + py.fr_code);
-		if ((py.fr_is_entry != PY_NONE && f[py.fr_is_entry]) ||
-		    (py.pflags & PY_PF_ALL_ENTRY))
-			code |= 1;
-		recs[2 * n] = code;
-		recs[2 * n + 1] = *(const uint64_t *)(f + py.fr_instr);
+		recs[2 * n] = f.code | f.entry;
+		recs[2 * n + 1] = f.instr;
 		n++;
-		frame = prev;
+		frame = f.prev;
 	}
 	return n;
 }

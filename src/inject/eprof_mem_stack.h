@@ -25,8 +25,12 @@ EMEM_HIDDEN bool emem_chan_send(const void *msg, size_t len);
  */
 EMEM_HIDDEN unsigned emem_stack_id(uintptr_t ip, uintptr_t frame, uint64_t ns, unsigned pid,
 				   unsigned tid);
-/* The interpreter layout the recorder sent (struct py_proc): Python frames from then on. */
-EMEM_HIDDEN void emem_py_set(const void *layout, size_t len);
+struct py_proc;
+/*
+ * The interpreter layout the recorder sent (emem_recv_layout): Python frames from then on.
+ * A layout whose offsets are out of bounds is ignored.
+ */
+EMEM_HIDDEN void emem_py_set(const struct py_proc *layout);
 /* fork: the locks are taken before and released after; the child starts a new id space. */
 EMEM_HIDDEN void emem_stacks_prepare(void);
 EMEM_HIDDEN void emem_stacks_parent(void);

@@ -43,6 +43,7 @@
 #include "profile.skel.h"
 #include "cuda_funcs.h"
 #include "cuda_inject.h"
+#include "sockdir.h"
 #include "events.h"
 #include "feature.h"
 #include "../decode/gpu_conv.h"
@@ -87,11 +88,12 @@ struct cuda_state {
 	struct gpu_conv conv;
 	struct gpu_ns_tids ns_tids; /* used by whichever thread reads the socket */
 	bool conv_on;
-	int lfd;
+	int lfd;	     /* sd.lfd, or -1 */
+	struct sockdir sd;   /* launch mode: the socket, in a 0700 directory of the command's user */
+	uint32_t sock_uid;   /* ...whose processes (and root's) are the only peers taken */
 	int conns[MAX_CONNS];
 	uint32_t peers[MAX_CONNS]; /* each connection's process, as we see its pid (SO_PEERCRED) */
 	size_t nconns;
-	char dir[64], sock[96];
 	void *buf;
 	/* a reader thread moves messages off the socket at once, so the sender never waits on
 	 * the 50 ms main loop; the main loop converts them (the profile is not thread-safe) */
@@ -743,7 +745,6 @@ static int cupti_reader_setup(struct cuda_state *s)
 
 static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char lib[PATH_MAX];
 	int err;
 
@@ -758,30 +759,21 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 		log_warn("CUDA_INJECTION64_PATH is already set: GPU activity is not recorded");
 		return 0;
 	}
-	snprintf(s->dir, sizeof(s->dir), "/tmp/eprof-cupti-XXXXXX");
-	if (!mkdtemp(s->dir)) {
-		s->dir[0] = '\0';
-		return -errno;
+	/* The command's user (--user) reaches the socket; no other does (sockdir.h). */
+	s->sock_uid = f->o->run_as ? f->o->run_uid : geteuid();
+	err = sockdir_listen(&s->sd, "/tmp/eprof-cupti", s->sock_uid,
+			     f->o->run_as ? f->o->run_gid : getegid(), 64);
+	if (err) {
+		log_err("failed to create the CUPTI socket in /tmp: %s", strerror(-err));
+		return err;
 	}
-	/* --user: the command's collector must reach the socket (the directory is 0700). */
-	if (f->o->run_as && chown(s->dir, f->o->run_uid, f->o->run_gid)) {
-		log_err("failed to give the CUPTI socket directory '%s' to user '%s': %s", s->dir,
-			f->o->user, strerror(errno));
-		return -errno;
-	}
-	snprintf(s->sock, sizeof(s->sock), "%s/sock", s->dir);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", s->sock);
-	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(s->lfd, 64)) {
-		log_err("failed to create the CUPTI socket '%s': %s", s->sock, strerror(errno));
-		return -errno;
-	}
+	s->lfd = s->sd.lfd;
 	err = cupti_reader_setup(s);
 	if (err)
 		return err;
 	/* The command is forked after configure: it inherits both. */
 	setenv("CUDA_INJECTION64_PATH", lib, 1);
-	setenv("EPROF_CUPTI_SOCK", s->sock, 1);
+	setenv("EPROF_CUPTI_SOCK", s->sd.path, 1);
 	log_info("cuda: CUPTI injection library %s", lib);
 	return 0;
 }
@@ -853,8 +845,14 @@ static size_t cupti_read(struct cuda_state *s, bool queue)
 		struct ucred cr = {0};
 		socklen_t cl = sizeof(cr);
 
+		/* Only the command's user or root can reach the socket: SO_PEERCRED says so again. */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) ||
+		    (cr.uid && cr.uid != s->sock_uid)) {
+			close(fd);
+			continue;
+		}
 		/* The pid the sender puts in its messages is that of its own pid namespace. */
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.pid <= 0)
+		if (cr.pid <= 0)
 			cr.pid = 0;
 		s->peers[s->nconns] = (uint32_t)cr.pid;
 		s->inj_conn[s->nconns] = false;
@@ -1159,6 +1157,7 @@ static int cuda_configure(struct feature_ctx *f, void **state)
 		return -ENOMEM;
 	*state = s;
 	s->lfd = -1;
+	sockdir_init(&s->sd);
 	s->wake[0] = s->wake[1] = -1;
 	pthread_mutex_init(&s->qlock, NULL);
 	s->qtail = &s->qhead;
@@ -1362,12 +1361,8 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 	free(s->objs);
 	for (size_t i = 0; i < s->nconns; i++)
 		close(s->conns[i]);
-	if (s->lfd >= 0)
-		close(s->lfd);
-	if (s->sock[0])
-		unlink(s->sock);
-	if (s->dir[0])
-		rmdir(s->dir);
+	sockdir_remove(&s->sd); /* closes s->lfd */
+	s->lfd = -1;
 	if (s->conv_on)
 		gpu_conv_free(&s->conv);
 	gpu_ns_tids_free(&s->ns_tids);

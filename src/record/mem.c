@@ -88,7 +88,7 @@ struct mem_state {
 	uint32_t rss_name;
 	uint32_t probes, objects;
 	struct mem_chan *chan; /* --mem=1 through the interposer's channel (mem_chan.h) */
-	char chan_name[64];
+	char chan_name[64]; /* the launched command's socket (EMEM_ENV_SOCK) */
 };
 
 static bool mem_enabled(const struct record_opts *o)
@@ -242,16 +242,22 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 		return 0;
 	}
 	if (st->mean <= 1 && !(env && !strcmp(env, "1"))) {
-		st->chan = mem_chan_open(st->chan_name, sizeof(st->chan_name));
-		if (!st->chan) {
-			log_warn("mem: no socket for libeprof_mem.so's records: allocator uprobes "
-				 "instead");
+		int err = -ENOMEM;
+
+		st->chan = mem_chan_open();
+		/* The command's processes connect as its user (--user), each -p target as its own. */
+		if (st->chan && !o->npids)
+			err = mem_chan_listen(st->chan, o->run_as ? o->run_uid : geteuid(),
+					      o->run_as ? o->run_gid : getegid(), st->chan_name,
+					      sizeof(st->chan_name));
+		if (!st->chan || (!o->npids && err)) {
+			log_warn("mem: no socket for libeprof_mem.so's records (%s): allocator "
+				 "uprobes instead", strerror(-err));
+			mem_chan_free(st->chan);
+			st->chan = NULL;
 			return 0;
 		}
 		profile__set_meta(f->p, "mem_channel", "1");
-		/* --user: the command's processes connect as that user. */
-		if (o->run_as)
-			mem_chan_allow_uid(st->chan, o->run_uid);
 	}
 	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
 	profile__set_meta(f->p, "mem_interposer", st->lib);
@@ -652,6 +658,30 @@ static int interposer_mapped(const struct mem_state *st, uint32_t pid)
 }
 
 /*
+ * The effective uid and gid of pid (what its connect() is checked with), from its status:
+ * /proc/PID itself is root's for a process that is not dumpable.
+ */
+static bool effective_ids(uint32_t pid, uint32_t *uid, uint32_t *gid)
+{
+	char path[32], line[256];
+	int got = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (got < 2 && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Uid:", 4))
+			got += sscanf(line + 4, "%*u %u", uid) == 1;
+		else if (!strncmp(line, "Gid:", 4))
+			got += sscanf(line + 4, "%*u %u", gid) == 1;
+	}
+	fclose(f);
+	return got == 2;
+}
+
+/*
  * -p: loads libeprof_mem.so into t's process with the injector (as the CUPTI collector is)
  * and lets it redirect the allocator entries of every loaded object; its markers are then
  * probed. False when it could not: the uprobes then, as without it.
@@ -659,9 +689,18 @@ static int interposer_mapped(const struct mem_state *st, uint32_t pid)
 static bool inject_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
 {
 	struct emem_attach_arg a = { .mean = st->mean };
+	uint32_t uid, gid;
 
-	if (st->chan)
-		snprintf(a.sock, sizeof(a.sock), "%s", st->chan_name);
+	/* The socket of the target's user: no other user's process can reach it. */
+	if (st->chan && effective_ids(t->pid, &uid, &gid)) {
+		int err = mem_chan_listen(st->chan, uid, gid, a.sock, sizeof(a.sock));
+
+		if (err) {
+			a.sock[0] = '\0';
+			log_warn("mem: no channel socket for uid %u (%s): %u records through the "
+				 "markers", (unsigned)uid, strerror(-err), t->pid);
+		}
+	}
 	struct inject_load_req rq = { .lib_path = st->lib,
 				      .memfd_name = EMEM_MEMFD,
 				      .entry = EMEM_ATTACH,
@@ -783,18 +822,6 @@ static void probe_command(struct feature_ctx *f, struct mem_state *st, struct me
 		probe_object(f, st, &t->l, real, f->child);
 }
 
-/* The channel takes connections from the user a target runs as (and root's). */
-static void allow_owner(struct mem_state *st, uint32_t pid)
-{
-	char path[32];
-	struct stat sb;
-
-	snprintf(path, sizeof(path), "/proc/%u", pid);
-	if (st->chan && !stat(path, &sb) && mem_chan_allow_uid(st->chan, sb.st_uid))
-		log_warn("mem: too many users among the targets: uid %u's records are refused",
-			 (unsigned)sb.st_uid);
-}
-
 static struct mem_target *add_target(struct mem_state *st, uint32_t pid)
 {
 	struct mem_target *n = arr_push(st->targets, st->ntargets, st->captargets);
@@ -802,7 +829,6 @@ static struct mem_target *add_target(struct mem_state *st, uint32_t pid)
 	if (!n)
 		return NULL;
 	n->pid = pid;
-	allow_owner(st, pid);
 	return n;
 }
 

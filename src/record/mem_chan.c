@@ -14,6 +14,7 @@
 
 #include <linux/types.h>
 
+#include "../decode/mem_dec.h"
 #include "../inject/eprof_mem_proto.h"
 #include "../model/event.h"
 #include "../model/profile.h"
@@ -21,32 +22,25 @@
 #include "eprof_abi.h"
 #include "events.h"
 #include "mem_chan.h"
-#include "mem_probe.h"
+#include "sockdir.h"
 
 #define CHAN_QUEUE_MAX (256u << 20) /* bytes received and not decoded: then the reads stop */
-#define CHAN_MAX_CONNS 4096
+#define CHAN_MAX_CONNS MEM_DEC_MAX_CONNS
 #define CHAN_MAX_UIDS 16
-/*
- * A process's stack ids count up from 1 on its connection (eprof_mem_stack.c): an id further
- * ahead of what the connection sent is refused, so that the table of ids of one connection
- * grows with what it sent, not with the largest id it names.
- */
-#define CHAN_ID_AHEAD 1024
+
+_Static_assert(MEM_DEC_NFUNCS == MEM_NFUNCS, "the allocator functions of mem_dec.h");
 
 /* A queue entry: [conn][len] then len bytes (padded to 8); len 0: the connection closed. */
 struct qhdr {
 	uint32_t conn, len;
 };
 
-struct conn_dec {
-	int64_t *nodes; /* by stack id: the profile's stack node, -1 unknown */
-	uint8_t *trunc;
-	size_t cap;
-	uint32_t nstacks; /* stacks taken on this connection */
-};
-
 struct mem_chan {
-	int lfd, ep;
+	int ep;
+	/* One listening socket per user whose processes connect, each in its own 0700 directory. */
+	struct sockdir ls[CHAN_MAX_UIDS];
+	uint32_t ls_uid[CHAN_MAX_UIDS];
+	unsigned nls; /* under mu */
 	pthread_t th;
 	bool th_ok;
 	pthread_mutex_t mu;
@@ -57,16 +51,14 @@ struct mem_chan {
 	uint64_t deadline;  /* ...or at this time */
 	unsigned live;	    /* connections open and not ended */
 	unsigned nconn;	    /* ids given */
-	uint32_t uids[CHAN_MAX_UIDS]; /* besides root, the users whose processes may connect */
-	unsigned nuids;
 	struct {
 		int fd;
 		bool ended;
 		uint32_t pid; /* SO_PEERCRED at the accept: the only pid its records get */
 	} conns[CHAN_MAX_CONNS];
 	bool py_sent[CHAN_MAX_CONNS]; /* main thread */
-	struct conn_dec *dec; /* main thread: by connection id */
-	size_t ndec;
+	struct mem_dec dec; /* main thread */
+	bool dec_on;
 	struct mem_chan_stats st;
 };
 
@@ -118,25 +110,17 @@ static void conn_close(struct mem_chan *m, uint32_t id)
 	pthread_mutex_unlock(&m->mu);
 }
 
-/* Under mu. Root, or a user whose process is profiled (mem_chan_allow_uid). */
-static bool uid_allowed(const struct mem_chan *m, uint32_t uid)
-{
-	if (!uid)
-		return true;
-	for (unsigned i = 0; i < m->nuids; i++)
-		if (m->uids[i] == uid)
-			return true;
-	return false;
-}
+/* epoll's tag of listening socket i (a connection's is its id + 1) */
+#define LISTENER (1ULL << 63)
 
 /*
- * The socket's name can be reached by every user: a peer is taken only when SO_PEERCRED says
- * it runs as root or as a profiled process's user, and its pid is the one its records get.
+ * Only the directory's user (and root) can reach listening socket i; SO_PEERCRED says so
+ * again, and its pid is the one the connection's records get.
  */
-static void accept_all(struct mem_chan *m)
+static void accept_all(struct mem_chan *m, unsigned i)
 {
 	for (;;) {
-		int fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = accept4(m->ls[i].lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		struct epoll_event e = { .events = EPOLLIN };
 		struct ucred cr = { 0 };
 		socklen_t crlen = sizeof(cr);
@@ -146,7 +130,7 @@ static void accept_all(struct mem_chan *m)
 			return;
 		pthread_mutex_lock(&m->mu);
 		ok = !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) && cr.pid > 0 &&
-		     uid_allowed(m, cr.uid) && m->nconn < CHAN_MAX_CONNS;
+		     (!cr.uid || cr.uid == m->ls_uid[i]) && m->nconn < CHAN_MAX_CONNS;
 		if (!ok)
 			m->st.refused++;
 		pthread_mutex_unlock(&m->mu);
@@ -165,19 +149,48 @@ static void accept_all(struct mem_chan *m)
 	}
 }
 
-int mem_chan_allow_uid(struct mem_chan *m, uint32_t uid)
+int mem_chan_listen(struct mem_chan *m, uint32_t uid, uint32_t gid, char *path, size_t len)
 {
-	int err = 0;
+	struct epoll_event e = { .events = EPOLLIN };
+	char prefix[40];
+	unsigned i;
+	int err;
 
 	pthread_mutex_lock(&m->mu);
-	if (!uid_allowed(m, uid)) {
-		if (m->nuids < CHAN_MAX_UIDS)
-			m->uids[m->nuids++] = uid;
-		else
-			err = -ENOSPC;
-	}
+	for (i = 0; i < m->nls && m->ls_uid[i] != uid; i++)
+		;
 	pthread_mutex_unlock(&m->mu);
-	return err;
+	if (i == CHAN_MAX_UIDS)
+		return -ENOSPC;
+	if (i == m->nls) {
+		/* The recorder's pid in the name: the library talks only to that process. */
+		snprintf(prefix, sizeof(prefix), "/tmp/eprof-mem-%d", (int)getpid());
+		err = sockdir_listen(&m->ls[i], prefix, uid, gid, 256);
+		if (err)
+			return err;
+		m->ls_uid[i] = uid;
+		e.data.u64 = LISTENER | i;
+		if (epoll_ctl(m->ep, EPOLL_CTL_ADD, m->ls[i].lfd, &e)) {
+			err = -errno;
+			sockdir_remove(&m->ls[i]);
+			return err;
+		}
+		pthread_mutex_lock(&m->mu);
+		m->nls++;
+		pthread_mutex_unlock(&m->mu);
+	}
+	if ((size_t)snprintf(path, len, "%s", m->ls[i].path) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* The recording has ended, or the channel is going: nothing is left to reach. */
+static void remove_sockets(struct mem_chan *m)
+{
+	pthread_mutex_lock(&m->mu);
+	for (unsigned i = 0; i < m->nls; i++)
+		sockdir_remove(&m->ls[i]);
+	pthread_mutex_unlock(&m->mu);
 }
 
 static void read_conn(struct mem_chan *m, uint32_t id)
@@ -216,8 +229,8 @@ static void *reader(void *arg)
 		bool stop;
 
 		for (int i = 0; i < n; i++) {
-			if (!ev[i].data.u64)
-				accept_all(m);
+			if (ev[i].data.u64 & LISTENER)
+				accept_all(m, (unsigned)(ev[i].data.u64 & ~LISTENER));
 			else
 				read_conn(m, (uint32_t)(ev[i].data.u64 - 1));
 		}
@@ -230,202 +243,112 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-struct mem_chan *mem_chan_open(char *name, size_t len)
+struct mem_chan *mem_chan_open(void)
 {
 	struct mem_chan *m = calloc(1, sizeof(*m));
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct epoll_event e = { .events = EPOLLIN, .data.u64 = 0 };
-	int n;
 
 	if (!m)
 		return NULL;
-	m->lfd = m->ep = -1;
+	m->ep = -1;
+	for (unsigned i = 0; i < CHAN_MAX_UIDS; i++)
+		sockdir_init(&m->ls[i]);
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_cond_init(&m->cv, NULL);
-	n = snprintf(name, len, "eprof-mem-%d-%lx", (int)getpid(), (unsigned long)mono_ms());
-	if (n <= 0 || (size_t)n >= len || (size_t)n >= sizeof(a.sun_path) - 1)
-		goto fail;
-	memcpy(a.sun_path + 1, name, (size_t)n);
-	m->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (m->lfd < 0 ||
-	    bind(m->lfd, (struct sockaddr *)&a,
-		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) ||
-	    listen(m->lfd, 256))
-		goto fail;
 	m->ep = epoll_create1(EPOLL_CLOEXEC);
-	if (m->ep < 0 || epoll_ctl(m->ep, EPOLL_CTL_ADD, m->lfd, &e))
+	if (m->ep < 0)
 		goto fail;
 	if (pthread_create(&m->th, NULL, reader, m))
 		goto fail;
 	m->th_ok = true;
 	return m;
 fail:
-	log_debug("mem: no channel socket: %s", strerror(errno));
+	log_debug("mem: no channel: %s", strerror(errno));
 	mem_chan_free(m);
 	return NULL;
 }
 
-static struct conn_dec *dec_of(struct mem_chan *m, uint32_t conn)
-{
-	if (conn >= m->ndec) {
-		size_t n = conn + 16;
-		struct conn_dec *d = realloc(m->dec, n * sizeof(*d));
-
-		if (!d)
-			return NULL;
-		memset(d + m->ndec, 0, (n - m->ndec) * sizeof(*d));
-		m->dec = d;
-		m->ndec = n;
-	}
-	return &m->dec[conn];
-}
-
-/* A new stack: resolved now (its objects are mapped), kept as a node by its id. */
-static int dec_stack(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d,
-		     const struct emem_msg *h, size_t len, uint32_t pid)
+/* A new stack from the decoder: the same event as the probes' (their py records appended). */
+static int64_t chan_stack(void *arg, uint32_t pid, uint32_t tid, uint64_t ns, const uint64_t *ips,
+			  unsigned n, const uint64_t *py, unsigned npy, unsigned flags)
 {
 	static _Alignas(8) uint8_t buf[sizeof(struct ev_stack) + EMEM_STACK_MAX * 8 +
 				       EMEM_PY_MAX * sizeof(struct py_frame_rec) +
 				       sizeof(struct py_trailer)];
-	const struct emem_stack *s = (const void *)(h + 1);
+	struct event_ctx *c = arg;
 	struct ev_stack *st = (struct ev_stack *)buf;
 	struct ev_hdr eh = { 0 };
 	size_t avail;
 	int64_t node;
 
-	if (len < sizeof(*h) + sizeof(*s) ||
-	    len < sizeof(*h) + sizeof(*s) + (size_t)h->n * 8 + (size_t)s->npy * 16 || !h->n ||
-	    h->n > EMEM_STACK_MAX || s->npy > EMEM_PY_MAX || !s->id || s->id > (1u << 24))
+	if (!n || n > EMEM_STACK_MAX || npy > EMEM_PY_MAX)
 		return -EINVAL;
-	if (s->id > d->nstacks + CHAN_ID_AHEAD) {
-		m->st.dropped++;
-		return 0;
-	}
-	if (s->id >= d->cap) {
-		size_t cap = d->cap ? d->cap : 1024;
-		int64_t *nodes;
-		uint8_t *tr;
-
-		while (cap <= s->id)
-			cap *= 2;
-		nodes = realloc(d->nodes, cap * sizeof(*nodes));
-		if (!nodes)
-			return -ENOMEM;
-		d->nodes = nodes;
-		tr = realloc(d->trunc, cap);
-		if (!tr)
-			return -ENOMEM;
-		d->trunc = tr;
-		for (size_t i = d->cap; i < cap; i++)
-			d->nodes[i] = -1;
-		d->cap = cap;
-	}
 	memset(st, 0, sizeof(*st));
-	avail = (size_t)h->n * 8;
-	memcpy(st + 1, s + 1, avail);
-	if (s->npy) {
+	avail = (size_t)n * 8;
+	memcpy(st + 1, ips, avail);
+	if (npy) {
 		/* As bpf/python.bpf.h appends them: the records, then the trailer. */
-		struct py_trailer tr = { .n = s->npy, .magic = PY_TRAILER_MAGIC };
+		struct py_trailer tr = { .n = npy, .magic = PY_TRAILER_MAGIC };
 
-		if (s->flags & EMEM_STACK_PY_TRUNC)
+		if (flags & EMEM_STACK_PY_TRUNC)
 			tr.n |= PY_TRAILER_TRUNC;
-		memcpy((uint8_t *)(st + 1) + avail, (const uint8_t *)(s + 1) + avail,
-		       (size_t)s->npy * sizeof(struct py_frame_rec));
-		avail += (size_t)s->npy * sizeof(struct py_frame_rec);
+		memcpy((uint8_t *)(st + 1) + avail, py, (size_t)npy * sizeof(struct py_frame_rec));
+		avail += (size_t)npy * sizeof(struct py_frame_rec);
 		memcpy((uint8_t *)(st + 1) + avail, &tr, sizeof(tr));
 		avail += sizeof(tr);
 		eh.flags |= STACK_F_PYTHON;
 	}
-	st->ustack_n = h->n;
-	st->user_ip = ((const uint64_t *)(s + 1))[0];
-	st->ustack_err = s->flags & EMEM_STACK_TRUNC ? -EFAULT : 0;
+	st->ustack_n = n;
+	st->user_ip = ips[0];
+	st->ustack_err = flags & EMEM_STACK_TRUNC ? -EFAULT : 0;
 	eh.pid = pid;
-	eh.tid = h->tid;
-	eh.ts = s->ns;
+	eh.tid = tid;
+	eh.ts = ns;
 	eh.flags |= SAMPLE_F_USER_REGS;
 	node = events_stack(c, &eh, st, avail, 0);
-	if (node < 0)
-		return (int)node;
-	/* Counted by allocation below, as the probes count each event. */
-	if (st->ustack_err)
+	/* Counted by allocation (mem_dec), as the probes count each event. */
+	if (node >= 0 && st->ustack_err)
 		c->p->stats[STAT_USTACK_ERR]--;
-	d->nodes[s->id] = node;
-	d->trunc[s->id] = !!(s->flags & EMEM_STACK_TRUNC);
-	d->nstacks++;
-	m->st.stacks++;
-	return 0;
+	return node;
 }
 
-static int dec_recs(struct mem_chan *m, struct event_ctx *c, struct conn_dec *d,
-		    const struct emem_msg *h, size_t len, uint32_t pid)
+static void chan_thread(void *arg, uint32_t pid, uint32_t tid, uint64_t ns)
 {
-	const struct emem_rec *r = (const void *)(h + 1);
+	events_note_thread(arg, pid, tid, NULL, ns);
+}
 
-	if (len < sizeof(*h) + (size_t)h->n * sizeof(*r))
-		return -EINVAL;
-	if (h->n)
-		events_note_thread(c, pid, h->tid, NULL, r[0].ns);
-	for (unsigned i = 0; i < h->n; i++, r++) {
-		struct event ev = { .ts = r->ns, .pid = pid, .tid = h->tid };
-		int err;
-
-		if (r->op == EMEM_OP_ALLOC) {
-			ev.kind = EVK_ALLOC;
-			if (r->stack && r->stack < d->cap && d->nodes[r->stack] >= 0) {
-				ev.stack = d->nodes[r->stack];
-				if (d->trunc[r->stack]) {
-					c->p->stats[STAT_USTACK_ERR]++;
-					m->st.truncated++;
-				}
-			} else {
-				c->p->stats[STAT_USTACK_ERR]++;
-				m->st.truncated++;
-			}
-			ev.flags = r->func % MEM_NFUNCS;
-			ev_set_heap(&ev, r->ptr, r->size, mem_sample_weight(r->size, 1));
-			m->st.allocs++;
-		} else if (r->op == EMEM_OP_FREE) {
-			ev.kind = EVK_FREE;
-			ev_set_heap(&ev, r->ptr, 0, 0);
-			m->st.frees++;
-		} else {
-			m->st.bad++;
-			continue;
-		}
-		err = profile__add_event(c->p, &ev);
-		if (err)
-			return err;
-	}
-	return 0;
+static void copy_dec_stats(struct mem_chan *m)
+{
+	m->st.allocs = m->dec.st.allocs;
+	m->st.frees = m->dec.st.frees;
+	m->st.stacks = m->dec.st.stacks;
+	m->st.truncated = m->dec.st.truncated;
+	m->st.bad = m->dec.st.bad;
+	m->st.dropped = m->dec.st.dropped;
 }
 
 static int decode(struct mem_chan *m, struct event_ctx *c, const uint8_t *q, size_t qlen)
 {
-	for (size_t off = 0; off + sizeof(struct qhdr) <= qlen;) {
+	int err = 0;
+
+	if (!m->dec_on || m->dec.ops.arg != c) {
+		struct mem_dec_ops ops = { .stack = chan_stack, .thread = chan_thread, .arg = c };
+
+		mem_dec_free(&m->dec);
+		mem_dec_init(&m->dec, c->p, &ops);
+		m->dec_on = true;
+	}
+	for (size_t off = 0; off + sizeof(struct qhdr) <= qlen && !err;) {
 		struct qhdr qh;
 		const struct emem_msg *h;
-		struct conn_dec *d;
-		uint32_t pid;
-		int err = 0;
 
 		memcpy(&qh, q + off, sizeof(qh));
 		h = (const void *)(q + off + sizeof(qh));
 		off += sizeof(qh) + ((qh.len + 7) & ~7u);
-		d = dec_of(m, qh.conn);
-		if (!d)
-			return -ENOMEM;
 		if (!qh.len) {
-			/* Closed: its ids are not used again (a new process connects anew). */
-			free(d->nodes);
-			free(d->trunc);
-			memset(d, 0, sizeof(*d));
+			mem_dec_closed(&m->dec, qh.conn);
 			continue;
 		}
-		if (qh.len < sizeof(*h) || h->magic != EMEM_MSG_MAGIC) {
-			m->st.bad++;
-			continue;
-		}
-		if (h->kind == EMEM_MSG_SYNC) {
+		if (qh.len >= sizeof(*h) && h->magic == EMEM_MSG_MAGIC && h->kind == EMEM_MSG_SYNC) {
 			/* Everything before it is decoded: the process may exit. */
 			int fd = qh.conn < CHAN_MAX_CONNS ? m->conns[qh.conn].fd : -1;
 
@@ -434,19 +357,12 @@ static int decode(struct mem_chan *m, struct event_ctx *c, const uint8_t *q, siz
 			continue;
 		}
 		/* The pid is SO_PEERCRED's, never the message's. */
-		pid = qh.conn < CHAN_MAX_CONNS ? m->conns[qh.conn].pid : 0;
-		if (!pid)
-			err = -EINVAL;
-		else if (h->kind == EMEM_MSG_STACK)
-			err = dec_stack(m, c, d, h, qh.len, pid);
-		else if (h->kind == EMEM_MSG_RECS)
-			err = dec_recs(m, c, d, h, qh.len, pid);
-		if (err == -EINVAL)
-			m->st.bad++;
-		else if (err)
-			return err;
+		err = mem_dec_message(&m->dec, qh.conn,
+				      qh.conn < CHAN_MAX_CONNS ? m->conns[qh.conn].pid : 0, h,
+				      qh.len);
 	}
-	return 0;
+	copy_dec_stats(m);
+	return err;
 }
 
 int mem_chan_drain(struct mem_chan *m, struct event_ctx *c)
@@ -503,6 +419,7 @@ int mem_chan_finish(struct mem_chan *m, struct event_ctx *c, int wait_ms)
 		}
 		m->th_ok = false;
 	}
+	remove_sockets(m);
 	if (!err)
 		err = mem_chan_drain(m, c);
 	if (m->live && !err)
@@ -552,15 +469,11 @@ void mem_chan_free(struct mem_chan *m)
 	for (unsigned i = 0; i < m->nconn; i++)
 		if (m->conns[i].fd >= 0)
 			close(m->conns[i].fd);
-	if (m->lfd >= 0)
-		close(m->lfd);
+	remove_sockets(m);
 	if (m->ep >= 0)
 		close(m->ep);
-	for (size_t i = 0; i < m->ndec; i++) {
-		free(m->dec[i].nodes);
-		free(m->dec[i].trunc);
-	}
-	free(m->dec);
+	if (m->dec_on)
+		mem_dec_free(&m->dec);
 	free(m->q);
 	free(m);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * --mem=1's channel (docs/memory.md, "Every call without traps"): libeprof_mem.so in each
- * target sends every allocation and free, with stacks it unwound itself, on an abstract unix
- * socket (src/inject/eprof_mem_proto.h). A thread of the recorder reads the socket into a
+ * target sends every allocation and free, with stacks it unwound itself, on a unix socket
+ * (src/inject/eprof_mem_proto.h) in a 0700 directory of the target's user (sockdir.h): one
+ * per user whose processes are profiled, removed when the recording ends. A thread of the recorder reads the socket into a
  * bounded queue (a full queue stops the reading, so the targets' sends block: nothing is
  * dropped); the main thread turns the queue into the same events as the allocator probes.
  */
@@ -23,13 +24,14 @@ struct mem_chan_stats {
 	uint64_t dropped; /* stacks refused: ids far ahead of what the connection sent */
 };
 
-/* Listens on a new abstract socket; its name (no leading NUL) goes to name. NULL on failure. */
-struct mem_chan *mem_chan_open(char *name, size_t len);
+/* A channel that listens nowhere yet (mem_chan_listen). NULL on failure. */
+struct mem_chan *mem_chan_open(void);
 /*
- * Lets processes of uid connect (root's always may): the users of the profiled processes.
- * Returns 0 or -ENOSPC.
+ * The path of the socket processes of uid connect to (EMEM_ENV_SOCK), made the first time:
+ * /tmp/eprof-mem-PID-XXXXXX/sock, the directory 0700 and uid:gid's. Its peers are taken
+ * when SO_PEERCRED says uid or root. Returns 0, -ENOSPC (16 users at most) or -errno.
  */
-int mem_chan_allow_uid(struct mem_chan *m, uint32_t uid);
+int mem_chan_listen(struct mem_chan *m, uint32_t uid, uint32_t gid, char *path, size_t len);
 /* Decodes what was received so far into c's profile. Returns 0 or -errno. */
 int mem_chan_drain(struct mem_chan *m, struct event_ctx *c);
 /*

@@ -11,7 +11,7 @@ c=$here/corpus
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 
-mkdir -p "$c"/{reader,elf,ehframe,perfmap,kallsyms,unwind,demangle,usdt,cupti}
+mkdir -p "$c"/{reader,elf,ehframe,perfmap,kallsyms,unwind,demangle,usdt,cupti,memchan}
 
 # --- ELF files ----------------------------------------------------------------------------
 # No page padding between segments: the same structure in a quarter of the bytes.
@@ -133,6 +133,58 @@ seq = msg(77, [rec(10, 0, 900, 900, info), rec(9, 0, 950, 950, cbname), rec(4, 1
 open(os.path.join(out, "mixed"), "wb").write(seq + msg(77, [rec(6, 0, 0, 0, stats)]))
 open(os.path.join(out, "kernel-only"), "wb").write(msg(5, [rec(8, 0, 5, 5, kname), rec(1, 9, 10, 20, kernel)]))
 PY
+
+# --- --mem=1 channel: tag byte, u16 length, a message of src/inject/eprof_mem_proto.h -----------
+# (tests/fuzz/fuzz_memchan.c); the real-* seeds: traffic libeprof_mem.so sent (capture_memchan.py).
+python3 - "$c/memchan" <<'PY'
+import struct, sys, os
+out = sys.argv[1]
+M = 0x4d454d45
+def hdr(kind, n, pid=99, tid=100):
+    return struct.pack("<IHHII", M, kind, n, pid, tid)
+def put(tag, m):
+    return struct.pack("<BH", tag, len(m)) + m
+def stack(sid, ips, py=(), flags=0):
+    m = hdr(2, len(ips)) + struct.pack("<IHHQ", sid, flags, len(py), 1000)
+    m += b"".join(struct.pack("<Q", a) for a in ips)
+    return m + b"".join(struct.pack("<QQ", code, instr) for code, instr in py)
+def recs(rs):
+    return hdr(1, len(rs)) + b"".join(struct.pack("<QQQIBBH", *r) for r in rs)
+NONE = 0xffff
+def layout(ts_cframe, cf_frame, ts_frame, prev, code, instr, owner, is_entry, cstack, fr_read,
+           pflags=0):
+    p = struct.pack("<I18H", 0x030c00f0, ts_cframe, cf_frame, ts_frame, prev, code, instr,
+                    owner, is_entry, cstack, 8, 16, 32, 16, 40, 0, 8, fr_read, pflags)
+    p += b"\0" * ((-len(p)) % 8) + struct.pack("<Q", 0)
+    return hdr(5, 0, 0, 0) + p
+a = 0x55550000
+seq = put(0, stack(1, [a + 0x10, a + 0x20, a + 0x30]))
+seq += put(0, stack(2, [a + 0x40], py=[(0x7f0000001001, 0x7f0000002000)], flags=1))
+seq += put(0, recs([(0x1000, 2000, 64, 1, 1, 0, 0), (0x2000, 2100, 16, 2, 1, 2, 0),
+                    (0x1000, 2200, 0, 0, 2, 0, 0)]))
+seq += put(1, stack(1, [a + 0x50, a + 0x60]))
+seq += put(1, recs([(0x3000, 3000, 128, 1, 1, 1, 0)]))
+seq += put(0x40, b"")
+seq += put(0, hdr(4, 0))
+open(os.path.join(out, "stacks-recs"), "wb").write(seq)
+# 3.11, 3.12 (cframe), 3.13 (current_frame); then records on them
+l311 = layout(56, 8, NONE, 48, 32, 56, NONE, 70, NONE, 72)
+l312 = layout(56, 0, NONE, 8, 0, 56, 70, NONE, 3, 72)
+l313 = layout(NONE, NONE, 72, 8, 0, 56, 70, NONE, 3, 72)
+l310 = layout(NONE, NONE, 24, 24, 32, 56, NONE, NONE, NONE, 64, 1)
+open(os.path.join(out, "layouts"), "wb").write(
+    put(0x80, l311) + put(0x80, l312) + put(0x80, l313) + put(0x80, l310) + seq)
+PY
+
+# Real traffic (root: the library talks only to a root peer).
+lib=$(dirname "$eprof")/libeprof_mem.so
+if [ "$(id -u)" -eq 0 ] && [ -f "$lib" ]; then
+	python3 "$here/capture_memchan.py" "$lib" "$c/memchan/real-ls" ls -la /usr
+	python3 "$here/capture_memchan.py" "$lib" "$c/memchan/real-sh" sh -c 'sort /etc/passwd | head -3; echo x | cat'
+	python3 "$here/capture_memchan.py" "$lib" "$c/memchan/real-py" python3 -c 'import json; print(len(json.dumps(list(range(1000)))))'
+else
+	echo "make_corpus: real channel seeds skipped (need root and $lib)"
+fi
 
 # --- demangler --------------------------------------------------------------------------------
 i=0

@@ -8,6 +8,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import stat
 import struct
@@ -62,22 +63,24 @@ def run_as(name, code, *args, **kw):
                             cwd="/", **kw)
 
 
-def abstract_names(prefix):
+def unix_names(prefix):
+    """The names of bound unix sockets that begin with prefix (abstract ones as @NAME)."""
     with open("/proc/net/unix") as f:
-        return [ln.split()[-1][1:] for ln in f if ln.split()[-1].startswith("@" + prefix)]
+        return [ln.split()[-1] for ln in f
+                if len(ln.split()) >= 8 and ln.split()[-1].startswith(prefix)]
 
 
 def wait_for_name(prefix, proc, timeout=20):
-    """The abstract socket proc listens on: its name carries its pid (other recorders may run
-    on the machine)."""
+    """The socket proc listens on, /tmp/eprof-mem-PID-XXXXXX/sock: its name carries its pid
+    (other recorders may run on the machine)."""
     end = time.time() + timeout
     prefix = f"{prefix}{proc.pid}-"
     while time.time() < end and proc.poll() is None:
-        names = abstract_names(prefix)
+        names = unix_names(prefix)
         if names:
             return names[0]
         time.sleep(0.05)
-    raise AssertionError(f"no socket @{prefix}* appeared")
+    raise AssertionError(f"no socket {prefix}* appeared")
 
 
 def wait_for_child(ppid, comm, timeout=20):
@@ -101,7 +104,11 @@ FORGE = r"""
 import socket, struct, sys, time
 M = 0x4d454d45
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-s.connect("\0" + sys.argv[1])
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("cannot connect:", e.errno, e)
+    sys.exit(0)
 ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 stack = struct.pack("<IHHII", M, 2, 1, 1, 1) + struct.pack("<IHHQ", 1, 0, 0, ns)
 stack += struct.pack("<Q", 0x401000)
@@ -136,31 +143,72 @@ def memory_numbers(mem):
     return out
 
 
+MEM_SOCK = "/tmp/eprof-mem-"
+
+# Every eprof socket another user sees in /proc/net/unix, and whether it can connect to it.
+PROBE = r"""
+import errno, os, socket, sys
+pid = sys.argv[1]
+names = set()
+with open("/proc/net/unix") as f:
+    for ln in f:
+        p = ln.split()
+        if len(p) >= 8 and "eprof-mem-" + pid + "-" in p[-1]:
+            names.add(p[-1])
+print("names", len(names))
+for n in sorted(names):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(n if n[0] == "/" else "\0" + n[1:])
+        print("connected", n)
+    except OSError as e:
+        print("refused", n, errno.errorcode.get(e.errno, e.errno))
+    try:
+        os.listdir(os.path.dirname(n))
+        print("listed", n)
+    except OSError as e:
+        print("unlisted", n, errno.errorcode.get(e.errno, e.errno))
+"""
+
+
 def test_mem_channel_refuses_another_user(ep, need_bpf):
-    """Another user reaches the channel's name; what it sends is not recorded."""
+    """Another user sees where the channel is but cannot even connect: EACCES at its 0700
+    directory (nothing abstract is left to reach); nothing it could send is recorded."""
     rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "mem.data", "--", "sleep", "3"],
                            cwd=ep.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
-    name = wait_for_name("eprof-mem-", rec)
+    name = wait_for_name(MEM_SOCK, rec)
+    d = os.stat(os.path.dirname(name))
+    assert stat.S_IMODE(d.st_mode) == 0o700 and d.st_uid == 0, oct(d.st_mode)
+    assert not unix_names(f"@eprof-mem-{rec.pid}-"), "an abstract name is still bound"
+    probe = run_as(ATTACKER, PROBE, str(rec.pid))
+    pout, perr = probe.communicate(timeout=30)
     forger = run_as(ATTACKER, FORGE, name)
     out, err = forger.communicate(timeout=30)
     _, rerr = rec.communicate(timeout=60)
     assert rec.returncode == 0, rerr
-    assert forger.returncode == 0, err
+    assert probe.returncode == 0 and "names 1" in pout, pout + perr
+    assert not re.search(r"^(connected|listed) ", pout, re.M), pout
+    assert re.search(r"refused \S+ (EACCES|ENOENT)", pout), pout
+    assert forger.returncode == 0 and "cannot connect: 13" in out, out + err
     mem = ep.report_json("mem.data")["memory"]
     big = [b for b in memory_numbers(mem) if b >= TIB]
     assert not big, f"another user's forged 1 TiB block is in root's report: {big}"
-    assert "connections refused" in rerr, rerr
+    assert not os.path.lexists(os.path.dirname(name)), "the socket's directory outlived it"
 
 
-# Binds a name the recording used once it is free, and counts the bytes anyone sends it.
+# Binds the path the recording used once it is free (its directory made anew), and counts
+# the bytes anyone sends it.
 SQUAT = r"""
-import select, socket, sys, time
+import os, select, socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 end = time.time() + 5
 while True:
     try:
-        s.bind("\0" + sys.argv[1])
+        os.makedirs(os.path.dirname(sys.argv[1]), mode=0o777, exist_ok=True)
+        os.chmod(os.path.dirname(sys.argv[1]), 0o777)
+        s.bind(sys.argv[1])
+        os.chmod(sys.argv[1], 0o777)
         break
     except OSError:
         if time.time() > end:
@@ -195,11 +243,14 @@ def test_no_residue_after_the_recording(ep, need_bpf, tmp_path):
     rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "r.data", "--", "sh", "-c",
                             script, str(out)], cwd=ep.dir, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
-    name = wait_for_name("eprof-mem-", rec)
+    name = wait_for_name(MEM_SOCK, rec)
     _, err = rec.communicate(timeout=60)
     assert rec.returncode == 0, err
     squat = run_as(ATTACKER, SQUAT, name, "6")
-    sout, serr = squat.communicate(timeout=30)
+    try:
+        sout, serr = squat.communicate(timeout=30)
+    finally:
+        shutil.rmtree(os.path.dirname(name), ignore_errors=True)
     assert "bound" in sout, sout + serr
     got = int(re.search(r"received (\d+)", sout).group(1))
     end = time.time() + 10
@@ -433,7 +484,9 @@ def test_mem_channel_pid_is_the_peers(ep, need_bpf, target_user):
     rec = subprocess.Popen([ep.bin, "record", "--mem=1", "--user", target_user, "-o", "p.data",
                             "--", "sleep", "3"], cwd=ep.dir, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
-    name = wait_for_name("eprof-mem-", rec)
+    name = wait_for_name(MEM_SOCK, rec)
+    d = os.stat(os.path.dirname(name))
+    assert d.st_uid == user_ids(target_user)[0] and stat.S_IMODE(d.st_mode) == 0o700
     # Records dated before the command runs are not the recording's: forge once it runs.
     wait_for_child(rec.pid, "sleep")
     forger = run_as(target_user, FORGE, name)
@@ -448,3 +501,159 @@ def test_mem_channel_pid_is_the_peers(ep, need_bpf, target_user):
     assert tib_under(forger.pid), "not filed under the sender's pid: " + rerr
     big = [b for b in memory_numbers(ep.report_json("p.data")["memory"]) if b >= TIB]
     assert big, "the target user's own records were refused: " + rerr
+
+
+def test_mem_channel_attached_target_of_another_user(ep, need_bpf, target_user, public_dir):
+    """record -p of another user's process: the library injected there reaches a socket in a
+    0700 directory of that user's (and only that user can), its every call is recorded, and
+    the directory is gone at the end."""
+    from test_mem import check_exact, memory
+    exe = os.path.join(public_dir, "memfix")
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
+                    "-o", exe, os.path.join(os.path.dirname(__file__), "..", "fixtures",
+                                            "memfix.c")], check=True)
+    os.chmod(exe, 0o755)
+    go = os.path.join(public_dir, "go")
+    target = subprocess.Popen([exe, "20000", go], preexec_fn=as_user(target_user),
+                              stdout=subprocess.DEVNULL, cwd="/")
+    rec = subprocess.Popen([ep.bin, "record", "-v", "--mem=1", "--ringbuf-mb", "64", "-p",
+                            str(target.pid)], cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        for line in rec.stderr:
+            lines.append(line)
+            if "allocator probes" in line:
+                break
+        names = unix_names(f"{MEM_SOCK}{rec.pid}-")
+        assert names, "".join(lines)
+        d = os.stat(os.path.dirname(names[0]))
+        assert d.st_uid == user_ids(target_user)[0] and stat.S_IMODE(d.st_mode) == 0o700
+        probe = run_as(ATTACKER, PROBE, str(rec.pid))
+        pout, perr = probe.communicate(timeout=30)
+        assert re.search(r"^refused \S+ EACCES", pout, re.M), pout + perr
+        assert not re.search(r"^(connected|listed) ", pout, re.M), pout
+        write_as(target_user, go, b"")
+        assert target.wait(timeout=60) == 0
+        rest = rec.stderr.read()
+        assert rec.wait(timeout=60) == 0, "".join(lines) + rest
+    finally:
+        if target.poll() is None:
+            target.kill()
+        if rec.poll() is None:
+            rec.kill()
+        if os.path.exists(go):
+            os.unlink(go)
+    log = "".join(lines) + rest
+    assert re.search(r"channel: [1-9]\d* allocations", log), log
+    check_exact(memory(ep), 20000)
+    assert not os.path.lexists(os.path.dirname(names[0]))
+
+
+def test_another_users_recording_shrinks_while_read(ep, target_user, public_dir, tmp_path):
+    """Another user truncates their recording while root's eprof reads it (a shim truncates it
+    at eprof's first read of it, where a racing process could): one line of error and a
+    non-zero exit, never a SIGBUS (a file another user can write is read, not mapped)."""
+    from test_faults import crafted_profile
+    shim = str(tmp_path / "shrink.so")
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", shim,
+                    os.path.join(os.path.dirname(__file__), "..", "fixtures", "shrink_shim.c"),
+                    "-ldl"], check=True)
+    blob = crafted_profile([("/bin/true", 2), ("/bin/sh", 2)])
+    data = os.path.join(public_dir, "shrinks.data")
+    mark = str(tmp_path / "mark")
+    for to in (0, 40, len(blob) // 2, len(blob) - 1):
+        write_as(target_user, data, blob)
+        if os.path.exists(mark):
+            os.unlink(mark)
+        # An ASan build of eprof would refuse a library preloaded before its runtime.
+        asan = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                      "verify_asan_link_order=0"]))
+        env = dict(os.environ, LD_PRELOAD=shim, SHRINK_PATH=data, SHRINK_TO=str(to),
+                   SHRINK_MARK=mark, ASAN_OPTIONS=asan)
+        r = ep.run("report", data, check=False, env=env, timeout=30)
+        assert os.path.exists(mark), f"the shim did not truncate at {to}: {r.stderr}"
+        assert r.returncode > 0, f"truncated to {to}: exit {r.returncode} {r.stderr}"
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "shrank" in lines[0], r.stderr
+    write_as(target_user, data, blob)
+    assert ep.run("report", data, check=False).returncode == 0
+
+
+def test_cupti_socket_of_the_command_user(ep, need_bpf, target_user, public_dir):
+    """record --user USER with the CUPTI collector: its socket is in a 0700 directory of
+    USER's (the socket 0600, theirs), USER's collector reaches it and its kernels are
+    recorded, another user gets EACCES, and nothing is left in /tmp afterwards."""
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    if not os.path.exists(os.path.join(cuda, "include", "cupti.h")) or \
+            not os.path.exists(os.path.join(os.path.dirname(ep.bin), "libeprof_cupti.so")):
+        pytest.skip("skipped: no cupti.h or no libeprof_cupti.so")
+    fake = os.path.join(os.path.dirname(__file__), "..", "fixtures", "fakecuda")
+    d = os.path.join(public_dir, "fakecuda")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", f"-I{cuda}/include", "-o",
+                    f"{d}/libfakecupti.so", f"{fake}/fake_cupti.c", "-lpthread"], check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o",
+                    f"{d}/libcuda.so.1", f"{fake}/fake_cuda.c", "-ldl"], check=True)
+    if not os.path.lexists(f"{d}/libcuda.so"):
+        os.symlink("libcuda.so.1", f"{d}/libcuda.so")
+    subprocess.run(["cc", "-O1", "-g", "-o", f"{d}/fake_app", f"{fake}/fake_app.c", f"-L{d}",
+                    "-lcuda", f"-Wl,-rpath,{d}"], check=True)
+    # The app waits for the probe below before it starts its work.
+    go = os.path.join(public_dir, "cupti-go")
+    script = f'while [ ! -e {go} ]; do sleep 0.05; done; exec {d}/fake_app'
+    env = dict(os.environ, EPROF_LIBCUPTI=f"{d}/libfakecupti.so")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    rec = subprocess.Popen([ep.bin, "record", "-q", "--user", target_user, "-o", "cu.data",
+                            "--", "sh", "-c", script], cwd=ep.dir, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The command's environment names the socket (another recorder's may be in /tmp).
+        sh = wait_for_child(rec.pid, "sh")
+        with open(f"/proc/{sh}/environ", "rb") as f:
+            env_of = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        name = os.path.dirname(env_of.get(b"EPROF_CUPTI_SOCK", b"").decode())
+        assert name, "no CUPTI socket directory"
+        uid = user_ids(target_user)[0]
+        st = os.stat(name)
+        assert st.st_uid == uid and stat.S_IMODE(st.st_mode) == 0o700, oct(st.st_mode)
+        sk = os.lstat(os.path.join(name, "sock"))
+        assert sk.st_uid == uid and stat.S_IMODE(sk.st_mode) == 0o600, oct(sk.st_mode)
+        probe = run_as(ATTACKER, "import socket, sys\ns = socket.socket(socket.AF_UNIX, "
+                       "socket.SOCK_SEQPACKET)\ntry:\n    s.connect(sys.argv[1])\n    print('x')\n"
+                       "except OSError as e:\n    print('refused', e.errno)", f"{name}/sock")
+        pout, _ = probe.communicate(timeout=30)
+        assert pout.strip() == "refused 13", pout
+        write_as(target_user, go, b"")
+        _, err = rec.communicate(timeout=120)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+        if os.path.exists(go):
+            os.unlink(go)
+    assert rec.returncode == 0, err
+    kernels = {k["name"]: k["count"] for k in ep.report_json("cu.data")["gpu"]["kernels"]}
+    assert kernels == {"kernel_a": 10, "kernel_b": 5}, kernels
+    assert not os.path.lexists(name)
+
+
+def test_mem_channel_directory_gone_after_ctrl_c(ep, need_bpf):
+    """Ctrl-C of the recorder, and a command that cannot be run: no socket directory of
+    eprof's is left under /tmp."""
+    # Its own process group, as a terminal's foreground job: Ctrl-C reaches eprof and sleep.
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "c.data", "--", "sleep", "60"],
+                           cwd=ep.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    name = wait_for_name(MEM_SOCK, rec)
+    wait_for_child(rec.pid, "sleep")
+    os.killpg(rec.pid, signal.SIGINT)
+    _, err = rec.communicate(timeout=60)
+    assert rec.returncode in (0, 130), err  # 130: stopped by SIGINT, the file written
+    assert not os.path.lexists(os.path.dirname(name)), "left behind after Ctrl-C"
+    r = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "n.data", "--",
+                          "/nonexistent/eprof-cmd"], cwd=ep.dir, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = r.communicate(timeout=60)
+    assert r.returncode != 0, err
+    left = [p for p in os.listdir("/tmp") if p.startswith(f"eprof-mem-{r.pid}-")]
+    assert not left, left
