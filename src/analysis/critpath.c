@@ -406,11 +406,6 @@ static int walk(const struct cp_graph *g, uint32_t tr, uint64_t t, uint64_t star
 	return err;
 }
 
-/*
- * A running segment no sample fell in (short, or a low rate): it counts for
- * the stack the thread had when it stopped running at the segment's end
- * (the wait that starts there), or for "[on-cpu]" when none is known.
- */
 /* A stack's user part: kernel frames at its leaf end are those of a switch or an interrupt. */
 static uint32_t user_part(const struct profile *p, uint32_t node)
 {
@@ -421,6 +416,11 @@ static uint32_t user_part(const struct profile *p, uint32_t node)
 	return node;
 }
 
+/*
+ * A running segment no sample fell in (short, or a low rate): it counts for
+ * the stack the thread had when it stopped running at the segment's end
+ * (the wait that starts there), or for "[on-cpu]" when none is known.
+ */
 static uint32_t stack_at_end(const struct profile *p, const struct cp_track *t,
 			     const struct cp_segment *s)
 {

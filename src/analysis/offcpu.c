@@ -99,6 +99,15 @@ void offcpu_part_scales(const struct offcpu_draw *d, const struct event *e, doub
 	scale[0] = scale[1] = inv_pick((double)e->dur, d->mean);
 }
 
+double offcpu_weighted_ns(const struct offcpu_draw *d, const struct event *e)
+{
+	uint64_t ready = offcpu_ready_ts(e);
+	double sc[2];
+
+	offcpu_part_scales(d, e, sc);
+	return (double)(ready - e->ts) * sc[0] + (double)(e->ts + e->dur - ready) * sc[1];
+}
+
 uint64_t offcpu_ready_ts(const struct event *e)
 {
 	uint64_t end = e->ts + e->dur;
@@ -280,7 +289,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 	for (size_t i = 0; i < p->events.n; i++) {
 		const struct event *e = &p->events.v[i];
 		enum wait_kind k;
-		double scale[2];
+		double w;
 		uint64_t j;
 
 		if (e->kind != EVK_OFFCPU || !event_match(f, e))
@@ -293,8 +302,8 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 		s->by_kind[WAIT_RUNNABLE] += e->ts + e->dur - offcpu_ready_ts(e);
 		s->wakers_known += ev_off_waker_tid(e) != 0;
 		/* The stacks table: blocked time by stack, sampled intervals scaled (see above). */
-		offcpu_part_scales(&draw, e, scale);
-		if (scale[0] == 0 && scale[1] == 0)
+		w = offcpu_weighted_ns(&draw, e);
+		if (w <= 0) /* not picked: its time is in the picked ones */
 			continue;
 		if (!hmap__get(idx, e->stack, k, &j)) {
 			if (arr_grow(s->stacks, cap, s->nstacks + 1))
@@ -306,8 +315,7 @@ int offcpu_summarize(const struct profile *p, const struct sample_filter *f,
 				goto nomem;
 		}
 		s->stacks[j].count++;
-		s->stacks[j].ns += (uint64_t)llround((offcpu_ready_ts(e) - e->ts) * scale[0] +
-						     (e->ts + e->dur - offcpu_ready_ts(e)) * scale[1]);
+		s->stacks[j].ns += (uint64_t)llround(w);
 	}
 	if (s->nstacks)
 		qsort(s->stacks, s->nstacks, sizeof(*s->stacks), cmp_stack_stat);

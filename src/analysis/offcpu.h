@@ -57,6 +57,8 @@ struct offcpu_draw offcpu_sample_draw(const struct profile *p);
  * e^(-(blocked + runnable)/mean). Totals by kind use every interval as it is.
  */
 void offcpu_part_scales(const struct offcpu_draw *d, const struct event *e, double scale[2]);
+/* The interval's whole time as stack weights count it: both parts, each by its scale. */
+double offcpu_weighted_ns(const struct offcpu_draw *d, const struct event *e);
 
 enum offcpu_weights {
 	OFFCPU_W_OFF = 1,  /* blocked intervals, weight = blocked ns */

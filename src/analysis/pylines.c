@@ -126,15 +126,9 @@ static int add_events(struct pl_build *b, const struct sample_filter *f)
 
 		if (!event_match(f, who))
 			continue;
-		if (e->kind == EVK_OFFCPU) {
-			double sc[2];
-			uint64_t ready = offcpu_ready_ts(e);
-
-			offcpu_part_scales(&draw, e, sc);
-			err = add(b, PYT_OFFCPU, e->stack,
-				  (ready - e->ts) * sc[0] + (e->ts + e->dur - ready) * sc[1],
+		if (e->kind == EVK_OFFCPU)
+			err = add(b, PYT_OFFCPU, e->stack, offcpu_weighted_ns(&draw, e),
 				  offcpu_classify(p, e));
-		}
 		else if (e->kind == EVK_IO)
 			err = add(b, PYT_IO, e->stack, ev_io_bytes(e), native_leaf_of(p, e->stack));
 		else if (who != e)

@@ -2,6 +2,7 @@
 """Shared fixtures for eprof's integration tests: real BPF, real programs, as root."""
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,19 @@ class Eprof:
                 raise AssertionError(f"eprof exited {proc.returncode} before it recorded")
             time.sleep(0.05)
         raise AssertionError(f"eprof did not start recording within {timeout} s")
+
+    def record_for_cpu(self, pid, cpu_s, *args):
+        """record -p pid ARGS until pid has had cpu_s more seconds of CPU, then Ctrl-C: as
+        many samples on a busy machine as on an idle one (a fixed -d gives fewer)."""
+        rec, log = self.start("-p", str(pid), *args)
+        try:
+            self.wait_attached(rec, log)
+            wait_cpu(pid, cpu_s)
+        finally:
+            rec.send_signal(signal.SIGINT)
+            rc = rec.wait(timeout=120)
+        with open(log, errors="replace") as f:
+            assert rc == 0, f.read()
 
     def folded(self, data="eprof.data", *extra):
         r = self.run("flamegraph", data, "--folded", *extra)

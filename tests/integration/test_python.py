@@ -4,12 +4,11 @@ import glob
 import json
 import os
 import re
-import signal
 import subprocess
 
 import pytest
 
-from conftest import FIXTURES, wait_cpu
+from conftest import FIXTURES
 
 PYDIR = os.path.join(FIXTURES, "python")
 
@@ -74,13 +73,7 @@ def test_two_hot_functions(need_bpf, ep, which):
     try:
         # until the program has had 2 s of CPU: 3 s of wall time beside 15 busy tasks left
         # so few samples that the 70/30 split was 63.8 (an expected ~2,000 samples: σ 1 point)
-        rec, log = ep.start("-p", str(p.pid), "-F", "999", "-o", "eprof.data")
-        try:
-            ep.wait_attached(rec, log)
-            wait_cpu(p.pid, 2.0)
-        finally:
-            rec.send_signal(signal.SIGINT)
-            assert rec.wait(timeout=120) == 0, open(log).read()
+        ep.record_for_cpu(p.pid, 2.0, "-F", "999", "-o", "eprof.data")
     finally:
         p.kill()
         p.wait()

@@ -3,12 +3,10 @@
 import json
 import os
 import re
-import signal
 import subprocess
 
 import pytest
 
-from conftest import wait_cpu
 from test_python import PYDIR, PY_IDS, python_for
 
 # "qualname (file.py:LINE)"; frozen modules and exec'd code name no .py file:
@@ -144,13 +142,7 @@ def test_cpu_shares_oracle_attached(need_bpf, ep, which):
         assert p.stdout.readline().strip() == "ready"
         # recorded until the program has had 2.2 s of CPU, however busy the machine (8 s of
         # wall time gave it 0.96 s beside two busy loops, two test workers and two builds)
-        rec, log = ep.start("-p", str(p.pid), "-F", "999", "-o", "eprof.data")
-        try:
-            ep.wait_attached(rec, log)
-            wait_cpu(p.pid, 2.2)
-        finally:
-            rec.send_signal(signal.SIGINT)
-            assert rec.wait(timeout=120) == 0, open(log).read()
+        ep.record_for_cpu(p.pid, 2.2, "-F", "999", "-o", "eprof.data")
     finally:
         p.kill()
         p.wait()

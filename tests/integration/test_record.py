@@ -198,7 +198,7 @@ def test_sigkill_leaves_readable_file(ep, bins):
         ep.wait_attached(p, log)
         kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True)
         target = int(kids.stdout.split()[0])
-        # 2.5 s of the target's CPU under the recorder: the file is flushed every second of
+        # 2.5 s of the target's CPU under the recorder: the file is flushed every 250 ms of
         # wall time, so at least 1.5 s of its samples are on disk when the recorder dies
         wait_cpu(target, 2.5)
     finally:
