@@ -188,15 +188,16 @@ static int conv_stats(struct gpu_conv *c, uint32_t pid, const struct egpu_stats 
 /*
  * A thread id of a process in another pid namespace (a container), as this process sees it:
  * the task whose NSpid line ends with it. 0 when no task of pid has it (the thread exited).
+ * fresh: looked for again, not taken from what an earlier scan found.
  */
-static uint32_t map_tid(struct gpu_ns_tids *c, uint32_t pid, uint32_t nstid)
+static uint32_t map_tid(struct gpu_ns_tids *c, uint32_t pid, uint32_t nstid, bool fresh)
 {
 	char path[320], line[256];
 	struct dirent *de;
 	uint64_t v = 0;
 	DIR *d;
 
-	if (hmap__get(c->map, pid, nstid, &v))
+	if (!fresh && hmap__get(c->map, pid, nstid, &v))
 		return (uint32_t)v;
 	snprintf(path, sizeof(path), "%s/%u/task", c->proc_root, pid);
 	d = opendir(path);
@@ -421,14 +422,15 @@ void gpu_ns_map_tids(struct gpu_ns_tids *t, void *buf, size_t len, uint32_t peer
 			struct egpu_thread th;
 
 			memcpy(&th, (char *)buf + off, sizeof(th));
-			th.tid = map_tid(t, peer_pid, th.tid);
+			th.tid = map_tid(t, peer_pid, th.tid, false);
 			memcpy((char *)buf + off, &th, sizeof(th));
 		}
 		if (r.kind == EGPU_API && r.size >= sizeof(struct egpu_api)) {
 			struct egpu_api a;
 
 			memcpy(&a, (char *)buf + off, sizeof(a));
-			a.tid = map_tid(t, peer_pid, a.tid);
+			/* a thread's first call: looked up again (an exited thread may have had its id) */
+			a.tid = map_tid(t, peer_pid, a.tid, a.flags & EGPU_API_F_FIRST);
 			memcpy((char *)buf + off, &a, sizeof(a));
 		}
 		off += r.size;

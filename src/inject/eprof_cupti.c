@@ -662,6 +662,9 @@ static void finalize_here(void)
 	pthread_mutex_unlock(&fin_lock);
 }
 
+/* The thread id whose first API call was sent at once (EGPU_API_F_FIRST); a fork changes it. */
+static __thread uint32_t announced_tid;
+
 static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
 				 CUpti_CallbackId cbid, const void *data)
 {
@@ -691,9 +694,16 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
 	r.tid = (uint32_t)syscall(SYS_gettid);
 	r.cbid = cbid;
 	r.domain = domain;
+	if (announced_tid != r.tid)
+		r.flags = EGPU_API_F_FIRST;
 	pthread_mutex_lock(&out_lock);
 	note_cb_name_locked(domain, cbid, cb->functionName);
 	put_locked(&r, sizeof(r), NULL, 0);
+	if (r.flags & EGPU_API_F_FIRST) {
+		/* once per thread: the recorder maps a container's thread id while it runs */
+		announced_tid = r.tid;
+		send_locked();
+	}
 	pthread_mutex_unlock(&out_lock);
 }
 

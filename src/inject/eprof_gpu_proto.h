@@ -137,8 +137,15 @@ struct egpu_api {
 	uint32_t tid;
 	uint32_t cbid;
 	uint32_t domain; /* CUpti_CallbackDomain */
-	uint32_t pad;
+	uint32_t flags;	 /* EGPU_API_F_*; was padding (0) in recorders before it */
 };
+
+/*
+ * The thread's first call seen by this library (or its first since a fork): sent at once, so
+ * that a recorder outside the process's pid namespace maps the thread's id while it still runs,
+ * and forgets a mapping left by an exited thread that had the same id.
+ */
+#define EGPU_API_F_FIRST 1u
 
 struct egpu_sync {
 	struct egpu_rec r;

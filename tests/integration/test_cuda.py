@@ -596,19 +596,18 @@ def test_cupti_own_drops_counted(ep, fake_cuda):
     assert ep.report_json()["stats"]["gpu_records_lost"] == 7
 
 
-# Serial: in the parallel stage its launches went unjoined (0 of 12, twice, with the other
-# worker recording too), alone it passes; the cause is not found yet (closing note, stop 29).
-@pytest.mark.serial
 def test_cupti_in_another_pid_namespace(ep, fake_cuda):
     """In a container the library's getpid() and gettid() are those of its namespace: the
-    recorder takes the pid from the socket and maps the thread ids, so the join holds."""
+    recorder takes the pid from the socket and maps the thread ids, so the join holds - also
+    for the records the library sends as the process exits, when its threads are gone."""
     unshare = shutil.which("unshare")
     if not unshare:
         pytest.skip("skipped: no unshare")
-    # started through unshare: its CUDA library is found by the 200 ms rescan of the maps; the
-    # app waits 3 s before its launches (0.8 s was not enough for the rescan and the probes on
-    # a machine busy with another test: no launch joined, once)
-    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_START_MS="3000")
+    # started through unshare: its CUDA library is found by the 200 ms rescan of the maps, and
+    # the uprobes' registration waits for every fork in flight (4 s once, at load 19): the app
+    # waits until cuLaunchKernel carries its breakpoint. All 12 launches then come in one
+    # burst, their records at exit.
+    env = dict(os.environ, EPROF_LIBCUPTI=fake_cuda["cupti"], FAKE_WAIT_PROBED="1")
     env.pop("CUDA_INJECTION64_PATH", None)
     ep.run("record", "-q", "--", unshare, "--pid", "--fork", "--mount-proc",
            fake_cuda["faults"], "plain", env=env)

@@ -589,6 +589,95 @@ static void test_conv_attach_records(void **state)
 	profile__free(p);
 }
 
+/* A fake /proc/PID/task/TID/status whose NSpid line ends with the thread's id inside. */
+static void fake_task(const char *root, uint32_t pid, uint32_t tid, uint32_t nstid)
+{
+	char path[PATH_MAX + 96];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%u", root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/task", root, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/task/%u", root, pid, tid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/task/%u/status", root, pid, tid);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "Name:\tapp\nNSpid:\t%u\t%u\n", tid, nstid);
+	fclose(f);
+}
+
+static void gone_task(const char *root, uint32_t pid, uint32_t tid)
+{
+	char path[PATH_MAX + 96];
+
+	snprintf(path, sizeof(path), "%s/%u/task/%u/status", root, pid, tid);
+	assert_int_equal(unlink(path), 0);
+	snprintf(path, sizeof(path), "%s/%u/task/%u", root, pid, tid);
+	assert_int_equal(rmdir(path), 0);
+}
+
+/* The API record's thread id after mapping one message of a process in another namespace. */
+static uint32_t mapped_api_tid(struct gpu_ns_tids *t, uint32_t peer, uint32_t nstid,
+			       uint32_t flags)
+{
+	struct msg *m = malloc(sizeof(*m));
+	struct egpu_api a = {.r = {EGPU_API, 0, 7, 10, 10}, .tid = nstid, .flags = flags};
+	uint32_t tid;
+
+	assert_non_null(m);
+	msg_init(m, 1); /* pid 1 of its own namespace */
+	msg_put(m, &a, sizeof(a), NULL);
+	gpu_ns_map_tids(t, m->buf, m->len, peer);
+	memcpy(&a, m->buf + sizeof(struct egpu_msg), sizeof(a));
+	tid = a.tid;
+	free(m);
+	return tid;
+}
+
+/*
+ * A container's thread ids: mapped through NSpid while the thread runs, still mapped once it
+ * has exited (its last records come at exit), and looked up again at a thread's first call (the
+ * library's EGPU_API_F_FIRST) because a new thread may have the exited one's id.
+ */
+static void test_ns_tids(void **state)
+{
+	char *root = strdup(test_path("nsproc"));
+	struct gpu_ns_tids t;
+
+	assert_non_null(root);
+	mkdir(root, 0755);
+	fake_task(root, 5000, 5000, 1);
+	fake_task(root, 5000, 5001, 2);
+	assert_int_equal(gpu_ns_tids_init(&t), 0);
+	t.proc_root = root;
+	assert_int_equal(mapped_api_tid(&t, 5000, 2, EGPU_API_F_FIRST), 5001);
+	assert_int_equal(mapped_api_tid(&t, 5000, 1, 0), 5000);
+	gone_task(root, 5000, 5001);
+	assert_int_equal(mapped_api_tid(&t, 5000, 2, 0), 5001); /* exited: still known */
+	fake_task(root, 5000, 5007, 2);				/* a new thread, the same id inside */
+	assert_int_equal(mapped_api_tid(&t, 5000, 2, 0), 5001);
+	assert_int_equal(mapped_api_tid(&t, 5000, 2, EGPU_API_F_FIRST), 5007);
+	assert_int_equal(mapped_api_tid(&t, 5000, 2, 0), 5007);
+	assert_int_equal(mapped_api_tid(&t, 5000, 9, EGPU_API_F_FIRST), 0); /* no such thread */
+	/* the recorder's own namespace (the message's pid is the peer's): left as it is */
+	{
+		struct msg *m = malloc(sizeof(*m));
+		struct egpu_api a = {.r = {EGPU_API, 0, 7, 10, 10}, .tid = 2};
+
+		assert_non_null(m);
+		msg_init(m, 5000);
+		msg_put(m, &a, sizeof(a), NULL);
+		gpu_ns_map_tids(&t, m->buf, m->len, 5000);
+		memcpy(&a, m->buf + sizeof(struct egpu_msg), sizeof(a));
+		assert_int_equal(a.tid, 2);
+		free(m);
+	}
+	gpu_ns_tids_free(&t);
+	free(root);
+}
+
 static void test_report_json(void **state)
 {
 	struct profile *p = gpu_profile();
@@ -979,6 +1068,7 @@ int main(void)
 	    cmocka_unit_test(test_occupancy),
 	    cmocka_unit_test(test_occupancy_report),
 	    cmocka_unit_test(test_findings_gpu),
+	    cmocka_unit_test(test_ns_tids),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
