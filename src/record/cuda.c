@@ -745,7 +745,8 @@ static int cupti_reader_setup(struct cuda_state *s)
 
 static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 {
-	char lib[PATH_MAX];
+	static const char *const sweep_prefixes[] = {"eprof-mem", "eprof-cupti", NULL};
+	char lib[PATH_MAX], prefix[40];
 	int err;
 
 	s->p_for_conv = f->p;
@@ -761,7 +762,10 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 	}
 	/* The command's user (--user) reaches the socket; no other does (sockdir.h). */
 	s->sock_uid = f->o->run_as ? f->o->run_uid : geteuid();
-	err = sockdir_listen(&s->sd, "/tmp/eprof-cupti", s->sock_uid,
+	/* The recorder's pid in the name: the next recorder removes it if this one is killed. */
+	snprintf(prefix, sizeof(prefix), "/tmp/eprof-cupti-%d", (int)getpid());
+	sockdir_sweep("/tmp", sweep_prefixes);
+	err = sockdir_listen(&s->sd, prefix, s->sock_uid,
 			     f->o->run_as ? f->o->run_gid : getegid(), 64);
 	if (err) {
 		log_err("failed to create the CUPTI socket in /tmp: %s", strerror(-err));

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* A unix socket in a 0700 directory of the connecting user's: see sockdir.h. */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +20,58 @@ void sockdir_init(struct sockdir *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->lfd = s->dfd = -1;
+}
+
+/*
+ * One leftover of a recorder that is gone: its socket, then the directory if that leaves it
+ * empty. Nothing is followed: the directory is opened without following a link and must be
+ * 0700, only an entry "sock" that is a socket is removed, and the name is removed only while
+ * it is still that directory (rmdir fails on anything else put in it).
+ */
+static void sweep_one(const char *path)
+{
+	struct stat sb, now;
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (dfd < 0)
+		return;
+	if (!fstat(dfd, &sb) && (sb.st_mode & 07777) == 0700) {
+		struct stat so;
+
+		if (!fstatat(dfd, "sock", &so, AT_SYMLINK_NOFOLLOW) && S_ISSOCK(so.st_mode))
+			unlinkat(dfd, "sock", 0);
+		if (!fstatat(AT_FDCWD, path, &now, AT_SYMLINK_NOFOLLOW) && S_ISDIR(now.st_mode) &&
+		    now.st_dev == sb.st_dev && now.st_ino == sb.st_ino)
+			rmdir(path);
+	}
+	close(dfd);
+}
+
+void sockdir_sweep(const char *dir, const char *const *prefixes)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		for (const char *const *p = prefixes; *p; p++) {
+			size_t n = strlen(*p);
+			char *end, path[PATH_MAX];
+			long pid;
+
+			if (strncmp(de->d_name, *p, n) || de->d_name[n] != '-')
+				continue;
+			pid = strtol(de->d_name + n + 1, &end, 10);
+			/* PREFIX-PID-XXXXXX, PID a process that is gone (a live one may be a reuse
+			 * of the number: left alone) */
+			if (pid <= 0 || *end != '-' || strlen(end + 1) != 6 || pid > INT32_MAX ||
+			    !kill((pid_t)pid, 0) || errno != ESRCH)
+				continue;
+			if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
+				sweep_one(path);
+		}
+	}
+	if (d)
+		closedir(d);
 }
 
 int sockdir_listen(struct sockdir *s, const char *prefix, uid_t uid, gid_t gid, int backlog)

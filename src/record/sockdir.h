@@ -32,6 +32,12 @@ int sockdir_listen(struct sockdir *s, const char *prefix, uid_t uid, gid_t gid, 
  * the directory only while its name is still that directory. Idempotent; s zeroed is empty.
  */
 void sockdir_remove(struct sockdir *s);
+/*
+ * What a recorder killed with SIGKILL left in dir: each PREFIX-PID-XXXXXX directory (PREFIX
+ * one of prefixes, NULL-ended: "eprof-mem") whose PID is no process, when it is 0700 and holds
+ * nothing but its socket, is removed. Links and anything else are left as they are.
+ */
+void sockdir_sweep(const char *dir, const char *const *prefixes);
 void sockdir_init(struct sockdir *s);
 
 #endif

@@ -657,3 +657,30 @@ def test_mem_channel_directory_gone_after_ctrl_c(ep, need_bpf):
     assert r.returncode != 0, err
     left = [p for p in os.listdir("/tmp") if p.startswith(f"eprof-mem-{r.pid}-")]
     assert not left, left
+
+
+def test_channel_directory_of_a_killed_recorder_swept(ep, need_bpf):
+    """A recorder killed with SIGKILL leaves its channel's directory (it cannot remove it); the
+    next recorder that opens a channel removes it - but not a lookalike whose recorder still
+    runs, nor one a user filled with something else than the socket."""
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "k.data", "--", "sleep", "60"],
+                           cwd=ep.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    name = wait_for_name(MEM_SOCK, rec)
+    wait_for_child(rec.pid, "sleep")
+    os.killpg(rec.pid, signal.SIGKILL)
+    rec.wait(timeout=30)
+    left = os.path.dirname(name)
+    assert os.path.isdir(left), "nothing left to sweep"
+    # a directory of a dead pid holding a file of its owner's: not the recorder's to remove
+    planted = f"/tmp/eprof-mem-{rec.pid}-zzzzzz"
+    os.mkdir(planted, 0o700)
+    with open(os.path.join(planted, "mine"), "w") as f:
+        f.write("x")
+    try:
+        r = ep.run("record", "--mem=1", "-q", "-o", "n.data", "--", "true")
+        assert r.returncode == 0
+        assert not os.path.lexists(left), "the killed recorder's directory is still there"
+        assert os.path.exists(os.path.join(planted, "mine"))
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)
