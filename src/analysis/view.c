@@ -10,30 +10,38 @@ enum view_class view_loc_class(const struct profile *p, uint32_t loc)
 	const struct location *l = &p->locations.v[loc];
 	uint8_t kind = p->objects.v[l->object].kind;
 
-	if (kind == OBJ_PYTHON)
-		return VC_PYTHON;
 	if (kind == OBJ_SPECIAL)
 		return VC_SPECIAL;
-	if (l->frame_n && p->frames.v[l->frame_first].kind == FRAME_PYTHON)
-		return VC_PYTHON;
+	if (kind == OBJ_PYTHON ||
+	    (l->frame_n && p->frames.v[l->frame_first].kind == FRAME_PYTHON)) {
+		uint32_t file = l->frame_n ? p->frames.v[l->frame_first].file : 0;
+
+		return file && !strncmp(profile__str(p, file), "<frozen importlib._bootstrap", 28)
+			   ? VC_PY_IMPORT
+			   : VC_PYTHON;
+	}
 	return VC_NATIVE;
 }
 
 size_t view_select(enum stack_view v, const uint8_t *cls, size_t n, bool *keep)
 {
 	size_t kept = 0;
-	bool leaf_open = true; /* no Python or native frame seen yet from the leaf side */
+	bool leaf_open = true;	/* no Python or native frame seen yet from the leaf side */
+	bool py_below = false;	/* a Python frame seen from the leaf side */
 
 	for (size_t i = n; i-- > 0;) {
 		switch (v) {
 		case VIEW_PYTHON:
 			/* The innermost native frame is the leaf unless a Python frame is below. */
-			keep[i] = cls[i] != VC_NATIVE || leaf_open;
+			keep[i] = cls[i] == VC_NATIVE	   ? leaf_open
+				  : cls[i] == VC_PY_IMPORT ? !py_below
+							   : true;
 			if (cls[i] != VC_SPECIAL)
 				leaf_open = false;
+			py_below |= cls[i] == VC_PYTHON || cls[i] == VC_PY_IMPORT;
 			break;
 		case VIEW_NATIVE:
-			keep[i] = cls[i] != VC_PYTHON;
+			keep[i] = cls[i] != VC_PYTHON && cls[i] != VC_PY_IMPORT;
 			break;
 		default:
 			keep[i] = true;

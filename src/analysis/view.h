@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Stack views (--view): what a Python user reads of a mixed stack. `mixed` is the stack as
- * recorded; `python` keeps its Python frames, its synthetic frames ([GIL], [truncated]...) and
+ * recorded; `python` keeps its Python frames (but the import machinery's, VC_PY_IMPORT), its
+ * synthetic frames ([GIL], [truncated]...) and
  * its native leaf (the innermost native frame, where the time or the allocation happened,
  * when no Python frame lies below it); `native` drops the Python frames. One rule, applied to
  * the profile's stacks before any analysis reads them, so every command shows the same view.
@@ -17,8 +18,14 @@
 
 enum stack_view { VIEW_MIXED = 0, VIEW_PYTHON = 1, VIEW_NATIVE = 2 };
 
-/* What the rule looks at in a frame or a location. */
-enum view_class { VC_NATIVE = 0, VC_PYTHON = 1, VC_SPECIAL = 2 };
+/*
+ * What the rule looks at in a frame or a location. VC_PY_IMPORT: a Python frame of the import
+ * machinery (`<frozen importlib._bootstrap>`, `..._external>`): five or six of them between
+ * each module and the one it imports, so an import chain read 116 frames deep on a PyTorch
+ * job; the python view keeps one only as a stack's innermost Python frame (time spent in the
+ * import itself: `_compile_bytecode`).
+ */
+enum view_class { VC_NATIVE = 0, VC_PYTHON = 1, VC_SPECIAL = 2, VC_PY_IMPORT = 3 };
 
 /* The class of location loc (by its object, then its first frame). */
 enum view_class view_loc_class(const struct profile *p, uint32_t loc);

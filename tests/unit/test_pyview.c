@@ -113,6 +113,23 @@ static void test_view_select_rule(void **state)
 	assert_int_equal(view_select(VIEW_NATIVE, cls, 8, keep), 6);
 	assert_true(!keep[2] && !keep[4] && keep[1] && keep[7]);
 	assert_int_equal(view_select(VIEW_MIXED, cls, 8, keep), 8);
+	{
+		/* an import chain: <module>, machinery, <module>, machinery, native leaf */
+		const uint8_t imp[] = { VC_PYTHON, VC_PY_IMPORT, VC_PY_IMPORT, VC_PYTHON,
+					VC_PY_IMPORT, VC_NATIVE, VC_PY_IMPORT, VC_NATIVE };
+		bool k[8];
+
+		/* python: both modules, the innermost machinery frame (the time is in the
+		 * import itself), the native leaf */
+		assert_int_equal(view_select(VIEW_PYTHON, imp, 8, k), 4);
+		assert_true(k[0] && !k[1] && !k[2] && k[3] && !k[4] && !k[5] && k[6] && k[7]);
+		/* a module's own code below the machinery: every machinery frame goes */
+		assert_int_equal(view_select(VIEW_PYTHON, imp, 4, k), 2);
+		assert_true(k[0] && !k[1] && !k[2] && k[3]);
+		assert_int_equal(view_select(VIEW_NATIVE, imp, 8, k), 2);
+		assert_true(k[5] && k[7]);
+		assert_int_equal(view_select(VIEW_MIXED, imp, 8, k), 8);
+	}
 	assert_int_equal(view_parse("python"), VIEW_PYTHON);
 	assert_int_equal(view_parse("Python"), -EINVAL);
 }
@@ -342,6 +359,69 @@ static void test_python_lines(void **state)
 }
 
 /*
+ * Rows are the program's own lines: a stack through a library's Python code counts for the
+ * innermost line of the program's file above it, the library frame named as "via"; a stack
+ * with only library frames counts for its innermost one.
+ */
+static void test_python_lines_own_code(void **state)
+{
+	struct profile *p = profile__new();
+	const char *py = "/usr/bin/python3.11", *t = "/home/u/train.py",
+		   *torch = "/usr/lib/python3/dist-packages/torch/autograd/__init__.py",
+		   *thr = "/usr/lib/python3.11/threading.py";
+	uint32_t st = test_loc(p, py, "_start", NULL, 1),
+		 gemm = test_loc(p, "/usr/lib/libblas.so.3", "sgemm_", NULL, 2),
+		 mod = py_loc(p, "<module>", t, 70), step = py_loc(p, "train_step", t, 52),
+		 bw = py_loc(p, "backward", torch, 197), imp = py_loc(p, "_find_and_load",
+							 "<frozen importlib._bootstrap>", 1178),
+		 wait = py_loc(p, "Condition.wait", thr, 320), boot = py_loc(p, "_bootstrap", thr, 995);
+	const struct py_line *r;
+	struct py_lines l;
+	char buf[256];
+	struct sink *s;
+
+	(void)state;
+	assert_true(py_file_is_library(torch) && py_file_is_library(thr));
+	assert_true(py_file_is_library("<frozen importlib._bootstrap>"));
+	assert_true(py_file_is_library("/root/.pyenv/versions/3.12.7/lib/python3.12/selectors.py"));
+	assert_true(py_file_is_library("/venv/lib64/python3.11/site-packages/numpy/core.py"));
+	assert_false(py_file_is_library(t) || py_file_is_library("/srv/lib/pythonic/app.py"));
+	assert_false(py_file_is_library("train.py"));
+	test_samples(p, 10, 10, "python3", 30, (uint32_t[]){ st, mod, step, bw, gemm }, 5);
+	test_samples(p, 10, 10, "python3", 10, (uint32_t[]){ st, mod, step, gemm }, 4);
+	test_samples(p, 10, 10, "python3", 20, (uint32_t[]){ st, mod, imp, gemm }, 4);
+	test_samples(p, 10, 11, "python3", 5, (uint32_t[]){ st, boot, wait, gemm }, 4);
+	assert_int_equal(py_lines_analyze(p, NULL, NULL, &l), 0);
+	assert_int_equal(l.n[PYT_CPU], 3);
+	r = &l.v[PYT_CPU][0];
+	assert_string_equal(profile__str(p, r->function), "train_step");
+	assert_int_equal(r->value, 40 * 1000000ULL);
+	assert_string_equal(py_line_leaf(p, PYT_CPU, r), "sgemm_");
+	assert_int_equal(r->via_value, 30 * 1000000ULL);
+	assert_non_null(r->via);
+	assert_string_equal(frame_display_name(p, &p->frames.v[r->via - 1], buf, sizeof(buf)),
+			    "backward (__init__.py:197)");
+	r = row(p, &l, PYT_CPU, "<module>", 70); /* the import: the program's line */
+	assert_non_null(r);
+	assert_int_equal(r->value, 20 * 1000000ULL);
+	r = row(p, &l, PYT_CPU, "Condition.wait", 320); /* only library frames: the innermost */
+	assert_non_null(r);
+	assert_int_equal(r->via, 0);
+	py_lines__free(&l);
+	s = sink_mem();
+	assert_int_equal(report_py_lines_json(s, p, NULL, NULL), 0);
+	assert_non_null(strstr(sink_mem_data(s, NULL), "\"via\": \"backward (__init__.py:197)\""));
+	assert_non_null(strstr(sink_mem_data(s, NULL), "\"via\": null"));
+	sink_close(s);
+	s = sink_mem();
+	assert_int_equal(report_py_lines_text(s, p, NULL, NULL, 0), 0);
+	assert_non_null(strstr(sink_mem_data(s, NULL),
+			       "sgemm_, via backward (__init__.py:197)"));
+	sink_close(s);
+	profile__free(p);
+}
+
+/*
  * Tables keyed by stack: stacks that differ only in frames the line does not show are one row,
  * and a Python frame beyond the first frames is shown in place of the middle ones.
  */
@@ -393,6 +473,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_view_select_rule),
+		cmocka_unit_test(test_python_lines_own_code),
 		cmocka_unit_test(test_python_frame_names),
 		cmocka_unit_test(test_svg_python_frames),
 		cmocka_unit_test(test_views),
