@@ -6,6 +6,7 @@
 #include "../model/event.h"
 #include "../model/io_event.h"
 #include "../util/hmap.h"
+#include "../util/strtab.h"
 #include "../util/vec.h"
 #include "gpu.h"
 #include "offcpu.h"
@@ -14,9 +15,11 @@
 struct pl_build {
 	const struct profile *p;
 	struct py_lines *out;
-	uint32_t *inner;     /* stack node -> frame index + 1 of its innermost Python frame */
+	uint32_t *inner;     /* stack node -> frame index + 1 of the frame its row is keyed by */
+	uint32_t *via;	     /* stack node -> frame index + 1 of a library frame below it, 0 */
 	struct hmap *rows;   /* (function << 32 | file, table << 32 | line) -> row */
 	struct hmap *leaves; /* (table << 32 | row, leaf) -> value under that leaf */
+	struct hmap *vias;   /* (table << 32 | row, via frame) -> value through it */
 	size_t cap[PYT_N];
 };
 
@@ -35,23 +38,66 @@ const char *py_line_leaf(const struct profile *p, enum py_table t, const struct 
 	return r->leaf ? profile__str(p, r->leaf) : "";
 }
 
-/* Innermost Python frame of every stack node, in one pass: parents come before children. */
-static uint32_t *innermost_python(const struct profile *p)
+bool py_file_is_library(const char *file)
 {
-	uint32_t *in = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(*in));
+	const char *s;
 
-	if (!in)
-		return NULL;
+	if (!file || !*file || *file == '<')
+		return true;
+	if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/"))
+		return true;
+	for (s = file; (s = strstr(s, "/python")); s++) /* .../lib/python3.11/, lib64 too */
+		if (s - file >= 4 && (!strncmp(s - 4, "/lib", 4) || (s - file >= 6 &&
+		    !strncmp(s - 6, "/lib64", 6))) && s[7] >= '0' && s[7] <= '9')
+			return true;
+	return false;
+}
+
+/*
+ * For every stack node, in one pass (parents come before children): the frame its row is
+ * keyed by (the innermost Python frame of the program's own code, else the innermost Python
+ * frame) into b->inner, and the innermost Python frame when that is a library's below the
+ * program's own into b->via. lib caches py_file_is_library per string (0: not yet, 1: no,
+ * 2: yes).
+ */
+static int innermost_python(struct pl_build *b)
+{
+	const struct profile *p = b->p;
+	size_t n = p->stacks.n ? p->stacks.n : 1;
+	uint32_t *any = calloc(n, sizeof(*any)), *own = calloc(n, sizeof(*own));
+	uint32_t nstr = strtab__count(p->strs);
+	uint8_t *lib = calloc(nstr ? nstr : 1, 1);
+	int err = -ENOMEM;
+
+	b->inner = calloc(n, sizeof(*b->inner));
+	b->via = calloc(n, sizeof(*b->via));
+	if (!any || !own || !lib || !b->inner || !b->via)
+		goto out;
 	for (uint32_t i = 1; i < p->stacks.n; i++) {
 		const struct stack_node *s = &p->stacks.v[i];
 		const struct location *l = &p->locations.v[s->loc];
+		uint32_t up = s->parent < i ? s->parent : 0;
 
-		if (l->frame_n && p->frames.v[l->frame_first].kind == FRAME_PYTHON)
-			in[i] = l->frame_first + 1;
-		else if (s->parent < i)
-			in[i] = in[s->parent];
+		any[i] = any[up];
+		own[i] = own[up];
+		if (l->frame_n && p->frames.v[l->frame_first].kind == FRAME_PYTHON) {
+			uint32_t file = p->frames.v[l->frame_first].file;
+
+			if (file < nstr && !lib[file])
+				lib[file] = py_file_is_library(profile__str(p, file)) ? 2 : 1;
+			any[i] = l->frame_first + 1;
+			if (file < nstr && lib[file] == 1)
+				own[i] = l->frame_first + 1;
+		}
+		b->inner[i] = own[i] ? own[i] : any[i];
+		b->via[i] = own[i] && any[i] != own[i] ? any[i] : 0;
 	}
-	return in;
+	err = 0;
+out:
+	free(any);
+	free(own);
+	free(lib);
+	return err;
 }
 
 /* The native leaf of a stack: its innermost frame unless Python or synthetic. */
@@ -66,11 +112,28 @@ static uint32_t native_leaf_of(const struct profile *p, uint32_t node)
 	return nf && f->kind != FRAME_PYTHON && f->kind != FRAME_SPECIAL ? f->name : 0;
 }
 
+/* Adds value to (table, row idx)'s share of `what` in m, and makes `what` the row's own most. */
+static int add_most(struct hmap *m, enum py_table t, uint64_t idx, uint32_t what, uint64_t value,
+		    uint32_t *most, uint64_t *most_value)
+{
+	uint64_t v = 0;
+
+	hmap__get(m, (uint64_t)t << 32 | idx, what, &v);
+	v += value;
+	if (hmap__put(m, (uint64_t)t << 32 | idx, what, v))
+		return -ENOMEM;
+	if (v > *most_value) {
+		*most_value = v;
+		*most = what;
+	}
+	return 0;
+}
+
 static int add(struct pl_build *b, enum py_table t, uint32_t stack, uint64_t value, uint32_t leaf)
 {
 	const struct frame *f;
 	struct py_line *r;
-	uint64_t idx, lv = 0;
+	uint64_t idx;
 
 	b->out->total[t] += value;
 	if (!stack || stack >= b->p->stacks.n || !b->inner[stack] || !value)
@@ -89,17 +152,12 @@ static int add(struct pl_build *b, enum py_table t, uint32_t stack, uint64_t val
 	}
 	r = &b->out->v[t][idx];
 	r->value += value;
+	if (b->via[stack] &&
+	    add_most(b->vias, t, idx, b->via[stack], value, &r->via, &r->via_value))
+		return -ENOMEM;
 	if (!leaf) /* a Python leaf: the row's own code */
 		return 0;
-	hmap__get(b->leaves, (uint64_t)t << 32 | idx, leaf, &lv);
-	lv += value;
-	if (hmap__put(b->leaves, (uint64_t)t << 32 | idx, leaf, lv))
-		return -ENOMEM;
-	if (lv > r->leaf_value) {
-		r->leaf_value = lv;
-		r->leaf = leaf;
-	}
-	return 0;
+	return add_most(b->leaves, t, idx, leaf, value, &r->leaf, &r->leaf_value);
 }
 
 static bool event_match(const struct sample_filter *f, const struct event *e)
@@ -170,10 +228,10 @@ int py_lines_analyze(const struct profile *p, const struct sample_filter *f,
 	int err = -ENOMEM;
 
 	memset(out, 0, sizeof(*out));
-	b.inner = innermost_python(p);
 	b.rows = hmap__new(256);
 	b.leaves = hmap__new(256);
-	if (!b.inner || !b.rows || !b.leaves)
+	b.vias = hmap__new(256);
+	if (innermost_python(&b) || !b.rows || !b.leaves || !b.vias)
 		goto out;
 	err = 0;
 	for (size_t i = 0; i < p->samples.n && !err; i++) {
@@ -193,8 +251,10 @@ int py_lines_analyze(const struct profile *p, const struct sample_filter *f,
 	}
 out:
 	free(b.inner);
+	free(b.via);
 	hmap__free(b.rows);
 	hmap__free(b.leaves);
+	hmap__free(b.vias);
 	if (err)
 		py_lines__free(out);
 	return err;

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Python lines tables: CPU time, allocated / peak / not-freed bytes, blocked time, I/O bytes
- * and GPU time, each keyed by the innermost Python frame of its stack (function, file, line
- * of the sample), with the native leaf (or, off-CPU, the wait kind) holding most of it.
+ * and GPU time, each keyed by the innermost Python frame of the program's own code in its
+ * stack (function, file, line of the sample), or by its innermost Python frame when every
+ * Python frame is a library's; with the native leaf (or, off-CPU, the wait kind) and the
+ * library's innermost Python frame ("via") holding most of it. A library's file: the
+ * interpreter's own (`<frozen ...>`, `<string>`), one under `lib/pythonX.Y/` (the standard
+ * library), `site-packages/` or `dist-packages/` (installed packages).
  */
 #ifndef EPROF_ANALYSIS_PYLINES_H
 #define EPROF_ANALYSIS_PYLINES_H
@@ -31,6 +35,9 @@ struct py_line {
 	double share;		       /* % of the table's total, with Python frames or not */
 	uint32_t leaf;		       /* string id of the leaf function, or (off-CPU) wait kind */
 	uint64_t leaf_value;	       /* of value, what is under that leaf */
+	uint32_t via;		       /* frame index + 1 of the library's innermost Python frame
+					  below the line that holds most of value; 0: none */
+	uint64_t via_value;	       /* of value, what went through it */
 };
 
 struct py_lines {
@@ -46,6 +53,8 @@ struct py_lines {
 int py_lines_analyze(const struct profile *p, const struct sample_filter *f,
 		     const struct mem_result *mem, struct py_lines *out);
 void py_lines__free(struct py_lines *l);
+/* Whether a Python source file is a library's (see above), not the program's own. */
+bool py_file_is_library(const char *file);
 /* "cpu", "memory", "memory_peak", "memory_not_freed", "offcpu", "io", "gpu" */
 const char *py_table_name(enum py_table t);
 /* The leaf column of a row: a function name, or off-CPU the wait kind ("lock", "sleep"...) */

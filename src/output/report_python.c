@@ -92,12 +92,20 @@ static const char *line_name(const struct profile *p, const struct py_line *r, c
 	return frame_display_name(p, &f, buf, len);
 }
 
+/* The row's "via": the library's Python frame below the line that holds most of it, or NULL. */
+static const char *via_name(const struct profile *p, const struct py_line *r, char *buf,
+			    size_t len)
+{
+	return r->via ? frame_display_name(p, &p->frames.v[r->via - 1], buf, len) : NULL;
+}
+
 static void text_table(struct sink *out, const struct profile *p, const struct py_lines *l,
 		       enum py_table t, unsigned limit)
 {
-	char v[32], name[512];
+	char v[32], name[512], via[512];
 
-	sink_printf(out, "\nPython lines: %s (by innermost Python frame)\n", table_titles[t]);
+	sink_printf(out, "\nPython lines: %s (by innermost line of the program's own code)\n",
+		    table_titles[t]);
 	sink_printf(out, "%8s %11s  %-50s %s\n", "Share%", table_in_bytes(t) ? "Bytes" : "Time",
 		    "Python line", t == PYT_OFFCPU ? "Wait (most)" : "Leaf (most)");
 	for (size_t i = 0; i < l->n[t] && (!limit || i < limit); i++) {
@@ -107,8 +115,12 @@ static void text_table(struct sink *out, const struct profile *p, const struct p
 			fmt_bytes(v, sizeof(v), r->value);
 		else
 			fmt_ns(v, sizeof(v), r->value);
-		sink_printf(out, "%8.2f %11s  %-50s %s\n", r->share, v,
-			    line_name(p, r, name, sizeof(name)), py_line_leaf(p, t, r));
+		const char *through = via_name(p, r, via, sizeof(via));
+
+		sink_printf(out, "%8.2f %11s  %-50s %s%s%s\n", r->share, v,
+			    line_name(p, r, name, sizeof(name)), py_line_leaf(p, t, r),
+			    through ? (*py_line_leaf(p, t, r) ? ", via " : "via ") : "",
+			    through ? through : "");
 	}
 	if (limit && l->n[t] > limit)
 		sink_printf(out, "... %zu more lines (--limit 0 shows all)\n", l->n[t] - limit);
@@ -136,6 +148,7 @@ int report_py_lines_json(struct sink *out, const struct profile *p, const struct
 {
 	struct py_lines l;
 	struct json j;
+	char name[512];
 	int err = py_lines_analyze(p, f, mem, &l);
 
 	if (err)
@@ -154,6 +167,10 @@ int report_py_lines_json(struct sink *out, const struct profile *p, const struct
 			json_kv_u64(&j, "value", r->value);
 			json_kv_f(&j, "share", r->share, 2);
 			json_kv_str(&j, "leaf", py_line_leaf(p, t, r));
+			if (r->via)
+				json_kv_str(&j, "via", via_name(p, r, name, sizeof(name)));
+			else
+				json_kv_null(&j, "via");
 			json_obj_end(&j);
 		}
 		json_arr_close(&j, l.n[t] ? 4 : -1);
