@@ -73,14 +73,15 @@ def test_short_command_offcpu_stack_symbolized(ep):
 
 
 def test_offcpu_min_us_filters(ep, progs):
+    # 50 naps however long they take (at load 30, 1 s of wall time made 6)
     ep.run("record", "--offcpu-min-us", "20000", "-q", "-o", "min.eprof", "--",
-           progs["sleephalf"], "1")
+           progs["sleephalf"], "1", "50")
     rep = ep.report_json("min.eprof")
     # 10 ms sleeps are shorter than 20 ms: skipped and counted.
     skipped = rep["stats"]["offcpu_short_skipped"]
     off = rep.get("offcpu")
     stacks = [st for st in off["stacks"] if st["kind"] == "sleep"] if off else []
-    # every nap (~50 in 1 s) is either skipped or, stretched past 20 ms on a busy machine,
+    # every nap (50) is either skipped or, stretched past 20 ms on a busy machine,
     # recorded: and every recorded sleep took 20 ms or more
     assert skipped + sum(st["count"] for st in stacks) >= 40, (skipped, off)
     assert skipped >= 1
