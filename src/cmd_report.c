@@ -18,7 +18,7 @@ static const struct opt report_opts[] = {
 	OPT_CHOICE("sort", 0, struct report_cli, r.hot.sort, sorts,
 		   "order of the function table (default self)"),
 	OPT_UINT("limit", 0, "N", struct report_cli, r.limit, 0, 10000000,
-		 "rows to show (default 30, 0 = all)"),
+		 "rows to show (default 30, 0 = all; a third in each memory table)"),
 	OPT_FLAG("threads", 0, struct report_cli, r.threads, "per-thread breakdown"),
 	OPT_FLAG("lines", 0, struct report_cli, r.hot.by_line,
 		 "per source line instead of per function"),

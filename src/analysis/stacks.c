@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "pygil.h"
+#include "pylines.h"
 #include "stacks.h"
 #include "../util/vec.h"
 
@@ -256,8 +257,13 @@ size_t stack_shown_frames(const struct profile *p, uint32_t node, const struct f
 	size_t n = stack_frames_leaf_first(p, node, fr, 1024), py = 0, k;
 
 	*gap = 0;
-	while (py < n && fr[py]->kind != FRAME_PYTHON)
+	/* the innermost Python frame of the program's own code, else the innermost Python frame */
+	while (py < n && (fr[py]->kind != FRAME_PYTHON ||
+			  py_file_is_library(fr[py]->file ? profile__str(p, fr[py]->file) : NULL)))
 		py++;
+	if (py == n)
+		for (py = 0; py < n && fr[py]->kind != FRAME_PYTHON;)
+			py++;
 	if (py < max || py == n || max < 3) {
 		k = n < max ? n : max;
 		memcpy(out, fr, k * sizeof(*out));

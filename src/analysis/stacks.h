@@ -85,7 +85,8 @@ const char *frame_display_name(const struct profile *p, const struct frame *f, c
 
 /*
  * The frames a one-line stack shows, LEAF first: its first max frames, or, when its innermost
- * Python frame lies beyond them, the first max - 2, then that Python frame and its caller;
+ * Python frame of the program's own code (py_file_is_library(); else its innermost Python
+ * frame) lies beyond them, the first max - 2, then that Python frame and its caller;
  * *gap is then the index in out of the Python frame (frames were left out before it), else 0;
  * *more: whether frames beyond the last one shown were left out. Returns how many were written.
  */

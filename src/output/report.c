@@ -378,7 +378,8 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		if (!err)
 			err = report_python_text(out, p, &o->hot.filter);
 		err = err ?: report_py_lines_text(out, p, &o->hot.filter, pre.mem, o->limit);
-		err = err ?: report_mem_text(out, p, pre.mem, o->limit);
+		/* five tables of one-line stacks in a row: a third of the limit each (10 rows) */
+		err = err ?: report_mem_text(out, p, pre.mem, o->limit ? (o->limit + 2) / 3 : 0);
 		err = err ?: report_io_text(out, p, &o->hot.filter, o->limit);
 		err = err ?: report_findings(out, p, &o->hot.filter, &pre, false);
 	}
