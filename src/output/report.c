@@ -5,22 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/json.h"
+#include "util/json.h"
 #include "units.h"
-#include "../util/sink.h"
+#include "util/sink.h"
 #include "report.h"
 #include "report_gpu.h"
-#include "../analysis/pygil.h"
+#include "analysis/pygil.h"
 #include "report_python.h"
 #include "report_regions.h"
 #include "report_mem.h"
 #include "report_io.h"
 #include "report_findings.h"
 #include "report_metrics.h"
-#include "../analysis/findings.h"
-#include "../analysis/memory.h"
-#include "../analysis/procs.h"
-#include "../analysis/stacks.h"
+#include "analysis/findings.h"
+#include "analysis/memory.h"
+#include "analysis/procs.h"
+#include "analysis/stacks.h"
 
 static double pct(uint64_t part, uint64_t whole)
 {

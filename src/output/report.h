@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../analysis/hot.h"
-#include "../analysis/summary.h"
+#include "analysis/hot.h"
+#include "analysis/summary.h"
 
 struct sink;
 

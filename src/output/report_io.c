@@ -8,11 +8,11 @@
 
 #include "report_io.h"
 #include "units.h"
-#include "../analysis/io.h"
-#include "../analysis/stacks.h"
-#include "../model/io_event.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/io.h"
+#include "analysis/stacks.h"
+#include "model/io_event.h"
+#include "util/json.h"
+#include "util/sink.h"
 
 #define STACK_MAX 256
 #define TEXT_FRAMES 6

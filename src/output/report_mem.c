@@ -8,12 +8,12 @@
 
 #include "report_mem.h"
 #include "units.h"
-#include "../analysis/memory.h"
-#include "../analysis/stacks.h"
-#include "../util/hmap.h"
-#include "../util/json.h"
-#include "../util/sink.h"
-#include "../util/strtab.h"
+#include "analysis/memory.h"
+#include "analysis/stacks.h"
+#include "util/hmap.h"
+#include "util/json.h"
+#include "util/sink.h"
+#include "util/strtab.h"
 
 #define STACK_MAX 256
 #define TEXT_FRAMES 6

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/regions.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/regions.h"
+#include "util/json.h"
+#include "util/sink.h"
 #include "report_regions.h"
 
 /* "12.35 ms": three significant digits or more, unit chosen by size. */
