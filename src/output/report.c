@@ -160,6 +160,22 @@ static int text_processes(struct sink *out, const struct profile *p, const struc
 	return 0;
 }
 
+#define REPORT_STACK_MAX 256 /* frames of a section's stack in JSON */
+
+void report_json_stack(struct json *j, const struct profile *p, uint32_t stack)
+{
+	const struct frame *fr[REPORT_STACK_MAX];
+	size_t n = stack_frames_leaf_first(p, stack, fr, REPORT_STACK_MAX);
+
+	json_arr_open(j, -1, "stack");
+	for (size_t i = 0; i < n; i++) {
+		const char *s = fr[i]->name ? profile__str(p, fr[i]->name) : NULL;
+
+		json_str(j, s && *s ? s : "?");
+	}
+	json_arr_end(j);
+}
+
 static const char *kind_name(uint8_t kind)
 {
 	static const char *const names[] = { "user", "kernel", "jit", "unknown", "special", "python" };
