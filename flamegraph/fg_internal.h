@@ -96,11 +96,4 @@ const char *fg_fmt_weight(char *buf, size_t size, const char *unit, uint64_t v);
 /* "1,234" */
 const char *fg_fmt_group(char *buf, size_t size, uint64_t v);
 
-/* Writers that replace invalid UTF-8 and characters XML forbids with U+FFFD. */
-int fg_xml_text(struct sink *s, const char *str, size_t len);
-/* JSON string body that is also safe XML text: '<', '>', '&' become \u escapes. */
-int fg_json_text(struct sink *s, const char *str, size_t len);
-/* Bytes of the first max_chars characters of str (whole UTF-8 sequences). */
-size_t fg_utf8_prefix(const char *str, size_t len, size_t max_chars, size_t *n_chars);
-
 #endif

@@ -15,7 +15,9 @@
 #include <string.h>
 
 #include "fg_internal.h"
+#include "util/json.h"
 #include "util/sink.h"
+#include "util/utf8.h"
 
 extern const unsigned char asset_flamegraph_js[];
 extern const size_t asset_flamegraph_js_len;
@@ -44,9 +46,10 @@ struct fg_ctx {
 static const char *const kind_names[FG_KIND_N] = { "user", "kernel", "JIT", "unknown", "special",
 							  "Python" };
 
+/* Names and titles are one line each in the picture: a newline in one is a space. */
 static void xml_str(struct sink *s, const char *str)
 {
-	fg_xml_text(s, str, strlen(str));
+	sink_xml_text(s, str, strlen(str), SINK_XML_LINE);
 }
 
 static double frame_px(const struct fg_ctx *c, uint64_t w)
@@ -151,13 +154,13 @@ static void write_cut(struct sink *s, const char *str, size_t len, size_t max_ch
 {
 	size_t chars, bytes;
 
-	fg_utf8_prefix(str, len, SIZE_MAX, &chars);
+	utf8_prefix(str, len, SIZE_MAX, &chars);
 	if (chars <= max_chars) {
-		fg_xml_text(s, str, len);
+		sink_xml_text(s, str, len, SINK_XML_LINE);
 		return;
 	}
-	bytes = fg_utf8_prefix(str, len, max_chars > 2 ? max_chars - 2 : 0, NULL);
-	fg_xml_text(s, str, bytes);
+	bytes = utf8_prefix(str, len, max_chars > 2 ? max_chars - 2 : 0, NULL);
+	sink_xml_text(s, str, bytes, SINK_XML_LINE);
 	sink_puts(s, "..");
 }
 
@@ -314,7 +317,7 @@ static void write_static_frame(struct fg_ctx *c, const struct fg_node *nd)
 
 	if (fit >= 3) {
 		sink_puts(s, "<g><title>");
-		fg_xml_text(s, nm->s, nm->len);
+		sink_xml_text(s, nm->s, nm->len, SINK_XML_LINE);
 		write_weight_title(c, nd);
 		if (nm->file) {
 			sink_puts(s, "\n");
@@ -346,10 +349,16 @@ static void write_static(struct fg_ctx *c)
 
 /* --- model for the script ------------------------------------------------------ */
 
+static void put_sink(void *s, const void *p, size_t n)
+{
+	sink_write(s, p, n);
+}
+
+/* The model sits in a <script> (CDATA in the SVG): JSON_SCRIPT keeps it from ending there. */
 static void write_json_str(struct sink *s, const char *str, size_t len)
 {
 	sink_puts(s, "\"");
-	fg_json_text(s, str, len);
+	json_escape_n(str, len, JSON_SCRIPT, put_sink, s);
 	sink_puts(s, "\"");
 }
 

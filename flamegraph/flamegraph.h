@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../src/analysis/wstack.h"
+#include "analysis/wstack.h"
 
 struct sink;
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../flamegraph/flamegraph.h"
+#include "flamegraph/flamegraph.h"
 #include "analysis/diff.h"
 #include "analysis/diff_gate.h"
 #include "analysis/diff_job.h"

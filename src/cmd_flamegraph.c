@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../flamegraph/flamegraph.h"
+#include "flamegraph/flamegraph.h"
 #include "analysis/critpath.h"
 #include "analysis/offcpu.h"
 #include "analysis/gpu.h"

@@ -7,12 +7,12 @@
 
 #include <linux/types.h>
 
-#include "../model/event.h"
-#include "../model/offcpu_event.h"
+#include "model/event.h"
+#include "model/offcpu_event.h"
 #include "critpath.h"
 #include "gpu.h"
 #include "stacks.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 #define CP_MAX_STEPS 50000000ULL
 #define CP_MAX_FRAMES 1024

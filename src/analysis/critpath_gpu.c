@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
+#include "model/event.h"
 #include "critpath.h"
 #include "gpu.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 /* CUPTI's CUpti_ActivitySynchronizationType for cudaStreamSynchronize. */
 #define CUPTI_SYNC_STREAM 3

@@ -10,7 +10,7 @@
 #include "regions.h"
 #include "summary.h"
 #include "stacks.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 #define DIFF_DEPTH 4096
 

@@ -25,7 +25,7 @@
 
 #include "hot.h"
 #include "wstack.h"
-#include "../model/profile.h"
+#include "model/profile.h"
 
 enum { DIFF_BASE = 0, DIFF_NEW = 1 };
 

@@ -12,8 +12,8 @@
 #include "procs.h"
 #include "regions.h"
 #include "stacks.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 
 #define LABEL_FRAMES 3 /* a stack's label: its last frames */
 

@@ -16,7 +16,7 @@
 
 #include "diff.h"
 #include "offcpu.h"
-#include "../model/gpu_event.h"
+#include "model/gpu_event.h"
 
 struct diff_job;
 

@@ -8,8 +8,8 @@
 #include "diff.h"
 #include "hot.h"
 #include "pygil.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 
 struct mnode {
 	uint32_t parent;	 /* 0: the virtual root */

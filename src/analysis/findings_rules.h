@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "findings.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 
 #define MIN_SAMPLES 50		 /* fewer CPU samples: no CPU rule fires */
 #define LOST_SHARE 0.01		 /* samples lost in the ring buffer */

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "model/event.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 #include "gpu.h"
 
 static bool is_gpu_kind(uint16_t k)

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/gpu_event.h"
-#include "../model/profile.h"
+#include "model/gpu_event.h"
+#include "model/profile.h"
 #include "gpu_occ.h"
 
 #define GPU_NO_LAUNCH UINT32_MAX

@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
+#include "model/event.h"
 #include "gpu_occ.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 
 const char *gpu_occ_limiter_name(enum gpu_occ_limiter l)
 {

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/gpu_event.h"
-#include "../model/profile.h"
+#include "model/gpu_event.h"
+#include "model/profile.h"
 
 /* One device of one process; a limit of 0 was not reported. */
 struct gpu_device_props {

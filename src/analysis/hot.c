@@ -6,7 +6,7 @@
 
 #include "hot.h"
 #include "pygil.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 bool sample_filter__match(const struct sample_filter *f, const struct sample *s)
 {

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 
 struct sample_filter {
 	uint32_t pid, tid; /* 0 = any */

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "io.h"
-#include "../model/io_event.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "model/io_event.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 
 bool io_present(const struct profile *p)
 {

@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
+#include "model/event.h"
 #include "memory.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 
 #define NO_FREE SIZE_MAX
 

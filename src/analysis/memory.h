@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 
 struct mem_opts {
 	uint64_t temp_ns; /* freed within this long of allocation: temporary (default 1 ms) */

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "model/event.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 #include "metrics.h"
 
 /* The metric of each counter name id, by a cache of ids seen: -1 other counters. */

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/metrics.h"
-#include "../model/profile.h"
+#include "model/metrics.h"
+#include "model/profile.h"
 
 /* One series reduced: readings seen, first/last values and times, peak, time-weighted mean. */
 struct metric_stat {

@@ -7,10 +7,10 @@
 
 #include <linux/types.h>
 
-#include "../model/event.h"
-#include "../model/offcpu_event.h"
+#include "model/event.h"
+#include "model/offcpu_event.h"
 #include "offcpu.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 const char *wait_kind_name(enum wait_kind k)
 {

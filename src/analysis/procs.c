@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 #include "procs.h"
 
 static int cmp_proc(const void *a, const void *b)

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/sink.h"
+#include "util/sink.h"
 #include "hot.h"
 
 struct proc_stat {

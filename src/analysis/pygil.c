@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 #include "pygil.h"
 
 /* 1 for [GIL], 2 for [no GIL], 0 for any other location; *any: whether there is one. */

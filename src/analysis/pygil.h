@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 #include "hot.h"
 
 /* Whether location loc is a [GIL] / [no GIL] marker. */

@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
-#include "../model/io_event.h"
-#include "../util/hmap.h"
-#include "../util/strtab.h"
-#include "../util/vec.h"
+#include "model/event.h"
+#include "model/io_event.h"
+#include "util/hmap.h"
+#include "util/strtab.h"
+#include "util/vec.h"
 #include "gpu.h"
 #include "offcpu.h"
 #include "pylines.h"

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
-#include "../util/hmap.h"
+#include "model/event.h"
+#include "util/hmap.h"
 #include "ranks.h"
 #include "stacks.h"
 #include "summary.h"

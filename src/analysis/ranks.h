@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 
 struct rank_info {
 	const struct profile *p;

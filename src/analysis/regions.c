@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/hmap.h"
-#include "../util/vec.h"
-#include "../model/event.h"
+#include "util/hmap.h"
+#include "util/vec.h"
+#include "model/event.h"
 #include "regions.h"
 
 static bool inst_match(const struct sample_filter *f, const struct event *e)

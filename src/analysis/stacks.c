@@ -7,7 +7,7 @@
 #include "pygil.h"
 #include "pylines.h"
 #include "stacks.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 static int cmp_collapsed(const void *a, const void *b)
 {

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 #include "hot.h"
 
 struct profile_summary {

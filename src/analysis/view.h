@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 
 enum stack_view { VIEW_MIXED = 0, VIEW_PYTHON = 1, VIEW_NATIVE = 2 };
 

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/view.h"
-#include "../model/profile.h"
-#include "../util/log.h"
-#include "../util/sink.h"
+#include "analysis/view.h"
+#include "model/profile.h"
+#include "util/log.h"
+#include "util/sink.h"
 #include "command.h"
 #include "open.h"
 

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/regions.h"
-#include "../model/profile.h"
-#include "../util/log.h"
+#include "analysis/regions.h"
+#include "model/profile.h"
+#include "util/log.h"
 #include "filter.h"
 
 static int opt_time_range(const struct opt *o, const char *arg, void *field)

@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "../analysis/hot.h"
+#include "analysis/hot.h"
 #include "options.h"
 
 struct profile;

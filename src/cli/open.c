@@ -8,12 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../analysis/ranks.h"
-#include "../format/format.h"
-#include "../model/merge.h"
-#include "../sym/symbolize.h"
-#include "../sym/symbolizer.h"
-#include "../util/log.h"
+#include "analysis/ranks.h"
+#include "format/format.h"
+#include "model/merge.h"
+#include "sym/symbolize.h"
+#include "sym/symbolizer.h"
+#include "util/log.h"
 #include "open.h"
 
 static bool open_force;

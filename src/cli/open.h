@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 
 /*
  * --force: another user's recording is named as one's own (from the paths it lists and this

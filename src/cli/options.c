@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/log.h"
-#include "../util/sink.h"
+#include "util/log.h"
+#include "util/sink.h"
 #include "options.h"
 
 #define HELP_COLUMN 26 /* where help lines start */

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../inject/eprof_gpu_proto.h"
-#include "../model/event.h"
-#include "../model/gpu_event.h"
-#include "../model/profile.h"
-#include "../sym/symbolizer.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
+#include "inject/eprof_gpu_proto.h"
+#include "model/event.h"
+#include "model/gpu_event.h"
+#include "model/profile.h"
+#include "sym/symbolizer.h"
+#include "util/hmap.h"
+#include "util/log.h"
 #include "gpu_conv.h"
 
 int gpu_conv_init(struct gpu_conv *c, struct profile *p)

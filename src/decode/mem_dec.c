@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../inject/eprof_mem_proto.h"
-#include "../model/event.h"
-#include "../model/profile.h"
+#include "inject/eprof_mem_proto.h"
+#include "model/event.h"
+#include "model/profile.h"
 #include "mem_dec.h"
 
 /* EMEM_STACK_MAX fits the message, and stack ids the id table (EMEM's ids stop at 2^24 - 1). */

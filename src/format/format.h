@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 
 #define EPROF_FILE_MAGIC "EPROFDAT"
 /*

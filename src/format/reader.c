@@ -15,7 +15,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "../util/buf.h"
+#include "util/buf.h"
 #include "format.h"
 
 #define BAD(cond)                                                                                  \

@@ -10,7 +10,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "../util/buf.h"
+#include "util/buf.h"
 #include "format.h"
 
 struct eprof_writer {

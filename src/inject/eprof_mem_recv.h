@@ -16,7 +16,7 @@
 
 #include <linux/types.h>
 
-#include "../../bpf/eprof_abi.h"
+#include "eprof_abi.h"
 #include "eprof_mem_proto.h"
 
 /* PyThreadState and _PyCFrame are smaller than this in 3.10-3.13: their offsets lie below. */

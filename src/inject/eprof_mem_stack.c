@@ -28,10 +28,10 @@
 
 #include <linux/types.h>
 
-#include "../../bpf/eprof_abi.h"
-#include "../unwind/cfi.h"
-#include "../unwind/dwarf_read.h"
-#include "../unwind/unwind.h"
+#include "eprof_abi.h"
+#include "unwind/cfi.h"
+#include "unwind/dwarf_read.h"
+#include "unwind/unwind.h"
 #include "eprof_mem_proto.h"
 #include "eprof_mem_recv.h"
 #include "eprof_mem_stack.h"

@@ -24,9 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/hmap.h"
-#include "../util/strtab.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/strtab.h"
+#include "util/vec.h"
 
 enum object_kind {
 	OBJ_ELF = 0,	 /* a mapped ELF file */

@@ -2,7 +2,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "../util/sink.h"
+#include "util/sink.h"
 #include "csv.h"
 
 void csv_field(struct sink *out, const char *s)

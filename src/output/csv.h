@@ -3,7 +3,7 @@
 #ifndef EPROF_CSV_H
 #define EPROF_CSV_H
 
-#include "../analysis/hot.h"
+#include "analysis/hot.h"
 
 struct sink;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "diff_report.h"
+#include "units.h"
 
 #define STACK_ROWS 10 /* rows of the per-stack tables, at most */
 
@@ -27,20 +28,6 @@ void diff_fmt_pct(char *buf, size_t len, double b, double n)
 		snprintf(buf, len, "gone");
 	else
 		snprintf(buf, len, "%+.1f%%", 100.0 * (n - b) / b);
-}
-
-static void fmt_bytes(char *buf, size_t len, double v)
-{
-	double a = fabs(v);
-
-	if (a >= 1073741824.0)
-		snprintf(buf, len, "%.2f GiB", v / 1073741824.0);
-	else if (a >= 1048576.0)
-		snprintf(buf, len, "%.2f MiB", v / 1048576.0);
-	else if (a >= 1024.0)
-		snprintf(buf, len, "%.1f KiB", v / 1024.0);
-	else
-		snprintf(buf, len, "%.0f B", v);
 }
 
 /* --- text ------------------------------------------------------------------------------------ */
@@ -124,9 +111,9 @@ static void text_bytes_line(struct sink *out, const char *what, double b, double
 {
 	char x[3][32], p[24];
 
-	fmt_bytes(x[0], sizeof(x[0]), b);
-	fmt_bytes(x[1], sizeof(x[1]), n);
-	fmt_bytes(x[2] + 1, sizeof(x[2]) - 1, n - b);
+	fmt_bytes_kib(x[0], sizeof(x[0]), b, 1);
+	fmt_bytes_kib(x[1], sizeof(x[1]), n, 1);
+	fmt_bytes_kib(x[2] + 1, sizeof(x[2]) - 1, n - b, 1);
 	x[2][0] = n >= b ? '+' : ' ';
 	diff_fmt_pct(p, sizeof(p), b, n);
 	text_line(out, what, x[0], x[1], x[2], p);
@@ -154,9 +141,9 @@ static void text_table(struct sink *out, const struct diff_report *d, const stru
 		const struct diff_row *r = &t->v[i];
 
 		if (bytes) {
-			fmt_bytes(x[0], sizeof(x[0]), r->v[0]);
-			fmt_bytes(x[1], sizeof(x[1]), r->v[1]);
-			fmt_bytes(x[2] + 1, sizeof(x[2]) - 1, r->v[1] - r->v[0]);
+			fmt_bytes_kib(x[0], sizeof(x[0]), r->v[0], 1);
+			fmt_bytes_kib(x[1], sizeof(x[1]), r->v[1], 1);
+			fmt_bytes_kib(x[2] + 1, sizeof(x[2]) - 1, r->v[1] - r->v[0], 1);
 			x[2][0] = r->v[1] >= r->v[0] ? '+' : ' ';
 		} else {
 			snprintf(x[0], sizeof(x[0]), "%.3f", r->v[0] / 1e9);

@@ -10,12 +10,12 @@
 
 #include <stddef.h>
 
-#include "../analysis/diff.h"
-#include "../analysis/diff_gate.h"
-#include "../analysis/diff_job.h"
-#include "../analysis/diff_kinds.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/diff.h"
+#include "analysis/diff_gate.h"
+#include "analysis/diff_job.h"
+#include "analysis/diff_kinds.h"
+#include "util/json.h"
+#include "util/sink.h"
 
 struct diff_report {
 	const struct diff_result *r;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/stacks.h"
-#include "../util/sink.h"
+#include "analysis/stacks.h"
+#include "util/sink.h"
 #include "folded.h"
 
 const char *frame_label(const struct profile *p, const struct frame *f, bool lines, char *buf,

@@ -4,8 +4,8 @@
 
 #include <stdbool.h>
 
-#include "../analysis/hot.h"
-#include "../analysis/stacks.h"
+#include "analysis/hot.h"
+#include "analysis/stacks.h"
 
 struct sink;
 

@@ -7,15 +7,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../flamegraph/flamegraph.h"
-#include "../analysis/procs.h"
-#include "../analysis/stacks.h"
-#include "../util/sha256.h"
-#include "../util/sink.h"
+#include "flamegraph/flamegraph.h"
+#include "analysis/procs.h"
+#include "analysis/stacks.h"
+#include "util/sha256.h"
+#include "util/sink.h"
 #include "html.h"
 #include "report.h"
-#include "../analysis/findings.h"
-#include "../analysis/memory.h"
+#include "analysis/findings.h"
+#include "analysis/memory.h"
 #include "report_gpu.h"
 #include "report_io.h"
 #include "report_mem.h"

@@ -8,7 +8,7 @@
 #ifndef EPROF_HTML_H
 #define EPROF_HTML_H
 
-#include "../analysis/hot.h"
+#include "analysis/hot.h"
 
 struct sink;
 

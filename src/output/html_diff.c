@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../flamegraph/flamegraph.h"
-#include "../analysis/diff.h"
-#include "../analysis/diff_kinds.h"
-#include "../util/sink.h"
+#include "flamegraph/flamegraph.h"
+#include "analysis/diff.h"
+#include "analysis/diff_kinds.h"
+#include "util/sink.h"
 #include "diff_report.h"
 #include "html.h"
 #include "html_diff.h"

@@ -8,7 +8,7 @@
 #ifndef EPROF_HTML_DIFF_H
 #define EPROF_HTML_DIFF_H
 
-#include "../model/profile.h"
+#include "model/profile.h"
 
 struct sink;
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/metrics.h"
-#include "../util/sink.h"
+#include "analysis/metrics.h"
+#include "util/sink.h"
 #include "html.h"
 #include "report_metrics.h"
 

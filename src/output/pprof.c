@@ -7,11 +7,11 @@
 #include <time.h>
 #include <zlib.h>
 
-#include "../analysis/stacks.h"
-#include "../util/buf.h"
-#include "../util/sink.h"
-#include "../util/utf8.h"
-#include "../util/vec.h"
+#include "analysis/stacks.h"
+#include "util/buf.h"
+#include "util/sink.h"
+#include "util/utf8.h"
+#include "util/vec.h"
 #include "pprof.h"
 
 #define ZCHUNK (64 * 1024)

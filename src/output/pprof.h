@@ -14,7 +14,7 @@
 #ifndef EPROF_PPROF_H
 #define EPROF_PPROF_H
 
-#include "../analysis/hot.h"
+#include "analysis/hot.h"
 
 struct sink;
 

@@ -5,22 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/json.h"
+#include "util/json.h"
 #include "units.h"
-#include "../util/sink.h"
+#include "util/sink.h"
 #include "report.h"
 #include "report_gpu.h"
-#include "../analysis/pygil.h"
+#include "analysis/pygil.h"
 #include "report_python.h"
 #include "report_regions.h"
 #include "report_mem.h"
 #include "report_io.h"
 #include "report_findings.h"
 #include "report_metrics.h"
-#include "../analysis/findings.h"
-#include "../analysis/memory.h"
-#include "../analysis/procs.h"
-#include "../analysis/stacks.h"
+#include "analysis/findings.h"
+#include "analysis/memory.h"
+#include "analysis/procs.h"
+#include "analysis/stacks.h"
 
 static double pct(uint64_t part, uint64_t whole)
 {
@@ -158,6 +158,22 @@ static int text_processes(struct sink *out, const struct profile *p, const struc
 	}
 	free(v);
 	return 0;
+}
+
+#define REPORT_STACK_MAX 256 /* frames of a section's stack in JSON */
+
+void report_json_stack(struct json *j, const struct profile *p, uint32_t stack)
+{
+	const struct frame *fr[REPORT_STACK_MAX];
+	size_t n = stack_frames_leaf_first(p, stack, fr, REPORT_STACK_MAX);
+
+	json_arr_open(j, -1, "stack");
+	for (size_t i = 0; i < n; i++) {
+		const char *s = fr[i]->name ? profile__str(p, fr[i]->name) : NULL;
+
+		json_str(j, s && *s ? s : "?");
+	}
+	json_arr_end(j);
 }
 
 static const char *kind_name(uint8_t kind)

@@ -6,9 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../analysis/hot.h"
-#include "../analysis/summary.h"
+#include "analysis/hot.h"
+#include "analysis/summary.h"
 
+struct json;
 struct sink;
 
 struct report_opts {
@@ -21,6 +22,8 @@ struct report_opts {
 };
 
 int report_write(struct sink *out, struct profile *p, const struct report_opts *o);
+/* A section's "stack": [leaf, caller, ...] member, "?" for a frame without a name. */
+void report_json_stack(struct json *j, const struct profile *p, uint32_t stack);
 /* Off-CPU section (report_offcpu.c): nothing when the record has no off-CPU data. */
 int report_offcpu(struct sink *out, const struct profile *p, const struct report_opts *o);
 

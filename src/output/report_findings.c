@@ -3,9 +3,9 @@
 
 #include <string.h>
 
-#include "../analysis/findings.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/findings.h"
+#include "util/json.h"
+#include "util/sink.h"
 
 static int write_json(struct sink *out, const struct findings *fs)
 {

@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "../analysis/hot.h"
+#include "analysis/hot.h"
 
 struct sink;
 

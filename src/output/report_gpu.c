@@ -5,10 +5,10 @@
 #include <string.h>
 #include <stdio.h>
 
-#include "../analysis/gpu.h"
+#include "analysis/gpu.h"
 #include "units.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "util/json.h"
+#include "util/sink.h"
 #include "report_gpu.h"
 
 static double pct(uint64_t part, uint64_t whole)

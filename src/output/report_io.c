@@ -7,12 +7,13 @@
 #include <string.h>
 
 #include "report_io.h"
+#include "report.h"
 #include "units.h"
-#include "../analysis/io.h"
-#include "../analysis/stacks.h"
-#include "../model/io_event.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/io.h"
+#include "analysis/stacks.h"
+#include "model/io_event.h"
+#include "util/json.h"
+#include "util/sink.h"
 
 #define STACK_MAX 256
 #define TEXT_FRAMES 6
@@ -168,17 +169,6 @@ int report_io_text(struct sink *out, const struct profile *p, const struct sampl
 	return out->err;
 }
 
-static void json_stack(struct json *j, const struct profile *p, uint32_t stack)
-{
-	const struct frame *fr[STACK_MAX];
-	size_t n = stack_frames_leaf_first(p, stack, fr, STACK_MAX);
-
-	json_arr_open(j, -1, "stack");
-	for (size_t i = 0; i < n; i++)
-		json_str(j, name_of(p, fr[i]->name));
-	json_arr_end(j);
-}
-
 static void json_group(struct json *j, const struct profile *p, const struct io_group *g,
 		       bool stack)
 {
@@ -195,7 +185,7 @@ static void json_group(struct json *j, const struct profile *p, const struct io_
 	json_kv_u64(j, "read_ns", g->read_ns);
 	json_kv_u64(j, "write_ns", g->write_ns);
 	if (stack)
-		json_stack(j, p, g->stack);
+		report_json_stack(j, p, g->stack);
 	json_obj_end(j);
 }
 

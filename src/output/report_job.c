@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../analysis/ranks.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/ranks.h"
+#include "util/json.h"
+#include "util/sink.h"
 #include "report_job.h"
 #include "units.h"
 

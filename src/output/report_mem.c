@@ -7,15 +7,15 @@
 #include <sys/types.h>
 
 #include "report_mem.h"
+#include "report.h"
 #include "units.h"
-#include "../analysis/memory.h"
-#include "../analysis/stacks.h"
-#include "../util/hmap.h"
-#include "../util/json.h"
-#include "../util/sink.h"
-#include "../util/strtab.h"
+#include "analysis/memory.h"
+#include "analysis/stacks.h"
+#include "util/hmap.h"
+#include "util/json.h"
+#include "util/sink.h"
+#include "util/strtab.h"
 
-#define STACK_MAX 256
 #define TEXT_FRAMES 6
 
 bool report_mem_present(const struct profile *p)
@@ -215,17 +215,6 @@ int report_mem_text(struct sink *out, const struct profile *p, const struct mem_
 	return out->err;
 }
 
-static void json_stack(struct json *j, const struct profile *p, uint32_t stack)
-{
-	const struct frame *fr[STACK_MAX];
-	size_t n = stack_frames_leaf_first(p, stack, fr, STACK_MAX);
-
-	json_arr_open(j, -1, "stack");
-	for (size_t i = 0; i < n; i++)
-		json_str(j, profile__str(p, fr[i]->name));
-	json_arr_end(j);
-}
-
 static void json_groups(struct json *j, const struct profile *p, const struct mem_result *r,
 			const char *key, const struct mem_group *g, size_t n, unsigned limit,
 			bool age)
@@ -241,7 +230,7 @@ static void json_groups(struct json *j, const struct profile *p, const struct me
 				  r->end_ns > g[i].first_ts ? (r->end_ns - g[i].first_ts) / 1e9 : 0.0,
 				  6);
 		}
-		json_stack(j, p, g[i].stack);
+		report_json_stack(j, p, g[i].stack);
 		json_obj_end(j);
 	}
 	json_arr_end(j);

@@ -6,8 +6,8 @@
 
 #include "report_metrics.h"
 #include "units.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "util/json.h"
+#include "util/sink.h"
 
 /* NVML's clock event (throttle) reason bits, in bit order. */
 static const char *const throttle_names[] = {

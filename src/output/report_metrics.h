@@ -3,7 +3,7 @@
 #ifndef EPROF_REPORT_METRICS_H
 #define EPROF_REPORT_METRICS_H
 
-#include "../analysis/metrics.h"
+#include "analysis/metrics.h"
 
 struct sink;
 

@@ -2,10 +2,10 @@
 /* The off-CPU section of `eprof report`: blocked time by kind and the top blocking stacks. */
 #include <inttypes.h>
 
-#include "../analysis/offcpu.h"
-#include "../analysis/stacks.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/offcpu.h"
+#include "analysis/stacks.h"
+#include "util/json.h"
+#include "util/sink.h"
 #include "report.h"
 
 #define OFFCPU_TOP 10

@@ -6,11 +6,11 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "../analysis/pygil.h"
-#include "../analysis/pylines.h"
-#include "../analysis/stacks.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/pygil.h"
+#include "analysis/pylines.h"
+#include "analysis/stacks.h"
+#include "util/json.h"
+#include "util/sink.h"
 #include "report_python.h"
 #include "units.h"
 

@@ -6,7 +6,7 @@
 #ifndef EPROF_REPORT_PYTHON_H
 #define EPROF_REPORT_PYTHON_H
 
-#include "../analysis/hot.h"
+#include "analysis/hot.h"
 
 struct sink;
 

@@ -6,24 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/regions.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "analysis/regions.h"
+#include "util/json.h"
+#include "util/sink.h"
 #include "report_regions.h"
-
-/* "12.35 ms": three significant digits or more, unit chosen by size. */
-static const char *fmt_dur(char *buf, size_t len, double ns)
-{
-	if (ns < 1e3)
-		snprintf(buf, len, "%.0f ns", ns);
-	else if (ns < 1e6)
-		snprintf(buf, len, "%.2f us", ns / 1e3);
-	else if (ns < 1e9)
-		snprintf(buf, len, "%.2f ms", ns / 1e6);
-	else
-		snprintf(buf, len, "%.2f s", ns / 1e9);
-	return buf;
-}
+#include "units.h"
 
 static void text_row(struct sink *out, const struct profile *p, const struct region_node *n)
 {
@@ -35,7 +22,7 @@ static void text_row(struct sink *out, const struct profile *p, const struct reg
 	snprintf(name, sizeof(name), "%*s%s", ind, "", profile__str(p, n->name));
 	sink_printf(out, "%-32s %8" PRIu64, name, n->count);
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-		sink_printf(out, " %10s", fmt_dur(b, sizeof(b), v[i]));
+		sink_printf(out, " %10s", fmt_dur(b, sizeof(b), v[i], 2));
 	if (n->open)
 		sink_printf(out, "  (%" PRIu64 " open at the end)", n->open);
 	if (n->sampled)

@@ -3,7 +3,7 @@
 #ifndef EPROF_REPORT_REGIONS_H
 #define EPROF_REPORT_REGIONS_H
 
-#include "../analysis/hot.h"
+#include "analysis/hot.h"
 
 struct sink;
 

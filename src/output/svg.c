@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../flamegraph/flamegraph.h"
+#include "flamegraph/flamegraph.h"
 #include "svg.h"
 
 /* The tooltip's extra line: a Python frame's source file, in full. */

@@ -3,7 +3,7 @@
 #ifndef EPROF_SVG_H
 #define EPROF_SVG_H
 
-#include "../../flamegraph/flamegraph.h"
+#include "flamegraph/flamegraph.h"
 #include "folded.h"
 
 struct svg_opts {

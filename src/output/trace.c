@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../model/event.h"
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "model/event.h"
+#include "util/json.h"
+#include "util/sink.h"
 #include "trace.h"
 #include "trace_gpu.h"
 

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../analysis/hot.h"
-#include "../util/json.h"
+#include "analysis/hot.h"
+#include "util/json.h"
 
 struct sink;
 struct trace_writer;

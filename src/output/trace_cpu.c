@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/stacks.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/vec.h"
+#include "analysis/stacks.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/vec.h"
 #include "trace.h"
 
 /*

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
-#include "../analysis/gpu.h"
-#include "../util/hmap.h"
+#include "model/event.h"
+#include "analysis/gpu.h"
+#include "util/hmap.h"
 #include "trace.h"
 #include "trace_gpu.h"
 

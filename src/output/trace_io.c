@@ -7,9 +7,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "../analysis/io.h"
-#include "../model/io_event.h"
-#include "../util/hmap.h"
+#include "analysis/io.h"
+#include "model/io_event.h"
+#include "util/hmap.h"
 #include "trace.h"
 
 #define IO_TID(tid) ((uint32_t)(tid) | 0x20000000u)

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/event.h"
+#include "model/event.h"
 #include "trace.h"
-#include "../analysis/memory.h"
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "analysis/memory.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 
 #define HEAP_BUCKET_NS 1000000ULL /* at most one point per ms: a 1M-allocation run stays small */
 

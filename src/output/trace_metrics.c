@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/metrics.h"
+#include "analysis/metrics.h"
 #include "trace.h"
 
 #define GPU_METRICS_PID 0x50000000u /* + device: the pseudo process of a GPU's tracks */

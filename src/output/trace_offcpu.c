@@ -12,11 +12,11 @@
 
 #include <linux/types.h>
 
-#include "../model/event.h"
-#include "../model/offcpu_event.h"
-#include "../analysis/critpath.h"
-#include "../analysis/gpu.h"
-#include "../util/hmap.h"
+#include "model/event.h"
+#include "model/offcpu_event.h"
+#include "analysis/critpath.h"
+#include "analysis/gpu.h"
+#include "util/hmap.h"
 #include "trace.h"
 
 /* State tracks are pseudo-threads beside the real one: tids never reach this (pid_max <= 2^22). */

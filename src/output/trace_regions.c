@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../analysis/regions.h"
+#include "analysis/regions.h"
 #include "trace.h"
 
 int trace_source_regions(struct trace_writer *w, const struct profile *p,

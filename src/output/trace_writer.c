@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/json.h"
-#include "../util/sink.h"
+#include "util/json.h"
+#include "util/sink.h"
 #include "trace.h"
 
 struct trace_writer {

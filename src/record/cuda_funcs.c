@@ -4,7 +4,7 @@
 #include <linux/types.h>
 
 #include "eprof_abi.h"
-#include "../model/gpu_event.h"
+#include "model/gpu_event.h"
 #include "cuda_funcs.h"
 
 #define N -1

@@ -12,10 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../inject/eprof_gpu_proto.h"
-#include "../inject/inject.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
+#include "inject/eprof_gpu_proto.h"
+#include "inject/inject.h"
+#include "util/hmap.h"
+#include "util/log.h"
 #include "cuda_inject.h"
 #include "proc.h"
 

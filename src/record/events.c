@@ -11,8 +11,8 @@
 #include <linux/types.h>
 
 #include "eprof_abi.h"
-#include "../unwind/unwind.h"
-#include "../util/log.h"
+#include "unwind/unwind.h"
+#include "util/log.h"
 #include "events.h"
 #include "proc.h"
 

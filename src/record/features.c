@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <stddef.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 #include "feature.h"
 
 extern const struct feature feature_mem;

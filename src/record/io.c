@@ -17,10 +17,10 @@
 
 #include <linux/types.h>
 
-#include "../model/io_event.h"
+#include "model/io_event.h"
 #include "eprof_abi.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
+#include "util/hmap.h"
+#include "util/log.h"
 #include "events.h"
 #include "feature.h"
 #include "profile.skel.h"

@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../model/profile.h"
-#include "../util/log.h"
+#include "model/profile.h"
+#include "util/log.h"
 #include "job.h"
 
 /* The first of these set in the environment, else NULL. */

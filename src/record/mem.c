@@ -23,14 +23,14 @@
 
 #include <linux/types.h>
 
-#include "../inject/eprof_mem_proto.h"
-#include "../inject/inject.h"
-#include "../model/event.h"
+#include "inject/eprof_mem_proto.h"
+#include "inject/inject.h"
+#include "model/event.h"
 #include "eprof_abi.h"
-#include "../util/expq.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
-#include "../util/vec.h"
+#include "util/expq.h"
+#include "util/hmap.h"
+#include "util/log.h"
+#include "util/vec.h"
 #include "profile.skel.h"
 #include "events.h"
 #include "feature.h"

@@ -14,11 +14,11 @@
 
 #include <linux/types.h>
 
-#include "../decode/mem_dec.h"
-#include "../inject/eprof_mem_proto.h"
-#include "../model/event.h"
-#include "../model/profile.h"
-#include "../util/log.h"
+#include "decode/mem_dec.h"
+#include "inject/eprof_mem_proto.h"
+#include "model/event.h"
+#include "model/profile.h"
+#include "util/log.h"
 #include "eprof_abi.h"
 #include "events.h"
 #include "mem_chan.h"

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "mem_probe.h"
-#include "../util/elf_layout.h"
+#include "util/elf_layout.h"
 
 const char *const mem_func_names[MEM_NFUNCS] = {
 	[MEM_MALLOC] = "malloc",

@@ -35,12 +35,12 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
-#include "../model/event.h"
-#include "../model/metrics.h"
+#include "model/event.h"
+#include "model/metrics.h"
 #include "eprof_abi.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/log.h"
+#include "util/vec.h"
 #include "profile.skel.h"
 #include "events.h"
 #include "feature.h"

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/metrics.h"
-#include "../util/log.h"
+#include "model/metrics.h"
+#include "util/log.h"
 #include "nvml.h"
 
 #define NVML_MAX_DEVICES 64

@@ -14,13 +14,13 @@
 
 #include <linux/types.h>
 
-#include "../model/event.h"
+#include "model/event.h"
 #include "eprof_abi.h"
-#include "../model/offcpu_event.h"
-#include "../util/expq.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
-#include "../util/vec.h"
+#include "model/offcpu_event.h"
+#include "util/expq.h"
+#include "util/hmap.h"
+#include "util/log.h"
+#include "util/vec.h"
 #include "events.h"
 #include "feature.h"
 #include "profile.skel.h"

@@ -17,12 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../sym/symbolizer.h"
-#include "../unwind/unwind.h"
-#include "../util/elf_layout.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
-#include "../util/vec.h"
+#include "sym/symbolizer.h"
+#include "unwind/unwind.h"
+#include "util/elf_layout.h"
+#include "util/hmap.h"
+#include "util/log.h"
+#include "util/vec.h"
 #include "proc.h"
 
 /* One mapped file, opened once for the whole record. */

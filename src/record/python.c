@@ -29,9 +29,9 @@
 #include <bpf/libbpf.h>
 
 #include "profile.skel.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/log.h"
+#include "util/vec.h"
 #include "events.h"
 #include "feature.h"
 #include "proc.h"

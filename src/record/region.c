@@ -31,18 +31,18 @@
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 
-#include "../model/event.h"
+#include "model/event.h"
 #include "eprof_abi.h"
 #include "profile.skel.h"
-#include "../util/elf_layout.h"
-#include "../util/hmap.h"
-#include "../util/log.h"
-#include "../util/vec.h"
+#include "util/elf_layout.h"
+#include "util/hmap.h"
+#include "util/log.h"
+#include "util/vec.h"
 #include "events.h"
 #include "feature.h"
 #include "python.h"
 #include "record.h"
-#include "../sym/usdt.h"
+#include "sym/usdt.h"
 #include "collective.h"
 #include "uprobe_multi.h"
 

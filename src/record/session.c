@@ -28,17 +28,17 @@
 
 #include <linux/types.h>
 
-#include "../model/event.h"
+#include "model/event.h"
 #include "eprof_abi.h"
-#include "../format/format.h"
-#include "../sym/symbolizer.h"
-#include "../util/log.h"
+#include "format/format.h"
+#include "sym/symbolizer.h"
+#include "util/log.h"
 #include "profile.skel.h"
 #include "feature.h"
 #include "job.h"
 #include "proc.h"
 #include "record.h"
-#include "../sym/symbolize.h"
+#include "sym/symbolize.h"
 
 #define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
 #define STACK_EPOCH_NODES (32u << 10) /* ~0.4 MB of nodes + ~2 MB of index */

@@ -15,7 +15,7 @@
 
 #include "sym/sym_internal.h"
 #include "util/log.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 #define MAX_DIE_DEPTH 64 /* hostile DWARF must not recurse us off the stack */
 #define MAX_INLINE 64

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "sym/sym_internal.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 struct ksyms {
 	struct symtab syms;

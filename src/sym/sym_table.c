@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "sym/sym_internal.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 /* How far back a lookup looks for an earlier symbol that still covers the address. */
 #define SYMTAB_SCAN_BACK 8

@@ -8,10 +8,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "../sym/symbolizer.h"
-#include "../unwind/unwind.h"
-#include "../util/elf_layout.h"
-#include "../util/log.h"
+#include "symbolizer.h"
+#include "unwind/unwind.h"
+#include "util/elf_layout.h"
+#include "util/log.h"
 #include "symbolize.h"
 
 /* Per-object state: the path to open, or why the object cannot be opened. */

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
+#include "model/profile.h"
 
 struct symbolizer;
 

@@ -21,7 +21,7 @@
 #include "sym/sym_internal.h"
 #include "util/hmap.h"
 #include "util/log.h"
-#include "../util/vec.h"
+#include "util/vec.h"
 
 /* Results are cached per (object, offset) up to this many; past it lookups still work. */
 #define MAX_CACHED_RESULTS (1u << 20)

@@ -13,8 +13,8 @@
 #include <asm/ptrace.h>
 #endif
 
-#include "../util/elf_layout.h"
-#include "../util/vec.h"
+#include "util/elf_layout.h"
+#include "util/vec.h"
 #include "usdt.h"
 
 int elf_vaddr_to_off(int fd, uint64_t vaddr, uint64_t *off)

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/gpu.h"
+#include "analysis/gpu.h"
 #include "top_gpu.h"
 #include "top_model.h"
 

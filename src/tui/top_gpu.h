@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
-#include "../util/sink.h"
+#include "model/profile.h"
+#include "util/sink.h"
 
 enum top_gpu_kind {
 	TOP_GPU_KERNEL = 0, /* launches of one kernel */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../model/event.h"
+#include "model/event.h"
 #include "top_metrics.h"
 
 static struct top_metrics_proc *proc_of(struct top_metrics *t, uint32_t pid)

@@ -9,10 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../model/metrics.h"
-#include "../model/profile.h"
-#include "../util/sink.h"
-#include "../util/vec.h"
+#include "model/metrics.h"
+#include "model/profile.h"
+#include "util/sink.h"
+#include "util/vec.h"
 
 struct top_metrics_proc {
 	uint32_t pid;

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/pygil.h"
-#include "../analysis/view.h"
+#include "analysis/pygil.h"
+#include "analysis/view.h"
 #include "top_model.h"
 
 #define PRUNE_W 0.01 /* decayed weight below which a stack is forgotten */

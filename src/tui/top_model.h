@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../model/profile.h"
-#include "../util/hmap.h"
-#include "../util/sink.h"
+#include "model/profile.h"
+#include "util/hmap.h"
+#include "util/sink.h"
 
 #define TOP_DECAY (7.0 / 8.0)
 

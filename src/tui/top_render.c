@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../analysis/procs.h"
-#include "../analysis/pygil.h"
+#include "analysis/procs.h"
+#include "analysis/pygil.h"
 #include "top_gpu.h"
 #include "top_metrics.h"
 #include "top_model.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/elf_layout.h"
+#include "util/elf_layout.h"
 #include "cfi.h"
 #include "dwarf_read.h"
 #include "unwind.h"

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/hmap.h"
-#include "../util/vec.h"
+#include "util/hmap.h"
+#include "util/vec.h"
 #include "cfi.h"
 #include "dwarf_read.h"
 #include "unwind.h"

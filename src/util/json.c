@@ -227,47 +227,79 @@ void json_arr_close(struct json *j, int indent)
 	close_container(j, false);
 }
 
-void json_escape(const char *s, void (*put)(void *ctx, const void *p, size_t n), void *ctx)
+/* What stands for byte p[0] (of a character c bytes long) in a JSON string, or NULL. */
+static const char *json_rep(const unsigned char *p, size_t c, unsigned flags, char esc[8])
 {
-	const unsigned char *p = (const unsigned char *)s, *run = p;
+	if (c == 0)
+		return "\\ufffd";
+	if (c == 3 && flags & JSON_SCRIPT && p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xbe)
+		return p[2] == 0xbe ? "\\ufffe" : "\\uffff"; /* not characters in XML */
+	if (c > 1)
+		return NULL;
+	switch (*p) {
+	case '"': return "\\\"";
+	case '\\': return "\\\\";
+	case '\n': return "\\n";
+	case '\r': return "\\r";
+	case '\t': return "\\t";
+	case '<':
+	case '>':
+	case '&':
+		break;
+	default:
+		if (*p >= 0x20)
+			return NULL;
+		snprintf(esc, 8, "\\u%04x", *p);
+		return esc;
+	}
+	if (!(flags & JSON_SCRIPT))
+		return NULL;
+	snprintf(esc, 8, "\\u%04x", *p); /* no "</script>", "<!--" or "]]>" */
+	return esc;
+}
+
+void json_escape_n(const char *s, size_t len, unsigned flags,
+		   void (*put)(void *ctx, const void *p, size_t n), void *ctx)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t run = 0, o = 0;
 	char esc[8];
 
-	for (; *p; p++) {
-		const char *rep = NULL;
-		int l;
+	while (o < len) {
+		unsigned char b = p[o];
+		size_t c;
+		const char *rep;
 
-		switch (*p) {
-		case '"': rep = "\\\""; break;
-		case '\\': rep = "\\\\"; break;
-		case '\n': rep = "\\n"; break;
-		case '\r': rep = "\\r"; break;
-		case '\t': rep = "\\t"; break;
-		default:
-			if (*p < 0x20) {
-				snprintf(esc, sizeof(esc), "\\u%04x", *p);
-				rep = esc;
-			} else if (*p >= 0x80) {
-				l = utf8_seq_len(p);
-				if (l) {
-					p += l - 1;
-					continue;
-				}
-				rep = "\\ufffd";
-			}
-		}
-		if (!rep)
+		/* most names are printable ASCII */
+		if (b >= 0x20 && b < 0x80 && b != '"' && b != '\\' &&
+		    (!(flags & JSON_SCRIPT) || (b != '<' && b != '>' && b != '&'))) {
+			o++;
 			continue;
-		put(ctx, run, p - run);
+		}
+		c = utf8_char_len(p + o, len - o);
+		rep = json_rep(p + o, c, flags, esc);
+
+		if (!rep) {
+			o += c;
+			continue;
+		}
+		put(ctx, p + run, o - run);
 		put(ctx, rep, strlen(rep));
-		run = p + 1;
+		o += c ? c : 1;
+		run = o;
 	}
-	put(ctx, run, p - run);
+	put(ctx, p + run, o - run);
+}
+
+void json_escape(const char *s, void (*put)(void *ctx, const void *p, size_t n), void *ctx)
+{
+	json_escape_n(s, strlen(s), 0, put, ctx);
 }
 
 static void quoted(struct json *j, const char *s)
 {
 	PUT_LIT(j, "\"");
-	json_escape(s, put_cb, j);
+	json_escape_n(s, strlen(s), j->flags, put_cb, j);
 	PUT_LIT(j, "\"");
 }
 
@@ -300,7 +332,7 @@ void json_str_begin(struct json *j)
 
 void json_str_add(struct json *j, const char *s)
 {
-	json_escape(s, put_cb, j);
+	json_escape_n(s, strlen(s), j->flags, put_cb, j);
 }
 
 void json_str_end(struct json *j)

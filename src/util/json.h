@@ -41,6 +41,11 @@ struct sink;
 
 enum json_flags {
 	JSON_COMPACT = 1 << 0, /* "," and ":" between items instead of ", " and ": " */
+	/*
+	 * Strings that may sit in an HTML <script> or an XML CDATA section: '<', '>' and '&'
+	 * as \u escapes (no "</script>", "<!--" or "]]>"), U+FFFE and U+FFFF too.
+	 */
+	JSON_SCRIPT = 1 << 1,
 };
 
 struct json {
@@ -143,5 +148,8 @@ size_t json_fmt_u64(char *buf, uint64_t v);
  * characters escaped, each byte that is not valid UTF-8 replaced by U+FFFD.
  */
 void json_escape(const char *s, void (*put)(void *ctx, const void *p, size_t n), void *ctx);
+/* The same for len bytes of s (a NUL among them is \u0000), with JSON_SCRIPT in flags. */
+void json_escape_n(const char *s, size_t len, unsigned flags,
+		   void (*put)(void *ctx, const void *p, size_t n), void *ctx);
 
 #endif

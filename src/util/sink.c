@@ -9,6 +9,7 @@
 
 #include "esc.h"
 #include "sink.h"
+#include "utf8.h"
 #include "vec.h"
 
 struct file_sink {
@@ -254,30 +255,51 @@ int sink_printf(struct sink *s, const char *fmt, ...)
 	return err;
 }
 
+/* What stands for an ASCII byte in XML text, or NULL when it stands for itself. */
+static const char *xml_ascii(unsigned char c, unsigned flags)
+{
+	switch (c) {
+	case '<': return "&lt;";
+	case '>': return "&gt;";
+	case '&': return "&amp;";
+	case '"': return "&quot;";
+	case '\'': return "&#39;";
+	case '\n':
+	case '\t': return flags & SINK_XML_LINE ? " " : NULL;
+	default: return c < 0x20 ? UTF8_REPLACEMENT : NULL; /* XML allows no other control */
+	}
+}
+
+int sink_xml_text(struct sink *s, const char *str, size_t len, unsigned flags)
+{
+	const unsigned char *p = (const unsigned char *)str;
+	size_t run = 0, o = 0;
+
+	while (o < len) {
+		size_t c = utf8_char_len(p + o, len - o);
+		const char *rep;
+
+		if (c == 1)
+			rep = xml_ascii(p[o], flags);
+		else if (c == 3 && p[o] == 0xef && p[o + 1] == 0xbf && p[o + 2] >= 0xbe)
+			rep = UTF8_REPLACEMENT; /* U+FFFE, U+FFFF: not characters in XML */
+		else
+			rep = c ? NULL : UTF8_REPLACEMENT;
+		if (!rep) {
+			o += c;
+			continue;
+		}
+		sink_write(s, p + run, o - run);
+		sink_puts(s, rep);
+		o += c ? c : 1;
+		run = o;
+	}
+	return sink_write(s, p + run, o - run);
+}
+
 int sink_xml_str(struct sink *s, const char *str)
 {
-	const char *p = str, *run = p;
-
-	for (; *p; p++) {
-		const char *rep = NULL;
-
-		switch (*p) {
-		case '<': rep = "&lt;"; break;
-		case '>': rep = "&gt;"; break;
-		case '&': rep = "&amp;"; break;
-		case '"': rep = "&quot;"; break;
-		case '\'': rep = "&#39;"; break;
-		default:
-			if ((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n')
-				rep = "?";
-		}
-		if (!rep)
-			continue;
-		sink_write(s, run, p - run);
-		sink_puts(s, rep);
-		run = p + 1;
-	}
-	return sink_write(s, run, p - run);
+	return sink_xml_text(s, str, strlen(str), 0);
 }
 
 int sink_close(struct sink *s)

@@ -36,7 +36,17 @@ const char *sink_mem_data(struct sink *s, size_t *len);
 int sink_write(struct sink *s, const void *buf, size_t len);
 int sink_puts(struct sink *s, const char *str);
 int sink_printf(struct sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Writes str with XML/HTML escaping. */
+enum sink_xml_flags {
+	SINK_XML_LINE = 1 << 0, /* newlines and tabs as spaces: text of one line (a label) */
+};
+/*
+ * Writes str (len bytes) as XML or HTML text or attribute value: '<', '>', '&', '"' and '\''
+ * as entities, and U+FFFD for each byte that is not valid UTF-8 and each character XML
+ * forbids (a control other than tab and newline, U+FFFE, U+FFFF). Names from targets
+ * and files are hostile: everything they hold goes through here or util/json.
+ */
+int sink_xml_text(struct sink *s, const char *str, size_t len, unsigned flags);
+/* sink_xml_text() of a NUL-terminated str, newlines kept. */
 int sink_xml_str(struct sink *s, const char *str);
 /* Closes and frees; returns the first error seen during the sink's life, or 0. */
 int sink_close(struct sink *s);

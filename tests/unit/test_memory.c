@@ -4,10 +4,12 @@
 #include <math.h>
 
 #include "analysis/memory.h"
+#include "output/report.h"
 #include "output/report_mem.h"
 #include "record/mem_probe.h"
 #include "cmds.h"
 #include "record/record.h"
+#include "util/json.h"
 #include "util/sink.h"
 
 static uint32_t s1, s2, s3;
@@ -256,6 +258,28 @@ static void test_report_json(void **state)
 	profile__free(p);
 }
 
+/* The "stack" member the memory and I/O sections share: leaf first, a nameless frame as "?",
+ * a name from the target escaped. */
+static void test_report_json_stack(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t m = test_loc(p, "/bin/app", "main", NULL, 1);
+	uint32_t u = test_loc(p, "/bin/app", "", NULL, 2);
+	uint32_t x = test_loc(p, "/bin/app", "x\x01<\"y\">\xff", NULL, 3);
+	uint32_t st = profile__stack(p, (uint32_t[]){ m, u, x }, 3);
+	struct json j;
+
+	(void)state;
+	json_init(&j, NULL, 0);
+	json_obj(&j);
+	report_json_stack(&j, p, st);
+	report_json_stack(&j, p, 0);
+	json_obj_end(&j);
+	assert_string_equal(json_text(&j), "{\"stack\": [\"x\\u0001<\\\"y\\\">\\ufffd\", "
+					   "\"?\", \"main\"], \"stack\": []}");
+	profile__free(p);
+}
+
 static void test_probe_offset(void **state)
 {
 	/* glibc 2.36 free: test %rdi,%rdi; je ...: probe the je (emulated), rdi intact. */
@@ -461,6 +485,7 @@ int main(void)
 		cmocka_unit_test(test_sampled_weights),
 		cmocka_unit_test(test_timeline_and_views),
 		cmocka_unit_test(test_report_json),
+		cmocka_unit_test(test_report_json_stack),
 		cmocka_unit_test(test_probe_offset),
 		cmocka_unit_test(test_probe_find),
 		cmocka_unit_test(test_weight),
