@@ -35,7 +35,8 @@ def busy(bins):
 def test_batch_hot_function_on_top(ep, busy):
     t0 = time.monotonic()
     r = ep.run("top", "--batch", "-n", "2", "-p", str(busy.pid), "-F", "499", timeout=30)
-    assert time.monotonic() - t0 < 5
+    # it ends after its two snapshots (1 s each), not at the timeout: 5.03 s at load 30
+    assert time.monotonic() - t0 < 15
     snaps = r.stdout.split("eprof top - ")[1:]
     assert len(snaps) == 2, r.stdout
     assert f"pid {busy.pid} (hot3-fp)" in snaps[1]
