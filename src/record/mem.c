@@ -71,6 +71,7 @@ struct mem_state {
 	bool session;	  /* uprobe sessions; else uprobe + uretprobe on every call */
 	bool interpose;	  /* libeprof_mem.so samples in the targets (docs/memory.md) */
 	bool inject;	  /* -p: injected into each named target (else preloaded) */
+	bool hit_multi;	  /* the markers through one uprobe_multi link per target (6.6+) */
 	char lib[PATH_MAX]; /* its path */
 	char *old_preload; /* eprof's own LD_PRELOAD, put back once the command is forked */
 	bool had_preload;
@@ -260,6 +261,10 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 		profile__set_meta(f->p, "mem_channel", "1");
 	}
 	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
+	/* One link for the three markers: its detach waits for one grace period, not three. */
+	st->hit_multi = kernel_at_least(6, 6) && !getenv("EPROF_NO_UPROBE_MULTI");
+	if (st->hit_multi)
+		bpf_program__set_expected_attach_type(f->skel->progs.mem_hit, UPROBE_MULTI_ATTACH);
 	profile__set_meta(f->p, "mem_interposer", st->lib);
 	st->interpose = true;
 	if (o->npids) {
@@ -603,6 +608,27 @@ static int link_hits(struct feature_ctx *f, struct mem_state *st, struct mem_tar
 	err = interposer_file(st, t->pid, file, sizeof(file));
 	if (err < 0)
 		return err;
+	if (st->hit_multi) {
+		uint64_t offs[3], cookies[3] = { 0, 1, 2 }; /* the index in names */
+		int fd;
+
+		_Static_assert(sizeof(names) / sizeof(names[0]) == 3, "markers");
+		err = mem_probe_named(file, names, 3, offs);
+		if (err < 0)
+			return err;
+		if (err < 3)
+			return -ENOENT;
+		fd = uprobe_multi_link(bpf_program__fd(f->skel->progs.mem_hit),
+				       UPROBE_MULTI_ENTRY, file, offs, cookies, 3, t->pid);
+		if (fd < 0)
+			return -errno;
+		err = push_fd(&t->l, fd);
+		if (err) {
+			close(fd);
+			return err;
+		}
+		goto linked;
+	}
 	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = names[i], .bpf_cookie = i);
 		struct bpf_link *l;
@@ -618,6 +644,7 @@ static int link_hits(struct feature_ctx *f, struct mem_state *st, struct mem_tar
 			return err;
 		}
 	}
+linked:
 	t->hit_linked = true;
 	st->probes += (int)(sizeof(names) / sizeof(names[0]));
 	st->objects++;
