@@ -79,4 +79,15 @@ extern const struct feature *const record_features[];
  */
 bool feature_next_target(const struct feature_ctx *f, size_t *i, uint32_t *pid);
 
+/*
+ * Programs loaded when a feature first needs them (a CUDA library or a region probe found in
+ * a target), not at start-up: a new instance of the BPF object that shares every map of the
+ * session's (the same fds: targets, ring buffer, .rodata, .bss), with only the programs that
+ * pick() switches on (bpf_program__set_autoload, expected attach types). Its tracepoint
+ * programs are attached; uprobes are the feature's to attach. what names the feature in
+ * messages. NULL with errno set (and a warning) on failure; free with profile_bpf__destroy.
+ */
+struct profile_bpf *feature_load_late(const struct feature_ctx *f, const char *what,
+				      void (*pick)(struct profile_bpf *late, void *arg), void *arg);
+
 #endif
