@@ -6,7 +6,6 @@
  * from /proc/PID/statm on the poll timer. See docs/memory.md.
  */
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +34,7 @@
 #include "events.h"
 #include "feature.h"
 #include "mem_chan.h"
+#include "kbtf.h"
 #include "mem_probe.h"
 #include "proc.h"
 #include "record.h"
@@ -101,17 +101,12 @@ static bool mem_enabled(const struct record_opts *o)
 static bool have_sessions(void)
 {
 	const char *env = getenv("EPROF_MEM_PROBES");
-	struct btf *btf;
+	const char *kfunc = "bpf_session_is_return";
 	bool ok;
 
 	if (env && !strcmp(env, "uretprobe"))
 		return false;
-	btf = btf__load_vmlinux_btf();
-	if (!btf)
-		return false;
-	ok = btf__find_by_name_kind(btf, "bpf_session_is_return", BTF_KIND_FUNC) > 0;
-	btf__free(btf);
-	return ok;
+	return !kbtf_has_names(KBTF_VMLINUX, &kfunc, 1, &ok) && ok;
 }
 
 static void fill_exp_table(struct profile_bpf *skel, uint64_t mean)

@@ -332,10 +332,13 @@ static int features_configure(struct session *s)
 	for (size_t i = 0; (f = record_features[i]) != NULL && i < 16; i++) {
 		if (!f->enabled(s->o))
 			continue;
+		uint64_t t0 = now_ns();
+
 		s->fon[i] = true;
 		err = f->configure ? f->configure(&s->fctx, &s->fstate[i]) : 0;
 		if (err)
 			return err;
+		log_debug("%s: configure took %.1f ms", f->name, (now_ns() - t0) / 1e6);
 	}
 	return 0;
 }
@@ -343,6 +346,7 @@ static int features_configure(struct session *s)
 static int load_bpf(struct session *s)
 {
 	struct profile_bpf *skel;
+	uint64_t t0 = now_ns(), t1, t2;
 	int err;
 
 	skel = profile_bpf__open();
@@ -362,9 +366,11 @@ static int load_bpf(struct session *s)
 	bpf_map__set_max_entries(skel->maps.events, (uint32_t)s->o->ringbuf_mb << 20);
 	bpf_map__set_max_entries(skel->maps.targets, 65536);
 	bpf_map__set_max_entries(skel->maps.scratch, EPROF_SCRATCH_SLOTS * libbpf_num_possible_cpus());
+	t1 = now_ns();
 	err = features_configure(s);
 	if (err)
 		return err;
+	t2 = now_ns();
 	err = profile_bpf__load(skel);
 	if (err) {
 		if (err == -EPERM || err == -EACCES)
@@ -379,6 +385,8 @@ static int load_bpf(struct session *s)
 		log_err("failed to attach process tracepoints: %s", strerror(-err));
 		return err;
 	}
+	log_debug("BPF: open %.1f ms, features' configure %.1f ms, load and attach %.1f ms",
+		  (t1 - t0) / 1e6, (t2 - t1) / 1e6, (now_ns() - t2) / 1e6);
 	return 0;
 }
 
