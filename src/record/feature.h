@@ -55,6 +55,11 @@ struct feature_ctx {
 
 struct feature {
 	const char *name;
+	/*
+	 * The hash maps only this feature's programs fill (NULL-terminated, or NULL): one entry
+	 * each when the feature is off, as the programs that look them up still load.
+	 */
+	const char *const *maps;
 	bool (*enabled)(const struct record_opts *o);
 	int (*configure)(struct feature_ctx *f, void **state);
 	int (*attach)(struct feature_ctx *f, void *state);

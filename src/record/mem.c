@@ -1139,8 +1139,11 @@ static void mem_destroy(struct feature_ctx *f, void *state)
 	free(st);
 }
 
+static const char *const mem_maps[] = { "mem_live", "mem_pend", "mem_mmap_len", NULL };
+
 const struct feature feature_mem = {
 	.name = "mem",
+	.maps = mem_maps,
 	.enabled = mem_enabled,
 	.configure = mem_configure,
 	.attach = mem_attach,

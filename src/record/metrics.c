@@ -1200,8 +1200,11 @@ static void metrics_destroy(struct feature_ctx *f, void *state)
 	free(st);
 }
 
+static const char *const metrics_maps[] = { "metrics_procs", "metrics_thread_net", "metrics_thread_exits", NULL };
+
 const struct feature feature_metrics = {
     .name = "metrics",
+    .maps = metrics_maps,
     .enabled = metrics_enabled,
     .configure = metrics_configure,
     .attach = metrics_attach,

@@ -880,6 +880,10 @@ static int region_configure(struct feature_ctx *f, void **state)
 		for (uint32_t i = 0; i < st->npy_cands; i++)
 			f->skel->rodata->py_rpair[st->py_cands[i].spec] = st->py_cands[i].pair;
 		bpf_program__set_autoload(f->skel->progs.py_region_switch, true);
+	} else {
+		/* only the py: regions' programs fill them (an LRU map is preallocated) */
+		bpf_map__set_max_entries(f->skel->maps.py_rthreads, 1);
+		bpf_map__set_max_entries(f->skel->maps.py_rmatch, 1);
 	}
 	/* the probes' programs: loaded by region_progs() with the first probe */
 	st->multi = st->auto_on && kernel_at_least(6, 6) && !getenv("EPROF_NO_UPROBE_MULTI");
@@ -1179,8 +1183,11 @@ static void region_destroy(struct feature_ctx *f, void *state)
 	free(st);
 }
 
+static const char *const region_maps[] = { "region_threads", "py_rthreads", "py_rmatch", NULL };
+
 const struct feature feature_region = {
 	.name = "region",
+	.maps = region_maps,
 	.enabled = regions_enabled,
 	.configure = region_configure,
 	.attach = region_attach,

@@ -38,6 +38,7 @@
 #include "job.h"
 #include "proc.h"
 #include "record.h"
+#include "uprobe_multi.h"
 #include "../sym/symbolize.h"
 
 #define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
@@ -343,6 +344,41 @@ static int features_configure(struct session *s)
 	return 0;
 }
 
+/*
+ * The hash maps keyed by process or thread. Preallocated, they cost ~10 ms of every start-up
+ * (65,536 entries of targets, py_threads... and a per-CPU value for each of metrics_procs'
+ * 4,096) for a record of one process. Since Linux 6.1 every program type may use hash maps
+ * that allocate on update (perf_event programs needed preallocated ones before): they keep
+ * their bounds and allocate only what the targets fill. EPROF_PREALLOC_MAPS=1 keeps the
+ * preallocation (the older kernels' way).
+ */
+static const char *const grown_maps[] = {
+	"targets",	    "py_threads",	  "py_threads_fs",	  "mem_pend",
+	"mem_mmap_len",	    "metrics_procs",	  "metrics_thread_net", "metrics_thread_exits",
+};
+
+static void size_maps(struct session *s)
+{
+	struct bpf_object *obj = s->skel->obj;
+	const struct feature *f;
+	bool grow = kernel_at_least(6, 1) && !getenv("EPROF_PREALLOC_MAPS");
+
+	for (size_t i = 0; (f = record_features[i]) != NULL && i < 16; i++) {
+		for (size_t j = 0; !s->fon[i] && f->maps && f->maps[j]; j++) {
+			struct bpf_map *m = bpf_object__find_map_by_name(obj, f->maps[j]);
+
+			if (m)
+				bpf_map__set_max_entries(m, 1);
+		}
+	}
+	for (size_t i = 0; grow && i < sizeof(grown_maps) / sizeof(grown_maps[0]); i++) {
+		struct bpf_map *m = bpf_object__find_map_by_name(obj, grown_maps[i]);
+
+		if (m)
+			bpf_map__set_map_flags(m, bpf_map__map_flags(m) | BPF_F_NO_PREALLOC);
+	}
+}
+
 static int load_bpf(struct session *s)
 {
 	struct profile_bpf *skel;
@@ -370,6 +406,7 @@ static int load_bpf(struct session *s)
 	err = features_configure(s);
 	if (err)
 		return err;
+	size_maps(s);
 	t2 = now_ns();
 	err = profile_bpf__load(skel);
 	if (err) {
