@@ -447,6 +447,17 @@ static void on_target_exit(void *arg, uint32_t pid, int32_t status)
 	}
 }
 
+/*
+ * Reading kallsyms costs ~35 ms of CPU: in the background from the first kernel frame
+ * decoded, not at start-up (a record that has none never reads it).
+ */
+static void on_kernel_frames(void *arg)
+{
+	struct session *s = arg;
+
+	symbolizer__preload_kernel(s->sym);
+}
+
 static int add_target(struct session *s, uint32_t pid, uint64_t t)
 {
 	uint8_t one = 1;
@@ -960,8 +971,6 @@ static int setup(struct session *s)
 	s->sym = symbolizer__new(&so);
 	if (!s->p || !s->sym)
 		return -ENOMEM;
-	if (!s->o->no_kernel)
-		symbolizer__preload_kernel(s->sym);
 	s->tracker = proc_tracker__new(s->p, &to);
 	if (!s->tracker)
 		return -ENOMEM;
@@ -969,6 +978,8 @@ static int setup(struct session *s)
 	if (err)
 		return err;
 	s->ev.on_exit = on_target_exit;
+	if (!s->o->no_kernel)
+		s->ev.on_kernel_frames = on_kernel_frames;
 	s->ev.arg = s;
 	/* The output first: an unwritable path fails before anything is attached. */
 	err = open_output(s);
