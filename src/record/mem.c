@@ -89,6 +89,8 @@ struct mem_state {
 	uint32_t rss_name;
 	uint32_t probes, objects;
 	struct mem_chan *chan; /* --mem=1 through the interposer's channel (mem_chan.h) */
+	struct profile_bpf *late; /* the allocator probes' programs, loaded with the first probe */
+	int late_err;		  /* ...or why they did not load */
 	char chan_name[64]; /* the launched command's socket (EMEM_ENV_SOCK) */
 };
 
@@ -294,18 +296,7 @@ static int mem_configure(struct feature_ctx *f, void **state)
 	*state = st;
 	st->mean = f->o->mem_sample;
 	st->session = have_sessions();
-	if (st->session) {
-		bpf_program__set_autoload(skel->progs.mem_alloc, true);
-		bpf_program__set_autoload(skel->progs.mem_free, true);
-		bpf_program__set_expected_attach_type(skel->progs.mem_alloc,
-						      UPROBE_SESSION_ATTACH);
-		bpf_program__set_expected_attach_type(skel->progs.mem_free,
-						      UPROBE_MULTI_ATTACH);
-	} else {
-		bpf_program__set_autoload(skel->progs.mem_alloc_entry, true);
-		bpf_program__set_autoload(skel->progs.mem_alloc_ret, true);
-		bpf_program__set_autoload(skel->progs.mem_free, true);
-	}
+	/* the allocator probes' programs: loaded by alloc_progs() with the first probe */
 	bpf_program__set_autoload(skel->progs.mem_sys_enter, true);
 	bpf_program__set_autoload(skel->progs.mem_sys_exit, true);
 	skel->rodata->mem_sample_all = st->mean <= 1;
@@ -375,6 +366,37 @@ static void links_free(struct mem_links *ml)
 	free(ml->fds);
 	free(ml->links);
 	memset(ml, 0, sizeof(*ml));
+}
+
+static void pick_progs(struct profile_bpf *late, void *arg)
+{
+	const struct mem_state *st = arg;
+
+	if (st->session) {
+		bpf_program__set_autoload(late->progs.mem_alloc, true);
+		bpf_program__set_autoload(late->progs.mem_free, true);
+		bpf_program__set_expected_attach_type(late->progs.mem_alloc,
+						      UPROBE_SESSION_ATTACH);
+		bpf_program__set_expected_attach_type(late->progs.mem_free, UPROBE_MULTI_ATTACH);
+	} else {
+		bpf_program__set_autoload(late->progs.mem_alloc_entry, true);
+		bpf_program__set_autoload(late->progs.mem_alloc_ret, true);
+		bpf_program__set_autoload(late->progs.mem_free, true);
+	}
+}
+
+/*
+ * The allocator uprobes' programs (20-40 ms of verifier time), loaded with the first object
+ * probed: with libeprof_mem.so sampling in the targets (the default), only the processes it
+ * cannot go into (static binaries, a cleared LD_PRELOAD) need them. 0, or why not loaded.
+ */
+static int alloc_progs(struct feature_ctx *f, struct mem_state *st)
+{
+	if (!st->late && !st->late_err) {
+		st->late = feature_load_late(f, "memory probes", pick_progs, st);
+		st->late_err = st->late ? 0 : errno ? -errno : -EINVAL;
+	}
+	return st->late_err;
 }
 
 static int attach_multi(struct mem_state *st, struct mem_links *ml, struct profile_bpf *skel,
@@ -478,8 +500,10 @@ static int probe_object(struct feature_ctx *f, struct mem_state *st, struct mem_
 	}
 	if (!o->set.n || o->set.free_idx < 0)
 		return 0;
-	err = st->session ? attach_multi(st, ml, f->skel, o, pid)
-			  : attach_classic(st, ml, f->skel, o, pid);
+	if (alloc_progs(f, st))
+		return 0; /* feature_load_late() said why, once */
+	err = st->session ? attach_multi(st, ml, st->late, o, pid)
+			  : attach_classic(st, ml, st->late, o, pid);
 	if (err == -ESRCH || err == -ENOENT)
 		return 0; /* the process is gone */
 	if (err) {
@@ -1136,6 +1160,7 @@ static void mem_destroy(struct feature_ctx *f, void *state)
 	for (size_t i = 0; i < st->ntargets; i++)
 		target_free(&st->targets[i]);
 	free(st->targets);
+	profile_bpf__destroy(st->late);
 	free(st);
 }
 

@@ -331,10 +331,10 @@ static int features_configure(struct session *s)
 	s->fctx.consume = feature_consume;
 	s->fctx.session = s;
 	for (size_t i = 0; (f = record_features[i]) != NULL && i < 16; i++) {
-		if (!f->enabled(s->o))
-			continue;
 		uint64_t t0 = now_ns();
 
+		if (!f->enabled(s->o))
+			continue;
 		s->fon[i] = true;
 		err = f->configure ? f->configure(&s->fctx, &s->fstate[i]) : 0;
 		if (err)
