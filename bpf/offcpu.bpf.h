@@ -272,7 +272,7 @@ static __always_inline void offcpu_send(void *ctx, struct offcpu_task *s, bool u
 		kbytes = sizeof(s->kips);
 	if (kbytes && bpf_probe_read_kernel(b->data + sizeof(*e), kbytes, s->kips))
 		kbytes = 0;
-	if (user && want_user && task->mm) {
+	if (user && want_user && BPF_CORE_READ(task, mm)) { /* read: see capture_stack() */
 		uregs = (struct pt_regs *)bpf_task_pt_regs(task);
 		e->st.user_ip = BPF_CORE_READ(uregs, ip);
 		e->st.user_sp = BPF_CORE_READ(uregs, sp);

@@ -78,6 +78,8 @@ struct cuda_state {
 	uint32_t func_names[128];
 	bool multi;   /* attach with uprobe_multi links (Linux 6.6+) */
 	bool session; /* ... as one uprobe session: launches can skip their return (6.13+) */
+	struct profile_bpf *late; /* the probes' programs, loaded once a CUDA library is found */
+	int late_err;		  /* ...or why they did not load */
 	uint64_t last_scan, scan_every;
 	/* -a with --cuda: processes looked at (pid, start time), and when all were last read */
 	struct hmap *sys_seen;
@@ -191,6 +193,36 @@ static int scan_symbols(const char *path, uint64_t *offs, unsigned *found)
 	return err;
 }
 
+static void pick_progs(struct profile_bpf *late, void *arg)
+{
+	const struct cuda_state *s = arg;
+
+	if (s->session) {
+		bpf_program__set_autoload(late->progs.cuda_session, true);
+		bpf_program__set_expected_attach_type(late->progs.cuda_session,
+						      UPROBE_SESSION_ATTACH);
+	}
+	bpf_program__set_autoload(late->progs.cuda_enter, true);
+	bpf_program__set_autoload(late->progs.cuda_exit, true);
+	if (s->multi) {
+		bpf_program__set_expected_attach_type(late->progs.cuda_enter, UPROBE_MULTI_ATTACH);
+		bpf_program__set_expected_attach_type(late->progs.cuda_exit, UPROBE_MULTI_ATTACH);
+	}
+}
+
+/*
+ * The probes' programs, loaded on the first CUDA library found: ~60 ms of verifier time
+ * that a record of a job without CUDA never pays. 0, or why they did not load.
+ */
+static int cuda_progs(struct feature_ctx *f, struct cuda_state *s)
+{
+	if (!s->late && !s->late_err) {
+		s->late = feature_load_late(f, "CUDA tracing", pick_progs, s);
+		s->late_err = s->late ? 0 : errno ? -errno : -EINVAL;
+	}
+	return s->late_err;
+}
+
 static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, struct cuda_obj *o,
 			       const char *path, const uint64_t *offs)
 {
@@ -204,7 +236,7 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, stru
 		ck[n++] = cuda_func_cookie(i);
 	}
 	if (s->session) {
-		o->mfd[0] = uprobe_multi_link(bpf_program__fd(f->skel->progs.cuda_session),
+		o->mfd[0] = uprobe_multi_link(bpf_program__fd(s->late->progs.cuda_session),
 					      UPROBE_MULTI_SESSION, path, so, ck, n, 0);
 		if (o->mfd[0] >= 0)
 			return 0;
@@ -214,12 +246,12 @@ static int attach_object_multi(struct feature_ctx *f, struct cuda_state *s, stru
 		s->session = false;
 	}
 	o->mfd[0] =
-	    uprobe_multi_link(bpf_program__fd(f->skel->progs.cuda_enter), UPROBE_MULTI_ENTRY, path,
+	    uprobe_multi_link(bpf_program__fd(s->late->progs.cuda_enter), UPROBE_MULTI_ENTRY, path,
 			      so, ck, n, 0);
 	if (o->mfd[0] < 0)
 		return -errno;
 	o->mfd[1] =
-	    uprobe_multi_link(bpf_program__fd(f->skel->progs.cuda_exit), UPROBE_MULTI_RETURN, path,
+	    uprobe_multi_link(bpf_program__fd(s->late->progs.cuda_exit), UPROBE_MULTI_RETURN, path,
 			      so, ck, n, 0);
 	if (o->mfd[1] < 0)
 		return -errno;
@@ -307,6 +339,9 @@ static int attach_object(struct feature_ctx *f, struct cuda_state *s, const char
 		skip_thunks(path, offs, &found);
 	if (err || !found)
 		return err;
+	err = cuda_progs(f, s);
+	if (err)
+		return err;
 	o = realloc(s->objs, (s->nobjs + 1) * sizeof(*o));
 	if (!o)
 		return -ENOMEM;
@@ -335,7 +370,7 @@ static int attach_object(struct feature_ctx *f, struct cuda_state *s, const char
 			continue;
 		for (int ret = 0; ret < 2; ret++) {
 			struct bpf_program *prog =
-			    ret ? f->skel->progs.cuda_exit : f->skel->progs.cuda_enter;
+			    ret ? s->late->progs.cuda_exit : s->late->progs.cuda_enter;
 			struct bpf_link *l;
 
 			uo.retprobe = ret;
@@ -1173,19 +1208,7 @@ static int cuda_configure(struct feature_ctx *f, void **state)
 		return -ENOMEM;
 	s->multi = kernel_at_least(6, 6) && !getenv("EPROF_NO_UPROBE_MULTI");
 	s->session = s->multi && kernel_at_least(6, 13) && !getenv("EPROF_NO_UPROBE_SESSION");
-	if (s->session) {
-		bpf_program__set_autoload(f->skel->progs.cuda_session, true);
-		bpf_program__set_expected_attach_type(f->skel->progs.cuda_session,
-						      UPROBE_SESSION_ATTACH);
-	}
-	bpf_program__set_autoload(f->skel->progs.cuda_enter, true);
-	bpf_program__set_autoload(f->skel->progs.cuda_exit, true);
-	if (s->multi) {
-		bpf_program__set_expected_attach_type(f->skel->progs.cuda_enter,
-						      UPROBE_MULTI_ATTACH);
-		bpf_program__set_expected_attach_type(f->skel->progs.cuda_exit,
-						      UPROBE_MULTI_ATTACH);
-	}
+	/* the probes' programs: loaded by cuda_progs() once a CUDA library is found */
 	f->skel->rodata->cuda_stack_rate = f->o->cuda_stack_rate;
 	return cupti_setup(f, s);
 }
@@ -1360,6 +1383,7 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 		if (s->wake[i] >= 0)
 			close(s->wake[i]);
 	cuda_detach(s);
+	profile_bpf__destroy(s->late);
 	for (size_t i = 0; i < s->nobjs; i++)
 		free(s->objs[i].links);
 	free(s->objs);

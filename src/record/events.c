@@ -398,6 +398,11 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 	err = name_jit(c->p, locs + ustart, nl - ustart);
 	if (err)
 		return err;
+	if (st->kstack_n && !c->kernel_seen) {
+		c->kernel_seen = true;
+		if (c->on_kernel_frames)
+			c->on_kernel_frames(c->arg);
+	}
 	for (int i = st->kstack_n - 1; i >= 0; i--) {
 		int64_t l = profile__location(c->p, c->kernel_obj, ips[i] - (i > 0));
 

@@ -37,6 +37,9 @@ struct event_ctx {
 	uint64_t first_ts, last_ts;
 	/* Called when a target process has exited (group dead). */
 	void (*on_exit)(void *arg, uint32_t pid, int32_t status);
+	/* Called once, on the first stack with kernel frames (reading kallsyms can start). */
+	void (*on_kernel_frames)(void *arg);
+	bool kernel_seen;
 	void *arg;
 	const char *proc_root; /* "/proc" */
 	unsigned int scan_words; /* stack words one unwind may scan (UNWIND_SCAN_WORDS) */

@@ -55,6 +55,11 @@ struct feature_ctx {
 
 struct feature {
 	const char *name;
+	/*
+	 * The hash maps only this feature's programs fill (NULL-terminated, or NULL): one entry
+	 * each when the feature is off, as the programs that look them up still load.
+	 */
+	const char *const *maps;
 	bool (*enabled)(const struct record_opts *o);
 	int (*configure)(struct feature_ctx *f, void **state);
 	int (*attach)(struct feature_ctx *f, void *state);
@@ -78,5 +83,16 @@ extern const struct feature *const record_features[];
  * costs a scan of its 65,536 buckets at the end of every walk (~100-300 us).
  */
 bool feature_next_target(const struct feature_ctx *f, size_t *i, uint32_t *pid);
+
+/*
+ * Programs loaded when a feature first needs them (a CUDA library or a region probe found in
+ * a target), not at start-up: a new instance of the BPF object that shares every map of the
+ * session's (the same fds: targets, ring buffer, .rodata, .bss), with only the programs that
+ * pick() switches on (bpf_program__set_autoload, expected attach types). Its tracepoint
+ * programs are attached; uprobes are the feature's to attach. what names the feature in
+ * messages. NULL with errno set (and a warning) on failure; free with profile_bpf__destroy.
+ */
+struct profile_bpf *feature_load_late(const struct feature_ctx *f, const char *what,
+				      void (*pick)(struct profile_bpf *late, void *arg), void *arg);
 
 #endif

@@ -250,8 +250,11 @@ static void io_destroy(struct feature_ctx *f, void *state)
 	free(st);
 }
 
+static const char *const io_maps[] = { "io_fds", NULL };
+
 const struct feature feature_io = {
     .name = "io",
+    .maps = io_maps,
     .enabled = io_enabled,
     .configure = io_configure,
     .attach = io_attach,

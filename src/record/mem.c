@@ -6,7 +6,6 @@
  * from /proc/PID/statm on the poll timer. See docs/memory.md.
  */
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +34,7 @@
 #include "events.h"
 #include "feature.h"
 #include "mem_chan.h"
+#include "kbtf.h"
 #include "mem_probe.h"
 #include "proc.h"
 #include "record.h"
@@ -71,6 +71,7 @@ struct mem_state {
 	bool session;	  /* uprobe sessions; else uprobe + uretprobe on every call */
 	bool interpose;	  /* libeprof_mem.so samples in the targets (docs/memory.md) */
 	bool inject;	  /* -p: injected into each named target (else preloaded) */
+	bool hit_multi;	  /* the markers through one uprobe_multi link per target (6.6+) */
 	char lib[PATH_MAX]; /* its path */
 	char *old_preload; /* eprof's own LD_PRELOAD, put back once the command is forked */
 	bool had_preload;
@@ -88,6 +89,8 @@ struct mem_state {
 	uint32_t rss_name;
 	uint32_t probes, objects;
 	struct mem_chan *chan; /* --mem=1 through the interposer's channel (mem_chan.h) */
+	struct profile_bpf *late; /* the allocator probes' programs, loaded with the first probe */
+	int late_err;		  /* ...or why they did not load */
 	char chan_name[64]; /* the launched command's socket (EMEM_ENV_SOCK) */
 };
 
@@ -100,17 +103,12 @@ static bool mem_enabled(const struct record_opts *o)
 static bool have_sessions(void)
 {
 	const char *env = getenv("EPROF_MEM_PROBES");
-	struct btf *btf;
+	const char *kfunc = "bpf_session_is_return";
 	bool ok;
 
 	if (env && !strcmp(env, "uretprobe"))
 		return false;
-	btf = btf__load_vmlinux_btf();
-	if (!btf)
-		return false;
-	ok = btf__find_by_name_kind(btf, "bpf_session_is_return", BTF_KIND_FUNC) > 0;
-	btf__free(btf);
-	return ok;
+	return !kbtf_has_names(KBTF_VMLINUX, &kfunc, 1, &ok) && ok;
 }
 
 static void fill_exp_table(struct profile_bpf *skel, uint64_t mean)
@@ -260,6 +258,10 @@ static int setup_interposer(struct feature_ctx *f, struct mem_state *st)
 		profile__set_meta(f->p, "mem_channel", "1");
 	}
 	bpf_program__set_autoload(f->skel->progs.mem_hit, true);
+	/* One link for the three markers: its detach waits for one grace period, not three. */
+	st->hit_multi = kernel_at_least(6, 6) && !getenv("EPROF_NO_UPROBE_MULTI");
+	if (st->hit_multi)
+		bpf_program__set_expected_attach_type(f->skel->progs.mem_hit, UPROBE_MULTI_ATTACH);
 	profile__set_meta(f->p, "mem_interposer", st->lib);
 	st->interpose = true;
 	if (o->npids) {
@@ -294,18 +296,7 @@ static int mem_configure(struct feature_ctx *f, void **state)
 	*state = st;
 	st->mean = f->o->mem_sample;
 	st->session = have_sessions();
-	if (st->session) {
-		bpf_program__set_autoload(skel->progs.mem_alloc, true);
-		bpf_program__set_autoload(skel->progs.mem_free, true);
-		bpf_program__set_expected_attach_type(skel->progs.mem_alloc,
-						      UPROBE_SESSION_ATTACH);
-		bpf_program__set_expected_attach_type(skel->progs.mem_free,
-						      UPROBE_MULTI_ATTACH);
-	} else {
-		bpf_program__set_autoload(skel->progs.mem_alloc_entry, true);
-		bpf_program__set_autoload(skel->progs.mem_alloc_ret, true);
-		bpf_program__set_autoload(skel->progs.mem_free, true);
-	}
+	/* the allocator probes' programs: loaded by alloc_progs() with the first probe */
 	bpf_program__set_autoload(skel->progs.mem_sys_enter, true);
 	bpf_program__set_autoload(skel->progs.mem_sys_exit, true);
 	skel->rodata->mem_sample_all = st->mean <= 1;
@@ -375,6 +366,37 @@ static void links_free(struct mem_links *ml)
 	free(ml->fds);
 	free(ml->links);
 	memset(ml, 0, sizeof(*ml));
+}
+
+static void pick_progs(struct profile_bpf *late, void *arg)
+{
+	const struct mem_state *st = arg;
+
+	if (st->session) {
+		bpf_program__set_autoload(late->progs.mem_alloc, true);
+		bpf_program__set_autoload(late->progs.mem_free, true);
+		bpf_program__set_expected_attach_type(late->progs.mem_alloc,
+						      UPROBE_SESSION_ATTACH);
+		bpf_program__set_expected_attach_type(late->progs.mem_free, UPROBE_MULTI_ATTACH);
+	} else {
+		bpf_program__set_autoload(late->progs.mem_alloc_entry, true);
+		bpf_program__set_autoload(late->progs.mem_alloc_ret, true);
+		bpf_program__set_autoload(late->progs.mem_free, true);
+	}
+}
+
+/*
+ * The allocator uprobes' programs (20-40 ms of verifier time), loaded with the first object
+ * probed: with libeprof_mem.so sampling in the targets (the default), only the processes it
+ * cannot go into (static binaries, a cleared LD_PRELOAD) need them. 0, or why not loaded.
+ */
+static int alloc_progs(struct feature_ctx *f, struct mem_state *st)
+{
+	if (!st->late && !st->late_err) {
+		st->late = feature_load_late(f, "memory probes", pick_progs, st);
+		st->late_err = st->late ? 0 : errno ? -errno : -EINVAL;
+	}
+	return st->late_err;
 }
 
 static int attach_multi(struct mem_state *st, struct mem_links *ml, struct profile_bpf *skel,
@@ -478,8 +500,10 @@ static int probe_object(struct feature_ctx *f, struct mem_state *st, struct mem_
 	}
 	if (!o->set.n || o->set.free_idx < 0)
 		return 0;
-	err = st->session ? attach_multi(st, ml, f->skel, o, pid)
-			  : attach_classic(st, ml, f->skel, o, pid);
+	if (alloc_progs(f, st))
+		return 0; /* feature_load_late() said why, once */
+	err = st->session ? attach_multi(st, ml, st->late, o, pid)
+			  : attach_classic(st, ml, st->late, o, pid);
 	if (err == -ESRCH || err == -ENOENT)
 		return 0; /* the process is gone */
 	if (err) {
@@ -603,6 +627,27 @@ static int link_hits(struct feature_ctx *f, struct mem_state *st, struct mem_tar
 	err = interposer_file(st, t->pid, file, sizeof(file));
 	if (err < 0)
 		return err;
+	if (st->hit_multi) {
+		uint64_t offs[3], cookies[3] = { 0, 1, 2 }; /* the index in names */
+		int fd;
+
+		_Static_assert(sizeof(names) / sizeof(names[0]) == 3, "markers");
+		err = mem_probe_named(file, names, 3, offs);
+		if (err < 0)
+			return err;
+		if (err < 3)
+			return -ENOENT;
+		fd = uprobe_multi_link(bpf_program__fd(f->skel->progs.mem_hit),
+				       UPROBE_MULTI_ENTRY, file, offs, cookies, 3, t->pid);
+		if (fd < 0)
+			return -errno;
+		err = push_fd(&t->l, fd);
+		if (err) {
+			close(fd);
+			return err;
+		}
+		goto linked;
+	}
 	for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = names[i], .bpf_cookie = i);
 		struct bpf_link *l;
@@ -618,6 +663,7 @@ static int link_hits(struct feature_ctx *f, struct mem_state *st, struct mem_tar
 			return err;
 		}
 	}
+linked:
 	t->hit_linked = true;
 	st->probes += (int)(sizeof(names) / sizeof(names[0]));
 	st->objects++;
@@ -1114,11 +1160,15 @@ static void mem_destroy(struct feature_ctx *f, void *state)
 	for (size_t i = 0; i < st->ntargets; i++)
 		target_free(&st->targets[i]);
 	free(st->targets);
+	profile_bpf__destroy(st->late);
 	free(st);
 }
 
+static const char *const mem_maps[] = { "mem_live", "mem_pend", "mem_mmap_len", NULL };
+
 const struct feature feature_mem = {
 	.name = "mem",
+	.maps = mem_maps,
 	.enabled = mem_enabled,
 	.configure = mem_configure,
 	.attach = mem_attach,

@@ -74,7 +74,8 @@ uint32_t mem_probe_offset(const uint8_t *code, size_t n)
 	return 0;
 }
 
-static int find_syms(Elf *elf, int fd, uint64_t vaddr[MEM_NFUNCS], uint64_t foff[MEM_NFUNCS])
+/* Virtual address and file offset of each of names[0..n) the file defines as a function. */
+static void find_syms(Elf *elf, const char *const *names, int n, uint64_t *vaddr, uint64_t *foff)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
@@ -101,11 +102,12 @@ static int find_syms(Elf *elf, int fd, uint64_t vaddr[MEM_NFUNCS], uint64_t foff
 			name = elf_strptr(elf, sh.sh_link, s.st_name);
 			if (!name)
 				continue;
-			for (int f = 0; f < MEM_NFUNCS; f++) {
-				if (vaddr[f] || strcmp(name, mem_func_names[f]))
+			for (int f = 0; f < n; f++) {
+				if (vaddr[f] || strcmp(name, names[f]))
 					continue;
 				ts = elf_getscn(elf, s.st_shndx);
-				if (!ts || !gelf_getshdr(ts, &tsh) || tsh.sh_type != SHT_PROGBITS)
+				if (!ts || !gelf_getshdr(ts, &tsh) || tsh.sh_type != SHT_PROGBITS ||
+				    s.st_value < tsh.sh_addr)
 					break;
 				vaddr[f] = s.st_value;
 				foff[f] = s.st_value - tsh.sh_addr + tsh.sh_offset;
@@ -113,8 +115,30 @@ static int find_syms(Elf *elf, int fd, uint64_t vaddr[MEM_NFUNCS], uint64_t foff
 			}
 		}
 	}
-	(void)fd;
-	return 0;
+}
+
+int mem_probe_named(const char *path, const char *const *names, int n, uint64_t *offs)
+{
+	uint64_t vaddr[MEM_PROBE_NAMED_MAX] = { 0 };
+	Elf *elf;
+	int fd, found = 0;
+
+	if (n < 0 || n > MEM_PROBE_NAMED_MAX)
+		return -EINVAL;
+	memset(offs, 0, sizeof(*offs) * (size_t)n);
+	fd = open_regular(path);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF)
+		find_syms(elf, names, n, vaddr, offs);
+	for (int f = 0; f < n; f++)
+		found += vaddr[f] != 0;
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return found;
 }
 
 int mem_probe_find(const char *path, struct mem_probe_set *set)
@@ -134,7 +158,7 @@ int mem_probe_find(const char *path, struct mem_probe_set *set)
 		err = 0; /* not an ELF file: nothing to probe */
 		goto out;
 	}
-	find_syms(elf, fd, vaddr, foff);
+	find_syms(elf, mem_func_names, MEM_NFUNCS, vaddr, foff);
 	if (!vaddr[MEM_MALLOC] || !vaddr[MEM_FREE])
 		goto out;
 	for (int f = 0; f < MEM_NFUNCS; f++) {

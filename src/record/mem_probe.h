@@ -41,6 +41,15 @@ uint32_t mem_probe_offset(const uint8_t *code, size_t n);
  */
 int mem_probe_find(const char *path, struct mem_probe_set *set);
 
+#define MEM_PROBE_NAMED_MAX 16
+
+/*
+ * File offsets of the functions names[0..n) (n <= MEM_PROBE_NAMED_MAX) that path defines
+ * (dynamic or static symbol table), 0 for each it does not. Returns how many it found, or
+ * -errno (-EINVAL for n out of range).
+ */
+int mem_probe_named(const char *path, const char *const *names, int n, uint64_t *offs);
+
 /* Bytes an allocation of size bytes stands for when sampled with mean `mean` (1 = all). */
 uint64_t mem_sample_weight(uint64_t size, uint64_t mean);
 

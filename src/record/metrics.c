@@ -18,7 +18,6 @@
  * process of the machine ten times a second would cost more than the profile.
  */
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +43,7 @@
 #include "profile.skel.h"
 #include "events.h"
 #include "feature.h"
+#include "kbtf.h"
 #include "nvml.h"
 #include "record.h"
 
@@ -144,13 +144,11 @@ static bool metrics_enabled(const struct record_opts *o)
 /* The network tracepoints came in Linux 6.3: without them, no network bytes (meta says). */
 static void configure_bpf(struct feature_ctx *f, struct metrics_state *st)
 {
-	struct btf *btf = btf__load_vmlinux_btf();
-	bool net =
-	    btf &&
-	    btf__find_by_name_kind(btf, "btf_trace_sock_send_length", BTF_KIND_TYPEDEF) > 0 &&
-	    btf__find_by_name_kind(btf, "btf_trace_sock_recv_length", BTF_KIND_TYPEDEF) > 0;
+	static const char *const tps[] = { "btf_trace_sock_send_length",
+					   "btf_trace_sock_recv_length" };
+	bool have[2];
+	bool net = !kbtf_has_names(KBTF_VMLINUX, tps, 2, have) && have[0] && have[1];
 
-	btf__free(btf);
 	bpf_program__set_autoload(f->skel->progs.metrics_switch, true);
 	/* per thread: the task iterator is attached per process (thread_iter_open), not here */
 	bpf_program__set_autoload(f->skel->progs.metrics_threads, true);
@@ -1202,8 +1200,11 @@ static void metrics_destroy(struct feature_ctx *f, void *state)
 	free(st);
 }
 
+static const char *const metrics_maps[] = { "metrics_procs", "metrics_thread_net", "metrics_thread_exits", NULL };
+
 const struct feature feature_metrics = {
     .name = "metrics",
+    .maps = metrics_maps,
     .enabled = metrics_enabled,
     .configure = metrics_configure,
     .attach = metrics_attach,

@@ -984,8 +984,11 @@ static void py_destroy(struct feature_ctx *f, void *state)
 	free(s);
 }
 
+static const char *const python_maps[] = { "py_procs", "py_threads", "py_threads_fs", NULL };
+
 const struct feature feature_python = {
 	.name = "python",
+	.maps = python_maps,
 	.enabled = py_enabled,
 	.configure = py_configure,
 	.attach = py_attach,

@@ -115,6 +115,8 @@ struct region_state {
 	bool multi;		 /* communication calls through uprobe_multi links */
 	int *mfds;		 /* their link fds */
 	size_t nmfds, mfds_cap;
+	struct profile_bpf *late; /* the probes' programs, loaded with the first probe */
+	int late_err;		  /* ...or why they did not load */
 	struct py_rcand py_cands[PY_RCAND_MAX];
 	uint32_t npy_cands, npy_specs;
 };
@@ -216,6 +218,33 @@ static int probe_new(struct region_state *st, uint32_t pair, enum region_op op,
 	return key;
 }
 
+static void pick_progs(struct profile_bpf *late, void *arg)
+{
+	const struct region_state *st = arg;
+
+	bpf_program__set_autoload(late->progs.region_probe, true);
+	if (st->multi) {
+		bpf_program__set_autoload(late->progs.region_probe_m, true);
+		bpf_program__set_expected_attach_type(late->progs.region_probe_m,
+						      UPROBE_MULTI_ATTACH);
+	}
+	bpf_program__set_autoload(late->progs.region_probe_s, st->sleepable);
+	bpf_program__set_autoload(late->progs.region_thread_exit, true);
+}
+
+/*
+ * The probes' programs, loaded when the first probe is attached: most records find no
+ * region, NVTX or communication library, and skip ~20 ms of verifier time.
+ */
+static int region_progs(struct region_state *st)
+{
+	if (!st->late && !st->late_err) {
+		st->late = feature_load_late(st->f, "regions", pick_progs, st);
+		st->late_err = st->late ? 0 : errno ? -errno : -EINVAL;
+	}
+	return st->late_err;
+}
+
 /* named: a begin that reads a name, run by the sleepable program (it may fault pages in). */
 static int attach_site(struct region_state *st, const char *path, uint64_t dev, uint64_t ino,
 		       uint64_t off, bool ret, int cookie, uint64_t sema_off, bool named)
@@ -233,9 +262,12 @@ static int attach_site(struct region_state *st, const char *path, uint64_t dev, 
 	if (arr_grow(st->sites, st->sites_cap, st->nsites + 1) ||
 	    arr_grow(st->links, st->links_cap, st->nlinks + 1))
 		return -ENOMEM;
+	err = region_progs(st);
+	if (err)
+		return err;
 	/* pid -1: every process; region_probe keeps the targets' (children forked later too). */
-	prog = named && st->sleepable ? st->f->skel->progs.region_probe_s
-				      : st->f->skel->progs.region_probe;
+	prog = named && st->sleepable ? st->late->progs.region_probe_s
+				      : st->late->progs.region_probe;
 	l = bpf_program__attach_uprobe_opts(prog, -1, path, off, &uo);
 	if (!l) {
 		err = -errno;
@@ -408,10 +440,13 @@ static int attach_coll(struct region_state *st, enum coll_family fam, const char
 			attached++;
 	}
 	if (st->multi && nm) {
-		int prog = bpf_program__fd(st->f->skel->progs.region_probe_m), fb, fe;
+		int prog, fb, fe, err = region_progs(st);
 
+		if (err)
+			return err;
 		if (arr_grow(st->mfds, st->mfds_cap, st->nmfds + 2))
 			return -ENOMEM;
+		prog = bpf_program__fd(st->late->progs.region_probe_m);
 		fb = uprobe_multi_link(prog, UPROBE_MULTI_ENTRY, path, offs, begins, nm, 0);
 		fe = fb < 0 ? -1 : uprobe_multi_link(prog, UPROBE_MULTI_RETURN, path, offs, ends, nm, 0);
 		if (fb < 0 || fe < 0) {
@@ -845,19 +880,16 @@ static int region_configure(struct feature_ctx *f, void **state)
 		for (uint32_t i = 0; i < st->npy_cands; i++)
 			f->skel->rodata->py_rpair[st->py_cands[i].spec] = st->py_cands[i].pair;
 		bpf_program__set_autoload(f->skel->progs.py_region_switch, true);
+	} else {
+		/* only the py: regions' programs fill them (an LRU map is preallocated) */
+		bpf_map__set_max_entries(f->skel->maps.py_rthreads, 1);
+		bpf_map__set_max_entries(f->skel->maps.py_rmatch, 1);
 	}
-	bpf_program__set_autoload(f->skel->progs.region_probe, true);
+	/* the probes' programs: loaded by region_progs() with the first probe */
 	st->multi = st->auto_on && kernel_at_least(6, 6) && !getenv("EPROF_NO_UPROBE_MULTI");
-	if (st->multi) {
-		bpf_program__set_autoload(f->skel->progs.region_probe_m, true);
-		bpf_program__set_expected_attach_type(f->skel->progs.region_probe_m,
-						      UPROBE_MULTI_ATTACH);
-	}
 	/* Sleepable uprobes came with Linux 6.0; before, unread names are read later. */
 	if (uname(&u) == 0 && atoi(u.release) >= 6)
 		st->sleepable = true;
-	bpf_program__set_autoload(f->skel->progs.region_probe_s, st->sleepable);
-	bpf_program__set_autoload(f->skel->progs.region_thread_exit, true);
 	bpf_map__set_max_entries(f->skel->maps.region_probes, REGION_MAX_PROBES);
 	return 0;
 }
@@ -1133,6 +1165,7 @@ static void region_destroy(struct feature_ctx *f, void *state)
 	if (!st)
 		return;
 	detach_all(st);
+	profile_bpf__destroy(st->late);
 	for (size_t i = 0; i < st->npairs; i++)
 		free(st->pairs[i]);
 	free(st->pairs);
@@ -1150,8 +1183,11 @@ static void region_destroy(struct feature_ctx *f, void *state)
 	free(st);
 }
 
+static const char *const region_maps[] = { "region_threads", "py_rthreads", "py_rmatch", NULL };
+
 const struct feature feature_region = {
 	.name = "region",
+	.maps = region_maps,
 	.enabled = regions_enabled,
 	.configure = region_configure,
 	.attach = region_attach,

@@ -38,6 +38,7 @@
 #include "job.h"
 #include "proc.h"
 #include "record.h"
+#include "uprobe_multi.h"
 #include "sym/symbolize.h"
 
 #define PERM_HINT "run as root or grant CAP_BPF,CAP_PERFMON"
@@ -330,19 +331,58 @@ static int features_configure(struct session *s)
 	s->fctx.consume = feature_consume;
 	s->fctx.session = s;
 	for (size_t i = 0; (f = record_features[i]) != NULL && i < 16; i++) {
+		uint64_t t0 = now_ns();
+
 		if (!f->enabled(s->o))
 			continue;
 		s->fon[i] = true;
 		err = f->configure ? f->configure(&s->fctx, &s->fstate[i]) : 0;
 		if (err)
 			return err;
+		log_debug("%s: configure took %.1f ms", f->name, (now_ns() - t0) / 1e6);
 	}
 	return 0;
+}
+
+/*
+ * The hash maps keyed by process or thread. Preallocated, they cost ~10 ms of every start-up
+ * (65,536 entries of targets, py_threads... and a per-CPU value for each of metrics_procs'
+ * 4,096) for a record of one process. Since Linux 6.1 every program type may use hash maps
+ * that allocate on update (perf_event programs needed preallocated ones before): they keep
+ * their bounds and allocate only what the targets fill. EPROF_PREALLOC_MAPS=1 keeps the
+ * preallocation (the older kernels' way).
+ */
+static const char *const grown_maps[] = {
+	"targets",	    "py_threads",	  "py_threads_fs",	  "mem_pend",
+	"mem_mmap_len",	    "metrics_procs",	  "metrics_thread_net", "metrics_thread_exits",
+};
+
+static void size_maps(struct session *s)
+{
+	struct bpf_object *obj = s->skel->obj;
+	const struct feature *f;
+	bool grow = kernel_at_least(6, 1) && !getenv("EPROF_PREALLOC_MAPS");
+
+	for (size_t i = 0; (f = record_features[i]) != NULL && i < 16; i++) {
+		for (size_t j = 0; !s->fon[i] && f->maps && f->maps[j]; j++) {
+			struct bpf_map *m = bpf_object__find_map_by_name(obj, f->maps[j]);
+
+			if (m)
+				bpf_map__set_max_entries(m, 1);
+		}
+	}
+	for (size_t i = 0; grow && i < sizeof(grown_maps) / sizeof(grown_maps[0]); i++) {
+		struct bpf_map *m = bpf_object__find_map_by_name(obj, grown_maps[i]);
+
+		if (m)
+			bpf_map__set_map_flags(m, bpf_map__map_flags(m) | BPF_F_NO_PREALLOC);
+	}
 }
 
 static int load_bpf(struct session *s)
 {
 	struct profile_bpf *skel;
+	uint64_t t0 = now_ns(), t1, t2;
 	int err;
 
 	skel = profile_bpf__open();
@@ -362,9 +402,12 @@ static int load_bpf(struct session *s)
 	bpf_map__set_max_entries(skel->maps.events, (uint32_t)s->o->ringbuf_mb << 20);
 	bpf_map__set_max_entries(skel->maps.targets, 65536);
 	bpf_map__set_max_entries(skel->maps.scratch, EPROF_SCRATCH_SLOTS * libbpf_num_possible_cpus());
+	t1 = now_ns();
 	err = features_configure(s);
 	if (err)
 		return err;
+	size_maps(s);
+	t2 = now_ns();
 	err = profile_bpf__load(skel);
 	if (err) {
 		if (err == -EPERM || err == -EACCES)
@@ -379,6 +422,8 @@ static int load_bpf(struct session *s)
 		log_err("failed to attach process tracepoints: %s", strerror(-err));
 		return err;
 	}
+	log_debug("BPF: open %.1f ms, features' configure %.1f ms, load and attach %.1f ms",
+		  (t1 - t0) / 1e6, (t2 - t1) / 1e6, (now_ns() - t2) / 1e6);
 	return 0;
 }
 
@@ -400,6 +445,17 @@ static void on_target_exit(void *arg, uint32_t pid, int32_t status)
 			log_info("process %u exited", pid);
 		}
 	}
+}
+
+/*
+ * Reading kallsyms costs ~35 ms of CPU: in the background from the first kernel frame
+ * decoded, not at start-up (a record that has none never reads it).
+ */
+static void on_kernel_frames(void *arg)
+{
+	struct session *s = arg;
+
+	symbolizer__preload_kernel(s->sym);
 }
 
 static int add_target(struct session *s, uint32_t pid, uint64_t t)
@@ -915,8 +971,6 @@ static int setup(struct session *s)
 	s->sym = symbolizer__new(&so);
 	if (!s->p || !s->sym)
 		return -ENOMEM;
-	if (!s->o->no_kernel)
-		symbolizer__preload_kernel(s->sym);
 	s->tracker = proc_tracker__new(s->p, &to);
 	if (!s->tracker)
 		return -ENOMEM;
@@ -924,6 +978,8 @@ static int setup(struct session *s)
 	if (err)
 		return err;
 	s->ev.on_exit = on_target_exit;
+	if (!s->o->no_kernel)
+		s->ev.on_kernel_frames = on_kernel_frames;
 	s->ev.arg = s;
 	/* The output first: an unwritable path fails before anything is attached. */
 	err = open_output(s);

@@ -330,6 +330,37 @@ static void test_probe_find(void **state)
 	}
 }
 
+static void test_probe_named(void **state)
+{
+	const char *const names[] = { "free", "no_such_function_here", "malloc" };
+	const char *const many[MEM_PROBE_NAMED_MAX + 1] = { "free" };
+	uint64_t offs[MEM_PROBE_NAMED_MAX + 1];
+	struct mem_probe_set set;
+	char *path = test_path("notelf2");
+	FILE *f = fopen(path, "w");
+
+	(void)state;
+	assert_non_null(f);
+	fputs("not an ELF file\n", f);
+	fclose(f);
+	assert_int_equal(mem_probe_named(path, names, 3, offs), 0);
+	assert_true(offs[0] == 0 && offs[1] == 0 && offs[2] == 0);
+	assert_int_equal(mem_probe_named(test_path("missing"), names, 3, offs), -ENOENT);
+	assert_int_equal(mem_probe_named(path, many, MEM_PROBE_NAMED_MAX + 1, offs), -EINVAL);
+	if (access("/lib/x86_64-linux-gnu/libc.so.6", R_OK) != 0)
+		return;
+	/* The offsets mem_probe_find gives, less the bytes it skips; unknown names get 0. */
+	assert_int_equal(mem_probe_named("/lib/x86_64-linux-gnu/libc.so.6", names, 3, offs), 2);
+	assert_int_equal(offs[1], 0);
+	assert_int_equal(mem_probe_find("/lib/x86_64-linux-gnu/libc.so.6", &set), 0);
+	for (int i = 0; i < set.n; i++) {
+		if (set.cookies[i] == MEM_FREE)
+			assert_int_equal(offs[0], set.offsets[i] - set.skipped[i]);
+		if (set.cookies[i] == MEM_MALLOC)
+			assert_int_equal(offs[2], set.offsets[i] - set.skipped[i]);
+	}
+}
+
 static void test_weight(void **state)
 {
 	(void)state;
@@ -488,6 +519,7 @@ int main(void)
 		cmocka_unit_test(test_report_json_stack),
 		cmocka_unit_test(test_probe_offset),
 		cmocka_unit_test(test_probe_find),
+		cmocka_unit_test(test_probe_named),
 		cmocka_unit_test(test_weight),
 		cmocka_unit_test(test_record_opts),
 	};

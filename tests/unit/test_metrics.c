@@ -6,7 +6,12 @@
 #include "model/event.h"
 #include "output/report_metrics.h"
 #include "output/trace.h"
+#include "record/kbtf.h"
 #include "util/sink.h"
+
+#include <bpf/btf.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #define MS 1000000ull
 
@@ -232,6 +237,59 @@ static void test_throttle_names(void **state)
 	assert_int_equal(metric_by_name("rss_bytes"), -1);
 }
 
+/* The network tracepoints' check (record/kbtf.c): names in a BTF file's string table. */
+static void test_kbtf(void **state)
+{
+	static const char strs[] = "\0int\0btf_trace_sock_send_length\0my_btf_trace_x\0";
+	const char *const names[] = { "btf_trace_sock_send_length", "btf_trace_x", "int", "in" };
+	struct {
+		uint16_t magic;
+		uint8_t version, flags;
+		uint32_t hdr_len, type_off, type_len, str_off, str_len;
+	} h = { 0xeB9F, 1, 0, 24, 0, 4, 4, sizeof(strs) };
+	char *path = test_path("btf");
+	bool found[4];
+	FILE *f;
+
+	(void)state;
+	assert_true(kbtf_strtab_has(strs, sizeof(strs), "int"));
+	assert_true(kbtf_strtab_has(strs, sizeof(strs), "my_btf_trace_x"));
+	assert_false(kbtf_strtab_has(strs, sizeof(strs), "btf_trace_x")); /* a suffix */
+	assert_false(kbtf_strtab_has(strs, sizeof(strs), "btf_trace_sock")); /* a prefix */
+	assert_false(kbtf_strtab_has(strs, sizeof(strs), ""));
+	assert_false(kbtf_strtab_has(strs, 10, "btf_trace_sock_send_length")); /* cut off */
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(&h, sizeof(h), 1, f), 1);
+	assert_int_equal(fwrite("\0\0\0\0", 4, 1, f), 1); /* the type section */
+	assert_int_equal(fwrite(strs, sizeof(strs), 1, f), 1);
+	fclose(f);
+	assert_int_equal(kbtf_has_names(path, names, 4, found), 0);
+	assert_true(found[0] && !found[1] && found[2] && !found[3]);
+	/* a string table past the end of the file, a wrong magic */
+	h.str_len = sizeof(strs) + 1;
+	f = fopen(path, "r+b");
+	assert_non_null(f);
+	assert_int_equal(fwrite(&h, sizeof(h), 1, f), 1);
+	fclose(f);
+	assert_int_equal(kbtf_has_names(path, names, 4, found), -EINVAL);
+	assert_false(found[0]);
+	assert_int_equal(kbtf_has_names(test_path("missing"), names, 4, found), -ENOENT);
+	/* On the running kernel: the answer libbpf's full parse gives. */
+	if (access(KBTF_VMLINUX, R_OK) == 0) {
+		const char *const tp[] = { "btf_trace_sock_send_length", "btf_trace_sched_switch" };
+		struct btf *btf = btf__load_vmlinux_btf();
+
+		assert_non_null(btf);
+		assert_int_equal(kbtf_has_names(KBTF_VMLINUX, tp, 2, found), 0);
+		for (int i = 0; i < 2; i++)
+			assert_int_equal(found[i],
+					 btf__find_by_name_kind(btf, tp[i], BTF_KIND_TYPEDEF) > 0);
+		assert_true(found[1]);
+		btf__free(btf);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -239,6 +297,7 @@ int main(void)
 	    cmocka_unit_test(test_grid_jitter_and_threads),
 	    cmocka_unit_test(test_report),	   cmocka_unit_test(test_no_metrics),
 	    cmocka_unit_test(test_throttle_names),
+	    cmocka_unit_test(test_kbtf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
