@@ -120,7 +120,7 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 					      "I/O time by stack" };
 	struct svg_opts so = {
 	    .stacks = { .filter = o->filter, .lines = o->lines, .weight_ns = o->weight_ns,
-			.no_comm = o->no_comm, .gil = o->gil },
+			.no_comm = o->no_comm, .gil = o->gil, .view = o->view },
 	    .fg = { .title = o->title ? o->title : titles[o->weights],
 		    .subtitle = profile__meta(p, "command"),
 		    .unit = fg_is_mem(o->weights) || o->weights == FG_IO ? "bytes"
@@ -129,6 +129,7 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 		    .width = o->width,
 		    .inverted = o->inverted,
 		    .gil_colors = o->gil_colors },
+	    .all_views = true,
 	};
 
 	return flamegraph_svg_write(out, p, &so);
@@ -262,7 +263,7 @@ static int fg_run(struct cmd_ctx *c)
 	} else if (o->folded) {
 		struct folded_opts fo = { .filter = o->filter, .lines = o->lines,
 					  .weight_ns = o->weight_ns, .no_comm = o->no_comm,
-					  .gil = o->gil };
+					  .gil = o->gil, .view = o->view };
 
 		err = folded_write(c->out, p, &fo);
 	} else {
@@ -288,9 +289,11 @@ const struct command cmd_flamegraph = {
 	.about = "Several recordings of a job's ranks: one flamegraph, a HOST/rank N root frame "
 		 "per rank.\n",
 	CMD_OPTIONS(fg_opts, fg_defaults),
-	CMD_JOB_READER(struct flamegraph_cli, more,
-		       CMD_JOB_MERGE | CMD_JOB_RANK_ROOT | CMD_VIEW),
-	.view = offsetof(struct flamegraph_cli, view),
+	/*
+	 * No CMD_VIEW: the stacks are read in --view after the weights (the SVG carries every
+	 * view of a profile with Python frames), so the profile stays as recorded.
+	 */
+	CMD_JOB_READER(struct flamegraph_cli, more, CMD_JOB_MERGE | CMD_JOB_RANK_ROOT),
 	.finish = fg_finish,
 	.run = fg_run,
 	.after = fg_after,
