@@ -82,7 +82,10 @@ static const struct opt fg_opts[] = {
 		 "root at the top, callees below (icicle); the default\n"
 		 "opens scrolled to the root at the bottom (a toggle in the viewer)"),
 	OPT_JOB_SELECT(struct flamegraph_cli, more),
-	OPT_VIEW(struct flamegraph_cli, view),
+	OPT_CHOICE("view", 0, struct flamegraph_cli, view, cmd_view_choices,
+		   "stacks as Python frames and the native leaf, all frames\n"
+		   "(default) or native frames only (docs/python.md); the\n"
+		   "SVG opens on it and switches views in the viewer"),
 	OPT_END,
 };
 
