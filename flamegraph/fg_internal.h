@@ -81,6 +81,9 @@ static inline bool fg_key_worse(struct fg_key a, struct fg_key b)
 	return a.w < b.w || (a.w == b.w && a.depth > b.depth);
 }
 
+/* The order of fg_tree.names: by string, then kind. */
+int fg_name_cmp(const struct fg_name *a, const struct fg_name *b);
+
 /* Merges the stacks and keeps the max_nodes (0: all) best-ranked frames and the root. */
 int fg_tree_build(struct fg_tree *t, const struct wstack *stacks, size_t n, size_t max_nodes);
 void fg_tree_free(struct fg_tree *t);

@@ -133,7 +133,7 @@ static int64_t intern(struct interner *in, const struct wstack_frame *f)
 	return err;
 }
 
-static int cmp_name(const struct fg_name *a, const struct fg_name *b)
+int fg_name_cmp(const struct fg_name *a, const struct fg_name *b)
 {
 	int c = memcmp(a->s, b->s, a->len < b->len ? a->len : b->len);
 
@@ -146,7 +146,7 @@ static int cmp_name(const struct fg_name *a, const struct fg_name *b)
 
 static int cmp_name_qsort(const void *a, const void *b)
 {
-	return cmp_name(a, b);
+	return fg_name_cmp(a, b);
 }
 
 /*

@@ -40,7 +40,11 @@ struct fg_ctx {
 	struct fg_key static_bar;
 	uint32_t rows;	     /* rows of the static picture */
 	unsigned height;
-	unsigned kinds_seen; /* bit per frame kind in the static picture */
+	unsigned kinds_seen; /* bit per frame kind in the static picture (of every view) */
+	/* Several views: their names, and their trees but the open one's, which is t. */
+	const struct fg_view *views;
+	size_t nv, open;
+	struct fg_tree *more; /* nv entries; more[open] stays empty */
 };
 
 static const char *const kind_names[FG_KIND_N] = { "user", "kernel", "JIT", "unknown", "special",
@@ -116,6 +120,34 @@ static int pick_static(struct fg_ctx *c)
 static bool gil_mode(const struct fg_ctx *c)
 {
 	return c->o.gil_colors && c->t.has_gil && !c->o.differential;
+}
+
+/* The tree of view i (the one tree without views). */
+static const struct fg_tree *view_tree(const struct fg_ctx *c, size_t i)
+{
+	return i == c->open ? &c->t : &c->more[i];
+}
+
+/*
+ * The rows of another view's first drawing (its frames at least FG_MIN_PX wide); with kinds,
+ * their frame kinds are added to it (the legend is the same for every view).
+ */
+static uint32_t view_rows(const struct fg_ctx *c, const struct fg_tree *t, unsigned *kinds)
+{
+	uint64_t min_w = (uint64_t)ceil((double)t->total * FG_MIN_PX / c->plot_w - 1e-9);
+	uint32_t rows = 1;
+
+	for (size_t i = 1; i < t->n_nodes; i++) {
+		const struct fg_node *nd = &t->nodes[i];
+
+		if (nd->w < (min_w ? min_w : 1))
+			continue;
+		if (nd->depth + 1 > rows)
+			rows = nd->depth + 1;
+		if (kinds)
+			*kinds |= 1u << t->names[nd->name].kind;
+	}
+	return rows;
 }
 
 static double row_y(const struct fg_ctx *c, uint32_t depth)
@@ -211,6 +243,24 @@ static void write_gil_legend(struct fg_ctx *c)
 	sink_puts(c->out, "</g>\n");
 }
 
+/* "View: python · mixed · native", the open one marked, left of the other toggles. */
+static void write_view_control(struct fg_ctx *c)
+{
+	int right = c->o.width - FG_PAD_X - 110 - (c->t.has_gil && !c->o.differential ? 120 : 0);
+
+	sink_printf(c->out,
+		    "<text id=\"fg-views\" class=\"views\" x=\"%d\" y=\"64\" "
+		    "text-anchor=\"end\">View:",
+		    right);
+	for (size_t i = 0; i < c->nv; i++) {
+		sink_printf(c->out, "%s<tspan class=\"ctl small%s\" data-view=\"%zu\">",
+			    i ? " \xc2\xb7 " : " ", i == c->open ? " on" : "", i);
+		xml_str(c->out, c->views[i].name);
+		sink_puts(c->out, "</tspan>");
+	}
+	sink_puts(c->out, "</text>");
+}
+
 /*
  * Title, legend and controls, in a group drawn over the frames: the script keeps it at the
  * top of the window while a tall graph scrolls under it.
@@ -262,6 +312,8 @@ static void write_header(struct fg_ctx *c)
 			    "text-anchor=\"end\">%s</text>",
 			    c->o.width - FG_PAD_X - 110,
 			    gil_mode(c) ? "Colour by kind" : "Colour by GIL");
+	if (c->nv > 1)
+		write_view_control(c);
 	sink_puts(s, "</g></g>\n");
 }
 
@@ -363,62 +415,114 @@ static void write_json_str(struct sink *s, const char *str, size_t len)
 }
 
 /* The tooltips' source files of the names (Python frames), when any name has one. */
-static int write_files(struct fg_ctx *c, const uint32_t *map)
+static int write_files(struct fg_ctx *c, const struct fg_name **names, size_t n)
 {
 	struct sink *s = c->out;
 	bool any = false;
 	size_t i;
 
-	for (i = 0; i < c->t.n_names && !any; i++)
-		any = map[i] != UINT32_MAX && c->t.names[i].file;
+	for (i = 0; i < n && !any; i++)
+		any = names[i]->file;
 	if (!any)
 		return s->err;
 	sink_puts(s, ",\n\"files\":[");
-	for (i = 0; i < c->t.n_names; i++) {
-		if (map[i] == UINT32_MAX)
-			continue;
-		if (map[i])
+	for (i = 0; i < n; i++) {
+		if (i)
 			sink_puts(s, ",");
-		if (c->t.names[i].file)
-			write_json_str(s, c->t.names[i].file, strlen(c->t.names[i].file));
+		if (names[i]->file)
+			write_json_str(s, names[i]->file, strlen(names[i]->file));
 		else
 			sink_puts(s, "0");
 	}
 	return sink_puts(s, "]");
 }
 
-/* Names used by the nodes; map[old id] = dense id. */
-static int write_names(struct fg_ctx *c, uint32_t *map)
+/* A name one view's frames use, on its way into the table the views share. */
+struct name_ref {
+	const struct fg_name *nm;
+	uint32_t view, id;
+};
+
+static int cmp_name_ref(const void *a, const void *b)
+{
+	const struct name_ref *x = a, *y = b;
+	int r = fg_name_cmp(x->nm, y->nm);
+
+	if (r)
+		return r;
+	if (x->view != y->view)
+		return x->view < y->view ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/*
+ * The names the frames of every view use, in one table sorted as a tree's (one view: its
+ * names in its order), the root's "all" first: maps[v][id in view v's tree] = the index in
+ * *out (UINT32_MAX: unused). Returns how many names, or -ENOMEM.
+ */
+static int64_t share_names(const struct fg_ctx *c, uint32_t **maps, const struct fg_name ***out)
+{
+	const struct fg_name **names;
+	struct name_ref *refs;
+	size_t nref = 0, n = 0;
+
+	for (size_t v = 0; v < c->nv; v++) {
+		const struct fg_tree *t = view_tree(c, v);
+
+		for (size_t i = 0; i < t->n_names; i++)
+			maps[v][i] = UINT32_MAX;
+		for (size_t i = 0; i < t->n_nodes; i++)
+			maps[v][t->nodes[i].name] = 0;
+		for (size_t i = 1; i < t->n_names; i++)
+			nref += !maps[v][i];
+	}
+	refs = malloc((nref ? nref : 1) * sizeof(*refs));
+	names = malloc((nref + 1) * sizeof(*names));
+	if (!refs || !names) {
+		free(refs);
+		free(names);
+		return -ENOMEM;
+	}
+	nref = 0;
+	for (size_t v = 0; v < c->nv; v++) {
+		const struct fg_tree *t = view_tree(c, v);
+
+		for (size_t i = 1; i < t->n_names; i++)
+			if (!maps[v][i])
+				refs[nref++] = (struct name_ref){ &t->names[i], v, i };
+	}
+	qsort(refs, nref, sizeof(*refs), cmp_name_ref);
+	names[n++] = &c->t.names[0];
+	for (size_t k = 0; k < nref; k++) {
+		if (n == 1 || fg_name_cmp(names[n - 1], refs[k].nm))
+			names[n++] = refs[k].nm;
+		else if (!names[n - 1]->file)
+			names[n - 1] = refs[k].nm; /* the same name and colour, maybe with a file */
+		maps[refs[k].view][refs[k].id] = n - 1;
+	}
+	free(refs);
+	*out = names;
+	return n;
+}
+
+static int write_names(struct fg_ctx *c, const struct fg_name **names, size_t n)
 {
 	struct sink *s = c->out;
-	uint32_t n = 0;
-	size_t i;
 
-	for (i = 0; i < c->t.n_names; i++)
-		map[i] = UINT32_MAX;
-	for (i = 0; i < c->t.n_nodes; i++)
-		map[c->t.nodes[i].name] = 0;
 	sink_puts(s, ",\n\"names\":[");
-	for (i = 0; i < c->t.n_names; i++) {
-		if (map[i] == UINT32_MAX)
-			continue;
-		map[i] = n++;
-		if (map[i])
+	for (size_t i = 0; i < n; i++) {
+		if (i)
 			sink_puts(s, ",");
-		write_json_str(s, c->t.names[i].s, c->t.names[i].len);
+		write_json_str(s, names[i]->s, names[i]->len);
 	}
 	sink_puts(s, "],\n\"kinds\":\"");
-	for (i = 0; i < c->t.n_names; i++) {
-		if (map[i] != UINT32_MAX)
-			sink_printf(s, "%u", c->t.names[i].kind);
-	}
+	for (size_t i = 0; i < n; i++)
+		sink_printf(s, "%u", names[i]->kind);
 	sink_puts(s, "\",\n\"colors\":\"");
-	for (i = 0; i < c->t.n_names; i++) {
-		if (map[i] != UINT32_MAX)
-			sink_printf(s, "%06x", c->t.names[i].rgb);
-	}
+	for (size_t i = 0; i < n; i++)
+		sink_printf(s, "%06x", names[i]->rgb);
 	sink_puts(s, "\"");
-	return write_files(c, map);
+	return write_files(c, names, n);
 }
 
 /*
@@ -426,17 +530,16 @@ static int write_names(struct fg_ctx *c, uint32_t *map)
  * gil not held], weights divided by the scale. gap is the weight of the dropped siblings
  * between this frame and the previous kept one, so positions are exact.
  */
-static int write_frames(struct fg_ctx *c, const uint32_t *map)
+static int write_frames(struct fg_ctx *c, const struct fg_tree *t, const uint32_t *map)
 {
-	uint64_t *next = calloc(c->t.max_depth + 2, sizeof(*next)), k = c->t.scale;
+	uint64_t *next = calloc(t->max_depth + 2, sizeof(*next)), k = t->scale;
 	char buf[128];
 
 	if (!next)
 		return -ENOMEM;
-	sink_printf(c->out, ",\n\"nf\":%d,\n\"frames\":[",
-		    5 + c->o.differential + 2 * c->t.has_gil);
-	for (size_t i = 0; i < c->t.n_nodes; i++) {
-		const struct fg_node *nd = &c->t.nodes[i];
+	sink_printf(c->out, ",\n\"nf\":%d,\n\"frames\":[", 5 + c->o.differential + 2 * t->has_gil);
+	for (size_t i = 0; i < t->n_nodes; i++) {
+		const struct fg_node *nd = &t->nodes[i];
 		int n = snprintf(buf, sizeof(buf), "%s%u,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64,
 				 i ? (i % 8 ? "," : ",\n") : "", nd->depth, map[nd->name],
 				 (nd->x - next[nd->depth]) / k, nd->w / k, nd->self / k);
@@ -444,7 +547,7 @@ static int write_frames(struct fg_ctx *c, const uint32_t *map)
 		sink_write(c->out, buf, n);
 		if (c->o.differential)
 			sink_printf(c->out, ",%" PRIu64, nd->base / k);
-		if (c->t.has_gil)
+		if (t->has_gil)
 			sink_printf(c->out, ",%" PRIu64 ",%" PRIu64, nd->gil_held / k,
 				    nd->gil_free / k);
 		next[nd->depth] = nd->x + nd->w;
@@ -454,14 +557,56 @@ static int write_frames(struct fg_ctx *c, const uint32_t *map)
 	return sink_puts(c->out, "]");
 }
 
+/*
+ * "view" names the open view, whose frames are the ones above; "views" lists every view in
+ * the control's order, each but the open one with its own frames and what goes with them.
+ */
+static int write_views(struct fg_ctx *c, uint32_t **maps)
+{
+	struct sink *s = c->out;
+	int err = 0;
+
+	sink_puts(s, ",\n\"view\":");
+	write_json_str(s, c->views[c->open].name, strlen(c->views[c->open].name));
+	sink_puts(s, ",\n\"views\":[");
+	for (size_t v = 0; v < c->nv && !err; v++) {
+		const struct fg_tree *t = view_tree(c, v);
+
+		sink_puts(s, v ? ",\n{\"name\":" : "{\"name\":");
+		write_json_str(s, c->views[v].name, strlen(c->views[v].name));
+		if (v != c->open) {
+			sink_printf(s,
+				    ",\"total\":%" PRIu64 ",\"scale\":%" PRIu64
+				    ",\"rows\":%u,\"gil\":%d",
+				    t->total, t->scale, view_rows(c, t, NULL),
+				    t->has_gil && !c->o.differential);
+			err = write_frames(c, t, maps[v]);
+		}
+		sink_puts(s, "}");
+	}
+	sink_puts(s, "]");
+	return err ? err : s->err;
+}
+
 static int write_data(struct fg_ctx *c)
 {
 	struct sink *s = c->out;
-	uint32_t *map = malloc(c->t.n_names * sizeof(*map));
-	int err;
+	uint32_t **maps = calloc(c->nv, sizeof(*maps));
+	const struct fg_name **names = NULL;
+	int64_t nn = -ENOMEM;
+	int err = 0;
 
-	if (!map)
-		return -ENOMEM;
+	for (size_t v = 0; maps && v < c->nv; v++) {
+		const struct fg_tree *t = view_tree(c, v);
+
+		maps[v] = malloc((t->n_names ? t->n_names : 1) * sizeof(**maps));
+		if (!maps[v])
+			goto out;
+	}
+	if (maps)
+		nn = share_names(c, maps, &names);
+	if (nn < 0)
+		goto out;
 	sink_puts(s, "<script type=\"application/json\" id=\"fg-data\">{\"version\":1,\"unit\":");
 	write_json_str(s, c->o.unit, strlen(c->o.unit));
 	sink_printf(s,
@@ -473,15 +618,21 @@ static int write_data(struct fg_ctx *c)
 		    gil_mode(c), c->o.width, FG_PAD_X, FG_FRAME_H,
 		    FG_HEADER_H, FG_FOOTER_H, FG_FONT_PX, FG_LABEL_PAD, FG_MIN_PX, FG_DRAW_MAX,
 		    c->rows, c->t.total, c->t.base_total, c->t.scale);
-	err = write_names(c, map);
+	err = write_names(c, names, (size_t)nn);
 	if (!err)
-		err = write_frames(c, map);
-	free(map);
+		err = write_frames(c, &c->t, maps[c->open]);
+	if (!err && c->nv > 1)
+		err = write_views(c, maps);
 	/* flamegraph_script() is what this writes: the HTML export hashes it. */
 	sink_puts(s, "}</script>\n<script type=\"text/javascript\"><![CDATA[\n");
 	sink_write(s, asset_flamegraph_js, asset_flamegraph_js_len);
 	sink_puts(s, "]]></script>\n");
-	return err;
+out:
+	for (size_t v = 0; maps && v < c->nv; v++)
+		free(maps[v]);
+	free(maps);
+	free(names);
+	return nn < 0 ? (int)nn : err;
 }
 
 /* --- entry --------------------------------------------------------------------- */
@@ -519,16 +670,33 @@ static void write_empty(struct fg_ctx *c)
 int flamegraph_write_svg(struct sink *out, const struct wstack *stacks, size_t n,
 			 const struct fg_opts *opts)
 {
-	struct fg_ctx c = { .out = out };
-	int err;
+	struct fg_view v = { "", stacks, n };
 
-	if (!out || (n && !stacks))
+	return flamegraph_write_svg_views(out, &v, 1, 0, opts);
+}
+
+int flamegraph_write_svg_views(struct sink *out, const struct fg_view *views, size_t nviews,
+			       size_t open, const struct fg_opts *opts)
+{
+	struct fg_ctx c = { .out = out, .views = views, .nv = nviews, .open = open };
+	int err = 0;
+
+	if (!out || !views || open >= nviews)
 		return -EINVAL;
+	for (size_t i = 0; i < nviews; i++)
+		if (views[i].n && !views[i].stacks)
+			return -EINVAL;
 	fill_opts(&c.o, opts);
 	c.plot_w = c.o.width - 2.0 * FG_PAD_X;
-	err = fg_tree_build(&c.t, stacks, n, FG_MODEL_MAX);
+	c.more = calloc(nviews, sizeof(*c.more));
+	if (!c.more)
+		return -ENOMEM;
+	err = fg_tree_build(&c.t, views[open].stacks, views[open].n, FG_MODEL_MAX);
+	for (size_t i = 0; i < nviews && !err; i++)
+		if (i != open)
+			err = fg_tree_build(&c.more[i], views[i].stacks, views[i].n, FG_MODEL_MAX);
 	if (err)
-		return err;
+		goto out;
 	if (!c.t.total) {
 		write_empty(&c);
 		goto done;
@@ -536,6 +704,9 @@ int flamegraph_write_svg(struct sink *out, const struct wstack *stacks, size_t n
 	err = pick_static(&c);
 	if (err)
 		goto out;
+	for (size_t i = 0; i < nviews; i++)
+		if (i != open)
+			view_rows(&c, &c.more[i], &c.kinds_seen);
 	c.height = FG_HEADER_H + c.rows * FG_FRAME_H + FG_FOOTER_H;
 	write_head(&c);
 	/* the frames first: the header and footer are drawn over them when they scroll */
@@ -550,5 +721,8 @@ done:
 	err = out->err;
 out:
 	fg_tree_free(&c.t);
+	for (size_t i = 0; i < nviews; i++)
+		fg_tree_free(&c.more[i]);
+	free(c.more);
 	return err;
 }

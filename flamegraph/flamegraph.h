@@ -31,4 +31,19 @@ const char *flamegraph_script(size_t *len);
 int flamegraph_write_svg(struct sink *out, const struct wstack *stacks, size_t n,
 			 const struct fg_opts *opts);
 
+/* One view of the same samples (python, mixed, native: analysis/view.h), for the viewer. */
+struct fg_view {
+	const char *name; /* the control's label */
+	const struct wstack *stacks;
+	size_t n;
+};
+
+/*
+ * The same SVG holding several views of the same samples, a control of the viewer switching
+ * between them: the static picture and the first drawing are views[open]'s; the views share
+ * one table of names. One view writes what flamegraph_write_svg() does.
+ */
+int flamegraph_write_svg_views(struct sink *out, const struct fg_view *views, size_t nviews,
+			       size_t open, const struct fg_opts *opts);
+
 #endif

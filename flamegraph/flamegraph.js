@@ -11,6 +11,10 @@
  * Deep stacks make a tall graph: it opens scrolled to its root (at the bottom,
  * or at the top once flipped), with the title, search and legend kept at the
  * top of the window and the status line at its bottom while it scrolls.
+ *
+ * A profile with Python frames carries several views of its samples (python,
+ * mixed, native: D.views): each has its own frames, all share the names, and
+ * the control switches between them.
  */
 (function () {
 	'use strict';
@@ -29,28 +33,47 @@
 	var D = JSON.parse(dataEl.textContent);
 	var L = D.layout;
 	var names = D.names;
-	var nf = D.nf;
-	var n = D.frames.length / nf;
-	var total = D.total;
 	var plotW = L.width - 2 * L.padX;
 
-	var depth = new Uint32Array(n);
-	var name = new Uint32Array(n);
-	var parent = new Int32Array(n);
-	var end = new Int32Array(n);
-	var fx = new Float64Array(n);
-	var fw = new Float64Array(n);
-	var fself = new Float64Array(n);
-	var fbase = D.diff ? new Float64Array(n) : null;
-	var gheld = D.gil ? new Float64Array(n) : null; /* Python weight with the GIL held */
-	var gfree = D.gil ? new Float64Array(n) : null; /* ... and not held */
+	/* The views; the one the file opens on has its frames at the top level of D. */
+	var views = D.views || [{ name: '' }], vcur = 0, v0, k0;
+
+	for (k0 = 0; k0 < views.length; k0++) {
+		if (!views[k0].frames) {
+			vcur = k0;
+			views[k0].frames = D.frames;
+			views[k0].nf = D.nf;
+			views[k0].total = D.total;
+			views[k0].scale = D.scale;
+			views[k0].rows = L.rows;
+			views[k0].gil = D.gil;
+		}
+	}
+	v0 = vcur;
+	D.frames = null;
+
+	/* The frames of the view shown (use()): flat arrays in preorder. */
+	var n, total, depth, name, parent, end, fx, fw, fself;
+	var fbase; /* differential: the base weight */
+	var gheld, gfree; /* Python weight with the GIL held, and not held */
 	var gilMode = !!(D.gil && D.gilColors);
 	var colors = [];
 
-	function decode() {
-		var raw = D.frames, scale = D.scale, open = [], next = [0], g = 5 + (D.diff ? 1 : 0);
-		var i, j, d, p;
+	function decode(v) {
+		var raw = v.frames, nf = v.nf, scale = v.scale, open = [], next = [0];
+		var g = 5 + (D.diff ? 1 : 0), i, j, d, p;
 
+		n = raw.length / nf;
+		depth = new Uint32Array(n);
+		name = new Uint32Array(n);
+		parent = new Int32Array(n);
+		end = new Int32Array(n);
+		fx = new Float64Array(n);
+		fw = new Float64Array(n);
+		fself = new Float64Array(n);
+		fbase = D.diff ? new Float64Array(n) : null;
+		gheld = v.gil ? new Float64Array(n) : null;
+		gfree = v.gil ? new Float64Array(n) : null;
 		for (i = 0; i < n; i++) {
 			j = i * nf;
 			d = raw[j];
@@ -75,9 +98,31 @@
 		}
 		while (open.length)
 			end[open.pop()] = n;
-		for (i = 0; i < names.length; i++)
-			colors.push('#' + D.colors.substr(i * 6, 6));
-		D.frames = null; /* let the parsed array go */
+		v.frames = null; /* let the parsed array go */
+		v.a = [n, depth, name, parent, end, fx, fw, fself, fbase, gheld, gfree];
+	}
+
+	/* Makes view k the one drawn, decoding its frames the first time. */
+	function use(k) {
+		var v = views[k], a;
+
+		if (!v.a)
+			decode(v);
+		a = v.a;
+		n = a[0];
+		depth = a[1];
+		name = a[2];
+		parent = a[3];
+		end = a[4];
+		fx = a[5];
+		fw = a[6];
+		fself = a[7];
+		fbase = a[8];
+		gheld = a[9];
+		gfree = a[10];
+		total = v.total;
+		L.rows = v.rows;
+		vcur = k;
 	}
 
 	/* --- formatting ----------------------------------------------------------------------- */
@@ -215,6 +260,7 @@
 	var footBand = foot ? foot.querySelector('.band') : null;
 	var flipEl = doc.getElementById('fg-flip');
 	var gilEl = doc.getElementById('fg-gil');
+	var viewsEl = doc.getElementById('fg-views');
 	var statusEl = doc.getElementById('fg-status');
 	var matchedEl = doc.getElementById('fg-matched');
 	var resetEl = doc.getElementById('fg-reset');
@@ -608,6 +654,8 @@
 
 		if (!ownUrl)
 			return;
+		if (vcur !== v0)
+			h.push('v=' + encodeURIComponent(views[vcur].name));
 		if (cur)
 			h.push('z=' + cur);
 		if (query)
@@ -626,14 +674,18 @@
 	}
 
 	function loadState() {
-		var h = (ownUrl && location.hash || '').replace(/^#/, '').split('&'), kv, z;
+		var h = (ownUrl && location.hash || '').replace(/^#/, '').split('&'), kv, z = 0, k;
 
 		for (var j = 0; j < h.length; j++) {
 			kv = h[j].split('=');
 			try {
 				if (kv[0] === 'z') {
 					z = parseInt(kv[1], 10);
-					cur = z > 0 && z < n ? z : 0;
+				} else if (kv[0] === 'v') {
+					for (k = 0; k < views.length; k++) {
+						if (views[k].name === decodeURIComponent(kv[1] || ''))
+							use(k);
+					}
 				} else if (kv[0] === 's') {
 					query = decodeURIComponent(kv[1] || '');
 				} else if (kv[0] === 'i') {
@@ -645,6 +697,7 @@
 				query = '';
 			}
 		}
+		cur = z > 0 && z < n ? z : 0; /* a frame of the view, whichever came first */
 	}
 
 	/* Root at the bottom (a flame graph) or at the top (an icicle graph). */
@@ -668,9 +721,53 @@
 		saveState();
 	}
 
+	/*
+	 * The frame of this view that stands for a frame of the one before, given that frame's
+	 * names up to the root (path, innermost first): the innermost of those names this view
+	 * has, where its callers share most names with the path (views drop frames, never
+	 * reorder them), the widest of equals; the root when the view has none of them.
+	 */
+	function findFrame(path) {
+		var want = new Uint8Array(names.length), best = -1, bestScore = -1, lvl, i, a, sc;
+
+		for (i = 0; i < path.length; i++)
+			want[path[i]] = 1;
+		for (lvl = 0; lvl < path.length && best < 0; lvl++) {
+			for (i = 1; i < n; i++) {
+				if (name[i] !== path[lvl])
+					continue;
+				for (sc = 0, a = parent[i]; a > 0; a = parent[a])
+					sc += want[name[a]];
+				if (sc > bestScore || (sc === bestScore && fw[i] > fw[best])) {
+					best = i;
+					bestScore = sc;
+				}
+			}
+		}
+		return best > 0 ? best : 0;
+	}
+
+	/* Python frames and the native leaf, every frame, or native frames only. */
+	function setView(k) {
+		var path = [], i;
+
+		if (k === vcur || !views[k])
+			return;
+		for (i = cur; i > 0; i = parent[i])
+			path.push(name[i]);
+		use(k);
+		showModes();
+		zoom(findFrame(path));
+		scrollToRoot();
+	}
+
 	function showModes() {
 		var lk = doc.getElementById('fg-legend-kind'), lg = doc.getElementById('fg-legend-gil');
+		var vs = viewsEl ? viewsEl.querySelectorAll('[data-view]') : [];
 
+		for (var k = 0; k < vs.length; k++)
+			vs[k].setAttribute('class', 'ctl small' + (+vs[k].getAttribute('data-view') ===
+							    vcur ? ' on' : ''));
 		if (flipEl)
 			flipEl.textContent = D.inverted ? 'Root at bottom' : 'Root at top';
 		if (gilEl)
@@ -793,6 +890,8 @@
 		} else if (e.target !== input && !e.ctrlKey && !e.metaKey && !e.altKey) {
 			if (k === 'g' || k === 'G')
 				toggleGil();
+			else if ((k === 'v' || k === 'V') && views.length > 1)
+				setView((vcur + 1) % views.length);
 			else if (k === 'i' || k === 'I')
 				flip();
 		}
@@ -835,6 +934,14 @@
 			flipEl.addEventListener('click', flip);
 		if (gilEl)
 			gilEl.addEventListener('click', toggleGil);
+		if (viewsEl) {
+			viewsEl.addEventListener('click', function (e) {
+				var v = e.target.getAttribute && e.target.getAttribute('data-view');
+
+				if (v !== null && v !== undefined)
+					setView(+v);
+			});
+		}
 		if (input) {
 			input.addEventListener('input', function () {
 				clearTimeout(searchTimer);
@@ -851,7 +958,9 @@
 	function init() {
 		var controls = doc.getElementById('fg-controls');
 
-		decode();
+		for (var i = 0; i < names.length; i++)
+			colors.push('#' + D.colors.substr(i * 6, 6));
+		use(vcur);
 		if (controls)
 			controls.removeAttribute('display');
 		measureFont(frames);

@@ -82,7 +82,10 @@ static const struct opt fg_opts[] = {
 		 "root at the top, callees below (icicle); the default\n"
 		 "opens scrolled to the root at the bottom (a toggle in the viewer)"),
 	OPT_JOB_SELECT(struct flamegraph_cli, more),
-	OPT_VIEW(struct flamegraph_cli, view),
+	OPT_CHOICE("view", 0, struct flamegraph_cli, view, cmd_view_choices,
+		   "stacks as Python frames and the native leaf, all frames\n"
+		   "(default) or native frames only (docs/python.md); the\n"
+		   "SVG opens on it and switches views in the viewer"),
 	OPT_END,
 };
 
@@ -120,7 +123,7 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 					      "I/O time by stack" };
 	struct svg_opts so = {
 	    .stacks = { .filter = o->filter, .lines = o->lines, .weight_ns = o->weight_ns,
-			.no_comm = o->no_comm, .gil = o->gil },
+			.no_comm = o->no_comm, .gil = o->gil, .view = o->view },
 	    .fg = { .title = o->title ? o->title : titles[o->weights],
 		    .subtitle = profile__meta(p, "command"),
 		    .unit = fg_is_mem(o->weights) || o->weights == FG_IO ? "bytes"
@@ -129,6 +132,7 @@ static int write_svg(struct sink *out, const struct profile *p, const struct fla
 		    .width = o->width,
 		    .inverted = o->inverted,
 		    .gil_colors = o->gil_colors },
+	    .all_views = true,
 	};
 
 	return flamegraph_svg_write(out, p, &so);
@@ -262,7 +266,7 @@ static int fg_run(struct cmd_ctx *c)
 	} else if (o->folded) {
 		struct folded_opts fo = { .filter = o->filter, .lines = o->lines,
 					  .weight_ns = o->weight_ns, .no_comm = o->no_comm,
-					  .gil = o->gil };
+					  .gil = o->gil, .view = o->view };
 
 		err = folded_write(c->out, p, &fo);
 	} else {
@@ -288,9 +292,11 @@ const struct command cmd_flamegraph = {
 	.about = "Several recordings of a job's ranks: one flamegraph, a HOST/rank N root frame "
 		 "per rank.\n",
 	CMD_OPTIONS(fg_opts, fg_defaults),
-	CMD_JOB_READER(struct flamegraph_cli, more,
-		       CMD_JOB_MERGE | CMD_JOB_RANK_ROOT | CMD_VIEW),
-	.view = offsetof(struct flamegraph_cli, view),
+	/*
+	 * No CMD_VIEW: the stacks are read in --view after the weights (the SVG carries every
+	 * view of a profile with Python frames), so the profile stays as recorded.
+	 */
+	CMD_JOB_READER(struct flamegraph_cli, more, CMD_JOB_MERGE | CMD_JOB_RANK_ROOT),
 	.finish = fg_finish,
 	.run = fg_run,
 	.after = fg_after,

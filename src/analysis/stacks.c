@@ -27,6 +27,10 @@ struct trie_builder {
 	uint32_t *of_stack;   /* address stack node -> symbolic node, 0 = not yet */
 	const uint8_t *gil;   /* GIL mark of each stack node's root (NULL: none in the file) */
 	size_t cap;
+	enum stack_view view; /* not VIEW_MIXED: scratch of view_stack_locs() below */
+	uint32_t *locs;
+	uint8_t *cls;
+	bool *keep;
 };
 
 const char *frame_display_name(const struct profile *p, const struct frame *f, char *buf,
@@ -108,16 +112,53 @@ static int64_t trie_of_stack(struct trie_builder *b, uint32_t node)
 	return sn;
 }
 
+/*
+ * Symbolic node of an address stack node in a view other than mixed, memoized per node: the
+ * view of a stack depends on all of it (its leaf decides which native frame stays), so each
+ * node is read whole instead of through its parent's node.
+ */
+static int64_t trie_of_view(struct trie_builder *b, uint32_t node)
+{
+	size_t n, i = 0;
+	int64_t sn = 0;
+
+	if (!node || b->of_stack[node])
+		return node ? b->of_stack[node] : 0;
+	n = view_stack_locs(b->p, b->view, node, b->locs, b->cls, b->keep);
+	/* A root [GIL] / [no GIL] mark (kept by every view) is the group's GIL state. */
+	if (b->gil && b->gil[node] && n)
+		i = 1;
+	for (; i < n; i++) {
+		const struct location *l = &b->p->locations.v[b->locs[i]];
+		uint32_t nf;
+
+		profile__loc_frames(b->p, b->locs[i], &nf);
+		for (uint32_t k = nf; k-- > 0;) {
+			sn = trie_child(b, (uint32_t)sn, l->frame_first + k);
+			if (sn < 0)
+				return sn;
+		}
+	}
+	b->of_stack[node] = (uint32_t)sn;
+	return sn;
+}
+
 int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool lines,
 		    struct collapsed_set *out)
 {
-	return collapse_stacks_gil(p, f, lines, GIL_ANY, out);
+	return collapse_stacks_view(p, f, lines, GIL_ANY, VIEW_MIXED, out);
 }
 
 int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, bool lines,
 			enum gil_filter gil, struct collapsed_set *out)
 {
-	struct trie_builder b = { .p = p, .lines = lines, .c = out, .cap = 1024 };
+	return collapse_stacks_view(p, f, lines, gil, VIEW_MIXED, out);
+}
+
+int collapse_stacks_view(const struct profile *p, const struct sample_filter *f, bool lines,
+			 enum gil_filter gil, enum stack_view v, struct collapsed_set *out)
+{
+	struct trie_builder b = { .p = p, .lines = lines, .c = out, .cap = 1024, .view = v };
 	struct hmap *groups = hmap__new(4096);
 	uint32_t last_tid = 0, comm = 0;
 	bool have_last = false, any_gil;
@@ -131,6 +172,13 @@ int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, 
 	b.of_stack = calloc(p->stacks.n ? p->stacks.n : 1, sizeof(uint32_t));
 	out->nodes = malloc(b.cap * sizeof(*out->nodes));
 	gil_roots = py_gil_roots(p, &any_gil);
+	if (v != VIEW_MIXED) {
+		b.locs = malloc(PROFILE_MAX_STACK_DEPTH * sizeof(*b.locs));
+		b.cls = malloc(PROFILE_MAX_STACK_DEPTH);
+		b.keep = malloc(PROFILE_MAX_STACK_DEPTH * sizeof(*b.keep));
+		if (!b.locs || !b.cls || !b.keep)
+			goto out;
+	}
 	if (!groups || !b.idx || !b.fileline || !b.of_stack || !out->nodes || !gil_roots)
 		goto out;
 	b.gil = any_gil ? gil_roots : NULL;
@@ -148,7 +196,7 @@ int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, 
 		mark = gil_roots[s->stack]; /* 0 none, 1 [GIL], 2 [no GIL] */
 		if (gil != GIL_ANY && mark != (gil == GIL_HELD ? 1 : 2))
 			continue;
-		sn = trie_of_stack(&b, s->stack);
+		sn = v == VIEW_MIXED ? trie_of_stack(&b, s->stack) : trie_of_view(&b, s->stack);
 		if (sn < 0)
 			goto out;
 		/* Samples come in runs per thread: look its name up once per run. */
@@ -178,6 +226,9 @@ int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, 
 		qsort(out->v, out->n, sizeof(*out->v), cmp_collapsed);
 	err = 0;
 out:
+	free(b.locs);
+	free(b.cls);
+	free(b.keep);
 	free(gil_roots);
 	hmap__free(groups);
 	hmap__free(b.idx);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "hot.h"
+#include "view.h"
 
 /*
  * Frames a flamegraph, folded line or pprof sample shows of one stack at most, the leaf side
@@ -55,6 +56,12 @@ int collapse_stacks(const struct profile *p, const struct sample_filter *f, bool
 /* The same, keeping only the samples of Python threads in GIL state gil (unless GIL_ANY). */
 int collapse_stacks_gil(const struct profile *p, const struct sample_filter *f, bool lines,
 			enum gil_filter gil, struct collapsed_set *out);
+/*
+ * The same, each stack read in view v (view_stack_locs()): p is not changed, so one profile
+ * gives every view (the SVG flamegraph carries them all).
+ */
+int collapse_stacks_view(const struct profile *p, const struct sample_filter *f, bool lines,
+			 enum gil_filter gil, enum stack_view v, struct collapsed_set *out);
 void collapsed_set__free(struct collapsed_set *c);
 
 /*

@@ -50,7 +50,7 @@ int folded_write(struct sink *out, const struct profile *p, const struct folded_
 
 	if (!frames)
 		return -ENOMEM;
-	err = collapse_stacks_gil(p, &o->filter, o->lines, o->gil, &c);
+	err = collapse_stacks_view(p, &o->filter, o->lines, o->gil, o->view, &c);
 	if (err)
 		goto out;
 	for (size_t i = 0; i < c.n && !out->err; i++) {

@@ -15,6 +15,7 @@ struct folded_opts {
 	bool weight_ns; /* counts are CPU ns instead of samples */
 	bool no_comm;	/* omit the thread name root frame */
 	enum gil_filter gil; /* only Python samples with / without the GIL (GIL_ANY: all) */
+	enum stack_view view; /* the stacks read in this view (the profile is not changed) */
 };
 
 /* Writes "comm;root;...;leaf COUNT" lines, one per unique stack. */

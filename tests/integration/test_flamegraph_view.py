@@ -253,3 +253,137 @@ def test_html_report_opens_its_flamegraph_at_the_root(need_bpf, eprof, torch_rec
     assert not state["errors"], state["errors"]
     assert state["max"] > 0 and state["top"] >= state["max"] - 2, state
     assert share >= 0.5, f"flamegraph boxes are {100 * share:.1f}% of the first screen"
+
+
+# --- the views of a Python profile in one SVG (issue 33) ----------------------------------------
+
+TWO_HOT = os.path.join(FIXTURES, "python", "two_hot.py")
+
+# What is drawn: the labels of the frames, the zoomed frame (the one drawn across the whole
+# width that is no ancestor), the view control and the search's line.
+DRAWN_JS = """(() => {
+  const gs = [...document.querySelectorAll('#fg-frames g')];
+  const label = g => (g.querySelector('text') || {}).textContent || '';
+  const zoomed = gs.find(g => !/anc/.test(g.getAttribute('class') || '') &&
+                         g.querySelector('rect').getAttribute('width') === '1180.0');
+  return {labels: gs.map(label).filter(t => t), frames: gs.length,
+          zoomed: zoomed ? label(zoomed) : null,
+          matches: document.querySelectorAll('#fg-frames g.match').length,
+          matched: document.getElementById('fg-matched').textContent,
+          view: [...document.querySelectorAll('#fg-views tspan')]
+                  .filter(t => /\\bon\\b/.test(t.getAttribute('class'))).map(t => t.textContent),
+          hash: location.hash};
+})()"""
+
+
+def click_view(chromium, page, name):
+    chromium.evaluate(page, f"""(() => {{
+      const t = [...document.querySelectorAll('#fg-views tspan')]
+                  .find(t => t.textContent === {json.dumps(name)});
+      t.dispatchEvent(new MouseEvent('click', {{bubbles: true}}));
+    }})()""")
+    chromium.evaluate(page, "new Promise(r => requestAnimationFrame(() => r(1)))")
+    return chromium.evaluate(page, DRAWN_JS)
+
+
+@pytest.fixture(scope="module")
+def py_record(tmp_path_factory, eprof):
+    """two_hot.py (pure Python, 70/30) on Debian's python3, by launch."""
+    d = tmp_path_factory.mktemp("fgviews")
+    data = str(d / "py.data")
+    subprocess.run([eprof, "record", "-q", "-F", "499", "-o", data, "--", PYTHON, TWO_HOT,
+                    "1.5"], check=True, capture_output=True, timeout=120)
+    return d, data
+
+
+def is_py(label):
+    return "(two_hot.py:" in label or label.startswith(("hot_a (", "hot_b (", "main (tw"))
+
+
+def test_svg_switches_views(need_bpf, eprof, py_record, chromium):
+    d, data = py_record
+    svg = str(d / "views.svg")
+    subprocess.run([eprof, "flamegraph", data, "-o", svg], check=True, capture_output=True)
+    with open(svg) as f:
+        text = f.read()
+    assert '"views":[' in text and '"view":"mixed"' in text
+
+    page = chromium.page()
+    save("views-mixed.png", chromium.screenshot(page, "file://" + svg + "#s=hot_b"))
+    mixed = chromium.evaluate(page, DRAWN_JS)
+    assert mixed["view"] == ["mixed"], mixed["view"]
+    assert any(l.startswith("hot_a (two_hot.py:") for l in mixed["labels"]), mixed["labels"]
+    assert "Py_RunMain" in mixed["labels"], mixed["labels"]
+    assert mixed["matches"] and mixed["matched"].startswith("Matched:"), mixed
+
+    py = click_view(chromium, page, "python")
+    save("views-python.png", chromium.call("Page.captureScreenshot", {"format": "png"},
+                                            page)["data"])
+    assert py["view"] == ["python"] and "v=python" in py["hash"], py
+    assert any(l.startswith("hot_a (two_hot.py:") for l in py["labels"]), py["labels"]
+    assert not any(l.startswith(("Py_RunMain", "_start", "_PyEval")) for l in py["labels"])
+    assert py["frames"] < mixed["frames"], (py["frames"], mixed["frames"])
+    # the search holds in the other view: hot_b is found there too, at the same share
+    assert py["matches"] and py["matched"] == mixed["matched"], (py["matched"], mixed["matched"])
+
+    native = click_view(chromium, page, "native")
+    save("views-native.png", chromium.call("Page.captureScreenshot", {"format": "png"},
+                                            page)["data"])
+    assert native["view"] == ["native"], native
+    assert not any(is_py(l) for l in native["labels"]), native["labels"]
+    assert "Py_RunMain" in native["labels"], native["labels"]
+
+    # zoomed on hot_a in mixed, the python view opens zoomed on hot_a; the native view has
+    # no hot_a: it zooms out to hot_a's nearest caller it has, the root at worst
+    page = chromium.page()
+    chromium.screenshot(page, "file://" + svg)
+    chromium.evaluate(page, """(() => {
+      const g = [...document.querySelectorAll('#fg-frames g')].find(
+          g => ((g.querySelector('text') || {}).textContent || '').startsWith('hot_a ('));
+      g.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+    })()""")
+    zoomed = chromium.evaluate(page, DRAWN_JS)
+    assert zoomed["zoomed"] and zoomed["zoomed"].startswith("hot_a ("), zoomed["zoomed"]
+    py = click_view(chromium, page, "python")
+    assert py["zoomed"] == zoomed["zoomed"], py["zoomed"]
+    native = click_view(chromium, page, "native")
+    assert not native["zoomed"] or not is_py(native["zoomed"]), native["zoomed"]
+    # and the key v goes round the views
+    chromium.evaluate(page, "document.dispatchEvent(new KeyboardEvent('keydown', {key: 'v'}))")
+    assert chromium.evaluate(page, DRAWN_JS)["view"] == ["python"]
+
+    # the URL keeps the view; --view names the one the file opens on
+    page = chromium.page()
+    chromium.screenshot(page, "file://" + svg + "#v=native")
+    assert chromium.evaluate(page, DRAWN_JS)["view"] == ["native"]
+    svg_py = str(d / "views-python.svg")
+    subprocess.run([eprof, "flamegraph", data, "--view", "python", "-o", svg_py], check=True,
+                   capture_output=True)
+    page = chromium.page()
+    chromium.screenshot(page, "file://" + svg_py)
+    opened = chromium.evaluate(page, DRAWN_JS)
+    assert opened["view"] == ["python"] and not opened["hash"], opened
+    assert opened["frames"] < mixed["frames"], (opened["frames"], mixed["frames"])
+
+
+def test_svg_views_of_other_weights(need_bpf, eprof, tmp_path):
+    """Off-CPU time of a Python program: its SVG carries the views too; a native program's
+    SVG carries none."""
+    data = str(tmp_path / "off.data")
+    subprocess.run([eprof, "record", "-q", "-F", "499", "--offcpu", "-o", data, "--", PYTHON,
+                    "-c", "import time\nfor i in range(20): time.sleep(0.01)"], check=True,
+                   capture_output=True, timeout=120)
+    svg = str(tmp_path / "off.svg")
+    subprocess.run([eprof, "flamegraph", data, "--offcpu", "--view", "native", "-o", svg],
+                   check=True, capture_output=True)
+    with open(svg) as f:
+        text = f.read()
+    assert '"view":"native"' in text and '"views":[' in text
+    data = str(tmp_path / "native.data")
+    subprocess.run([eprof, "record", "-q", "-F", "499", "-o", data, "--", "/bin/sh", "-c",
+                    "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"], check=True,
+                   capture_output=True, timeout=120)
+    subprocess.run([eprof, "flamegraph", data, "-o", svg], check=True, capture_output=True)
+    with open(svg) as f:
+        text = f.read()
+    assert '"views"' not in text and 'id="fg-views"' not in text

@@ -790,6 +790,51 @@ extern const unsigned char asset_flamegraph_js[];
 extern const unsigned char asset_flamegraph_css[];
 
 /* The assets are embedded in CDATA sections, which "]]>" would end early. */
+/* Several views of the same samples: one table of names, each view's frames, a control. */
+static void test_views(void **state)
+{
+	struct wstack_frame a[] = { FR("main", 0), FR("eval", 0), FR("step (t.py:3)", 5),
+				    FR("gemm", 0) };
+	struct wstack_frame b[] = { FR("main", 0), FR("step (t.py:3)", 5), FR("gemm", 0) };
+	struct wstack_frame c[] = { FR("main", 0), FR("eval", 0), FR("gemm", 0) };
+	struct wstack sa = { a, 4, 3, 0 }, sb = { b, 3, 3, 0 }, sc = { c, 3, 3, 0 };
+	struct fg_view v[] = { { "py<&>", &sb, 1 }, { "mixed", &sa, 1 }, { "native", &sc, 1 } };
+	struct sink *one = sink_mem(), *same = sink_mem();
+	struct svg s;
+
+	(void)state;
+	s.sink = sink_mem();
+	assert_int_equal(flamegraph_write_svg_views(s.sink, v, 3, 1, NULL), 0);
+	s.data = sink_mem_data(s.sink, &s.len);
+	assert_valid_xml(&s, "views.svg");
+	/* every name once, in the order of one tree's */
+	assert_non_null(strstr(s.data, "\"names\":[\"all\",\"eval\",\"gemm\",\"main\","
+					"\"step (t.py:3)\"]"));
+	assert_non_null(strstr(s.data, "\"kinds\":\"40005\""));
+	/* the open view's frames at the top, the others' in "views": names by index */
+	assert_non_null(strstr(s.data, "\"frames\":[0,0,0,1,0,1,3,0,1,0,2,1,0,1,0,3,4,0,1,0,4,2,0,"
+					"1,1]"));
+	assert_non_null(strstr(s.data, "\"view\":\"mixed\""));
+	assert_non_null(strstr(s.data, "\"views\":[{\"name\":\"py\\u003c\\u0026\\u003e\",\"total\":3,"
+					"\"scale\":3,\"rows\":"));
+	assert_non_null(strstr(s.data, "{\"name\":\"mixed\"},"));
+	assert_non_null(strstr(s.data, "\"frames\":[0,0,0,1,0,1,3,0,1,0,2,4,0,1,0,3,2,0,1,1]"));
+	/* the control names each view, the open one marked */
+	assert_non_null(strstr(s.data, "data-view=\"0\">py&lt;&amp;&gt;</tspan>"));
+	assert_non_null(strstr(s.data, "<tspan class=\"ctl small on\" data-view=\"1\">mixed<"));
+	svg_free(&s);
+
+	/* one view is the one-tree file */
+	assert_int_equal(flamegraph_write_svg_views(one, &v[1], 1, 0, NULL), 0);
+	assert_int_equal(flamegraph_write_svg(same, &sa, 1, NULL), 0);
+	assert_string_equal(sink_mem_data(one, NULL), sink_mem_data(same, NULL));
+	assert_null(strstr(sink_mem_data(one, NULL), "\"views\""));
+	assert_int_equal(flamegraph_write_svg_views(one, v, 3, 3, NULL), -EINVAL);
+	assert_int_equal(flamegraph_write_svg_views(one, NULL, 0, 0, NULL), -EINVAL);
+	sink_close(one);
+	sink_close(same);
+}
+
 static void test_assets(void **state)
 {
 	assert_null(strstr((const char *)asset_flamegraph_js, "]]>"));
@@ -818,7 +863,7 @@ int main(void)
 		cmocka_unit_test(test_differential), cmocka_unit_test(test_large),
 		cmocka_unit_test(test_deep),	    cmocka_unit_test(test_demo),
 		cmocka_unit_test(test_tree_prune), cmocka_unit_test(test_assets),
-		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_errors),	    cmocka_unit_test(test_views),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -208,6 +208,160 @@ static void test_views(void **state)
 	profile__free(p);
 }
 
+/* Reading the stacks in a view (collapse_stacks_view) gives what rewriting them does. */
+static void test_views_without_rewrite(void **state)
+{
+	(void)state;
+	for (int v = VIEW_MIXED; v <= VIEW_NATIVE; v++) {
+		struct profile *p = make(), *q = make();
+		struct folded_opts o = { .view = v };
+		uint32_t held = (uint32_t)profile__special(p, PY_GIL_HELD);
+		struct sink *s = sink_mem();
+		size_t nstacks;
+		char *want;
+
+		/* and a Python sample with a [GIL] mark at its root, which is no frame */
+		test_samples(p, 10, 12, "python3", 4,
+			     (uint32_t[]){ held, p->stacks.v[p->samples.v[0].stack].loc }, 2);
+		held = (uint32_t)profile__special(q, PY_GIL_HELD);
+		test_samples(q, 10, 12, "python3", 4,
+			     (uint32_t[]){ held, q->stacks.v[q->samples.v[0].stack].loc }, 2);
+		nstacks = p->stacks.n;
+		assert_int_equal(folded_write(s, p, &o), 0);
+		assert_int_equal(p->stacks.n, nstacks); /* p is as it was */
+		assert_int_equal(profile_apply_view(q, v), 0);
+		want = folded(q, false);
+		assert_string_equal(sink_mem_data(s, NULL), want);
+		free(want);
+		sink_close(s);
+		profile__free(p);
+		profile__free(q);
+	}
+}
+
+/*
+ * The names that the frames of one view of an SVG use, each between ';' (the test's names
+ * need no JSON unescaping): the open view's frames are at the top level, the others' follow
+ * their name in "views".
+ */
+static char *svg_view_names(const char *svg, const char *view)
+{
+	const char *names = strstr(svg, "\"names\":["), *at = strstr(svg, "\"nf\":"), *q;
+	char key[64], *out = calloc(1, 65536), *end;
+	const char *list[64];
+	size_t nn = 0;
+	long nf, i = 0, v;
+
+	assert_non_null(names);
+	assert_non_null(out);
+	for (q = names + 9; *q == '"' && nn < 64;) {
+		list[nn++] = q + 1;
+		q = strchr(q + 1, '"') + 1;
+		q += *q == ',';
+	}
+	snprintf(key, sizeof(key), "{\"name\":\"%s\",\"total\"", view);
+	if (strstr(svg, key))
+		at = strstr(strstr(svg, key), "\"nf\":");
+	assert_non_null(at);
+	nf = strtol(at + 5, &end, 10);
+	at = strstr(at, "\"frames\":[") + 10;
+	for (; *at && *at != ']'; i++) {
+		v = strtol(at, &end, 10);
+		at = end + (*end == ',') + (end[1] == '\n');
+		while (*at == '\n' || *at == ',')
+			at++;
+		if (i % nf == 1) {
+			assert_true(v >= 0 && (size_t)v < nn);
+			strcat(out, ";");
+			strncat(out, list[v], strchr(list[v], '"') - list[v]);
+		}
+	}
+	strcat(out, ";");
+	return out;
+}
+
+/*
+ * The SVG of a profile with Python frames carries the python, mixed and native views and
+ * opens on the one asked for; without Python frames it carries one view and no control.
+ */
+static void test_svg_views(void **state)
+{
+	struct profile *p = make();
+	struct svg_opts o = { .fg = { .title = "t" }, .all_views = true };
+	struct sink *s = sink_mem();
+	const char *out;
+	char *py, *mixed, *native;
+
+	(void)state;
+	assert_int_equal(flamegraph_svg_write(s, p, &o), 0);
+	out = sink_mem_data(s, NULL);
+	assert_non_null(strstr(out, "\"view\":\"mixed\""));
+	assert_non_null(strstr(out, "id=\"fg-views\""));
+	py = svg_view_names(out, "python");
+	mixed = svg_view_names(out, "mixed");
+	native = svg_view_names(out, "native");
+	/* python: Python frames and the native leaf, no interpreter frame */
+	assert_non_null(strstr(py, ";Net.step (t.py:10);sgemm_;"));
+	assert_non_null(strstr(py, ";wait (t.py:40);futex_wait;"));
+	assert_non_null(strstr(py, ";worker;spin;")); /* a native thread: its leaf */
+	assert_null(strstr(py, ";Py_RunMain;"));
+	assert_null(strstr(py, ";PyObject_Call;"));
+	assert_null(strstr(py, ";_start;"));
+	/* native: no Python frame */
+	assert_non_null(strstr(native, ";Py_RunMain;PyObject_Call;sgemm_;"));
+	assert_null(strstr(native, "t.py"));
+	/* mixed: both */
+	assert_non_null(strstr(mixed, ";Py_RunMain;"));
+	assert_non_null(strstr(mixed, ";Net.step (t.py:10);PyObject_Call;sgemm_;"));
+	free(py);
+	free(mixed);
+	free(native);
+	sink_close(s);
+
+	/* opened on python: the static picture and the first frames are the python view's */
+	s = sink_mem();
+	o.stacks.view = VIEW_PYTHON;
+	assert_int_equal(flamegraph_svg_write(s, p, &o), 0);
+	out = sink_mem_data(s, NULL);
+	assert_non_null(strstr(out, "\"view\":\"python\""));
+	assert_non_null(strstr(out, "data-view=\"0\">python<"));
+	py = strstr(out, "id=\"fg-data\"");
+	assert_non_null(py);
+	assert_null(strstr(out, ">Py_RunMain")); /* a name of the data, not of the picture */
+	assert_true(strstr(out, "\"Py_RunMain\"") > py);
+	assert_true(strstr(out, ">Net.step (t.py:10)") < py);
+	py = svg_view_names(out, "python");
+	native = svg_view_names(out, "native");
+	assert_null(strstr(py, ";Py_RunMain;"));
+	assert_null(strstr(native, "t.py"));
+	free(py);
+	free(native);
+	sink_close(s);
+	profile__free(p);
+}
+
+/* Without Python frames: the one view asked for, as before, no control. */
+static void test_svg_views_native_only(void **state)
+{
+	struct profile *p = profile__new();
+	uint32_t a = test_loc(p, "/usr/lib/libx.so", "worker", NULL, 1),
+		 b = test_loc(p, "/usr/lib/libx.so", "spin", NULL, 2);
+	struct svg_opts o = { .fg = { .title = "t" }, .all_views = true };
+	struct sink *s = sink_mem(), *one = sink_mem();
+
+	(void)state;
+	test_samples(p, 1, 1, "w", 5, (uint32_t[]){ a, b }, 2);
+	assert_int_equal(flamegraph_svg_write(s, p, &o), 0);
+	assert_null(strstr(sink_mem_data(s, NULL), "\"views\""));
+	assert_null(strstr(sink_mem_data(s, NULL), "id=\"fg-views\""));
+	o.all_views = false;
+	assert_int_equal(flamegraph_svg_write(one, p, &o), 0);
+	assert_string_equal(sink_mem_data(s, NULL), sink_mem_data(one, NULL));
+	sink_close(s);
+	sink_close(one);
+	profile__free(p);
+}
+
 static const struct top_func *top_find(const struct top_model *m, const struct profile *p,
 				       const char *name)
 {
@@ -477,6 +631,9 @@ int main(void)
 		cmocka_unit_test(test_python_frame_names),
 		cmocka_unit_test(test_svg_python_frames),
 		cmocka_unit_test(test_views),
+		cmocka_unit_test(test_views_without_rewrite),
+		cmocka_unit_test(test_svg_views),
+		cmocka_unit_test(test_svg_views_native_only),
 		cmocka_unit_test(test_top_views),
 		cmocka_unit_test(test_hot_python_by_file),
 		cmocka_unit_test(test_python_lines),
