@@ -158,9 +158,19 @@ void rule_offcpu(struct rule_ctx *c)
 	}
 	all = s.total_ns + c->cpu_ns;
 	if (s.intervals && all) {
+		/*
+		 * Lock, GIL and I/O waits as a share of the time the threads were not waiting for
+		 * a CPU (which cpu-contention reports): on an overloaded machine the runnable time
+		 * swamps all else, and a mutex-bound program's lock share read 20% at load ~15
+		 * against ~50% quiet, where the program itself had not changed.
+		 */
+		uint64_t own = all - s.by_kind[WAIT_RUNNABLE];
+
 		rule_cpu_contention(c, &s, all);
-		rule_locks(c, &s, all);
-		rule_io_wait(c, &s, all);
+		if (own) {
+			rule_locks(c, &s, own);
+			rule_io_wait(c, &s, own);
+		}
 	}
 	offcpu_summary__free(&s);
 }

@@ -4,6 +4,7 @@
 
 #include "analysis/findings.h"
 #include "analysis/regions.h"
+#include "model/offcpu_event.h"
 #include "output/report_findings.h"
 #include "util/sink.h"
 
@@ -297,6 +298,53 @@ static void test_python(void **state)
 	profile__free(p);
 }
 
+static void add_offcpu(struct profile *p, uint32_t stack, uint64_t ts, uint64_t dur, uint16_t flags)
+{
+	struct event e = { .kind = EVK_OFFCPU, .ts = ts, .dur = dur, .pid = 10, .tid = 10,
+			   .flags = flags, .stack = stack };
+
+	assert_int_equal(profile__add_event(p, &e), 0);
+}
+
+/*
+ * A mutex-bound thread: 1 s on the CPU, 0.5 s acquiring the lock. Its lock share is a third of
+ * the time it was not waiting for a CPU, with or without 3 s of waiting for one besides (an
+ * overloaded machine): runnable time counts for cpu-contention, not against the lock's share.
+ */
+static void test_lock_share_without_cpu_waits(void **state)
+{
+	for (int loaded = 0; loaded < 2; loaded++) {
+		struct profile *p = profile__new();
+		uint32_t m = test_loc(p, "/bin/app", "main", NULL, 1),
+			 work = test_loc(p, "/bin/app", "run_locked", NULL, 2),
+			 take = test_loc(p, "/bin/app", "take_lock", NULL, 3),
+			 lk = test_loc(p, "/usr/lib/libc.so.6", "pthread_mutex_lock", NULL, 4);
+		int64_t lock_stack = profile__stack(p, (uint32_t[]){ m, work, take, lk }, 4),
+			run_stack = profile__stack(p, (uint32_t[]){ m, work }, 2);
+		struct sample_filter f = { 0 };
+		const struct finding *x;
+		struct findings fs;
+
+		(void)state;
+		assert_true(lock_stack > 0 && run_stack > 0);
+		test_samples(p, 10, 10, "app", 1000, (uint32_t[]){ m, work }, 2);
+		for (int i = 0; i < 5; i++)
+			add_offcpu(p, lock_stack, 2000000000ULL + i * 200000000ULL, 100000000ULL,
+				   OFFEV_SLEEP | OFFEV_F_FUTEX);
+		for (int i = 0; loaded && i < 30; i++)
+			add_offcpu(p, run_stack, 4000000000ULL + i * 200000000ULL, 100000000ULL,
+				   OFFEV_RUNNABLE);
+		assert_int_equal(findings_analyze(p, &f, NULL, &fs), 0);
+		x = find(&fs, "lock-contention");
+		assert_non_null(x);
+		assert_true(x->impact > 0.33 && x->impact < 0.34);
+		assert_non_null(strstr(x->what, "take_lock"));
+		assert_true(!find(&fs, "cpu-contention") == !loaded);
+		findings__free(&fs);
+		profile__free(p);
+	}
+}
+
 static void add_region(struct profile *p, uint32_t tid, const char *name, uint64_t start,
 		       uint64_t dur)
 {
@@ -376,6 +424,7 @@ int main(void)
 		cmocka_unit_test(test_few_samples),
 		cmocka_unit_test(test_compare),
 		cmocka_unit_test(test_python),
+	    cmocka_unit_test(test_lock_share_without_cpu_waits),
 		cmocka_unit_test(test_region_tail),
 	};
 
