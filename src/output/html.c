@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "flamegraph/flamegraph.h"
+#include "svg.h"
 #include "analysis/procs.h"
 #include "analysis/stacks.h"
 #include "util/sha256.h"
@@ -23,7 +24,6 @@
 #include "report_regions.h"
 
 #define HTML_FUNC_ROWS 1000
-#define FG_DEPTH 4096
 
 static const char html_css[] =
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1d1d1f;"
@@ -218,50 +218,25 @@ static int section_summary(struct sink *out, struct profile *p, const struct htm
 	return out->err;
 }
 
-/* Collapsed stacks -> flamegraph input; labels are the profile's own strings. */
+/*
+ * The CPU flamegraph, as `eprof flamegraph` writes it (frames labelled alike: a Python frame
+ * reads "qualname (file.py:LINE)"); the page's view is the profile's own, already applied.
+ */
 static int section_flamegraph(struct sink *out, struct profile *p, const struct html_opts *o)
 {
-	const struct frame **tmp = malloc(FG_DEPTH * sizeof(*tmp));
-	struct collapsed_set cs = {0};
-	struct wstack *st = NULL;
-	struct wstack_frame *frames = NULL;
-	struct sink *svg = NULL;
-	size_t total = 0, pos = 0, len;
+	struct svg_opts so = {.stacks = {.filter = o->filter},
+			      .fg = {.title = "CPU flamegraph",
+				     .subtitle = profile__meta(p, "command"),
+				     .unit = "samples",
+				     .width = 1200}};
+	struct sink *svg = sink_mem();
 	const char *data;
+	size_t len;
 	int err = -ENOMEM;
 
-	if (!tmp || collapse_stacks(p, &o->filter, false, &cs))
-		goto out;
-	for (size_t i = 0; i < cs.n; i++) {
-		size_t t;
-
-		collapsed_frames(&cs, p, cs.v[i].node, tmp, 0, &t);
-		total += (t < FG_DEPTH ? t : FG_DEPTH) + 1;
-	}
-	st = calloc(cs.n ? cs.n : 1, sizeof(*st));
-	frames = calloc(total ? total : 1, sizeof(*frames));
-	svg = sink_mem();
-	if (!st || !frames || !svg)
-		goto out;
-	for (size_t i = 0; i < cs.n; i++) {
-		size_t nf = collapsed_frames(&cs, p, cs.v[i].node, tmp, FG_DEPTH, NULL);
-		const char *comm = profile__str(p, cs.v[i].comm);
-
-		st[i].frames = &frames[pos];
-		st[i].weight = cs.v[i].samples;
-		st[i].gil_held = cs.v[i].gil_samples[0];
-		st[i].gil_free = cs.v[i].gil_samples[1];
-		frames[pos++] = (struct wstack_frame){*comm ? comm : "[unknown]", FRAME_SPECIAL};
-		for (size_t k = 0; k < nf; k++)
-			frames[pos++] =
-			    (struct wstack_frame){profile__str(p, tmp[k]->name), tmp[k]->kind};
-		st[i].n = (uint32_t)nf + 1;
-	}
-	err = flamegraph_write_svg(svg, st, cs.n,
-				   &(struct fg_opts){.title = "CPU flamegraph",
-						     .subtitle = profile__meta(p, "command"),
-						     .unit = "samples",
-						     .width = 1200});
+	if (!svg)
+		return err;
+	err = flamegraph_svg_write(svg, p, &so);
 	if (err)
 		goto out;
 	data = sink_mem_data(svg, &len);
@@ -274,12 +249,7 @@ static int section_flamegraph(struct sink *out, struct profile *p, const struct 
 	sink_puts(out, "</div>\n");
 	err = out->err;
 out:
-	if (svg)
-		sink_close(svg);
-	free(st);
-	free(frames);
-	collapsed_set__free(&cs);
-	free(tmp);
+	sink_close(svg);
 	return err;
 }
 

@@ -508,6 +508,15 @@ static void test_python_lines(void **state)
 	out = strstr(sink_mem_data(s, NULL), "<section id=\"python\"><h2>Python lines</h2>");
 	assert_non_null(out);
 	assert_non_null(strstr(out, "Net.step (t.py:10)"));
+	/* its flamegraph names Python frames as the SVG does, not bare */
+	out = strstr(sink_mem_data(s, NULL), "<section id=\"flamegraph\">");
+	assert_non_null(out);
+	{
+		const char *end = strstr(out, "</section>"), *at = strstr(out, "Net.step (t.py:10)");
+
+		assert_non_null(end);
+		assert_true(at && at < end);
+	}
 	sink_close(s);
 	profile__free(p);
 }
