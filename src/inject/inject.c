@@ -208,6 +208,8 @@ struct inj {
 	unsigned nstuck;
 	bool masked; /* every signal blocked in the thread */
 	bool seccomp;
+	int tail_sig; /* the tail's signal (call_tail), 0: the call is followed system call by
+			 system call (call_traced) */
 	struct inject_result *res;
 };
 
@@ -1092,6 +1094,20 @@ static const struct planned planned_calls[] = {
     {"process_vm_writev", SYS_process_vm_writev, {0, 0, 1, 0, 1, 0}, SYS_mprotect},
 };
 
+/* The tail's tgkill: a filter that does not let it run means the call is followed instead. */
+static int check_seccomp_tail(struct inj *j)
+{
+	struct rseccomp_data d = {.nr = SYS_tgkill,
+				  .arch = AUDIT_ARCH_X86_64,
+				  .ip = 0, /* in the stub: a filter may look, and refuse */
+				  .args = {(uint64_t)j->pid, (uint64_t)j->tid, (uint64_t)j->tail_sig}};
+	uint32_t ret = 0;
+
+	if (j->tail_sig && (seccomp_verdict(j->tid, &d, &ret) || !seccomp_allows(ret)))
+		j->tail_sig = 0;
+	return 0;
+}
+
 /* The target's filters run on planned_calls: 0, or -EPERM with why (-errno: unreadable). */
 static int check_seccomp(struct inj *j, bool load)
 {
@@ -1137,7 +1153,7 @@ static int check_seccomp(struct inj *j, bool load)
 				? "it would kill the process"
 				: "it would trap or notify");
 	}
-	return 0;
+	return check_seccomp_tail(j);
 }
 
 /* --- the stub --------------------------------------------------------------------------------- */
@@ -1201,6 +1217,9 @@ static void fill_common(struct inj *j, struct stub_data *d)
 	d->sigmask = ~(1ULL << (SIGSETXID_ - 1));
 	d->busy_tries = 50;
 	d->flags = RTLD_NOW;
+	d->tail_tgid = (uint64_t)j->pid;
+	d->tail_tid = (uint64_t)j->tid;
+	d->tail_sig = (uint64_t)j->tail_sig;
 }
 
 static int pidfd_take(pid_t pid, int fd)
@@ -1352,7 +1371,7 @@ static void abandon_call(struct inj *j, bool stopped) /* stopped: at a ptrace st
  * the allocator on its stack). A wait past the limit leaves the thread to finish the call
  * alone (abandon_call).
  */
-static int call_create(struct inj *j)
+static int call_traced(struct inj *j)
 {
 	struct user_regs_struct r = j->regs;
 	uint64_t phase = STUB_PHASE_CALLED;
@@ -1447,6 +1466,127 @@ static int call_create(struct inj *j)
 }
 
 /*
+ * The signal the tail raises in the borrowed thread (eprof_inj_tail): one whose default is to
+ * be ignored and that the program does not catch, so that the thread, if eprof is gone by
+ * then, drops it; 0 when the program catches all three (Go does), and the call is followed
+ * system call by system call instead.
+ */
+static int tail_signal(struct inj *j)
+{
+	static const int cands[] = {SIGURG, SIGWINCH, SIGCHLD};
+	uint64_t caught = ~0ULL;
+
+	if (!status_field(j->pid, j->pid, "SigCgt:", 16, &caught))
+		return 0;
+	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++)
+		if (!(caught >> (cands[i] - 1) & 1))
+			return cands[i];
+	return 0;
+}
+
+/* The thread is stopped at the tail's own signal (not another one sent to it). */
+static bool at_tail(struct inj *j, int sig, const struct user_regs_struct *r)
+{
+	siginfo_t si;
+
+	if (sig != j->tail_sig || r->rip != j->stub + (eprof_inj_tail_stop - eprof_inj_stub) ||
+	    ptrace(PTRACE_GETSIGINFO, j->tid, NULL, &si))
+		return false;
+	return si.si_code == SI_TKILL && si.si_pid == j->pid;
+}
+
+/*
+ * The borrowed thread calls pthread_create(&thread, NULL, stub, data) untraced, and stops
+ * once: pthread_create returns into the stub's tail (from a word below the restore frame,
+ * whose pretcode stays __restore_rt), which raises tail_sig at the thread itself. Its
+ * signal-delivery stop is in the kernel's signal path, as a PTRACE_INTERRUPT stop is:
+ * release() puts the thread back there, and the signal is dropped with the detach. Each stop
+ * costs a round trip through the scheduler (the thread's, then eprof's), tens of milliseconds
+ * on CPUs that other threads keep busy: call_traced's stops at every system call of
+ * pthread_create made it several times longer. If eprof is gone when the thread gets there, it
+ * drops the signal (ignored) and returns through the frame; the worker unmaps the stub only
+ * after eprof's ack, which comes after release(), or 3 s after the worker is done.
+ *
+ * During the call the thread blocks every signal but tail_sig (pthread_create blocks them all
+ * around clone itself); a tail_sig from elsewhere, or a fault, is delivered as it would be.
+ */
+static int call_tail(struct inj *j)
+{
+	struct user_regs_struct r = j->regs;
+	uint64_t phase = STUB_PHASE_CALLED, ret[2], mask = ~(1ULL << (j->tail_sig - 1));
+	int sig = 0;
+
+	/* pthread_create's return address below the frame, the stack aligned as after a call;
+	 * the tail's "add $8, %rsp; ret" skips ret[1] and returns into pretcode */
+	ret[0] = j->stub + (eprof_inj_tail - eprof_inj_stub);
+	ret[1] = 0;
+	if (rmem_write(j->pid, DATA(j, phase), &phase, sizeof(phase)) ||
+	    rmem_write(j->pid, j->frame - 16, ret, sizeof(ret)))
+		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
+	r.rip = j->syms.pthread_create;
+	r.rsp = j->frame - 16;
+	r.rdi = DATA(j, thread);
+	r.rsi = 0;
+	r.rdx = j->stub;
+	r.rcx = j->stub + STUB_PAGE;
+	r.rax = 0;
+	r.orig_rax = (uint64_t)-1;
+	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r) ||
+	    ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(mask), &mask))
+		return fail(j, INJ_ERR_OTHER, -errno, "calling pthread_create: %s",
+			    strerror(errno));
+	j->modified = true;
+	j->at_interrupt = false;
+	test_die("call-set");
+	for (;;) {
+		enum stop_kind k;
+
+		if (ptrace(PTRACE_CONT, j->tid, NULL, (void *)(long)sig)) {
+			abandon_call(j, false);
+			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+		}
+		sig = 0;
+		do
+			k = wait_stop(j, &sig);
+		while (k == ST_TIMEOUT && now_ns() < j->deadline);
+		if (k == ST_TIMEOUT) {
+			abandon_call(j, false);
+			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+				    "pthread_create did not return within the time limit (the "
+				    "thread is left to finish it and restore itself)");
+		}
+		if (k == ST_EXITED) {
+			j->attached = false;
+			j->map = j->stub = 0;
+			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+		}
+		if (k != ST_SIGNAL || ptrace(PTRACE_GETREGS, j->tid, NULL, &r)) {
+			abandon_call(j, k != ST_SIGNAL);
+			return fail(j, INJ_ERR_OTHER, -EIO, "the thread stopped during the call");
+		}
+		if (at_tail(j, sig, &r))
+			break;
+		/* another signal (a fault of the call, a tail_sig from elsewhere): delivered */
+	}
+	j->at_interrupt = true; /* in the signal path: release() puts the thread back here */
+	test_die("calling");
+	if (j->errno_at)
+		rmem_write(j->pid, j->errno_at, &j->errno_was, sizeof(j->errno_was));
+	if ((int64_t)r.r8 != 0)
+		return fail(j, INJ_ERR_SYSCALL, -EAGAIN,
+			    "pthread_create failed in the target: %s (no thread was made)",
+			    strerror((int)r.r8));
+	j->map = 0; /* the worker's now: it unmaps it */
+	test_die("created");
+	return 0;
+}
+
+static int call_create(struct inj *j)
+{
+	return j->tail_sig ? call_tail(j) : call_traced(j);
+}
+
+/*
  * Follows the worker through its data page until it is done: hands over the descriptors
  * (state 2), reads the results, lets it go (ack) and waits for its thread to end, the mapping
  * gone with it. Past the limit it is told to give up (abandoned) and left to end alone: a
@@ -1463,8 +1603,14 @@ static int run_worker(struct inj *j, struct stub_data *d)
 
 	test_die("worker-running");
 	for (;;) {
-		uint64_t state = 0;
-		bool alive = thread_alive(j->pid, j->worker);
+		uint64_t state = 0, tid = 0;
+		bool alive;
+
+		/* after call_tail, the worker says who it is itself */
+		if (!j->worker && !rmem_read(j->pid, DATA(j, worker_tid), &tid, sizeof(tid)) &&
+		    tid > 0 && tid < INT32_MAX)
+			j->worker = (pid_t)tid;
+		alive = !j->worker || thread_alive(j->pid, j->worker);
 
 		if (rmem_read(j->pid, DATA(j, state), &state, sizeof(state)))
 			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
@@ -1650,6 +1796,11 @@ static int begin(struct inj *j, pid_t pid, struct inject_result *res, bool load)
 		return fail(
 		    j, INJ_ERR_OTHER, -ENOTSUP,
 		    "it runs with shadow stacks (CET), which the injection does not support");
+	j->tail_sig = tail_signal(j);
+#ifdef INJECT_TEST_HOOKS
+	if (getenv("INJECT_TRACED")) /* tests: the call followed system call by system call */
+		j->tail_sig = 0;
+#endif
 	err = check_seccomp(j, load);
 	if (err)
 		return err;

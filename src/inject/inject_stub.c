@@ -276,6 +276,19 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	pop	%rbx\n"
 	"	mov	$11, %eax\n"
 	"	jmp	*%rcx\n"
+	/* the borrowed thread's way back from pthread_create (inject_stub.h) */
+	".globl eprof_inj_tail\n"
+	".globl eprof_inj_tail_stop\n"
+	"eprof_inj_tail:\n"
+	"	mov	%rax, %r8\n"
+	"	mov	.Lbase+4096+" S(SD_TAIL_TGID) "(%rip), %rdi\n"
+	"	mov	.Lbase+4096+" S(SD_TAIL_TID) "(%rip), %rsi\n"
+	"	mov	.Lbase+4096+" S(SD_TAIL_SIG) "(%rip), %rdx\n"
+	"	mov	$234, %eax\n" /* tgkill */
+	"	syscall\n"
+	"eprof_inj_tail_stop:\n"
+	"	add	$8, %rsp\n"
+	"	ret\n"
 	"eprof_inj_stub_end:\n"
 	".popsection\n");
 #endif
