@@ -862,7 +862,8 @@ static int write_frame(struct inj *j)
 {
 	uint64_t xfeat = 0;
 	size_t xsize = xstate_layout(j, &xfeat), xs = xsize ? xsize + 4 : 512;
-	uint64_t top = j->regs.rsp - RED_ZONE, fp = (top - xs) & ~(uint64_t)63;
+	/* above the frame, below the red zone: a word for pthread_create's pthread_t */
+	uint64_t top = j->regs.rsp - RED_ZONE - 16, fp = (top - xs) & ~(uint64_t)63;
 	/* at 8 modulo 16, as the kernel puts it: a function "called" with the stack pointer
 	 * at pretcode finds the stack aligned as after a call, and returns into __restore_rt */
 	uint64_t frame = ((fp - sizeof(struct k_rt_sigframe)) & ~(uint64_t)15) - 8;
@@ -1050,9 +1051,10 @@ static const struct planned planned_calls[] = {
     /* the injector's own, in the borrowed thread */
     {"mmap",
      SYS_mmap,
-     {0, 2 * STUB_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0},
+     {0, 2 * STUB_PAGE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0},
      -1},
-    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_EXEC}, -1},
+    /* the worker's own first: its data page made writable */
+    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_WRITE}, -1},
     {"munmap", SYS_munmap, {0, 2 * STUB_PAGE}, -1},
     {"rt_sigreturn", SYS_rt_sigreturn, {0}, -1},
     /* pthread_create's, in the borrowed thread, and its new thread's start and end */
@@ -1160,19 +1162,35 @@ static int check_seccomp(struct inj *j, bool load)
 
 #define DATA(j, field) ((j)->stub + STUB_PAGE + offsetof(struct stub_data, field))
 
+/* The stub's code, its data page d and the library's bytes into the mapping. */
+static int write_stub(struct inj *j, const struct stub_data *d)
+{
+	const size_t code = (size_t)(eprof_inj_stub_end - eprof_inj_stub);
+	int err = rmem_write(j->pid, j->map, eprof_inj_stub, code);
+
+	if (!err)
+		err = rmem_write(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
+	if (!err && j->lib_len)
+		err = rmem_write(j->pid, j->map + 2 * STUB_PAGE, j->lib, j->lib_len);
+	return err;
+}
+
 /*
- * Maps the stub: its code (read-only and executable once written), the data page d and the
- * library's bytes, all written at once while the phase says SETUP: a stub left so (eprof
- * killed before the call) is unmapped by the next injection (clean_leftovers).
+ * Maps the stub: its code, the data page d and the library's bytes, all written at once while
+ * the phase says SETUP: a stub left so (eprof killed before the call) is unmapped by the next
+ * injection (clean_leftovers). One system call in the borrowed thread, each costing two stops:
+ * the mapping is made read-only and executable and written through /proc/PID/mem (as a
+ * debugger writes a breakpoint), and the worker makes its data page writable itself. Where
+ * such writes are refused (proc_mem.force_override=never), the mapping is made writable for
+ * them and the code page executable again after (two calls more).
  */
 static int map_stub(struct inj *j, struct stub_data *d)
 {
-	const size_t code = (size_t)(eprof_inj_stub_end - eprof_inj_stub);
 	int64_t ret;
 	int err;
 
 	j->map_len = 2 * STUB_PAGE + ((j->lib_len + STUB_PAGE - 1) & ~(size_t)(STUB_PAGE - 1));
-	err = rsys_checked(j, "mmap", SYS_mmap, 0, j->map_len, PROT_READ | PROT_WRITE,
+	err = rsys_checked(j, "mmap", SYS_mmap, 0, j->map_len, PROT_READ | PROT_EXEC,
 			   MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, &ret);
 	if (err)
 		return err;
@@ -1183,16 +1201,20 @@ static int map_stub(struct inj *j, struct stub_data *d)
 		d->lib_addr = j->map + 2 * STUB_PAGE;
 	if (j->blob_arg)
 		d->arg = DATA(j, blob);
-	err = rmem_write(j->pid, j->map, eprof_inj_stub, code);
-	if (!err)
-		err = rmem_write(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
-	if (!err && j->lib_len)
-		err = rmem_write(j->pid, j->map + 2 * STUB_PAGE, j->lib, j->lib_len);
-	if (err)
-		return fail(j, INJ_ERR_OTHER, err, "writing the stub: %s", strerror(-err));
+	err = write_stub(j, d);
+	if (err) {
+		err = rsys_checked(j, "mprotect", SYS_mprotect, j->map, j->map_len,
+				   PROT_READ | PROT_WRITE, 0, 0, 0, &ret);
+		if (err)
+			return err;
+		err = write_stub(j, d);
+		if (err)
+			return fail(j, INJ_ERR_OTHER, err, "writing the stub: %s", strerror(-err));
+		err = rsys_checked(j, "mprotect", SYS_mprotect, j->map, STUB_PAGE,
+				   PROT_READ | PROT_EXEC, 0, 0, 0, &ret);
+	}
 	test_die("mapped");
-	return rsys_checked(j, "mprotect", SYS_mprotect, j->map, STUB_PAGE, PROT_READ | PROT_EXEC,
-			    0, 0, 0, &ret);
+	return err;
 }
 
 #define SIGSETXID_ 33 /* glibc's: its handler runs no program code; setuid() waits for it */
@@ -1382,7 +1404,7 @@ static int call_traced(struct inj *j)
 		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
 	r.rip = j->syms.pthread_create;
 	r.rsp = j->frame;
-	r.rdi = DATA(j, thread);
+	r.rdi = j->regs.rsp - RED_ZONE - 16; /* a word of the stack (the data page is read-only) */
 	r.rsi = 0;
 	r.rdx = j->stub;
 	r.rcx = j->stub + STUB_PAGE;
@@ -1525,7 +1547,7 @@ static int call_tail(struct inj *j)
 		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
 	r.rip = j->syms.pthread_create;
 	r.rsp = j->frame - 16;
-	r.rdi = DATA(j, thread);
+	r.rdi = j->regs.rsp - RED_ZONE - 16; /* a word of the stack (the data page is read-only) */
 	r.rsi = 0;
 	r.rdx = j->stub;
 	r.rcx = j->stub + STUB_PAGE;

@@ -107,7 +107,7 @@ struct stub_data {
 	int64_t sys_err; /* a system call of the stub failed with this */
 	int64_t tv_poll[2];
 	uint64_t abandoned; /* eprof gave up: undo a load not called yet (checked after step 3) */
-	uint64_t thread;    /* pthread_create's pthread_t */
+	uint64_t thread;    /* unused (pthread_create's pthread_t goes to the stack) */
 	uint64_t detach;    /* pthread_detach, called by the worker on itself */
 	uint64_t ack;	    /* eprof read the results: the worker may unmap and go */
 	char path[512];	    /* at 256 */
