@@ -639,6 +639,61 @@ static bool safe_point(struct inj *j)
 	return false;
 }
 
+#ifndef PTRACE_GET_RSEQ_CONFIGURATION
+#define PTRACE_GET_RSEQ_CONFIGURATION 0x420f
+#endif
+
+struct rseq_config { /* struct ptrace_rseq_configuration */
+	uint64_t area;
+	uint32_t size, sig, flags, pad;
+};
+
+struct rseq_cs_desc { /* struct rseq_cs */
+	uint32_t version, flags;
+	uint64_t start_ip, post_commit_offset, abort_ip;
+};
+
+/*
+ * A thread stopped inside a restartable sequence (rseq: glibc registers an area for every
+ * thread; tcmalloc and librseq run critical sections in it) must go on at the sequence's abort
+ * handler, as the kernel sends it there after any preemption: once its instruction pointer has
+ * been elsewhere (the injection's calls), the kernel clears the area's rseq_cs and would let
+ * it resume in the middle of the sequence, whose commit then acts on what it read before.
+ * The thread's rseq_cs is read through PTRACE_GET_RSEQ_CONFIGURATION; inside [start_ip,
+ * start_ip + post_commit_offset) the thread is put at abort_ip and rseq_cs cleared, as the
+ * kernel does. 0; -EINVAL for a descriptor the kernel would kill the thread for (an abort
+ * handler inside the sequence or without the registered signature before it): not borrowed.
+ */
+static int rseq_restart(struct inj *j)
+{
+	struct rseq_config c = {0};
+	struct rseq_cs_desc cs;
+	uint64_t csp = 0, zero = 0, ip = j->regs.rip;
+	uint32_t sig = 0;
+
+	if ((int64_t)j->regs.orig_rax >= 0)
+		return 0; /* in a system call: never inside a sequence */
+	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, j->tid, (void *)sizeof(c), &c) <
+		(long)offsetof(struct rseq_config, flags) ||
+	    !c.area || c.size < 16 || rmem_read(j->pid, c.area + 8, &csp, sizeof(csp)) || !csp)
+		return 0; /* Linux < 5.13, no area, or no sequence */
+	if (rmem_read(j->pid, csp, &cs, sizeof(cs)) ||
+	    cs.post_commit_offset > UINT64_MAX - cs.start_ip)
+		return -EINVAL;
+	if (ip < cs.start_ip || ip - cs.start_ip >= cs.post_commit_offset)
+		return 0; /* not inside: the kernel clears it as it would */
+	if ((cs.abort_ip >= cs.start_ip && cs.abort_ip - cs.start_ip < cs.post_commit_offset) ||
+	    cs.abort_ip < 4 || rmem_read(j->pid, cs.abort_ip - 4, &sig, sizeof(sig)) ||
+	    sig != c.sig)
+		return -EINVAL;
+	if (rmem_write(j->pid, c.area + 8, &zero, sizeof(zero)))
+		return -EINVAL;
+	j->regs.rip = cs.abort_ip;
+	j->modified = true;
+	j->res->rseq_aborts++;
+	return 0;
+}
+
 struct cand {
 	pid_t tid;
 	/*
@@ -771,7 +826,7 @@ static int stop_thread(struct inj *j)
 					    (int)j->tid, strerror(-err));
 			}
 			j->res->attempts = tries;
-			if (safe_point(j))
+			if (safe_point(j) && !rseq_restart(j))
 				return 0;
 			plan_resume(j); /* a call the stop ended with EINTR is issued again */
 			release(j);

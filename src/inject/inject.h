@@ -63,6 +63,8 @@ struct inject_result {
 	uint64_t total_ns;   /* the whole operation, retries at unsafe points included */
 	unsigned attempts;   /* threads stopped before one was at a safe point */
 	unsigned leftovers;  /* stubs a killed eprof left mapped, unmapped by this operation */
+	unsigned rseq_aborts; /* the thread was inside an rseq critical section: resumed at its
+				 abort handler, as the kernel restarts one after a preemption */
 };
 
 struct inject_load_req {
