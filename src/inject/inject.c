@@ -11,15 +11,19 @@
  *    below its red zone. Every later step that lets the thread run is arranged to end in
  *    rt_sigreturn through that frame when eprof is not there to take it back (libc's
  *    __restore_rt after a "syscall; ret", or after pthread_create returns).
- * 3. Block every signal in the thread, run system calls in it through libc's "syscall; ret"
- *    with PTRACE_SYSCALL (stopping at their entry and exit): mmap of the stub's code, data and
- *    library bytes, the code made read-only and executable.
- * 4. Have it call pthread_create(stub) with the frame's pretcode as its return address, and
- *    give it back as soon as the call returns (call_create): the thread is stopped for
- *    pthread_create's time, never for dlopen's. The new thread, the worker (inject_stub.c),
- *    makes the memfd and socket pair (eprof takes its end with pidfd_getfd), calls dlopen,
- *    dlsym and the entry (or the retraction and dlclose), says how it went in its data page,
- *    which eprof reads (process_vm_readv), and ends by unmapping the stub.
+ * 3. Block every signal in the thread, run one system call in it through libc's "syscall; ret"
+ *    with PTRACE_SYSCALL (stopping at its entry and exit): mmap of the stub's code, data and
+ *    library bytes, read-only and executable, which eprof writes through /proc/PID/mem (the
+ *    worker makes its data page writable). A thread inside an rseq critical section will go
+ *    on at the sequence's abort handler (rseq_restart).
+ * 4. Have it call pthread_create(stub) untraced, returning into the stub's tail, which raises
+ *    a signal the program ignores at the thread: its signal-delivery stop is the only one of
+ *    the call (call_tail; call_traced follows each system call where that cannot be). The
+ *    thread is stopped for pthread_create's time, never for dlopen's. The new thread, the
+ *    worker (inject_stub.c), makes the memfd and socket pair (eprof takes its end with
+ *    pidfd_getfd), calls dlopen, dlsym and the entry (or the retraction and dlclose), says how
+ *    it went in its data page, which eprof reads (process_vm_readv), and ends by unmapping
+ *    the stub.
  * 5. Put back registers, FP state, errno and signal mask, detach: a system call the thread was
  *    blocked in is restarted by the kernel exactly as after any stop.
  *

@@ -10,7 +10,7 @@
  * in a system call, or in the program's own code, with no frame of the loader, the allocator
  * or eprof's libraries on its stack), runs a few system calls eprof hands it (a mapping for a
  * small code stub and the library's bytes) and pthread_create, which starts the injector's own
- * thread (the worker) in the stub; then it gets its registers, floating-point state, errno and
+ * thread (the worker) in the stub, and stops three times in all; then it gets its registers, floating-point state, errno and
  * signal mask back, and a system call it was blocked in is restarted as the kernel would have
  * (nanosleep, read, futex, poll, ...; epoll_wait, which the stop ends with EINTR, is issued
  * again). Signals that arrive meanwhile wait, blocked, and are delivered after. The worker
