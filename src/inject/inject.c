@@ -1159,10 +1159,11 @@ static const struct planned planned_calls[] = {
 /* The tail's tgkill: a filter that does not let it run means the call is followed instead. */
 static int check_seccomp_tail(struct inj *j)
 {
-	struct rseccomp_data d = {.nr = SYS_tgkill,
-				  .arch = AUDIT_ARCH_X86_64,
-				  .ip = 0, /* in the stub: a filter may look, and refuse */
-				  .args = {(uint64_t)j->pid, (uint64_t)j->tid, (uint64_t)j->tail_sig}};
+	struct rseccomp_data d = {
+	    .nr = SYS_tgkill,
+	    .arch = AUDIT_ARCH_X86_64,
+	    .ip = 0, /* in the stub: a filter may look, and refuse */
+	    .args = {(uint64_t)j->pid, (uint64_t)j->tid, (uint64_t)j->tail_sig}};
 	uint32_t ret = 0;
 
 	if (j->tail_sig && (seccomp_verdict(j->tid, &d, &ret) || !seccomp_allows(ret)))
