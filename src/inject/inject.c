@@ -207,7 +207,7 @@ struct inj {
 	uint64_t errno_at; /* the borrowed thread's errno, 0: not known */
 	int32_t errno_was;
 	uint64_t stub;		/* the mapping the worker runs in (it unmaps it), 0: none */
-	pid_t worker;		/* the worker thread, 0: none started */
+	pid_t worker;		/* the worker thread, 0: none started (or not known yet) */
 	pid_t avoid;		/* a thread not to borrow */
 	pid_t stuck[MAX_STUCK]; /* seized, but their stop never came (reap_stuck) */
 	unsigned nstuck;
@@ -1156,18 +1156,22 @@ static const struct planned planned_calls[] = {
     {"process_vm_writev", SYS_process_vm_writev, {0, 0, 1, 0, 1, 0}, SYS_mprotect},
 };
 
-/* The tail's tgkill: a filter that does not let it run means the call is followed instead. */
+/* The tail's calls: a filter that does not let them run means the call is followed instead. */
 static int check_seccomp_tail(struct inj *j)
 {
-	struct rseccomp_data d = {
-	    .nr = SYS_tgkill,
-	    .arch = AUDIT_ARCH_X86_64,
-	    .ip = 0, /* in the stub: a filter may look, and refuse */
-	    .args = {(uint64_t)j->pid, (uint64_t)j->tid, (uint64_t)j->tail_sig}};
-	uint32_t ret = 0;
+	static const long calls[] = {SYS_getpid, SYS_gettid, SYS_tgkill};
 
-	if (j->tail_sig && (seccomp_verdict(j->tid, &d, &ret) || !seccomp_allows(ret)))
-		j->tail_sig = 0;
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]) && j->tail_sig; i++) {
+		/* ip: in the stub, which a filter may look at, and refuse */
+		struct rseccomp_data d = {
+		    .nr = (int32_t)calls[i],
+		    .arch = AUDIT_ARCH_X86_64,
+		    .args = {(uint64_t)j->pid, (uint64_t)j->tid, (uint64_t)j->tail_sig}};
+		uint32_t ret = 0;
+
+		if (seccomp_verdict(j->tid, &d, &ret) || !seccomp_allows(ret))
+			j->tail_sig = 0;
+	}
 	return 0;
 }
 
@@ -1300,8 +1304,6 @@ static void fill_common(struct inj *j, struct stub_data *d)
 	d->sigmask = ~(1ULL << (SIGSETXID_ - 1));
 	d->busy_tries = 50;
 	d->flags = RTLD_NOW;
-	d->tail_tgid = (uint64_t)j->pid;
-	d->tail_tid = (uint64_t)j->tid;
 	d->tail_sig = (uint64_t)j->tail_sig;
 }
 
@@ -1399,6 +1401,44 @@ static void thread_errno(struct inj *j)
 	if (j->errno_at % 4 || !rmaps_find(&j->maps, j->errno_at) ||
 	    rmem_read(j->pid, j->errno_at, &j->errno_was, sizeof(j->errno_was)))
 		j->errno_at = 0;
+}
+
+/*
+ * The id eprof sees of the target's thread whose id in the target's own pid namespace is
+ * nstid (the last of NSpid in its status), or 0 when none has it.
+ */
+static pid_t host_tid(pid_t pid, pid_t nstid)
+{
+	char path[64], line[256];
+	struct dirent *de;
+	pid_t found = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	for (bool same = true; dir && !found && (same || (de = readdir(dir))); same = false) {
+		/* first the thread of that id here: the same one when the namespace is eprof's */
+		pid_t tid = same ? nstid : (pid_t)strtol(de->d_name, NULL, 10);
+		FILE *fp;
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+		fp = fopen(path, "re");
+		while (fp && fgets(line, sizeof(line), fp))
+			if (!strncmp(line, "NSpid:", 6)) {
+				const char *last = strrchr(line, '\t');
+
+				if (last && strtol(last + 1, NULL, 10) == nstid)
+					found = tid;
+				break;
+			}
+		if (fp)
+			fclose(fp);
+	}
+	if (dir)
+		closedir(dir);
+	return found;
 }
 
 /* Whether thread tid of the target still exists. */
@@ -1517,7 +1557,7 @@ static int call_traced(struct inj *j)
 		entry = !entry;
 		if (!entry && (r.orig_rax == SYS_clone3 || r.orig_rax == SYS_clone) &&
 		    (int64_t)r.rax > 0)
-			j->worker = (pid_t)r.rax;
+			j->worker = -1; /* made: run_worker learns its id from its data page */
 		if (entry && r.orig_rax == SYS_rt_sigreturn)
 			break;
 	}
@@ -1545,6 +1585,7 @@ static int call_traced(struct inj *j)
 	if (!j->worker)
 		return fail(j, INJ_ERR_SYSCALL, -EAGAIN,
 			    "pthread_create failed in the target (no thread was made)");
+	j->worker = 0; /* its id: run_worker */
 	return 0;
 }
 
@@ -1567,15 +1608,18 @@ static int tail_signal(struct inj *j)
 	return 0;
 }
 
-/* The thread is stopped at the tail's own signal (not another one sent to it). */
+/*
+ * The thread is stopped at the tail's own signal (not another one sent to it): just after the
+ * tail's tgkill, a tgkill's signal. (Its si_pid is the process's in its own pid namespace.)
+ */
 static bool at_tail(struct inj *j, int sig, const struct user_regs_struct *r)
 {
 	siginfo_t si;
 
 	if (sig != j->tail_sig || r->rip != j->stub + (eprof_inj_tail_stop - eprof_inj_stub) ||
-	    ptrace(PTRACE_GETSIGINFO, j->tid, NULL, &si))
+	    r->orig_rax != SYS_tgkill || ptrace(PTRACE_GETSIGINFO, j->tid, NULL, &si))
 		return false;
-	return si.si_code == SI_TKILL && si.si_pid == j->pid;
+	return si.si_code == SI_TKILL;
 }
 
 /*
@@ -1689,10 +1733,10 @@ static int run_worker(struct inj *j, struct stub_data *d)
 		uint64_t state = 0, tid = 0;
 		bool alive;
 
-		/* after call_tail, the worker says who it is itself */
+		/* the worker says who it is itself (in its pid namespace's numbers) */
 		if (!j->worker && !rmem_read(j->pid, DATA(j, worker_tid), &tid, sizeof(tid)) &&
 		    tid > 0 && tid < INT32_MAX)
-			j->worker = (pid_t)tid;
+			j->worker = host_tid(j->pid, (pid_t)tid);
 		alive = !j->worker || thread_alive(j->pid, j->worker);
 
 		if (rmem_read(j->pid, DATA(j, state), &state, sizeof(state)))

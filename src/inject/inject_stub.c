@@ -290,8 +290,13 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	".globl eprof_inj_tail_stop\n"
 	"eprof_inj_tail:\n"
 	"	mov	%rax, %r8\n"
-	"	mov	.Lbase+4096+" S(SD_TAIL_TGID) "(%rip), %rdi\n"
-	"	mov	.Lbase+4096+" S(SD_TAIL_TID) "(%rip), %rsi\n"
+	/* its own ids, as its pid namespace numbers them */
+	"	mov	$39, %eax\n" /* getpid */
+	"	syscall\n"
+	"	mov	%rax, %rdi\n"
+	"	mov	$186, %eax\n" /* gettid */
+	"	syscall\n"
+	"	mov	%rax, %rsi\n"
 	"	mov	.Lbase+4096+" S(SD_TAIL_SIG) "(%rip), %rdx\n"
 	"	mov	$234, %eax\n" /* tgkill */
 	"	syscall\n"

@@ -79,9 +79,7 @@
 #define SD_SIGMASK 1008
 #define SD_BLOB 1024
 #define SD_ERRMSG 3072
-#define SD_TAIL_TGID 3328
-#define SD_TAIL_TID 3336
-#define SD_TAIL_SIG 3344
+#define SD_TAIL_SIG 3328
 
 struct stub_data {
 	uint64_t state; /* 0 running, 2 descriptors made, 1 done */
@@ -122,8 +120,7 @@ struct stub_data {
 	uint8_t pad[8];
 	uint8_t blob[2048]; /* at 1024 */
 	char errmsg[256];   /* at 3072: dlerror()'s text (it lives in the worker's TLS) */
-	/* the tail's tgkill(tail_tgid, tail_tid, tail_sig) (eprof_inj_tail) */
-	uint64_t tail_tgid, tail_tid, tail_sig;
+	uint64_t tail_sig; /* the signal the tail raises (eprof_inj_tail) */
 };
 
 #define SD_CHECK(field, off) _Static_assert(offsetof(struct stub_data, field) == off, #field)
@@ -169,8 +166,6 @@ SD_CHECK(busy_tries, SD_BUSY_TRIES);
 SD_CHECK(sigmask, SD_SIGMASK);
 SD_CHECK(blob, SD_BLOB);
 SD_CHECK(errmsg, SD_ERRMSG);
-SD_CHECK(tail_tgid, SD_TAIL_TGID);
-SD_CHECK(tail_tid, SD_TAIL_TID);
 SD_CHECK(tail_sig, SD_TAIL_SIG);
 _Static_assert(sizeof(struct stub_data) <= STUB_PAGE, "stub data page");
 
@@ -179,7 +174,7 @@ _Static_assert(sizeof(struct stub_data) <= STUB_PAGE, "stub data page");
 extern const unsigned char eprof_inj_stub[], eprof_inj_stub_end[];
 /*
  * Where pthread_create returns to in the borrowed thread (an offset in the code page like
- * the rest): pthread_create's result goes to r8, then tgkill(tail_tgid, tail_tid, tail_sig),
+ * the rest): pthread_create's result goes to r8, then tgkill(getpid(), gettid(), tail_sig),
  * whose signal-delivery stop is where eprof puts the thread back; then, eprof gone (the
  * signal, one the program ignores, was dropped), "add $8, %rsp; ret" into the restore
  * frame's pretcode (__restore_rt). eprof_inj_tail_stop is the address after the syscall.

@@ -172,6 +172,28 @@ def test_tail_signal_never_reaches_the_program(injbins, catch):
     assert rc == 0 and out.startswith("ok sleep") and out.endswith("caught 0"), out
 
 
+@pytest.mark.parametrize("traced", [False, True])
+def test_inject_into_another_pid_namespace(injbins, traced):
+    """A target in a pid namespace of its own (pid 1 there): the stub's tail signals the
+    thread by the ids its namespace gives it, and the worker's id it reports is translated to
+    eprof's (NSpid); both ways of following pthread_create load, talk and unload."""
+    if not shutil.which("unshare"):
+        pytest.skip("skipped: no unshare(1)")
+    p = subprocess.Popen(["unshare", "--pid", "--fork", injbins["target"], "sleep", "4"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().split() == ["ready", "1"]
+        pid = next(int(c) for c in open(f"/proc/{p.pid}/task/{p.pid}/children").read().split())
+        r, kv = tool(injbins, "cycle", str(pid), injbins["lib"],
+                     env={"INJECT_TRACED": "1"} if traced else None)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert kv["greeting"] == "hello world from 1" and kv["maps_clean"] == "1", kv
+        out = p.stdout.read().strip()
+        assert p.wait(timeout=30) == 0 and out.startswith("ok sleep"), out
+    finally:
+        p.kill()
+
+
 def test_rseq_sequence_restarted_at_its_abort_handler(injbins):
     """A thread stopped inside a restartable sequence (glibc's rseq area; the target runs a
     sequence over and over, most of its time inside) goes on at the sequence's abort handler,
