@@ -123,6 +123,7 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 #define ENTRY_GRACE_NS 2000000000ULL /* an entry found running at the limit: its time */
 #define STUB_WAIT_S 3		     /* the worker's wait for eprof's ack before it ends alone */
 #define MAX_TRIES 24
+#define MIN_TRIES 3 /* even past SAFE_POINT_NS: one stop can take that long on busy CPUs */
 #define MAX_STUCK 16
 #define RED_ZONE 128
 #define FP_XSTATE_MAGIC1 0x46505853U
@@ -789,6 +790,14 @@ static size_t list_threads(pid_t pid, struct cand *out, size_t max)
 	return n;
 }
 
+static bool stuck(const struct inj *j, pid_t tid)
+{
+	for (unsigned i = 0; i < j->nstuck; i++)
+		if (j->stuck[i] == tid)
+			return true;
+	return false;
+}
+
 /* Stops a thread at a safe point: threads blocked in a safe call first, then the others. */
 static int stop_thread(struct inj *j)
 {
@@ -797,8 +806,11 @@ static int stop_thread(struct inj *j)
 	unsigned tries = 0;
 	bool any = false;
 
-	for (int pass = 0; tries < MAX_TRIES && now_ns() < until; pass++) {
+	for (int pass = 0;
+	     tries < MAX_TRIES && now_ns() < j->deadline && (now_ns() < until || tries < MIN_TRIES);
+	     pass++) {
 		size_t n = list_threads(j->pid, c, sizeof(c) / sizeof(c[0]));
+		unsigned before = tries;
 
 		if (!n)
 			return fail(j, INJ_ERR_GONE, -ESRCH, "the process has exited");
@@ -807,8 +819,8 @@ static int stop_thread(struct inj *j)
 
 			if (pass == 0 && c[i].rank >= RANK_RUNNING && c[0].rank < RANK_RUNNING)
 				break; /* first, only the threads that are waiting */
-			if (c[i].tid == j->avoid && n > 1)
-				continue;
+			if ((c[i].tid == j->avoid && n > 1) || stuck(j, c[i].tid))
+				continue; /* seized already, its stop not come: not seized again */
 			err = seize_stop(j, c[i].tid);
 			if (err == -ESRCH) {
 				release(j);
@@ -835,6 +847,8 @@ static int stop_thread(struct inj *j)
 			plan_resume(j); /* a call the stop ended with EINTR is issued again */
 			release(j);
 		}
+		if (tries == before && now_ns() >= until)
+			break; /* past the time, nothing left to try (the rest never stopped) */
 		usleep(2000);
 	}
 	return fail(j, INJ_ERR_NO_SAFE_POINT, -EAGAIN,
