@@ -11,15 +11,19 @@
  *    below its red zone. Every later step that lets the thread run is arranged to end in
  *    rt_sigreturn through that frame when eprof is not there to take it back (libc's
  *    __restore_rt after a "syscall; ret", or after pthread_create returns).
- * 3. Block every signal in the thread, run system calls in it through libc's "syscall; ret"
- *    with PTRACE_SYSCALL (stopping at their entry and exit): mmap of the stub's code, data and
- *    library bytes, the code made read-only and executable.
- * 4. Have it call pthread_create(stub) with the frame's pretcode as its return address, and
- *    give it back as soon as the call returns (call_create): the thread is stopped for
- *    pthread_create's time, never for dlopen's. The new thread, the worker (inject_stub.c),
- *    makes the memfd and socket pair (eprof takes its end with pidfd_getfd), calls dlopen,
- *    dlsym and the entry (or the retraction and dlclose), says how it went in its data page,
- *    which eprof reads (process_vm_readv), and ends by unmapping the stub.
+ * 3. Block every signal in the thread, run one system call in it through libc's "syscall; ret"
+ *    with PTRACE_SYSCALL (stopping at its entry and exit): mmap of the stub's code, data and
+ *    library bytes, read-only and executable, which eprof writes through /proc/PID/mem (the
+ *    worker makes its data page writable). A thread inside an rseq critical section will go
+ *    on at the sequence's abort handler (rseq_restart).
+ * 4. Have it call pthread_create(stub) untraced, returning into the stub's tail, which raises
+ *    a signal the program ignores at the thread: its signal-delivery stop is the only one of
+ *    the call (call_tail; call_traced follows each system call where that cannot be). The
+ *    thread is stopped for pthread_create's time, never for dlopen's. The new thread, the
+ *    worker (inject_stub.c), makes the memfd and socket pair (eprof takes its end with
+ *    pidfd_getfd), calls dlopen, dlsym and the entry (or the retraction and dlclose), says how
+ *    it went in its data page, which eprof reads (process_vm_readv), and ends by unmapping
+ *    the stub.
  * 5. Put back registers, FP state, errno and signal mask, detach: a system call the thread was
  *    blocked in is restarted by the kernel exactly as after any stop.
  *
@@ -43,6 +47,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -118,6 +123,7 @@ int inject_unload(pid_t pid, const struct inject_unload_req *rq, struct inject_r
 #define ENTRY_GRACE_NS 2000000000ULL /* an entry found running at the limit: its time */
 #define STUB_WAIT_S 3		     /* the worker's wait for eprof's ack before it ends alone */
 #define MAX_TRIES 24
+#define MIN_TRIES 3 /* even past SAFE_POINT_NS: one stop can take that long on busy CPUs */
 #define MAX_STUCK 16
 #define RED_ZONE 128
 #define FP_XSTATE_MAGIC1 0x46505853U
@@ -202,12 +208,14 @@ struct inj {
 	uint64_t errno_at; /* the borrowed thread's errno, 0: not known */
 	int32_t errno_was;
 	uint64_t stub;		/* the mapping the worker runs in (it unmaps it), 0: none */
-	pid_t worker;		/* the worker thread, 0: none started */
+	pid_t worker;		/* the worker thread, 0: none started (or not known yet) */
 	pid_t avoid;		/* a thread not to borrow */
 	pid_t stuck[MAX_STUCK]; /* seized, but their stop never came (reap_stuck) */
 	unsigned nstuck;
 	bool masked; /* every signal blocked in the thread */
 	bool seccomp;
+	int tail_sig; /* the tail's signal (call_tail), 0: the call is followed system call by
+			 system call (call_traced) */
 	struct inject_result *res;
 };
 
@@ -636,6 +644,61 @@ static bool safe_point(struct inj *j)
 	return false;
 }
 
+#ifndef PTRACE_GET_RSEQ_CONFIGURATION
+#define PTRACE_GET_RSEQ_CONFIGURATION 0x420f
+#endif
+
+struct rseq_config { /* struct ptrace_rseq_configuration */
+	uint64_t area;
+	uint32_t size, sig, flags, pad;
+};
+
+struct rseq_cs_desc { /* struct rseq_cs */
+	uint32_t version, flags;
+	uint64_t start_ip, post_commit_offset, abort_ip;
+};
+
+/*
+ * A thread stopped inside a restartable sequence (rseq: glibc registers an area for every
+ * thread; tcmalloc and librseq run critical sections in it) must go on at the sequence's abort
+ * handler, as the kernel sends it there after any preemption: once its instruction pointer has
+ * been elsewhere (the injection's calls), the kernel clears the area's rseq_cs and would let
+ * it resume in the middle of the sequence, whose commit then acts on what it read before.
+ * The thread's rseq_cs is read through PTRACE_GET_RSEQ_CONFIGURATION; inside [start_ip,
+ * start_ip + post_commit_offset) the thread is put at abort_ip and rseq_cs cleared, as the
+ * kernel does. 0; -EINVAL for a descriptor the kernel would kill the thread for (an abort
+ * handler inside the sequence or without the registered signature before it): not borrowed.
+ */
+static int rseq_restart(struct inj *j)
+{
+	struct rseq_config c = {0};
+	struct rseq_cs_desc cs;
+	uint64_t csp = 0, zero = 0, ip = j->regs.rip;
+	uint32_t sig = 0;
+
+	if ((int64_t)j->regs.orig_rax >= 0)
+		return 0; /* in a system call: never inside a sequence */
+	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, j->tid, (void *)sizeof(c), &c) <
+		(long)offsetof(struct rseq_config, flags) ||
+	    !c.area || c.size < 16 || rmem_read(j->pid, c.area + 8, &csp, sizeof(csp)) || !csp)
+		return 0; /* Linux < 5.13, no area, or no sequence */
+	if (rmem_read(j->pid, csp, &cs, sizeof(cs)) ||
+	    cs.post_commit_offset > UINT64_MAX - cs.start_ip)
+		return -EINVAL;
+	if (ip < cs.start_ip || ip - cs.start_ip >= cs.post_commit_offset)
+		return 0; /* not inside: the kernel clears it as it would */
+	if ((cs.abort_ip >= cs.start_ip && cs.abort_ip - cs.start_ip < cs.post_commit_offset) ||
+	    cs.abort_ip < 4 || rmem_read(j->pid, cs.abort_ip - 4, &sig, sizeof(sig)) ||
+	    sig != c.sig)
+		return -EINVAL;
+	if (rmem_write(j->pid, c.area + 8, &zero, sizeof(zero)))
+		return -EINVAL;
+	j->regs.rip = cs.abort_ip;
+	j->modified = true;
+	j->res->rseq_aborts++;
+	return 0;
+}
+
 struct cand {
 	pid_t tid;
 	/*
@@ -727,6 +790,14 @@ static size_t list_threads(pid_t pid, struct cand *out, size_t max)
 	return n;
 }
 
+static bool stuck(const struct inj *j, pid_t tid)
+{
+	for (unsigned i = 0; i < j->nstuck; i++)
+		if (j->stuck[i] == tid)
+			return true;
+	return false;
+}
+
 /* Stops a thread at a safe point: threads blocked in a safe call first, then the others. */
 static int stop_thread(struct inj *j)
 {
@@ -735,8 +806,11 @@ static int stop_thread(struct inj *j)
 	unsigned tries = 0;
 	bool any = false;
 
-	for (int pass = 0; tries < MAX_TRIES && now_ns() < until; pass++) {
+	for (int pass = 0;
+	     tries < MAX_TRIES && now_ns() < j->deadline && (now_ns() < until || tries < MIN_TRIES);
+	     pass++) {
 		size_t n = list_threads(j->pid, c, sizeof(c) / sizeof(c[0]));
+		unsigned before = tries;
 
 		if (!n)
 			return fail(j, INJ_ERR_GONE, -ESRCH, "the process has exited");
@@ -745,8 +819,8 @@ static int stop_thread(struct inj *j)
 
 			if (pass == 0 && c[i].rank >= RANK_RUNNING && c[0].rank < RANK_RUNNING)
 				break; /* first, only the threads that are waiting */
-			if (c[i].tid == j->avoid && n > 1)
-				continue;
+			if ((c[i].tid == j->avoid && n > 1) || stuck(j, c[i].tid))
+				continue; /* seized already, its stop not come: not seized again */
 			err = seize_stop(j, c[i].tid);
 			if (err == -ESRCH) {
 				release(j);
@@ -768,11 +842,13 @@ static int stop_thread(struct inj *j)
 					    (int)j->tid, strerror(-err));
 			}
 			j->res->attempts = tries;
-			if (safe_point(j))
+			if (safe_point(j) && !rseq_restart(j))
 				return 0;
 			plan_resume(j); /* a call the stop ended with EINTR is issued again */
 			release(j);
 		}
+		if (tries == before && now_ns() >= until)
+			break; /* past the time, nothing left to try (the rest never stopped) */
 		usleep(2000);
 	}
 	return fail(j, INJ_ERR_NO_SAFE_POINT, -EAGAIN,
@@ -860,7 +936,8 @@ static int write_frame(struct inj *j)
 {
 	uint64_t xfeat = 0;
 	size_t xsize = xstate_layout(j, &xfeat), xs = xsize ? xsize + 4 : 512;
-	uint64_t top = j->regs.rsp - RED_ZONE, fp = (top - xs) & ~(uint64_t)63;
+	/* above the frame, below the red zone: a word for pthread_create's pthread_t */
+	uint64_t top = j->regs.rsp - RED_ZONE - 16, fp = (top - xs) & ~(uint64_t)63;
 	/* at 8 modulo 16, as the kernel puts it: a function "called" with the stack pointer
 	 * at pretcode finds the stack aligned as after a call, and returns into __restore_rt */
 	uint64_t frame = ((fp - sizeof(struct k_rt_sigframe)) & ~(uint64_t)15) - 8;
@@ -1048,9 +1125,10 @@ static const struct planned planned_calls[] = {
     /* the injector's own, in the borrowed thread */
     {"mmap",
      SYS_mmap,
-     {0, 2 * STUB_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0},
+     {0, 2 * STUB_PAGE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0},
      -1},
-    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_EXEC}, -1},
+    /* the worker's own first: its data page made writable */
+    {"mprotect", SYS_mprotect, {0, STUB_PAGE, PROT_READ | PROT_WRITE}, -1},
     {"munmap", SYS_munmap, {0, 2 * STUB_PAGE}, -1},
     {"rt_sigreturn", SYS_rt_sigreturn, {0}, -1},
     /* pthread_create's, in the borrowed thread, and its new thread's start and end */
@@ -1091,6 +1169,25 @@ static const struct planned planned_calls[] = {
     {"eventfd2", SYS_eventfd2, {0, 0x80800 /* EFD_CLOEXEC | EFD_NONBLOCK */}, -1},
     {"process_vm_writev", SYS_process_vm_writev, {0, 0, 1, 0, 1, 0}, SYS_mprotect},
 };
+
+/* The tail's calls: a filter that does not let them run means the call is followed instead. */
+static int check_seccomp_tail(struct inj *j)
+{
+	static const long calls[] = {SYS_getpid, SYS_gettid, SYS_tgkill};
+
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]) && j->tail_sig; i++) {
+		/* ip: in the stub, which a filter may look at, and refuse */
+		struct rseccomp_data d = {
+		    .nr = (int32_t)calls[i],
+		    .arch = AUDIT_ARCH_X86_64,
+		    .args = {(uint64_t)j->pid, (uint64_t)j->tid, (uint64_t)j->tail_sig}};
+		uint32_t ret = 0;
+
+		if (seccomp_verdict(j->tid, &d, &ret) || !seccomp_allows(ret))
+			j->tail_sig = 0;
+	}
+	return 0;
+}
 
 /* The target's filters run on planned_calls: 0, or -EPERM with why (-errno: unreadable). */
 static int check_seccomp(struct inj *j, bool load)
@@ -1137,26 +1234,42 @@ static int check_seccomp(struct inj *j, bool load)
 				? "it would kill the process"
 				: "it would trap or notify");
 	}
-	return 0;
+	return check_seccomp_tail(j);
 }
 
 /* --- the stub --------------------------------------------------------------------------------- */
 
 #define DATA(j, field) ((j)->stub + STUB_PAGE + offsetof(struct stub_data, field))
 
+/* The stub's code, its data page d and the library's bytes into the mapping. */
+static int write_stub(struct inj *j, const struct stub_data *d)
+{
+	const size_t code = (size_t)(eprof_inj_stub_end - eprof_inj_stub);
+	int err = rmem_write(j->pid, j->map, eprof_inj_stub, code);
+
+	if (!err)
+		err = rmem_write(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
+	if (!err && j->lib_len)
+		err = rmem_write(j->pid, j->map + 2 * STUB_PAGE, j->lib, j->lib_len);
+	return err;
+}
+
 /*
- * Maps the stub: its code (read-only and executable once written), the data page d and the
- * library's bytes, all written at once while the phase says SETUP: a stub left so (eprof
- * killed before the call) is unmapped by the next injection (clean_leftovers).
+ * Maps the stub: its code, the data page d and the library's bytes, all written at once while
+ * the phase says SETUP: a stub left so (eprof killed before the call) is unmapped by the next
+ * injection (clean_leftovers). One system call in the borrowed thread, each costing two stops:
+ * the mapping is made read-only and executable and written through /proc/PID/mem (as a
+ * debugger writes a breakpoint), and the worker makes its data page writable itself. Where
+ * such writes are refused (proc_mem.force_override=never), the mapping is made writable for
+ * them and the code page executable again after (two calls more).
  */
 static int map_stub(struct inj *j, struct stub_data *d)
 {
-	const size_t code = (size_t)(eprof_inj_stub_end - eprof_inj_stub);
 	int64_t ret;
 	int err;
 
 	j->map_len = 2 * STUB_PAGE + ((j->lib_len + STUB_PAGE - 1) & ~(size_t)(STUB_PAGE - 1));
-	err = rsys_checked(j, "mmap", SYS_mmap, 0, j->map_len, PROT_READ | PROT_WRITE,
+	err = rsys_checked(j, "mmap", SYS_mmap, 0, j->map_len, PROT_READ | PROT_EXEC,
 			   MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0, &ret);
 	if (err)
 		return err;
@@ -1167,16 +1280,20 @@ static int map_stub(struct inj *j, struct stub_data *d)
 		d->lib_addr = j->map + 2 * STUB_PAGE;
 	if (j->blob_arg)
 		d->arg = DATA(j, blob);
-	err = rmem_write(j->pid, j->map, eprof_inj_stub, code);
-	if (!err)
-		err = rmem_write(j->pid, j->map + STUB_PAGE, d, sizeof(*d));
-	if (!err && j->lib_len)
-		err = rmem_write(j->pid, j->map + 2 * STUB_PAGE, j->lib, j->lib_len);
-	if (err)
-		return fail(j, INJ_ERR_OTHER, err, "writing the stub: %s", strerror(-err));
+	err = write_stub(j, d);
+	if (err) {
+		err = rsys_checked(j, "mprotect", SYS_mprotect, j->map, j->map_len,
+				   PROT_READ | PROT_WRITE, 0, 0, 0, &ret);
+		if (err)
+			return err;
+		err = write_stub(j, d);
+		if (err)
+			return fail(j, INJ_ERR_OTHER, err, "writing the stub: %s", strerror(-err));
+		err = rsys_checked(j, "mprotect", SYS_mprotect, j->map, STUB_PAGE,
+				   PROT_READ | PROT_EXEC, 0, 0, 0, &ret);
+	}
 	test_die("mapped");
-	return rsys_checked(j, "mprotect", SYS_mprotect, j->map, STUB_PAGE, PROT_READ | PROT_EXEC,
-			    0, 0, 0, &ret);
+	return err;
 }
 
 #define SIGSETXID_ 33 /* glibc's: its handler runs no program code; setuid() waits for it */
@@ -1201,6 +1318,7 @@ static void fill_common(struct inj *j, struct stub_data *d)
 	d->sigmask = ~(1ULL << (SIGSETXID_ - 1));
 	d->busy_tries = 50;
 	d->flags = RTLD_NOW;
+	d->tail_sig = (uint64_t)j->tail_sig;
 }
 
 static int pidfd_take(pid_t pid, int fd)
@@ -1299,6 +1417,44 @@ static void thread_errno(struct inj *j)
 		j->errno_at = 0;
 }
 
+/*
+ * The id eprof sees of the target's thread whose id in the target's own pid namespace is
+ * nstid (the last of NSpid in its status), or 0 when none has it.
+ */
+static pid_t host_tid(pid_t pid, pid_t nstid)
+{
+	char path[64], line[256];
+	struct dirent *de;
+	pid_t found = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	for (bool same = true; dir && !found && (same || (de = readdir(dir))); same = false) {
+		/* first the thread of that id here: the same one when the namespace is eprof's */
+		pid_t tid = same ? nstid : (pid_t)strtol(de->d_name, NULL, 10);
+		FILE *fp;
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+		fp = fopen(path, "re");
+		while (fp && fgets(line, sizeof(line), fp))
+			if (!strncmp(line, "NSpid:", 6)) {
+				const char *last = strrchr(line, '\t');
+
+				if (last && strtol(last + 1, NULL, 10) == nstid)
+					found = tid;
+				break;
+			}
+		if (fp)
+			fclose(fp);
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
 /* Whether thread tid of the target still exists. */
 static bool thread_alive(pid_t pid, pid_t tid)
 {
@@ -1352,7 +1508,7 @@ static void abandon_call(struct inj *j, bool stopped) /* stopped: at a ptrace st
  * the allocator on its stack). A wait past the limit leaves the thread to finish the call
  * alone (abandon_call).
  */
-static int call_create(struct inj *j)
+static int call_traced(struct inj *j)
 {
 	struct user_regs_struct r = j->regs;
 	uint64_t phase = STUB_PHASE_CALLED;
@@ -1363,7 +1519,7 @@ static int call_create(struct inj *j)
 		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
 	r.rip = j->syms.pthread_create;
 	r.rsp = j->frame;
-	r.rdi = DATA(j, thread);
+	r.rdi = j->regs.rsp - RED_ZONE - 16; /* a word of the stack (the data page is read-only) */
 	r.rsi = 0;
 	r.rdx = j->stub;
 	r.rcx = j->stub + STUB_PAGE;
@@ -1415,7 +1571,7 @@ static int call_create(struct inj *j)
 		entry = !entry;
 		if (!entry && (r.orig_rax == SYS_clone3 || r.orig_rax == SYS_clone) &&
 		    (int64_t)r.rax > 0)
-			j->worker = (pid_t)r.rax;
+			j->worker = -1; /* made: run_worker learns its id from its data page */
 		if (entry && r.orig_rax == SYS_rt_sigreturn)
 			break;
 	}
@@ -1443,7 +1599,132 @@ static int call_create(struct inj *j)
 	if (!j->worker)
 		return fail(j, INJ_ERR_SYSCALL, -EAGAIN,
 			    "pthread_create failed in the target (no thread was made)");
+	j->worker = 0; /* its id: run_worker */
 	return 0;
+}
+
+/*
+ * The signal the tail raises in the borrowed thread (eprof_inj_tail): one whose default is to
+ * be ignored and that the program does not catch, so that the thread, if eprof is gone by
+ * then, drops it; 0 when the program catches all three (Go does), and the call is followed
+ * system call by system call instead.
+ */
+static int tail_signal(struct inj *j)
+{
+	static const int cands[] = {SIGURG, SIGWINCH, SIGCHLD};
+	uint64_t caught = ~0ULL;
+
+	if (!status_field(j->pid, j->pid, "SigCgt:", 16, &caught))
+		return 0;
+	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++)
+		if (!(caught >> (cands[i] - 1) & 1))
+			return cands[i];
+	return 0;
+}
+
+/*
+ * The thread is stopped at the tail's own signal (not another one sent to it): just after the
+ * tail's tgkill, a tgkill's signal. (Its si_pid is the process's in its own pid namespace.)
+ */
+static bool at_tail(struct inj *j, int sig, const struct user_regs_struct *r)
+{
+	siginfo_t si;
+
+	if (sig != j->tail_sig || r->rip != j->stub + (eprof_inj_tail_stop - eprof_inj_stub) ||
+	    r->orig_rax != SYS_tgkill || ptrace(PTRACE_GETSIGINFO, j->tid, NULL, &si))
+		return false;
+	return si.si_code == SI_TKILL;
+}
+
+/*
+ * The borrowed thread calls pthread_create(&thread, NULL, stub, data) untraced, and stops
+ * once: pthread_create returns into the stub's tail (from a word below the restore frame,
+ * whose pretcode stays __restore_rt), which raises tail_sig at the thread itself. Its
+ * signal-delivery stop is in the kernel's signal path, as a PTRACE_INTERRUPT stop is:
+ * release() puts the thread back there, and the signal is dropped with the detach. Each stop
+ * costs a round trip through the scheduler (the thread's, then eprof's), tens of milliseconds
+ * on CPUs that other threads keep busy: call_traced's stops at every system call of
+ * pthread_create made it several times longer. If eprof is gone when the thread gets there, it
+ * drops the signal (ignored) and returns through the frame; the worker unmaps the stub only
+ * after eprof's ack, which comes after release(), or 3 s after the worker is done.
+ *
+ * During the call the thread blocks every signal but tail_sig (pthread_create blocks them all
+ * around clone itself); a tail_sig from elsewhere, or a fault, is delivered as it would be.
+ */
+static int call_tail(struct inj *j)
+{
+	struct user_regs_struct r = j->regs;
+	uint64_t phase = STUB_PHASE_CALLED, ret[2], mask = ~(1ULL << (j->tail_sig - 1));
+	int sig = 0;
+
+	/* pthread_create's return address below the frame, the stack aligned as after a call;
+	 * the tail's "add $8, %rsp; ret" skips ret[1] and returns into pretcode */
+	ret[0] = j->stub + (eprof_inj_tail - eprof_inj_stub);
+	ret[1] = 0;
+	if (rmem_write(j->pid, DATA(j, phase), &phase, sizeof(phase)) ||
+	    rmem_write(j->pid, j->frame - 16, ret, sizeof(ret)))
+		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
+	r.rip = j->syms.pthread_create;
+	r.rsp = j->frame - 16;
+	r.rdi = j->regs.rsp - RED_ZONE - 16; /* a word of the stack (the data page is read-only) */
+	r.rsi = 0;
+	r.rdx = j->stub;
+	r.rcx = j->stub + STUB_PAGE;
+	r.rax = 0;
+	r.orig_rax = (uint64_t)-1;
+	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r) ||
+	    ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(mask), &mask))
+		return fail(j, INJ_ERR_OTHER, -errno, "calling pthread_create: %s",
+			    strerror(errno));
+	j->modified = true;
+	j->at_interrupt = false;
+	test_die("call-set");
+	for (;;) {
+		enum stop_kind k;
+
+		if (ptrace(PTRACE_CONT, j->tid, NULL, (void *)(long)sig)) {
+			abandon_call(j, false);
+			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+		}
+		sig = 0;
+		do
+			k = wait_stop(j, &sig);
+		while (k == ST_TIMEOUT && now_ns() < j->deadline);
+		if (k == ST_TIMEOUT) {
+			abandon_call(j, false);
+			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+				    "pthread_create did not return within the time limit (the "
+				    "thread is left to finish it and restore itself)");
+		}
+		if (k == ST_EXITED) {
+			j->attached = false;
+			j->map = j->stub = 0;
+			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+		}
+		if (k != ST_SIGNAL || ptrace(PTRACE_GETREGS, j->tid, NULL, &r)) {
+			abandon_call(j, k != ST_SIGNAL);
+			return fail(j, INJ_ERR_OTHER, -EIO, "the thread stopped during the call");
+		}
+		if (at_tail(j, sig, &r))
+			break;
+		/* another signal (a fault of the call, a tail_sig from elsewhere): delivered */
+	}
+	j->at_interrupt = true; /* in the signal path: release() puts the thread back here */
+	test_die("calling");
+	if (j->errno_at)
+		rmem_write(j->pid, j->errno_at, &j->errno_was, sizeof(j->errno_was));
+	if ((int64_t)r.r8 != 0)
+		return fail(j, INJ_ERR_SYSCALL, -EAGAIN,
+			    "pthread_create failed in the target: %s (no thread was made)",
+			    strerror((int)r.r8));
+	j->map = 0; /* the worker's now: it unmaps it */
+	test_die("created");
+	return 0;
+}
+
+static int call_create(struct inj *j)
+{
+	return j->tail_sig ? call_tail(j) : call_traced(j);
 }
 
 /*
@@ -1463,8 +1744,14 @@ static int run_worker(struct inj *j, struct stub_data *d)
 
 	test_die("worker-running");
 	for (;;) {
-		uint64_t state = 0;
-		bool alive = thread_alive(j->pid, j->worker);
+		uint64_t state = 0, tid = 0;
+		bool alive;
+
+		/* the worker says who it is itself (in its pid namespace's numbers) */
+		if (!j->worker && !rmem_read(j->pid, DATA(j, worker_tid), &tid, sizeof(tid)) &&
+		    tid > 0 && tid < INT32_MAX)
+			j->worker = host_tid(j->pid, (pid_t)tid);
+		alive = !j->worker || thread_alive(j->pid, j->worker);
 
 		if (rmem_read(j->pid, DATA(j, state), &state, sizeof(state)))
 			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
@@ -1650,6 +1937,11 @@ static int begin(struct inj *j, pid_t pid, struct inject_result *res, bool load)
 		return fail(
 		    j, INJ_ERR_OTHER, -ENOTSUP,
 		    "it runs with shadow stacks (CET), which the injection does not support");
+	j->tail_sig = tail_signal(j);
+#ifdef INJECT_TEST_HOOKS
+	if (getenv("INJECT_TRACED")) /* tests: the call followed system call by system call */
+		j->tail_sig = 0;
+#endif
 	err = check_seccomp(j, load);
 	if (err)
 		return err;
@@ -1794,10 +2086,18 @@ struct op {
 	int ret;
 };
 
+/*
+ * The operation's thread runs at nice -20 (when eprof may: root, CAP_SYS_NICE): each stop of
+ * the borrowed thread waits for this thread to be woken and to run, and on CPUs the job's
+ * other threads keep busy, a thread of nice 0 waited 4-8 ms (scheduler ticks) for each of
+ * them. It sleeps between them and lives for the operation only.
+ */
 static void *op_main(void *arg)
 {
 	struct op *o = arg;
 
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -20))
+		errno = 0; /* not allowed: the same at nice 0, only slower on a loaded machine */
 	o->ret = o->fn(o->pid, o->rq, o->res);
 	return NULL;
 }

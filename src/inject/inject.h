@@ -8,16 +8,16 @@
  * One thread of the target is borrowed for a millisecond or two with ptrace; the process's
  * other threads keep running. The thread is stopped where calling into libc is safe (blocked
  * in a system call, or in the program's own code, with no frame of the loader, the allocator
- * or eprof's libraries on its stack), runs a few system calls eprof hands it (a mapping for a
+ * or eprof's libraries on its stack), runs one system call eprof hands it (a mapping for a
  * small code stub and the library's bytes) and pthread_create, which starts the injector's own
- * thread (the worker) in the stub; then it gets its registers, floating-point state, errno and
- * signal mask back, and a system call it was blocked in is restarted as the kernel would have
- * (nanosleep, read, futex, poll, ...; epoll_wait, which the stop ends with EINTR, is issued
- * again). Signals that arrive meanwhile wait, blocked, and are delivered after. The worker
- * makes a memfd holding the library and a socket pair for the channel, calls the target's own
- * dlopen on /proc/self/fd/N and the entry point (or the retraction and dlclose), says how it
- * went in its data page and unmaps the stub: a dlopen that waits on the loader's lock (a slow
- * constructor in another thread) holds up no program thread.
+ * thread (the worker) in the stub, three ptrace stops in all; then it gets its registers,
+ * floating-point state, errno and signal mask back, and a system call it was blocked in is
+ * restarted as the kernel would have (nanosleep, read, futex, poll, ...; epoll_wait, which the
+ * stop ends with EINTR, is issued again). Signals that arrive meanwhile wait, blocked, and are
+ * delivered after. The worker makes a memfd holding the library and a socket pair for the
+ * channel, calls the target's own dlopen on /proc/self/fd/N and the entry point (or the
+ * retraction and dlclose), says how it went in its data page and unmaps the stub: a dlopen that
+ * waits on the loader's lock (a slow constructor in another thread) holds up no program thread.
  *
  * If eprof dies at any point, the thread finds its way back alone: everything it runs ends in
  * an rt_sigreturn through a frame written below its stack pointer first, which restores its
@@ -63,6 +63,8 @@ struct inject_result {
 	uint64_t total_ns;   /* the whole operation, retries at unsafe points included */
 	unsigned attempts;   /* threads stopped before one was at a safe point */
 	unsigned leftovers;  /* stubs a killed eprof left mapped, unmapped by this operation */
+	unsigned rseq_aborts; /* the thread was inside an rseq critical section: resumed at its
+				 abort handler, as the kernel restarts one after a preemption */
 };
 
 struct inject_load_req {

@@ -110,7 +110,8 @@ int rmem_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 
 	if (n == (ssize_t)len)
 		return 0;
-	if (n < 0 && errno != ENOSYS && errno != EPERM)
+	/* EFAULT: a page without write permission (the stub's), which /proc/PID/mem writes */
+	if (n < 0 && errno != ENOSYS && errno != EPERM && errno != EFAULT)
 		return -errno;
 	return mem_fallback(pid, addr, (void *)buf, len, true);
 }

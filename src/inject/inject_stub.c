@@ -64,6 +64,15 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	push	%r15\n"
 	"	sub	$8, %rsp\n"
 	"	lea	.Lbase+4096(%rip), %rbx\n" /* the data page */
+	/* mprotect(data, 4096, PROT_READ | PROT_WRITE): mapped read-only, written by eprof
+	 * through /proc/PID/mem; nothing can be said without it */
+	"	mov	$10, %eax\n"
+	"	mov	%rbx, %rdi\n"
+	"	mov	$4096, %esi\n"
+	"	mov	$3, %edx\n"
+	"	syscall\n"
+	"	test	%rax, %rax\n"
+	"	jnz	.Lexit\n"
 	"	mov	$186, %eax\n"		   /* gettid */
 	"	syscall\n"
 	"	mov	%rax, " D(SD_WORKER_TID) "\n"
@@ -74,11 +83,11 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	xor	%edx, %edx\n"
 	"	mov	$8, %r10d\n"
 	"	syscall\n"
-	/* pthread_detach(thread): pthread_create wrote it before the clone */
+	/* pthread_detach(pthread_self()): glibc's thread pointer (%fs:16, its header.self) */
 	"	mov	" D(SD_DETACH) ", %rax\n"
 	"	test	%rax, %rax\n"
 	"	jz	1f\n"
-	"	mov	" D(SD_THREAD) ", %rdi\n"
+	"	mov	%fs:16, %rdi\n"
 	"	call	*%rax\n"
 	"1:	movq	$1, " D(SD_STEP) "\n"
 	"	cmpq	$0, " D(SD_ABANDONED) "\n"
@@ -276,6 +285,24 @@ __asm__(".pushsection .rodata.eprof_inj_stub, \"a\"\n"
 	"	pop	%rbx\n"
 	"	mov	$11, %eax\n"
 	"	jmp	*%rcx\n"
+	/* the borrowed thread's way back from pthread_create (inject_stub.h) */
+	".globl eprof_inj_tail\n"
+	".globl eprof_inj_tail_stop\n"
+	"eprof_inj_tail:\n"
+	"	mov	%rax, %r8\n"
+	/* its own ids, as its pid namespace numbers them */
+	"	mov	$39, %eax\n" /* getpid */
+	"	syscall\n"
+	"	mov	%rax, %rdi\n"
+	"	mov	$186, %eax\n" /* gettid */
+	"	syscall\n"
+	"	mov	%rax, %rsi\n"
+	"	mov	.Lbase+4096+" S(SD_TAIL_SIG) "(%rip), %rdx\n"
+	"	mov	$234, %eax\n" /* tgkill */
+	"	syscall\n"
+	"eprof_inj_tail_stop:\n"
+	"	add	$8, %rsp\n"
+	"	ret\n"
 	"eprof_inj_stub_end:\n"
 	".popsection\n");
 #endif

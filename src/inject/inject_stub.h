@@ -16,6 +16,10 @@
  * (state 2) and waits for eprof, which takes its end of the pair (pidfd_getfd), writes the
  * path /proc/self/fd/N and the blob with the target's end, and sets go (1: go on, 2: give up).
  *
+ * The tail (eprof_inj_tail) is what pthread_create returns into in the borrowed thread: the
+ * thread runs the call untraced and stops once, at the tail's signal; the stub is the
+ * worker's to unmap only after eprof has let the thread go from there (ack).
+ *
  * steps reached (step): 1 started, 2 loaded, 3 found, 4 called, 5 closed
  */
 #ifndef EPROF_INJECT_STUB_H
@@ -75,6 +79,7 @@
 #define SD_SIGMASK 1008
 #define SD_BLOB 1024
 #define SD_ERRMSG 3072
+#define SD_TAIL_SIG 3328
 
 struct stub_data {
 	uint64_t state; /* 0 running, 2 descriptors made, 1 done */
@@ -100,7 +105,7 @@ struct stub_data {
 	int64_t sys_err; /* a system call of the stub failed with this */
 	int64_t tv_poll[2];
 	uint64_t abandoned; /* eprof gave up: undo a load not called yet (checked after step 3) */
-	uint64_t thread;    /* pthread_create's pthread_t */
+	uint64_t thread;    /* unused (pthread_create's pthread_t goes to the stack) */
 	uint64_t detach;    /* pthread_detach, called by the worker on itself */
 	uint64_t ack;	    /* eprof read the results: the worker may unmap and go */
 	char path[512];	    /* at 256 */
@@ -115,6 +120,7 @@ struct stub_data {
 	uint8_t pad[8];
 	uint8_t blob[2048]; /* at 1024 */
 	char errmsg[256];   /* at 3072: dlerror()'s text (it lives in the worker's TLS) */
+	uint64_t tail_sig; /* the signal the tail raises (eprof_inj_tail) */
 };
 
 #define SD_CHECK(field, off) _Static_assert(offsetof(struct stub_data, field) == off, #field)
@@ -160,11 +166,20 @@ SD_CHECK(busy_tries, SD_BUSY_TRIES);
 SD_CHECK(sigmask, SD_SIGMASK);
 SD_CHECK(blob, SD_BLOB);
 SD_CHECK(errmsg, SD_ERRMSG);
+SD_CHECK(tail_sig, SD_TAIL_SIG);
 _Static_assert(sizeof(struct stub_data) <= STUB_PAGE, "stub data page");
 
 #if defined(__x86_64__)
 /* the worker's start routine, at the start of the code page */
 extern const unsigned char eprof_inj_stub[], eprof_inj_stub_end[];
+/*
+ * Where pthread_create returns to in the borrowed thread (an offset in the code page like
+ * the rest): pthread_create's result goes to r8, then tgkill(getpid(), gettid(), tail_sig),
+ * whose signal-delivery stop is where eprof puts the thread back; then, eprof gone (the
+ * signal, one the program ignores, was dropped), "add $8, %rsp; ret" into the restore
+ * frame's pretcode (__restore_rt). eprof_inj_tail_stop is the address after the syscall.
+ */
+extern const unsigned char eprof_inj_tail[], eprof_inj_tail_stop[];
 #endif
 
 #endif

@@ -157,6 +157,67 @@ def test_errno_kept_when_clone3_fails(injbins, how):
     assert rc == 0 and "ok errno=1234" in out, out
 
 
+@pytest.mark.parametrize("catch", ["urg", "all"])
+def test_tail_signal_never_reaches_the_program(injbins, catch):
+    """The borrowed thread returns from pthread_create into the stub's tail, which raises a
+    signal the program neither catches nor sees (SIGURG, else SIGWINCH, else SIGCHLD): a
+    program with a handler for SIGURG gets none in its handler; one with handlers for all three
+    has its call followed system call by system call instead. Its nanosleep ends on time, with
+    no EINTR."""
+    t = Target(injbins["target"], "sleep", 3, env={"TARGET_CATCH": catch})
+    time.sleep(0.3)
+    r, kv = tool(injbins, "cycle", str(t.pid), injbins["lib"])
+    assert r.returncode == 0 and kv["load_ret"] == "42" and kv["maps_clean"] == "1", r.stdout
+    rc, out = t.result()
+    assert rc == 0 and out.startswith("ok sleep") and out.endswith("caught 0"), out
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_inject_into_another_pid_namespace(injbins, traced):
+    """A target in a pid namespace of its own (pid 1 there): the stub's tail signals the
+    thread by the ids its namespace gives it, and the worker's id it reports is translated to
+    eprof's (NSpid); both ways of following pthread_create load, talk and unload."""
+    if not shutil.which("unshare"):
+        pytest.skip("skipped: no unshare(1)")
+    p = subprocess.Popen(["unshare", "--pid", "--fork", injbins["target"], "sleep", "4"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().split() == ["ready", "1"]
+        pid = next(int(c) for c in open(f"/proc/{p.pid}/task/{p.pid}/children").read().split())
+        r, kv = tool(injbins, "cycle", str(pid), injbins["lib"],
+                     env={"INJECT_TRACED": "1"} if traced else None)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert kv["greeting"] == "hello world from 1" and kv["maps_clean"] == "1", kv
+        out = p.stdout.read().strip()
+        assert p.wait(timeout=30) == 0 and out.startswith("ok sleep"), out
+    finally:
+        p.kill()
+
+
+def test_rseq_sequence_restarted_at_its_abort_handler(injbins):
+    """A thread stopped inside a restartable sequence (glibc's rseq area; the target runs a
+    sequence over and over, most of its time inside) goes on at the sequence's abort handler,
+    as the kernel restarts it after a preemption. Resumed in the middle instead, after the
+    kernel cleared the area's descriptor while the thread ran the injection's calls, its commit
+    finds the descriptor cleared (bad): 4 to 7 of 8 operations did so before."""
+    probe = subprocess.run([injbins["target"], "rseq", "0"], capture_output=True, text=True)
+    if "skip" in probe.stdout:
+        pytest.skip("skipped: glibc registered no rseq area (glibc < 2.35, or "
+                    "glibc.pthread.rseq=0)")
+    t = Target(injbins["target"], "rseq", 8)
+    time.sleep(0.3)
+    aborts = 0
+    for _ in range(4):
+        r, kv = tool(injbins, "cycle", str(t.pid), injbins["lib"])
+        assert r.returncode == 0 and kv["maps_clean"] == "1", (r.stdout, r.stderr)
+        aborts += int(kv["load_rseq_aborts"]) + int(kv["unload_rseq_aborts"])
+        if aborts >= 2:
+            break
+    rc, out = t.result()
+    assert rc == 0 and out.startswith("ok rseq"), out
+    assert aborts >= 1, "no operation stopped the thread inside its sequence"
+
+
 def test_inject_twice_and_blocked_threads_chosen(injbins):
     """A second load after an unload works; the thread borrowed is the one blocked in a
     system call (the main thread, in read), not the computing ones."""
