@@ -535,21 +535,29 @@ def test_ctor_waiting_on_the_borrowed_thread_does_not_deadlock(injbins, ldlock):
     the worker's dlopen then loads the library (with the dlopen in the borrowed thread, both
     waited on each other until the constructor's 20 s cap). No thread of the job was kept from
     running (off CPU and not waiting for one) longer than 50 ms."""
-    job = LdlockJob(ldlock["job"], ldlock["waitctor"], {"WAITCTOR_TICKS": "300"})
-    try:
-        time.sleep(0.5)
-        assert job.cmd("mark") == "marked"
-        r, kv = tool(injbins, "load", str(job.pid), injbins["lib"])
-        assert r.returncode == 0 and kv["load_ret"] == "42", (r.stdout, r.stderr)
-        assert kv["load_tid"] == job.tids[0], (kv, job.tids)  # the ticker
-        # eprof's figure is wall time (a loaded machine stretches it); the job's is not
-        assert float(kv["load_stopped_us"]) < 1_000_000, kv
-        rep = job.report()
-        assert rep["loaded"] == 1 and rep["ctor_s"] < 10, rep
-        assert rep["win_ms"] < MAX_STOP_MS, rep
-        assert stubs_left(job.pid) == [], job.maps()
-    finally:
-        assert job.quit() == 0
+    # The case needs the ticker borrowed. Under load it may be running when the injector
+    # looks (no safe point then) and another thread is taken: the case is then not made, and
+    # a new job tries again (the rest must hold whichever thread was borrowed).
+    borrowed = []
+    for _ in range(4):
+        job = LdlockJob(ldlock["job"], ldlock["waitctor"], {"WAITCTOR_TICKS": "300"})
+        try:
+            time.sleep(0.5)
+            assert job.cmd("mark") == "marked"
+            r, kv = tool(injbins, "load", str(job.pid), injbins["lib"])
+            assert r.returncode == 0 and kv["load_ret"] == "42", (r.stdout, r.stderr)
+            borrowed.append(kv["load_tid"] == job.tids[0])  # the ticker
+            # eprof's figure is wall time (a loaded machine stretches it); the job's is not
+            assert float(kv["load_stopped_us"]) < 1_000_000, kv
+            rep = job.report()
+            assert rep["loaded"] == 1 and rep["ctor_s"] < 10, rep
+            assert rep["win_ms"] < MAX_STOP_MS, rep
+            assert stubs_left(job.pid) == [], job.maps()
+        finally:
+            assert job.quit() == 0
+        if borrowed[-1]:
+            break
+    assert borrowed[-1], f"the ticker was never the borrowed thread in {len(borrowed)} jobs"
 
 
 @pytest.mark.usefixtures("need_bpf")
