@@ -1491,6 +1491,53 @@ static void abandon_call(struct inj *j, bool stopped) /* stopped: at a ptrace st
 }
 
 /*
+ * The borrowed thread's registers for pthread_create(&word, NULL, stub, data page), its stack
+ * pointer at sp: the new thread's id goes to a word below the red zone (the data page is
+ * read-only to the program).
+ */
+static void create_regs(const struct inj *j, struct user_regs_struct *r, uint64_t sp)
+{
+	*r = j->regs;
+	r->rip = j->syms.pthread_create;
+	r->rsp = sp;
+	r->rdi = j->regs.rsp - RED_ZONE - 16;
+	r->rsi = 0;
+	r->rdx = j->stub;
+	r->rcx = j->stub + STUB_PAGE;
+	r->rax = 0;
+	r->orig_rax = (uint64_t)-1;
+}
+
+/*
+ * Lets the thread in pthread_create go on (req: PTRACE_SYSCALL or PTRACE_CONT, delivering
+ * *sig) and waits for its next stop up to the deadline: 0 with *k, or the failure. Past the
+ * deadline the thread is left to finish the call and restore itself.
+ */
+static int resume_call(struct inj *j, enum __ptrace_request req, int *sig, enum stop_kind *k)
+{
+	if (ptrace(req, j->tid, NULL, (void *)(long)*sig)) {
+		abandon_call(j, false);
+		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+	}
+	*sig = 0;
+	do
+		*k = wait_stop(j, sig);
+	while (*k == ST_TIMEOUT && now_ns() < j->deadline);
+	if (*k == ST_TIMEOUT) {
+		abandon_call(j, false);
+		return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
+			    "pthread_create did not return within the time limit (the "
+			    "thread is left to finish it and restore itself)");
+	}
+	if (*k == ST_EXITED) {
+		j->attached = false;
+		j->map = j->stub = 0;
+		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
+	}
+	return 0;
+}
+
+/*
  * The borrowed thread calls pthread_create(&thread, NULL, stub, data) and nothing else: it
  * is "called" with its stack pointer at the frame's pretcode, so pthread_create returns into
  * __restore_rt and the thread restores itself if eprof is not there any more. eprof follows
@@ -1513,18 +1560,11 @@ static int call_traced(struct inj *j)
 	struct user_regs_struct r = j->regs;
 	uint64_t phase = STUB_PHASE_CALLED;
 	bool entry = false;
-	int sig = 0;
+	int sig = 0, err;
 
 	if (rmem_write(j->pid, DATA(j, phase), &phase, sizeof(phase)))
 		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
-	r.rip = j->syms.pthread_create;
-	r.rsp = j->frame;
-	r.rdi = j->regs.rsp - RED_ZONE - 16; /* a word of the stack (the data page is read-only) */
-	r.rsi = 0;
-	r.rdx = j->stub;
-	r.rcx = j->stub + STUB_PAGE;
-	r.rax = 0;
-	r.orig_rax = (uint64_t)-1;
+	create_regs(j, &r, j->frame);
 	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r))
 		return fail(j, INJ_ERR_OTHER, -errno, "calling pthread_create: %s",
 			    strerror(errno));
@@ -1540,25 +1580,9 @@ static int call_traced(struct inj *j)
 				    "pthread_create did not return within the time limit (the "
 				    "thread is left to finish it and restore itself)");
 		}
-		if (ptrace(PTRACE_SYSCALL, j->tid, NULL, (void *)(long)sig)) {
-			abandon_call(j, false);
-			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
-		}
-		sig = 0;
-		do
-			k = wait_stop(j, &sig);
-		while (k == ST_TIMEOUT && now_ns() < j->deadline);
-		if (k == ST_TIMEOUT) {
-			abandon_call(j, false);
-			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
-				    "pthread_create did not return within the time limit (the "
-				    "thread is left to finish it and restore itself)");
-		}
-		if (k == ST_EXITED) {
-			j->attached = false;
-			j->map = j->stub = 0;
-			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
-		}
+		err = resume_call(j, PTRACE_SYSCALL, &sig, &k);
+		if (err)
+			return err;
 		if (k == ST_SIGNAL)
 			continue; /* a fault of the call: delivered, as it would have been */
 		sig = 0;
@@ -1655,7 +1679,7 @@ static int call_tail(struct inj *j)
 {
 	struct user_regs_struct r = j->regs;
 	uint64_t phase = STUB_PHASE_CALLED, ret[2], mask = ~(1ULL << (j->tail_sig - 1));
-	int sig = 0;
+	int sig = 0, err;
 
 	/* pthread_create's return address below the frame, the stack aligned as after a call;
 	 * the tail's "add $8, %rsp; ret" skips ret[1] and returns into pretcode */
@@ -1664,14 +1688,7 @@ static int call_tail(struct inj *j)
 	if (rmem_write(j->pid, DATA(j, phase), &phase, sizeof(phase)) ||
 	    rmem_write(j->pid, j->frame - 16, ret, sizeof(ret)))
 		return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the injection");
-	r.rip = j->syms.pthread_create;
-	r.rsp = j->frame - 16;
-	r.rdi = j->regs.rsp - RED_ZONE - 16; /* a word of the stack (the data page is read-only) */
-	r.rsi = 0;
-	r.rdx = j->stub;
-	r.rcx = j->stub + STUB_PAGE;
-	r.rax = 0;
-	r.orig_rax = (uint64_t)-1;
+	create_regs(j, &r, j->frame - 16);
 	if (ptrace(PTRACE_SETREGS, j->tid, NULL, &r) ||
 	    ptrace(PTRACE_SETSIGMASK, j->tid, (void *)sizeof(mask), &mask))
 		return fail(j, INJ_ERR_OTHER, -errno, "calling pthread_create: %s",
@@ -1682,25 +1699,9 @@ static int call_tail(struct inj *j)
 	for (;;) {
 		enum stop_kind k;
 
-		if (ptrace(PTRACE_CONT, j->tid, NULL, (void *)(long)sig)) {
-			abandon_call(j, false);
-			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
-		}
-		sig = 0;
-		do
-			k = wait_stop(j, &sig);
-		while (k == ST_TIMEOUT && now_ns() < j->deadline);
-		if (k == ST_TIMEOUT) {
-			abandon_call(j, false);
-			return fail(j, INJ_ERR_TIMEOUT, -ETIMEDOUT,
-				    "pthread_create did not return within the time limit (the "
-				    "thread is left to finish it and restore itself)");
-		}
-		if (k == ST_EXITED) {
-			j->attached = false;
-			j->map = j->stub = 0;
-			return fail(j, INJ_ERR_GONE, -ESRCH, "the process exited during the call");
-		}
+		err = resume_call(j, PTRACE_CONT, &sig, &k);
+		if (err)
+			return err;
 		if (k != ST_SIGNAL || ptrace(PTRACE_GETREGS, j->tid, NULL, &r)) {
 			abandon_call(j, k != ST_SIGNAL);
 			return fail(j, INJ_ERR_OTHER, -EIO, "the thread stopped during the call");
