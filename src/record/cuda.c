@@ -780,7 +780,6 @@ static int cupti_reader_setup(struct cuda_state *s)
 
 static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 {
-	static const char *const sweep_prefixes[] = {"eprof-mem", "eprof-cupti", NULL};
 	char lib[PATH_MAX], prefix[40];
 	int err;
 
@@ -799,7 +798,7 @@ static int cupti_setup(struct feature_ctx *f, struct cuda_state *s)
 	s->sock_uid = f->o->run_as ? f->o->run_uid : geteuid();
 	/* The recorder's pid in the name: the next recorder removes it if this one is killed. */
 	snprintf(prefix, sizeof(prefix), "/tmp/eprof-cupti-%d", (int)getpid());
-	sockdir_sweep("/tmp", sweep_prefixes);
+	sockdir_sweep();
 	err = sockdir_listen(&s->sd, prefix, s->sock_uid,
 			     f->o->run_as ? f->o->run_gid : getegid(), 64);
 	if (err) {

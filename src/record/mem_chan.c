@@ -165,7 +165,7 @@ int mem_chan_listen(struct mem_chan *m, uint32_t uid, uint32_t gid, char *path, 
 	if (i == m->nls) {
 		/* The recorder's pid in the name: the library talks only to that process. */
 		snprintf(prefix, sizeof(prefix), "/tmp/eprof-mem-%d", (int)getpid());
-		sockdir_sweep("/tmp", (const char *const[]){"eprof-mem", "eprof-cupti", NULL});
+		sockdir_sweep();
 		err = sockdir_listen(&m->ls[i], prefix, uid, gid, 256);
 		if (err)
 			return err;

@@ -33,11 +33,11 @@ int sockdir_listen(struct sockdir *s, const char *prefix, uid_t uid, gid_t gid, 
  */
 void sockdir_remove(struct sockdir *s);
 /*
- * What a recorder killed with SIGKILL left in dir: each PREFIX-PID-XXXXXX directory (PREFIX
- * one of prefixes, NULL-ended: "eprof-mem") whose PID is no process, when it is 0700 and holds
- * nothing but its socket, is removed. Links and anything else are left as they are.
+ * What recorders killed with SIGKILL left in /tmp: each eprof-mem-PID-XXXXXX and
+ * eprof-cupti-PID-XXXXXX directory whose PID is no process, when it is 0700 and holds nothing
+ * but its socket, is removed. Links and anything else are left as they are. Once a process.
  */
-void sockdir_sweep(const char *dir, const char *const *prefixes);
+void sockdir_sweep(void);
 void sockdir_init(struct sockdir *s);
 
 #endif

@@ -637,15 +637,22 @@ def test_cupti_socket_of_the_command_user(ep, need_bpf, target_user, public_dir)
     assert not os.path.lexists(name)
 
 
-def test_mem_channel_directory_gone_after_ctrl_c(ep, need_bpf):
-    """Ctrl-C of the recorder, and a command that cannot be run: no socket directory of
-    eprof's is left under /tmp."""
-    # Its own process group, as a terminal's foreground job: Ctrl-C reaches eprof and sleep.
-    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "c.data", "--", "sleep", "60"],
+def start_mem_recorder(ep, out):
+    """record --mem=1 -- sleep 60 in its own process group, as a terminal's foreground job
+    (a signal to the group reaches eprof and sleep): the process and its socket's path, once
+    the command runs."""
+    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", out, "--", "sleep", "60"],
                            cwd=ep.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, start_new_session=True)
     name = wait_for_name(MEM_SOCK, rec)
     wait_for_child(rec.pid, "sleep")
+    return rec, name
+
+
+def test_mem_channel_directory_gone_after_ctrl_c(ep, need_bpf):
+    """Ctrl-C of the recorder, and a command that cannot be run: no socket directory of
+    eprof's is left under /tmp."""
+    rec, name = start_mem_recorder(ep, "c.data")
     os.killpg(rec.pid, signal.SIGINT)
     _, err = rec.communicate(timeout=60)
     assert rec.returncode in (0, 130), err  # 130: stopped by SIGINT, the file written
@@ -663,11 +670,7 @@ def test_channel_directory_of_a_killed_recorder_swept(ep, need_bpf):
     """A recorder killed with SIGKILL leaves its channel's directory (it cannot remove it); the
     next recorder that opens a channel removes it - but not a lookalike whose recorder still
     runs, nor one a user filled with something else than the socket."""
-    rec = subprocess.Popen([ep.bin, "record", "--mem=1", "-o", "k.data", "--", "sleep", "60"],
-                           cwd=ep.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
-    name = wait_for_name(MEM_SOCK, rec)
-    wait_for_child(rec.pid, "sleep")
+    rec, name = start_mem_recorder(ep, "k.data")
     os.killpg(rec.pid, signal.SIGKILL)
     rec.wait(timeout=30)
     left = os.path.dirname(name)
@@ -677,10 +680,15 @@ def test_channel_directory_of_a_killed_recorder_swept(ep, need_bpf):
     os.mkdir(planted, 0o700)
     with open(os.path.join(planted, "mine"), "w") as f:
         f.write("x")
+    # an empty one of a process that runs (this one): not gone, whatever its name says
+    live = f"/tmp/eprof-mem-{os.getpid()}-yyyyyy"
+    os.mkdir(live, 0o700)
     try:
         r = ep.run("record", "--mem=1", "-q", "-o", "n.data", "--", "true")
         assert r.returncode == 0
         assert not os.path.lexists(left), "the killed recorder's directory is still there"
         assert os.path.exists(os.path.join(planted, "mine"))
+        assert os.path.isdir(live)
     finally:
         shutil.rmtree(planted, ignore_errors=True)
+        shutil.rmtree(live, ignore_errors=True)

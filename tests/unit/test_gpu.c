@@ -618,16 +618,16 @@ static void gone_task(const char *root, uint32_t pid, uint32_t tid)
 	assert_int_equal(rmdir(path), 0);
 }
 
-/* The API record's thread id after mapping one message of a process in another namespace. */
-static uint32_t mapped_api_tid(struct gpu_ns_tids *t, uint32_t peer, uint32_t nstid,
-			       uint32_t flags)
+/* The API record's thread id after mapping one message whose pid reads msg_pid. */
+static uint32_t mapped_api_tid(struct gpu_ns_tids *t, uint32_t msg_pid, uint32_t peer,
+			       uint32_t nstid, uint32_t flags)
 {
 	struct msg *m = malloc(sizeof(*m));
 	struct egpu_api a = {.r = {EGPU_API, 0, 7, 10, 10}, .tid = nstid, .flags = flags};
 	uint32_t tid;
 
 	assert_non_null(m);
-	msg_init(m, 1); /* pid 1 of its own namespace */
+	msg_init(m, msg_pid);
 	msg_put(m, &a, sizeof(a), NULL);
 	gpu_ns_map_tids(t, m->buf, m->len, peer);
 	memcpy(&a, m->buf + sizeof(struct egpu_msg), sizeof(a));
@@ -652,28 +652,17 @@ static void test_ns_tids(void **state)
 	fake_task(root, 5000, 5001, 2);
 	assert_int_equal(gpu_ns_tids_init(&t), 0);
 	t.proc_root = root;
-	assert_int_equal(mapped_api_tid(&t, 5000, 2, EGPU_API_F_FIRST), 5001);
-	assert_int_equal(mapped_api_tid(&t, 5000, 1, 0), 5000);
+	assert_int_equal(mapped_api_tid(&t, 1, 5000, 2, EGPU_API_F_FIRST), 5001);
+	assert_int_equal(mapped_api_tid(&t, 1, 5000, 1, 0), 5000);
 	gone_task(root, 5000, 5001);
-	assert_int_equal(mapped_api_tid(&t, 5000, 2, 0), 5001); /* exited: still known */
+	assert_int_equal(mapped_api_tid(&t, 1, 5000, 2, 0), 5001); /* exited: still known */
 	fake_task(root, 5000, 5007, 2);				/* a new thread, the same id inside */
-	assert_int_equal(mapped_api_tid(&t, 5000, 2, 0), 5001);
-	assert_int_equal(mapped_api_tid(&t, 5000, 2, EGPU_API_F_FIRST), 5007);
-	assert_int_equal(mapped_api_tid(&t, 5000, 2, 0), 5007);
-	assert_int_equal(mapped_api_tid(&t, 5000, 9, EGPU_API_F_FIRST), 0); /* no such thread */
+	assert_int_equal(mapped_api_tid(&t, 1, 5000, 2, 0), 5001);
+	assert_int_equal(mapped_api_tid(&t, 1, 5000, 2, EGPU_API_F_FIRST), 5007);
+	assert_int_equal(mapped_api_tid(&t, 1, 5000, 2, 0), 5007);
+	assert_int_equal(mapped_api_tid(&t, 1, 5000, 9, EGPU_API_F_FIRST), 0); /* no such thread */
 	/* the recorder's own namespace (the message's pid is the peer's): left as it is */
-	{
-		struct msg *m = malloc(sizeof(*m));
-		struct egpu_api a = {.r = {EGPU_API, 0, 7, 10, 10}, .tid = 2};
-
-		assert_non_null(m);
-		msg_init(m, 5000);
-		msg_put(m, &a, sizeof(a), NULL);
-		gpu_ns_map_tids(&t, m->buf, m->len, 5000);
-		memcpy(&a, m->buf + sizeof(struct egpu_msg), sizeof(a));
-		assert_int_equal(a.tid, 2);
-		free(m);
-	}
+	assert_int_equal(mapped_api_tid(&t, 5000, 5000, 2, 0), 2);
 	gpu_ns_tids_free(&t);
 	free(root);
 }
