@@ -20,6 +20,13 @@ enum view_class view_loc_class(const struct profile *p, uint32_t loc)
 			   ? VC_PY_IMPORT
 			   : VC_PYTHON;
 	}
+	if (l->frame_n) {
+		/* the innermost frame: an allocator inlined into the loop is still the leaf */
+		const char *name = profile__str(p, p->frames.v[l->frame_first].name);
+
+		if (!strncmp(name, "_PyEval", 7) || !strncmp(name, "PyEval_", 7))
+			return VC_INTERP;
+	}
 	return VC_NATIVE;
 }
 
@@ -28,12 +35,16 @@ size_t view_select(enum stack_view v, const uint8_t *cls, size_t n, bool *keep)
 	size_t kept = 0;
 	bool leaf_open = true;	/* no Python or native frame seen yet from the leaf side */
 	bool py_below = false;	/* a Python frame seen from the leaf side */
+	bool has_py = false;	/* a Python frame anywhere: it carries the interpreter's time */
 
+	for (size_t i = 0; i < n && v == VIEW_PYTHON; i++)
+		has_py |= cls[i] == VC_PYTHON || cls[i] == VC_PY_IMPORT;
 	for (size_t i = n; i-- > 0;) {
 		switch (v) {
 		case VIEW_PYTHON:
 			/* The innermost native frame is the leaf unless a Python frame is below. */
 			keep[i] = cls[i] == VC_NATIVE	   ? leaf_open
+				  : cls[i] == VC_INTERP	   ? leaf_open && !has_py
 				  : cls[i] == VC_PY_IMPORT ? !py_below
 							   : true;
 			if (cls[i] != VC_SPECIAL)

@@ -23,9 +23,12 @@ enum stack_view { VIEW_MIXED = 0, VIEW_PYTHON = 1, VIEW_NATIVE = 2 };
  * machinery (`<frozen importlib._bootstrap>`, `..._external>`): five or six of them between
  * each module and the one it imports, so an import chain read 116 frames deep on a PyTorch
  * job; the python view keeps one only as a stack's innermost Python frame (time spent in the
- * import itself: `_compile_bytecode`).
+ * import itself: `_compile_bytecode`). VC_INTERP: a native location in CPython's frame
+ * evaluation (`_PyEval_EvalFrameDefault`, `_PyEvalFrameClearAndPop`, `PyEval_EvalCode`):
+ * where it is the leaf, the time is the innermost Python line's own, so the python view
+ * drops it (and keeps it only in a stack with no Python frame to carry the time).
  */
-enum view_class { VC_NATIVE = 0, VC_PYTHON = 1, VC_SPECIAL = 2, VC_PY_IMPORT = 3 };
+enum view_class { VC_NATIVE = 0, VC_PYTHON = 1, VC_SPECIAL = 2, VC_PY_IMPORT = 3, VC_INTERP = 4 };
 
 /* The class of location loc (by its object, then its first frame). */
 enum view_class view_loc_class(const struct profile *p, uint32_t loc);

@@ -130,6 +130,27 @@ static void test_view_select_rule(void **state)
 		assert_true(k[5] && k[7]);
 		assert_int_equal(view_select(VIEW_MIXED, imp, 8, k), 8);
 	}
+	{
+		/* the sample in the interpreter's loop: the Python line is the leaf */
+		const uint8_t ev[] = { VC_SPECIAL, VC_NATIVE, VC_INTERP, VC_PYTHON, VC_INTERP,
+				       VC_PYTHON, VC_INTERP };
+		bool k[7];
+
+		assert_int_equal(view_select(VIEW_PYTHON, ev, 7, k), 3);
+		assert_true(k[0] && !k[1] && !k[2] && k[3] && !k[4] && k[5] && !k[6]);
+		/* a native leaf below the loop stays; the loop itself goes */
+		{
+			const uint8_t lf[] = { VC_PYTHON, VC_INTERP, VC_NATIVE };
+
+			assert_int_equal(view_select(VIEW_PYTHON, lf, 3, k), 2);
+			assert_true(k[0] && !k[1] && k[2]);
+		}
+		/* no Python frame to carry the time: the interpreter's leaf stays */
+		assert_int_equal(view_select(VIEW_PYTHON, ev, 3, k), 2);
+		assert_true(k[0] && !k[1] && k[2]);
+		assert_int_equal(view_select(VIEW_NATIVE, ev, 7, k), 5);
+		assert_true(k[2] && k[4] && k[6] && !k[3] && !k[5]);
+	}
 	assert_int_equal(view_parse("python"), VIEW_PYTHON);
 	assert_int_equal(view_parse("Python"), -EINVAL);
 }
