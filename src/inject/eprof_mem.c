@@ -1679,27 +1679,65 @@ static void patch_new_objects(void)
 	pthread_mutex_unlock(&patch_lock);
 }
 
+/* A descriptor the injector handed over as the channel: moved out of the program's way. */
+static int chan_adopt(int fd)
+{
+	int hi, sz = 4 << 20;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+	if (hi >= 0) {
+		close(fd);
+		fd = hi;
+	}
+	return fd;
+}
+
 EXPORT int eprof_mem_attach(void *blob)
 {
 	const struct emem_attach_arg *a = blob;
+	int err;
 
-	_Static_assert(sizeof(*a) == 72, "emem_attach_arg");
+	_Static_assert(sizeof(*a) == 80, "emem_attach_arg");
 
-	if (atomic_load(&attached) || (mean && !patches))
-		return -EALREADY; /* attached, or preloaded and sampling */
-	if (!a || a->mean < 1)
+	if (!a)
 		return -EINVAL;
-	if (!resolve_program(self_base()))
-		return -ENOENT;
+	if (atomic_load(&attached) || (mean && !patches)) {
+		err = -EALREADY; /* attached, or preloaded and sampling */
+		goto refuse;
+	}
+	if (a->mean < 1) {
+		err = -EINVAL;
+		goto refuse;
+	}
+	if (!resolve_program(self_base())) {
+		err = -ENOENT;
+		goto refuse;
+	}
 	if (!have_key) {
 		pthread_atfork(fork_prepare, fork_after, fork_child);
 		have_key = !pthread_key_create(&flush_key, flush_calls);
 	}
 	atomic_store(&state, ST_READY);
 	my_pid = (unsigned)getpid();
-	if (a->mean == 1 && a->sock[0] && memchr(a->sock, 0, sizeof(a->sock))) {
+	chan_name[0] = '\0'; /* an earlier recorder's is gone */
+	if (a->mean == 1 && a->sock[0] && memchr(a->sock, 0, sizeof(a->sock)))
 		strcpy(chan_name, a->sock);
-		atomic_store(&chan_fd, chan_connect(chan_name));
+	{
+		/* A connection of an earlier attach (retracted since: nothing sends on it) goes. */
+		int fd = -1, old;
+
+		if (a->mean == 1 && a->chan_fd >= 0)
+			fd = chan_adopt(a->chan_fd);
+		else if (a->mean == 1 && chan_name[0])
+			fd = chan_connect(chan_name);
+		else if (a->chan_fd >= 0)
+			close(a->chan_fd);
+		if (fd >= 0)
+			emem_stacks_reset();
+		old = atomic_exchange(&chan_fd, fd);
+		if (old >= 0 && old != fd)
+			close(old);
 	}
 	mean = a->mean;
 	pthread_mutex_lock(&patch_lock);
@@ -1708,6 +1746,10 @@ EXPORT int eprof_mem_attach(void *blob)
 	patch_all();
 	pthread_mutex_unlock(&patch_lock);
 	return npatches ? 0 : -ENOENT;
+refuse:
+	if (a->chan_fd >= 0)
+		close(a->chan_fd);
+	return err;
 }
 
 /* The entries of a listed object that still hold our functions get their values back. */

@@ -48,6 +48,13 @@ struct emem_free {
 struct emem_attach_arg {
 	unsigned long long mean; /* bytes between samples; 1: every allocation */
 	char sock[64];		 /* every-call mode: EMEM_ENV_SOCK's path, or empty */
+	/*
+	 * Every-call mode under -p: this process's end of a socket pair the injector made in
+	 * it, or -1. It is the channel (no name to reach: any mount namespace); sock, when
+	 * set, is for the children it forks. The library owns it: closed when it refuses.
+	 */
+	int chan_fd;
+	unsigned pad;
 };
 
 enum emem_func {

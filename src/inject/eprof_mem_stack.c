@@ -668,8 +668,7 @@ void emem_stacks_parent(void)
 	spin_unlock(&obj_lock);
 }
 
-/* The child's ids start again on its own connection: the table is emptied (zero pages). */
-void emem_stacks_child(void)
+static void stacks_empty(void)
 {
 	if (stab) {
 		madvise(stab, sizeof(*stab) << STK_BITS, MADV_DONTNEED);
@@ -678,6 +677,21 @@ void emem_stacks_child(void)
 	arena_used = 0;
 	stab_count = 0;
 	next_id = 1;
+}
+
+/* The child's ids start again on its own connection: the table is emptied (zero pages). */
+void emem_stacks_child(void)
+{
+	stacks_empty();
+	spin_unlock(&stab_lock);
+	spin_unlock(&obj_lock);
+}
+
+void emem_stacks_reset(void)
+{
+	spin_lock(&obj_lock);
+	spin_lock(&stab_lock);
+	stacks_empty();
 	spin_unlock(&stab_lock);
 	spin_unlock(&obj_lock);
 }

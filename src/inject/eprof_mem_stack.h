@@ -35,6 +35,11 @@ EMEM_HIDDEN void emem_py_set(const struct py_proc *layout);
 EMEM_HIDDEN void emem_stacks_prepare(void);
 EMEM_HIDDEN void emem_stacks_parent(void);
 EMEM_HIDDEN void emem_stacks_child(void);
+/*
+ * A new recorder (an attach after an earlier one was retracted): it knows none of the ids
+ * sent before, so they start again. No hook runs then (the entries are not patched yet).
+ */
+EMEM_HIDDEN void emem_stacks_reset(void);
 /* Counters: unwinds that stopped before the root, stacks sent, stacks not interned. */
 /* Zeroed memory of the library's own, left out of the target's mmap figures (NULL: failed). */
 EMEM_HIDDEN void *emem_map_zero(size_t bytes);

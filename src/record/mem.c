@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -732,13 +733,34 @@ static bool effective_ids(uint32_t pid, uint32_t *uid, uint32_t *gid)
  * and lets it redirect the allocator entries of every loaded object; its markers are then
  * probed. False when it could not: the uprobes then, as without it.
  */
+/*
+ * Whether pid sees the files we see: our mount namespace and our root. A name in our /tmp
+ * means nothing to a process in a container (or a chroot).
+ */
+static bool same_files(uint32_t pid)
+{
+	char path[48];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "/proc/%u/ns/mnt", pid);
+	if (stat("/proc/self/ns/mnt", &a) || stat(path, &b) || a.st_ino != b.st_ino ||
+	    a.st_dev != b.st_dev)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%u/root", pid);
+	return !stat("/", &a) && !stat(path, &b) && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
 static bool inject_target(struct feature_ctx *f, struct mem_state *st, struct mem_target *t)
 {
-	struct emem_attach_arg a = { .mean = st->mean };
+	struct emem_attach_arg a = { .mean = st->mean, .chan_fd = -1 };
 	uint32_t uid, gid;
 
-	/* The socket of the target's user: no other user's process can reach it. */
-	if (st->chan && effective_ids(t->pid, &uid, &gid)) {
+	/*
+	 * The channel is a socket pair the injector makes in the process (no name anyone can
+	 * reach, whatever its namespaces); the socket of the target's user, in a directory no
+	 * other user can enter, is for the children it forks, where that name means something.
+	 */
+	if (st->chan && same_files(t->pid) && effective_ids(t->pid, &uid, &gid)) {
 		int err = mem_chan_listen(st->chan, uid, gid, a.sock, sizeof(a.sock));
 
 		if (err) {
@@ -751,11 +773,22 @@ static bool inject_target(struct feature_ctx *f, struct mem_state *st, struct me
 				      .memfd_name = EMEM_MEMFD,
 				      .entry = EMEM_ATTACH,
 				      .blob = &a,
-				      .blob_len = sizeof(a) };
+				      .blob_len = sizeof(a),
+				      .channel = st->chan != NULL,
+				      .chan_fd_off = offsetof(struct emem_attach_arg, chan_fd) };
 	struct inject_result r;
 	int err;
 
 	err = inject_load((pid_t)t->pid, &rq, &r);
+	if (!err && r.chan_fd >= 0 && r.ret) {
+		close(r.chan_fd); /* the library refused, and closed its end */
+	} else if (!err && r.chan_fd >= 0) {
+		int cerr = mem_chan_adopt(st->chan, r.chan_fd, t->pid);
+
+		if (cerr)
+			log_warn("mem: no channel for %u (%s): its records through the markers",
+				 t->pid, strerror(-cerr));
+	}
 	if (!err && r.ret) {
 		log_warn("mem: libeprof_mem.so refused to start in %u: %s: allocator uprobes "
 			 "instead", t->pid, r.ret == -EALREADY ? "it samples there already"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* --mem=1 through libeprof_mem.so's channel: see mem_chan.h and docs/memory.md. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #define CHAN_QUEUE_MAX (256u << 20) /* bytes received and not decoded: then the reads stop */
 #define CHAN_MAX_CONNS MEM_DEC_MAX_CONNS
 #define CHAN_MAX_UIDS 16
+#define CHAN_MAX_ADOPT 64
 
 _Static_assert(MEM_DEC_NFUNCS == MEM_NFUNCS, "the allocator functions of mem_dec.h");
 
@@ -56,6 +58,11 @@ struct mem_chan {
 		bool ended;
 		uint32_t pid; /* SO_PEERCRED at the accept: the only pid its records get */
 	} conns[CHAN_MAX_CONNS];
+	struct {
+		int fd;
+		uint32_t pid;
+	} adopt[CHAN_MAX_ADOPT]; /* under mu: handed over by mem_chan_adopt, for the reader */
+	unsigned nadopt;
 	bool py_sent[CHAN_MAX_CONNS]; /* main thread */
 	struct mem_dec dec; /* main thread */
 	bool dec_on;
@@ -113,6 +120,21 @@ static void conn_close(struct mem_chan *m, uint32_t id)
 /* epoll's tag of listening socket i (a connection's is its id + 1) */
 #define LISTENER (1ULL << 63)
 
+/* The reader's thread: connection fd gets the next id; its records are pid's. */
+static void conn_add(struct mem_chan *m, int fd, uint32_t pid)
+{
+	struct epoll_event e = { .events = EPOLLIN };
+
+	m->conns[m->nconn].fd = fd;
+	m->conns[m->nconn].ended = false;
+	m->conns[m->nconn].pid = pid;
+	e.data.u64 = m->nconn + 1;
+	epoll_ctl(m->ep, EPOLL_CTL_ADD, fd, &e);
+	__atomic_store_n(&m->nconn, m->nconn + 1, __ATOMIC_RELEASE);
+	m->live++;
+	m->st.conns++;
+}
+
 /*
  * Only the directory's user (and root) can reach listening socket i; SO_PEERCRED says so
  * again, and its pid is the one the connection's records get.
@@ -121,7 +143,6 @@ static void accept_all(struct mem_chan *m, unsigned i)
 {
 	for (;;) {
 		int fd = accept4(m->ls[i].lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		struct epoll_event e = { .events = EPOLLIN };
 		struct ucred cr = { 0 };
 		socklen_t crlen = sizeof(cr);
 		bool ok;
@@ -138,15 +159,44 @@ static void accept_all(struct mem_chan *m, unsigned i)
 			close(fd); /* the process falls back to the markers */
 			continue;
 		}
-		m->conns[m->nconn].fd = fd;
-		m->conns[m->nconn].ended = false;
-		m->conns[m->nconn].pid = (uint32_t)cr.pid;
-		e.data.u64 = m->nconn + 1;
-		epoll_ctl(m->ep, EPOLL_CTL_ADD, fd, &e);
-		__atomic_store_n(&m->nconn, m->nconn + 1, __ATOMIC_RELEASE);
-		m->live++;
-		m->st.conns++;
+		conn_add(m, fd, (uint32_t)cr.pid);
 	}
+}
+
+/* Under mu, in the reader's thread: the connections mem_chan_adopt handed over. */
+static void adopt_pending(struct mem_chan *m)
+{
+	for (unsigned i = 0; i < m->nadopt; i++) {
+		if (m->nconn < CHAN_MAX_CONNS) {
+			conn_add(m, m->adopt[i].fd, m->adopt[i].pid);
+		} else {
+			close(m->adopt[i].fd);
+			m->st.refused++;
+		}
+	}
+	m->nadopt = 0;
+}
+
+int mem_chan_adopt(struct mem_chan *m, int fd, uint32_t pid)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) || fcntl(fd, F_SETFD, FD_CLOEXEC)) {
+		close(fd);
+		return -EBADF;
+	}
+	pthread_mutex_lock(&m->mu);
+	if (m->nadopt == CHAN_MAX_ADOPT || m->stop) {
+		m->st.refused++;
+		pthread_mutex_unlock(&m->mu);
+		close(fd);
+		return -ENOSPC;
+	}
+	m->adopt[m->nadopt].fd = fd;
+	m->adopt[m->nadopt].pid = pid;
+	m->nadopt++;
+	pthread_mutex_unlock(&m->mu);
+	return 0;
 }
 
 int mem_chan_listen(struct mem_chan *m, uint32_t uid, uint32_t gid, char *path, size_t len)
@@ -236,6 +286,7 @@ static void *reader(void *arg)
 				read_conn(m, (uint32_t)(ev[i].data.u64 - 1));
 		}
 		pthread_mutex_lock(&m->mu);
+		adopt_pending(m);
 		stop = m->stop && (!m->live || mono_ms() >= m->deadline);
 		pthread_mutex_unlock(&m->mu);
 		if (stop && n <= 0)
@@ -470,6 +521,8 @@ void mem_chan_free(struct mem_chan *m)
 	for (unsigned i = 0; i < m->nconn; i++)
 		if (m->conns[i].fd >= 0)
 			close(m->conns[i].fd);
+	for (unsigned i = 0; i < m->nadopt; i++)
+		close(m->adopt[i].fd);
 	remove_sockets(m);
 	if (m->ep >= 0)
 		close(m->ep);

@@ -32,6 +32,13 @@ struct mem_chan *mem_chan_open(void);
  * when SO_PEERCRED says uid or root. Returns 0, -ENOSPC (16 users at most) or -errno.
  */
 int mem_chan_listen(struct mem_chan *m, uint32_t uid, uint32_t gid, char *path, size_t len);
+/*
+ * Takes fd, eprof's end of a socket pair whose other end a -p target's library was handed
+ * (inject_load's channel): no name to reach, in the target's mount namespace or any other.
+ * Its records are pid's. The reader starts on it within its next poll (20 ms). 0, or -errno
+ * (fd closed; counted as refused).
+ */
+int mem_chan_adopt(struct mem_chan *m, int fd, uint32_t pid);
 /* Decodes what was received so far into c's profile. Returns 0 or -errno. */
 int mem_chan_drain(struct mem_chan *m, struct event_ctx *c);
 /*

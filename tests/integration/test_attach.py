@@ -462,6 +462,13 @@ def test_mem_attach_cycles_retract_cleanly(ep, attachjob):
     err, out = attach_cycles(ep, attachjob["job"], "--mem=1", 3)
     assert "cannot retract" not in err and "cannot load" not in err, err
     assert err.count("allocator entries restored") == 3, err
+    # Each recorder gets the stacks: a later attach's stack ids start again (they once went
+    # on from the first's, which the new recorder never saw: every stack was "truncated").
+    chans = re.findall(r"channel: (\d+) allocations, \d+ frees, (\d+) distinct stacks, (\d+) "
+                       r"allocations with a truncated stack", err)
+    assert len(chans) == 3, err
+    for allocs, stacks, trunc in chans:
+        assert int(allocs) > 0 and int(stacks) > 0 and int(trunc) < int(allocs) // 10, chans
     assert out.startswith("ok ") and " bad=0 " in out and " eintr=0 " in out, out
 
 

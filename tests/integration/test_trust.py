@@ -549,6 +549,64 @@ def test_mem_channel_attached_target_of_another_user(ep, need_bpf, target_user, 
     assert not os.path.lexists(os.path.dirname(names[0]))
 
 
+def test_mem_channel_target_in_its_own_mount_namespace(ep, need_bpf, target_user, public_dir):
+    """record -p --mem=1 of another user's process in a mount namespace of its own, with a /tmp
+    of its own (a container's): no name in our /tmp means anything there, so the channel is
+    the socket pair the injector made in the process, and every call is recorded through it
+    (not through the slower markers), exactly."""
+    from test_mem import check_exact, memory
+    for tool in ("unshare", "setpriv"):
+        if not shutil.which(tool):
+            pytest.skip(f"skipped: no {tool}(1)")
+    exe = os.path.join(public_dir, "memfix")
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
+                    "-o", exe, os.path.join(os.path.dirname(__file__), "..", "fixtures",
+                                            "memfix.c")], check=True)
+    os.chmod(exe, 0o755)
+    go = os.path.join(public_dir, "go")
+    uid, gid = user_ids(target_user)
+    # The fixture's directory seen at /mnt, then a tmpfs over /tmp: our /tmp is out of sight.
+    script = (f"mount --bind {public_dir} /mnt && mount -t tmpfs -o mode=1777 eprof-ns /tmp && "
+              f"exec setpriv --reuid={uid} --regid={gid} --clear-groups /mnt/memfix 20000 /mnt/go")
+    target = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, cwd="/")
+    rec = None
+    try:
+        end = time.time() + 30
+        while time.time() < end and target.poll() is None:
+            try:
+                if open(f"/proc/{target.pid}/comm").read().strip() == "memfix":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.02)
+        assert target.poll() is None, target.stderr.read()
+        assert os.stat(f"/proc/{target.pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino
+        rec = subprocess.Popen([ep.bin, "record", "-v", "--mem=1", "--ringbuf-mb", "64", "-p",
+                                str(target.pid)], cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in rec.stderr:
+            lines.append(line)
+            if "allocator probes" in line:
+                break
+        write_as(target_user, go, b"")
+        assert target.wait(timeout=60) == 0, target.stderr.read()
+        rest = rec.stderr.read()
+        assert rec.wait(timeout=60) == 0, "".join(lines) + rest
+    finally:
+        for p in (target, rec):
+            if p is not None and p.poll() is None:
+                p.kill()
+        if os.path.exists(go):
+            os.unlink(go)
+    log = "".join(lines) + rest
+    assert re.search(r"channel: [1-9]\d* allocations", log), log
+    check_exact(memory(ep), 20000)
+    # no socket directory was made for it: none would have been reachable
+    assert not unix_names(f"{MEM_SOCK}{rec.pid}-")
+
+
 def test_another_users_recording_shrinks_while_read(ep, target_user, public_dir, tmp_path):
     """Another user truncates their recording while root's eprof reads it (a shim truncates it
     at eprof's first read of it, where a racing process could): one line of error and a
