@@ -229,6 +229,30 @@ def test_torch_job_python_frames(ep):
     assert weight(off, "_worker_loop") > 0
 
 
+def test_torch_report_fits(ep):
+    """Issue 33: the torch job's text report at default limits is at most 150 lines (214
+    before) and still leads with the Python lines tables naming the training script's
+    lines."""
+    py = "/usr/bin/python3"
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode:
+        pytest.skip("skipped: no python3-torch (apt-get install python3-torch)")
+    ep.run("record", "-q", "-F", "499", "--mem", "--offcpu", "--", py,
+           os.path.join(PYDIR, "torch_train.py"), "4", "--workers", "1", timeout=180)
+    text = ep.run("report", "eprof.data").stdout
+    lines = text.splitlines()
+    assert len(lines) <= 150, f"{len(lines)} lines:\n{text}"
+    for table in ("CPU time", "memory allocated"):
+        head = next(i for i, ln in enumerate(lines) if f"Python lines: {table} " in ln)
+        rows = []
+        for ln in lines[head + 1:]:
+            if not ln.strip() or ln.startswith(("...", "#")):
+                break
+            rows.append(ln)
+        assert rows and any("(torch_train.py:" in r for r in rows), (table, rows)
+    # the secondary tables are still there, shorter
+    assert "Allocated by stack (leaf first)" in text and "Blocking stack" in text
+
+
 # --- eprof top: system-wide (the default) finds interpreters as a record does ---------------
 
 def top_rows(out):
