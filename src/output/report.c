@@ -69,8 +69,10 @@ static void text_header(struct sink *out, const struct profile *p, const struct 
 			    p->stats[STAT_UNWIND_READ_FAULT], p->stats[STAT_UNWIND_BAD_FRAME]);
 	if (p->stats[STAT_UNWIND_SCANNED]) {
 		fmt_count(smp, sizeof(smp), p->stats[STAT_UNWIND_SCANNED]);
-		sink_printf(out, "%sstacks through code without CFI (JIT), unwound by stack "
-				 "scanning: %s", s->truncated ? "   " : "# ", smp);
+		sink_printf(out,
+			    "%sstacks through code without CFI (JIT), unwound by stack "
+			    "scanning: %s",
+			    s->truncated ? "   " : "# ", smp);
 	}
 	if (s->truncated || p->stats[STAT_UNWIND_SCANNED])
 		sink_puts(out, "\n");
@@ -381,8 +383,7 @@ static int write_text(struct sink *out, struct profile *p, const struct report_o
 	if (!err)
 		report_py_lines_write(out, p, &pyl, o->limit);
 	/* five tables of one-line stacks in a row: a third of the limit each (10 rows) */
-	err = err ?: report_mem_text(out, p, pre->mem,
-				     rows(o->limit, pyl.n[PYT_MEMORY], 10, 3));
+	err = err ?: report_mem_text(out, p, pre->mem, rows(o->limit, pyl.n[PYT_MEMORY], 10, 3));
 	err = err ?: report_io_text(out, p, &o->hot.filter, o->limit);
 	err = err ?: report_findings(out, p, &o->hot.filter, pre, false);
 	py_lines__free(&pyl);

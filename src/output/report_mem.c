@@ -182,19 +182,22 @@ int report_mem_text(struct sink *out, const struct profile *p, const struct mem_
 	if (r.sample_bytes <= 1)
 		sink_puts(out, "every allocation recorded");
 	else
-		sink_printf(out, "one sample per %" PRIu64 " bytes allocated on average (estimates)",
+		sink_printf(out,
+			    "one sample per %" PRIu64 " bytes allocated on average (estimates)",
 			    r.sample_bytes);
-	sink_printf(out,
-		    "   allocator calls seen %" PRIu64 ", events lost %" PRIu64
-		    ", untracked %" PRIu64 "\n",
-		    p->stats[STAT_MEM_CALLS], p->stats[STAT_MEM_LOST], p->stats[STAT_MEM_UNTRACKED]);
+	sink_printf(
+	    out,
+	    "   allocator calls seen %" PRIu64 ", events lost %" PRIu64 ", untracked %" PRIu64 "\n",
+	    p->stats[STAT_MEM_CALLS], p->stats[STAT_MEM_LOST], p->stats[STAT_MEM_UNTRACKED]);
 	sink_printf(out, "#   allocated %s in %.0f calls, freed %.0f calls\n", a, r.alloc_count,
 		    r.free_count);
 	sink_printf(out, "#   peak live heap %s at %.3f s; RSS peak %s at %.3f s\n", pk,
 		    r.peak_bytes ? (r.peak_ts - t0) / 1e9 : 0.0, rss,
 		    r.rss_peak ? (r.rss_peak_ts - t0) / 1e9 : 0.0);
-	sink_printf(out, "#   not freed at the end %s in %.0f blocks; temporaries (freed within 1 ms) "
-			 "%s in %.0f calls\n", lk, r.leak_count, tp, r.temp_count);
+	sink_printf(out,
+		    "#   not freed at the end %s in %.0f blocks; temporaries (freed within 1 ms) "
+		    "%s in %.0f calls\n",
+		    lk, r.leak_count, tp, r.temp_count);
 	fmt_bytes(a, sizeof(a), r.mapped_peak);
 	fmt_bytes(pk, sizeof(pk), r.mmap_bytes);
 	sink_printf(out, "#   anonymous mappings (mmap, mremap, munmap) peak %s live at %.3f s, %s "
@@ -204,8 +207,7 @@ int report_mem_text(struct sink *out, const struct profile *p, const struct mem_
 	text_table(out, p, &r, "Live at the peak", r.at_peak, r.nat_peak, limit, false);
 	text_table(out, p, &r, "Not freed by the end (leaks)", r.leaks, r.nleaks, limit, true);
 	text_table(out, p, &r, "Allocated", r.allocated, r.nallocated, limit, false);
-	text_table(out, p, &r, "Allocation calls (churn)", r.by_count, r.nallocated,
-		   limit, false);
+	text_table(out, p, &r, "Allocation calls (churn)", r.by_count, r.nallocated, limit, false);
 	text_table(out, p, &r, "Temporary allocations (freed within 1 ms)", r.temps, r.ntemps,
 		   limit, false);
 	if (own)

@@ -204,7 +204,7 @@ static void text_procs(struct sink *out, const struct profile *p, const struct m
 /* A thread that neither ran (under 5 ms) nor moved a byte: a row nobody reads. */
 static bool thread_idle(const struct metrics_thread_stat *t)
 {
-	static const int bytes[] = { MET_T_IO_RCHAR, MET_T_IO_WCHAR, MET_T_NET_TX, MET_T_NET_RX };
+	static const int bytes[] = {MET_T_IO_RCHAR, MET_T_IO_WCHAR, MET_T_NET_TX, MET_T_NET_RX};
 
 	if (metrics_thread_delta(t, MET_T_CPU_USER) + metrics_thread_delta(t, MET_T_CPU_SYS) >=
 	    5000000)

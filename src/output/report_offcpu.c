@@ -54,19 +54,20 @@ static void stack_line(struct sink *out, struct json *j, const struct profile *p
 /* Blocked time by kind on one line, largest first. */
 static void text_kinds(struct sink *out, const struct offcpu_summary *s)
 {
-	bool done[WAIT_OFFCPU_MAX] = { 0 };
+	bool done[WAIT_OFFCPU_MAX] = {0};
 
 	for (;;) {
 		int best = -1;
 
 		for (int k = WAIT_RUNNABLE; k < WAIT_OFFCPU_MAX; k++)
-			if (s->by_kind[k] && !done[k] && (best < 0 || s->by_kind[k] > s->by_kind[best]))
+			if (s->by_kind[k] && !done[k] &&
+			    (best < 0 || s->by_kind[k] > s->by_kind[best]))
 				best = k;
 		if (best < 0)
 			return;
 		done[best] = true;
-		sink_printf(out, "  %s %.3f s (%.1f%%)", wait_kind_name(best), s->by_kind[best] / 1e9,
-			    100.0 * s->by_kind[best] / s->total_ns);
+		sink_printf(out, "  %s %.3f s (%.1f%%)", wait_kind_name(best),
+			    s->by_kind[best] / 1e9, 100.0 * s->by_kind[best] / s->total_ns);
 	}
 }
 
@@ -128,7 +129,8 @@ int report_offcpu(struct sink *out, const struct profile *p, const struct report
 			sink_puts(out, "\n");
 		}
 		if (s.nstacks > rows)
-			sink_printf(out, "... %zu more stacks (flamegraph --offcpu shows them all)\n",
+			sink_printf(out,
+				    "... %zu more stacks (flamegraph --offcpu shows them all)\n",
 				    s.nstacks - rows);
 	}
 	offcpu_summary__free(&s);

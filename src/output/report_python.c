@@ -107,8 +107,8 @@ static void text_table(struct sink *out, const struct profile *p, const struct p
 	char v[32], name[512], via[512], title[128];
 
 	snprintf(title, sizeof(title), "Python lines: %s", table_titles[t]);
-	sink_printf(out, "\n%8s %11s  %-50s %s\n", "Share%", table_in_bytes(t) ? "Bytes" : "Time", title,
-		    t == PYT_OFFCPU ? "Wait (most)" : "Leaf (most)");
+	sink_printf(out, "\n%8s %11s  %-50s %s\n", "Share%", table_in_bytes(t) ? "Bytes" : "Time",
+		    title, t == PYT_OFFCPU ? "Wait (most)" : "Leaf (most)");
 	for (size_t i = 0; i < l->n[t] && (!limit || i < limit); i++) {
 		const struct py_line *r = &l->v[t][i];
 

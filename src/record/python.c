@@ -759,8 +759,8 @@ static void find_lost(struct py_state *s, const int64_t *l, uint8_t *lost, uint3
 }
 
 /* Names a lost frame by what is known of it: the import that ran it, or why it is lost. */
-static int64_t lost_location(struct py_state *s, const int64_t *l, const uint8_t *lost,
-			     uint32_t i, uint32_t n)
+static int64_t lost_location(struct py_state *s, const int64_t *l, const uint8_t *lost, uint32_t i,
+			     uint32_t n)
 {
 	uint32_t j = i + 1;
 
@@ -768,11 +768,11 @@ static int64_t lost_location(struct py_state *s, const int64_t *l, const uint8_t
 		j++;
 	if (j < n && loc_runs_module(s, l[j]))
 		return profile__special(s->f->p, j == i + 1
-							? "[python: <module> of an import, code freed]"
-							: "[python: code run by an import, freed]");
+						     ? "[python: <module> of an import, code freed]"
+						     : "[python: code run by an import, freed]");
 	return profile__special(s->f->p, lost[i] == 2
-						 ? "[python: code object freed before it was read]"
-						 : "[python: unreadable frame]");
+					     ? "[python: code object freed before it was read]"
+					     : "[python: unreadable frame]");
 }
 
 /* event_ctx hooks (src/record/events.c) */

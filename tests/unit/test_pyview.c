@@ -526,7 +526,7 @@ static void test_python_lines(void **state)
 	sink_close(s);
 	/* the off-CPU section: its kinds on one line, the blocking stack with its Python line */
 	s = sink_mem();
-	assert_int_equal(report_offcpu(s, p, &(struct report_opts){ .limit = 30 }), 0);
+	assert_int_equal(report_offcpu(s, p, &(struct report_opts){.limit = 30}), 0);
 	out = sink_mem_data(s, NULL);
 	assert_non_null(strstr(out, "(0.0% with a known waker):  sleep 0.007 s (100.0%)\n"));
 	assert_non_null(strstr(out, "sleep     Net.step (t.py:12) <- main (t.py:26)"));
@@ -679,8 +679,8 @@ static void test_shown_frames(void **state)
 		 l5 = test_loc(p, so, "at::_ops::relu::call", NULL, 6),
 		 l6 = test_loc(p, so, "at::_ops::relu::redispatch", NULL, 7),
 		 leaf = test_loc(p, so, "c10::alloc_cpu", NULL, 8);
-	int64_t a = profile__stack(
-	    p, (uint32_t[]){ mod, eval, step, l6, l5, l4, l3, e2, e1, leaf }, 10);
+	int64_t a =
+	    profile__stack(p, (uint32_t[]){mod, eval, step, l6, l5, l4, l3, e2, e1, leaf}, 10);
 	const struct frame *fr[6];
 	char b[6][128];
 	size_t gap, n;
@@ -708,19 +708,19 @@ static void test_shown_frames(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_view_select_rule),
-		cmocka_unit_test(test_python_lines_own_code),
-		cmocka_unit_test(test_python_frame_names),
-		cmocka_unit_test(test_svg_python_frames),
-		cmocka_unit_test(test_views),
-		cmocka_unit_test(test_views_without_rewrite),
-		cmocka_unit_test(test_svg_views),
-		cmocka_unit_test(test_svg_views_native_only),
-		cmocka_unit_test(test_top_views),
-		cmocka_unit_test(test_hot_python_by_file),
-		cmocka_unit_test(test_python_lines),
-		cmocka_unit_test(test_memory_rows_merged),
-		cmocka_unit_test(test_shown_frames),
+	    cmocka_unit_test(test_view_select_rule),
+	    cmocka_unit_test(test_python_lines_own_code),
+	    cmocka_unit_test(test_python_frame_names),
+	    cmocka_unit_test(test_svg_python_frames),
+	    cmocka_unit_test(test_views),
+	    cmocka_unit_test(test_views_without_rewrite),
+	    cmocka_unit_test(test_svg_views),
+	    cmocka_unit_test(test_svg_views_native_only),
+	    cmocka_unit_test(test_top_views),
+	    cmocka_unit_test(test_hot_python_by_file),
+	    cmocka_unit_test(test_python_lines),
+	    cmocka_unit_test(test_memory_rows_merged),
+	    cmocka_unit_test(test_shown_frames),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
