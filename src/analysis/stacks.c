@@ -301,12 +301,18 @@ size_t stack_frames_leaf_first(const struct profile *p, uint32_t node, const str
 	return n;
 }
 
-size_t stack_shown_frames(const struct profile *p, uint32_t node, const struct frame **out,
-			  size_t max, size_t *gap, bool *more)
+size_t stack_pick_shown(const struct profile *p, const struct frame **all, size_t n,
+			const struct frame **out, size_t max, size_t *gap, bool *more)
 {
 	const struct frame *fr[1024];
-	size_t n = stack_frames_leaf_first(p, node, fr, 1024), py = 0, k;
+	size_t m = 0, py = 0, k, caller;
 
+	/* a name repeated by consecutive frames (overloads, inlined copies) is read once */
+	for (size_t i = 0; i < n && m < 1024; i++)
+		if (!m || all[i]->kind == FRAME_PYTHON || all[i]->name != fr[m - 1]->name ||
+		    all[i]->kind != fr[m - 1]->kind)
+			fr[m++] = all[i];
+	n = m;
 	*gap = 0;
 	/* the innermost Python frame of the program's own code, else the innermost Python frame */
 	while (py < n && (fr[py]->kind != FRAME_PYTHON ||
@@ -321,15 +327,29 @@ size_t stack_shown_frames(const struct profile *p, uint32_t node, const struct f
 		*more = n > k;
 		return k;
 	}
-	/* A Python user's line: the native leaf side, then the Python frame that led there. */
+	/* A Python user's line: the native leaf side, then the Python frame that led there and
+	 * its Python caller (the interpreter's frames between them say nothing to its user). */
 	memcpy(out, fr, (max - 2) * sizeof(*out));
 	out[max - 2] = fr[py];
 	k = max - 1;
-	if (py + 1 < n)
-		out[k++] = fr[py + 1];
-	*more = py + 2 < n;
+	for (caller = py + 1; caller < n && fr[caller]->kind != FRAME_PYTHON;)
+		caller++;
+	if (caller == n)
+		caller = py + 1;
+	if (caller < n)
+		out[k++] = fr[caller];
+	*more = caller + 1 < n;
 	*gap = max - 2;
 	return k;
+}
+
+size_t stack_shown_frames(const struct profile *p, uint32_t node, const struct frame **out,
+			  size_t max, size_t *gap, bool *more)
+{
+	const struct frame *fr[1024];
+	size_t n = stack_frames_leaf_first(p, node, fr, 1024);
+
+	return stack_pick_shown(p, fr, n, out, max, gap, more);
 }
 
 static uint32_t parent_of(const struct profile *p, uint32_t node)

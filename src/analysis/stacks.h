@@ -99,6 +99,9 @@ const char *frame_display_name(const struct profile *p, const struct frame *f, c
  */
 size_t stack_shown_frames(const struct profile *p, uint32_t node, const struct frame **out,
 			  size_t max, size_t *gap, bool *more);
+/* The same choice among n frames already read, leaf first (a caller that filters them). */
+size_t stack_pick_shown(const struct profile *p, const struct frame **all, size_t n,
+			const struct frame **out, size_t max, size_t *gap, bool *more);
 
 /* Whether a stack was cut short: its root (below a Python [GIL] marker) is a special frame
  * such as [truncated]. */

@@ -20,6 +20,7 @@
 #include "analysis/findings.h"
 #include "analysis/memory.h"
 #include "analysis/procs.h"
+#include "analysis/pylines.h"
 #include "analysis/stacks.h"
 
 static double pct(uint64_t part, uint64_t whole)
@@ -59,17 +60,22 @@ static void text_header(struct sink *out, const struct profile *p, const struct 
 		sink_printf(out, "   stack read errors: %" PRIu64,
 			    p->stats[STAT_KSTACK_ERR] + p->stats[STAT_USTACK_ERR]);
 	sink_puts(out, "\n");
+	/* why stacks were cut and how many crossed JIT code: one line of diagnostics */
 	if (s->truncated)
 		sink_printf(out,
 			    "# unwinding stopped early: no CFI %" PRIu64 ", too deep %" PRIu64
-			    ", beyond the copied stack %" PRIu64 ", bad frame %" PRIu64 "\n",
+			    ", beyond the copied stack %" PRIu64 ", bad frame %" PRIu64,
 			    p->stats[STAT_UNWIND_NO_CFI], p->stats[STAT_UNWIND_TOO_DEEP],
 			    p->stats[STAT_UNWIND_READ_FAULT], p->stats[STAT_UNWIND_BAD_FRAME]);
 	if (p->stats[STAT_UNWIND_SCANNED]) {
 		fmt_count(smp, sizeof(smp), p->stats[STAT_UNWIND_SCANNED]);
-		sink_printf(out, "# stacks through code without CFI (JIT), unwound by stack scanning: %s\n",
-			    smp);
+		sink_printf(out,
+			    "%sstacks through code without CFI (JIT), unwound by stack "
+			    "scanning: %s",
+			    s->truncated ? "   " : "# ", smp);
 	}
+	if (s->truncated || p->stats[STAT_UNWIND_SCANNED])
+		sink_puts(out, "\n");
 }
 
 /* A Python function's row says which file: "qualname (file.py)". */
@@ -85,9 +91,9 @@ static const char *func_label(const struct profile *p, const struct func_stat *f
 }
 
 static void text_functions(struct sink *out, const struct profile *p, const struct report_opts *o,
-			   const struct hot_result *r)
+			   const struct hot_result *r, unsigned limit)
 {
-	size_t n = o->limit && o->limit < r->n ? o->limit : r->n;
+	size_t n = limit && limit < r->n ? limit : r->n;
 	char smp[32], name[512];
 
 	sink_printf(out, "\n%7s %7s %9s  %-50s %s\n", "Self%", "Total%", "Samples",
@@ -336,6 +342,54 @@ static int write_json(struct sink *out, struct profile *p, const struct report_o
 	return json_flush(&j) ?: err;
 }
 
+/*
+ * Row budgets of the text: where the Python lines tables answer "which line", the tables they
+ * summarize are secondary and get fewer rows (the function table half the limit, the five
+ * memory tables by stack a tenth, the blocking stacks five); without them, the usual rows.
+ */
+static unsigned rows(unsigned limit, bool secondary, unsigned div_secondary, unsigned div)
+{
+	unsigned d = secondary ? div_secondary : div;
+
+	return limit ? (limit + d - 1) / d : 0;
+}
+
+static int write_text(struct sink *out, struct profile *p, const struct report_opts *o,
+		      const struct profile_summary *s, const struct hot_result *r,
+		      const struct findings_pre *pre, const struct sample_filter *rf,
+		      const struct metrics_result *met)
+{
+	struct report_opts off = *o;
+	struct py_lines pyl;
+	int err = py_lines_analyze(p, &o->hot.filter, pre->mem, &pyl);
+
+	if (err)
+		return err;
+	text_header(out, p, o, s);
+	report_metrics_text(out, p, met, o->carbon_g_per_kwh, o->limit);
+	if (!s->samples)
+		sink_puts(out, "\nno samples (was the target idle, or filtered out?)\n");
+	else
+		text_functions(out, p, o, r, rows(o->limit, pyl.n[PYT_CPU], 2, 1));
+	if (s->samples)
+		err = text_processes(out, p, o, s->samples);
+	if (!err && o->threads && s->samples)
+		err = text_threads(out, p, o, s->samples);
+	off.limit = o->limit && pyl.n[PYT_OFFCPU] ? 5 : o->limit;
+	err = err ?: report_offcpu(out, p, &off);
+	err = err ?: report_gpu_text(out, p, o->limit);
+	err = err ?: report_regions_text(out, p, rf, o->limit);
+	err = err ?: report_python_text(out, p, &o->hot.filter);
+	if (!err)
+		report_py_lines_write(out, p, &pyl, o->limit);
+	/* five tables of one-line stacks in a row: a third of the limit each (10 rows) */
+	err = err ?: report_mem_text(out, p, pre->mem, rows(o->limit, pyl.n[PYT_MEMORY], 10, 3));
+	err = err ?: report_io_text(out, p, &o->hot.filter, o->limit);
+	err = err ?: report_findings(out, p, &o->hot.filter, pre, false);
+	py_lines__free(&pyl);
+	return err;
+}
+
 int report_write(struct sink *out, struct profile *p, const struct report_opts *o)
 {
 	struct sample_filter rf = o->hot.filter;
@@ -373,32 +427,10 @@ int report_write(struct sink *out, struct profile *p, const struct report_opts *
 		have_mem = true;
 		pre.mem = &mem;
 	}
-	if (o->json) {
+	if (o->json)
 		err = write_json(out, p, o, &s, &r, &pre, &rf, &met);
-	} else {
-		text_header(out, p, o, &s);
-		report_metrics_text(out, p, &met, o->carbon_g_per_kwh, o->limit);
-		if (!s.samples)
-			sink_puts(out, "\nno samples (was the target idle, or filtered out?)\n");
-		else
-			text_functions(out, p, o, &r);
-		if (s.samples)
-			err = text_processes(out, p, o, s.samples);
-		if (!err && o->threads && s.samples)
-			err = text_threads(out, p, o, s.samples);
-		err = err ? err : report_offcpu(out, p, o);
-		if (!err)
-			err = report_gpu_text(out, p, o->limit);
-		if (!err)
-			err = report_regions_text(out, p, &rf, o->limit);
-		if (!err)
-			err = report_python_text(out, p, &o->hot.filter);
-		err = err ?: report_py_lines_text(out, p, &o->hot.filter, pre.mem, o->limit);
-		/* five tables of one-line stacks in a row: a third of the limit each (10 rows) */
-		err = err ?: report_mem_text(out, p, pre.mem, o->limit ? (o->limit + 2) / 3 : 0);
-		err = err ?: report_io_text(out, p, &o->hot.filter, o->limit);
-		err = err ?: report_findings(out, p, &o->hot.filter, &pre, false);
-	}
+	else
+		err = write_text(out, p, o, &s, &r, &pre, &rf, &met);
 	hot_result__free(&r);
 	metrics_result__free(&met);
 	if (have_mem)

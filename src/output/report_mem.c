@@ -113,7 +113,9 @@ static void text_table(struct sink *out, const struct profile *p, const struct m
 	ssize_t k;
 	char b[32];
 
-	sink_printf(out, "\n%s\n", title);
+	/* the title in the columns' line: five tables cost a line less each */
+	sink_printf(out, "\n%12s %10s %s %s by stack (leaf first)\n", "Bytes", "Calls",
+		    age ? "  Age(s)" : "", title);
 	if (!n) {
 		sink_puts(out, "  (none)\n");
 		return;
@@ -123,8 +125,6 @@ static void text_table(struct sink *out, const struct profile *p, const struct m
 		sink_puts(out, "  (out of memory)\n");
 		return;
 	}
-	sink_printf(out, "%12s %10s %s %s\n", "Bytes", "Calls", age ? "  Age(s)" : "",
-		    "Stack (leaf first)");
 	for (ssize_t i = 0; i < k && (!limit || i < limit); i++) {
 		fmt_bytes(b, sizeof(b), v[i].bytes);
 		sink_printf(out, "%12s %10.0f ", b, v[i].count);
@@ -180,35 +180,35 @@ int report_mem_text(struct sink *out, const struct profile *p, const struct mem_
 	fmt_bytes(rss, sizeof(rss), r.rss_peak);
 	sink_puts(out, "\n# memory: ");
 	if (r.sample_bytes <= 1)
-		sink_puts(out, "every allocation recorded\n");
+		sink_puts(out, "every allocation recorded");
 	else
-		sink_printf(out, "one sample per %" PRIu64 " bytes allocated on average (estimates)\n",
+		sink_printf(out,
+			    "one sample per %" PRIu64 " bytes allocated on average (estimates)",
 			    r.sample_bytes);
+	sink_printf(
+	    out,
+	    "   allocator calls seen %" PRIu64 ", events lost %" PRIu64 ", untracked %" PRIu64 "\n",
+	    p->stats[STAT_MEM_CALLS], p->stats[STAT_MEM_LOST], p->stats[STAT_MEM_UNTRACKED]);
 	sink_printf(out, "#   allocated %s in %.0f calls, freed %.0f calls\n", a, r.alloc_count,
 		    r.free_count);
-	sink_printf(out, "#   peak live heap %s at %.3f s\n", pk,
-		    r.peak_bytes ? (r.peak_ts - t0) / 1e9 : 0.0);
-	sink_printf(out, "#   not freed at the end %s in %.0f blocks; temporaries (freed within 1 ms) "
-			 "%s in %.0f calls\n", lk, r.leak_count, tp, r.temp_count);
-	sink_printf(out, "#   RSS peak %s at %.3f s", rss,
+	sink_printf(out, "#   peak live heap %s at %.3f s; RSS peak %s at %.3f s\n", pk,
+		    r.peak_bytes ? (r.peak_ts - t0) / 1e9 : 0.0, rss,
 		    r.rss_peak ? (r.rss_peak_ts - t0) / 1e9 : 0.0);
-	sink_puts(out, "\n");
+	sink_printf(out,
+		    "#   not freed at the end %s in %.0f blocks; temporaries (freed within 1 ms) "
+		    "%s in %.0f calls\n",
+		    lk, r.leak_count, tp, r.temp_count);
 	fmt_bytes(a, sizeof(a), r.mapped_peak);
 	fmt_bytes(pk, sizeof(pk), r.mmap_bytes);
 	sink_printf(out, "#   anonymous mappings (mmap, mremap, munmap) peak %s live at %.3f s, %s "
 			 "mapped in all", a, r.mapped_peak ? (r.mapped_peak_ts - t0) / 1e9 : 0.0, pk);
 	fmt_bytes(a, sizeof(a), r.brk_peak);
 	sink_printf(out, "; brk heap peak +%s\n", a);
-	sink_printf(out,
-		    "#   allocator calls seen %" PRIu64 ", events lost %" PRIu64
-		    ", untracked %" PRIu64 "\n",
-		    p->stats[STAT_MEM_CALLS], p->stats[STAT_MEM_LOST], p->stats[STAT_MEM_UNTRACKED]);
-	text_table(out, p, &r, "Live at the peak:", r.at_peak, r.nat_peak, limit, false);
-	text_table(out, p, &r, "Not freed by the end (leaks):", r.leaks, r.nleaks, limit, true);
-	text_table(out, p, &r, "Allocated by stack:", r.allocated, r.nallocated, limit, false);
-	text_table(out, p, &r, "Allocation calls by stack (churn):", r.by_count, r.nallocated,
-		   limit, false);
-	text_table(out, p, &r, "Temporary allocations (freed within 1 ms):", r.temps, r.ntemps,
+	text_table(out, p, &r, "Live at the peak", r.at_peak, r.nat_peak, limit, false);
+	text_table(out, p, &r, "Not freed by the end (leaks)", r.leaks, r.nleaks, limit, true);
+	text_table(out, p, &r, "Allocated", r.allocated, r.nallocated, limit, false);
+	text_table(out, p, &r, "Allocation calls (churn)", r.by_count, r.nallocated, limit, false);
+	text_table(out, p, &r, "Temporary allocations (freed within 1 ms)", r.temps, r.ntemps,
 		   limit, false);
 	if (own)
 		mem_result__free(&r);

@@ -201,11 +201,26 @@ static void text_procs(struct sink *out, const struct profile *p, const struct m
 			    r->nprocs - limit);
 }
 
-/* The threads, busiest first: their own CPU, switches, faults and bytes. */
+/* A thread that neither ran (under 5 ms) nor moved a byte: a row nobody reads. */
+static bool thread_idle(const struct metrics_thread_stat *t)
+{
+	static const int bytes[] = {MET_T_IO_RCHAR, MET_T_IO_WCHAR, MET_T_NET_TX, MET_T_NET_RX};
+
+	if (metrics_thread_delta(t, MET_T_CPU_USER) + metrics_thread_delta(t, MET_T_CPU_SYS) >=
+	    5000000)
+		return false;
+	for (size_t i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++)
+		if (metrics_thread_delta(t, bytes[i]))
+			return false;
+	return true;
+}
+
+/* The threads, busiest first: their own CPU, switches, faults and bytes; idle ones left out
+ * unless every row is asked for. */
 static void text_threads(struct sink *out, const struct profile *p, const struct metrics_result *r,
 			 unsigned limit)
 {
-	size_t n = r->nthreads, shown = limit && limit < 10 ? limit : 10;
+	size_t n = r->nthreads, shown = limit && limit < 10 ? limit : 10, printed = 0;
 	char rd[32], wr[32], tx[32], rx[32], vol[32], inv[32], flt[32];
 
 	if (!limit)
@@ -213,9 +228,12 @@ static void text_threads(struct sink *out, const struct profile *p, const struct
 	sink_printf(out, "\n%8s %8s  %-16s %8s %8s %9s %9s %9s %10s %10s %10s %10s\n", "TID", "PID",
 		    "Thread", "User s", "Sys s", "Vol sw", "Invol sw", "Min flt", "Read", "Written",
 		    "Net sent", "Net recv");
-	for (size_t i = 0; i < n && i < shown; i++) {
+	for (size_t i = 0; i < n && printed < shown; i++) {
 		const struct metrics_thread_stat *t = &r->threads[i];
 
+		if (limit && thread_idle(t))
+			continue; /* counted in "more" */
+		printed++;
 		metrics_fmt_bytes(rd, sizeof(rd), (double)metrics_thread_delta(t, MET_T_IO_RCHAR));
 		metrics_fmt_bytes(wr, sizeof(wr), (double)metrics_thread_delta(t, MET_T_IO_WCHAR));
 		metrics_fmt_bytes(tx, sizeof(tx), (double)metrics_thread_delta(t, MET_T_NET_TX));
@@ -229,8 +247,8 @@ static void text_threads(struct sink *out, const struct profile *p, const struct
 			    metrics_thread_delta(t, MET_T_CPU_SYS) / 1e9, vol, inv, flt, rd, wr, tx,
 			    rx);
 	}
-	if (n > shown)
-		sink_printf(out, "... %zu more threads (--limit 0 shows all)\n", n - shown);
+	if (n > printed)
+		sink_printf(out, "... %zu more threads (--limit 0 shows all)\n", n - printed);
 }
 
 void report_metrics_text(struct sink *out, const struct profile *p, const struct metrics_result *r,

@@ -4,6 +4,7 @@
  * memory, waits, I/O and GPU work by Python line.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "analysis/pygil.h"
@@ -99,15 +100,15 @@ static const char *via_name(const struct profile *p, const struct py_line *r, ch
 	return r->via ? frame_display_name(p, &p->frames.v[r->via - 1], buf, len) : NULL;
 }
 
+/* One table: its title in the header's line, so that five tables cost one line less each. */
 static void text_table(struct sink *out, const struct profile *p, const struct py_lines *l,
 		       enum py_table t, unsigned limit)
 {
-	char v[32], name[512], via[512];
+	char v[32], name[512], via[512], title[128];
 
-	sink_printf(out, "\nPython lines: %s (by innermost line of the program's own code)\n",
-		    table_titles[t]);
-	sink_printf(out, "%8s %11s  %-50s %s\n", "Share%", table_in_bytes(t) ? "Bytes" : "Time",
-		    "Python line", t == PYT_OFFCPU ? "Wait (most)" : "Leaf (most)");
+	snprintf(title, sizeof(title), "Python lines: %s", table_titles[t]);
+	sink_printf(out, "\n%8s %11s  %-50s %s\n", "Share%", table_in_bytes(t) ? "Bytes" : "Time",
+		    title, t == PYT_OFFCPU ? "Wait (most)" : "Leaf (most)");
 	for (size_t i = 0; i < l->n[t] && (!limit || i < limit); i++) {
 		const struct py_line *r = &l->v[t][i];
 
@@ -126,6 +127,23 @@ static void text_table(struct sink *out, const struct profile *p, const struct p
 		sink_printf(out, "... %zu more lines (--limit 0 shows all)\n", l->n[t] - limit);
 }
 
+void report_py_lines_write(struct sink *out, const struct profile *p, const struct py_lines *l,
+			   unsigned limit)
+{
+	bool any = false;
+
+	/* Seven tables after the function table: a few lines each keep the report short. */
+	limit = limit && limit < 5 ? limit : 5;
+	for (int t = 0; t < PYT_N; t++)
+		if (l->n[t]) {
+			text_table(out, p, l, t, limit);
+			any = true;
+		}
+	if (any)
+		sink_puts(out, "# Python lines: each stack counts for its innermost line of the "
+			       "program's own code (else its innermost Python line)\n");
+}
+
 int report_py_lines_text(struct sink *out, const struct profile *p, const struct sample_filter *f,
 			 const struct mem_result *mem, unsigned limit)
 {
@@ -134,11 +152,7 @@ int report_py_lines_text(struct sink *out, const struct profile *p, const struct
 
 	if (err)
 		return err;
-	/* Seven tables after the function table: a few lines each keep the report short. */
-	limit = limit && limit < 5 ? limit : 5;
-	for (int t = 0; t < PYT_N; t++)
-		if (l.n[t])
-			text_table(out, p, &l, t, limit);
+	report_py_lines_write(out, p, &l, limit);
 	py_lines__free(&l);
 	return 0;
 }

@@ -23,6 +23,10 @@ struct mem_result;
  */
 int report_py_lines_text(struct sink *out, const struct profile *p, const struct sample_filter *f,
 			 const struct mem_result *mem, unsigned limit);
+struct py_lines;
+/* The text tables of an analysis already made (report_write decides other sections by it). */
+void report_py_lines_write(struct sink *out, const struct profile *p, const struct py_lines *l,
+			   unsigned limit);
 int report_py_lines_json(struct sink *out, const struct profile *p, const struct sample_filter *f,
 			 const struct mem_result *mem);
 

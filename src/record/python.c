@@ -157,7 +157,8 @@ struct py_code {
 	int firstlineno;
 	uint8_t *lt;
 	size_t ltlen;
-	bool bad; /* not a code object */
+	bool bad;   /* not a code object */
+	bool freed; /* bad because the memory holds another object now: freed since the sample */
 	/*
 	 * The last instructions seen and their locations: a function's frames come back at
 	 * the same few call sites in sample after sample, and with --mem=1 every allocation
@@ -183,6 +184,8 @@ struct py_state {
 	struct hmap *loc_index;	 /* (name << 32 | file, line) -> location */
 	uint32_t obj;		 /* the OBJ_PYTHON object */
 	uint32_t module;	 /* string id "python" */
+	/* string ids: importlib's function that execs a module's code, and what that runs */
+	uint32_t id_exec, id_module;
 	uint64_t next_loc, gen, next_scan;
 	uint64_t detected;
 };
@@ -580,6 +583,7 @@ static int code_read(struct py_state *s, struct py_target *t, struct py_code *c)
 	int err;
 
 	c->bad = true;
+	c->freed = false;
 	free(c->lt);
 	c->lt = NULL;
 	c->ltlen = 0;
@@ -587,8 +591,10 @@ static int code_read(struct py_state *s, struct py_target *t, struct py_code *c)
 	err = mem_u64(t->pid, c->addr + l->ob_type, &type);
 	if (err)
 		return err;
-	if (t->code_type && type != t->code_type)
+	if (t->code_type && type != t->code_type) {
+		c->freed = true; /* a frame ran it when the sample was taken */
 		return -EINVAL;
+	}
 	if (mem_u64(t->pid, c->addr + l->co_qualname, &qual) ||
 	    mem_u64(t->pid, c->addr + l->co_name, &name) ||
 	    mem_u64(t->pid, c->addr + l->co_filename, &file) ||
@@ -653,7 +659,10 @@ static int64_t py_location(struct py_state *s, uint32_t name, uint32_t file, int
 	return l;
 }
 
-static int64_t frame_location(struct py_state *s, struct py_target *t, const struct py_frame_rec *r)
+/* *lost: 0 for a frame named, 1 for one whose code object could not be read, 2 when the
+ * memory of that code object holds another object now (freed since the sample). */
+static int64_t frame_location(struct py_state *s, struct py_target *t, const struct py_frame_rec *r,
+			      uint8_t *lost)
 {
 	uint64_t addr = r->code & ~1ULL;
 	struct py_code *c;
@@ -669,6 +678,7 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 			return -ENOMEM;
 	}
 	c->gen = s->gen;
+	*lost = c->bad ? 1 + c->freed : 0;
 	if (c->bad) {
 		s->f->p->stats[STAT_PY_UNKNOWN]++;
 		return profile__special(s->f->p, "[python: unreadable frame]");
@@ -702,23 +712,95 @@ static int64_t frame_location(struct py_state *s, struct py_target *t, const str
 	return loc;
 }
 
+static const struct frame *loc_frame(const struct profile *p, int64_t loc)
+{
+	const struct location *l = &p->locations.v[loc];
+
+	return l->frame_n ? &p->frames.v[l->frame_first] : NULL;
+}
+
+static bool frame_in_importlib(const struct profile *p, const struct frame *f)
+{
+	return !strncmp(profile__str(p, f->file), "<frozen importlib._bootstrap", 28);
+}
+
+/*
+ * Whether location loc is importlib's frame that runs a module's code: exec_module()'s
+ * _call_with_frames_removed(exec, code, module.__dict__). The other Python code it runs is
+ * importlib's own (_gcd_import, or _find_and_load through the C import of __import__).
+ */
+static bool loc_runs_module(const struct py_state *s, int64_t loc)
+{
+	const struct frame *f = loc_frame(s->f->p, loc);
+
+	return f && f->kind == FRAME_PYTHON && f->name == s->id_exec &&
+	       frame_in_importlib(s->f->p, f);
+}
+
+/*
+ * A code object freed between the sample and its decoding cannot be named; one whose memory
+ * held another code object by then would be named wrong. Both are almost always a module's
+ * top-level code, run once by an import and freed when the module has run, within
+ * milliseconds of the sample (docs/python.md: decoding ten times sooner lost as many).
+ * A frame importlib's exec runs that is neither a <module> nor importlib's own is such a
+ * stranger: lost too.
+ */
+static void find_lost(struct py_state *s, const int64_t *l, uint8_t *lost, uint32_t n)
+{
+	for (uint32_t i = 0; i + 1 < n; i++) {
+		const struct frame *f = loc_frame(s->f->p, l[i]);
+
+		if (!lost[i] && !lost[i + 1] && f && f->name != s->id_module &&
+		    loc_runs_module(s, l[i + 1]) && !frame_in_importlib(s->f->p, f)) {
+			lost[i] = 2;
+			s->f->p->stats[STAT_PY_UNKNOWN]++;
+		}
+	}
+}
+
+/* Names a lost frame by what is known of it: the import that ran it, or why it is lost. */
+static int64_t lost_location(struct py_state *s, const int64_t *l, const uint8_t *lost, uint32_t i,
+			     uint32_t n)
+{
+	uint32_t j = i + 1;
+
+	while (j < n && lost[j])
+		j++;
+	if (j < n && loc_runs_module(s, l[j]))
+		return profile__special(s->f->p, j == i + 1
+						     ? "[python: <module> of an import, code freed]"
+						     : "[python: code run by an import, freed]");
+	return profile__special(s->f->p, lost[i] == 2
+					     ? "[python: code object freed before it was read]"
+					     : "[python: unreadable frame]");
+}
+
 /* event_ctx hooks (src/record/events.c) */
 static int py_frames(void *arg, uint32_t pid, const struct py_frame_rec *r, uint32_t n,
 		     uint32_t *locs, uint8_t *entry)
 {
 	struct py_state *s = arg;
 	struct py_target *t = target_find(s, pid);
+	int64_t l[PY_MAX_FRAMES];
+	uint8_t lost[PY_MAX_FRAMES];
 
 	if (!t || !t->python)
 		return 0;
+	if (n > PY_MAX_FRAMES)
+		n = PY_MAX_FRAMES;
 	for (uint32_t i = 0; i < n; i++) {
-		int64_t l = frame_location(s, t, &r[i]);
-
-		if (l < 0)
-			return (int)l;
-		locs[i] = l;
+		l[i] = frame_location(s, t, &r[i], &lost[i]);
+		if (l[i] < 0)
+			return (int)l[i];
 		entry[i] = r[i].code & 1;
 	}
+	/* named once every frame is resolved: a lost frame is told by its callers */
+	find_lost(s, l, lost, n);
+	for (uint32_t i = 0; i < n; i++)
+		if (lost[i] && (l[i] = lost_location(s, l, lost, i, n)) < 0)
+			return (int)l[i];
+	for (uint32_t i = 0; i < n; i++)
+		locs[i] = l[i];
 	return n;
 }
 
@@ -888,6 +970,8 @@ static int py_attach(struct feature_ctx *f, void *state)
 		return (int)obj;
 	s->obj = obj;
 	s->module = profile__intern(f->p, "python");
+	s->id_exec = profile__intern(f->p, "_call_with_frames_removed");
+	s->id_module = profile__intern(f->p, "<module>");
 	f->ev->py_frames = py_frames;
 	f->ev->py_is_eval = py_is_eval;
 	f->ev->py_arg = s;

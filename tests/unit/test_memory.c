@@ -245,7 +245,7 @@ static void test_report_json(void **state)
 	s = sink_mem();
 	assert_int_equal(report_mem_text(s, p, NULL, 0), 0);
 	out = sink_mem_data(s, NULL);
-	assert_non_null(strstr(out, "Not freed by the end (leaks):"));
+	assert_non_null(strstr(out, "Not freed by the end (leaks) by stack (leaf first)\n"));
 	assert_non_null(strstr(out, "b <- main"));
 	sink_close(s);
 	profile__free(p);

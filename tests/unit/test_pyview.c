@@ -9,6 +9,7 @@
 #include "model/offcpu_event.h"
 #include "output/folded.h"
 #include "output/html.h"
+#include "output/report.h"
 #include "output/report_mem.h"
 #include "output/report_python.h"
 #include "output/svg.h"
@@ -523,6 +524,13 @@ static void test_python_lines(void **state)
 	assert_non_null(strstr(sink_mem_data(s, NULL), "Python lines: memory allocated"));
 	assert_null(strstr(sink_mem_data(s, NULL), "Python lines: GPU"));
 	sink_close(s);
+	/* the off-CPU section: its kinds on one line, the blocking stack with its Python line */
+	s = sink_mem();
+	assert_int_equal(report_offcpu(s, p, &(struct report_opts){.limit = 30}), 0);
+	out = sink_mem_data(s, NULL);
+	assert_non_null(strstr(out, "(0.0% with a known waker):  sleep 0.007 s (100.0%)\n"));
+	assert_non_null(strstr(out, "sleep     Net.step (t.py:12) <- main (t.py:26)"));
+	sink_close(s);
 	/* the HTML export has them too */
 	s = sink_mem();
 	assert_int_equal(html_write(s, p, &(struct html_opts){ .path = "x.data" }), 0);
@@ -639,7 +647,7 @@ static void test_memory_rows_merged(void **state)
 	assert_int_equal(profile__set_meta(p, "mem_sample_bytes", "1"), 0);
 	assert_int_equal(report_mem_text(s, p, &r, 0), 0);
 	out = sink_mem_data(s, NULL);
-	row = strstr(out, "Allocated by stack:");
+	row = strstr(out, "Allocated by stack (leaf first)\n");
 	assert_non_null(row);
 	/* merged: 5,000 bytes in 5 calls, above the 4,000-byte stack; the Python line shown */
 	row = strstr(row, "4.88 KiB");
@@ -653,21 +661,66 @@ static void test_memory_rows_merged(void **state)
 	profile__free(p);
 }
 
+/*
+ * A one-line stack: a name repeated by consecutive frames is read once, and the Python frame
+ * beyond the first frames comes with its Python caller, not the interpreter's frame between.
+ */
+static void test_shown_frames(void **state)
+{
+	struct profile *p = profile__new();
+	const char *so = "/usr/lib/libtorch.so";
+	uint32_t mod = py_loc(p, "<module>", "/src/train.py", 3),
+		 step = py_loc(p, "train_step", "/src/train.py", 12),
+		 eval = test_loc(p, "/usr/bin/python3.11", "_PyObject_MakeTpCall", NULL, 1),
+		 e1 = test_loc(p, so, "at::empty_cpu", NULL, 2),
+		 e2 = test_loc(p, so, "at::empty_cpu", NULL, 3),
+		 l3 = test_loc(p, so, "at::detail::empty", NULL, 4),
+		 l4 = test_loc(p, so, "at::native::relu", NULL, 5),
+		 l5 = test_loc(p, so, "at::_ops::relu::call", NULL, 6),
+		 l6 = test_loc(p, so, "at::_ops::relu::redispatch", NULL, 7),
+		 leaf = test_loc(p, so, "c10::alloc_cpu", NULL, 8);
+	int64_t a =
+	    profile__stack(p, (uint32_t[]){mod, eval, step, l6, l5, l4, l3, e2, e1, leaf}, 10);
+	const struct frame *fr[6];
+	char b[6][128];
+	size_t gap, n;
+	bool more;
+
+	(void)state;
+	assert_true(a > 0);
+	n = stack_shown_frames(p, a, fr, 6, &gap, &more);
+	assert_int_equal(n, 6);
+	assert_int_equal(gap, 4);
+	assert_false(more);
+	for (size_t i = 0; i < n; i++)
+		frame_display_name(p, fr[i], b[i], sizeof(b[i]));
+	assert_string_equal(profile__str(p, fr[0]->name), "c10::alloc_cpu");
+	assert_string_equal(profile__str(p, fr[1]->name), "at::empty_cpu");
+	assert_string_equal(profile__str(p, fr[2]->name), "at::detail::empty");
+	assert_string_equal(profile__str(p, fr[3]->name), "at::native::relu");
+	assert_string_equal(frame_display_name(p, fr[4], b[4], sizeof(b[4])),
+			    "train_step (train.py:12)");
+	assert_string_equal(frame_display_name(p, fr[5], b[5], sizeof(b[5])),
+			    "<module> (train.py:3)");
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_view_select_rule),
-		cmocka_unit_test(test_python_lines_own_code),
-		cmocka_unit_test(test_python_frame_names),
-		cmocka_unit_test(test_svg_python_frames),
-		cmocka_unit_test(test_views),
-		cmocka_unit_test(test_views_without_rewrite),
-		cmocka_unit_test(test_svg_views),
-		cmocka_unit_test(test_svg_views_native_only),
-		cmocka_unit_test(test_top_views),
-		cmocka_unit_test(test_hot_python_by_file),
-		cmocka_unit_test(test_python_lines),
-		cmocka_unit_test(test_memory_rows_merged),
+	    cmocka_unit_test(test_view_select_rule),
+	    cmocka_unit_test(test_python_lines_own_code),
+	    cmocka_unit_test(test_python_frame_names),
+	    cmocka_unit_test(test_svg_python_frames),
+	    cmocka_unit_test(test_views),
+	    cmocka_unit_test(test_views_without_rewrite),
+	    cmocka_unit_test(test_svg_views),
+	    cmocka_unit_test(test_svg_views_native_only),
+	    cmocka_unit_test(test_top_views),
+	    cmocka_unit_test(test_hot_python_by_file),
+	    cmocka_unit_test(test_python_lines),
+	    cmocka_unit_test(test_memory_rows_merged),
+	    cmocka_unit_test(test_shown_frames),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
