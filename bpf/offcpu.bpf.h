@@ -13,8 +13,10 @@
  *    so its user stack is still the one it blocked with; glibc registers
  *    rseq for every thread): a pending interval is sent with that user
  *    stack (a copy of up to 8 KiB for DWARF, or frame pointers). A thread
- *    that blocks again before that (no rseq, or a wait inside the kernel)
- *    sends it at that switch, without a user stack. sys_exit would catch
+ *    that is switched out again before that (preempted on its way back, or a
+ *    wait inside the kernel) sends it at that switch: with its user stack when
+ *    it has rseq (it has not been back in user mode since it blocked), else
+ *    without one. sys_exit would catch
  *    more, but enabling it puts every syscall of the machine on a slow path.
  * Wakeups from interrupts (timers, I/O completions) have no waker thread:
  * a per-CPU depth counter on the irq, softirq and hrtimer tracepoints says
@@ -304,6 +306,14 @@ static __always_inline void offcpu_send(void *ctx, struct offcpu_task *s, bool u
 	send_scratch(b, size, BSTAT_OFFCPU_RB_FULL);
 }
 
+/* Whether t registered rseq (glibc does for every thread): see offcpu_switch. */
+static __always_inline bool offcpu_has_rseq(struct task_struct *t)
+{
+	if (!bpf_core_field_exists(t->rseq))
+		return false;
+	return BPF_CORE_READ(t, rseq) != NULL;
+}
+
 SEC("?tp_btf/sched_switch")
 int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -330,9 +340,16 @@ int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_
 			stat_inc(BSTAT_OFFCPU_NO_STORAGE);
 	}
 	if (s) {
-		/* Back and off again without a hook in between: no trustworthy user stack. */
+		/*
+		 * Back and off again without a hook in between: woken, then preempted (or blocked
+		 * again) inside the kernel before its return to user mode, where rseq_update would
+		 * have sent it. With rseq registered, every switch-out is followed by that hook on
+		 * the way back to user mode: the thread has not been there since it blocked, and
+		 * its user stack (prev is current here) is still the one it blocked with. Without
+		 * rseq it may have returned and blocked again: no trustworthy user stack.
+		 */
 		if (s->pending)
-			offcpu_send(ctx, s, false);
+			offcpu_send(ctx, s, offcpu_has_rseq(prev));
 		s->off_ts = now;
 		s->state = offcpu_state(preempt, prev_state);
 		s->wake_ts = s->state == OFFCPU_RUNNABLE ? now : 0;

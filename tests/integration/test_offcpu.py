@@ -56,8 +56,11 @@ def test_sleep_half_share(ep, progs):
     # compute() preempted, on a machine busy enough)
     top = next(s for s in off["stacks"] if s["kind"] != "runnable")
     assert top["kind"] == "sleep" and "nap" in top["stack"], off["stacks"][:3]
+    # Every sleep has its user stack, also one woken and preempted on its way back to user
+    # mode (then sent at that switch: once without user frames, ~2 in 60 naps under load)
     sleeps = sum(c for s, c in stacks if "nap" in s and s[-1] == "[sleep]")
-    assert abs(sleeps - off["by_kind"]["sleep"]) / off["by_kind"]["sleep"] < 0.02
+    assert abs(sleeps - off["by_kind"]["sleep"]) / off["by_kind"]["sleep"] < 0.02, \
+        [(s, c) for s, c in stacks if "nap" not in s and s[-1] == "[sleep]"]
 
 
 def test_short_command_offcpu_stack_symbolized(ep):
