@@ -14,7 +14,6 @@
 #include <time.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sym/symbolizer.h"
