@@ -22,8 +22,8 @@ injected into each rank), in the same invocation, and writes per mode:
   launches            the launches the ranks made in their S seconds (their own counters)
   kernels_recorded    kernels in the file (`eprof report --json`: gpu.kernels)
   api_joined_pct      100 x kernels joined to their launch call (the uprobe side) / launches
-  events_lost         the sum of the file's loss counters (samples, CUDA API events, GPU
-                      records, other events); lost_by_counter has each
+  events_lost         the file's loss counters added up, each loss once (samples, CUDA API
+                      events, GPU records, other events); lost_by_counter has each
   recorder_cpu_cores  eprof's CPU time (all its threads, /proc/PID/stat) over the ranks'
                       launch window, per second of it; recorder_threads has each thread's
   throughput_ratio    launches / the bare run's launches (the ranks pace themselves at R:
@@ -201,8 +201,9 @@ def perf_stop(p):
 class Sampler:
     """eprof's CPU time (whole and per thread) and peak RSS, every 100 ms, monotonic-stamped."""
 
-    def __init__(self, pid):
-        self.pid, self.samples, self.hwm = pid, [], 0
+    def __init__(self, pid, stall_ms=0):
+        self.pid, self.samples, self.hwm, self.stall_ms = pid, [], 0, stall_ms
+        self.armed = 0.0  # stalls start at this monotonic time (0: not yet)
         self.stop = threading.Event()
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
@@ -218,6 +219,15 @@ class Sampler:
                 self.samples.append((time.monotonic(), total, threads))
             except (OSError, ValueError):
                 pass
+            if self.stall_ms and self.armed and time.monotonic() >= self.armed and \
+                    len(self.samples) % 10 == 5:
+                # --stall-recorder: the recorder kept off the CPU, as on a machine the job
+                # keeps busy (SIGSTOP stops all its threads, as starvation would)
+                try:
+                    os.kill(self.pid, signal.SIGSTOP)
+                    time.sleep(self.stall_ms / 1000)
+                finally:
+                    os.kill(self.pid, signal.SIGCONT)
             self.stop.wait(0.1)
 
     def window(self, t0, t1):
@@ -280,16 +290,23 @@ def file_figures(eprof, data, launches):
                                     capture_output=True, text=True, check=True).stdout)
     st, g = rep["stats"], rep.get("gpu") or {}
     lost = {k: v for k, v in st.items() if k.endswith("_lost") and k != "regions_lost"}
+    lost["cuda_calls_untracked"] = st.get("cuda_calls_untracked", 0)
+    # events_lost counts the CUDA events the ring had no room for, and cuda_events_lost
+    # counts them again (with the calls the in-flight table had no room for): once each here
+    cuda_rb_full = lost["cuda_events_lost"] - lost["cuda_calls_untracked"]
+    total = (lost["samples_lost"] + lost["cuda_events_lost"] + lost["gpu_records_lost"] +
+             lost["events_lost"] - cuda_rb_full + lost["offcpu_events_lost"] +
+             lost["mem_events_lost"] + lost["io_events_lost"])
     kernels = sum(k["count"] for k in g.get("kernels", []))
     joined = g.get("activities_with_launch_stack", 0)
     return {
         "kernels_recorded": kernels,
         "kernels_joined": joined,
         "api_joined_pct": round(100.0 * joined / launches, 3) if launches else None,
-        "events_lost": sum(lost.values()),
+        "events_lost": total,
         "lost_by_counter": lost,
         "api_launches_recorded": g.get("launches", 0),
-        "launches_with_stack": g.get("launches", 0) - st.get("cuda_launches_without_stack", 0),
+        "launches_timed": g.get("launches_timed", 0),
         "samples": rep.get("samples"),
         "python_stack_truncated": st.get("python_stack_truncated"),
         "unwind_no_cfi": st.get("unwind_no_cfi"),
@@ -324,7 +341,8 @@ def run_launched(a, eprof, libs, work, bare):
     with open(log, "w") as lf:
         rec = subprocess.Popen([eprof, "record", *eprof_args(a), "-o", data, "--",
                                 *node_argv(a, libs, results)], stderr=lf, env=libs["env"])
-        sampler = Sampler(rec.pid)
+        sampler = Sampler(rec.pid, a.stall_recorder)
+        sampler.armed = time.monotonic() + a.warmup + 1  # after the ranks' set-up
         perf = perf_attach(a, rec.pid, work, "launched")
         rec.wait(timeout=a.seconds + a.warmup + 300)
     perf_stop(perf)
@@ -360,12 +378,13 @@ def run_attach(a, eprof, libs, work, bare):
         with open(log, "w") as lf:
             rec = subprocess.Popen([eprof, "record", *eprof_args(a), "-o", data, "-p",
                                     str(nodep.pid)], stderr=lf)
-            sampler = Sampler(rec.pid)
+            sampler = Sampler(rec.pid, a.stall_recorder)
             perf = perf_attach(a, rec.pid, work, "attach")
             if not wait_log(log, "CUPTI collector injected into pid", a.procs, 60):
                 print(f"warning: not every rank was injected within 60 s (see {log})",
                       file=sys.stderr)
             open(go, "w").close()
+            sampler.armed = time.monotonic()
             while len(glob.glob(os.path.join(results, "rank*.json"))) < a.procs:
                 if nodep.poll() is not None:
                     break
@@ -399,6 +418,9 @@ def main():
     ap.add_argument("--eprof")
     ap.add_argument("--perf", action="store_true",
                     help="perf record -g the recorder (MODE.perf.data in the work directory)")
+    ap.add_argument("--stall-recorder", type=int, default=0, metavar="MS",
+                    help="stop the recorder (SIGSTOP) for MS ms once a second: a recorder "
+                         "kept off the CPU, reproduced")
     ap.add_argument("--cache", default=os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "eprof-bench"))
     ap.add_argument("--work", help="where data files and logs go (default: a new temp dir)")
