@@ -5,6 +5,7 @@
   tools/bench/gpu_node.py --procs P --launch-rate R --seconds S --json OUT
                           [--mode both|launched|attach] [--freq HZ] [--eh-frame-mb 300]
                           [--cuda-stack-rate N] [--eprof PATH] [--cache DIR] [--warmup SEC]
+                          [--stall-recorder MS] [--perf] [--work DIR]
 
 P processes (ranks) each make R kernel launches a second (0: as fast as they can) for S
 seconds, on the fake CUDA driver and the fake libcupti of tests/fixtures/fakecuda. A rank is
@@ -30,9 +31,11 @@ injected into each rank), in the same invocation, and writes per mode:
                       below 1 only when they cannot keep their rate)
   data                the eprof.data path
 
-and the recorder's peak RSS, its -v log, and the load average. The ranks sleep --warmup
-seconds after loading CUDA before their window (a job's set-up; eprof's scan for libraries
-loaded with dlopen runs every 200-800 ms in launched mode).
+and the recorder's peak RSS, its -v log, and the load average. --stall-recorder MS stops
+the recorder (SIGSTOP) for MS ms once a second from the ranks' window on: a recorder that a
+busy node keeps off the CPU, reproducibly; --perf records the recorder with perf. The ranks
+sleep --warmup seconds after loading CUDA before their window (a job's set-up; eprof's scan
+for libraries loaded with dlopen runs every 200-800 ms in launched mode).
 """
 import argparse
 import ctypes
