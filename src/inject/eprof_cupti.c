@@ -64,7 +64,12 @@
 /* A record more than this before the library started, or after now, is on another clock. */
 #define CLOCK_SLACK_NS (60ULL * 1000000000ULL)
 #define CB_IDS 4096 /* callback ids per domain whose names are remembered as sent */
-#define SEND_WAIT_MS 100 /* longest wait for room in the socket before a message is dropped */
+/* Messages the socket has no room for wait in a backlog of this many bytes at most
+ * (EPROF_CUPTI_BACKLOG_MB), then are dropped and counted. */
+#define BACKLOG_MB 32
+/* At exit and at the retraction the backlog is sent before going on, for as long as the
+ * recorder keeps taking messages, and given up after this long without one taken. */
+#define DRAIN_IDLE_MS 1000
 
 static struct {
 	typeof(&cuptiActivityRegisterCallbacks) reg_cb;
@@ -104,6 +109,15 @@ static _Alignas(8) unsigned char out_buf[EGPU_MSG_MAX];
 static size_t out_len;
 static uint32_t out_nrec;
 static atomic_ullong n_dropped, n_sent, n_zero, n_inverted, n_foreign, n_buf_err;
+/* The backlog, in order; out_lock. A message goes to the socket only when it is empty. */
+struct held_msg {
+	struct held_msg *next;
+	size_t len;
+	uint32_t nrec;
+	_Alignas(8) unsigned char data[];
+};
+static struct held_msg *held_head, **held_tail = &held_head;
+static size_t held_bytes, held_max = (size_t)BACKLOG_MB << 20;
 static atomic_bool stopping, disarmed, verbose;
 static pthread_t flusher;
 static bool flusher_on;
@@ -150,29 +164,113 @@ static uint64_t CUPTIAPI cupti_timestamp(void)
 
 /* --- sending ------------------------------------------------------------------------------ */
 
-/*
- * One message, without making the program wait on a recorder that does not read: the
- * socket's buffer gets SEND_WAIT_MS to make room, then the message is dropped (counted).
- */
-static bool send_bounded(void)
+/* EPROF_CUPTI_BACKLOG_MB: the backlog's bound (0: a message the socket cannot take is dropped). */
+static void set_backlog(const char *mb)
 {
-	for (int tries = 0; tries < 2; tries++) {
-		struct pollfd pf = {.fd = sock_fd, .events = POLLOUT};
-		ssize_t n = send(sock_fd, out_buf, out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	char *end;
+	unsigned long v;
 
-		if (n == (ssize_t)out_len)
-			return true;
-		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
-		    poll(&pf, 1, SEND_WAIT_MS) <= 0)
-			return false;
-	}
-	return false;
+	if (!mb || !*mb)
+		return;
+	v = strtoul(mb, &end, 10);
+	if (!*end && v <= 4096)
+		held_max = (size_t)v << 20;
 }
 
-/* Sends the pending message; out_lock held. */
+/* Wakes the flush thread (it then sends the backlog as the socket makes room). */
+static void kick_flusher(void)
+{
+	uint64_t one = 1;
+
+	if (wake_fd >= 0 && write(wake_fd, &one, sizeof(one)) < 0)
+		return; /* the counter is full: a wake-up is pending anyway */
+}
+
+/* Drops every held message (counted); out_lock held. */
+static void held_drop_locked(bool count)
+{
+	while (held_head) {
+		struct held_msg *m = held_head;
+
+		held_head = m->next;
+		if (count)
+			atomic_fetch_add(&n_dropped, m->nrec);
+		free(m);
+	}
+	held_tail = &held_head;
+	held_bytes = 0;
+}
+
+/*
+ * Sends held messages, oldest first, while the socket takes them without waiting; out_lock
+ * held. True when the backlog is empty. A socket error (the recorder went away) drops them.
+ */
+static bool held_send_locked(void)
+{
+	while (held_head) {
+		struct held_msg *m = held_head;
+		ssize_t n = send(sock_fd, m->data, m->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return false;
+		if (n == (ssize_t)m->len) {
+			atomic_fetch_add(&n_sent, m->nrec);
+		} else {
+			held_drop_locked(true);
+			return true;
+		}
+		held_head = m->next;
+		if (!held_head)
+			held_tail = &held_head;
+		held_bytes -= m->len;
+		free(m);
+	}
+	return true;
+}
+
+/*
+ * Sends the backlog before the library stops sending (exit, retraction): waits for room as
+ * long as the recorder keeps reading, and drops what is left after DRAIN_IDLE_MS in which
+ * nothing went through.
+ */
+static void held_drain(void)
+{
+	size_t left = SIZE_MAX;
+	int idle = 0;
+
+	for (;;) {
+		struct pollfd pf = {.fd = sock_fd, .events = POLLOUT};
+		size_t now;
+
+		pthread_mutex_lock(&out_lock);
+		if (sock_fd < 0 || held_send_locked()) {
+			held_drop_locked(true);
+			pthread_mutex_unlock(&out_lock);
+			return;
+		}
+		now = held_bytes;
+		if (now < left)
+			idle = 0;
+		left = now;
+		if (idle >= DRAIN_IDLE_MS) {
+			held_drop_locked(true);
+			pthread_mutex_unlock(&out_lock);
+			return;
+		}
+		pthread_mutex_unlock(&out_lock);
+		idle += poll(&pf, 1, 50) > 0 ? 1 : 50; /* writable yet refused: bounded too */
+	}
+}
+
+/*
+ * Sends the pending message; out_lock held. The program never waits on the recorder: a
+ * message the socket has no room for (a recorder kept off the CPU) joins the backlog, which
+ * the flush thread sends as room comes; only a full backlog drops messages (counted).
+ */
 static void send_locked(void)
 {
 	struct egpu_msg *m = (struct egpu_msg *)out_buf;
+	struct held_msg *h;
 
 	if (!out_nrec)
 		return;
@@ -181,10 +279,37 @@ static void send_locked(void)
 	m->flags = 0;
 	m->pid = (uint32_t)getpid();
 	m->nrec = out_nrec;
-	if (sock_fd < 0 || atomic_load(&disarmed) || !send_bounded())
+	if (sock_fd < 0 || atomic_load(&disarmed)) {
 		atomic_fetch_add(&n_dropped, out_nrec);
-	else
-		atomic_fetch_add(&n_sent, out_nrec);
+		goto out;
+	}
+	if (!held_head) {
+		ssize_t n = send(sock_fd, out_buf, out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n == (ssize_t)out_len) {
+			atomic_fetch_add(&n_sent, out_nrec);
+			goto out;
+		}
+		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+			atomic_fetch_add(&n_dropped, out_nrec);
+			goto out;
+		}
+	}
+	h = held_bytes + out_len <= held_max ? malloc(sizeof(*h) + out_len) : NULL;
+	if (!h) {
+		atomic_fetch_add(&n_dropped, out_nrec);
+		goto out;
+	}
+	h->next = NULL;
+	h->len = out_len;
+	h->nrec = out_nrec;
+	memcpy(h->data, out_buf, out_len);
+	*held_tail = h;
+	held_tail = &h->next;
+	held_bytes += out_len;
+	if (h == held_head)
+		kick_flusher();
+out:
 	out_len = sizeof(struct egpu_msg);
 	out_nrec = 0;
 }
@@ -721,15 +846,31 @@ static enum loop_end run_flushes(void)
 	const char *env = getenv("EPROF_CUPTI_FLUSH_MS");
 	int ms = env && atoi(env) > 0 ? atoi(env) : FLUSH_MS;
 	bool recorder_gone = false, attached = atomic_load(&attach_mode);
+	uint64_t next = mono_ns() + (uint64_t)ms * 1000000ULL;
 
 	while (!atomic_load(&stopping)) {
+		uint64_t now = mono_ns();
+		int wait = now >= next ? 0 : (int)((next - now + 999999) / 1000000);
 		struct pollfd pf[2] = {{.fd = wake_fd, .events = POLLIN},
 				       {.fd = recorder_gone ? -1 : sock_fd, .events = POLLIN}};
-		int r = poll(pf, 2, ms);
-		bool asked = false;
+		bool asked = false, held;
+		int r;
 
-		if (atomic_load(&stopping) || (r > 0 && (pf[0].revents & POLLIN)))
+		pthread_mutex_lock(&out_lock);
+		held = held_head != NULL;
+		pthread_mutex_unlock(&out_lock);
+		if (held)
+			pf[1].events |= POLLOUT;
+		r = poll(pf, 2, wait);
+		/* the wake-up is a stop (stopping is set first) or a new backlog */
+		if (atomic_load(&stopping))
 			break;
+		if (r > 0 && (pf[0].revents & POLLIN)) {
+			uint64_t v;
+
+			if (read(wake_fd, &v, sizeof(v)) < 0)
+				v = 0;
+		}
 		if (r > 0 && (pf[1].revents & POLLIN)) {
 			char c[16];
 			ssize_t n = recv(sock_fd, c, sizeof(c), MSG_DONTWAIT);
@@ -745,8 +886,25 @@ static enum loop_end run_flushes(void)
 				return END_RECORDER_GONE;
 			recorder_gone = true;
 		}
-		cupti.flush_all(asked ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
-		send_stats();
+		if (held) {
+			size_t before;
+
+			pthread_mutex_lock(&out_lock);
+			before = held_bytes;
+			if (recorder_gone)
+				held_drop_locked(true);
+			else if (!held_send_locked() && held_bytes == before && r > 0 &&
+				 (pf[1].revents & POLLOUT))
+				wait = -1; /* said writable, took nothing: do not spin on it */
+			pthread_mutex_unlock(&out_lock);
+			if (wait < 0)
+				nanosleep(&(struct timespec){0, 1000000}, NULL);
+		}
+		if (asked || mono_ns() >= next) {
+			cupti.flush_all(asked ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+			send_stats();
+			next = mono_ns() + (uint64_t)ms * 1000000ULL;
+		}
 	}
 	return END_EXIT;
 }
@@ -790,6 +948,7 @@ static void at_exit(void)
 	for (size_t i = 0; i < n; i++)
 		ctx_sync(c[i]);
 	flush_forced();
+	held_drain();
 	if (atomic_load(&verbose) && atomic_load(&attach_mode))
 		note(false, "at exit: %llu records sent, %llu dropped",
 		     (unsigned long long)atomic_load(&n_sent),
@@ -828,6 +987,7 @@ static void atfork_child(void)
 	atomic_store(&disarmed, true);
 	out_len = sizeof(struct egpu_msg);
 	out_nrec = 0;
+	held_drop_locked(false); /* the parent's: it sends them */
 	flusher_on = false;
 	if (sock_fd >= 0)
 		close(sock_fd);
@@ -1110,6 +1270,7 @@ EXPORT int InitializeInjection(void)
 	if (sock_fd >= 0 || atomic_load(&disarmed))
 		return 1;
 	atomic_store(&verbose, getenv("EPROF_CUPTI_VERBOSE") && *getenv("EPROF_CUPTI_VERBOSE"));
+	set_backlog(getenv("EPROF_CUPTI_BACKLOG_MB"));
 	t_init = mono_ns();
 	sock_fd = connect_recorder();
 	if (sock_fd < 0) {
@@ -1121,6 +1282,7 @@ EXPORT int InitializeInjection(void)
 	send_info(version, status);
 	if (status != EGPU_ST_OK) {
 		send_stats();
+		held_drain();
 		close(sock_fd);
 		sock_fd = -1;
 		return 1;
@@ -1243,6 +1405,7 @@ static void detach_cupti(void)
 	flush_forced();
 	how = finalize_cupti();
 	send_bye(how, !how, (uint32_t)n);
+	held_drain();
 	atomic_store(&disarmed, true);
 }
 
@@ -1262,6 +1425,7 @@ static void *collector_main(void *arg)
 		if (cupti_hooked && cupti.finalize)
 			how = finalize_cupti();
 		send_bye(how, cupti_hooked && !how, 0);
+		held_drain();
 		atomic_store(&disarmed, true);
 		atomic_store(&collector_done, true);
 		return NULL;
@@ -1332,6 +1496,7 @@ EXPORT int eprof_cupti_retract(uint64_t arg)
 	if (cupti_hooked && !fin_how)
 		return EBUSY;
 	pthread_mutex_lock(&out_lock);
+	held_drop_locked(true);
 	if (sock_fd >= 0)
 		close(sock_fd);
 	sock_fd = -1;
