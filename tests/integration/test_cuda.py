@@ -123,18 +123,35 @@ def test_no_cuda_option(ep, cuda_bins):
 def test_attach_to_running_cuda_process(ep, cuda_bins, tmp_path):
     """-p: the library is found in the running process's maps."""
     exe = cuda_bins["cc-shared"]
-    wrapper = tmp_path / "late.sh"
-    # the fixture sleeps 0.2 s before its first call: give eprof time by delaying the start
-    wrapper.write_text(f"#!/bin/sh\nsleep 1.5\nexec {exe} 1000\n")
+    wrapper, go, calls = tmp_path / "late.sh", tmp_path / "go", tmp_path / "calls"
+    # The program is exec'd once eprof records (its start-up takes seconds on a loaded
+    # machine), and makes its calls once eprof says it traced the libcudart it mapped (found
+    # by a scan of the maps every 0.2 s: over a second under load). The record ends with it.
+    wrapper.write_text(f"#!/bin/sh\nwhile [ ! -e {go} ]; do sleep 0.05; done\n"
+                       f"exec {exe} go:{calls}\n")
     wrapper.chmod(0o755)
     proc = subprocess.Popen([str(wrapper)], stdout=subprocess.DEVNULL)
+    rec = subprocess.Popen([ep.bin, "record", "-v", "-p", str(proc.pid), "-d", "60"],
+                           cwd=ep.dir, stderr=subprocess.PIPE, text=True)
+    lines = []
     try:
-        ep.run("record", "-q", "-p", str(proc.pid), "-d", "4")
+        for line in rec.stderr:
+            lines.append(line)
+            if ": recording" in line:
+                go.touch()
+            if "cuda: traced" in line or "failed to attach uprobes to CUDA" in line:
+                break
+        calls.touch()
+        assert proc.wait(timeout=60) == 0
+        rest = rec.stderr.read()
+        assert rec.wait(timeout=60) == 0, "".join(lines) + rest
     finally:
-        proc.wait(timeout=30)
+        for p in (proc, rec):
+            if p.poll() is None:
+                p.kill()
     rep = ep.report_json()
+    assert "gpu" in rep, "".join(lines) + rest
     api = api_by_name(rep["gpu"])
-    # the uprobes attach within a scan period (0.2 s) of exec; the fixture waits 1 s first
     assert api["cudaLaunchKernel"]["count"] == 7
 
 
