@@ -299,13 +299,18 @@ def test_target_survives_eprof_killed(injbins, phase):
     modes = ["read", "compute", "alarm"] + (["avx"] if HAVE_AVX2 else [])
     ts = [Target(injbins["target"], m, 8) for m in modes]
     time.sleep(0.2)
+    threads = {t.pid: len(os.listdir(f"/proc/{t.pid}/task")) for t in ts}
     for t in ts:
         r, _ = tool(injbins, "cycle", str(t.pid), injbins["lib"],
                     env={"INJECT_DIE_AT": phase, "INJECT_STUB_WAIT_MS": "300"})
         assert r.returncode == -signal.SIGKILL, (phase, r.returncode, r.stdout)
-    # the workers give up waiting for the channel (5,000 naps of 200 us: 1-2 s) or the ack
-    # (0.3 s) and end
+    # the workers give up waiting for the channel (5,000 naps of 200 us: 1-2 s quiet, longer
+    # when each nap waits for a CPU) or the ack (0.3 s), unmap the stub and end
     time.sleep(3)
+    end = time.time() + 30
+    while time.time() < end and any(len(os.listdir(f"/proc/{t.pid}/task")) > threads[t.pid]
+                                    for t in ts):
+        time.sleep(0.1)
     for t in ts:
         r, kv = tool(injbins, "cycle", str(t.pid), injbins["lib"])
         # a library loaded before eprof died stays (its dlopen path is the same again)

@@ -169,7 +169,12 @@ def test_offcpu_sleep_grows(runs):
     runs.run("record", "-q", "--offcpu", "-o", "off_new.data", "--", "sleep", "0.3")
     js = json.loads(runs.run("diff", "off_base.data", "off_new.data", "--json").stdout)
     sleep = js["offcpu"]["by_kind_ns"]["sleep"]
-    assert sleep["new"] - sleep["base"] == pytest.approx(0.2e9, abs=0.05e9), sleep
+
+    def stats(data):  # what the recorder counted, for a failure to explain itself
+        rep = json.loads(runs.run("report", data, "--json").stdout)
+        return {k: v for k, v in rep["stats"].items() if "offcpu" in k}, rep.get("offcpu")
+    assert sleep["new"] - sleep["base"] == pytest.approx(0.2e9, abs=0.05e9), \
+        (sleep, stats("off_base.data"), stats("off_new.data"))
     top = js["offcpu"]["by_stack"][0]
     assert top["kind"] == "sleep" and top["ns"]["new"] > top["ns"]["base"], top
     r = runs.run("diff", "off_base.data", "off_new.data", "--gate", "offcpu.sleep>+100ms",
