@@ -16,7 +16,7 @@
 
 #include "util/bidcache.h"
 #include "util/log.h"
-#include "util/sha256.h"
+#include "util/hmap.h"
 
 #define BC_MAGIC "EPROFBC\n"
 #define BC_FORMAT 1 /* of the header and the file; a change here invalidates every entry */
@@ -30,7 +30,7 @@ struct bc_hdr {
 	char kind[16];
 	char build_id[BIDCACHE_MAX_BID + 8];
 	uint64_t len;
-	uint8_t sum[32]; /* SHA-256 of the header (this field zero) and the payload */
+	uint8_t sum[32]; /* checksum of the header (this field zero) and the payload */
 };
 
 static struct {
@@ -246,16 +246,58 @@ static bool is_entry_name(const char *name)
 	return valid_kind(kind) && valid_bid(dash + 1);
 }
 
+/*
+ * The checksum: four 64-bit lanes, each word xor-ed in, multiplied by an odd constant and
+ * folded (both bijections, so any change of one word changes its lane), 32 bytes a round;
+ * the header's lanes seed the payload's. Not cryptographic, and need not be: it catches
+ * truncation, bit rot and torn writes; who may write an entry is settled by the checks of
+ * owner, mode and links. SHA-256 cost 10% of a warm record's CPU on 7 MB of entries.
+ */
+#define BC_P 0x9fb21c651e98df25ULL
+
+static uint64_t load64(const unsigned char *p)
+{
+	uint64_t w;
+
+	memcpy(&w, p, sizeof(w));
+	return w;
+}
+
+static void lanes_hash(const void *data, size_t len, const uint64_t seed[4], uint64_t out[4])
+{
+	const unsigned char *p = data;
+	unsigned char tail[32];
+	uint64_t l[4] = {seed[0], seed[1], seed[2], seed[3]};
+	size_t i = 0;
+
+	for (; i + 32 <= len; i += 32)
+		for (int j = 0; j < 4; j++) {
+			l[j] = (l[j] ^ load64(p + i + 8 * j)) * BC_P;
+			l[j] ^= l[j] >> 31;
+		}
+	if (i < len) {
+		memset(tail, 0, sizeof(tail));
+		memcpy(tail, p + i, len - i);
+		for (int j = 0; j < 4; j++) {
+			l[j] = (l[j] ^ load64(tail + 8 * j)) * BC_P;
+			l[j] ^= l[j] >> 31;
+		}
+	}
+	for (int j = 0; j < 4; j++)
+		out[j] = hash_mix64(l[j] ^ (uint64_t)len ^ ((uint64_t)(j + 1) << 56));
+}
+
 static void hdr_sum(const struct bc_hdr *h, const void *payload, size_t len, uint8_t out[32])
 {
+	static const uint64_t seed[4] = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL,
+					 0xa4093822299f31d0ULL, 0x082efa98ec4e6c89ULL};
 	struct bc_hdr z = *h;
-	struct sha256 c;
+	uint64_t hs[4], sum[4];
 
 	memset(z.sum, 0, sizeof(z.sum));
-	sha256_init(&c);
-	sha256_update(&c, &z, sizeof(z));
-	sha256_update(&c, payload, len);
-	sha256_final(&c, out);
+	lanes_hash(&z, sizeof(z), seed, hs);
+	lanes_hash(payload, len, hs, sum);
+	memcpy(out, sum, sizeof(sum));
 }
 
 /* Removes name only while it is still the file we looked at (a writer may have replaced it). */

@@ -3,7 +3,7 @@
  * The build-id cache (docs/cache.md): what the recorder derives from an ELF object, kept on
  * disk between runs, keyed by the object's GNU build-id. One file per (kind, build-id) under
  * $XDG_CACHE_HOME/eprof (default ~/.cache/eprof): a header (magic, format version, the
- * kind's own version, kind, build-id, payload length, SHA-256 of header and payload) and
+ * kind's own version, kind, build-id, payload length, a 256-bit checksum of header and payload) and
  * the payload. Entries are written to a temporary name and renamed (concurrent recorders),
  * read only when they are regular files of our own uid, 0600, reached without following a
  * link, and whole and matching their checksum; anything else is removed and rebuilt. The

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The build-id cache (docs/cache.md): a second record takes the symbol tables from it and
 names the same functions; an entry another user planted is never trusted."""
-import hashlib
 import os
 import pwd
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
 
@@ -83,6 +83,34 @@ def test_no_cache_option_and_variable(ep, need_bpf, hot3, tmp_path):
     assert not os.path.exists(os.path.join(xdg, "eprof"))
 
 
+M64 = (1 << 64) - 1
+
+
+def mix64(x):
+    x ^= x >> 33
+    x = (x * 0xff51afd7ed558ccd) & M64
+    x ^= x >> 33
+    x = (x * 0xc4ceb9fe1a85ec53) & M64
+    return x ^ (x >> 33)
+
+
+def lanes_hash(data, seed):
+    """lanes_hash() of src/util/bidcache.c."""
+    lanes = list(seed)
+    padded = data + bytes(-len(data) % 32)
+    for i in range(0, len(padded), 32):
+        for j in range(4):
+            w = struct.unpack_from("<Q", padded, i + 8 * j)[0]
+            x = ((lanes[j] ^ w) * 0x9fb21c651e98df25) & M64
+            lanes[j] = x ^ (x >> 31)
+    return [mix64(lanes[j] ^ len(data) ^ ((j + 1) << 56)) for j in range(4)]
+
+
+def checksum(header_zeroed, payload):
+    seed = (0x243f6a8885a308d3, 0x13198a2e03707344, 0xa4093822299f31d0, 0x082efa98ec4e6c89)
+    return struct.pack("<4Q", *lanes_hash(payload, lanes_hash(header_zeroed, seed)))
+
+
 def forged(entry, old, new):
     """The entry with one function's name replaced (same length), its checksum made to match:
     what another user who read the format could write."""
@@ -91,7 +119,7 @@ def forged(entry, old, new):
     i = data.index(old)
     data[i:i + len(old)] = new
     data[HDR - 32:HDR] = bytes(32)
-    data[HDR - 32:HDR] = hashlib.sha256(bytes(data)).digest()
+    data[HDR - 32:HDR] = checksum(bytes(data[:HDR]), bytes(data[HDR:]))
     return bytes(data)
 
 
