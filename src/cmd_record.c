@@ -186,6 +186,9 @@ static const struct opt record_opts[] = {
 		 "5000, 0 = no cap); calls beyond keep their bytes, time and file",
 		 OPT_ALSO(R, io)),
 	OPT_FLAG("quiet", 'q', R, quiet, "no status line or summary"),
+	OPT_FLAG("no-cache", 0, R, no_cache,
+		 "neither read nor write the build-id cache of symbol tables\n"
+		 "(also EPROF_CACHE=0; docs/cache.md)"),
 	OPT_END,
 };
 

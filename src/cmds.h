@@ -14,7 +14,7 @@
 #include "tui/top_model.h"
 
 extern const struct command cmd_record, cmd_report, cmd_flamegraph, cmd_trace, cmd_export,
-	cmd_diff, cmd_top, cmd_critical_path;
+	cmd_diff, cmd_top, cmd_critical_path, cmd_cache;
 
 /* record's options that top shares, over a struct record_opts: targets, and sampling. */
 extern const struct opt record_target_opts[], record_sampling_opts[];

@@ -8,7 +8,7 @@
 
 static const struct command *const commands[] = {
 	&cmd_record, &cmd_report, &cmd_flamegraph, &cmd_trace,
-	&cmd_export, &cmd_critical_path, &cmd_diff, &cmd_top,
+	&cmd_export, &cmd_critical_path, &cmd_diff, &cmd_top, &cmd_cache,
 };
 
 static void usage(FILE *f)

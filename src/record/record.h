@@ -28,6 +28,7 @@ struct record_opts {
 	uint32_t ringbuf_mb;
 	bool no_kernel;
 	bool quiet;
+	bool no_cache; /* --no-cache: no build-id cache (util/bidcache.h, docs/cache.md) */
 	int verbose;
 	int cuda;		  /* CUDA API uprobes and CUPTI: -1 auto (default), 0 off, 1 on */
 	uint32_t cuda_stack_rate; /* launch stacks per second per thread */

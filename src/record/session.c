@@ -32,6 +32,7 @@
 #include "eprof_abi.h"
 #include "format/format.h"
 #include "sym/symbolizer.h"
+#include "util/bidcache.h"
 #include "util/log.h"
 #include "profile.skel.h"
 #include "feature.h"
@@ -920,6 +921,14 @@ static int finish(struct session *s)
 	err = symbolize_profile_src(s->p, s->sym, &(const struct symbolize_src){ tracker_path,
 			proc_tracker__mapping_start, s->tracker }, &st);
 	log_debug("symbolized %" PRIu64 " locations (%" PRIu64 " unnamed)", st.locations, st.unknown);
+	if (bidcache_enabled()) {
+		struct bidcache_counters bc;
+
+		bidcache_counters(&bc);
+		log_info("cache: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
+			 " refused, %" PRIu64 " stored, %" PRIu64 " evicted (%s)",
+			 bc.hits, bc.misses, bc.refused, bc.stored, bc.evicted, bidcache_path());
+	}
 	if (err)
 		return err;
 	s->p->stats[STAT_UNKNOWN_FRAMES] = st.unknown;
@@ -960,6 +969,9 @@ static int setup(struct session *s)
 	/* A live view must not wait on DWARF line tables or the network. */
 	struct symbolizer_opts so = { .want_lines = !s->o->live, .use_debuginfod = !s->o->live };
 	int err;
+
+	bidcache_setup(!s->o->no_cache, NULL, 0);
+	so.use_cache = bidcache_enabled();
 
 	err = check_environment();
 	if (err)

@@ -24,6 +24,7 @@
 #include <zlib.h>
 
 #include "sym/sym_internal.h"
+#include "util/bidcache.h"
 #include "util/elf_layout.h"
 #include "util/log.h"
 
@@ -45,7 +46,21 @@ struct sym_obj {
 	bool syms_done;
 	struct dw_index *dwx;
 	bool dw_done;
+	/*
+	 * The build-id cache (docs/cache.md): lazy when loads, bias, symbols and the DWARF
+	 * verdict came from it and libdwfl has not opened the file (fd kept for when it must);
+	 * store when this object's entry is to be written once they are all known.
+	 */
+	char *bid;
+	int fd;
+	bool lazy, store;
+	bool dw_none; /* from the cache: no DWARF (dw_known: the verdict is there at all) */
+	bool dw_known;
 };
+
+static int cache_load(struct sym_obj *o);
+static void cache_store(struct sym_obj *o);
+static bool debug_file_appeared(struct sym_obj *o);
 
 void sym_hex(const unsigned char *bits, size_t len, char *hex)
 {
@@ -565,11 +580,41 @@ struct sym_obj *sym_obj__open(struct symbolizer *s, const char *path, int fd, co
 		return NULL;
 	}
 	o->s = s;
+	o->fd = -1;
 	symtab__init(&o->syms);
+	if (build_id && *build_id && symbolizer__opts(s)->use_cache) {
+		o->bid = strdup(build_id);
+		if (o->bid && !cache_load(o)) {
+			o->lazy = true;
+			o->fd = fd;
+			return o;
+		}
+		o->store = o->bid != NULL;
+	}
 	o->err = open_obj(o, fd, build_id);
 	if (o->err && o->err != -ENOMEM)
 		log_debug("cannot use '%s': %s", path, strerror(-o->err));
+	if (o->err)
+		o->store = false;
 	return o;
+}
+
+/* A cached object that now needs libdwfl (its DWARF): opened as it would have been. */
+static int open_lazy(struct sym_obj *o)
+{
+	int fd = o->fd;
+
+	if (!o->lazy)
+		return o->err;
+	o->lazy = false;
+	o->fd = -1;
+	free(o->loads);
+	o->loads = NULL;
+	o->nloads = 0;
+	o->err = open_obj(o, fd, o->bid);
+	if (o->err && o->err != -ENOMEM)
+		log_debug("cannot use '%s': %s", o->path, strerror(-o->err));
+	return o->err;
 }
 
 void sym_obj__free(struct sym_obj *o)
@@ -578,6 +623,9 @@ void sym_obj__free(struct sym_obj *o)
 		return;
 	dw_index__free(o->dwx);
 	symtab__clear(&o->syms);
+	if (o->fd >= 0)
+		close(o->fd);
+	free(o->bid);
 	if (o->dwfl)
 		dwfl_end(o->dwfl);
 	free(o->loads);
@@ -773,6 +821,169 @@ static int load_syms(struct sym_obj *o)
 	return err;
 }
 
+/* --- the build-id cache ------------------------------------------------------------- */
+
+/*
+ * Entry "sym" (docs/cache.md): what sym_obj__resolve needs of an object without libdwfl:
+ * its PT_LOADs and bias, its finished symbol table (ELF symbols and PLT stubs, sorted,
+ * aliases dropped, guessed sizes set) and whether it has DWARF. Little-endian host layout:
+ *   u32 flags, u32 nloads, u64 bias, u64 nents, u64 strs_len,
+ *   nloads x { u64 p_offset, p_vaddr, p_filesz },
+ *   nents x { u64 addr, end; u32 name, aux; u8 flags, rank; u8 pad[6] },
+ *   strs_len bytes of names (NUL-terminated each).
+ * Bump SYM_CACHE_VERSION when any of this, or what goes into the table, changes.
+ */
+#define SYM_CACHE_KIND "sym"
+#define SYM_CACHE_VERSION 1
+#define SYMC_DW_KNOWN 0x1 /* the DWARF verdict below was taken (want_lines) */
+#define SYMC_DW_NONE 0x2  /* libdw found no DWARF for the object, nor a debug file */
+#define SYMC_MAX_LOADS 64
+
+struct symc_head {
+	uint32_t flags, nloads;
+	uint64_t bias, nents, strs_len;
+};
+struct symc_load {
+	uint64_t off, vaddr, filesz;
+};
+struct symc_ent {
+	uint64_t addr, end;
+	uint32_t name, aux;
+	uint8_t flags, rank, pad[6];
+};
+
+/*
+ * A "no DWARF" verdict stays true only while no debug file for the build-id appeared
+ * (a -dbg package installed since) and debuginfod is not to be asked.
+ */
+static bool debug_file_appeared(struct sym_obj *o)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (symbolizer__opts(o->s)->use_debuginfod && urls && *urls)
+		return true;
+	if (!o->bid || strlen(o->bid) < 3)
+		return true;
+	snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", symbolizer__debug_dir(o->s),
+		 o->bid, o->bid + 2);
+	return !stat(path, &st);
+}
+
+static int cache_load(struct sym_obj *o)
+{
+	const struct symc_load *ld;
+	const struct symc_ent *ce;
+	struct symc_head h;
+	size_t len, need;
+	void *data;
+	char *p;
+	int err = -EBADMSG;
+
+	if (bidcache_get(SYM_CACHE_KIND, SYM_CACHE_VERSION, o->bid, &data, &len))
+		return -ENOENT;
+	p = data;
+	if (len < sizeof(h))
+		goto out;
+	memcpy(&h, p, sizeof(h));
+	if (h.nloads == 0 || h.nloads > SYMC_MAX_LOADS || h.nents > UINT32_MAX ||
+	    h.strs_len > UINT32_MAX)
+		goto out;
+	need = sizeof(h) + h.nloads * sizeof(*ld) + h.nents * sizeof(*ce) + h.strs_len;
+	if (need != len || (h.strs_len && p[len - 1] != '\0'))
+		goto out;
+	ld = (const void *)(p + sizeof(h));
+	ce = (const void *)(p + sizeof(h) + h.nloads * sizeof(*ld));
+	o->loads = calloc(h.nloads, sizeof(*o->loads));
+	o->syms.ents = calloc(h.nents ? h.nents : 1, sizeof(*o->syms.ents));
+	o->syms.strs = malloc(h.strs_len ? h.strs_len : 1);
+	if (!o->loads || !o->syms.ents || !o->syms.strs) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < h.nloads; i++) {
+		struct symc_load l;
+
+		memcpy(&l, &ld[i], sizeof(l));
+		o->loads[i].p_type = PT_LOAD;
+		o->loads[i].p_offset = l.off;
+		o->loads[i].p_vaddr = l.vaddr;
+		o->loads[i].p_filesz = l.filesz;
+	}
+	o->nloads = h.nloads;
+	o->bias = h.bias;
+	for (uint64_t i = 0; i < h.nents; i++) {
+		struct symc_ent e;
+
+		memcpy(&e, &ce[i], sizeof(e));
+		/* a name inside the strings, addresses in order: symtab__find's assumptions */
+		if (e.name >= h.strs_len || (i && e.addr < o->syms.ents[i - 1].addr))
+			goto out;
+		o->syms.ents[i] = (struct symtab_ent){ e.addr, e.end, e.name, e.aux, e.flags,
+						       e.rank };
+	}
+	memcpy(o->syms.strs, p + len - h.strs_len, h.strs_len);
+	o->syms.n = o->syms.cap = h.nents;
+	o->syms.strs_len = o->syms.strs_cap = h.strs_len;
+	o->syms_done = true;
+	o->dw_known = h.flags & SYMC_DW_KNOWN;
+	o->dw_none = h.flags & SYMC_DW_NONE;
+	err = 0;
+out:
+	if (err) {
+		if (err == -EBADMSG)
+			log_debug("cache: entry of '%s' (%s) malformed: rebuilt", o->path, o->bid);
+		free(o->loads);
+		o->loads = NULL;
+		o->nloads = 0;
+		symtab__clear(&o->syms);
+		o->syms_done = false;
+	}
+	free(data);
+	return err;
+}
+
+static void cache_store(struct sym_obj *o)
+{
+	struct symc_head h = { .nloads = (uint32_t)o->nloads, .bias = o->bias,
+			       .nents = o->syms.n, .strs_len = o->syms.strs_len };
+	size_t len;
+	char *buf, *p;
+
+	if (!o->bid || !o->syms_done || !o->nloads || o->nloads > SYMC_MAX_LOADS)
+		return;
+	if (o->dw_done) {
+		h.flags |= SYMC_DW_KNOWN;
+		if (!o->dwx)
+			h.flags |= SYMC_DW_NONE;
+	}
+	len = sizeof(h) + o->nloads * sizeof(struct symc_load) +
+	      o->syms.n * sizeof(struct symc_ent) + o->syms.strs_len;
+	buf = calloc(1, len);
+	if (!buf)
+		return;
+	memcpy(buf, &h, sizeof(h));
+	p = buf + sizeof(h);
+	for (size_t i = 0; i < o->nloads; i++, p += sizeof(struct symc_load)) {
+		struct symc_load l = { o->loads[i].p_offset, o->loads[i].p_vaddr,
+				       o->loads[i].p_filesz };
+
+		memcpy(p, &l, sizeof(l));
+	}
+	for (size_t i = 0; i < o->syms.n; i++, p += sizeof(struct symc_ent)) {
+		const struct symtab_ent *e = &o->syms.ents[i];
+		struct symc_ent c = { .addr = e->addr, .end = e->end, .name = e->name,
+				      .aux = e->aux, .flags = e->flags, .rank = e->rank };
+
+		memcpy(p, &c, sizeof(c));
+	}
+	if (o->syms.strs_len)
+		memcpy(p, o->syms.strs, o->syms.strs_len);
+	bidcache_put(SYM_CACHE_KIND, SYM_CACHE_VERSION, o->bid, buf, len);
+	free(buf);
+}
+
 /* --- lookups ------------------------------------------------------------------------ */
 
 static int off_to_addr(const struct sym_obj *o, uint64_t off, uint64_t *addr)
@@ -796,6 +1007,14 @@ static struct dw_index *get_dwarf(struct sym_obj *o)
 
 	if (o->dw_done)
 		return o->dwx;
+	if (o->lazy && o->dw_known && o->dw_none && !debug_file_appeared(o)) {
+		o->dw_done = true;
+		return NULL;
+	}
+	if (open_lazy(o))
+		return NULL;
+	if (!o->dw_known)
+		o->store = o->bid != NULL; /* the entry gets the verdict */
 	o->dw_done = true;
 	elf = dwfl_module_getelf(o->mod, &dwbias);
 	if (!elf || !compressed_sections_sane(elf, o->path))
@@ -834,6 +1053,10 @@ int sym_obj__resolve(struct sym_obj *o, uint64_t file_off, bool want_lines, stru
 			return -ENOMEM;
 	}
 	dwx = want_lines ? get_dwarf(o) : NULL;
+	if (o->store && (!want_lines || o->dw_done)) {
+		o->store = false;
+		cache_store(o);
+	}
 	if (dwx) {
 		err = dw_index__resolve(dwx, addr, name, out);
 		if (err != -ENOENT)

@@ -28,6 +28,8 @@ struct symbolizer_opts {
 	const char *debug_dir;	   /* default "/usr/lib/debug" (build-id and debuglink search) */
 	bool want_lines;	   /* file/line and inline frames (needs DWARF) */
 	bool use_debuginfod;	   /* query debuginfod when DEBUGINFOD_URLS is set */
+	bool use_cache;		   /* objects' symbol tables in the build-id cache
+				      (util/bidcache.h, set up by the caller) */
 };
 
 struct symbolizer;

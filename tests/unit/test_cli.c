@@ -279,7 +279,8 @@ static void test_opt_table_check(void **state)
 		OPT_END,
 	};
 	const struct command *cmds[] = { &cmd_record, &cmd_report, &cmd_flamegraph, &cmd_trace,
-					 &cmd_export, &cmd_critical_path, &cmd_diff, &cmd_top };
+					 &cmd_export, &cmd_critical_path, &cmd_diff, &cmd_top,
+					 &cmd_cache };
 
 	assert_int_equal(opt_table_check(dup_name), -EINVAL);
 	assert_int_equal(opt_table_check(dup_short), -EINVAL);
@@ -329,7 +330,8 @@ static void test_opt_help(void **state)
 static void test_docs_have_each_help(void **state)
 {
 	const struct command *cmds[] = { &cmd_record, &cmd_report, &cmd_flamegraph, &cmd_trace,
-					 &cmd_export, &cmd_critical_path, &cmd_diff, &cmd_top };
+					 &cmd_export, &cmd_critical_path, &cmd_diff, &cmd_top,
+					 &cmd_cache };
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		struct sink *s = sink_mem(), *block = sink_mem();
