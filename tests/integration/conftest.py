@@ -36,6 +36,14 @@ def bpf_unavailable_reason():
     return None
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Each test's eprof gets an empty build-id cache of its own (docs/cache.md): what one test
+    cached (a program before it was stripped, say: the same build-id) never reaches another,
+    and root's ~/.cache/eprof is left alone. test_cache.py sets its own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
 @pytest.fixture(scope="session")
 def eprof():
     return eprof_bin()
