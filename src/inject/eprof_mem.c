@@ -575,11 +575,28 @@ static bool peer_is_recorder(int fd, const char *path)
 	return cr.uid == 0 && (cr.pid == 0 || (unsigned long)cr.pid == pid);
 }
 
+/*
+ * The channel's descriptor (connected here, or the one the injector handed over): a large
+ * send buffer, and out of the way of a program that reuses low descriptors.
+ */
+static int chan_adopt(int fd)
+{
+	int hi, sz = 4 << 20;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+	if (hi >= 0) {
+		close(fd);
+		fd = hi;
+	}
+	return fd;
+}
+
 static int chan_connect(const char *path)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	size_t len = strlen(path);
-	int fd, hi, sz = 4 << 20;
+	int fd;
 
 	if (path[0] != '/' || len >= sizeof(a.sun_path))
 		return -1;
@@ -591,14 +608,7 @@ static int chan_connect(const char *path)
 		close(fd);
 		return -1;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-	/* Out of the way of a program that reuses low descriptors. */
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
-	if (hi >= 0) {
-		close(fd);
-		fd = hi;
-	}
-	return fd;
+	return chan_adopt(fd);
 }
 
 /* Under b's lock. */
@@ -1677,20 +1687,6 @@ static void patch_new_objects(void)
 	if ((n[0] != seen_adds || n[1] != seen_subs) && atomic_load(&attached))
 		patch_all();
 	pthread_mutex_unlock(&patch_lock);
-}
-
-/* A descriptor the injector handed over as the channel: moved out of the program's way. */
-static int chan_adopt(int fd)
-{
-	int hi, sz = 4 << 20;
-
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
-	if (hi >= 0) {
-		close(fd);
-		fd = hi;
-	}
-	return fd;
 }
 
 EXPORT int eprof_mem_attach(void *blob)
