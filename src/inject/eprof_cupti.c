@@ -1457,6 +1457,8 @@ EXPORT int eprof_cupti_attach(const void *arg)
 	atomic_store(&verbose, (a->flags & EGPU_ATTACH_VERBOSE) != 0);
 	memcpy(cupti_hint, a->cupti_hint, sizeof(cupti_hint));
 	cupti_hint[sizeof(cupti_hint) - 1] = '\0';
+	if (a->backlog_mb && a->backlog_mb <= 4097)
+		held_max = (size_t)(a->backlog_mb - 1) << 20;
 	t_init = mono_ns();
 	sock_fd = a->fd;
 	out_len = sizeof(struct egpu_msg);

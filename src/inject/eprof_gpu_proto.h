@@ -214,7 +214,8 @@ struct egpu_bye {
 struct egpu_attach_arg {
 	int32_t fd;	       /* the target's end of the channel (SOCK_SEQPACKET) */
 	uint32_t flags;	       /* EGPU_ATTACH_* */
-	char cupti_hint[504];  /* a libcupti of the target's CUDA install, in its namespace; "" */
+	char cupti_hint[500];  /* a libcupti of the target's CUDA install, in its namespace; "" */
+	uint32_t backlog_mb;   /* 1 + the recorder's EPROF_CUPTI_BACKLOG_MB; 0: the default */
 };
 #define EGPU_ATTACH_VERBOSE 1
 

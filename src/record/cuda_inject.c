@@ -139,6 +139,15 @@ static void do_inject(struct cuda_inject *ci, struct ci_proc *p)
 
 	a.flags = ci->o.verbose ? EGPU_ATTACH_VERBOSE : 0;
 	cuda_inject_cupti_hint(p->pid, a.cupti_hint, sizeof(a.cupti_hint));
+	{
+		/* the launched collector reads it from its environment; an attached one, here */
+		const char *mb = getenv("EPROF_CUPTI_BACKLOG_MB");
+		char *end;
+		unsigned long v = mb && *mb ? strtoul(mb, &end, 10) : 0;
+
+		if (mb && *mb && !*end && v <= 4096)
+			a.backlog_mb = (uint32_t)v + 1;
+	}
 	err = inject_load((pid_t)p->pid, &rq, &r);
 	p->done.pid = p->pid;
 	p->done.stopped_ms = r.stopped_ns / 1e6;
