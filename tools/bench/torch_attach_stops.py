@@ -11,15 +11,16 @@ injection, one at the retraction. Prints, per mode and kind, the count, p50, p99
 how many stops took the job's main thread, and the load average before and after; it stops at
 once if the job dies.
 
-  tools/bench/torch_attach_stops.py [--cycles 20] [--modes --mem,--mem=1] [--eprof PATH]
+  tools/bench/torch_attach_stops.py [--cycles 20] [--modes=--mem,--mem=1] [--eprof PATH]
 """
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
-import time
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import REPO, find_eprof  # noqa: E402
@@ -52,21 +53,24 @@ def main():
     modes = a.modes.split(",")
     seconds = 30 + a.cycles * len(modes) * 4
     job = subprocess.Popen([PY, JOB, str(seconds), "--workers", "1", "--ready"],
-                           stdout=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = job.stdout.readline()
     if line.strip() != "ready":
         sys.exit(f"torch_attach_stops: the job did not start: {line!r}")
     print(f"job {job.pid}, {a.cycles} cycles per mode, load before: {loadavg()}", flush=True)
     failed = 0
+    d = tempfile.mkdtemp(prefix="eprof-torch-stops-")
+    data = os.path.join(d, "stops.data")
     try:
         for mode in modes:
             stops = {"loaded into": [], "retracted from": []}
             main_stops = 0
             for _ in range(a.cycles):
                 r = subprocess.run([eprof, "record", "-v", mode, "-p", str(job.pid), "-d", "0.5",
-                                    "-o", "/dev/null"], capture_output=True, text=True,
-                                   timeout=120)
+                                    "-o", data], capture_output=True, text=True, timeout=120)
                 failed += r.returncode != 0
+                if r.returncode:
+                    print(f"record failed: {r.stderr.strip().splitlines()[-1:]}", flush=True)
                 for what, tid, ms in STOP_RE.findall(r.stderr):
                     stops[what].append(float(ms))
                     main_stops += int(tid) == job.pid
@@ -81,6 +85,7 @@ def main():
     finally:
         job.terminate()
         job.communicate(timeout=60)
+        shutil.rmtree(d, ignore_errors=True)
     # it was checked alive after every cycle: a crash or hang ends the bench above
     print(f"load after: {loadavg()}; records failed: {failed}; the job ran through every cycle")
 
