@@ -46,6 +46,7 @@
 #include "sockdir.h"
 #include "events.h"
 #include "feature.h"
+#include "mapwatch.h"
 #include "decode/gpu_conv.h"
 #include "proc.h"
 #include "record.h"
@@ -449,7 +450,8 @@ static void scan_targets(struct feature_ctx *f, struct cuda_state *s)
 	uint32_t pid;
 
 	for (size_t i = 0; feature_next_target(f, &i, &pid);)
-		scan_pid(f, s, pid);
+		if (mapwatch_changed(f->maps, MAPWATCH_CUDA, pid))
+			scan_pid(f, s, pid);
 }
 
 struct sys_scan {
@@ -461,7 +463,8 @@ static void scan_process(uint32_t pid, void *arg)
 {
 	struct sys_scan *c = arg;
 
-	scan_pid(c->f, c->s, pid);
+	if (mapwatch_changed(c->f->maps, MAPWATCH_CUDA, pid))
+		scan_pid(c->f, c->s, pid);
 }
 
 /*

@@ -36,6 +36,7 @@ struct profile_bpf;
 struct event_ctx;
 struct proc_tracker;
 struct rusage;
+struct mapwatch;
 
 struct feature_ctx {
 	const struct record_opts *o;
@@ -46,6 +47,8 @@ struct feature_ctx {
 	pid_t child;	    /* launched command (stopped before exec until sampling starts), or 0 */
 	int ncpus;	    /* possible CPUs (size of per-CPU map values) */
 	uint64_t start_ns;  /* set before attach */
+	/* Whose code mappings changed (record/mapwatch.h); NULL: assume everyone's did. */
+	struct mapwatch *maps;
 	/* Sum over CPUs of a BPF stats counter (enum eprof_bpf_stat). */
 	uint64_t (*bpf_stat)(struct feature_ctx *f, int idx);
 	/* Reads everything waiting in the ring buffer now (after detaching in finish). */

@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #include "profile.skel.h"
 #include "events.h"
 #include "feature.h"
+#include "mapwatch.h"
 #include "mem_chan.h"
 #include "kbtf.h"
 #include "mem_probe.h"
@@ -1121,7 +1123,13 @@ static int mem_poll(struct feature_ctx *f, void *state, uint64_t now)
 		follow_children(f, st);
 		for (size_t i = 0; i < st->ntargets;) {
 			struct mem_target *t = &st->targets[i];
-			int err = scan_target(f, st, t, &t->l, t->pid);
+			int err;
+
+			/* No code mapped since the last look: only whether it is still there. */
+			if (mapwatch_changed(f->maps, MAPWATCH_MEM, t->pid))
+				err = scan_target(f, st, t, &t->l, t->pid);
+			else
+				err = kill((pid_t)t->pid, 0) ? -errno : 0;
 
 			/* Gone: its links go (they pin the task) and so does its entry. */
 			if (err == -ENOENT || err == -ESRCH) {

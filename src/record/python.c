@@ -18,6 +18,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "util/vec.h"
 #include "events.h"
 #include "feature.h"
+#include "mapwatch.h"
 #include "proc.h"
 #include "python.h"
 #include "record.h"
@@ -140,6 +142,7 @@ struct py_target {
 	uint64_t gone;	     /* ns: when its process was found gone, 0 = alive */
 	uint64_t next_check; /* ns: when to look at its mappings again */
 	unsigned checks;     /* looks so far: the first ones come fast, to catch an exec */
+	bool named;	     /* the last look found an object named like CPython mapped */
 	char path[PATH_MAX]; /* the object that defines _PyRuntime */
 	uint64_t map_start;  /* where that object's first mapping started */
 	struct py_layout l;
@@ -353,6 +356,7 @@ static int detect(struct py_target *t)
 	f = fopen(mpath, "re");
 	if (!f)
 		return -ESRCH;
+	t->named = false;
 	while (!found && fgets(line, sizeof(line), f)) {
 		char perms[8], *path;
 		int pos = 0;
@@ -364,6 +368,7 @@ static int detect(struct py_target *t)
 		path[strcspn(path, "\n")] = '\0';
 		if (path[0] != '/' || !python_name(path))
 			continue;
+		t->named = true;
 		snprintf(fpath, sizeof(fpath), "/proc/%u/map_files/%llx-%llx", t->pid, start, end);
 		if (read_syms(fpath, &ps)) {
 			snprintf(fpath, sizeof(fpath), "/proc/%u/root%s", t->pid, path);
@@ -831,6 +836,7 @@ static uint64_t now_ns(void)
 static void check_target(struct py_state *s, struct py_target *t, uint64_t now)
 {
 	int fd = bpf_map__fd(s->f->skel->maps.py_procs);
+	bool changed;
 	int r;
 
 	/*
@@ -840,10 +846,21 @@ static void check_target(struct py_state *s, struct py_target *t, uint64_t now)
 	t->next_check = now + (t->checks++ < 20	     ? PY_CHECK_FAST_NS
 			       : s->all && !t->python ? PY_SYS_RECHECK_NS
 						      : PY_CHECK_NS);
+	/*
+	 * Whether the interpreter is still there, or has come, depends on the maps only; unless
+	 * a look found CPython's name but could not read its version or layout (a transient
+	 * state), an unchanged map needs no new look.
+	 */
+	changed = mapwatch_changed(s->f->maps, MAPWATCH_PYTHON, t->pid);
 	if (t->python) {
-		if (still_there(t))
+		if (!changed || still_there(t))
 			return;
 		drop_target(s, t); /* exec'd or exited */
+	}
+	if (!changed && t->checks > 1 && !t->named) {
+		if (kill((pid_t)t->pid, 0) && errno == ESRCH && !t->gone)
+			t->gone = now;
+		return;
 	}
 	r = detect(t);
 	if (r == -ESRCH && !t->gone)

@@ -40,6 +40,7 @@
 #include "util/vec.h"
 #include "events.h"
 #include "feature.h"
+#include "mapwatch.h"
 #include "python.h"
 #include "record.h"
 #include "sym/usdt.h"
@@ -1001,6 +1002,7 @@ static int region_attach(struct feature_ctx *f, void *state)
 			return err;
 	}
 	for (size_t i = 0; i < o->npids; i++) {
+		mapwatch_changed(f->maps, MAPWATCH_REGION, o->pids[i]); /* seen from now on */
 		err = scan_pid(st, o->pids[i]);
 		if (err)
 			return err;
@@ -1023,7 +1025,8 @@ static int region_poll(struct feature_ctx *f, void *state, uint64_t now)
 		return 0;
 	st->next_scan = now + (now - f->start_ns < 2000000000ULL ? SCAN_FAST_NS : SCAN_SLOW_NS);
 	for (size_t i = 0; i < p->procs.n && !err; i++)
-		if (!p->procs.v[i].exit_ts)
+		if (!p->procs.v[i].exit_ts &&
+		    mapwatch_changed(f->maps, MAPWATCH_REGION, p->procs.v[i].pid))
 			err = scan_pid(st, p->procs.v[i].pid);
 	return err == -ENOMEM ? err : 0;
 }

@@ -37,6 +37,7 @@
 #include "profile.skel.h"
 #include "feature.h"
 #include "job.h"
+#include "mapwatch.h"
 #include "proc.h"
 #include "record.h"
 #include "uprobe_multi.h"
@@ -68,6 +69,7 @@ struct session {
 	struct bpf_link **links;
 	int *pfds;
 	int ncpus;
+	struct mapwatch *mw; /* code mappings that changed, for the features' rescans */
 	pid_t child;
 	int go_pipe, err_pipe; /* launch: release the child / learn exec failure */
 	int child_status;
@@ -811,6 +813,7 @@ static int poll_features(struct session *s, uint64_t t)
 	const struct feature *f;
 	int err;
 
+	mapwatch_poll(s->mw);
 	FOR_EACH_FEATURE(s, i, f)
 	{
 		err = f->poll ? f->poll(&s->fctx, s->fstate[i], t) : 0;
@@ -911,6 +914,13 @@ static int finish(struct session *s)
 			 s->ev.decode_ns[EV_COST_SAMPLE] / 1e9, s->ev.decoded[EV_COST_SAMPLE],
 			 s->ev.decode_ns[EV_COST_FEATURE] / 1e9, s->ev.decoded[EV_COST_FEATURE],
 			 s->ev.decode_ns[EV_COST_PROC] / 1e9, s->ev.decoded[EV_COST_PROC]);
+		if (s->mw) {
+			struct mapwatch_stats ms;
+
+			mapwatch_stats(s->mw, &ms);
+			log_debug("mapping events: %" PRIu64 " read, %" PRIu64 " resets",
+				  ms.records, ms.resets);
+		}
 		log_debug("unwind tables: %.1f MB held, %" PRIu64 " dropped to stay in budget; "
 			  "%" PRIu64 " stack nodes, %zu locations",
 			  cfi_bytes / 1048576.0, evictions, profile__stacks_end(s->p),
@@ -951,6 +961,7 @@ static void session_free(struct session *s)
 		s->fon[i] = false;
 	}
 	ring_buffer__free(s->rb);
+	mapwatch_close(s->mw);
 	profile_bpf__destroy(s->skel);
 	free(s->links);
 	free(s->pfds);
@@ -1037,6 +1048,24 @@ static int open_output(struct session *s)
 	return 0;
 }
 
+/*
+ * Before the features' first look at the targets' maps, so that nothing mapped after it is
+ * missed. Without it (EPROF_MAPWATCH=0, or perf refuses the dummy events) the features
+ * re-read the maps on their timers.
+ */
+static void open_mapwatch(struct session *s)
+{
+	const char *env = getenv("EPROF_MAPWATCH");
+	int n = libbpf_num_possible_cpus();
+
+	if ((env && !strcmp(env, "0")) || n <= 0)
+		return;
+	s->mw = mapwatch_open(n, 8);
+	if (!s->mw)
+		log_debug("no mapping events (%s): rescanning maps on timers", strerror(errno));
+	s->fctx.maps = s->mw;
+}
+
 static int attach(struct session *s)
 {
 	int err;
@@ -1056,6 +1085,7 @@ static int attach(struct session *s)
 		return err;
 	s->fctx.child = s->child;
 	s->fctx.start_ns = now_ns();
+	open_mapwatch(s);
 	{
 		const struct feature *f;
 
