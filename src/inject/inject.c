@@ -798,6 +798,22 @@ static bool stuck(const struct inj *j, pid_t tid)
 	return false;
 }
 
+/* A thread seized whose stop has not come, and that is not in uninterruptible sleep. */
+static bool stuck_stopping(const struct inj *j)
+{
+	for (unsigned i = 0; i < j->nstuck; i++) {
+		char path[96], buf[256];
+		const char *st;
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)j->pid,
+			 (int)j->stuck[i]);
+		if (read_small(path, buf, sizeof(buf)) > 0 && (st = strrchr(buf, ')')) && st[1] &&
+		    st[2] != 'D' && st[2] != 'Z' && st[2] != 'X')
+			return true;
+	}
+	return false;
+}
+
 /* Stops a thread at a safe point: threads blocked in a safe call first, then the others. */
 static int stop_thread(struct inj *j)
 {
@@ -847,8 +863,15 @@ static int stop_thread(struct inj *j)
 			plan_resume(j); /* a call the stop ended with EINTR is issued again */
 			release(j);
 		}
-		if (tries == before && now_ns() >= until)
-			break; /* past the time, nothing left to try (the rest never stopped) */
+		/*
+		 * Past the time with nothing left to try: give up, unless a thread whose stop has
+		 * not come is not in uninterruptible sleep: on CPUs busy with other work its stop
+		 * can take longer than one wait, and it is tried again once it came (reap_stuck).
+		 */
+		if (tries == before && now_ns() >= until && !stuck_stopping(j))
+			break;
+		if (j->nstuck)
+			reap_stuck(j);
 		usleep(2000);
 	}
 	return fail(j, INJ_ERR_NO_SAFE_POINT, -EAGAIN,

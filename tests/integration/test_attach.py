@@ -345,6 +345,63 @@ def test_thread_that_cannot_stop_is_not_held(injbins):
     assert rc == 0 and out.startswith("ok vfork"), out
 
 
+def cpu_quota_cgroup(name):
+    """A cgroup whose tasks get 1 ms of CPU a second (v2 cpu.max, or v1 cpu.cfs_quota_us), or
+    None where neither can be made."""
+    for root, has, files in (("/sys/fs/cgroup", "cgroup.subtree_control",
+                              {"cpu.max": "1000 1000000"}),
+                             ("/sys/fs/cgroup/cpu", "cpu.cfs_quota_us",
+                              {"cpu.cfs_period_us": "1000000", "cpu.cfs_quota_us": "1000"})):
+        try:
+            with open(os.path.join(root, has)) as f:
+                if has == "cgroup.subtree_control" and "cpu" not in f.read().split():
+                    continue
+        except OSError:
+            continue
+        d = os.path.join(root, name)
+        try:
+            os.makedirs(d, exist_ok=True)
+            for f, v in files.items():
+                with open(os.path.join(d, f), "w") as fh:
+                    fh.write(v)
+        except OSError:
+            continue
+        return root, d
+    return None
+
+
+def test_stop_delayed_by_a_busy_cpu_is_waited_for(injbins):
+    """A thread that is runnable but gets no CPU (here its cgroup has spent its 1 ms a second,
+    as a job starved by other work is) stops only when it runs again: 1 s later, past one
+    stop's wait (0.5 s). It is not in uninterruptible sleep, so the injection waits for its
+    stop, lets it go and tries it again, instead of giving up with "no thread could be
+    stopped" (a loaded run of stop 38 saw that)."""
+    if os.geteuid() != 0:
+        pytest.skip("skipped: not root (cgroups)")
+    cg = cpu_quota_cgroup(f"eprof-test-{os.getpid()}")
+    if not cg:
+        pytest.skip("skipped: no cgroup CPU quota can be set here")
+    root, d = cg
+    t = Target(injbins["target"], "compute", 5)
+    try:
+        with open(os.path.join(d, "cgroup.procs"), "w") as f:
+            f.write(str(t.pid))
+        time.sleep(0.2)  # its 1 ms spent: throttled until the next second
+        p = subprocess.Popen([injbins["tool"], "cycle", str(t.pid), injbins["lib"]],
+                             stdout=subprocess.PIPE, text=True)
+        time.sleep(1.2)  # two stop waits: on its own it would run again only at 1 s
+    finally:
+        with open(os.path.join(root, "cgroup.procs"), "w") as f:
+            f.write(str(t.pid))
+        os.rmdir(d)
+    out, _ = p.communicate(timeout=60)
+    kv = dict(line.partition(" ")[::2] for line in out.splitlines())
+    assert p.returncode == 0 and kv["load_rc"] == "0", out
+    assert float(kv["load_total_us"]) > 1_000_000, kv  # it did wait for the late stop
+    rc, res = t.result()
+    assert rc == 0 and res.startswith("ok compute"), res
+
+
 def test_abandoned_load_leaves_nothing_loaded(injbins):
     """Another thread holds the loader's lock for 7 s (a slow constructor): the worker's dlopen
     waits, not a program thread (stopped for pthread_create only); eprof gives up at its 5 s
