@@ -89,7 +89,8 @@ def test_jit_code_named_by_jitdump(need_bpf, ep, jitcall):
     ep.run("record", "-F", "999", "-q", "--", jitcall, "1", "jitdump")
     rep = ep.report_json()
     jit = [f for f in rep["functions"] if f["module"] == "[jit]"]
-    assert [f["name"] for f in jit] == ["jit_kernel"], jit
+    assert [f["name"] for f in jit] == ["jit_kernel"], (
+        jit, [(f["module"], f["name"], f["self"]) for f in rep["functions"][:8]], rep["samples"])
     share, under = jit_chain_share(ep.folded("eprof.data", "--no-comm"), "jit_kernel")
     assert under > 200 and share >= 0.98, (share, under)
 
