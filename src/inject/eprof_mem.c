@@ -678,6 +678,28 @@ static void patch_new_objects(void);
 static atomic_bool py_known; /* the recorder sent the interpreter's layout */
 static TLS unsigned chk;
 
+/*
+ * Whether to look for the layout by time: 100 us after the last look at first, the gap
+ * doubling to 100 ms while none comes (a program that never runs Python pays one recv() a
+ * tenth of a second).
+ */
+static _Atomic uint64_t layout_next, layout_gap = 100000;
+
+static bool layout_due(uint64_t ns)
+{
+	uint64_t next = atomic_load_explicit(&layout_next, memory_order_relaxed), gap;
+
+	if (ns < next)
+		return false;
+	gap = atomic_load_explicit(&layout_gap, memory_order_relaxed);
+	/* one thread looks; the others go on */
+	if (!atomic_compare_exchange_strong(&layout_next, &next, ns + gap))
+		return false;
+	if (gap < 100000000)
+		atomic_store_explicit(&layout_gap, 2 * gap, memory_order_relaxed);
+	return true;
+}
+
 /* A message from the recorder (its Python layout), if one is waiting. */
 static void chan_poll_in(void)
 {
@@ -704,14 +726,18 @@ static __attribute__((noinline)) void chan_alloc(void *p, size_t n, unsigned fun
 	if (unlikely(!my_tid))
 		my_tid = (unsigned)gettid();
 	guard = true;
-	/* Python's layout: looked for often at first (the recorder finds CPython at start-up). */
+	/*
+	 * Python's layout: looked for often at first (the recorder finds CPython at start-up),
+	 * by count and by time. By count alone, a program that allocates nothing while the
+	 * layout comes (a script's sleep) made up to 63 allocations of its next burst without
+	 * Python frames; the first allocation after a quiet spell looks now.
+	 */
 	chk++;
-	if (unlikely(!(chk & (chk < 65536 ? 63 : 4095)))) {
-		if (!atomic_load_explicit(&py_known, memory_order_relaxed))
-			chan_poll_in();
-		if (!(chk & 4095))
-			patch_new_objects(); /* attach mode: objects dlopen()ed since */
-	}
+	if (unlikely(!atomic_load_explicit(&py_known, memory_order_relaxed)) &&
+	    (!(chk & (chk < 65536 ? 63 : 4095)) || layout_due(ns)))
+		chan_poll_in();
+	if (unlikely(!(chk & 4095)))
+		patch_new_objects(); /* attach mode: objects dlopen()ed since */
 	if (ret && frame)
 		id = emem_stack_id((uintptr_t)ret, (uintptr_t)frame, ns, my_pid, my_tid);
 	chan_put(EMEM_OP_ALLOC, p, n, func, id, ns);

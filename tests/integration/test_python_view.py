@@ -169,11 +169,6 @@ def test_memory_lines_oracle(need_bpf, ep, which, rate, tolerance):
     standard error of sqrt(0.16 / 84) = 4.4%, so 25% is over 5 of them (measured within
     10%)."""
     py = python_for(which)
-    if which in ("pyenv-3.11", "pyenv-3.12", "debian-3.11") and rate == "1":
-        # Debian's 3.11 too since 2026-12-07 on this machine (at f8a49a8 as well, which CI
-        # passed): 77 allocations at python3.11+0xfb450 get a one-frame stack, every run
-        pytest.skip("skipped: with --mem=1, pyenv 3.11/3.12 leave up to 16% and Debian's 3.11 "
-                    "17% of blocks()'s allocations without Python frames (docs/python.md)")
     truth = tracemalloc_top(py)
     assert [s["line"] for s in truth] == [marked_line("mem_lines.py", m) for m in
                                           ("BLOCKS_LINE", "STRINGS_LINE", "LEAK_LINE")], truth
