@@ -16,6 +16,7 @@
 #include <zstd.h>
 
 #include "util/buf.h"
+#include "util/fdio.h"
 #include "format.h"
 
 #define BAD(cond)                                                                                  \
@@ -464,24 +465,16 @@ out:
 static void *read_copy(int fd, size_t size, size_t *got)
 {
 	uint8_t *buf = malloc(size);
-	size_t n = 0;
+	ssize_t n;
 
 	if (!buf)
 		return NULL;
-	while (n < size) {
-		ssize_t r = pread(fd, buf + n, size - n, (off_t)n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			free(buf);
-			return NULL;
-		}
-		if (!r)
-			break;
-		n += (size_t)r;
+	n = fd_pread_upto(fd, buf, size, 0);
+	if (n < 0) {
+		free(buf);
+		return NULL;
 	}
-	*got = n;
+	*got = (size_t)n;
 	return buf;
 }
 

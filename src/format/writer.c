@@ -11,6 +11,7 @@
 #include <zstd.h>
 
 #include "util/buf.h"
+#include "util/fdio.h"
 #include "format.h"
 
 struct eprof_writer {
@@ -31,24 +32,6 @@ struct eprof_writer {
 	size_t zcap;
 	ZSTD_CCtx *zc; /* kept across chunks: its tables are allocated once */
 };
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *c = p;
-
-	while (n) {
-		ssize_t w = write(fd, c, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		c += w;
-		n -= w;
-	}
-	return 0;
-}
 
 struct eprof_writer *eprof_writer__open(const char *path)
 {
@@ -95,7 +78,7 @@ struct eprof_writer *eprof_writer__open(const char *path)
 	buf_u32le(&hdr, EPROF_FILE_VERSION);
 	buf_u32le(&hdr, 0);
 	buf_u64le(&hdr, (uint64_t)time(NULL));
-	err = hdr.err ? hdr.err : write_all(fd, hdr.data, hdr.len);
+	err = hdr.err ? hdr.err : fd_write_full(fd, hdr.data, hdr.len);
 	buf_free(&hdr);
 	if (err) {
 		eprof_writer__abort(w);
@@ -147,7 +130,7 @@ static int write_chunk(struct eprof_writer *w, enum chunk_type type)
 	buf_u32le(&hdr, CODEC_ZSTD);
 	/* Header and payload in one write: a cut-off file ends in a short chunk, not a torn one. */
 	buf_put(&hdr, w->zbuf, zlen);
-	err = hdr.err ? hdr.err : write_all(w->fd, hdr.data, hdr.len);
+	err = hdr.err ? hdr.err : fd_write_full(w->fd, hdr.data, hdr.len);
 	if (!err)
 		w->bytes += hdr.len;
 	buf_free(&hdr);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "kbtf.h"
+#include "util/fdio.h"
 
 #define BTF_MAGIC 0xeB9F
 #define KBTF_MAX_STRS (64u << 20) /* vmlinux's is ~2 MB */
@@ -39,24 +40,6 @@ bool kbtf_strtab_has(const char *strs, size_t len, const char *name)
 	return false;
 }
 
-static int read_all(int fd, void *buf, size_t len, off_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t r = pread(fd, (char *)buf + got, len - got, off + (off_t)got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -EINVAL;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 int kbtf_has_names(const char *path, const char *const *names, size_t n, bool *found)
 {
 	struct kbtf_header h;
@@ -70,7 +53,7 @@ int kbtf_has_names(const char *path, const char *const *names, size_t n, bool *f
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	err = read_all(fd, &h, sizeof(h), 0);
+	err = fd_pread_full(fd, &h, sizeof(h), 0);
 	if (err)
 		goto out;
 	start = (uint64_t)h.hdr_len + h.str_off;
@@ -85,7 +68,7 @@ int kbtf_has_names(const char *path, const char *const *names, size_t n, bool *f
 		err = -ENOMEM;
 		goto out;
 	}
-	err = read_all(fd, strs, h.str_len, (off_t)start);
+	err = fd_pread_full(fd, strs, h.str_len, (off_t)start);
 	for (size_t i = 0; !err && i < n; i++)
 		found[i] = kbtf_strtab_has(strs, h.str_len, names[i]);
 out:

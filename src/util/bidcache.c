@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "util/bidcache.h"
+#include "util/fdio.h"
 #include "util/log.h"
 #include "util/hmap.h"
 
@@ -319,22 +320,6 @@ static int refuse(int dfd, const char *name, const struct stat *st, const char *
 	return -ENOENT;
 }
 
-static bool read_at(int fd, void *buf, size_t len, off_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		done += (size_t)n;
-	}
-	return true;
-}
-
 int bidcache_get(const char *kind, uint32_t kind_version, const char *build_id, void **data,
 		 size_t *len)
 {
@@ -391,7 +376,7 @@ int bidcache_get(const char *kind, uint32_t kind_version, const char *build_id, 
 		close(fd);
 		return -ENOMEM;
 	}
-	if (!read_at(fd, &h, sizeof(h), 0) || !read_at(fd, buf, plen, sizeof(h)))
+	if (fd_pread_full(fd, &h, sizeof(h), 0) || fd_pread_full(fd, buf, plen, sizeof(h)))
 		why = "short read";
 	else if (memcmp(h.magic, BC_MAGIC, sizeof(h.magic)))
 		why = "not an entry";
@@ -423,22 +408,6 @@ bad:
 bad_nostat:
 	close(fd);
 	return refuse(dfd, name, NULL, why);
-}
-
-static bool write_all(int fd, const void *buf, size_t len)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = write(fd, (const char *)buf + done, len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		done += (size_t)n;
-	}
-	return true;
 }
 
 int bidcache_put(const char *kind, uint32_t kind_version, const char *build_id, const void *data,
@@ -477,8 +446,9 @@ int bidcache_put(const char *kind, uint32_t kind_version, const char *build_id, 
 		err = -errno;
 		goto out;
 	}
-	if (!write_all(fd, &h, sizeof(h)) || !write_all(fd, data, len))
-		err = errno ? -errno : -EIO;
+	err = fd_write_full(fd, &h, sizeof(h));
+	if (!err)
+		err = fd_write_full(fd, data, len);
 	if (close(fd) && !err)
 		err = -errno;
 	if (!err && renameat(dfd, tmp, dfd, name))
