@@ -274,6 +274,17 @@ def public_dir():
 
 
 @pytest.fixture(scope="module")
+def public_memfix(public_dir):
+    """tests/fixtures/memfix.c built into public_dir, where the target users can run it."""
+    exe = os.path.join(public_dir, "memfix")
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
+                    "-o", exe, os.path.join(os.path.dirname(__file__), "..", "fixtures",
+                                            "memfix.c")], check=True)
+    os.chmod(exe, 0o755)
+    return exe
+
+
+@pytest.fixture(scope="module")
 def jit_named(public_dir):
     exe = os.path.join(public_dir, "jit_named")
     subprocess.run(["cc", "-O2", "-o", exe,
@@ -503,16 +514,13 @@ def test_mem_channel_pid_is_the_peers(ep, need_bpf, target_user):
     assert big, "the target user's own records were refused: " + rerr
 
 
-def test_mem_channel_attached_target_of_another_user(ep, need_bpf, target_user, public_dir):
+def test_mem_channel_attached_target_of_another_user(ep, need_bpf, target_user, public_dir,
+                                                      public_memfix):
     """record -p of another user's process: the library injected there reaches a socket in a
     0700 directory of that user's (and only that user can), its every call is recorded, and
     the directory is gone at the end."""
     from test_mem import check_exact, memory
-    exe = os.path.join(public_dir, "memfix")
-    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
-                    "-o", exe, os.path.join(os.path.dirname(__file__), "..", "fixtures",
-                                            "memfix.c")], check=True)
-    os.chmod(exe, 0o755)
+    exe = public_memfix
     go = os.path.join(public_dir, "go")
     target = subprocess.Popen([exe, "20000", go], preexec_fn=as_user(target_user),
                               stdout=subprocess.DEVNULL, cwd="/")
@@ -549,7 +557,8 @@ def test_mem_channel_attached_target_of_another_user(ep, need_bpf, target_user, 
     assert not os.path.lexists(os.path.dirname(names[0]))
 
 
-def test_mem_channel_target_in_its_own_mount_namespace(ep, need_bpf, target_user, public_dir):
+def test_mem_channel_target_in_its_own_mount_namespace(ep, need_bpf, target_user, public_dir,
+                                                       public_memfix):
     """record -p --mem=1 of another user's process in a mount namespace of its own, with a /tmp
     of its own (a container's): no name in our /tmp means anything there, so the channel is
     the socket pair the injector made in the process, and every call is recorded through it
@@ -558,11 +567,7 @@ def test_mem_channel_target_in_its_own_mount_namespace(ep, need_bpf, target_user
     for tool in ("unshare", "setpriv"):
         if not shutil.which(tool):
             pytest.skip(f"skipped: no {tool}(1)")
-    exe = os.path.join(public_dir, "memfix")
-    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls",
-                    "-o", exe, os.path.join(os.path.dirname(__file__), "..", "fixtures",
-                                            "memfix.c")], check=True)
-    os.chmod(exe, 0o755)
+    exe = public_memfix
     go = os.path.join(public_dir, "go")
     uid, gid = user_ids(target_user)
     # The fixture's directory seen at /mnt, then a tmpfs over /tmp: our /tmp is out of sight.

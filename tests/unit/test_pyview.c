@@ -97,60 +97,78 @@ static char *folded(struct profile *p, bool lines)
 	return out;
 }
 
+/*
+ * One view rule case: a stack's frame classes, root first (S special, N native, P Python,
+ * M import machinery, E the interpreter's loop), and which frames the view keeps (1/0).
+ */
+struct view_case {
+	const char *why;
+	enum stack_view view;
+	const char *cls, *keep;
+};
+
+static const struct view_case view_cases[] = {
+    { "python: the marks, the Python frames, the innermost native frame", VIEW_PYTHON,
+      "SNPNPNNS", "10101011" },
+    { "a Python leaf: no native frame is the leaf", VIEW_PYTHON, "SNPNP", "10101" },
+    { "native: the Python frames go", VIEW_NATIVE, "SNPNPNNS", "11010111" },
+    { "mixed keeps all", VIEW_MIXED, "SNPNPNNS", "11111111" },
+    /* an import chain: <module>, machinery, <module>, machinery, native leaf */
+    { "both modules, the innermost machinery frame (the time is in the import), the leaf",
+      VIEW_PYTHON, "PMMPMNMN", "10010011" },
+    { "a module's own code below the machinery: every machinery frame goes", VIEW_PYTHON,
+      "PMMP", "1001" },
+    { "native drops modules and machinery", VIEW_NATIVE, "PMMPMNMN", "00000101" },
+    { "mixed keeps the machinery", VIEW_MIXED, "PMMPMNMN", "11111111" },
+    /* the sample in the interpreter's loop */
+    { "the Python line is the leaf, the loop goes", VIEW_PYTHON, "SNEPEPE", "1001010" },
+    { "a native leaf below the loop stays", VIEW_PYTHON, "PEN", "101" },
+    { "no Python frame to carry the time: the loop's leaf stays", VIEW_PYTHON, "SNE", "101" },
+    { "native keeps the loop", VIEW_NATIVE, "SNEPEPE", "1110101" },
+};
+
+static uint8_t view_class(char c)
+{
+	switch (c) {
+	case 'S':
+		return VC_SPECIAL;
+	case 'N':
+		return VC_NATIVE;
+	case 'P':
+		return VC_PYTHON;
+	case 'M':
+		return VC_PY_IMPORT;
+	case 'E':
+		return VC_INTERP;
+	}
+	fail_msg("unknown class '%c'", c);
+	return 0;
+}
+
 static void test_view_select_rule(void **state)
 {
-	const uint8_t cls[] = { VC_SPECIAL, VC_NATIVE, VC_PYTHON, VC_NATIVE, VC_PYTHON, VC_NATIVE,
-				VC_NATIVE, VC_SPECIAL };
-	bool keep[8];
-
 	(void)state;
-	/* python: the root mark, both Python frames, the innermost native frame, the leaf mark */
-	assert_int_equal(view_select(VIEW_PYTHON, cls, 8, keep), 5);
-	assert_true(keep[0] && !keep[1] && keep[2] && !keep[3] && keep[4] && !keep[5] && keep[6]);
-	assert_true(keep[7]);
-	/* a Python leaf: no native frame is the leaf */
-	assert_int_equal(view_select(VIEW_PYTHON, cls, 5, keep), 3);
-	assert_true(keep[0] && !keep[1] && keep[2] && !keep[3] && keep[4]);
-	assert_int_equal(view_select(VIEW_NATIVE, cls, 8, keep), 6);
-	assert_true(!keep[2] && !keep[4] && keep[1] && keep[7]);
-	assert_int_equal(view_select(VIEW_MIXED, cls, 8, keep), 8);
-	{
-		/* an import chain: <module>, machinery, <module>, machinery, native leaf */
-		const uint8_t imp[] = { VC_PYTHON, VC_PY_IMPORT, VC_PY_IMPORT, VC_PYTHON,
-					VC_PY_IMPORT, VC_NATIVE, VC_PY_IMPORT, VC_NATIVE };
-		bool k[8];
+	for (size_t i = 0; i < sizeof(view_cases) / sizeof(view_cases[0]); i++) {
+		const struct view_case *c = &view_cases[i];
+		size_t n = strlen(c->cls), want = 0;
+		uint8_t cls[16];
+		bool keep[16];
+		char got[17];
 
-		/* python: both modules, the innermost machinery frame (the time is in the
-		 * import itself), the native leaf */
-		assert_int_equal(view_select(VIEW_PYTHON, imp, 8, k), 4);
-		assert_true(k[0] && !k[1] && !k[2] && k[3] && !k[4] && !k[5] && k[6] && k[7]);
-		/* a module's own code below the machinery: every machinery frame goes */
-		assert_int_equal(view_select(VIEW_PYTHON, imp, 4, k), 2);
-		assert_true(k[0] && !k[1] && !k[2] && k[3]);
-		assert_int_equal(view_select(VIEW_NATIVE, imp, 8, k), 2);
-		assert_true(k[5] && k[7]);
-		assert_int_equal(view_select(VIEW_MIXED, imp, 8, k), 8);
-	}
-	{
-		/* the sample in the interpreter's loop: the Python line is the leaf */
-		const uint8_t ev[] = { VC_SPECIAL, VC_NATIVE, VC_INTERP, VC_PYTHON, VC_INTERP,
-				       VC_PYTHON, VC_INTERP };
-		bool k[7];
-
-		assert_int_equal(view_select(VIEW_PYTHON, ev, 7, k), 3);
-		assert_true(k[0] && !k[1] && !k[2] && k[3] && !k[4] && k[5] && !k[6]);
-		/* a native leaf below the loop stays; the loop itself goes */
-		{
-			const uint8_t lf[] = { VC_PYTHON, VC_INTERP, VC_NATIVE };
-
-			assert_int_equal(view_select(VIEW_PYTHON, lf, 3, k), 2);
-			assert_true(k[0] && !k[1] && k[2]);
+		assert_int_equal(strlen(c->keep), n);
+		for (size_t j = 0; j < n; j++) {
+			cls[j] = view_class(c->cls[j]);
+			want += c->keep[j] == '1';
 		}
-		/* no Python frame to carry the time: the interpreter's leaf stays */
-		assert_int_equal(view_select(VIEW_PYTHON, ev, 3, k), 2);
-		assert_true(k[0] && !k[1] && k[2]);
-		assert_int_equal(view_select(VIEW_NATIVE, ev, 7, k), 5);
-		assert_true(k[2] && k[4] && k[6] && !k[3] && !k[5]);
+		size_t kept = view_select(c->view, cls, n, keep);
+
+		if (kept != want)
+			fail_msg("%s (%s): %zu frames kept, want %zu", c->why, c->cls, kept, want);
+		for (size_t j = 0; j < n; j++)
+			got[j] = keep[j] ? '1' : '0';
+		got[n] = '\0';
+		if (strcmp(got, c->keep))
+			fail_msg("%s (%s): kept %s, want %s", c->why, c->cls, got, c->keep);
 	}
 	assert_int_equal(view_parse("python"), VIEW_PYTHON);
 	assert_int_equal(view_parse("Python"), -EINVAL);
