@@ -25,23 +25,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import find_eprof  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-FAKE = os.path.join(REPO, "tests", "fixtures", "fakecuda")
-CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-
-
-def build(d):
-    cc = ["cc", "-O2", "-g"]
-    subprocess.run(cc + ["-shared", "-fPIC", f"-I{CUDA}/include", "-o", f"{d}/libfakecupti.so",
-                         f"{FAKE}/fake_cupti.c", "-lpthread"], check=True)
-    subprocess.run(cc + ["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o",
-                         f"{d}/libcuda.so.1", f"{FAKE}/fake_cuda.c", "-ldl"], check=True)
-    subprocess.run(cc + ["-fno-omit-frame-pointer", "-o", f"{d}/fake_attach",
-                         f"{FAKE}/fake_attach.c", f"-L{d}", "-l:libcuda.so.1", "-ldl",
-                         "-lpthread", f"-Wl,-rpath,{d}"], check=True)
+from benchlib import build_fake_cuda, find_eprof  # noqa: E402
 
 
 def drain(path, stop):
@@ -125,7 +109,7 @@ def main():
         print("skipped: eprof built without CUPTI")
         return 0
     d = tempfile.mkdtemp(prefix="eprof-attach-bench-")
-    build(d)
+    build_fake_cuda(d, attach_program=True)
     data = f"{d}/a.data"
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 

@@ -34,6 +34,25 @@ def die(msg):
 
 # --- tools ---------------------------------------------------------------------------
 
+
+FAKECUDA = os.path.join(REPO, "tests", "fixtures", "fakecuda")
+CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+
+
+def build_fake_cuda(d, attach_program=False):
+    """The fake libcupti and CUDA driver of tests/fixtures/fakecuda, built into d
+    (libfakecupti.so, libcuda.so.1); with attach_program, fake_attach too, linked to them."""
+    cc = ["cc", "-O2", "-g"]
+    subprocess.run(cc + ["-shared", "-fPIC", f"-I{CUDA_HOME}/include", "-o",
+                         f"{d}/libfakecupti.so", f"{FAKECUDA}/fake_cupti.c", "-lpthread"],
+                   check=True)
+    subprocess.run(cc + ["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o",
+                         f"{d}/libcuda.so.1", f"{FAKECUDA}/fake_cuda.c", "-ldl"], check=True)
+    if attach_program:
+        subprocess.run(cc + ["-fno-omit-frame-pointer", "-o", f"{d}/fake_attach",
+                             f"{FAKECUDA}/fake_attach.c", f"-L{d}", "-l:libcuda.so.1", "-ldl",
+                             "-lpthread", f"-Wl,-rpath,{d}"], check=True)
+
 def sanitized(build_dir):
     """Whether a CMake build directory was configured with EPROF_SANITIZE=ON."""
     try:

@@ -53,7 +53,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 REPO = os.path.dirname(os.path.dirname(HERE))
-FAKE = os.path.join(REPO, "tests", "fixtures", "fakecuda")
 CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 KERNEL = b"node_k_us5"
 PYTHON = "/usr/bin/python3"  # a CPython eprof reads frames of (3.10-3.13)
@@ -147,14 +146,6 @@ def node(a):
 
 
 # --- the bench ---------------------------------------------------------------------------
-
-def build_fakes(d):
-    cc = ["cc", "-O2", "-g"]
-    subprocess.run(cc + ["-shared", "-fPIC", f"-I{CUDA}/include", "-o", f"{d}/libfakecupti.so",
-                         f"{FAKE}/fake_cupti.c", "-lpthread"], check=True)
-    subprocess.run(cc + ["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o",
-                         f"{d}/libcuda.so.1", f"{FAKE}/fake_cuda.c", "-ldl"], check=True)
-
 
 def loadavg():
     with open("/proc/loadavg") as f:
@@ -445,7 +436,7 @@ def main():
     if not a.json:
         ap.error("--json OUT is required")
 
-    from benchlib import find_eprof
+    from benchlib import build_fake_cuda, find_eprof
     from standin_elf import ensure
     eprof = find_eprof(a.eprof)
     if not os.path.exists(os.path.join(os.path.dirname(eprof), "libeprof_cupti.so")) or \
@@ -459,7 +450,7 @@ def main():
     gen_s = time.monotonic() - t
     fakes = os.path.join(work, "fakecuda")
     os.makedirs(fakes, exist_ok=True)
-    build_fakes(fakes)
+    build_fake_cuda(fakes)
     env = dict(os.environ, EPROF_LIBCUPTI=f"{fakes}/libfakecupti.so")
     env.pop("CUDA_INJECTION64_PATH", None)
     libs = {"libcuda": f"{fakes}/libcuda.so.1", "standin": standin, "env": env}
