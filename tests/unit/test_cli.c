@@ -2,7 +2,7 @@
 #include "test_util.h"
 
 #include "cli/options.h"
-#include "cmds.h"
+#include "cli/cmds.h"
 #include "record/record.h"
 #include "util/sink.h"
 

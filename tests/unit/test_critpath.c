@@ -9,7 +9,7 @@
 #include "analysis/offcpu.h"
 #include "model/gpu_event.h"
 #include "model/offcpu_event.h"
-#include "cmds.h"
+#include "cli/cmds.h"
 
 static void add_offcpu(struct profile *p, uint32_t tid, uint64_t ts, uint64_t end, uint16_t state,
 		       uint32_t waker, uint64_t wake)

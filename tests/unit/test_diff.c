@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "analysis/diff.h"
-#include "cmds.h"
+#include "cli/cmds.h"
 
 /* main;a x na and main;b x nb samples of 1 ms, over `secs` seconds of wall time. */
 static struct profile *run(int na, int nb, int nc, const char *secs)

@@ -4,7 +4,7 @@
 #include "analysis/findings.h"
 #include "analysis/io.h"
 #include "analysis/stacks.h"
-#include "cmds.h"
+#include "cli/cmds.h"
 #include "model/io_event.h"
 #include "record/record.h"
 

@@ -7,7 +7,7 @@
 #include "output/report.h"
 #include "output/report_mem.h"
 #include "record/mem_probe.h"
-#include "cmds.h"
+#include "cli/cmds.h"
 #include "record/record.h"
 #include "util/json.h"
 #include "util/sink.h"

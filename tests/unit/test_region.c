@@ -13,7 +13,7 @@
 
 #include "analysis/regions.h"
 #include "output/report.h"
-#include "cmds.h"
+#include "cli/cmds.h"
 #include "record/record.h"
 #include "sym/usdt.h"
 #include "util/sink.h"

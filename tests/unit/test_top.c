@@ -4,7 +4,7 @@
 
 #include "test_util.h"
 
-#include "cmds.h"
+#include "cli/cmds.h"
 #include "model/gpu_event.h"
 #include "tui/top_gpu.h"
 #include "tui/top_model.h"

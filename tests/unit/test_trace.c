@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "test_util.h"
 
-#include "cmds.h"
+#include "cli/cmds.h"
 #include "output/trace.h"
 #include "util/sink.h"
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The commands (src/cmd_*.c), their options structs and their pure argument parsers. */
+/* The commands (src/cli/cmd_*.c), their options structs and their pure argument parsers. */
 #ifndef EPROF_CMDS_H
 #define EPROF_CMDS_H
 
