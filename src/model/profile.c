@@ -50,6 +50,15 @@ const char *const profile_stat_names[STAT_MAX] = {
 	[STAT_IO_ERRORS] = "io_call_errors",
 };
 
+#define STACK_MEMO_SLOTS 16
+
+struct stack_memo {
+	uint64_t epoch; /* stack_epoch + 1 when filled, 0 when empty */
+	size_t n, cap;
+	uint32_t *locs;
+	uint32_t *nodes; /* nodes[i]: the node of locs[0..i] */
+};
+
 struct profile *profile__new(void)
 {
 	struct profile *p = calloc(1, sizeof(*p));
@@ -84,6 +93,11 @@ void profile__free(struct profile *p)
 	hmap__free(p->obj_index);
 	hmap__free(p->loc_index);
 	hmap__free(p->stack_index);
+	for (size_t i = 0; p->stack_memo && i < STACK_MEMO_SLOTS; i++) {
+		free(p->stack_memo[i].locs);
+		free(p->stack_memo[i].nodes);
+	}
+	free(p->stack_memo);
 	hmap__free(p->proc_index);
 	hmap__free(p->thread_index);
 	hmap__free(p->meta_index);
@@ -213,6 +227,7 @@ int64_t profile__stack_child(struct profile *p, uint32_t parent, uint32_t loc)
 
 int profile__forget_stacks(struct profile *p)
 {
+	p->stack_epoch++; /* the remembered nodes are gone with the index */
 	struct hmap *fresh = hmap__new(1024);
 
 	if (!fresh)
@@ -238,6 +253,55 @@ int64_t profile__stack(struct profile *p, const uint32_t *locs, size_t n)
 		if (node < 0)
 			return node;
 	}
+	return node;
+}
+
+int64_t profile__stack_hint(struct profile *p, uint32_t hint, const uint32_t *locs, size_t n)
+{
+	struct stack_memo *m;
+	int64_t node = 0;
+	size_t k = 0;
+
+	if (!p->stack_memo) {
+		p->stack_memo = calloc(STACK_MEMO_SLOTS, sizeof(*p->stack_memo));
+		if (!p->stack_memo)
+			return profile__stack(p, locs, n);
+	}
+	m = &p->stack_memo[hash_mix64(hint) % STACK_MEMO_SLOTS];
+	if (m->epoch == p->stack_epoch + 1) {
+		size_t lim = n < m->n ? n : m->n;
+
+		while (k < lim && m->locs[k] == locs[k])
+			k++;
+		if (k)
+			node = m->nodes[k - 1];
+	}
+	if (n > m->cap) {
+		size_t cap = n < 64 ? 64 : n;
+		uint32_t *l = realloc(m->locs, cap * sizeof(*l)), *d;
+
+		if (l)
+			m->locs = l;
+		d = l ? realloc(m->nodes, cap * sizeof(*d)) : NULL;
+		if (d)
+			m->nodes = d;
+		if (!l || !d) { /* no memory to remember: intern without */
+			m->epoch = 0;
+			return profile__stack(p, locs, n);
+		}
+		m->cap = cap;
+	}
+	for (size_t i = k; i < n; i++) {
+		node = profile__stack_child(p, (uint32_t)node, locs[i]);
+		if (node < 0) {
+			m->epoch = 0;
+			return node;
+		}
+		m->locs[i] = locs[i];
+		m->nodes[i] = (uint32_t)node;
+	}
+	m->n = n;
+	m->epoch = p->stack_epoch + 1;
 	return node;
 }
 

@@ -268,6 +268,13 @@ struct profile {
 	 * (profile__forget_stacks); stacks.v[i] holds id stacks_base + i. Always 0 in readers.
 	 */
 	uint32_t stacks_base;
+	/*
+	 * The last stacks interned through profile__stack_hint, one per slot (a thread's, say):
+	 * a deep stack shares most of its root side with the one before it, whose nodes are
+	 * then taken as they are. stack_epoch moves with profile__forget_stacks.
+	 */
+	struct stack_memo *stack_memo;
+	uint64_t stack_epoch;
 };
 
 struct profile *profile__new(void);
@@ -286,6 +293,11 @@ int64_t profile__location(struct profile *p, uint32_t object, uint64_t addr);
 /* locs[0] is the ROOT-most location, locs[n-1] the leaf. Returns the leaf node id. */
 int64_t profile__stack(struct profile *p, const uint32_t *locs, size_t n);
 int64_t profile__stack_child(struct profile *p, uint32_t parent, uint32_t loc);
+/*
+ * profile__stack, starting from the frames it shares with the last stack of the same hint
+ * (any number: a thread id), whose nodes are remembered. The same ids, fewer lookups.
+ */
+int64_t profile__stack_hint(struct profile *p, uint32_t hint, const uint32_t *locs, size_t n);
 /* Ids the stack table has handed out (including dropped ones). */
 static inline uint64_t profile__stacks_end(const struct profile *p)
 {

@@ -414,7 +414,7 @@ static int64_t stack_node(struct event_ctx *c, const struct ev_hdr *h, const str
 		c->p->stats[STAT_KSTACK_ERR]++;
 	if (st->ustack_err)
 		c->p->stats[STAT_USTACK_ERR]++;
-	return nl ? profile__stack(c->p, locs, nl) : 0;
+	return nl ? profile__stack_hint(c->p, h->tid, locs, nl) : 0;
 }
 
 /*

@@ -317,6 +317,44 @@ static void stack_names(const struct profile *p, uint32_t node, char *out, size_
 }
 
 /* The recorder drops written stack nodes and starts a fresh trie: files stay whole. */
+/* profile__stack_hint: the ids of profile__stack, whatever the order, the slot or the epoch. */
+static void test_stack_hint_same_ids(void **state)
+{
+	struct profile *p = profile__new(), *q = profile__new();
+	uint32_t l[8], seq[200][8];
+	size_t len[200];
+	unsigned r = 12345;
+
+	(void)state;
+	for (int i = 0; i < 8; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "f%d", i);
+		l[i] = test_loc(p, "/usr/bin/app", name, NULL, 0x10 * (i + 1));
+		assert_int_equal(test_loc(q, "/usr/bin/app", name, NULL, 0x10 * (i + 1)), l[i]);
+	}
+	/* stacks that share root-side frames, differ in the middle, or are prefixes of others */
+	for (int s = 0; s < 200; s++) {
+		len[s] = 1 + (r = r * 1103515245 + 12345) % 8;
+		for (size_t i = 0; i < len[s]; i++)
+			seq[s][i] = l[(i < 3 ? i : (r >> (i + 8)) % 8)];
+	}
+	for (int s = 0; s < 200; s++) {
+		/* few hints: slots are shared and overwritten; an epoch ends a third of the way */
+		int64_t a = profile__stack_hint(p, (uint32_t)(s % 5), seq[s], len[s]);
+		int64_t b = profile__stack(q, seq[s], len[s]);
+
+		assert_true(a > 0);
+		assert_int_equal(a, b);
+		if (s == 70) {
+			assert_int_equal(profile__forget_stacks(p), 0);
+			assert_int_equal(profile__forget_stacks(q), 0);
+		}
+	}
+	profile__free(p);
+	profile__free(q);
+}
+
 static void test_stack_epochs(void **state)
 {
 	const char *path = test_path("epochs.eprof");
@@ -611,6 +649,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_stack_hint_same_ids),
 		cmocka_unit_test(test_many_meta_keys),
 		cmocka_unit_test(test_chunks_and_forget),
 		cmocka_unit_test(test_changes_only),
