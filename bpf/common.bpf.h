@@ -223,7 +223,7 @@ static __always_inline void fix_uretprobe_slots(struct task_struct *task, struct
  */
 /*
  * The user registers to unwind from, when not those of the trap: an interposer's marker
- * passes those of its caller's caller (src/inject/eprof_mem.c), so that nothing of the
+ * passes those of its caller's caller (src/agent/eprof_mem.c), so that nothing of the
  * interposer is unwound (it may be loaded from a memfd, of no file to read CFI from).
  */
 struct user_regs_at {

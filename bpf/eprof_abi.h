@@ -229,7 +229,7 @@ struct ev_mem_remap {
 };
 
 #define MEM_HOW_INTERPOSED 1
-/* Cookies of the uprobes on libeprof_mem.so's markers (src/inject/eprof_mem_proto.h). */
+/* Cookies of the uprobes on libeprof_mem.so's markers (src/agent/eprof_mem_proto.h). */
 #define MEM_HIT_ALLOC 0
 #define MEM_HIT_FREE 1
 #define MEM_HIT_FREES 2	 /* a batch of timed frees (every-call mode) */

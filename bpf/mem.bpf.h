@@ -390,7 +390,7 @@ int mem_alloc_ret(struct pt_regs *ctx)
 }
 
 /*
- * The markers of libeprof_mem.so (src/inject/eprof_mem.c), cookie MEM_HIT_ALLOC or
+ * The markers of libeprof_mem.so (src/agent/eprof_mem.c), cookie MEM_HIT_ALLOC or
  * MEM_HIT_FREE: the process sampled the call itself, so every hit is recorded.
  *   eprof_mem_hit_alloc(ptr, size, func, calls, ret, frame)  after the allocator returned
  *       ptr; ret and frame: the return address of its malloc and that malloc's frame

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject/eprof_gpu_proto.h"
+#include "agent/eprof_gpu_proto.h"
 #include "model/event.h"
 #include "model/gpu_event.h"
 #include "model/profile.h"

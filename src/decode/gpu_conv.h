@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Turns messages of the CUPTI injection library (src/inject/eprof_gpu_proto.h) into events. */
+/* Turns messages of the CUPTI injection library (src/agent/eprof_gpu_proto.h) into events. */
 #ifndef EPROF_GPU_CONV_H
 #define EPROF_GPU_CONV_H
 

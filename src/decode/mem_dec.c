@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject/eprof_mem_proto.h"
+#include "agent/eprof_mem_proto.h"
 #include "model/event.h"
 #include "model/profile.h"
 #include "mem_dec.h"

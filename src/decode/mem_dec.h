@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Decodes the messages libeprof_mem.so sends on --mem=1's channel (src/inject/eprof_mem_proto.h)
+ * Decodes the messages libeprof_mem.so sends on --mem=1's channel (src/agent/eprof_mem_proto.h)
  * into allocation and free events: the recorder's side of the channel without its sockets
  * (src/record/mem_chan.c feeds it; tests/fuzz/fuzz_memchan.c too). Every byte of a message
  * is the target's: lengths, counts and stack ids are checked before use, and what one

@@ -3,7 +3,7 @@
  * The CUDA feature of record: uprobes on the CUDA runtime and driver in
  * every object a target maps that defines them (libcudart, libcuda, or a
  * cudart linked statically), and the server end of the CUPTI injection
- * library's socket (src/inject/eprof_cupti.c) in launch mode; in attach
+ * library's socket (src/agent/eprof_cupti.c) in launch mode; in attach
  * mode (-p, -a --cuda, top --gpu -p) the same library injected into every
  * target that maps the CUDA driver (cuda_inject.h), talking over a socket
  * pair, and retracted at the end.
@@ -34,7 +34,7 @@
 
 #include "model/event.h"
 #include "eprof_abi.h"
-#include "inject/eprof_gpu_proto.h"
+#include "agent/eprof_gpu_proto.h"
 #include "model/gpu_event.h"
 #include "sym/symbolizer.h"
 #include "util/elf_layout.h"

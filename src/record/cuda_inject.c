@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "inject/eprof_gpu_proto.h"
+#include "agent/eprof_gpu_proto.h"
 #include "inject/inject.h"
 #include "util/hmap.h"
 #include "util/log.h"

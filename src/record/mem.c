@@ -24,7 +24,7 @@
 
 #include <linux/types.h>
 
-#include "inject/eprof_mem_proto.h"
+#include "agent/eprof_mem_proto.h"
 #include "inject/inject.h"
 #include "model/event.h"
 #include "eprof_abi.h"

@@ -16,7 +16,7 @@
 #include <linux/types.h>
 
 #include "decode/mem_dec.h"
-#include "inject/eprof_mem_proto.h"
+#include "agent/eprof_mem_proto.h"
 #include "model/event.h"
 #include "model/profile.h"
 #include "util/log.h"

@@ -2,7 +2,7 @@
 /*
  * --mem=1's channel (docs/memory.md, "Every call without traps"): libeprof_mem.so in each
  * target sends every allocation and free, with stacks it unwound itself, on a unix socket
- * (src/inject/eprof_mem_proto.h) in a 0700 directory of the target's user (sockdir.h): one
+ * (src/agent/eprof_mem_proto.h) in a 0700 directory of the target's user (sockdir.h): one
  * per user whose processes are profiled, removed when the recording ends. A thread of the recorder reads the socket into a
  * bounded queue (a full queue stops the reading, so the targets' sends block: nothing is
  * dropped); the main thread turns the queue into the same events as the allocator probes.

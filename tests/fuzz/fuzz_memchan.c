@@ -21,8 +21,8 @@
 
 #include "fuzz_common.h"
 #include "decode/mem_dec.h"
-#include "inject/eprof_mem_proto.h"
-#include "inject/eprof_mem_recv.h"
+#include "agent/eprof_mem_proto.h"
+#include "agent/eprof_mem_recv.h"
 #include "model/event.h"
 #include "model/profile.h"
 

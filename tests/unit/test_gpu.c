@@ -7,7 +7,7 @@
 #include "eprof_abi.h"
 #include "analysis/findings.h"
 #include "analysis/gpu.h"
-#include "inject/eprof_gpu_proto.h"
+#include "agent/eprof_gpu_proto.h"
 #include "output/report_gpu.h"
 #include "output/trace.h"
 #include "record/cuda_funcs.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * --mem=1's channel: the recorder's decoder (decode/mem_dec.c) on messages a target could
- * send, the layout check of the library (inject/eprof_mem_recv.h), and the socket's
+ * send, the layout check of the library (agent/eprof_mem_recv.h), and the socket's
  * directory (record/sockdir.c).
  */
 #include "test_util.h"
@@ -14,8 +14,8 @@
 
 #include "eprof_abi.h"
 #include "decode/mem_dec.h"
-#include "inject/eprof_mem_proto.h"
-#include "inject/eprof_mem_recv.h"
+#include "agent/eprof_mem_proto.h"
+#include "agent/eprof_mem_recv.h"
 #include "model/event.h"
 #include "record/sockdir.h"
 

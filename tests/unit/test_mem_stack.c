@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libeprof_mem.so's in-process stacks (src/inject/eprof_mem_stack.c): the native unwind from
+ * libeprof_mem.so's in-process stacks (src/agent/eprof_mem_stack.c): the native unwind from
  * a wrapper's frame through this program's real stack, the deduplication (a stack is sent
  * once, under one id), truncation made visible, and Python frames read from a fake
  * interpreter frame chain laid out as a py_proc says.
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #define EMEM_STACK_TEST 1
-#include "../../src/inject/eprof_mem_stack.c"
+#include "../../src/agent/eprof_mem_stack.c"
 
 /* The channel: the messages the module sends, kept. */
 static struct {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to libeprof_mem.so: native stacks taken inside the process for --mem=1's channel
- * mode (src/inject/eprof_mem_stack.c), unwound with the recorder's CFI tables (src/unwind)
+ * mode (src/agent/eprof_mem_stack.c), unwound with the recorder's CFI tables (src/unwind)
  * built from the loaded objects' .eh_frame in memory, and deduplicated: each distinct stack
  * gets an id and is sent once.
  */

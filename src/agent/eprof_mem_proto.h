@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What libeprof_mem.so (src/inject/eprof_mem.c) and the recorder (src/record/mem.c) agree
+ * What libeprof_mem.so (src/agent/eprof_mem.c) and the recorder (src/record/mem.c) agree
  * on: the environment that configures the interposer, and its two marker functions, on
  * which the recorder puts uprobes. docs/memory.md.
  */

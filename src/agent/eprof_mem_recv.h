@@ -2,7 +2,7 @@
 /*
  * Private to libeprof_mem.so: what it takes from the recorder on --mem=1's channel (one
  * message: EMEM_MSG_PYLAYOUT, struct py_proc) and the reads its Python walk makes at the
- * offsets that message names (src/inject/eprof_mem_stack.c). Pure functions, so that
+ * offsets that message names (src/agent/eprof_mem_stack.c). Pure functions, so that
  * tests/fuzz/fuzz_memchan.c runs the very checks and reads on bytes of its own: every offset
  * is checked against the bytes it may name before it is used.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * eprof's own compact, versioned GPU activity records: what the CUPTI
- * injection library (src/inject/eprof_cupti.c) sends to the recorder over
+ * injection library (src/agent/eprof_cupti.c) sends to the recorder over
  * a SOCK_SEQPACKET Unix socket named by EPROF_CUPTI_SOCK. One message =
  * struct egpu_msg + nrec records, each starting with struct egpu_rec and
  * padded to 8 bytes (size covers the padding). Times are CLOCK_MONOTONIC ns,
