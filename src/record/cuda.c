@@ -1104,8 +1104,8 @@ static void attach_poll(struct cuda_state *s)
 			if (d[i].status < EGPU_ST_MAX) {
 				s->conv.status_procs[d[i].status]++;
 				if (!s->why[d[i].status][0])
-					snprintf(s->why[d[i].status], sizeof(s->why[0]), "%s",
-						 d[i].msg);
+					snprintf(s->why[d[i].status], sizeof(s->why[0]), "%.*s",
+						 (int)sizeof(s->why[0]) - 1, d[i].msg);
 			}
 		}
 	}

@@ -417,7 +417,7 @@ static int wanted_build_id(Dwfl_Module *mod, bool alt, const unsigned char **id,
 	*altname = NULL;
 	if (alt) {
 		Dwarf *dw = dwfl_module_getdwarf(mod, &b);
-		const void *bits;
+		const void *bits = NULL;
 		ssize_t n = dw ? dwelf_dwarf_gnu_debugaltlink(dw, altname, &bits) : -1;
 
 		*id = bits;
