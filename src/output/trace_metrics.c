@@ -65,16 +65,28 @@ static void rate_points(struct trace_writer *w, const struct trace_opts *o, uint
 			const char *track, const struct metric_point *pts, size_t n, double scale,
 			uint64_t interval, struct trace_stats *st)
 {
+	size_t from = 0;
+
 	put(w, o, tpid, track, pts[0].ts, 0, st);
 	for (size_t i = 1; i < n; i++) {
-		uint64_t gap = pts[i].ts - pts[i - 1].ts;
-		uint64_t span = interval && gap * 2 > interval * 3 ? interval : gap;
-		double d = pts[i].v >= pts[i - 1].v ? (double)(pts[i].v - pts[i - 1].v) : 0;
+		uint64_t gap = pts[i].ts - pts[from].ts, span, start;
+		double d;
 
+		/*
+		 * A reading closely followed by another (the final figures at exit just after a
+		 * poll, a late poll) ends no interval of its own: /proc counts CPU in 10 ms
+		 * ticks, and one tick over a 4 ms interval read as 2.5 cores for one thread.
+		 */
+		if (interval && i + 1 < n && (pts[i + 1].ts - pts[i].ts) * 4 < interval)
+			continue;
+		span = interval && gap * 2 > interval * 3 ? interval : gap;
+		d = pts[i].v >= pts[from].v ? (double)(pts[i].v - pts[from].v) : 0;
+		start = pts[from].ts;
+		from = i;
 		if (!span)
 			continue;
 		if (span < gap)
-			put(w, o, tpid, track, pts[i - 1].ts, 0, st);
+			put(w, o, tpid, track, start, 0, st);
 		put(w, o, tpid, track, pts[i].ts - span, d / scale * 1e9 / (double)span, st);
 	}
 	put(w, o, tpid, track, pts[n - 1].ts, 0, st);

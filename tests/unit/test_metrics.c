@@ -290,6 +290,43 @@ static void test_kbtf(void **state)
 	}
 }
 
+/*
+ * A reading right after another (the final figures at exit just after a poll): one 10 ms tick
+ * of /proc's CPU time over 3 ms must not read as 3.3 cores of one thread in the trace.
+ */
+static void test_trace_short_interval(void **state)
+{
+	struct profile *p = profile__new();
+	struct trace_opts o = { 0 };
+	struct trace_stats st = { 0 };
+	struct sink *s = sink_mem();
+	const char *out, *at;
+	double top = 0;
+
+	(void)state;
+	profile__set_meta(p, "metrics_interval_ms", "100");
+	counter(p, 0, 30, 0, MET_CPU_SYS, 0);
+	counter(p, 100 * MS, 30, 0, MET_CPU_SYS, 50 * MS);
+	counter(p, 200 * MS, 30, 0, MET_CPU_SYS, 100 * MS);
+	counter(p, 203 * MS, 30, 0, MET_CPU_SYS, 110 * MS);
+	assert_int_equal(trace_write(s, p, &o, &st), 0);
+	out = sink_mem_data(s, NULL);
+	for (at = out; (at = strstr(at, "\"name\":\"CPU system (cores)\",\"args\":{\"value\":"));) {
+		double v;
+
+		at = strchr(at, ':');
+		at = strchr(at + 1, ':');
+		at = strchr(at + 1, ':') + 1;
+		v = strtod(at, NULL);
+		top = v > top ? v : top;
+	}
+	/* 0.5 cores, then 60 ms over the last 103 ms */
+	if (top < 0.45 || top > 0.65)
+		fail_msg("top CPU system reading %.3f cores:\n%s", top, out);
+	sink_close(s);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +334,7 @@ int main(void)
 	    cmocka_unit_test(test_grid_jitter_and_threads),
 	    cmocka_unit_test(test_report),	   cmocka_unit_test(test_no_metrics),
 	    cmocka_unit_test(test_throttle_names),
+	    cmocka_unit_test(test_trace_short_interval),
 	    cmocka_unit_test(test_kbtf),
 	};
 
