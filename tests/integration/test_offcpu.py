@@ -98,7 +98,13 @@ def test_critical_path_through_worker(ep, progs):
     assert cp["total_ns"] > 0.9 * cp["wall_ns"]
     assert set(cp["by_kind"]) >= {"on-cpu", "runnable", "io", "sleep", "lock"}
     funcs = {f["name"]: f for f in cp["functions"]}
-    assert funcs["worker_compute"]["pct"] >= 80.0, funcs["worker_compute"]
+    # what a failure needs to be understood (once in CI, unreproduced in 80 loaded rounds):
+    # where the path went, and whether the recording lost events
+    why = {"functions": cp["functions"][:8], "by_thread": cp["by_thread"],
+           "end": (cp["end_pid"], cp["end_tid"]),
+           "segments": [(s.get("tid"), s["kind"], s["dur_ns"]) for s in cp["segments"][-12:]],
+           "stats": ep.report_json("cw.eprof")["stats"]}
+    assert "worker_compute" in funcs and funcs["worker_compute"]["pct"] >= 80.0, why
     worker = [t for t in cp["by_thread"] if t["comm"] == "cw-worker"]
     assert worker and worker[0]["pct"] >= 80.0
     # The path ends on the main thread (it waited for the worker, then exited).
