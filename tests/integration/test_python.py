@@ -4,11 +4,12 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, wait_cpu
 
 PYDIR = os.path.join(FIXTURES, "python")
 
@@ -61,6 +62,14 @@ def py_frames(stack):
     return out
 
 
+def fixture_split(p):
+    """two_hot.py's thread CPU time in hot_a and hot_b so far (ns), asked by SIGUSR1."""
+    p.send_signal(signal.SIGUSR1)
+    line = p.stdout.readline().split()
+    assert line[:1] == ["split"], line
+    return int(line[1]), int(line[2])
+
+
 def has_func(stack, name):
     """Whether a folded stack has Python function name: its frames read "name (file.py:LINE)"."""
     return any(f.partition(" (")[0] == name for f in stack)
@@ -73,10 +82,23 @@ def test_two_hot_functions(need_bpf, ep, which):
     try:
         # until the program has had 2 s of CPU: 3 s of wall time beside 15 busy tasks left
         # so few samples that the 70/30 split was 63.8 (an expected ~2,000 samples: σ 1 point)
-        ep.record_for_cpu(p.pid, 2.0, "-F", "999", "-o", "eprof.data")
+        rec, log = ep.start("-p", str(p.pid), "-F", "999", "-o", "eprof.data")
+        try:
+            ep.wait_attached(rec, log)
+            ta0, tb0 = fixture_split(p)
+            wait_cpu(p.pid, 2.0)
+            ta1, tb1 = fixture_split(p)
+        finally:
+            rec.send_signal(signal.SIGINT)
+            rc = rec.wait(timeout=120)
+        with open(log, errors="replace") as f:
+            assert rc == 0, f.read()
     finally:
         p.kill()
         p.wait()
+    # the fixture's own CPU time in each while recorded: 70/30 of the work is 71-73% of the
+    # time on a quiet machine, and was 77% beside another test's cache-heavy work
+    truth = 100.0 * (ta1 - ta0) / ((ta1 - ta0) + (tb1 - tb0))
     stacks = ep.folded("eprof.data", "--lines")
     total = sum(n for _, n in stacks)
     assert total > 1500, f"too few samples: {total}"
@@ -99,7 +121,9 @@ def test_two_hot_functions(need_bpf, ep, which):
         b += n if "hot_b" in names else 0
     assert with_py >= 0.9 * total, f"only {with_py} of {total} samples have Python frames"
     share = 100.0 * a / (a + b)
-    assert abs(share - 70) <= 5, f"hot_a has {share:.1f}% of hot_a+hot_b, expected 70"
+    # ~2,000 samples: σ 1 point, and a window edge of one loop (~1 ms) at each end
+    print(f"hot_a share {share:.2f}, its clock {truth:.2f}")
+    assert abs(share - truth) <= 4, f"hot_a has {share:.1f}% of hot_a+hot_b, its clock {truth:.1f}"
     # Lines lie inside each function's body (two_hot.py: hot_a 7-11, hot_b 14-18).
     assert lines["hot_a"] and lines["hot_a"] <= set(range(7, 12)), lines
     assert lines["hot_b"] and lines["hot_b"] <= set(range(14, 19)), lines
