@@ -121,6 +121,25 @@ bool cuda_inject_cupti_hint(uint32_t pid, char *out, size_t len)
 	return found;
 }
 
+/* Whether pid maps the CUDA driver now (what it was queued for). */
+static bool maps_driver(uint32_t pid)
+{
+	char path[96], line[4200];
+	bool found = false;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	fp = fopen(path, "re");
+	while (fp && !found && fgets(line, sizeof(line), fp)) {
+		const char *file = strchr(line, '/'), *base = file ? strrchr(file, '/') + 1 : NULL;
+
+		found = base && !strncmp(base, "libcuda.so", 10);
+	}
+	if (fp)
+		fclose(fp);
+	return found;
+}
+
 /* --- the worker ---------------------------------------------------------------------------- */
 
 static void do_inject(struct cuda_inject *ci, struct ci_proc *p)
@@ -176,6 +195,17 @@ static void do_inject(struct cuda_inject *ci, struct ci_proc *p)
 		p->done.chan_fd = -1;
 		p->done.status = r.err == INJ_OK ? EGPU_ST_INJECT : status_of(r.err);
 		p->state = r.err == INJ_ERR_GONE ? CI_GONE : CI_FAILED;
+		/*
+		 * A child seen between its fork and its exec maps the driver its parent had; by
+		 * the injection it may be another program, with no libc mapped yet (a python3
+		 * that loads the driver a second later through ctypes). The image it was queued
+		 * for is gone: not a failure, and queued again when it maps the driver itself.
+		 */
+		if (p->state == CI_FAILED && !maps_driver(p->pid)) {
+			log_debug("cuda: pid %u no longer maps the CUDA driver (exec'd?): %s", p->pid,
+				  p->done.msg);
+			p->state = CI_GONE;
+		}
 		return;
 	}
 	p->handle = r.handle;
