@@ -96,7 +96,7 @@ def test_two_hot_functions(need_bpf, ep, which):
     finally:
         p.kill()
         p.wait()
-    # the fixture's own CPU time in each while recorded: 70/30 of the work is 71-73% of the
+    # the fixture's own CPU time in each while recorded: 70/30 of the work is 70-73% of the
     # time on a quiet machine, and was 77% beside another test's cache-heavy work
     truth = 100.0 * (ta1 - ta0) / ((ta1 - ta0) + (tb1 - tb0))
     stacks = ep.folded("eprof.data", "--lines")
