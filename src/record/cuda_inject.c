@@ -78,16 +78,9 @@ static bool exists_in(uint32_t pid, const char *path)
 	return !access(in_ns, R_OK);
 }
 
-bool cuda_inject_cupti_hint(uint32_t pid, char *out, size_t len)
+/* Calls fn with each file path pid maps (the name, no newline) until it returns true. */
+static bool maps_any_file(uint32_t pid, bool (*fn)(char *file, void *arg), void *arg)
 {
-	static const char *const rel[] = {
-	    "libcupti.so.13",
-	    "libcupti.so.12",
-	    "../extras/CUPTI/lib64/libcupti.so.13",
-	    "../extras/CUPTI/lib64/libcupti.so.12",
-	    "../../cuda_cupti/lib/libcupti.so.12",
-	    "../../cuda_cupti/lib/libcupti.so.13",
-	};
 	char path[96], line[4200];
 	bool found = false;
 	FILE *fp;
@@ -95,25 +88,58 @@ bool cuda_inject_cupti_hint(uint32_t pid, char *out, size_t len)
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
 	fp = fopen(path, "re");
 	while (fp && !found && fgets(line, sizeof(line), fp)) {
-		char *file = strchr(line, '/'), *base;
+		char *file = strchr(line, '/');
 
 		if (!file)
 			continue;
 		file[strcspn(file, "\n")] = '\0';
-		base = strrchr(file, '/') + 1;
-		if (strncmp(base, "libcudart.so", 12) && strncmp(base, "libcuda.so", 10))
-			continue;
-		*base = '\0';
-		for (size_t i = 0; !found && i < sizeof(rel) / sizeof(rel[0]); i++) {
-			snprintf(out, len, "%s%s", file, rel[i]);
-			found = exists_in(pid, out);
-		}
+		found = fn(file, arg);
 	}
 	if (fp)
 		fclose(fp);
+	return found;
+}
+
+static const char *const cupti_rel[] = {
+    "libcupti.so.13",
+    "libcupti.so.12",
+    "../extras/CUPTI/lib64/libcupti.so.13",
+    "../extras/CUPTI/lib64/libcupti.so.12",
+    "../../cuda_cupti/lib/libcupti.so.12",
+    "../../cuda_cupti/lib/libcupti.so.13",
+};
+
+struct hint_arg {
+	uint32_t pid;
+	char *out;
+	size_t len;
+};
+
+/* A libcupti beside the CUDA runtime or driver that file is. */
+static bool cupti_beside(char *file, void *arg)
+{
+	struct hint_arg *h = arg;
+	char *base = strrchr(file, '/') + 1;
+
+	if (strncmp(base, "libcudart.so", 12) && strncmp(base, "libcuda.so", 10))
+		return false;
+	*base = '\0';
+	for (size_t i = 0; i < sizeof(cupti_rel) / sizeof(cupti_rel[0]); i++) {
+		snprintf(h->out, h->len, "%s%s", file, cupti_rel[i]);
+		if (exists_in(h->pid, h->out))
+			return true;
+	}
+	return false;
+}
+
+bool cuda_inject_cupti_hint(uint32_t pid, char *out, size_t len)
+{
+	struct hint_arg h = {pid, out, len};
+	bool found = maps_any_file(pid, cupti_beside, &h);
+
 	if (!found) /* the toolkit's */
 		for (size_t i = 0; !found && i < 2; i++) {
-			snprintf(out, len, "/usr/local/cuda/extras/CUPTI/lib64/%s", rel[i]);
+			snprintf(out, len, "/usr/local/cuda/extras/CUPTI/lib64/%s", cupti_rel[i]);
 			found = exists_in(pid, out);
 		}
 	if (!found && len)
@@ -121,23 +147,16 @@ bool cuda_inject_cupti_hint(uint32_t pid, char *out, size_t len)
 	return found;
 }
 
+static bool is_driver(char *file, void *arg)
+{
+	(void)arg;
+	return !strncmp(strrchr(file, '/') + 1, "libcuda.so", 10);
+}
+
 /* Whether pid maps the CUDA driver now (what it was queued for). */
 static bool maps_driver(uint32_t pid)
 {
-	char path[96], line[4200];
-	bool found = false;
-	FILE *fp;
-
-	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-	fp = fopen(path, "re");
-	while (fp && !found && fgets(line, sizeof(line), fp)) {
-		const char *file = strchr(line, '/'), *base = file ? strrchr(file, '/') + 1 : NULL;
-
-		found = base && !strncmp(base, "libcuda.so", 10);
-	}
-	if (fp)
-		fclose(fp);
-	return found;
+	return maps_any_file(pid, is_driver, NULL);
 }
 
 /* --- the worker ---------------------------------------------------------------------------- */
