@@ -552,9 +552,12 @@ int metrics_grid(const struct profile *p, int m, uint32_t pid, uint32_t index, u
 				uint64_t from = interval && gap * 2 > interval * 3 ? e->ts - interval
 										   : procs[j].ts;
 
-				if (v >= procs[j].v)
+				/* a counter that went down was reset, but a thread's CPU part
+				 * steps down at its final reading (cpu_split_update) as the other
+				 * steps up by as much: that step counts, so the sum is exact */
+				if (v >= procs[j].v || m == MET_T_CPU_USER || m == MET_T_CPU_SYS)
 					spread(out, t0, dt, nbins, from, e->ts,
-					       (double)(v - procs[j].v));
+					       (double)v - (double)procs[j].v);
 			} else {
 				level += (double)v - (double)procs[j].v;
 			}

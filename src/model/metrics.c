@@ -63,3 +63,34 @@ int metric_by_name(const char *name)
 			return i;
 	return -1;
 }
+
+/* The system part of rtime in the ratio of the ticks; no tick at all: all user (the kernel's). */
+static uint64_t sys_share(uint64_t utime, uint64_t stime, uint64_t rtime)
+{
+	if (!stime)
+		return 0;
+	if (!utime)
+		return rtime;
+	return (uint64_t)((unsigned __int128)stime * rtime / (stime + utime));
+}
+
+void cpu_split_update(struct cpu_split *c, uint64_t utime, uint64_t stime, uint64_t rtime,
+		      bool final)
+{
+	uint64_t s;
+
+	if (final) {
+		c->sys = sys_share(utime, stime, rtime);
+		c->user = rtime - c->sys;
+		return;
+	}
+	if (c->user + c->sys >= rtime || (!utime && !stime))
+		return;
+	s = sys_share(utime, stime, rtime);
+	if (s < c->sys)
+		s = c->sys;
+	if (rtime - s < c->user)
+		s = rtime - c->user;
+	c->sys = s;
+	c->user = rtime - s;
+}

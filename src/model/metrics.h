@@ -93,4 +93,24 @@ extern const struct metric_def metric_defs[MET_COUNT];
 /* The metric of a counter name, or -1 for other counters (rss_bytes of --mem ...). */
 int metric_by_name(const char *name);
 
+/*
+ * A thread's CPU time split into user and system (thread_cpu_user_ns, thread_cpu_sys_ns):
+ * its exact run time (sum_exec_runtime, ns) in the ratio of the tick-based utime and stime.
+ *
+ * Between readings neither part goes down (the kernel's cputime_adjust rule), and a thread
+ * with no tick yet is not split at all: on a busy machine a thread can run 100 ms between
+ * ticks, and the kernel's "no tick: all user" would be kept against every later tick. At
+ * the thread's final reading (final: it exited, or the recording ends) the split is the
+ * ratio of all its ticks, what getrusage(RUSAGE_THREAD) says when read once at the end:
+ * the earlier readings weighed their few ticks more, so one part may step down there.
+ * user + sys is the run time at every reading, so a CPU total stays exact and
+ * non-decreasing; a reader that takes a part alone must allow that one step.
+ */
+struct cpu_split {
+	uint64_t user, sys;
+};
+
+void cpu_split_update(struct cpu_split *c, uint64_t utime, uint64_t stime, uint64_t rtime,
+		      bool final);
+
 #endif

@@ -78,7 +78,7 @@ struct mthread {
 	uint32_t pid, tid;
 	bool written, dead;
 	char comm[16];		  /* its name as last seen (a thread names itself after it starts) */
-	uint64_t user, sys;	  /* CPU split so far: neither goes down (as the kernel does) */
+	struct cpu_split cpu;	  /* CPU split so far (cpu_split_update) */
 	uint64_t w[MET_T_COUNT]; /* the last values written */
 	uint64_t wts[MET_T_COUNT], last_read; /* when, and the last reading's time */
 };
@@ -749,37 +749,6 @@ static struct mthread *thread_of(struct metrics_state *st, uint32_t pid, uint32_
 	return t;
 }
 
-/*
- * The thread's CPU time split into user and system: its exact run time (sum_exec_runtime) in
- * the ratio of the tick-based utime and stime, neither going down from one reading to the
- * next (the kernel's cputime_adjust rule, what /proc/PID/task/TID/stat shows).
- */
-static void thread_cpu(struct mthread *t, const struct metrics_thread *r, uint64_t *user,
-		       uint64_t *sys)
-{
-	uint64_t rt = r->rtime, u, s;
-
-	if (t->user + t->sys < rt) {
-		if (!r->stime)
-			s = 0;
-		else if (!r->utime)
-			s = rt;
-		else
-			s = (uint64_t)((unsigned __int128)r->stime * rt / (r->stime + r->utime));
-		if (s < t->sys)
-			s = t->sys;
-		u = rt - s;
-		if (u < t->user) {
-			u = t->user;
-			s = rt - u;
-		}
-		t->user = u;
-		t->sys = s;
-	}
-	*user = t->user;
-	*sys = t->sys;
-}
-
 /* One thread's figures: written where they changed (all: every one); its exit closes it. */
 static void thread_write(struct feature_ctx *f, struct metrics_state *st,
 			 const struct metrics_thread *r, uint64_t now, bool all)
@@ -790,7 +759,9 @@ static void thread_write(struct feature_ctx *f, struct metrics_state *st,
 
 	if (!t || t->dead)
 		return;
-	thread_cpu(t, r, &v[0], &v[1]);
+	cpu_split_update(&t->cpu, r->utime, r->stime, r->rtime, all || r->exit_ns);
+	v[0] = t->cpu.user;
+	v[1] = t->cpu.sys;
 	v[MET_T_MINFLT - MET_T_FIRST] = r->minflt;
 	v[MET_T_MAJFLT - MET_T_FIRST] = r->majflt;
 	v[MET_T_NVCSW - MET_T_FIRST] = r->nvcsw;

@@ -10,6 +10,7 @@
 #include "util/sink.h"
 
 #include <bpf/btf.h>
+#include <math.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -327,6 +328,80 @@ static void test_trace_short_interval(void **state)
 	profile__free(p);
 }
 
+/*
+ * The thread CPU split (test_metrics.py's per-thread test failed under load): a thread that
+ * ran 109 ms on a busy machine with no tick yet must not have that kept as user time; ticks
+ * then split its run time, no part going down between readings; the final reading is the
+ * ratio of all ticks, as getrusage says; a thread that ends with no tick is all user time.
+ */
+static void test_cpu_split(void **state)
+{
+	struct cpu_split c = {0};
+
+	(void)state;
+	/* no tick in two readings: nothing is split yet */
+	cpu_split_update(&c, 0, 0, 34 * MS, false);
+	cpu_split_update(&c, 0, 0, 109 * MS, false);
+	assert_int_equal(c.user, 0);
+	assert_int_equal(c.sys, 0);
+	/* the first ticks, 1 user to 3 system: the whole run time in that ratio */
+	cpu_split_update(&c, 4 * MS, 12 * MS, 160 * MS, false);
+	assert_int_equal(c.user, 40 * MS);
+	assert_int_equal(c.sys, 120 * MS);
+	/* the ratio moves to 1:1: the system part may not go down, the user part takes the rest */
+	cpu_split_update(&c, 20 * MS, 20 * MS, 200 * MS, false);
+	assert_int_equal(c.sys, 120 * MS);
+	assert_int_equal(c.user, 80 * MS);
+	/* then to 3:1: the user part grows, the system part stays */
+	cpu_split_update(&c, 90 * MS, 30 * MS, 300 * MS, false);
+	assert_int_equal(c.user, 180 * MS);
+	assert_int_equal(c.sys, 120 * MS);
+	/* a reading that is not newer changes nothing */
+	cpu_split_update(&c, 95 * MS, 25 * MS, 300 * MS, false);
+	assert_int_equal(c.user, 180 * MS);
+	/* the final reading: all ticks' ratio, 3:1, the system part steps down */
+	cpu_split_update(&c, 90 * MS, 30 * MS, 320 * MS, true);
+	assert_int_equal(c.user, 240 * MS);
+	assert_int_equal(c.sys, 80 * MS);
+
+	/* no tick at the end (it exited, or the recording ended): all user, as the kernel says */
+	c = (struct cpu_split){0};
+	cpu_split_update(&c, 0, 0, 3 * MS, false);
+	assert_int_equal(c.user + c.sys, 0);
+	cpu_split_update(&c, 0, 0, 5 * MS, true);
+	assert_int_equal(c.user, 5 * MS);
+	assert_int_equal(c.sys, 0);
+	/* only system ticks: all system */
+	c = (struct cpu_split){0};
+	cpu_split_update(&c, 0, 4 * MS, 50 * MS, false);
+	assert_int_equal(c.sys, 50 * MS);
+	assert_int_equal(c.user, 0);
+}
+
+/* A thread's user part stepping down at its final reading: the grids of the two parts still
+ * add up to its CPU time in each interval (the HTML chart sums them). */
+static void test_grid_cpu_step(void **state)
+{
+	struct profile *p = profile__new();
+	double u[3], s[3];
+
+	(void)state;
+	profile__set_meta(p, "metrics_interval_ms", "100");
+	counter(p, 0, 30, 31, MET_T_CPU_USER, 0);
+	counter(p, 0, 30, 31, MET_T_CPU_SYS, 0);
+	counter(p, 100 * MS, 30, 31, MET_T_CPU_USER, 60 * MS);
+	counter(p, 100 * MS, 30, 31, MET_T_CPU_SYS, 20 * MS);
+	counter(p, 200 * MS, 30, 31, MET_T_CPU_USER, 50 * MS);
+	counter(p, 200 * MS, 30, 31, MET_T_CPU_SYS, 120 * MS);
+	assert_int_equal(metrics_grid(p, MET_T_CPU_USER, 30, 31, 0, 100 * MS, 3, u), 0);
+	assert_int_equal(metrics_grid(p, MET_T_CPU_SYS, 30, 31, 0, 100 * MS, 3, s), 0);
+	assert_true(fabs(u[0] + s[0] - 80 * MS) < 1);
+	assert_true(fabs(u[1] + s[1] - 90 * MS) < 1);
+	assert_true(fabs(u[1] + 10 * MS) < 1);
+	assert_true(fabs(u[2] + s[2]) < 1);
+	profile__free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -336,6 +411,7 @@ int main(void)
 	    cmocka_unit_test(test_throttle_names),
 	    cmocka_unit_test(test_trace_short_interval),
 	    cmocka_unit_test(test_kbtf),
+	    cmocka_unit_test(test_cpu_split),	   cmocka_unit_test(test_grid_cpu_step),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
