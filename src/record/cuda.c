@@ -1378,8 +1378,11 @@ static void cuda_destroy(struct feature_ctx *f, void *state)
 	if (!s)
 		return;
 	attach_retract(s); /* top, or a record that failed: the targets get their state back */
-	cuda_inject__free(s->inj);
+	/* the CUPTI thread tells the injector of each connection that closes (a retracted
+	 * target closes its own): stopped first, it cannot do so into a freed injector */
 	cupti_stop_thread(s);
+	cuda_inject__free(s->inj);
+	s->inj = NULL;
 	convert_queued(s); /* frees what is left */
 	for (int i = 0; i < 2; i++)
 		if (s->wake[i] >= 0)
